@@ -1,0 +1,40 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// One settings list for every Swift target: Swift 6 mode, explicit existentials, explicit imports.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "CheckoutBus",
+    products: [
+        .executable(name: "checkoutbusd", targets: ["checkoutbusd"]),
+        .executable(name: "checkoutbus", targets: ["checkoutbus"]),
+        .library(name: "CheckoutBus", targets: ["CheckoutBus"]),
+        .library(name: "CheckoutBusCore", targets: ["CheckoutBusCore"]),
+    ],
+    targets: [
+        // libzmq from Debian (headers and library on the default paths). No `pkgConfig: "libzmq"`:
+        // Debian's libzmq.pc pulls in `-isystem` flags through Requires.private that SwiftPM refuses
+        // with a warning on every build, and the package builds free of warnings.
+        .systemLibrary(
+            name: "CZeroMQ",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+        .target(name: "CheckoutBusCore", swiftSettings: swiftSettings),
+        .target(name: "CheckoutBus", dependencies: ["CheckoutBusCore", "ZeroMQ"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbusd", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["CheckoutBus"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

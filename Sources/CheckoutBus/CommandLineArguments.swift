@@ -1,0 +1,73 @@
+/// Parses `--flag value`, `--flag=value`, boolean `--flag`, repeated flags and positional arguments.
+///
+/// Small on purpose (no outside packages): each command declares which flags take a value and
+/// which are switches; anything else is an error naming the flag. `Sendable`.
+public struct CommandLineArguments: Sendable {
+    public private(set) var values: [String: [String]] = [:]
+    public private(set) var switches: Set<String> = []
+    public private(set) var positionals: [String] = []
+
+    /// A usage error: the message to print before the help text.
+    public struct UsageError: Error, CustomStringConvertible, Sendable {
+        public let description: String
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// - Parameters:
+    ///   - arguments: the arguments after the command name.
+    ///   - valued: flags that take a value, without dashes.
+    ///   - switches: flags that take none.
+    public init(_ arguments: [String], valued: Set<String>, switches allowed: Set<String>) throws(UsageError) {
+        var i = 0
+        var onlyPositionals = false
+        while i < arguments.count {
+            let arg = arguments[i]
+            i += 1
+            if onlyPositionals || !arg.hasPrefix("--") || arg == "-" {
+                positionals.append(arg)
+                continue
+            }
+            if arg == "--" {
+                onlyPositionals = true
+                continue
+            }
+            var name = String(arg.dropFirst(2))
+            var inline: String?
+            if let eq = name.firstIndex(of: "=") {
+                inline = String(name[name.index(after: eq)...])
+                name = String(name[..<eq])
+            }
+            if allowed.contains(name) {
+                guard inline == nil else { throw UsageError("--\(name) takes no value") }
+                switches.insert(name)
+            } else if valued.contains(name) {
+                if let inline {
+                    values[name, default: []].append(inline)
+                } else {
+                    guard i < arguments.count else { throw UsageError("--\(name) needs a value") }
+                    values[name, default: []].append(arguments[i])
+                    i += 1
+                }
+            } else {
+                throw UsageError("unknown flag --\(name)")
+            }
+        }
+    }
+
+    /// The last value given for `name`.
+    public func value(_ name: String) -> String? { values[name]?.last }
+
+    /// Every value given for a repeatable flag.
+    public func all(_ name: String) -> [String] { values[name] ?? [] }
+
+    public func has(_ name: String) -> Bool { switches.contains(name) }
+
+    /// An integer flag within `range`, or `defaultValue` when absent.
+    public func int(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws(UsageError) -> Int {
+        guard let raw = value(name) else { return defaultValue }
+        guard let v = Int(raw), range.contains(v) else {
+            throw UsageError("--\(name) must be an integer in \(range.lowerBound)...\(range.upperBound), got \(raw)")
+        }
+        return v
+    }
+}

@@ -1,0 +1,94 @@
+import CheckoutBusCore
+
+/// Everything `checkoutbusd` can be told, with the embedded defaults of DESIGN §2. `Sendable`.
+public struct DaemonConfiguration: Sendable {
+    /// Fire-and-forget ingest (PULL, bound).
+    public var ingest = "tcp://127.0.0.1:7700"
+    /// Typed topics out (XPUB, bound).
+    public var publish = "tcp://127.0.0.1:7702"
+    /// Where the daemon keeps its files; created if missing.
+    public var dataDirectory = "./checkoutbus-data"
+    /// Decoding limits, privacy and state bounds.
+    public var processor = EventProcessor.Options()
+    /// Messages queued per subscriber before ZeroMQ drops for that subscriber (`ZMQ_SNDHWM`).
+    public var publishHighWaterMark: Int32 = 100_000
+    /// Milliseconds between `bus.heartbeat` messages.
+    public var heartbeatMilliseconds = 1000
+    public var logLevel = Logger.Level.info
+
+    public init() {}
+
+    static let valued: Set<String> = [
+        "ingest", "publish", "data-dir", "buyer-data", "max-message-bytes", "max-checkouts", "checkout-ttl",
+        "publish-hwm", "heartbeat-ms", "log-level",
+    ]
+
+    /// Parses the daemon's flags.
+    /// `--help` and `--version` are accepted here and handled by the executable before parsing.
+    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> DaemonConfiguration {
+        let args = try CommandLineArguments(arguments, valued: valued, switches: ["help", "version"])
+        var c = DaemonConfiguration()
+        if let v = args.value("ingest") { c.ingest = try endpoint(v, "ingest") }
+        if let v = args.value("publish") { c.publish = try endpoint(v, "publish") }
+        if let v = args.value("data-dir") { c.dataDirectory = v }
+        switch args.value("buyer-data") {
+        case nil, "redacted": c.processor.keepBuyerData = false
+        case "full": c.processor.keepBuyerData = true
+        case let other?: throw .init("--buyer-data must be redacted or full, got \(other)")
+        }
+        c.processor.maxMessageBytes = try args.int("max-message-bytes", default: 1 << 20, in: 64...(256 << 20))
+        c.processor.maxCheckouts = try args.int("max-checkouts", default: 1_000_000, in: 1...100_000_000)
+        c.processor.checkoutTTLSeconds = UInt32(try args.int("checkout-ttl", default: 86_400, in: 1...31_536_000))
+        c.publishHighWaterMark = Int32(try args.int("publish-hwm", default: 100_000, in: 0...10_000_000))
+        c.heartbeatMilliseconds = try args.int("heartbeat-ms", default: 1000, in: 10...60_000)
+        if let v = args.value("log-level") {
+            guard let l = Logger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
+            c.logLevel = l
+        }
+        if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
+        return c
+    }
+
+    static func endpoint(_ v: String, _ flag: String) throws(CommandLineArguments.UsageError) -> String {
+        guard v.hasPrefix("tcp://") || v.hasPrefix("ipc://") || v.hasPrefix("inproc://") else {
+            throw .init("--\(flag) must be tcp://HOST:PORT (PORT may be *) or ipc://PATH, got \(v)")
+        }
+        return v
+    }
+
+    public static let help = """
+        checkoutbusd — the CheckoutBus daemon: ingests raw checkout lifecycle events over ZeroMQ,
+        applies the lifecycle rules and publishes typed topics.
+
+        USAGE: checkoutbusd [flags]
+
+        Endpoints (tcp://HOST:PORT, tcp://127.0.0.1:* for a free port, or ipc://PATH):
+          --ingest ENDPOINT          fire-and-forget ingest, PULL        (default tcp://127.0.0.1:7700)
+          --publish ENDPOINT         typed topics out, XPUB             (default tcp://127.0.0.1:7702)
+
+        Storage:
+          --data-dir PATH            the daemon's files, created if missing (default ./checkoutbus-data)
+
+        Input and privacy:
+          --buyer-data MODE          redacted (default): buyer and payment details become "[redacted]";
+                                     full: envelopes keep them
+          --max-message-bytes N      larger messages are dead-lettered as `oversized` (default 1048576)
+
+        Per-checkout state (suppression, repeat, after_complete):
+          --max-checkouts N          checkouts tracked at once, least recently used evicted (default 1000000)
+          --checkout-ttl SECONDS     forget a checkout idle this long (default 86400)
+
+        Publishing:
+          --publish-hwm N            messages queued per subscriber before ZeroMQ drops (default 100000)
+          --heartbeat-ms N           interval of bus.heartbeat (default 1000)
+
+        Other:
+          --log-level LEVEL          debug, info (default), warning, error; logs are key=value on stderr
+          --help                     this text
+          --version                  the version
+
+        On start the first stdout line is one JSON object with the endpoints as bound:
+          {"ready":true,"ingest":"tcp://127.0.0.1:40001","publish":"tcp://127.0.0.1:40002",...}
+        SIGTERM or SIGINT: stop accepting, publish what was received, exit 0.
+        """
+}

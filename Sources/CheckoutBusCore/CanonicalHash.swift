@@ -1,0 +1,101 @@
+/// A 64-bit hash of a JSON value under JSON equality: object key order and whitespace do not
+/// change it, array order does, escapes are decoded, and numbers compare by value (`1`, `1.0` and
+/// `1e0` are equal).
+///
+/// Objects combine their members' hashes commutatively (a sum of mixed key/value pairs), so no
+/// sorting and no re-serialisation happens: one pass over the tape. Two different snapshots share a
+/// hash with probability about 2⁻⁶⁴; the suppressor accepts that risk for an `update` only (a
+/// `complete` is never suppressed). `Sendable`; pure functions.
+public enum CanonicalHash {
+    @usableFromInline static let p0: UInt64 = 0xa076_1d64_78bd_642f
+    @usableFromInline static let p1: UInt64 = 0xe703_7ed1_a0b4_28db
+    @usableFromInline static let p2: UInt64 = 0x8ebc_6af0_9c88_c6e3
+    @usableFromInline static let p3: UInt64 = 0x5899_65cc_7537_4cc3
+    static let tagObject: UInt64 = 0x1d8e_4e27_c47d_124f
+    static let tagArray: UInt64 = 0x2f3a_8c1b_6e5d_4a97
+    static let tagString: UInt64 = 0x3c6e_f372_fe94_f82b
+    static let tagNumber: UInt64 = 0x4a9f_1c3d_8e2b_7a65
+    static let tagTrue: UInt64 = 0x5b0e_2d4f_6a8c_1e3b
+    static let tagFalse: UInt64 = 0x6c1f_3e5a_7b9d_2f4c
+    static let tagNull: UInt64 = 0x7d2a_4f6b_8cae_3a5d
+
+    @inline(__always)
+    @usableFromInline
+    static func mum(_ a: UInt64, _ b: UInt64) -> UInt64 {
+        let r = a.multipliedFullWidth(by: b)
+        return r.high ^ r.low
+    }
+
+    /// Hashes raw bytes (wyhash-style multiply-mix, 8 bytes at a time).
+    @inlinable
+    public static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seed: UInt64) -> UInt64 {
+        var h = seed ^ mum(UInt64(truncatingIfNeeded: n) ^ p0, p1)
+        var i = 0
+        while i + 8 <= n {
+            let w = p.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            h = mum(w ^ p1, h ^ p2)
+            i += 8
+        }
+        if i < n {
+            var w: UInt64 = 0
+            var shift: UInt64 = 0
+            while i < n {
+                w |= UInt64(p.load(fromByteOffset: i, as: UInt8.self)) << shift
+                shift += 8
+                i += 1
+            }
+            h = mum(w ^ p3, h ^ p0)
+        }
+        return mum(h ^ p2, p3)
+    }
+
+    /// The canonical hash of value `t` of `doc`.
+    public static func hash(_ doc: JSONDocument, _ t: Int) -> UInt64 {
+        let tok = doc.tokens[t]
+        switch tok.kind {
+        case .object:
+            var acc: UInt64 = 0
+            var count: UInt64 = 0
+            doc.forEachMember(t) { k, v in
+                acc &+= mum(hashString(doc, k) ^ p1, hash(doc, v) ^ p2)
+                count &+= 1
+            }
+            return mum(acc ^ tagObject, count ^ p3)
+        case .array:
+            var h = tagArray
+            doc.forEachElement(t) { e in h = mum(h ^ p1, hash(doc, e) ^ p2) }
+            return mum(h ^ p0, p3)
+        case .string:
+            return hashString(doc, t)
+        case .number:
+            return hashNumber(doc, t)
+        case .true: return tagTrue
+        case .false: return tagFalse
+        case .null: return tagNull
+        }
+    }
+
+    static func hashString(_ doc: JSONDocument, _ t: Int) -> UInt64 {
+        let tok = doc.tokens[t]
+        if !tok.flag {
+            return hashBytes(doc.base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2, seed: tagString)
+        }
+        let decoded = doc.unescapedBytes(t)
+        return decoded.withUnsafeBytes { hashBytes($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count, seed: tagString) }
+    }
+
+    static func hashNumber(_ doc: JSONDocument, _ t: Int) -> UInt64 {
+        let tok = doc.tokens[t]
+        if !tok.flag, tok.end - tok.start <= 18, let v = JSONDocument.parseInt(doc.raw(t)) {
+            return mum(UInt64(bitPattern: v) ^ tagNumber, p1)
+        }
+        guard let d = doc.double(t) else {
+            let r = doc.raw(t)
+            return hashBytes(r.baseAddress!, r.count, seed: tagNumber)
+        }
+        if d.rounded() == d && abs(d) < 9.0e15 {
+            return mum(UInt64(bitPattern: Int64(d)) ^ tagNumber, p1)
+        }
+        return mum((d == 0 ? 0 : d.bitPattern) ^ tagNumber, p2)
+    }
+}

@@ -1,0 +1,208 @@
+/// Per-checkout lifecycle state, bounded: an LRU of at most `capacity` checkouts, each forgotten
+/// after `idleTTL` seconds without an event.
+///
+/// Checkouts are keyed by a 128-bit hash of their id (no id strings are kept), and state lives in
+/// parallel arrays with an open-addressing index, so a tracked checkout costs about 45 bytes plus
+/// its index slots (measured by `checkoutbus bench`; see README "Performance"). A completed
+/// checkout with an order id also keeps that id, so a repeated `complete` reuses the first one's
+/// idempotency key.
+///
+/// Not `Sendable`: owned by the pipeline thread.
+public struct CheckoutStateTable {
+    /// What is remembered about one checkout.
+    public struct Flags: OptionSet, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// A snapshot was published for it and `snapshotHash` holds its hash.
+        public static let hasSnapshot = Flags(rawValue: 1)
+        /// A `complete` was published for it.
+        public static let completed = Flags(rawValue: 2)
+    }
+
+    public let capacity: Int
+    public let idleTTL: UInt32
+
+    private var keyLo: [UInt64] = []
+    private var keyHi: [UInt64] = []
+    private var snapshotHash: [UInt64] = []
+    private var lastSeen: [UInt32] = []
+    private var prev: [Int32] = []
+    private var next: [Int32] = []
+    private var flags: [Flags] = []
+    private var orderIDs: [Int32: String] = [:]
+    private var slots: [Int32] = []
+    private var slotMask = 0
+    private var head: Int32 = -1  // most recently used
+    private var tail: Int32 = -1  // least recently used
+    private var freeList: [Int32] = []
+
+    /// Checkouts tracked now.
+    public private(set) var count = 0
+    /// Checkouts forgotten because the table was full.
+    public private(set) var evicted: UInt64 = 0
+    /// Checkouts forgotten because they were idle longer than the TTL.
+    public private(set) var expired: UInt64 = 0
+
+    /// - Parameters:
+    ///   - capacity: most checkouts tracked at once (least recently used are evicted first).
+    ///   - idleTTL: seconds without an event after which a checkout is forgotten.
+    public init(capacity: Int, idleTTL: UInt32) {
+        self.capacity = max(1, capacity)
+        self.idleTTL = max(1, idleTTL)
+        resizeSlots(16)
+    }
+
+    /// A handle to one checkout's state, valid until the next insertion.
+    public typealias Entry = Int32
+
+    /// Finds or creates the state of `checkoutID`, marking it most recently used at `now`.
+    /// - Returns: the entry and whether it was newly created (or had expired and was reset).
+    public mutating func touch(_ checkoutID: String, now: UInt32) -> (entry: Entry, isNew: Bool) {
+        var id = checkoutID
+        let (lo, hi) = id.withUTF8 { buf -> (UInt64, UInt64) in
+            let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x9e37_79b9_7f4a_7c15),
+                    CanonicalHash.hashBytes(p, buf.count, seed: 0xc2b2_ae3d_27d4_eb4f))
+        }
+        var s = Int(truncatingIfNeeded: lo) & slotMask
+        while slots[s] >= 0 {
+            let e = slots[s]
+            if keyLo[Int(e)] == lo && keyHi[Int(e)] == hi {
+                var isNew = false
+                if now &- lastSeen[Int(e)] > idleTTL {
+                    reset(e)
+                    expired &+= 1
+                    isNew = true
+                }
+                lastSeen[Int(e)] = now
+                moveToFront(e)
+                return (e, isNew)
+            }
+            s = (s + 1) & slotMask
+        }
+        let e = allocate(lo: lo, hi: hi, now: now)
+        return (e, true)
+    }
+
+    public func flags(_ e: Entry) -> Flags { flags[Int(e)] }
+    public mutating func insertFlags(_ f: Flags, _ e: Entry) { flags[Int(e)].formUnion(f) }
+    public func snapshotHash(_ e: Entry) -> UInt64 { snapshotHash[Int(e)] }
+
+    public mutating func setSnapshotHash(_ h: UInt64, _ e: Entry) {
+        snapshotHash[Int(e)] = h
+        flags[Int(e)].insert(.hasSnapshot)
+    }
+
+    public func orderID(_ e: Entry) -> String? { orderIDs[e] }
+    public mutating func setOrderID(_ id: String, _ e: Entry) { orderIDs[e] = id }
+
+    /// Forgets checkouts idle longer than the TTL, oldest first. Call about once a second.
+    public mutating func expire(now: UInt32) {
+        while tail >= 0 && now &- lastSeen[Int(tail)] > idleTTL {
+            remove(tail)
+            expired &+= 1
+        }
+    }
+
+    /// Bytes of memory the table holds now (arrays at their capacity, index, order ids).
+    public var approximateBytes: Int {
+        let perEntry = 8 * 3 + 4 * 3 + 1
+        return keyLo.capacity * perEntry + slots.capacity * 4 + orderIDs.count * 48
+    }
+
+    // MARK: Internals
+
+    private mutating func reset(_ e: Entry) {
+        flags[Int(e)] = []
+        snapshotHash[Int(e)] = 0
+        orderIDs.removeValue(forKey: e)
+    }
+
+    private mutating func allocate(lo: UInt64, hi: UInt64, now: UInt32) -> Entry {
+        if count >= capacity, tail >= 0 {
+            remove(tail)
+            evicted &+= 1
+        }
+        let e: Entry
+        if let f = freeList.popLast() {
+            e = f
+            keyLo[Int(e)] = lo
+            keyHi[Int(e)] = hi
+            lastSeen[Int(e)] = now
+            reset(e)
+        } else {
+            e = Entry(keyLo.count)
+            keyLo.append(lo)
+            keyHi.append(hi)
+            snapshotHash.append(0)
+            lastSeen.append(now)
+            prev.append(-1)
+            next.append(-1)
+            flags.append([])
+        }
+        count += 1
+        if count * 2 > slots.count { resizeSlots(slots.count * 2) }
+        insertSlot(e)
+        prev[Int(e)] = -1
+        next[Int(e)] = head
+        if head >= 0 { prev[Int(head)] = e }
+        head = e
+        if tail < 0 { tail = e }
+        return e
+    }
+
+    private mutating func remove(_ e: Entry) {
+        // Unlink from the LRU list.
+        let p = prev[Int(e)]
+        let n = next[Int(e)]
+        if p >= 0 { next[Int(p)] = n } else { head = n }
+        if n >= 0 { prev[Int(n)] = p } else { tail = p }
+        // Delete from the index with backward-shift, keeping probe chains intact.
+        var s = Int(truncatingIfNeeded: keyLo[Int(e)]) & slotMask
+        while slots[s] != e { s = (s + 1) & slotMask }
+        var hole = s
+        var j = (s + 1) & slotMask
+        while slots[j] >= 0 {
+            let home = Int(truncatingIfNeeded: keyLo[Int(slots[j])]) & slotMask
+            let distHole = (hole - home) & slotMask
+            let distJ = (j - home) & slotMask
+            if distHole < distJ {
+                slots[hole] = slots[j]
+                hole = j
+            }
+            j = (j + 1) & slotMask
+        }
+        slots[hole] = -1
+        orderIDs.removeValue(forKey: e)
+        freeList.append(e)
+        count -= 1
+    }
+
+    private mutating func moveToFront(_ e: Entry) {
+        guard head != e else { return }
+        let p = prev[Int(e)]
+        let n = next[Int(e)]
+        if p >= 0 { next[Int(p)] = n }
+        if n >= 0 { prev[Int(n)] = p } else { tail = p }
+        prev[Int(e)] = -1
+        next[Int(e)] = head
+        if head >= 0 { prev[Int(head)] = e }
+        head = e
+    }
+
+    private mutating func insertSlot(_ e: Entry) {
+        var s = Int(truncatingIfNeeded: keyLo[Int(e)]) & slotMask
+        while slots[s] >= 0 { s = (s + 1) & slotMask }
+        slots[s] = e
+    }
+
+    private mutating func resizeSlots(_ size: Int) {
+        slots = [Int32](repeating: -1, count: size)
+        slotMask = size - 1
+        var e = head
+        while e >= 0 {
+            insertSlot(e)
+            e = next[Int(e)]
+        }
+    }
+}

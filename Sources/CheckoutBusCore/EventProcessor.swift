@@ -1,0 +1,294 @@
+/// The pure heart of the daemon: raw bytes in, `[topic][envelope]` out, with every rule applied.
+///
+/// Decodes (``RawEventDecoder``), applies the lifecycle rules (``CheckoutStateTable``), assigns
+/// `seq` and `kind_seq`, and writes the envelope of `docs/envelope.md`. Input that cannot be used
+/// becomes a `bus.deadletter` envelope instead; nothing is dropped and no input can make it trap.
+///
+/// Not `Sendable`: one processor per pipeline thread; it reuses its buffers message after message.
+public final class EventProcessor {
+    /// How the processor treats input; every field has a daemon flag.
+    public struct Options: Sendable {
+        /// Keep buyer and payment details (`--buyer-data full`) instead of redacting them.
+        public var keepBuyerData = false
+        /// Larger messages are dead-lettered as `oversized` (`--max-message-bytes`).
+        public var maxMessageBytes = 1 << 20
+        /// Most checkouts tracked at once (`--max-checkouts`).
+        public var maxCheckouts = 1_000_000
+        /// Seconds after which an idle checkout is forgotten (`--checkout-ttl`).
+        public var checkoutTTLSeconds: UInt32 = 86_400
+        /// Bytes of an unusable message kept in its dead letter.
+        public var deadLetterRawLimit = 64 * 1024
+        public init() {}
+    }
+
+    /// What happened to one input.
+    public enum Outcome: Equatable {
+        case published(LifecycleKind)
+        case suppressed
+        case deadLettered(DeadLetterReason)
+    }
+
+    /// Running counts, read by stats and metrics.
+    public struct Counters: Sendable {
+        public var received: UInt64 = 0
+        public var receivedByFormat = [UInt64](repeating: 0, count: 4)
+        public var publishedByKind = [UInt64](repeating: 0, count: LifecycleKind.allCases.count)
+        public var suppressed: UInt64 = 0
+        public var deadLettered: [String: UInt64] = [:]
+        public var deadLetteredTotal: UInt64 = 0
+    }
+
+    public let options: Options
+    public private(set) var counters = Counters()
+    /// The last `seq` assigned (0 before the first).
+    public private(set) var lastSeq: UInt64
+    public private(set) var kindSeq = [UInt64](repeating: 0, count: LifecycleKind.allCases.count)
+    public private(set) var deadLetterSeq: UInt64 = 0
+    public private(set) var state: CheckoutStateTable
+
+    private let document = JSONDocument()
+    private let decoder = RawEventDecoder()
+    /// The topic of the last output.
+    public private(set) var topic = JSONWriter(capacity: 64)
+    /// The envelope of the last output.
+    public private(set) var envelope = JSONWriter(capacity: 8192)
+
+    public init(options: Options = Options(), startSeq: UInt64 = 0) {
+        self.options = options
+        self.lastSeq = startSeq
+        self.state = CheckoutStateTable(capacity: options.maxCheckouts, idleTTL: options.checkoutTTLSeconds)
+    }
+
+    /// Processes one raw message. When the outcome is published or dead-lettered, ``topic`` and
+    /// ``envelope`` hold the message to send.
+    /// - Parameters:
+    ///   - now: monotonic seconds, for the idle TTL.
+    public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32) -> Outcome {
+        counters.received &+= 1
+        if bytes.count > options.maxMessageBytes {
+            return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
+                              bytes, receivedAt)
+        }
+        do {
+            try document.parse(bytes)
+        } catch {
+            return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
+                              bytes, receivedAt)
+        }
+        var event: DecodedEvent
+        do {
+            event = try decoder.decode(document)
+        } catch {
+            return deadLetter(error.reason, error.detail, bytes, receivedAt)
+        }
+        counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
+        return apply(&event, receivedAt: receivedAt, now: now)
+    }
+
+    /// Expires idle checkouts; call about once a second.
+    public func tick(now: UInt32) { state.expire(now: now) }
+
+    // MARK: Lifecycle rules
+
+    private func apply(_ event: inout DecodedEvent, receivedAt: Timestamp, now: UInt32) -> Outcome {
+        let checkoutID = event.checkoutID!  // the decoder guarantees one
+        let (entry, _) = state.touch(checkoutID, now: now)
+        let flags = state.flags(entry)
+        var hash: UInt64 = 0
+        if let s = event.snapshot { hash = CanonicalHash.hash(s.doc, s.token) }
+
+        var isRepeat = false
+        var afterComplete = false
+        switch event.kind {
+        case .update:
+            if event.snapshot != nil && flags.contains(.hasSnapshot) && state.snapshotHash(entry) == hash {
+                counters.suppressed &+= 1
+                return .suppressed
+            }
+        case .complete:
+            isRepeat = flags.contains(.completed)
+            if !isRepeat {
+                state.insertFlags(.completed, entry)
+                if let order = event.orderID { state.setOrderID(order, entry) }
+            }
+        case .fail:
+            afterComplete = flags.contains(.completed)
+        case .start, .dismiss:
+            break
+        }
+        if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
+        // One key per placed order: the first complete's order id, else this event's, else the checkout.
+        let idempotencyKey = state.orderID(entry) ?? event.orderID ?? checkoutID
+        writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat, afterComplete: afterComplete,
+                      receivedAt: receivedAt)
+        counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
+        return .published(event.kind)
+    }
+
+    // MARK: Envelopes
+
+    private func writeEnvelope(
+        _ e: DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp
+    ) {
+        lastSeq &+= 1
+        kindSeq[Int(e.kind.rawValue)] &+= 1
+        topic.reset()
+        topic.append(e.kind.topic)
+        if let err = e.error {
+            topic.append(byte: UInt8(ascii: "."))
+            topic.bytes.append(contentsOf: err.code.rawValue.utf8)
+        }
+        var w = envelope
+        envelope = JSONWriter(capacity: 0)  // keep one buffer: move it out and back
+        w.reset()
+        w.append("{\"v\":1,\"seq\":")
+        w.append(int: Int64(bitPattern: lastSeq))
+        w.append(",\"kind_seq\":")
+        w.append(int: Int64(bitPattern: kindSeq[Int(e.kind.rawValue)]))
+        w.append(",\"kind\":\"")
+        w.append(e.kind.name)
+        w.append("\",\"checkout_id\":")
+        w.appendString(e.checkoutID ?? "")
+        w.append(",\"event_id\":")
+        if let id = e.eventID { w.appendString(id) } else { w.append("null") }
+        w.append(",\"idempotency_key\":")
+        w.appendString(idempotencyKey)
+        w.append(",\"source\":{\"sdk\":")
+        w.appendString(e.sdk)
+        w.append(",\"platform\":")
+        if let p = e.platform { w.appendString(p) } else { w.append("null") }
+        w.append(",\"format\":\"")
+        w.append(e.format.name)
+        w.append("\"},\"received_at\":")
+        receivedAt.write(to: &w)
+        w.append(",\"occurred_at\":")
+        if let at = e.occurredAt { w.appendRaw(at.doc.raw(at.token)) } else { w.append("null") }
+        w.append(",\"repeat\":")
+        w.append(bool: isRepeat)
+        w.append(",\"after_complete\":")
+        w.append(bool: afterComplete)
+        w.append(",\"summary\":")
+        writeSummary(SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: e.orderID),
+                     to: &w)
+        if let err = e.error {
+            w.append(",\"error\":{\"code\":\"")
+            w.bytes.append(contentsOf: err.code.rawValue.utf8)
+            w.append("\",\"raw_code\":")
+            if let raw = err.rawCode { w.appendString(raw) } else { w.append("null") }
+            w.append(",\"message\":")
+            if let m = err.message { w.appendString(m) } else { w.append("null") }
+            w.append(",\"http_status\":")
+            if let s = err.httpStatus { w.append(int: s) } else { w.append("null") }
+            w.append(",\"terminal\":")
+            w.append(bool: err.terminal)
+            w.append("}")
+        } else {
+            w.append(",\"error\":null")
+        }
+        w.append(",\"payment\":")
+        writeValue(e.payment, to: &w)
+        w.append(",\"checkout\":")
+        writeValue(e.snapshot, to: &w)
+        w.append("}")
+        envelope = w
+    }
+
+    private func writeValue(_ ref: JSONRef?, to w: inout JSONWriter) {
+        guard let ref else {
+            w.append("null")
+            return
+        }
+        if options.keepBuyerData {
+            w.appendRaw(ref.doc.raw(ref.token))
+        } else {
+            BuyerDataRedactor.write(ref.doc, ref.token, to: &w)
+        }
+    }
+
+    private func writeSummary(_ s: SnapshotSummary, to w: inout JSONWriter) {
+        w.append("{\"status\":")
+        if let v = s.status { w.appendString(v) } else { w.append("null") }
+        w.append(",\"currency\":")
+        if let v = s.currency { w.appendString(v) } else { w.append("null") }
+        w.append(",\"total\":")
+        if let v = s.total { w.append(int: v) } else { w.append("null") }
+        w.append(",\"subtotal\":")
+        if let v = s.subtotal { w.append(int: v) } else { w.append("null") }
+        w.append(",\"line_count\":")
+        if let v = s.lineCount { w.append(int: v) } else { w.append("null") }
+        w.append(",\"item_quantity\":")
+        if let v = s.itemQuantity { w.append(int: v) } else { w.append("null") }
+        w.append(",\"order_id\":")
+        if let v = s.orderID { w.appendString(v) } else { w.append("null") }
+        w.append("}")
+    }
+
+    /// Dead-letters a message the transport already knows is unusable (a multipart message, say).
+    public func reject(_ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer,
+                       receivedAt: Timestamp) -> Outcome {
+        counters.received &+= 1
+        return deadLetter(reason, detail, bytes, receivedAt)
+    }
+
+    private func deadLetter(
+        _ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer, _ receivedAt: Timestamp
+    ) -> Outcome {
+        counters.deadLettered[reason.code, default: 0] &+= 1
+        counters.deadLetteredTotal &+= 1
+        lastSeq &+= 1
+        deadLetterSeq &+= 1
+        topic.reset()
+        topic.append("bus.deadletter")
+        var w = envelope
+        envelope = JSONWriter(capacity: 0)
+        w.reset()
+        w.append("{\"v\":1,\"seq\":")
+        w.append(int: Int64(bitPattern: lastSeq))
+        w.append(",\"kind_seq\":")
+        w.append(int: Int64(bitPattern: deadLetterSeq))
+        w.append(",\"kind\":\"deadletter\",\"reason\":")
+        w.appendString(reason.code)
+        w.append(",\"detail\":")
+        w.appendString(detail)
+        w.append(",\"received_at\":")
+        receivedAt.write(to: &w)
+        w.append(",\"size\":")
+        w.append(int: bytes.count)
+        let kept = min(bytes.count, options.deadLetterRawLimit)
+        w.append(",\"raw_truncated\":")
+        w.append(bool: kept < bytes.count)
+        w.append(",\"raw\":")
+        w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: bytes[0..<kept]))
+        w.append("}")
+        envelope = w
+        return .deadLettered(reason)
+    }
+
+    /// Writes a `bus.heartbeat` into ``topic`` and ``envelope``: the last `seq` and per-kind
+    /// `kind_seq`, so an idle subscriber can tell it is behind.
+    public func writeHeartbeat(at time: Timestamp) {
+        topic.reset()
+        topic.append("bus.heartbeat")
+        var w = envelope
+        envelope = JSONWriter(capacity: 0)
+        w.reset()
+        w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
+        w.append(int: Int64(bitPattern: lastSeq))
+        w.append(",\"kind_seqs\":{")
+        for (i, k) in LifecycleKind.allCases.enumerated() {
+            if i > 0 { w.append(",") }
+            w.append("\"")
+            w.append(k.name)
+            w.append("\":")
+            w.append(int: Int64(bitPattern: kindSeq[i]))
+        }
+        w.append(",\"deadletter\":")
+        w.append(int: Int64(bitPattern: deadLetterSeq))
+        w.append("},\"sent_at\":")
+        time.write(to: &w)
+        w.append(",\"tracked_checkouts\":")
+        w.append(int: state.count)
+        w.append("}")
+        envelope = w
+    }
+}

@@ -1,0 +1,283 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reading values off the tape. Token indices come from ``JSONDocument/root`` and these accessors.
+extension JSONDocument {
+    @inline(__always)
+    public func kind(_ t: Int) -> Kind { tokens[t].kind }
+
+    /// The raw bytes of a value as written, quotes and brackets included.
+    @inline(__always)
+    public func raw(_ t: Int) -> UnsafeRawBufferPointer {
+        let tok = tokens[t]
+        return UnsafeRawBufferPointer(start: base + Int(tok.start), count: Int(tok.end - tok.start))
+    }
+
+    /// Index of the token after `t`'s subtree.
+    @inline(__always)
+    func next(_ t: Int) -> Int { Int(tokens[t].next) }
+
+    /// Calls `body(key, value)` for each member of an object, in document order.
+    @inline(__always)
+    public func forEachMember(_ object: Int, _ body: (Int, Int) throws -> Void) rethrows {
+        guard tokens[object].kind == .object else { return }
+        let end = Int(tokens[object].next)
+        var k = object + 1
+        while k < end {
+            let v = k + 1
+            try body(k, v)
+            k = Int(tokens[v].next)
+        }
+    }
+
+    /// Calls `body(element)` for each element of an array, in order.
+    @inline(__always)
+    public func forEachElement(_ array: Int, _ body: (Int) throws -> Void) rethrows {
+        guard tokens[array].kind == .array else { return }
+        let end = Int(tokens[array].next)
+        var e = array + 1
+        while e < end {
+            try body(e)
+            e = Int(tokens[e].next)
+        }
+    }
+
+    /// Number of elements in an array (or members in an object); 0 for scalars.
+    public func count(_ t: Int) -> Int {
+        var n = 0
+        switch tokens[t].kind {
+        case .array: forEachElement(t) { _ in n += 1 }
+        case .object: forEachMember(t) { _, _ in n += 1 }
+        default: break
+        }
+        return n
+    }
+
+    /// The first element of an array, if any.
+    public func firstElement(_ array: Int) -> Int? {
+        guard tokens[array].kind == .array, array + 1 < Int(tokens[array].next) else { return nil }
+        return array + 1
+    }
+
+    /// Whether string token `t` holds exactly `text` (escapes decoded when present).
+    public func stringEquals(_ t: Int, _ text: StaticString) -> Bool {
+        let tok = tokens[t]
+        guard tok.kind == .string else { return false }
+        if tok.flag { return string(t) == text.description }
+        let n = Int(tok.end - tok.start) - 2
+        guard n == text.utf8CodeUnitCount else { return false }
+        return memcmp(base + Int(tok.start) + 1, text.utf8Start, n) == 0
+    }
+
+    /// Whether string token `t` holds exactly the bytes `text`.
+    public func stringEquals(_ t: Int, bytes text: UnsafeRawBufferPointer) -> Bool {
+        let tok = tokens[t]
+        guard tok.kind == .string else { return false }
+        if tok.flag { return unescapedBytes(t).elementsEqual(text) }
+        let n = Int(tok.end - tok.start) - 2
+        guard n == text.count else { return false }
+        return n == 0 || memcmp(base + Int(tok.start) + 1, text.baseAddress!, n) == 0
+    }
+
+    /// The value of member `key` of object `object`, if present (the first, if repeated).
+    public func member(_ object: Int, _ key: StaticString) -> Int? {
+        guard tokens[object].kind == .object else { return nil }
+        let end = Int(tokens[object].next)
+        var k = object + 1
+        while k < end {
+            if stringEquals(k, key) { return k + 1 }
+            k = Int(tokens[k + 1].next)
+        }
+        return nil
+    }
+
+    /// The first of several spellings of a member that is present.
+    public func member(_ object: Int, anyOf keys: StaticString...) -> Int? {
+        for key in keys {
+            if let v = member(object, key) { return v }
+        }
+        return nil
+    }
+
+    /// Follows a path of member names through nested objects.
+    public func path(_ t: Int, _ keys: StaticString...) -> Int? {
+        var cur = t
+        for key in keys {
+            guard let v = member(cur, key) else { return nil }
+            cur = v
+        }
+        return cur
+    }
+
+    /// The member `key` if it is an object.
+    public func object(_ t: Int, _ key: StaticString) -> Int? {
+        guard let v = member(t, key), tokens[v].kind == .object else { return nil }
+        return v
+    }
+
+    /// A string value's decoded bytes (without quotes).
+    public func unescapedBytes(_ t: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        appendUnescaped(t, to: &out)
+        return out
+    }
+
+    /// Appends a string token's decoded UTF-8 to `out`.
+    public func appendUnescaped(_ t: Int, to out: inout [UInt8]) {
+        let tok = tokens[t]
+        var i = Int(tok.start) + 1
+        let end = Int(tok.end) - 1
+        if !tok.flag {
+            out.append(contentsOf: UnsafeBufferPointer(start: base + i, count: end - i))
+            return
+        }
+        while i < end {
+            let c = base[i]
+            if c != UInt8(ascii: "\\") {
+                out.append(c)
+                i += 1
+                continue
+            }
+            let e = base[i + 1]
+            i += 2
+            switch e {
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(i)
+                i += 4
+                if scalar >= 0xD800 && scalar < 0xDC00, i + 6 <= end, base[i] == UInt8(ascii: "\\"),
+                    base[i + 1] == UInt8(ascii: "u")
+                {
+                    let low = hex4(i + 2)
+                    if low >= 0xDC00 && low < 0xE000 {
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        i += 6
+                    }
+                }
+                if scalar >= 0xD800 && scalar < 0xE000 { scalar = 0xFFFD }  // lone surrogate
+                appendUTF8(scalar, to: &out)
+            default: out.append(e)
+            }
+        }
+    }
+
+    private func hex4(_ i: Int) -> UInt32 {
+        var v: UInt32 = 0
+        for k in 0..<4 { v = v << 4 | (JSONDocument.hexValue(base[i + k]) ?? 0) }
+        return v
+    }
+
+    private func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+        switch scalar {
+        case 0..<0x80: out.append(UInt8(scalar))
+        case 0x80..<0x800:
+            out.append(UInt8(0xC0 | scalar >> 6))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        case 0x800..<0x10000:
+            out.append(UInt8(0xE0 | scalar >> 12))
+            out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        default:
+            out.append(UInt8(0xF0 | scalar >> 18))
+            out.append(UInt8(0x80 | scalar >> 12 & 0x3F))
+            out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        }
+    }
+
+    /// A string value, decoded; `nil` if `t` is not a string.
+    public func string(_ t: Int) -> String? {
+        guard tokens[t].kind == .string else { return nil }
+        if !tokens[t].flag {
+            let r = raw(t)
+            return String(decoding: UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)]), as: UTF8.self)
+        }
+        return String(decoding: unescapedBytes(t), as: UTF8.self)
+    }
+
+    /// A string, or a number's text: identifiers arrive as either (`"id": 123` or `"id": "123"`).
+    public func identifier(_ t: Int) -> String? {
+        switch tokens[t].kind {
+        case .string:
+            let s = string(t)
+            return s?.isEmpty == true ? nil : s
+        case .number: return String(decoding: raw(t), as: UTF8.self)
+        default: return nil
+        }
+    }
+
+    /// An integer value: an integral number, or a string holding one.
+    public func int64(_ t: Int) -> Int64? {
+        let tok = tokens[t]
+        switch tok.kind {
+        case .number:
+            if tok.flag {
+                guard let d = double(t), d.rounded() == d, abs(d) < 9.0e15 else { return nil }
+                return Int64(d)
+            }
+            return JSONDocument.parseInt(raw(t))
+        case .string:
+            guard !tok.flag else { return nil }
+            let r = raw(t)
+            return JSONDocument.parseInt(UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)]))
+        default: return nil
+        }
+    }
+
+    static func parseInt(_ r: UnsafeRawBufferPointer) -> Int64? {
+        guard !r.isEmpty, r.count <= 19 else { return nil }
+        var i = 0
+        var negative = false
+        if r[0] == UInt8(ascii: "-") {
+            negative = true
+            i = 1
+        }
+        guard i < r.count else { return nil }
+        var v: Int64 = 0
+        while i < r.count {
+            let d = r[i] &- UInt8(ascii: "0")
+            guard d < 10 else { return nil }
+            v = v &* 10 &+ Int64(d)
+            i += 1
+        }
+        return negative ? -v : v
+    }
+
+    /// A number as `Double` (also from a string holding a number).
+    public func double(_ t: Int) -> Double? {
+        let tok = tokens[t]
+        var r = raw(t)
+        switch tok.kind {
+        case .number: break
+        case .string:
+            guard !tok.flag, r.count > 2 else { return nil }
+            r = UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)])
+        default: return nil
+        }
+        guard r.count < 64 else { return nil }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: r.count + 1) { buf -> Double? in
+            for k in 0..<r.count { buf[k] = CChar(bitPattern: r[k]) }
+            buf[r.count] = 0
+            var endp: UnsafeMutablePointer<CChar>?
+            let d = strtod(buf.baseAddress!, &endp)
+            guard let endp, endp == buf.baseAddress! + r.count else { return nil }
+            return d
+        }
+    }
+
+    /// A boolean value.
+    public func bool(_ t: Int) -> Bool? {
+        switch tokens[t].kind {
+        case .true: return true
+        case .false: return false
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,302 @@
+/// A parsed JSON text: a flat tape of tokens pointing into the original bytes, never copied.
+///
+/// Not `Sendable`: one document is owned by one pipeline thread and reused message after message, so
+/// parsing allocates nothing once its token array has grown to the largest message seen.
+/// The bytes must stay valid while the document is read: the pipeline parses inside the receive
+/// buffer's `withUnsafeBytes`, or points the document at storage it owns (``parseOwned(_:)``).
+public final class JSONDocument {
+    /// What a token is.
+    public enum Kind: UInt8, Sendable {
+        case object, array, string, number, `true`, `false`, null
+    }
+
+    /// One value on the tape. Strings span their quotes; containers span their brackets.
+    @usableFromInline
+    struct Token {
+        var kind: Kind
+        /// Strings: contains a backslash escape. Numbers: has a fraction or exponent.
+        var flag: Bool
+        var start: Int32
+        var end: Int32
+        /// Index of the token after this value's whole subtree.
+        var next: Int32
+    }
+
+    @usableFromInline var tokens: [Token] = []
+    @usableFromInline var base: UnsafePointer<UInt8> = UnsafePointer(bitPattern: 1)!
+    @usableFromInline var length = 0
+    private var owned: UnsafeMutablePointer<UInt8>?
+    private var ownedCapacity = 0
+    private var depth = 0
+
+    /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
+    public var maxDepth = 64
+
+    public init() {}
+
+    deinit { owned?.deallocate() }
+
+    /// The root value (index 0) after a successful parse.
+    public var root: Int { 0 }
+
+    /// The bytes being read.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: length) }
+
+    /// Parses `buffer` in place. The buffer must outlive every read of this document.
+    /// - Throws: ``JSONParseError`` naming what is wrong and where.
+    public func parse(_ buffer: UnsafeRawBufferPointer) throws(JSONParseError) {
+        base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(bitPattern: 1)!
+        length = buffer.count
+        try run()
+    }
+
+    /// Copies `source` into storage the document owns, then parses it (used for JSON nested in strings).
+    public func parseOwned(_ source: [UInt8]) throws(JSONParseError) {
+        if ownedCapacity < source.count {
+            owned?.deallocate()
+            ownedCapacity = max(source.count, 1024)
+            owned = .allocate(capacity: ownedCapacity)
+        }
+        source.withUnsafeBufferPointer { src in
+            if let s = src.baseAddress { owned!.update(from: s, count: src.count) }
+        }
+        base = UnsafePointer(owned!)
+        length = source.count
+        try run()
+    }
+
+    private func run() throws(JSONParseError) {
+        tokens.removeAll(keepingCapacity: true)
+        depth = 0
+        var i = skipSpace(0)
+        if i >= length { throw JSONParseError(.empty, at: i) }
+        i = try parseValue(i)
+        i = skipSpace(i)
+        if i != length { throw JSONParseError(.trailingData, at: i) }
+    }
+
+    // MARK: Scanning
+
+    @inline(__always)
+    private func skipSpace(_ start: Int) -> Int {
+        var i = start
+        while i < length {
+            let c = base[i]
+            if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i &+= 1 } else { break }
+        }
+        return i
+    }
+
+    private func parseValue(_ start: Int) throws(JSONParseError) -> Int {
+        guard start < length else { throw JSONParseError(.truncated, at: start) }
+        switch base[start] {
+        case UInt8(ascii: "{"): return try parseObject(start)
+        case UInt8(ascii: "["): return try parseArray(start)
+        case UInt8(ascii: "\""): return try parseString(start)
+        case UInt8(ascii: "t"): return try literal(start, "true", .true)
+        case UInt8(ascii: "f"): return try literal(start, "false", .false)
+        case UInt8(ascii: "n"): return try literal(start, "null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber(start)
+        default: throw JSONParseError(.unexpectedCharacter, at: start)
+        }
+    }
+
+    private func literal(_ start: Int, _ word: StaticString, _ kind: Kind) throws(JSONParseError) -> Int {
+        let n = word.utf8CodeUnitCount
+        guard start + n <= length else { throw JSONParseError(.truncated, at: start) }
+        let w = word.utf8Start
+        for k in 0..<n where base[start + k] != w[k] { throw JSONParseError(.unexpectedCharacter, at: start + k) }
+        tokens.append(Token(kind: kind, flag: false, start: Int32(start), end: Int32(start + n), next: Int32(tokens.count + 1)))
+        return start + n
+    }
+
+    private func parseNumber(_ start: Int) throws(JSONParseError) -> Int {
+        var i = start
+        var fractional = false
+        if base[i] == UInt8(ascii: "-") { i += 1 }
+        guard i < length else { throw JSONParseError(.truncated, at: i) }
+        if base[i] == UInt8(ascii: "0") {
+            i += 1
+        } else if base[i] >= UInt8(ascii: "1") && base[i] <= UInt8(ascii: "9") {
+            while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+        } else {
+            throw JSONParseError(.badNumber, at: i)
+        }
+        if i < length && base[i] == UInt8(ascii: ".") {
+            fractional = true
+            i += 1
+            let digits = i
+            while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+            if i == digits { throw JSONParseError(.badNumber, at: i) }
+        }
+        if i < length && (base[i] | 0x20) == UInt8(ascii: "e") {
+            fractional = true
+            i += 1
+            if i < length && (base[i] == UInt8(ascii: "+") || base[i] == UInt8(ascii: "-")) { i += 1 }
+            let digits = i
+            while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+            if i == digits { throw JSONParseError(.badNumber, at: i) }
+        }
+        tokens.append(Token(kind: .number, flag: fractional, start: Int32(start), end: Int32(i), next: Int32(tokens.count + 1)))
+        return i
+    }
+
+    /// Scans a string, validating escapes and UTF-8; ASCII runs take the fast path.
+    private func parseString(_ start: Int) throws(JSONParseError) -> Int {
+        var i = start + 1
+        var escaped = false
+        while true {
+            guard i < length else { throw JSONParseError(.truncated, at: i) }
+            let c = base[i]
+            if c == UInt8(ascii: "\"") { break }
+            if c == UInt8(ascii: "\\") {
+                escaped = true
+                guard i + 1 < length else { throw JSONParseError(.truncated, at: i) }
+                switch base[i + 1] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                    UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    i += 2
+                case UInt8(ascii: "u"):
+                    guard i + 6 <= length else { throw JSONParseError(.truncated, at: i) }
+                    for k in 2..<6 where JSONDocument.hexValue(base[i + k]) == nil {
+                        throw JSONParseError(.badEscape, at: i + k)
+                    }
+                    i += 6
+                default:
+                    throw JSONParseError(.badEscape, at: i)
+                }
+                continue
+            }
+            if c < 0x20 { throw JSONParseError(.controlCharacter, at: i) }
+            if c < 0x80 {
+                i += 1
+                continue
+            }
+            i = try validateUTF8(at: i)
+        }
+        tokens.append(Token(kind: .string, flag: escaped, start: Int32(start), end: Int32(i + 1), next: Int32(tokens.count + 1)))
+        return i + 1
+    }
+
+    /// Validates one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
+    private func validateUTF8(at i: Int) throws(JSONParseError) -> Int {
+        let c = base[i]
+        var need: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch c {
+        case 0xC2...0xDF: need = 1
+        case 0xE0: need = 2; lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: need = 2
+        case 0xED: need = 2; upper = 0x9F
+        case 0xF0: need = 3; lower = 0x90
+        case 0xF1...0xF3: need = 3
+        case 0xF4: need = 3; upper = 0x8F
+        default: throw JSONParseError(.invalidUTF8, at: i)
+        }
+        guard i + need < length else { throw JSONParseError(.invalidUTF8, at: i) }
+        let b1 = base[i + 1]
+        guard b1 >= lower && b1 <= upper else { throw JSONParseError(.invalidUTF8, at: i + 1) }
+        var k = 2
+        while k <= need {
+            guard base[i + k] & 0xC0 == 0x80 else { throw JSONParseError(.invalidUTF8, at: i + k) }
+            k += 1
+        }
+        return i + need + 1
+    }
+
+    private func parseObject(_ start: Int) throws(JSONParseError) -> Int {
+        depth += 1
+        if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+        let me = tokens.count
+        tokens.append(Token(kind: .object, flag: false, start: Int32(start), end: 0, next: 0))
+        var i = skipSpace(start + 1)
+        guard i < length else { throw JSONParseError(.truncated, at: i) }
+        if base[i] != UInt8(ascii: "}") {
+            while true {
+                guard i < length else { throw JSONParseError(.truncated, at: i) }
+                guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
+                i = skipSpace(try parseString(i))
+                guard i < length else { throw JSONParseError(.truncated, at: i) }
+                guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
+                i = skipSpace(try parseValue(skipSpace(i + 1)))
+                guard i < length else { throw JSONParseError(.truncated, at: i) }
+                if base[i] == UInt8(ascii: ",") {
+                    i = skipSpace(i + 1)
+                    continue
+                }
+                guard base[i] == UInt8(ascii: "}") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                break
+            }
+        }
+        tokens[me].end = Int32(i + 1)
+        tokens[me].next = Int32(tokens.count)
+        depth -= 1
+        return i + 1
+    }
+
+    private func parseArray(_ start: Int) throws(JSONParseError) -> Int {
+        depth += 1
+        if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+        let me = tokens.count
+        tokens.append(Token(kind: .array, flag: false, start: Int32(start), end: 0, next: 0))
+        var i = skipSpace(start + 1)
+        guard i < length else { throw JSONParseError(.truncated, at: i) }
+        if base[i] != UInt8(ascii: "]") {
+            while true {
+                i = skipSpace(try parseValue(i))
+                guard i < length else { throw JSONParseError(.truncated, at: i) }
+                if base[i] == UInt8(ascii: ",") {
+                    i = skipSpace(i + 1)
+                    continue
+                }
+                guard base[i] == UInt8(ascii: "]") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                break
+            }
+        }
+        tokens[me].end = Int32(i + 1)
+        tokens[me].next = Int32(tokens.count)
+        depth -= 1
+        return i + 1
+    }
+
+    @inline(__always)
+    static func hexValue(_ c: UInt8) -> UInt32? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(c - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(c - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return UInt32(c - UInt8(ascii: "A") + 10)
+        default: return nil
+        }
+    }
+}
+
+/// Why a text is not JSON this daemon will read, and the byte offset where that became clear.
+public struct JSONParseError: Error, Sendable, Equatable {
+    /// A machine-readable reason, stable across releases.
+    public struct Reason: Sendable, Equatable, Hashable {
+        public let name: String
+        init(_ name: String) { self.name = name }
+
+        public static let empty = Reason("empty")
+        public static let truncated = Reason("truncated")
+        public static let trailingData = Reason("trailing_data")
+        public static let unexpectedCharacter = Reason("unexpected_character")
+        public static let badNumber = Reason("bad_number")
+        public static let badEscape = Reason("bad_escape")
+        public static let controlCharacter = Reason("control_character_in_string")
+        public static let invalidUTF8 = Reason("invalid_utf8")
+        public static let expectedKey = Reason("expected_key")
+        public static let expectedColon = Reason("expected_colon")
+        public static let expectedCommaOrEnd = Reason("expected_comma_or_end")
+        public static let tooDeep = Reason("too_deep")
+    }
+
+    public let reason: Reason
+    public let offset: Int
+
+    public init(_ reason: Reason, at offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+}

@@ -1,0 +1,142 @@
+/// Appends JSON text to a reusable byte buffer: no Foundation, no intermediate strings.
+///
+/// Not `Sendable` by use: each pipeline thread owns one writer and resets it per message.
+public struct JSONWriter {
+    public var bytes: [UInt8] = []
+
+    public init(capacity: Int = 4096) { bytes.reserveCapacity(capacity) }
+
+    public mutating func reset() { bytes.removeAll(keepingCapacity: true) }
+
+    @inline(__always)
+    public mutating func append(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    @inline(__always)
+    public mutating func append(byte: UInt8) { bytes.append(byte) }
+
+    /// Appends bytes verbatim (already valid JSON).
+    @inline(__always)
+    public mutating func appendRaw(_ raw: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: raw)
+    }
+
+    public mutating func append(int value: Int64) {
+        if value == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return
+        }
+        var v = value.magnitude
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
+            var n = 0
+            while v > 0 {
+                buf[19 - n] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+                n += 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buf[(20 - n)...]))
+        }
+    }
+
+    public mutating func append(int value: Int) { append(int: Int64(value)) }
+
+    public mutating func append(bool value: Bool) { append(value ? "true" : "false") }
+
+    /// Appends a JSON string literal for UTF-8 `text`, escaping quotes, backslashes and controls.
+    public mutating func appendString(utf8 text: UnsafeRawBufferPointer) {
+        bytes.append(UInt8(ascii: "\""))
+        var runStart = 0
+        for i in 0..<text.count {
+            let c = text[i]
+            if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { continue }
+            if runStart < i { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: text[runStart..<i])) }
+            runStart = i + 1
+            switch c {
+            case UInt8(ascii: "\""): append("\\\"")
+            case UInt8(ascii: "\\"): append("\\\\")
+            case 0x0A: append("\\n")
+            case 0x0D: append("\\r")
+            case 0x09: append("\\t")
+            default:
+                append("\\u00")
+                bytes.append(JSONWriter.hex[Int(c >> 4)])
+                bytes.append(JSONWriter.hex[Int(c & 0xF)])
+            }
+        }
+        if runStart < text.count { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: text[runStart...])) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    public mutating func appendString(_ text: String) {
+        var s = text
+        s.withUTF8 { appendString(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
+    public mutating func appendString(_ text: StaticString) {
+        appendString(utf8: UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends arbitrary bytes as a JSON string: valid UTF-8 passes through, every other byte becomes
+    /// `\u00XX` of its value (so the exact raw bytes of bad input survive in a dead letter).
+    public mutating func appendBytesEscaped(_ raw: UnsafeRawBufferPointer) {
+        bytes.append(UInt8(ascii: "\""))
+        var i = 0
+        while i < raw.count {
+            let c = raw[i]
+            if c < 0x80 {
+                switch c {
+                case UInt8(ascii: "\""): append("\\\"")
+                case UInt8(ascii: "\\"): append("\\\\")
+                case 0x0A: append("\\n")
+                case 0x0D: append("\\r")
+                case 0x09: append("\\t")
+                case 0..<0x20, 0x7F:
+                    append("\\u00")
+                    bytes.append(JSONWriter.hex[Int(c >> 4)])
+                    bytes.append(JSONWriter.hex[Int(c & 0xF)])
+                default: bytes.append(c)
+                }
+                i += 1
+                continue
+            }
+            let n = JSONWriter.validUTF8Length(raw, at: i)
+            if n > 0 {
+                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[i..<(i + n)]))
+                i += n
+            } else {
+                append("\\u00")
+                bytes.append(JSONWriter.hex[Int(c >> 4)])
+                bytes.append(JSONWriter.hex[Int(c & 0xF)])
+                i += 1
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Length of the valid UTF-8 sequence starting at `i`, or 0.
+    static func validUTF8Length(_ r: UnsafeRawBufferPointer, at i: Int) -> Int {
+        let c = r[i]
+        var need: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch c {
+        case 0xC2...0xDF: need = 1
+        case 0xE0: need = 2; lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: need = 2
+        case 0xED: need = 2; upper = 0x9F
+        case 0xF0: need = 3; lower = 0x90
+        case 0xF1...0xF3: need = 3
+        case 0xF4: need = 3; upper = 0x8F
+        default: return 0
+        }
+        guard i + need < r.count, r[i + 1] >= lower, r[i + 1] <= upper else { return 0 }
+        for k in 2...max(2, need) where k <= need {
+            if r[i + k] & 0xC0 != 0x80 { return 0 }
+        }
+        return need + 1
+    }
+
+    static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+}

@@ -1,0 +1,411 @@
+/// Recognises which raw family a message belongs to and decodes it into a ``DecodedEvent``.
+///
+/// Families are auto-detected (DESIGN §3, `docs/raw-shapes.md`): the ingest wrapper
+/// `{"checkout_id":…,"payload":<raw>}` around any of them, Embedded Checkout Protocol notifications,
+/// the older Checkout Sheet Kit bridge, SDK callback events in every platform's spelling, and Primer
+/// Checkout states and callbacks.
+///
+/// Not `Sendable`: owns the reusable documents for JSON nested in strings; one per pipeline thread.
+public final class RawEventDecoder {
+    /// Holds a wrapper `payload` that arrived as a JSON string.
+    private let payloadDocument = JSONDocument()
+    /// Holds a bridge `body` that arrived as a JSON string.
+    private let bodyDocument = JSONDocument()
+
+    public init() {}
+
+    /// Decodes the message parsed into `doc`.
+    /// - Throws: ``DecodeRejection`` with the dead-letter reason.
+    public func decode(_ doc: JSONDocument) throws(DecodeRejection) -> DecodedEvent {
+        let root = doc.root
+        guard doc.kind(root) == .object else {
+            throw DecodeRejection(.unknownShape, "top-level value is not an object")
+        }
+        var wrapper = Wrapper()
+        var raw = JSONRef(doc, root)
+        if let payload = doc.member(root, "payload"), isWrapper(doc, root) {
+            wrapper = readWrapper(doc, root)
+            switch doc.kind(payload) {
+            case .object: raw = JSONRef(doc, payload)
+            case .string:
+                do { try payloadDocument.parseOwned(doc.unescapedBytes(payload)) } catch {
+                    throw DecodeRejection(.invalidEmbeddedJSON, "payload string is not JSON: \(error.reason.name)")
+                }
+                guard payloadDocument.kind(payloadDocument.root) == .object else {
+                    throw DecodeRejection(.unknownShape, "payload is not an object")
+                }
+                raw = JSONRef(payloadDocument, payloadDocument.root)
+            default:
+                throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
+            }
+        }
+        var event = try decodeRaw(raw, wrapper: wrapper)
+        if let id = wrapper.checkoutID { event.checkoutID = id }
+        if let id = wrapper.eventID { event.eventID = id }
+        if let at = wrapper.occurredAt { event.occurredAt = at }
+        if let p = wrapper.platform { event.platform = p }
+        if let s = wrapper.sdk { event.sdk = s }
+        if event.checkoutID == nil {
+            event.checkoutID = event.orderID.map { "order:" + $0 }
+        }
+        guard event.checkoutID != nil else {
+            throw DecodeRejection(.missingCheckoutID, "no checkout id in the snapshot, the event or the wrapper")
+        }
+        return event
+    }
+
+    // MARK: Wrapper
+
+    private struct Wrapper {
+        var checkoutID: String?
+        var eventID: String?
+        var occurredAt: JSONRef?
+        var platform: String?
+        var sdk: String?
+    }
+
+    private func isWrapper(_ doc: JSONDocument, _ root: Int) -> Bool {
+        // `payload` alone is enough unless the object is itself a raw event with a payload field.
+        doc.member(root, anyOf: "jsonrpc", "method", "name", "event", "state") == nil
+            || doc.member(root, anyOf: "checkout_id", "sdk", "platform", "event_id") != nil
+    }
+
+    private func readWrapper(_ doc: JSONDocument, _ root: Int) -> Wrapper {
+        var w = Wrapper()
+        if let v = doc.member(root, anyOf: "checkout_id", "checkoutId") { w.checkoutID = doc.identifier(v) }
+        if let v = doc.member(root, anyOf: "event_id", "eventId") { w.eventID = doc.identifier(v) }
+        if let v = doc.member(root, anyOf: "occurred_at", "occurredAt"), doc.kind(v) == .string || doc.kind(v) == .number {
+            w.occurredAt = JSONRef(doc, v)
+        }
+        if let v = doc.member(root, "platform") { w.platform = doc.string(v) }
+        if let v = doc.member(root, "sdk") { w.sdk = doc.string(v).map { $0.lowercased() } }
+        return w
+    }
+
+    // MARK: Family detection
+
+    private func decodeRaw(_ raw: JSONRef, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
+        let doc = raw.doc
+        let r = raw.token
+        if let m = doc.member(r, "method"), doc.member(r, "jsonrpc") != nil || (doc.string(m)?.hasPrefix("ec.") ?? false) {
+            return try decodeECP(doc, r, method: m)
+        }
+        if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body") {
+            return try decodeSheetBridge(doc, r, name: name, body: body)
+        }
+        guard let nameToken = doc.member(r, anyOf: "event", "type", "state", "name", "callback", "method"),
+            let name = doc.string(nameToken)
+        else {
+            throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event` or `state`)")
+        }
+        let folded = ErrorCodeNormalizer.fold(name)
+        if RawEventDecoder.nonLifecycleNames.contains(folded) {
+            throw DecodeRejection(.notLifecycle, "`\(name)` is not a lifecycle event")
+        }
+        let primerKind = RawEventDecoder.primerNames[folded]
+        let shopifyKind = RawEventDecoder.callbackNames[folded]
+        let saysPrimer = wrapper.sdk.map { $0.hasPrefix("primer") } ?? false
+        let saysShopify = wrapper.sdk.map { $0.hasPrefix("shopify") } ?? false
+        let looksPrimer = doc.member(r, anyOf: "paymentResult", "checkoutData", "primerError", "payment_result") != nil
+            || (doc.object(r, "error").flatMap { doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") } != nil)
+        if let kind = primerKind, saysPrimer || (!saysShopify && (shopifyKind == nil || looksPrimer)) {
+            return decodePrimer(doc, r, kind: kind, name: name)
+        }
+        if let kind = shopifyKind {
+            return decodeCallback(doc, r, kind: kind, name: name)
+        }
+        throw DecodeRejection(.unknownEvent, "unknown event name `\(name)`")
+    }
+
+    // MARK: Embedded Checkout Protocol
+
+    private func decodeECP(_ doc: JSONDocument, _ r: Int, method m: Int) throws(DecodeRejection) -> DecodedEvent {
+        guard let method = doc.string(m) else { throw DecodeRejection(.wrongType, "`method` is not a string") }
+        let kind: LifecycleKind
+        switch method {
+        case "ec.start": kind = .start
+        case "ec.complete": kind = .complete
+        case "ec.error": kind = .fail
+        case "ec.ready", "ec.auth": throw DecodeRejection(.notLifecycle, "`\(method)` is not a lifecycle event")
+        default:
+            if method.hasSuffix("_request") || doc.member(r, "id") != nil && !method.hasSuffix(".change") {
+                throw DecodeRejection(.notLifecycle, "`\(method)` is a request, not a lifecycle event")
+            }
+            guard method.hasPrefix("ec."), method.hasSuffix(".change") else {
+                throw DecodeRejection(.unknownEvent, "unknown method `\(method)`")
+            }
+            kind = .update
+        }
+        var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
+        let params = doc.member(r, "params")
+        if let params, doc.kind(params) != .object {
+            throw DecodeRejection(.wrongType, "`params` is not an object")
+        }
+        if let params, let checkout = doc.member(params, "checkout") {
+            guard doc.kind(checkout) == .object else { throw DecodeRejection(.wrongType, "`params.checkout` is not an object") }
+            event.snapshot = JSONRef(doc, checkout)
+            readSnapshotIDs(doc, checkout, into: &event)
+        } else if kind != .fail {
+            throw DecodeRejection(.wrongType, "`\(method)` carries no `params.checkout` snapshot")
+        }
+        if let params {
+            if event.checkoutID == nil, let v = doc.member(params, anyOf: "checkout_id", "checkoutId") {
+                event.checkoutID = doc.identifier(v)
+            }
+        }
+        if kind == .fail {
+            event.error = ecpError(doc, params)
+        }
+        return event
+    }
+
+    /// The failure of an `ec.error`: the first `error` message of severity `unrecoverable`, else the
+    /// first `error` message, in `params.messages` or the snapshot's `messages`; else `params.error`.
+    private func ecpError(_ doc: JSONDocument, _ params: Int?) -> DecodedError {
+        var chosen: Int?
+        var fallback: Int?
+        var candidates: [Int] = []
+        if let params {
+            if let m = doc.member(params, "messages") { candidates.append(m) }
+            if let c = doc.object(params, "checkout"), let m = doc.member(c, "messages") { candidates.append(m) }
+        }
+        for list in candidates where chosen == nil {
+            doc.forEachElement(list) { msg in
+                guard chosen == nil, let t = doc.member(msg, "type"), doc.stringEquals(t, "error") else { return }
+                if fallback == nil { fallback = msg }
+                if let s = doc.member(msg, "severity"), doc.stringEquals(s, "unrecoverable") { chosen = msg }
+            }
+        }
+        if let msg = chosen ?? fallback {
+            return makeError(doc, msg, terminal: true)
+        }
+        if let params, let e = doc.object(params, "error") {
+            return makeError(doc, e, terminal: true)
+        }
+        if let params, doc.member(params, "code") != nil {
+            return makeError(doc, params, terminal: true)
+        }
+        return DecodedError(code: .unknown, rawCode: nil, message: nil, httpStatus: nil, terminal: true)
+    }
+
+    // MARK: Checkout Sheet Kit bridge
+
+    private func decodeSheetBridge(_ doc: JSONDocument, _ r: Int, name n: Int, body: Int) throws(DecodeRejection) -> DecodedEvent {
+        let name = doc.string(n) ?? ""
+        let folded = ErrorCodeNormalizer.fold(name)
+        let kind: LifecycleKind
+        switch folded {
+        case "completed", "checkoutcompleted": kind = .complete
+        case "error", "checkouterror": kind = .fail
+        case "started", "checkoutstarted": kind = .start
+        case "close", "closed", "checkoutclosed": kind = .dismiss
+        default:
+            if RawEventDecoder.nonLifecycleNames.contains(folded) {
+                throw DecodeRejection(.notLifecycle, "`\(name)` is not a lifecycle event")
+            }
+            throw DecodeRejection(.unknownEvent, "unknown bridge event `\(name)`")
+        }
+        var bodyRef = JSONRef(doc, body)
+        if doc.kind(body) == .string {
+            let bytes = doc.unescapedBytes(body)
+            if bytes.isEmpty && kind == .dismiss {
+                bodyRef = JSONRef(doc, r)
+            } else {
+                do { try bodyDocument.parseOwned(bytes) } catch {
+                    throw DecodeRejection(.invalidEmbeddedJSON, "`body` string is not JSON: \(error.reason.name)")
+                }
+                bodyRef = JSONRef(bodyDocument, bodyDocument.root)
+            }
+        }
+        var event = DecodedEvent(kind: kind, format: .sheetBridge, sdk: "shopify")
+        let bd = bodyRef.doc
+        let b = bodyRef.token
+        switch kind {
+        case .fail:
+            var first = b
+            if bd.kind(b) == .array {
+                guard let f = bd.firstElement(b) else {
+                    event.error = DecodedError(code: .unknown, rawCode: nil, message: nil, httpStatus: nil, terminal: true)
+                    return event
+                }
+                first = f
+            }
+            guard bd.kind(first) == .object else { throw DecodeRejection(.wrongType, "error body is not an object") }
+            event.error = makeError(bd, first, terminal: true)
+            if let v = bd.member(first, anyOf: "checkout_id", "checkoutId") { event.checkoutID = bd.identifier(v) }
+        case .complete, .start:
+            guard bd.kind(b) == .object else { throw DecodeRejection(.wrongType, "`body` is not an object") }
+            event.snapshot = bodyRef
+            readSnapshotIDs(bd, b, into: &event)
+        case .update, .dismiss:
+            break
+        }
+        return event
+    }
+
+    // MARK: SDK callback events
+
+    private func decodeCallback(_ doc: JSONDocument, _ r: Int, kind: LifecycleKind, name: String) -> DecodedEvent {
+        var event = DecodedEvent(kind: kind, format: .callback, sdk: "shopify")
+        event.platform = RawEventDecoder.platform(forCallback: name)
+        let holder = doc.object(r, "data") ?? doc.object(r, "detail") ?? doc.object(r, "event") ?? r
+        if let c = doc.object(holder, "checkout") ?? doc.object(r, "checkout") {
+            event.snapshot = JSONRef(doc, c)
+            readSnapshotIDs(doc, c, into: &event)
+        } else if kind == .complete || kind == .start || kind == .update,
+            doc.object(holder, "orderDetails") != nil || doc.object(holder, "order_details") != nil
+        {
+            event.snapshot = JSONRef(doc, holder)
+            readSnapshotIDs(doc, holder, into: &event)
+        }
+        if kind == .fail {
+            let e = doc.object(holder, "error") ?? doc.object(r, "error") ?? holder
+            event.error = makeError(doc, e, terminal: true)
+        }
+        readEventIDs(doc, r, into: &event)
+        if holder != r { readEventIDs(doc, holder, into: &event) }
+        return event
+    }
+
+    // MARK: Primer
+
+    private func decodePrimer(_ doc: JSONDocument, _ r: Int, kind: LifecycleKind, name: String) -> DecodedEvent {
+        var event = DecodedEvent(kind: kind, format: .primer, sdk: "primer")
+        event.platform = RawEventDecoder.platform(forPrimer: name)
+        let holder = doc.object(r, "data") ?? r
+        let checkoutData = doc.object(holder, "checkoutData") ?? doc.object(holder, "checkout_data")
+        let payment = doc.object(holder, "paymentResult") ?? doc.object(holder, "payment_result")
+            ?? doc.object(holder, "result") ?? checkoutData.flatMap { doc.object($0, "payment") }
+            ?? doc.object(holder, "payment")
+        if let payment {
+            event.payment = JSONRef(doc, payment)
+            if let v = doc.member(payment, anyOf: "orderId", "order_id") { event.orderID = doc.identifier(v) }
+        }
+        if kind == .fail {
+            let e = doc.object(holder, "error") ?? doc.object(holder, "primerError") ?? holder
+            var terminal = false
+            if let p = doc.member(holder, "phase"), doc.stringEquals(p, "initializing") { terminal = true }
+            if let t = doc.member(holder, "terminal"), doc.bool(t) == true { terminal = true }
+            event.error = makeError(doc, e, terminal: terminal)
+        }
+        readEventIDs(doc, r, into: &event)
+        if holder != r { readEventIDs(doc, holder, into: &event) }
+        return event
+    }
+
+    // MARK: Shared field readers
+
+    /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`).
+    private func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
+        if let v = doc.member(c, anyOf: "id", "checkout_id", "checkoutId") { event.checkoutID = doc.identifier(v) }
+        if let order = doc.object(c, "order"), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
+        if let details = doc.object(c, "orderDetails") ?? doc.object(c, "order_details") {
+            if let v = doc.member(details, "id") { event.orderID = doc.identifier(v) }
+        }
+        if event.orderID == nil, let v = doc.member(c, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
+    }
+
+    /// Ids and timestamps written beside the event name.
+    private func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {
+        if event.checkoutID == nil, let v = doc.member(r, anyOf: "checkout_id", "checkoutId") {
+            event.checkoutID = doc.identifier(v)
+        }
+        if event.eventID == nil, let v = doc.member(r, anyOf: "event_id", "eventId") { event.eventID = doc.identifier(v) }
+        if event.orderID == nil, let v = doc.member(r, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
+        if event.occurredAt == nil, let v = doc.member(r, anyOf: "occurred_at", "occurredAt", "timestamp"),
+            doc.kind(v) == .string || doc.kind(v) == .number
+        {
+            event.occurredAt = JSONRef(doc, v)
+        }
+    }
+
+    /// Builds a normalised error from any SDK's error object.
+    private func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {
+        var rawCode: String?
+        if let v = doc.member(e, anyOf: "code", "errorId", "error_id", "errorCode", "error_code") {
+            rawCode = doc.identifier(v)
+        }
+        var group: String?
+        if let v = doc.member(e, anyOf: "group", "__typename", "type") { group = doc.string(v) }
+        if group == "error" { group = nil }  // ECP message `type`
+        var message: String?
+        if let v = doc.member(e, anyOf: "message", "description", "content", "reason", "errorDescription") {
+            message = doc.string(v)
+        }
+        var status: Int?
+        if let v = doc.member(e, anyOf: "statusCode", "http_status", "httpStatus", "status_code", "status") {
+            status = doc.int64(v).flatMap { (100...599).contains($0) ? Int($0) : nil }
+        }
+        var isTerminal = terminal
+        if let v = doc.member(e, anyOf: "recoverable", "isRecoverable"), doc.bool(v) == true { isTerminal = false }
+        let code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
+        return DecodedError(code: code, rawCode: rawCode ?? group ?? status.map { String($0) },
+                            message: message, httpStatus: status, terminal: isTerminal)
+    }
+
+    // MARK: Name tables (folded: lower-case letters and digits)
+
+    static let callbackNames: [String: LifecycleKind] = {
+        var t: [String: LifecycleKind] = [:]
+        for n in ["checkoutDidStart", "onStart", "onCheckoutStarted", "start", "started", "checkoutStarted"] {
+            t[ErrorCodeNormalizer.fold(n)] = .start
+        }
+        for n in ["checkoutDidUpdate", "onUpdate", "onCheckoutUpdated", "update", "updated", "checkoutUpdated"] {
+            t[ErrorCodeNormalizer.fold(n)] = .update
+        }
+        for n in ["checkoutDidComplete", "onComplete", "onCheckoutCompleted", "complete", "completed", "checkoutCompleted"] {
+            t[ErrorCodeNormalizer.fold(n)] = .complete
+        }
+        for n in ["checkoutDidFail", "checkoutDidFailWithError", "onFail", "onCheckoutFailed", "fail", "failed",
+                  "error", "checkoutFailed", "onError"] {
+            t[ErrorCodeNormalizer.fold(n)] = .fail
+        }
+        for n in ["checkoutDidDismiss", "onDismiss", "onCheckoutDismissed", "dismiss", "checkoutDismissed",
+                  "checkoutDidCancel", "onCheckoutCanceled", "onCheckoutCancelled", "onCancel", "cancel",
+                  "close", "closed", "checkoutClosed"] {
+            t[ErrorCodeNormalizer.fold(n)] = .dismiss
+        }
+        return t
+    }()
+
+    static let primerNames: [String: LifecycleKind] = {
+        var t: [String: LifecycleKind] = [:]
+        for n in ["success", "primerDidCompleteCheckoutWithData", "onCheckoutComplete", "onCheckoutCompleted",
+                  "primerCheckoutSuccess"] {
+            t[ErrorCodeNormalizer.fold(n)] = .complete
+        }
+        for n in ["failure", "primerDidFailWithError", "onFailed", "onError", "primerCheckoutFailure"] {
+            t[ErrorCodeNormalizer.fold(n)] = .fail
+        }
+        for n in ["dismissed", "primerDidDismiss", "onDismissed", "onDismiss", "primerCheckoutDismissed"] {
+            t[ErrorCodeNormalizer.fold(n)] = .dismiss
+        }
+        return t
+    }()
+
+    /// Known messages that are not lifecycle events: dead-lettered as `not_lifecycle`.
+    static let nonLifecycleNames: Set<String> = Set([
+        "webPixels", "web_pixels", "webPixelEvent", "checkoutDidEmitWebPixelEvent", "onWebPixelEvent",
+        "pixel", "analytics", "checkoutBlockingEvent", "instrumentation", "checkoutDidClickLink",
+        "onLinkClick", "checkoutDidClickContactLink", "onShowFileChooser", "onGeolocationPermissionsShowPrompt",
+        "onGeolocationPermissionsHidePrompt", "onPermissionRequest", "ready", "initializing",
+        "primerWillCreatePaymentWithData", "onBeforePaymentCreate", "onTokenizeSuccess",
+        "primerDidTokenizePaymentMethod", "onBeforeClientSessionUpdate", "onClientSessionUpdate",
+        "primerClientSessionWillUpdate", "primerClientSessionDidUpdate",
+    ].map(ErrorCodeNormalizer.fold))
+
+    static func platform(forCallback name: String) -> String? {
+        if name.hasPrefix("checkoutDid") { return "ios" }
+        if name.hasPrefix("onCheckout") { return "android" }
+        return nil
+    }
+
+    static func platform(forPrimer name: String) -> String? {
+        if name.hasPrefix("primerDid") { return "ios" }
+        switch name {
+        case "onCheckoutCompleted", "onFailed", "onDismissed": return "android"
+        case "onCheckoutComplete", "onError": return "react_native"
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+import Dispatch
+
+// checkoutbusd: parse flags, build the daemon, run it until SIGTERM/SIGINT, exit.
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(DaemonConfiguration.help)
+    exit(0)
+}
+if arguments.contains("--version") {
+    print("checkoutbusd \(CheckoutBusVersion.current)")
+    exit(0)
+}
+let configuration: DaemonConfiguration
+do {
+    configuration = try DaemonConfiguration.parse(arguments)
+} catch {
+    FileHandleWriter.standardError("checkoutbusd: \(error)\n\nRun checkoutbusd --help for the flags.\n")
+    exit(2)
+}
+let logger = Logger(label: "checkoutbusd", level: configuration.logLevel)
+let stop = StopSignal()
+var signalSources: [any DispatchSourceSignal] = []
+for sig in [SIGTERM, SIGINT] {
+    signal(sig, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+    source.setEventHandler { stop.raise() }
+    source.resume()
+    signalSources.append(source)
+}
+let daemon = BusDaemon(configuration: configuration, logger: logger)
+do {
+    try daemon.run(stop: stop) { bound in
+        FileHandleWriter.standardOutput(bound.readyLine + "\n")
+    }
+} catch {
+    logger.error("fatal", ["error": "\(error)"])
+    exit(1)
+}
+exit(0)
