@@ -1,1 +1,56 @@
-// placeholder
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+
+// checkoutbus: one tool for people. Parse the subcommand, run it, exit with its status.
+let usage = """
+    checkoutbus — the CheckoutBus command-line tool.
+
+    USAGE: checkoutbus <command> [flags]
+
+    COMMANDS:
+      send    send raw events (JSON Lines) to a daemon's ingest socket
+      tail    print envelopes published by a daemon, live
+
+    Run `checkoutbus <command> --help` for a command's flags.
+    """
+
+let allArguments = Array(CommandLine.arguments.dropFirst())
+guard let command = allArguments.first else {
+    print(usage)
+    exit(2)
+}
+let arguments = Array(allArguments.dropFirst())
+let stop = StopSignal()
+let signalSources = stop.trapTerminationSignals()
+
+@MainActor
+func runCommand(_ help: String, _ body: () throws -> Int32) -> Int32 {
+    if arguments.contains("--help") || arguments.contains("-h") {
+        print(help)
+        return 0
+    }
+    do {
+        return try body()
+    } catch {
+        FileHandleWriter.standardError("checkoutbus \(command): \(error)\n\n\(help)\n")
+        return 2
+    }
+}
+
+let status: Int32
+switch command {
+case "send": status = runCommand(SendCommand.help) { try SendCommand(arguments: arguments).run() }
+case "tail": status = runCommand(TailCommand.help) { try TailCommand(arguments: arguments).run(stop: stop) }
+case "--help", "-h", "help":
+    print(usage)
+    status = 0
+case "--version":
+    print("checkoutbus \(CheckoutBusVersion.current)")
+    status = 0
+default:
+    FileHandleWriter.standardError("checkoutbus: unknown command \(command)\n\n\(usage)\n")
+    status = 2
+}
+exit(status)

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CheckoutBus
-import Dispatch
 
 // checkoutbusd: parse flags, build the daemon, run it until SIGTERM/SIGINT, exit.
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -23,14 +22,7 @@ do {
 }
 let logger = Logger(label: "checkoutbusd", level: configuration.logLevel)
 let stop = StopSignal()
-var signalSources: [any DispatchSourceSignal] = []
-for sig in [SIGTERM, SIGINT] {
-    signal(sig, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-    source.setEventHandler { stop.raise() }
-    source.resume()
-    signalSources.append(source)
-}
+let signalSources = stop.trapTerminationSignals()
 let daemon = BusDaemon(configuration: configuration, logger: logger)
 do {
     try daemon.run(stop: stop) { bound in
