@@ -33,7 +33,8 @@ let package = Package(
         .testTarget(name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["CheckoutBus"],
+            // Depends on the executables so `swift test` builds them; the tests run them as processes.
+            dependencies: ["CheckoutBus", "checkoutbusd", "checkoutbus"],
             swiftSettings: swiftSettings
         ),
     ]

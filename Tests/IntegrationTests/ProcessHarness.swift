@@ -1,0 +1,233 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Finds the built executables next to the test bundle, as a user finds them in `.build/<config>`.
+enum Products {
+    static let directory: URL = {
+        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var dir = exe.deletingLastPathComponent()
+        // The test runner may live inside a bundle directory; walk up until the daemon is beside us.
+        for _ in 0..<4 {
+            if FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent("checkoutbusd").path) { return dir }
+            dir = dir.deletingLastPathComponent()
+        }
+        return exe.deletingLastPathComponent()
+    }()
+
+    static func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+
+    /// The repository root, for shipped samples and examples.
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+}
+
+/// Reads lines from a pipe with a deadline (poll + read), so no test can hang on a silent process.
+final class PipeLineReader {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+    private(set) var closed = false
+
+    init(_ handle: FileHandle) { fd = handle.fileDescriptor }
+
+    /// The next line, or nil on EOF or when `timeout` passes.
+    func readLine(timeout: Double) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                buffer.removeSubrange(...nl)
+                return line
+            }
+            if closed { return nil }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { return nil }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let r = poll(&pfd, 1, Int32(min(remaining, 1) * 1000) + 1)
+            if r <= 0 { continue }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 {
+                closed = true
+                if !buffer.isEmpty {
+                    let line = String(decoding: buffer, as: UTF8.self)
+                    buffer.removeAll()
+                    return line
+                }
+                return nil
+            }
+            buffer.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Every remaining line until EOF or `timeout`.
+    func readAll(timeout: Double) -> [String] {
+        var lines: [String] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while let line = readLine(timeout: max(0.01, deadline.timeIntervalSinceNow)) { lines.append(line) }
+        return lines
+    }
+}
+
+/// A running `checkoutbusd` on ephemeral ports, killed when the test ends.
+final class DaemonProcess {
+    let process = Process()
+    let stdout: PipeLineReader
+    let stderrURL: URL
+    let ready: [String: Any]
+    let dataDirectory: URL
+
+    var ingest: String { ready["ingest"] as! String }
+    var publish: String { ready["publish"] as! String }
+
+    init(_ extraArguments: [String] = [], ingest: String = "tcp://127.0.0.1:*",
+         publish: String = "tcp://127.0.0.1:*") throws {
+        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        dataDirectory = tmp.appendingPathComponent("data")
+        stderrURL = tmp.appendingPathComponent("daemon.stderr")
+        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        process.executableURL = Products.url("checkoutbusd")
+        process.arguments = ["--ingest", ingest, "--publish", publish, "--data-dir", dataDirectory.path]
+            + extraArguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        try process.run()
+        stdout = PipeLineReader(out.fileHandleForReading)
+        guard let line = stdout.readLine(timeout: 20),
+            let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        else {
+            process.terminate()
+            throw HarnessError("daemon printed no ready line; stderr: \((try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "")")
+        }
+        ready = obj
+    }
+
+    var stderrText: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// Sends SIGTERM and waits; returns the exit status.
+    @discardableResult
+    func terminate(timeout: Double = 20) -> Int32 {
+        if process.isRunning { process.terminate() }
+        return waitForExit(process, timeout: timeout)
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// A `checkoutbus tail --format json` subscriber process, ready once its subscriptions are live.
+final class TailProcess {
+    let process = Process()
+    let stdout: PipeLineReader
+    let stderr: PipeLineReader
+
+    init(from endpoint: String, topics: [String] = [], count: Int, timeout: Int = 30) throws {
+        process.executableURL = Products.url("checkoutbus")
+        process.arguments = ["tail", "--from", endpoint, "--format", "json", "--count", String(count),
+                             "--timeout", String(timeout)] + topics.flatMap { ["--topic", $0] }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        stdout = PipeLineReader(out.fileHandleForReading)
+        stderr = PipeLineReader(err.fileHandleForReading)
+        // Synchronise on something real: tail reports its subscriptions live after the daemon's
+        // heartbeat answers them.
+        guard let line = stderr.readLine(timeout: 20), line.hasPrefix("tail: subscribed") else {
+            process.terminate()
+            throw HarnessError("tail did not report its subscription")
+        }
+    }
+
+    /// Waits for tail to print its envelopes and exit; returns them parsed.
+    func envelopes(timeout: Double = 40) throws -> [[String: Any]] {
+        let lines = stdout.readAll(timeout: timeout)
+        let status = waitForExit(process, timeout: 5)
+        guard status == 0 else { throw HarnessError("tail exited \(status) after \(lines.count) lines") }
+        return try lines.map { line in
+            guard let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                throw HarnessError("not a JSON object: \(line)")
+            }
+            return obj
+        }
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Waits for a process with a deadline, killing it if it overstays. Returns its exit status.
+@discardableResult
+func waitForExit(_ process: Process, timeout: Double) -> Int32 {
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(10_000) }
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return -9
+    }
+    return process.terminationStatus
+}
+
+/// Runs `checkoutbus send --to ENDPOINT` with `lines` on stdin; returns its exit status and stderr.
+@discardableResult
+func send(_ lines: [String], to endpoint: String) throws -> (status: Int32, stderr: String) {
+    try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: endpoint)
+}
+
+/// Runs `checkoutbus send` with raw bytes on stdin (for invalid UTF-8 and the like).
+@discardableResult
+func sendBytes(_ bytes: [UInt8], to endpoint: String, arguments: [String] = []) throws -> (status: Int32, stderr: String) {
+    let p = Process()
+    p.executableURL = Products.url("checkoutbus")
+    p.arguments = ["send", "--to", endpoint] + arguments
+    let input = Pipe()
+    let err = Pipe()
+    p.standardInput = input
+    p.standardError = err
+    try p.run()
+    input.fileHandleForWriting.write(Data(bytes))
+    try input.fileHandleForWriting.close()
+    let errReader = PipeLineReader(err.fileHandleForReading)
+    let errText = errReader.readAll(timeout: 30).joined(separator: "\n")
+    return (waitForExit(p, timeout: 30), errText)
+}
+
+/// Runs an executable to completion and returns (status, stdout).
+func runTool(_ name: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let p = Process()
+    p.executableURL = Products.url(name)
+    p.arguments = arguments
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardError = out
+    try p.run()
+    let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: 30).joined(separator: "\n")
+    return (waitForExit(p, timeout: 30), text)
+}
+
+extension Dictionary where Key == String, Value == Any {
+    func object(_ key: String) -> [String: Any]? { self[key] as? [String: Any] }
+    func string(_ key: String) -> String? { self[key] as? String }
+    func int(_ key: String) -> Int? { (self[key] as? NSNumber)?.intValue }
+    func bool(_ key: String) -> Bool? { (self[key] as? NSNumber)?.boolValue }
+}
