@@ -51,27 +51,62 @@ public enum CanonicalHash {
 
     /// The canonical hash of value `t` of `doc`.
     public static func hash(_ doc: JSONDocument, _ t: Int) -> UInt64 {
-        let tok = doc.tokens[t]
-        switch tok.kind {
-        case .object:
-            var acc: UInt64 = 0
-            var count: UInt64 = 0
-            doc.forEachMember(t) { k, v in
-                acc &+= mum(hashString(doc, k) ^ p1, hash(doc, v) ^ p2)
-                count &+= 1
+        Walker(doc: doc).hash(t)
+    }
+
+    /// Walks the tape through local pointers (no per-token class accesses).
+    struct Walker {
+        let doc: JSONDocument
+        let tokens: UnsafeMutablePointer<JSONDocument.Token>
+        let base: UnsafePointer<UInt8>
+
+        init(doc: JSONDocument) {
+            self.doc = doc
+            tokens = doc.tokens
+            base = doc.base
+        }
+
+        func hash(_ t: Int) -> UInt64 {
+            let tok = tokens[t]
+            switch tok.kind {
+            case .object:
+                var acc: UInt64 = 0
+                var count: UInt64 = 0
+                let end = Int(tok.next)
+                var k = t + 1
+                while k < end {
+                    let v = k + 1
+                    acc &+= mum(string(k) ^ p1, hash(v) ^ p2)
+                    count &+= 1
+                    k = Int(tokens[v].next)
+                }
+                return mum(acc ^ tagObject, count ^ p3)
+            case .array:
+                var h = tagArray
+                let end = Int(tok.next)
+                var e = t + 1
+                while e < end {
+                    h = mum(h ^ p1, hash(e) ^ p2)
+                    e = Int(tokens[e].next)
+                }
+                return mum(h ^ p0, p3)
+            case .string:
+                return string(t)
+            case .number:
+                return hashNumber(doc, t)
+            case .true: return tagTrue
+            case .false: return tagFalse
+            case .null: return tagNull
             }
-            return mum(acc ^ tagObject, count ^ p3)
-        case .array:
-            var h = tagArray
-            doc.forEachElement(t) { e in h = mum(h ^ p1, hash(doc, e) ^ p2) }
-            return mum(h ^ p0, p3)
-        case .string:
+        }
+
+        @inline(__always)
+        func string(_ t: Int) -> UInt64 {
+            let tok = tokens[t]
+            if !tok.flag {
+                return hashBytes(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2, seed: tagString)
+            }
             return hashString(doc, t)
-        case .number:
-            return hashNumber(doc, t)
-        case .true: return tagTrue
-        case .false: return tagFalse
-        case .null: return tagNull
         }
     }
 

@@ -22,19 +22,27 @@ public final class JSONDocument {
         var next: Int32
     }
 
-    @usableFromInline var tokens: [Token] = []
-    @usableFromInline var base: UnsafePointer<UInt8> = UnsafePointer(bitPattern: 1)!
-    @usableFromInline var length = 0
+    /// The tape. Unsafe storage the document owns and grows, so reads cost one load, no checks.
+    @usableFromInline private(set) var tokens: UnsafeMutablePointer<Token>
+    @usableFromInline private(set) var tokenCount = 0
+    private var tokenCapacity: Int
+    @usableFromInline private(set) var base: UnsafePointer<UInt8> = UnsafePointer(bitPattern: 1)!
+    @usableFromInline private(set) var length = 0
     private var owned: UnsafeMutablePointer<UInt8>?
     private var ownedCapacity = 0
-    private var depth = 0
 
     /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
     public var maxDepth = 64
 
-    public init() {}
+    public init() {
+        tokenCapacity = 256
+        tokens = .allocate(capacity: tokenCapacity)
+    }
 
-    deinit { owned?.deallocate() }
+    deinit {
+        owned?.deallocate()
+        tokens.deallocate()
+    }
 
     /// The root value (index 0) after a successful parse.
     public var root: Int { 0 }
@@ -66,198 +74,240 @@ public final class JSONDocument {
     }
 
     private func run() throws(JSONParseError) {
-        tokens.removeAll(keepingCapacity: true)
-        depth = 0
-        var i = skipSpace(0)
-        if i >= length { throw JSONParseError(.empty, at: i) }
-        i = try parseValue(i)
-        i = skipSpace(i)
-        if i != length { throw JSONParseError(.trailingData, at: i) }
+        var scanner = Scanner(base: base, length: length, tokens: tokens, capacity: tokenCapacity, maxDepth: maxDepth)
+        defer {
+            tokens = scanner.tokens
+            tokenCapacity = scanner.capacity
+            tokenCount = scanner.count
+        }
+        try scanner.parseDocument()
     }
 
-    // MARK: Scanning
+    /// The parser proper: a struct over local pointers, so the hot loop has no class accesses.
+    struct Scanner {
+        let base: UnsafePointer<UInt8>
+        let length: Int
+        var tokens: UnsafeMutablePointer<Token>
+        var capacity: Int
+        var count = 0
+        var depth = 0
+        let maxDepth: Int
 
-    @inline(__always)
-    private func skipSpace(_ start: Int) -> Int {
-        var i = start
-        while i < length {
-            let c = base[i]
-            if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i &+= 1 } else { break }
+        init(base: UnsafePointer<UInt8>, length: Int, tokens: UnsafeMutablePointer<Token>, capacity: Int, maxDepth: Int) {
+            self.base = base
+            self.length = length
+            self.tokens = tokens
+            self.capacity = capacity
+            self.maxDepth = maxDepth
         }
-        return i
-    }
 
-    private func parseValue(_ start: Int) throws(JSONParseError) -> Int {
-        guard start < length else { throw JSONParseError(.truncated, at: start) }
-        switch base[start] {
-        case UInt8(ascii: "{"): return try parseObject(start)
-        case UInt8(ascii: "["): return try parseArray(start)
-        case UInt8(ascii: "\""): return try parseString(start)
-        case UInt8(ascii: "t"): return try literal(start, "true", .true)
-        case UInt8(ascii: "f"): return try literal(start, "false", .false)
-        case UInt8(ascii: "n"): return try literal(start, "null", .null)
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber(start)
-        default: throw JSONParseError(.unexpectedCharacter, at: start)
+        mutating func parseDocument() throws(JSONParseError) {
+            var i = skipSpace(0)
+            if i >= length { throw JSONParseError(.empty, at: i) }
+            i = try parseValue(i)
+            i = skipSpace(i)
+            if i != length { throw JSONParseError(.trailingData, at: i) }
         }
-    }
 
-    private func literal(_ start: Int, _ word: StaticString, _ kind: Kind) throws(JSONParseError) -> Int {
-        let n = word.utf8CodeUnitCount
-        guard start + n <= length else { throw JSONParseError(.truncated, at: start) }
-        let w = word.utf8Start
-        for k in 0..<n where base[start + k] != w[k] { throw JSONParseError(.unexpectedCharacter, at: start + k) }
-        tokens.append(Token(kind: kind, flag: false, start: Int32(start), end: Int32(start + n), next: Int32(tokens.count + 1)))
-        return start + n
-    }
+        @inline(__always)
+        mutating func append(_ kind: Kind, _ flag: Bool, _ start: Int, _ end: Int) {
+            if count == capacity { grow() }
+            tokens[count] = Token(kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
+                                  end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count + 1))
+            count += 1
+        }
 
-    private func parseNumber(_ start: Int) throws(JSONParseError) -> Int {
-        var i = start
-        var fractional = false
-        if base[i] == UInt8(ascii: "-") { i += 1 }
-        guard i < length else { throw JSONParseError(.truncated, at: i) }
-        if base[i] == UInt8(ascii: "0") {
-            i += 1
-        } else if base[i] >= UInt8(ascii: "1") && base[i] <= UInt8(ascii: "9") {
-            while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
-        } else {
-            throw JSONParseError(.badNumber, at: i)
+        mutating func grow() {
+            let bigger = UnsafeMutablePointer<Token>.allocate(capacity: capacity * 2)
+            bigger.moveInitialize(from: tokens, count: count)
+            tokens.deallocate()
+            tokens = bigger
+            capacity *= 2
         }
-        if i < length && base[i] == UInt8(ascii: ".") {
-            fractional = true
-            i += 1
-            let digits = i
-            while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
-            if i == digits { throw JSONParseError(.badNumber, at: i) }
-        }
-        if i < length && (base[i] | 0x20) == UInt8(ascii: "e") {
-            fractional = true
-            i += 1
-            if i < length && (base[i] == UInt8(ascii: "+") || base[i] == UInt8(ascii: "-")) { i += 1 }
-            let digits = i
-            while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
-            if i == digits { throw JSONParseError(.badNumber, at: i) }
-        }
-        tokens.append(Token(kind: .number, flag: fractional, start: Int32(start), end: Int32(i), next: Int32(tokens.count + 1)))
-        return i
-    }
 
-    /// Scans a string, validating escapes and UTF-8; ASCII runs take the fast path.
-    private func parseString(_ start: Int) throws(JSONParseError) -> Int {
-        var i = start + 1
-        var escaped = false
-        while true {
+        @inline(__always)
+        func skipSpace(_ start: Int) -> Int {
+            var i = start
+            while i < length {
+                let c = base[i]
+                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i &+= 1 } else { break }
+            }
+            return i
+        }
+
+        mutating func parseValue(_ start: Int) throws(JSONParseError) -> Int {
+            guard start < length else { throw JSONParseError(.truncated, at: start) }
+            switch base[start] {
+            case UInt8(ascii: "{"): return try parseObject(start)
+            case UInt8(ascii: "["): return try parseArray(start)
+            case UInt8(ascii: "\""): return try parseString(start)
+            case UInt8(ascii: "t"): return try literal(start, "true", .true)
+            case UInt8(ascii: "f"): return try literal(start, "false", .false)
+            case UInt8(ascii: "n"): return try literal(start, "null", .null)
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber(start)
+            default: throw JSONParseError(.unexpectedCharacter, at: start)
+            }
+        }
+
+        mutating func literal(_ start: Int, _ word: StaticString, _ kind: Kind) throws(JSONParseError) -> Int {
+            let n = word.utf8CodeUnitCount
+            guard start + n <= length else { throw JSONParseError(.truncated, at: start) }
+            let w = word.utf8Start
+            for k in 0..<n where base[start + k] != w[k] { throw JSONParseError(.unexpectedCharacter, at: start + k) }
+            append(kind, false, start, start + n)
+            return start + n
+        }
+
+        mutating func parseNumber(_ start: Int) throws(JSONParseError) -> Int {
+            var i = start
+            var fractional = false
+            if base[i] == UInt8(ascii: "-") { i += 1 }
             guard i < length else { throw JSONParseError(.truncated, at: i) }
-            let c = base[i]
-            if c == UInt8(ascii: "\"") { break }
-            if c == UInt8(ascii: "\\") {
-                escaped = true
-                guard i + 1 < length else { throw JSONParseError(.truncated, at: i) }
-                switch base[i + 1] {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
-                    UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                    i += 2
-                case UInt8(ascii: "u"):
-                    guard i + 6 <= length else { throw JSONParseError(.truncated, at: i) }
-                    for k in 2..<6 where JSONDocument.hexValue(base[i + k]) == nil {
-                        throw JSONParseError(.badEscape, at: i + k)
-                    }
-                    i += 6
-                default:
-                    throw JSONParseError(.badEscape, at: i)
-                }
-                continue
-            }
-            if c < 0x20 { throw JSONParseError(.controlCharacter, at: i) }
-            if c < 0x80 {
+            if base[i] == UInt8(ascii: "0") {
                 i += 1
-                continue
+            } else if base[i] >= UInt8(ascii: "1") && base[i] <= UInt8(ascii: "9") {
+                while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+            } else {
+                throw JSONParseError(.badNumber, at: i)
             }
-            i = try validateUTF8(at: i)
+            if i < length && base[i] == UInt8(ascii: ".") {
+                fractional = true
+                i += 1
+                let digits = i
+                while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+                if i == digits { throw JSONParseError(.badNumber, at: i) }
+            }
+            if i < length && (base[i] | 0x20) == UInt8(ascii: "e") {
+                fractional = true
+                i += 1
+                if i < length && (base[i] == UInt8(ascii: "+") || base[i] == UInt8(ascii: "-")) { i += 1 }
+                let digits = i
+                while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+                if i == digits { throw JSONParseError(.badNumber, at: i) }
+            }
+            append(.number, fractional, start, i)
+            return i
         }
-        tokens.append(Token(kind: .string, flag: escaped, start: Int32(start), end: Int32(i + 1), next: Int32(tokens.count + 1)))
-        return i + 1
-    }
 
-    /// Validates one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
-    private func validateUTF8(at i: Int) throws(JSONParseError) -> Int {
-        let c = base[i]
-        var need: Int
-        var lower: UInt8 = 0x80
-        var upper: UInt8 = 0xBF
-        switch c {
-        case 0xC2...0xDF: need = 1
-        case 0xE0: need = 2; lower = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: need = 2
-        case 0xED: need = 2; upper = 0x9F
-        case 0xF0: need = 3; lower = 0x90
-        case 0xF1...0xF3: need = 3
-        case 0xF4: need = 3; upper = 0x8F
-        default: throw JSONParseError(.invalidUTF8, at: i)
-        }
-        guard i + need < length else { throw JSONParseError(.invalidUTF8, at: i) }
-        let b1 = base[i + 1]
-        guard b1 >= lower && b1 <= upper else { throw JSONParseError(.invalidUTF8, at: i + 1) }
-        var k = 2
-        while k <= need {
-            guard base[i + k] & 0xC0 == 0x80 else { throw JSONParseError(.invalidUTF8, at: i + k) }
-            k += 1
-        }
-        return i + need + 1
-    }
-
-    private func parseObject(_ start: Int) throws(JSONParseError) -> Int {
-        depth += 1
-        if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
-        let me = tokens.count
-        tokens.append(Token(kind: .object, flag: false, start: Int32(start), end: 0, next: 0))
-        var i = skipSpace(start + 1)
-        guard i < length else { throw JSONParseError(.truncated, at: i) }
-        if base[i] != UInt8(ascii: "}") {
+        /// Scans a string, validating escapes and UTF-8; plain ASCII takes a tight loop.
+        mutating func parseString(_ start: Int) throws(JSONParseError) -> Int {
+            var i = start + 1
+            var escaped = false
             while true {
+                // Fast path: printable ASCII that is neither a quote nor a backslash.
+                while i < length {
+                    let c = base[i]
+                    if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { i &+= 1 } else { break }
+                }
                 guard i < length else { throw JSONParseError(.truncated, at: i) }
-                guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
-                i = skipSpace(try parseString(i))
-                guard i < length else { throw JSONParseError(.truncated, at: i) }
-                guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
-                i = skipSpace(try parseValue(skipSpace(i + 1)))
-                guard i < length else { throw JSONParseError(.truncated, at: i) }
-                if base[i] == UInt8(ascii: ",") {
-                    i = skipSpace(i + 1)
+                let c = base[i]
+                if c == UInt8(ascii: "\"") { break }
+                if c == UInt8(ascii: "\\") {
+                    escaped = true
+                    guard i + 1 < length else { throw JSONParseError(.truncated, at: i) }
+                    switch base[i + 1] {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                        UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                        i += 2
+                    case UInt8(ascii: "u"):
+                        guard i + 6 <= length else { throw JSONParseError(.truncated, at: i) }
+                        for k in 2..<6 where JSONDocument.hexValue(base[i + k]) == nil {
+                            throw JSONParseError(.badEscape, at: i + k)
+                        }
+                        i += 6
+                    default:
+                        throw JSONParseError(.badEscape, at: i)
+                    }
                     continue
                 }
-                guard base[i] == UInt8(ascii: "}") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
-                break
+                if c < 0x20 { throw JSONParseError(.controlCharacter, at: i) }
+                i = try validateUTF8(at: i)
             }
+            append(.string, escaped, start, i + 1)
+            return i + 1
         }
-        tokens[me].end = Int32(i + 1)
-        tokens[me].next = Int32(tokens.count)
-        depth -= 1
-        return i + 1
-    }
 
-    private func parseArray(_ start: Int) throws(JSONParseError) -> Int {
-        depth += 1
-        if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
-        let me = tokens.count
-        tokens.append(Token(kind: .array, flag: false, start: Int32(start), end: 0, next: 0))
-        var i = skipSpace(start + 1)
-        guard i < length else { throw JSONParseError(.truncated, at: i) }
-        if base[i] != UInt8(ascii: "]") {
-            while true {
-                i = skipSpace(try parseValue(i))
-                guard i < length else { throw JSONParseError(.truncated, at: i) }
-                if base[i] == UInt8(ascii: ",") {
-                    i = skipSpace(i + 1)
-                    continue
-                }
-                guard base[i] == UInt8(ascii: "]") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
-                break
+        /// Validates one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
+        func validateUTF8(at i: Int) throws(JSONParseError) -> Int {
+            let c = base[i]
+            var need: Int
+            var lower: UInt8 = 0x80
+            var upper: UInt8 = 0xBF
+            switch c {
+            case 0xC2...0xDF: need = 1
+            case 0xE0: need = 2; lower = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: need = 2
+            case 0xED: need = 2; upper = 0x9F
+            case 0xF0: need = 3; lower = 0x90
+            case 0xF1...0xF3: need = 3
+            case 0xF4: need = 3; upper = 0x8F
+            default: throw JSONParseError(.invalidUTF8, at: i)
             }
+            guard i + need < length else { throw JSONParseError(.invalidUTF8, at: i) }
+            let b1 = base[i + 1]
+            guard b1 >= lower && b1 <= upper else { throw JSONParseError(.invalidUTF8, at: i + 1) }
+            var k = 2
+            while k <= need {
+                guard base[i + k] & 0xC0 == 0x80 else { throw JSONParseError(.invalidUTF8, at: i + k) }
+                k += 1
+            }
+            return i + need + 1
         }
-        tokens[me].end = Int32(i + 1)
-        tokens[me].next = Int32(tokens.count)
-        depth -= 1
-        return i + 1
+
+        mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
+            depth += 1
+            if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+            let me = count
+            append(.object, false, start, 0)
+            var i = skipSpace(start + 1)
+            guard i < length else { throw JSONParseError(.truncated, at: i) }
+            if base[i] != UInt8(ascii: "}") {
+                while true {
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
+                    guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
+                    i = skipSpace(try parseString(i))
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
+                    guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
+                    i = skipSpace(try parseValue(skipSpace(i + 1)))
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
+                    if base[i] == UInt8(ascii: ",") {
+                        i = skipSpace(i + 1)
+                        continue
+                    }
+                    guard base[i] == UInt8(ascii: "}") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                    break
+                }
+            }
+            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].next = Int32(truncatingIfNeeded: count)
+            depth -= 1
+            return i + 1
+        }
+
+        mutating func parseArray(_ start: Int) throws(JSONParseError) -> Int {
+            depth += 1
+            if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+            let me = count
+            append(.array, false, start, 0)
+            var i = skipSpace(start + 1)
+            guard i < length else { throw JSONParseError(.truncated, at: i) }
+            if base[i] != UInt8(ascii: "]") {
+                while true {
+                    i = skipSpace(try parseValue(i))
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
+                    if base[i] == UInt8(ascii: ",") {
+                        i = skipSpace(i + 1)
+                        continue
+                    }
+                    guard base[i] == UInt8(ascii: "]") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                    break
+                }
+            }
+            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].next = Int32(truncatingIfNeeded: count)
+            depth -= 1
+            return i + 1
+        }
     }
 
     @inline(__always)

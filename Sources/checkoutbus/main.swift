@@ -12,6 +12,7 @@ let usage = """
     COMMANDS:
       send    send raw events (JSON Lines) to a daemon's ingest socket
       tail    print envelopes published by a daemon, live
+      bench   measure: `bench parse` (hot-path parser stages)
 
     Run `checkoutbus <command> --help` for a command's flags.
     """
@@ -43,6 +44,8 @@ let status: Int32
 switch command {
 case "send": status = runCommand(SendCommand.help) { try SendCommand(arguments: arguments).run() }
 case "tail": status = runCommand(TailCommand.help) { try TailCommand(arguments: arguments).run(stop: stop) }
+case "bench":
+    status = runCommand(BenchCommand.help) { try BenchCommand(arguments: arguments).run() }
 case "--help", "-h", "help":
     print(usage)
     status = 0

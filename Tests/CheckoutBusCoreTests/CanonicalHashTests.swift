@@ -1,0 +1,126 @@
+import Testing
+
+@testable import CheckoutBusCore
+
+@Suite("CanonicalHash: JSON equality")
+struct CanonicalHashTests {
+    static func hash(_ text: String) -> UInt64? {
+        guard let doc = document(text) else { return nil }
+        return CanonicalHash.hash(doc, doc.root)
+    }
+
+    @Test("JSON-equal documents hash alike", arguments: [
+        // key order and whitespace
+        (#"{"a":1,"b":2}"#, #"{"b":2,"a":1}"#),
+        (#"{"a":1,"b":[1,2],"c":{"d":null,"e":true}}"#,
+         " { \"c\" : { \"e\" : true , \"d\" : null } ,\n\t\"b\" : [ 1 , 2 ] , \"a\" : 1 } "),
+        (#"[{"x":1,"y":"z"},{"p":[{"q":1,"r":2}]}]"#, #"[{"y":"z","x":1},{"p":[{"r":2,"q":1}]}]"#),
+        (Fixture.snapshot(), #"""
+            {"messages":[],"totals":[{"type":"subtotal","amount":5400},{"amount":100,"type":"tax"},
+             {"amount":5500,"type":"total"}],"line_items":[{"quantity":2,"item":{"price":2500,
+             "title":"Canvas Tote","id":"gid://shopify/ProductVariant/1"},"id":"li_1"},{"item":{"title":"Enamel Pin",
+             "price":400,"id":"gid://shopify/ProductVariant/2"},"quantity":1,"id":"li_2"}],"currency":"USD",
+             "status":"incomplete","id":"ck-1"}
+            """#),
+        // numbers by value
+        ("1", "1.0"),
+        ("1", "1e0"),
+        ("1", "1E0"),
+        ("1", "10e-1"),
+        ("1", "0.1e1"),
+        ("0", "-0"),
+        ("0", "0.0"),
+        ("0", "-0.0"),
+        ("2500", "2.5e3"),
+        ("1.5", "1.50"),
+        ("-3", "-3.0"),
+        (#"{"amount":5400}"#, #"{"amount":5.4e3}"#),
+        // escapes decoded
+        (#""\u0041""#, #""A""#),
+        (#""\u00e9""#, "\"é\""),
+        (#""a\/b""#, #""a/b""#),
+        (#""\ud83d\ude00""#, "\"😀\""),
+        (#"{"\u0061":1}"#, #"{"a":1}"#),
+        (#"["\u0074ab\u006C\u0065"]"#, #"["table"]"#),
+        // literals and empties
+        ("true", " true "),
+        ("null", "null"),
+        ("[]", "[ ]"),
+        ("{}", "{ }"),
+    ])
+    func equal(a: String, b: String) throws {
+        let ha = try #require(Self.hash(a))
+        let hb = try #require(Self.hash(b))
+        #expect(ha == hb)
+    }
+
+    @Test("different values hash differently", arguments: [
+        ("[1,2]", "[2,1]"),
+        (#"{"a":[1,2]}"#, #"{"a":[2,1]}"#),
+        ("1", "2"),
+        ("1", "\"1\""),
+        ("1.5", "1.25"),
+        ("0.1", "0.2"),
+        ("-1", "1"),
+        ("true", "false"),
+        ("null", "false"),
+        ("null", "\"\""),
+        ("0", "false"),
+        ("[]", "{}"),
+        ("[]", "[null]"),
+        ("{}", #"{"a":null}"#),
+        (#"{"a":1}"#, #"{"a":1,"b":1}"#),
+        (#"{"a":1,"b":2}"#, #"{"a":2,"b":1}"#),
+        (#"{"a":"b"}"#, #"{"b":"a"}"#),
+        (#"{"ab":"c"}"#, #"{"a":"bc"}"#),
+        (#"{"a":{"b":1}}"#, #"{"a":{"c":1}}"#),
+        (#"{"a":{"b":1}}"#, #"{"a":[{"b":1}]}"#),
+        ("[[1],[2]]", "[[1,2]]"),
+        ("[[1,2]]", "[1,2]"),
+        (#""ab""#, #""ba""#),
+        (#""A""#, #""a""#),
+        (#""A""#, #""\u0042""#),
+        (#""abcdefghi""#, #""abcdefghj""#),
+        (Fixture.snapshot(quantity: 2), Fixture.snapshot(quantity: 3)),
+        (Fixture.snapshot(id: "ck-1"), Fixture.snapshot(id: "ck-2")),
+        (Fixture.snapshot(status: "incomplete"), Fixture.snapshot(status: "ready_for_complete")),
+    ])
+    func different(a: String, b: String) throws {
+        let ha = try #require(Self.hash(a))
+        let hb = try #require(Self.hash(b))
+        #expect(ha != hb)
+    }
+
+    @Test("a subtree hashes like the same value parsed on its own")
+    func subtree() throws {
+        let outer = try #require(document(#"{"params":{"checkout":{"b":[1,2],"a":"x"}}}"#))
+        let inner = try #require(outer.path(outer.root, "params", "checkout"))
+        let alone = try #require(Self.hash(#"{"a":"x","b":[1,2]}"#))
+        #expect(CanonicalHash.hash(outer, inner) == alone)
+        #expect(CanonicalHash.hash(outer, outer.root) != alone)
+    }
+
+    @Test("hashing is deterministic across documents and reuse")
+    func deterministic() throws {
+        let doc = JSONDocument()
+        try doc.parseOwned(Array(Fixture.snapshot().utf8))
+        let first = CanonicalHash.hash(doc, doc.root)
+        try doc.parseOwned(Array("[1,2,3]".utf8))
+        try doc.parseOwned(Array(Fixture.snapshot().utf8))
+        #expect(CanonicalHash.hash(doc, doc.root) == first)
+    }
+
+    /// `hashNumber` hashes an integer of up to 18 characters through the integer path, but a
+    /// fraction/exponent spelling of the same value through `Double`, and maps the double back to
+    /// the integer path only below 9e15. From 9e15 up the two spellings of one value hash apart.
+    @Test("numbers compare by value above 9e15 too (integer vs exponent spelling)", arguments: [
+        ("100000000000000000", "1e17"),
+        ("9000000000000001", "9000000000000001.0"),
+        ("12000000000000000", "1.2e16"),
+    ])
+    func largeIntegralNumbers(a: String, b: String) throws {
+        let ha = try #require(Self.hash(a))
+        let hb = try #require(Self.hash(b))
+        #expect(ha == hb)
+    }
+}

@@ -1,0 +1,134 @@
+import Testing
+
+@testable import CheckoutBusCore
+
+@Suite("Stable error codes (DESIGN §6)")
+struct ErrorCodeTests {
+    struct Row: Sendable, CustomTestStringConvertible {
+        var raw: String?
+        var group: String?
+        var http: Int?
+        var expected: StableErrorCode
+        init(_ raw: String?, group: String? = nil, http: Int? = nil, _ expected: StableErrorCode) {
+            self.raw = raw
+            self.group = group
+            self.http = http
+            self.expected = expected
+        }
+        var testDescription: String {
+            "raw=\(raw ?? "nil") group=\(group ?? "nil") http=\(http.map(String.init) ?? "nil") → \(expected.rawValue)"
+        }
+    }
+
+    static let table: [Row] = [
+        // The spellings DESIGN §6 names.
+        Row("cart_expired", .cartExpired),
+        Row("CART_EXPIRED", .cartExpired),
+        Row("cartExpired", .cartExpired),
+        Row("CartExpired", .cartExpired),
+        Row("cart-expired", .cartExpired),
+        Row(nil, http: 410, .cartExpired),
+        Row("410", .cartExpired),
+        Row(nil, group: "expired", .cartExpired),
+        Row("payment-failed", .paymentFailed),
+        Row("bad-network", .networkError),
+        Row("invalid-client-token", .sessionInvalid),
+        // Checkout Kit v4 codes in platform spellings (iOS/RN strings, Android enum names).
+        Row("STOREFRONT_PASSWORD_REQUIRED", .storefrontPasswordRequired),
+        Row("storefrontPasswordRequired", .storefrontPasswordRequired),
+        Row("CUSTOMER_ACCOUNT_REQUIRED", .customerAccountRequired),
+        Row("CartCompleted", .cartCompleted),
+        Row("INVALID_CART", .invalidCart),
+        Row("httpError", .httpError),
+        Row("NETWORK_ERROR", .networkError),
+        Row("networkError", .networkError),
+        Row("WebViewNotSupported", .webViewNotSupported),
+        Row("WEB_CONTENT_PROCESS_TERMINATED", .webContentProcessTerminated),
+        Row("sdkError", .sdkError),
+        // HTTP statuses.
+        Row("http_error", http: 410, .cartExpired),
+        Row("HTTP_ERROR", http: 500, .httpError),
+        Row(nil, http: 503, .httpError),
+        Row(nil, http: 404, .httpError),
+        Row("503", .httpError),
+        Row("unknown", http: 410, .cartExpired),
+        Row("cart_completed", http: 410, .cartCompleted),  // a known code wins over the status
+        Row("network_error", http: 500, .networkError),
+        // Legacy Checkout Sheet Kit error groups, used when the code is missing or unknown.
+        Row("some_new_code", group: "expired", .cartExpired),
+        Row(nil, group: "configuration", .configurationError),
+        Row(nil, group: "unrecoverable", .sdkError),
+        Row(nil, group: "authentication", .customerAccountRequired),
+        Row("network_error", group: "expired", .networkError),  // a known code wins over the group
+        // Primer error ids (iOS kebab-case, Android SCREAMING_SNAKE).
+        Row("PAYMENT_FAILED", .paymentFailed),
+        Row("payment-cancelled", .paymentCancelled),
+        Row("cancelled", .paymentCancelled),
+        Row("expired-client-token", .sessionInvalid),
+        Row("failed-to-create-session", .sessionInvalid),
+        Row("connectivity-errors", .networkError),
+        Row("unable-to-present-payment-method", .paymentMethodUnavailable),
+        Row("unsupported-payment-method-type", .paymentMethodUnavailable),
+        Row("missing-primer-configuration", .configurationError),
+        Row("invalid-merchant-identifier", .configurationError),
+        // Unknown stays unknown.
+        Row("brand_new_code", .unknown),
+        Row("", .unknown),
+        Row(nil, .unknown),
+        Row(nil, http: 200, .unknown),
+    ]
+
+    @Test("every raw spelling normalises", arguments: table)
+    func normalises(_ row: Row) {
+        #expect(ErrorCodeNormalizer.normalize(rawCode: row.raw, group: row.group, httpStatus: row.http) == row.expected)
+    }
+
+    @Test("every stable code's own spelling maps to itself, in every casing", arguments: StableErrorCode.allCases)
+    func roundTrip(code: StableErrorCode) {
+        let snake = code.rawValue
+        let words = snake.split(separator: "_").map(String.init)
+        let camel = words[0] + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+        let pascal = words.map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+        let kebab = words.joined(separator: "-")
+        for spelling in [snake, snake.uppercased(), camel, pascal, kebab] {
+            #expect(ErrorCodeNormalizer.normalize(rawCode: spelling) == code, "spelling \(spelling)")
+        }
+    }
+
+    @Test("the enum is the closed set of DESIGN §6")
+    func closedSet() {
+        #expect(StableErrorCode.allCases.map(\.rawValue) == [
+            "storefront_password_required", "customer_account_required", "cart_expired", "cart_completed",
+            "invalid_cart", "http_error", "network_error", "web_view_not_supported",
+            "web_content_process_terminated", "sdk_error", "payment_failed", "payment_cancelled",
+            "session_invalid", "configuration_error", "payment_method_unavailable", "unknown",
+        ])
+    }
+
+    @Test("fold keeps ASCII letters and digits only, lower-cased")
+    func fold() {
+        #expect(ErrorCodeNormalizer.fold("Cart_Expired-2 é!") == "cartexpired2")
+        #expect(ErrorCodeNormalizer.fold("") == "")
+    }
+
+    @Test("an unknown code on a fail event becomes `unknown` and keeps raw_code")
+    func unknownThroughProcessor() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"event":"checkoutDidFail","checkout_id":"ck-1","error":{"code":"quantum_flux","message":"odd"}}"#)
+        #expect(out.outcome == .published(.fail))
+        #expect(out.topic == "checkout.fail.unknown")
+        #expect(out["error.code"] == "unknown")
+        #expect(out["error.raw_code"] == "quantum_flux")
+        #expect(out["error.message"] == "odd")
+    }
+
+    @Test("an HTTP 410 without a code still publishes cart_expired with the status as raw_code")
+    func statusOnly() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"event":"onFail","checkout_id":"ck-1","error":{"message":"Gone","http_status":410}}"#)
+        #expect(out.topic == "checkout.fail.cart_expired")
+        #expect(out["error.code"] == "cart_expired")
+        #expect(out["error.raw_code"] == "410")
+        #expect(out["error.http_status"] == 410)
+    }
+}
