@@ -1,0 +1,543 @@
+import Testing
+
+@testable import CheckoutBusCore
+
+/// One raw event of DESIGN §3, in two forms: standing alone with its own checkout id (in the
+/// snapshot or an event field) and bare, for the ingest wrapper to supply the id.
+struct RawCase: Sendable, CustomTestStringConvertible {
+    var label: String
+    /// The event with its own checkout id; `nil` when the shape has no place for one.
+    var standalone: String?
+    /// The checkout id the standalone form must produce.
+    var standaloneID: String? = nil
+    /// The event with no checkout id.
+    var bare: String
+    /// The checkout id the bare form still yields on its own (`order:<order id>` when an order id
+    /// is known), or `nil` when it must be dead-lettered as missing_checkout_id.
+    var bareID: String? = nil
+    var kind: LifecycleKind
+    var format: String
+    var sdk: String
+    /// The platform the event name implies (`nil`: none, published as null).
+    var platform: String?
+    var error: ExpectedError? = nil
+
+    struct ExpectedError: Sendable {
+        var code: String
+        var rawCode: String?
+        var httpStatus: Int64?
+        var terminal: Bool
+        var message: String?
+    }
+
+    var testDescription: String { label }
+
+    var kindName: String { "\(kind)" }
+}
+
+enum RawCases {
+    static func snapshot(withID: Bool, orderID: String? = nil) -> String {
+        Fixture.snapshot(id: withID ? "ck-1" : nil, orderID: orderID)
+    }
+
+    // MARK: Embedded Checkout Protocol
+
+    static let ecpChangeMethods = [
+        "ec.line_items.change", "ec.messages.change", "ec.totals.change",
+        "ec.fulfillment.change", "ec.buyer.change", "ec.payment.change",
+    ]
+
+    static let ecpErrorParams = #"""
+        "messages":[
+          {"type":"warning","code":"low_stock","content":"Only 2 left"},
+          {"type":"error","code":"invalid_phone","severity":"recoverable","content":"Phone is invalid"},
+          {"type":"error","code":"cart_expired","severity":"unrecoverable","content":"Your cart expired"},
+          {"type":"error","code":"network_error","severity":"unrecoverable","content":"Later one"}]
+        """#
+
+    static let ecp: [RawCase] = {
+        var cases: [RawCase] = [
+            RawCase(label: "ec.start",
+                    standalone: Fixture.ecp("ec.start", checkout: snapshot(withID: true)), standaloneID: "ck-1",
+                    bare: Fixture.ecp("ec.start", checkout: snapshot(withID: false)),
+                    kind: .start, format: "ecp", sdk: "shopify", platform: nil),
+        ]
+        for m in ecpChangeMethods {
+            cases.append(RawCase(label: m,
+                                 standalone: Fixture.ecp(m, checkout: snapshot(withID: true)), standaloneID: "ck-1",
+                                 bare: Fixture.ecp(m, checkout: snapshot(withID: false)),
+                                 kind: .update, format: "ecp", sdk: "shopify", platform: nil))
+        }
+        cases.append(RawCase(label: "ec.complete",
+                             standalone: Fixture.ecp("ec.complete", checkout: snapshot(withID: true, orderID: "gid://shopify/Order/1001")),
+                             standaloneID: "ck-1",
+                             bare: Fixture.ecp("ec.complete", checkout: snapshot(withID: false, orderID: "gid://shopify/Order/1001")),
+                             bareID: "order:gid://shopify/Order/1001",
+                             kind: .complete, format: "ecp", sdk: "shopify", platform: nil))
+        cases.append(RawCase(label: "ec.error",
+                             standalone: #"{"jsonrpc":"2.0","method":"ec.error","params":{"checkout_id":"ck-1","# + ecpErrorParams + "}}",
+                             standaloneID: "ck-1",
+                             bare: #"{"jsonrpc":"2.0","method":"ec.error","params":{"# + ecpErrorParams + "}}",
+                             kind: .fail, format: "ecp", sdk: "shopify", platform: nil,
+                             error: .init(code: "cart_expired", rawCode: "cart_expired", httpStatus: nil, terminal: true,
+                                          message: "Your cart expired")))
+        return cases
+    }()
+
+    // MARK: Checkout Sheet Kit bridge
+
+    static let orderDetailsBody =
+        #"{"orderDetails":{"id":"gid://shopify/OrderIdentity/2002","cart":{"lines":[{"title":"Mug","quantity":3,"price":{"amount":12.5,"currencyCode":"CAD"}}],"price":{"total":{"amount":"41.25","currencyCode":"CAD"},"subtotal":{"amount":"37.50","currencyCode":"CAD"}}}}}"#
+
+    static let bridge: [RawCase] = [
+        RawCase(label: "bridge completed",
+                standalone: #"{"name":"completed","body":"# + jsonStringLiteral(orderDetailsBody) + "}",
+                standaloneID: "order:gid://shopify/OrderIdentity/2002",
+                bare: #"{"name":"completed","body":"# + jsonStringLiteral(orderDetailsBody) + "}",
+                bareID: "order:gid://shopify/OrderIdentity/2002",
+                kind: .complete, format: "sheet_bridge", sdk: "shopify", platform: nil),
+        RawCase(label: "bridge error (group, code, reason)",
+                standalone: nil,
+                bare: #"{"name":"error","body":"[{\"group\":\"expired\",\"code\":\"cart_expired\",\"reason\":\"Cart is expired\"}]"}"#,
+                kind: .fail, format: "sheet_bridge", sdk: "shopify", platform: nil,
+                error: .init(code: "cart_expired", rawCode: "cart_expired", httpStatus: nil, terminal: true,
+                             message: "Cart is expired")),
+        RawCase(label: "bridge error (group only)",
+                standalone: nil,
+                bare: #"{"name":"error","body":"[{\"group\":\"configuration\",\"reason\":\"Storefront not configured\"},{\"group\":\"expired\"}]"}"#,
+                kind: .fail, format: "sheet_bridge", sdk: "shopify", platform: nil,
+                error: .init(code: "configuration_error", rawCode: "configuration", httpStatus: nil, terminal: true,
+                             message: "Storefront not configured")),
+    ]
+
+    // MARK: SDK callback events
+
+    static func callback(_ name: String, kind: LifecycleKind, platform: String?, idKey: String = "checkout_id",
+                         error: String = #"{"code":"cart_expired","message":"Cart expired"}"#,
+                         expected: RawCase.ExpectedError? = nil) -> RawCase {
+        let event = "\"event\":\(jsonStringLiteral(name))"
+        let standalone: String
+        let bare: String
+        switch kind {
+        case .start, .update, .complete:
+            standalone = "{\(event),\"checkout\":\(snapshot(withID: true))}"
+            bare = "{\(event),\"checkout\":\(snapshot(withID: false))}"
+        case .fail:
+            standalone = "{\(event),\"\(idKey)\":\"ck-1\",\"error\":\(error)}"
+            bare = "{\(event),\"error\":\(error)}"
+        case .dismiss:
+            standalone = "{\(event),\"\(idKey)\":\"ck-1\"}"
+            bare = "{\(event)}"
+        }
+        return RawCase(label: "callback \(name)", standalone: standalone, standaloneID: "ck-1", bare: bare,
+                       kind: kind, format: "callback", sdk: "shopify", platform: platform,
+                       error: kind == .fail
+                           ? (expected ?? .init(code: "cart_expired", rawCode: "cart_expired", httpStatus: nil,
+                                                terminal: true, message: "Cart expired"))
+                           : nil)
+    }
+
+    static let callbacks: [RawCase] = [
+        // iOS delegate
+        callback("checkoutDidStart", kind: .start, platform: "ios"),
+        callback("checkoutDidUpdate", kind: .update, platform: "ios"),
+        callback("checkoutDidComplete", kind: .complete, platform: "ios"),
+        callback("checkoutDidFail", kind: .fail, platform: "ios", idKey: "checkoutId",
+                 error: #"{"code":"httpError","message":"Gone","statusCode":410}"#,
+                 expected: .init(code: "cart_expired", rawCode: "httpError", httpStatus: 410, terminal: true, message: "Gone")),
+        callback("checkoutDidDismiss", kind: .dismiss, platform: "ios", idKey: "checkoutId"),
+        callback("checkoutDidCancel", kind: .dismiss, platform: "ios"),
+        // Android listener
+        callback("onCheckoutStarted", kind: .start, platform: "android"),
+        callback("onCheckoutUpdated", kind: .update, platform: "android"),
+        callback("onCheckoutCompleted", kind: .complete, platform: "android"),
+        callback("onCheckoutFailed", kind: .fail, platform: "android",
+                 error: #"{"code":"NETWORK_ERROR","message":"Unable to resolve host"}"#,
+                 expected: .init(code: "network_error", rawCode: "NETWORK_ERROR", httpStatus: nil, terminal: true,
+                                 message: "Unable to resolve host")),
+        callback("onCheckoutDismissed", kind: .dismiss, platform: "android"),
+        callback("onCheckoutCanceled", kind: .dismiss, platform: "android"),
+        // React Native and SwiftUI
+        callback("onStart", kind: .start, platform: nil),
+        callback("onUpdate", kind: .update, platform: nil),
+        callback("onComplete", kind: .complete, platform: nil),
+        callback("onFail", kind: .fail, platform: nil,
+                 error: #"{"code":"storefront_password_required","message":"Password required"}"#,
+                 expected: .init(code: "storefront_password_required", rawCode: "storefront_password_required",
+                                 httpStatus: nil, terminal: true, message: "Password required")),
+        callback("onDismiss", kind: .dismiss, platform: nil),
+        // React Native legacy
+        callback("completed", kind: .complete, platform: nil),
+        callback("error", kind: .fail, platform: nil,
+                 error: #"{"code":"CartCompleted","message":"Already paid"}"#,
+                 expected: .init(code: "cart_completed", rawCode: "CartCompleted", httpStatus: nil, terminal: true,
+                                 message: "Already paid")),
+        callback("close", kind: .dismiss, platform: nil),
+        // Bare kinds
+        callback("start", kind: .start, platform: nil),
+        callback("update", kind: .update, platform: nil),
+        callback("complete", kind: .complete, platform: nil),
+        callback("fail", kind: .fail, platform: nil,
+                 error: #"{"code":"invalid_cart","message":"Out of stock","http_status":422}"#,
+                 expected: .init(code: "invalid_cart", rawCode: "invalid_cart", httpStatus: 422, terminal: true,
+                                 message: "Out of stock")),
+        callback("dismiss", kind: .dismiss, platform: nil),
+    ]
+
+    // MARK: Primer
+
+    static let paymentResult =
+        #""paymentResult":{"paymentId":"pay_2","status":"SUCCESS","amount":1999,"currencyCode":"EUR","paymentMethodType":"PAYMENT_CARD"}"#
+    static let primerError =
+        #""error":{"errorId":"payment-failed","description":"Card declined","diagnosticsId":"d-1"}"#
+    static let checkoutData = #""checkoutData":{"payment":{"id":"pay_1","orderId":"ord-5","status":"DECLINED"}}"#
+    static let declined = RawCase.ExpectedError(code: "payment_failed", rawCode: "payment-failed", httpStatus: nil,
+                                                 terminal: false, message: "Card declined")
+
+    static let primer: [RawCase] = [
+        RawCase(label: "primer state success",
+                standalone: #"{"state":"success","checkout_id":"pr-1","# + paymentResult + "}",
+                standaloneID: "pr-1",
+                bare: #"{"state":"success","# + paymentResult + "}",
+                kind: .complete, format: "primer", sdk: "primer", platform: nil),
+        RawCase(label: "primer state dismissed",
+                standalone: #"{"state":"dismissed","checkout_id":"pr-1"}"#, standaloneID: "pr-1",
+                bare: #"{"state":"dismissed"}"#,
+                kind: .dismiss, format: "primer", sdk: "primer", platform: nil),
+        RawCase(label: "primer state failure",
+                standalone: #"{"state":"failure","checkout_id":"pr-1","# + primerError + "," + checkoutData + "}",
+                standaloneID: "pr-1",
+                bare: #"{"state":"failure","# + primerError + "," + checkoutData + "}",
+                bareID: "order:ord-5",
+                kind: .fail, format: "primer", sdk: "primer", platform: nil, error: declined),
+        RawCase(label: "primerDidCompleteCheckoutWithData",
+                standalone: #"{"callback":"primerDidCompleteCheckoutWithData","data":{"payment":{"id":"pay_3","orderId":"ord-7"}}}"#,
+                standaloneID: "order:ord-7",
+                bare: #"{"callback":"primerDidCompleteCheckoutWithData","data":{"payment":{"id":"pay_3","orderId":"ord-7"}}}"#,
+                bareID: "order:ord-7",
+                kind: .complete, format: "primer", sdk: "primer", platform: "ios"),
+        RawCase(label: "primerDidFailWithError",
+                standalone: #"{"callback":"primerDidFailWithError","checkoutId":"pr-1","error":{"errorId":"bad-network","description":"Offline","diagnosticsId":"d-2"}}"#,
+                standaloneID: "pr-1",
+                bare: #"{"callback":"primerDidFailWithError","error":{"errorId":"bad-network","description":"Offline","diagnosticsId":"d-2"}}"#,
+                kind: .fail, format: "primer", sdk: "primer", platform: "ios",
+                error: .init(code: "network_error", rawCode: "bad-network", httpStatus: nil, terminal: false, message: "Offline")),
+        RawCase(label: "primerDidDismiss",
+                standalone: #"{"callback":"primerDidDismiss","checkout_id":"pr-1"}"#, standaloneID: "pr-1",
+                bare: #"{"callback":"primerDidDismiss"}"#,
+                kind: .dismiss, format: "primer", sdk: "primer", platform: "ios"),
+        RawCase(label: "Android onCheckoutCompleted with checkoutData",
+                standalone: #"{"event":"onCheckoutCompleted","checkout_id":"pr-1","checkoutData":{"payment":{"id":"pay_4","orderId":"ord-8"}}}"#,
+                standaloneID: "pr-1",
+                bare: #"{"event":"onCheckoutCompleted","checkoutData":{"payment":{"id":"pay_4","orderId":"ord-8"}}}"#,
+                bareID: "order:ord-8",
+                kind: .complete, format: "primer", sdk: "primer", platform: "android"),
+        RawCase(label: "Android onFailed",
+                standalone: #"{"event":"onFailed","checkout_id":"pr-1","error":{"errorId":"invalid-client-token","description":"Token invalid","diagnosticsId":"d-3"}}"#,
+                standaloneID: "pr-1",
+                bare: #"{"event":"onFailed","error":{"errorId":"invalid-client-token","description":"Token invalid","diagnosticsId":"d-3"}}"#,
+                kind: .fail, format: "primer", sdk: "primer", platform: "android",
+                error: .init(code: "session_invalid", rawCode: "invalid-client-token", httpStatus: nil, terminal: false,
+                             message: "Token invalid")),
+        RawCase(label: "Android onDismissed",
+                standalone: #"{"event":"onDismissed","checkout_id":"pr-1"}"#, standaloneID: "pr-1",
+                bare: #"{"event":"onDismissed"}"#,
+                kind: .dismiss, format: "primer", sdk: "primer", platform: "android"),
+        RawCase(label: "RN onCheckoutComplete",
+                standalone: #"{"event":"onCheckoutComplete","checkout_id":"pr-1","checkoutData":{"payment":{"id":"pay_5","orderId":"ord-9"}}}"#,
+                standaloneID: "pr-1",
+                bare: #"{"event":"onCheckoutComplete","checkoutData":{"payment":{"id":"pay_5","orderId":"ord-9"}}}"#,
+                bareID: "order:ord-9",
+                kind: .complete, format: "primer", sdk: "primer", platform: "react_native"),
+        RawCase(label: "RN onError",
+                standalone: #"{"event":"onError","checkout_id":"pr-1","# + primerError + "}",
+                standaloneID: "pr-1",
+                bare: #"{"event":"onError","# + primerError + "}",
+                kind: .fail, format: "primer", sdk: "primer", platform: "react_native", error: declined),
+        // RN onDismiss is spelled like Checkout Kit's onDismiss: only the wrapper's sdk tells them apart.
+        RawCase(label: "RN onDismiss (wrapper sdk primer)",
+                standalone: nil,
+                bare: #"{"event":"onDismiss"}"#,
+                kind: .dismiss, format: "primer", sdk: "primer", platform: nil),
+    ]
+
+    static let all: [RawCase] = ecp + bridge + callbacks + primer
+    static let standalone: [RawCase] = all.filter { $0.standalone != nil }
+}
+
+@Suite("Decoding every raw family (DESIGN §3)")
+struct DecodingTests {
+    static func checkError(_ out: Output, _ c: RawCase, sourceLocation: SourceLocation = #_sourceLocation) {
+        if let e = c.error {
+            #expect(out.topic == "checkout.fail.\(e.code)", sourceLocation: sourceLocation)
+            #expect(out["error.code"] == .string(e.code), sourceLocation: sourceLocation)
+            #expect(out["error.raw_code"] == (e.rawCode.map(J.string) ?? .null), sourceLocation: sourceLocation)
+            #expect(out["error.http_status"] == (e.httpStatus.map(J.int) ?? .null), sourceLocation: sourceLocation)
+            #expect(out["error.terminal"] == .bool(e.terminal), sourceLocation: sourceLocation)
+            if let m = e.message { #expect(out["error.message"] == .string(m), sourceLocation: sourceLocation) }
+        } else {
+            #expect(out.topic == "checkout.\(c.kindName)", sourceLocation: sourceLocation)
+            #expect(out["error"] == .null, sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("standalone: kind, checkout id from the snapshot or event, source", arguments: RawCases.standalone)
+    func standalone(_ c: RawCase) throws {
+        let p = EventProcessor()
+        let out = p.feed(try #require(c.standalone))
+        #expect(out.outcome == .published(c.kind))
+        #expect(out["v"] == 1)
+        #expect(out["kind"] == .string(c.kindName))
+        #expect(out["checkout_id"] == .string(try #require(c.standaloneID)))
+        #expect(out["source.sdk"] == .string(c.sdk))
+        #expect(out["source.format"] == .string(c.format))
+        #expect(out["source.platform"] == (c.platform.map(J.string) ?? .null))
+        #expect(out["event_id"] == .null)
+        #expect(out["occurred_at"] == .null)
+        #expect(out["received_at"] == "2025-12-02T11:39:01.123Z")
+        #expect(out["repeat"] == false)
+        #expect(out["after_complete"] == false)
+        Self.checkError(out, c)
+    }
+
+    @Test("wrapped with a payload object: the wrapper supplies checkout_id, event_id, occurred_at, sdk, platform",
+          arguments: RawCases.all)
+    func wrappedObject(_ c: RawCase) {
+        let platform = c.platform ?? "react_native"
+        let p = EventProcessor()
+        let out = p.feed(wrap(c.bare, checkoutID: "w-1", platform: platform, sdk: c.sdk))
+        #expect(out.outcome == .published(c.kind))
+        #expect(out["kind"] == .string(c.kindName))
+        #expect(out["checkout_id"] == "w-1")
+        #expect(out["event_id"] == "evt-1")
+        #expect(out["occurred_at"] == "2026-12-02T11:39:01.000Z")
+        #expect(out["source.sdk"] == .string(c.sdk))
+        #expect(out["source.platform"] == .string(platform))
+        #expect(out["source.format"] == .string(c.format))
+        Self.checkError(out, c)
+    }
+
+    @Test("wrapped with the payload as a JSON string decodes the same", arguments: RawCases.all)
+    func wrappedString(_ c: RawCase) {
+        let platform = c.platform ?? "react_native"
+        let p = EventProcessor()
+        let out = p.feed(wrap(c.bare, checkoutID: "w-2", platform: platform, sdk: c.sdk, eventID: "evt-2",
+                              payloadAsString: true))
+        #expect(out.outcome == .published(c.kind))
+        #expect(out["checkout_id"] == "w-2")
+        #expect(out["event_id"] == "evt-2")
+        #expect(out["source.sdk"] == .string(c.sdk))
+        #expect(out["source.platform"] == .string(platform))
+        #expect(out["source.format"] == .string(c.format))
+        Self.checkError(out, c)
+    }
+
+    @Test("bare events without a wrapper: an order id stands in for the checkout id, else missing_checkout_id",
+          arguments: RawCases.all)
+    func bareWithoutID(_ c: RawCase) {
+        let p = EventProcessor()
+        let out = p.feed(c.bare)
+        if let id = c.bareID {
+            #expect(out.outcome == .published(c.kind))
+            #expect(out["checkout_id"] == .string(id))
+        } else {
+            #expect(out.outcome == .deadLettered(.missingCheckoutID))
+            #expect(out.topic == "bus.deadletter")
+            #expect(out["reason"] == "missing_checkout_id")
+        }
+    }
+
+    // MARK: Family details
+
+    @Test("ECP: the snapshot is kept whole, extension keys included, and summarised")
+    func ecpSnapshot() {
+        let checkout = #"{"id":"ck-9","status":"completed","currency":"USD","line_items":[{"id":"li_1","item":{"id":"v1","title":"Canvas Tote","price":2500},"quantity":2}],"totals":[{"type":"subtotal","amount":5000},{"type":"tax","amount":400},{"type":"total","amount":5400}],"order":{"id":"gid://shopify/Order/1001"},"com.example.loyalty":{"points":54}}"#
+        let p = EventProcessor()
+        let out = p.feed(Fixture.ecp("ec.complete", checkout: checkout))
+        #expect(out.outcome == .published(.complete))
+        #expect(out["checkout.id"] == "ck-9")
+        #expect(out["checkout"]?[key: "com.example.loyalty"]?["points"] == 54)
+        #expect(out["checkout.line_items.0.item.title"] == "Canvas Tote")
+        #expect(out["summary.status"] == "completed")
+        #expect(out["summary.currency"] == "USD")
+        #expect(out["summary.total"] == 5400)
+        #expect(out["summary.subtotal"] == 5000)
+        #expect(out["summary.line_count"] == 1)
+        #expect(out["summary.item_quantity"] == 2)
+        #expect(out["summary.order_id"] == "gid://shopify/Order/1001")
+        #expect(out["idempotency_key"] == "gid://shopify/Order/1001")
+        #expect(out["payment"] == .null)
+    }
+
+    @Test("ECP ec.error: the first message of type error and severity unrecoverable wins, also inside params.checkout")
+    func ecpErrorChoice() {
+        let p = EventProcessor()
+        let inCheckout = #"{"jsonrpc":"2.0","method":"ec.error","params":{"checkout":{"id":"ck-3","messages":[{"type":"error","code":"invalid_phone","severity":"recoverable","content":"x"},{"type":"info","code":"fyi","severity":"unrecoverable"},{"type":"error","code":"web_content_process_terminated","severity":"unrecoverable","content":"Crashed"}]}}}"#
+        let out = p.feed(inCheckout)
+        #expect(out.outcome == .published(.fail))
+        #expect(out["checkout_id"] == "ck-3")
+        #expect(out.topic == "checkout.fail.web_content_process_terminated")
+        #expect(out["error.raw_code"] == "web_content_process_terminated")
+        #expect(out["error.message"] == "Crashed")
+        #expect(out["error.terminal"] == true)
+    }
+
+    @Test("ECP: an unknown ec.* notification is an unknown event; a non-object checkout is wrong_type")
+    func ecpUnknown() {
+        let p = EventProcessor()
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.teleport","params":{"checkout":{"id":"ck-1"}}}"#).outcome
+                == .deadLettered(.unknownEvent))
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.start","params":{"checkout":"ck-1"}}"#).outcome
+                == .deadLettered(.wrongType))
+    }
+
+    @Test("Sheet bridge completed: older orderDetails are summarised from MoneyV2 prices")
+    func bridgeCompleted() {
+        let p = EventProcessor()
+        let out = p.feed(wrap(#"{"name":"completed","body":"# + jsonStringLiteral(RawCases.orderDetailsBody) + "}",
+                              checkoutID: "legacy-7"))
+        #expect(out.outcome == .published(.complete))
+        #expect(out["checkout_id"] == "legacy-7")
+        #expect(out["idempotency_key"] == "gid://shopify/OrderIdentity/2002")
+        #expect(out["summary.order_id"] == "gid://shopify/OrderIdentity/2002")
+        #expect(out["summary.status"] == "completed")
+        #expect(out["summary.currency"] == "CAD")
+        #expect(out["summary.total"] == 4125)
+        #expect(out["summary.subtotal"] == 3750)
+        #expect(out["summary.line_count"] == 1)
+        #expect(out["summary.item_quantity"] == 3)
+        // The body string was parsed: the envelope carries it as an object, not a string.
+        #expect(out["checkout.orderDetails.cart.lines.0.title"] == "Mug")
+    }
+
+    @Test("Sheet bridge: a body that is not JSON is invalid_embedded_json")
+    func bridgeBadBody() {
+        let p = EventProcessor()
+        let out = p.feed(wrap(#"{"name":"completed","body":"{not json"}"#))
+        #expect(out.outcome == .deadLettered(.invalidEmbeddedJSON))
+        #expect(out["reason"] == "invalid_embedded_json")
+    }
+
+    @Test("Primer success: payment result is carried and summarised")
+    func primerSuccess() {
+        let p = EventProcessor()
+        let out = p.feed(wrap(#"{"state":"success","# + RawCases.paymentResult + "}", checkoutID: "primer-5",
+                              sdk: "primer"))
+        #expect(out.outcome == .published(.complete))
+        #expect(out["payment.paymentId"] == "pay_2")
+        #expect(out["payment.paymentMethodType"] == "PAYMENT_CARD")
+        #expect(out["summary.status"] == "SUCCESS")
+        #expect(out["summary.currency"] == "EUR")
+        #expect(out["summary.total"] == 1999)
+        #expect(out["checkout"] == .null)
+        #expect(out["idempotency_key"] == "primer-5")
+    }
+
+    @Test("Primer failure carries checkoutData.payment and its order id")
+    func primerFailurePayment() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"state":"failure","checkout_id":"pr-1","# + RawCases.primerError + "," + RawCases.checkoutData + "}")
+        #expect(out.outcome == .published(.fail))
+        #expect(out["payment.id"] == "pay_1")
+        #expect(out["summary.order_id"] == "ord-5")
+        #expect(out["error.terminal"] == false)
+    }
+
+    @Test("Primer: an inline session's initialisation failure is terminal")
+    func primerInitFailure() {
+        let p = EventProcessor()
+        let out = p.feed(wrap(#"{"state":"failure","phase":"initializing","error":{"errorId":"invalid-client-token","description":"bad token","diagnosticsId":"d"}}"#,
+                              sdk: "primer"))
+        #expect(out.outcome == .published(.fail))
+        #expect(out["error.code"] == "session_invalid")
+        #expect(out["error.terminal"] == true)
+    }
+
+    @Test("Callback onDismiss without a wrapper is read as Checkout Kit's")
+    func ambiguousOnDismiss() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"event":"onDismiss","checkout_id":"ck-1"}"#)
+        #expect(out.outcome == .published(.dismiss))
+        #expect(out["source.sdk"] == "shopify")
+        #expect(out["source.format"] == "callback")
+    }
+
+    @Test("Callback events read ids beside the event name and under data/detail")
+    func callbackIDs() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"event":"onCheckoutStarted","event_id":"e-9","occurredAt":"2026-01-02T03:04:05Z","data":{"checkout":{"id":"ck-5","status":"incomplete"}}}"#)
+        #expect(out.outcome == .published(.start))
+        #expect(out["checkout_id"] == "ck-5")
+        #expect(out["event_id"] == "e-9")
+        #expect(out["occurred_at"] == "2026-01-02T03:04:05Z")
+        #expect(out["summary.status"] == "incomplete")
+    }
+
+    @Test("Numeric ids are accepted as identifiers")
+    func numericIDs() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"checkout_id":12345,"event_id":678,"payload":{"event":"dismiss"}}"#)
+        #expect(out.outcome == .published(.dismiss))
+        #expect(out["checkout_id"] == "12345")
+        #expect(out["event_id"] == "678")
+    }
+
+    @Test("A wrapper whose payload is neither object nor string is wrong_type; a non-object string payload is unknown_shape")
+    func wrapperPayloadTypes() {
+        let p = EventProcessor()
+        #expect(p.feed(#"{"checkout_id":"c","payload":42}"#).outcome == .deadLettered(.wrongType))
+        #expect(p.feed(#"{"checkout_id":"c","payload":"[1,2]"}"#).outcome == .deadLettered(.unknownShape))
+        #expect(p.feed(#"{"checkout_id":"c","payload":"{oops"}"#).outcome == .deadLettered(.invalidEmbeddedJSON))
+    }
+
+    // MARK: Not lifecycle
+
+    @Test("requests, web pixels and blocking events are not lifecycle events", arguments: [
+        #"{"jsonrpc":"2.0","method":"ec.ready","params":{"checkout":{"id":"ck-1"}}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"ec.ready","params":{}}"#,
+        #"{"jsonrpc":"2.0","method":"ec.auth","params":{"checkout_id":"ck-1"}}"#,
+        #"{"jsonrpc":"2.0","id":2,"method":"ec.payment.credential_request","params":{"checkout":{"id":"ck-1"}}}"#,
+        #"{"jsonrpc":"2.0","id":3,"method":"ec.fulfillment.address_change_request","params":{"checkout":{"id":"ck-1"}}}"#,
+        #"{"jsonrpc":"2.0","method":"ec.window.open_request","params":{"url":"https://shop.example"}}"#,
+        #"{"name":"webPixels","body":"{\"name\":\"page_viewed\"}"}"#,
+        #"{"name":"checkoutBlockingEvent","body":"{}"}"#,
+        wrap(#"{"name":"webPixels","body":"{\"name\":\"checkout_started\"}"}"#),
+        wrap(#"{"jsonrpc":"2.0","method":"ec.ready","params":{}}"#, payloadAsString: true),
+        #"{"event":"checkoutDidClickLink","checkout_id":"ck-1","url":"https://x"}"#,
+        #"{"event":"onWebPixelEvent","checkout_id":"ck-1"}"#,
+    ])
+    func notLifecycle(json: String) {
+        let p = EventProcessor()
+        let out = p.feed(json)
+        #expect(out.outcome == .deadLettered(.notLifecycle))
+        #expect(out.topic == "bus.deadletter")
+        #expect(out["reason"] == "not_lifecycle")
+        #expect(out["raw"] == .string(json))
+        #expect(p.counters.deadLettered["not_lifecycle"] == 1)
+    }
+
+    @Test("unknown event names in known shapes are unknown_event", arguments: [
+        #"{"event":"checkoutDidTeleport","checkout_id":"ck-1"}"#,
+        #"{"name":"checkoutExploded","body":"{}"}"#,
+        #"{"state":"levitating","checkout_id":"ck-1"}"#,
+        wrap(#"{"event":"bogus"}"#),
+    ])
+    func unknownEvent(json: String) {
+        let p = EventProcessor()
+        let out = p.feed(json)
+        #expect(out.outcome == .deadLettered(.unknownEvent))
+        #expect(out["reason"] == "unknown_event")
+    }
+
+    @Test("formats are counted per family")
+    func formatCounters() {
+        let p = EventProcessor()
+        p.feed(Fixture.ecp("ec.start", checkout: Fixture.snapshot()))
+        p.feed(wrap(#"{"name":"error","body":"[{\"code\":\"cart_expired\"}]"}"#))
+        p.feed(#"{"event":"onFail","checkout_id":"x","error":{"code":"sdk_error"}}"#)
+        p.feed(#"{"event":"dismiss","checkout_id":"x"}"#)
+        p.feed(#"{"state":"dismissed","checkout_id":"y"}"#)
+        #expect(p.counters.receivedByFormat == [1, 1, 2, 1])
+        #expect(p.counters.received == 5)
+    }
+}
