@@ -15,6 +15,8 @@ public enum BuyerDataRedactor {
         "address", "addresses", "address1", "address2", "instruments", "instrument", "credential",
         "credentials", "card", "cardDetails", "card_details", "billing", "cart_token", "cartToken",
         "paymentMethodData", "payment_method_data", "browser_ip", "ip_address", "customer_ip",
+        "street_address", "extended_address", "postal_code", "postalCode", "zip", "address_locality",
+        "address_region",
     ])
 
     static func bucket(_ names: [String]) -> [[[UInt8]]] {

@@ -128,7 +128,7 @@ public enum CanonicalHash {
             let r = doc.raw(t)
             return hashBytes(r.baseAddress!, r.count, seed: tagNumber)
         }
-        if d.rounded() == d && abs(d) < 9.0e15 {
+        if d.rounded() == d && abs(d) < 1.0e18 {
             return mum(UInt64(bitPattern: Int64(d)) ^ tagNumber, p1)
         }
         return mum((d == 0 ? 0 : d.bitPattern) ^ tagNumber, p2)

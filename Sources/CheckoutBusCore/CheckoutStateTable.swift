@@ -4,8 +4,8 @@
 /// Checkouts are keyed by a 128-bit hash of their id (no id strings are kept), and state lives in
 /// parallel arrays with an open-addressing index, so a tracked checkout costs about 45 bytes plus
 /// its index slots (measured by `checkoutbus bench`; see README "Performance"). A completed
-/// checkout with an order id also keeps that id, so a repeated `complete` reuses the first one's
-/// idempotency key.
+/// checkout also keeps the idempotency key its first `complete` was published under, so a repeated
+/// `complete` reuses it.
 ///
 /// Not `Sendable`: owned by the pipeline thread.
 public struct CheckoutStateTable {
@@ -29,7 +29,7 @@ public struct CheckoutStateTable {
     private var prev: [Int32] = []
     private var next: [Int32] = []
     private var flags: [Flags] = []
-    private var orderIDs: [Int32: String] = [:]
+    private var completeKeys: [Int32: String] = [:]
     private var slots: [Int32] = []
     private var slotMask = 0
     private var head: Int32 = -1  // most recently used
@@ -93,8 +93,8 @@ public struct CheckoutStateTable {
         flags[Int(e)].insert(.hasSnapshot)
     }
 
-    public func orderID(_ e: Entry) -> String? { orderIDs[e] }
-    public mutating func setOrderID(_ id: String, _ e: Entry) { orderIDs[e] = id }
+    public func completeKey(_ e: Entry) -> String? { completeKeys[e] }
+    public mutating func setCompleteKey(_ key: String, _ e: Entry) { completeKeys[e] = key }
 
     /// Forgets checkouts idle longer than the TTL, oldest first. Call about once a second.
     public mutating func expire(now: UInt32) {
@@ -107,7 +107,7 @@ public struct CheckoutStateTable {
     /// Bytes of memory the table holds now (arrays at their capacity, index, order ids).
     public var approximateBytes: Int {
         let perEntry = 8 * 3 + 4 * 3 + 1
-        return keyLo.capacity * perEntry + slots.capacity * 4 + orderIDs.count * 48
+        return keyLo.capacity * perEntry + slots.capacity * 4 + completeKeys.count * 48
     }
 
     // MARK: Internals
@@ -115,7 +115,7 @@ public struct CheckoutStateTable {
     private mutating func reset(_ e: Entry) {
         flags[Int(e)] = []
         snapshotHash[Int(e)] = 0
-        orderIDs.removeValue(forKey: e)
+        completeKeys.removeValue(forKey: e)
     }
 
     private mutating func allocate(lo: UInt64, hi: UInt64, now: UInt32) -> Entry {
@@ -173,7 +173,7 @@ public struct CheckoutStateTable {
             j = (j + 1) & slotMask
         }
         slots[hole] = -1
-        orderIDs.removeValue(forKey: e)
+        completeKeys.removeValue(forKey: e)
         freeList.append(e)
         count -= 1
     }

@@ -109,7 +109,8 @@ public final class EventProcessor {
             isRepeat = flags.contains(.completed)
             if !isRepeat {
                 state.insertFlags(.completed, entry)
-                if let order = event.orderID { state.setOrderID(order, entry) }
+                // Remember the key this order was published under; every repeat reuses it.
+                state.setCompleteKey(event.orderID ?? checkoutID, entry)
             }
         case .fail:
             afterComplete = flags.contains(.completed)
@@ -117,8 +118,8 @@ public final class EventProcessor {
             break
         }
         if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
-        // One key per placed order: the first complete's order id, else this event's, else the checkout.
-        let idempotencyKey = state.orderID(entry) ?? event.orderID ?? checkoutID
+        // One key per placed order: the first complete's key, else this event's order id, else the checkout.
+        let idempotencyKey = state.completeKey(entry) ?? event.orderID ?? checkoutID
         writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat, afterComplete: afterComplete,
                       receivedAt: receivedAt)
         counters.publishedByKind[Int(event.kind.rawValue)] &+= 1

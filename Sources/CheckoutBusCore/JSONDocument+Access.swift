@@ -244,7 +244,10 @@ extension JSONDocument {
         while i < r.count {
             let d = r[i] &- UInt8(ascii: "0")
             guard d < 10 else { return nil }
-            v = v &* 10 &+ Int64(d)
+            let (times10, o1) = v.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times10.addingReportingOverflow(Int64(d))
+            guard !o1 && !o2 else { return nil }
+            v = sum
             i += 1
         }
         return negative ? -v : v

@@ -60,15 +60,19 @@ public final class JSONDocument {
 
     /// Copies `source` into storage the document owns, then parses it (used for JSON nested in strings).
     public func parseOwned(_ source: [UInt8]) throws(JSONParseError) {
-        if ownedCapacity < source.count {
+        let storage: UnsafeMutablePointer<UInt8>
+        if let owned, ownedCapacity >= source.count {
+            storage = owned
+        } else {
             owned?.deallocate()
             ownedCapacity = max(source.count, 1024)
-            owned = .allocate(capacity: ownedCapacity)
+            storage = .allocate(capacity: ownedCapacity)
+            owned = storage
         }
         source.withUnsafeBufferPointer { src in
-            if let s = src.baseAddress { owned!.update(from: s, count: src.count) }
+            if let s = src.baseAddress { storage.update(from: s, count: src.count) }
         }
-        base = UnsafePointer(owned!)
+        base = UnsafePointer(storage)
         length = source.count
         try run()
     }

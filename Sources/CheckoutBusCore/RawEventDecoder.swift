@@ -404,7 +404,7 @@ public final class RawEventDecoder {
         if name.hasPrefix("primerDid") { return "ios" }
         switch name {
         case "onCheckoutCompleted", "onFailed", "onDismissed": return "android"
-        case "onCheckoutComplete", "onError": return "react_native"
+        case "onCheckoutComplete", "onError", "onDismiss": return "react_native"
         default: return nil
         }
     }

@@ -24,6 +24,8 @@ public final class ZMQSocket {
     /// The raw handle, for ``ZMQPoller`` and `zmq_proxy`.
     public let handle: UnsafeMutableRawPointer
     public let type: ZMQSocketType
+    /// Kept alive until this socket is closed: `zmq_ctx_term` waits for every socket of its context.
+    private let context: ZMQContext
 
     /// Creates a socket of `type` in `context`.
     /// - Throws: ``ZMQError`` if libzmq refuses (for example after the context was shut down).
@@ -33,6 +35,7 @@ public final class ZMQSocket {
         }
         self.handle = handle
         self.type = type
+        self.context = context
     }
 
     deinit {

@@ -12,6 +12,7 @@ let usage = """
     COMMANDS:
       send    send raw events (JSON Lines) to a daemon's ingest socket
       tail    print envelopes published by a daemon, live
+      flood   drive a daemon with synthetic lifecycles and check what it publishes
       bench   measure: `bench parse` (hot-path parser stages)
 
     Run `checkoutbus <command> --help` for a command's flags.
@@ -44,6 +45,8 @@ let status: Int32
 switch command {
 case "send": status = runCommand(SendCommand.help) { try SendCommand(arguments: arguments).run() }
 case "tail": status = runCommand(TailCommand.help) { try TailCommand(arguments: arguments).run(stop: stop) }
+case "flood":
+    status = runCommand(FloodCommand.help) { try FloodCommand(arguments: arguments).run() }
 case "bench":
     status = runCommand(BenchCommand.help) { try BenchCommand(arguments: arguments).run() }
 case "--help", "-h", "help":

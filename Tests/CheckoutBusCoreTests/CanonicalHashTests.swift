@@ -1,6 +1,6 @@
 import Testing
 
-@testable import CheckoutBusCore
+import CheckoutBusCore
 
 @Suite("CanonicalHash: JSON equality")
 struct CanonicalHashTests {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import CheckoutBusCore
+import CheckoutBusCore
 
 /// One raw event of DESIGN §3, in two forms: standing alone with its own checkout id (in the
 /// snapshot or an event field) and bare, for the ingest wrapper to supply the id.

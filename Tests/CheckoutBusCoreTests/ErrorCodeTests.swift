@@ -1,6 +1,6 @@
 import Testing
 
-@testable import CheckoutBusCore
+import CheckoutBusCore
 
 @Suite("Stable error codes (DESIGN §6)")
 struct ErrorCodeTests {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import CheckoutBusCore
+import CheckoutBusCore
 
 @Suite("JSONDocument: tape parser")
 struct JSONDocumentTests {
@@ -105,6 +105,27 @@ struct JSONDocumentTests {
         try doc.parseOwned(Array("{\"b\":[1,2]}".utf8))
         #expect(doc.path(doc.root, "b").map(doc.count) == 2)
         #expect(doc.member(doc.root, "a") == nil)
+    }
+
+    @Test("documents larger than the initial tape grow it, also when the parse then fails")
+    func tapeGrowth() throws {
+        let big = "[" + (0..<5_000).map { "{\"i\":\($0)}" }.joined(separator: ",") + "]"
+        let doc = JSONDocument()
+        try doc.parseOwned(Array(big.utf8))
+        #expect(doc.count(doc.root) == 5_000)
+        var sum: Int64 = 0
+        doc.forEachElement(doc.root) { e in sum += doc.member(e, "i").flatMap(doc.int64) ?? 0 }
+        #expect(sum == 4_999 * 5_000 / 2)
+
+        // Grow the tape inside a parse that then fails; the document must stay usable.
+        let other = JSONDocument()
+        let broken = "[" + (0..<3_000).map(String.init).joined(separator: ",") + ",]"
+        #expect(parseError(Array(broken.utf8))?.reason == .unexpectedCharacter)
+        #expect(throws: JSONParseError.self) { try other.parseOwned(Array(broken.utf8)) }
+        try other.parseOwned(Array(big.utf8))
+        #expect(other.count(other.root) == 5_000)
+        try other.parseOwned(Array("{\"k\":[true]}".utf8))
+        #expect(other.path(other.root, "k").flatMap(other.firstElement).flatMap(other.bool) == true)
     }
 
     // MARK: Every parse error

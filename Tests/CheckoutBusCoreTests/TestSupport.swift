@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import CheckoutBusCore
+import CheckoutBusCore
 
 // Helpers shared by the CheckoutBusCore suites. Envelopes are read back with Foundation's
 // JSONDecoder, independently of the module under test, so a malformed envelope fails the test.
@@ -195,7 +195,7 @@ func parseError(_ bytes: [UInt8], maxDepth: Int = 64) -> JSONParseError? {
     let doc = JSONDocument()
     doc.maxDepth = maxDepth
     return bytes.withUnsafeBytes { buf -> JSONParseError? in
-        do {
+        do throws(JSONParseError) {
             try doc.parse(buf)
             return nil
         } catch {

@@ -1,0 +1,179 @@
+import Testing
+
+import CheckoutBusCore
+
+@Suite("CheckoutStateTable: bounded per-checkout state")
+struct CheckoutStateTableTests {
+    @Test("touch creates once, then finds the same entry")
+    func touchFinds() {
+        var t = CheckoutStateTable(capacity: 10, idleTTL: 100)
+        let (a, aNew) = t.touch("ck-a", now: 1)
+        #expect(aNew)
+        t.setSnapshotHash(0xABCD, a)
+        let (a2, a2New) = t.touch("ck-a", now: 2)
+        #expect(!a2New)
+        #expect(a2 == a)
+        #expect(t.flags(a2).contains(.hasSnapshot))
+        #expect(t.snapshotHash(a2) == 0xABCD)
+        #expect(t.count == 1)
+    }
+
+    @Test("at capacity the least recently used checkout is evicted")
+    func lruEviction() {
+        var t = CheckoutStateTable(capacity: 3, idleTTL: 1_000)
+        for id in ["a", "b", "c"] {
+            let (e, _) = t.touch(id, now: 0)
+            t.insertFlags(.completed, e)
+        }
+        _ = t.touch("a", now: 1)  // a becomes most recently used: LRU order is now b, c, a
+        let (d, dNew) = t.touch("d", now: 2)  // evicts b
+        #expect(dNew)
+        #expect(t.flags(d).isEmpty)
+        #expect(t.count == 3)
+        #expect(t.evicted == 1)
+
+        let (a, aNew) = t.touch("a", now: 3)
+        #expect(!aNew)
+        #expect(t.flags(a).contains(.completed))
+        let (c, cNew) = t.touch("c", now: 4)
+        #expect(!cNew)
+        #expect(t.flags(c).contains(.completed))
+        let (b, bNew) = t.touch("b", now: 5)  // forgotten; coming back evicts d (now the LRU)
+        #expect(bNew)
+        #expect(t.flags(b).isEmpty)
+        #expect(t.evicted == 2)
+        #expect(!t.touch("a", now: 6).isNew)
+        #expect(!t.touch("c", now: 7).isNew)
+        #expect(t.touch("d", now: 8).isNew)
+    }
+
+    @Test("eviction at scale keeps exactly the most recent checkouts findable")
+    func evictionAtScale() {
+        let capacity = 100
+        var t = CheckoutStateTable(capacity: capacity, idleTTL: 1_000_000)
+        for i in 0..<1_000 {
+            let (e, isNew) = t.touch("checkout-\(i)", now: UInt32(i))
+            #expect(isNew)
+            t.setSnapshotHash(UInt64(i), e)
+        }
+        #expect(t.count == capacity)
+        #expect(t.evicted == 900)
+        var lost = 0
+        for i in 900..<1_000 {
+            let (e, isNew) = t.touch("checkout-\(i)", now: 2_000)
+            if isNew || t.snapshotHash(e) != UInt64(i) { lost += 1 }
+        }
+        #expect(lost == 0)
+        #expect(t.count == capacity)
+        #expect(t.touch("checkout-0", now: 2_001).isNew)
+    }
+
+    @Test("an entry idle longer than the TTL is reset when touched")
+    func idleTTLOnTouch() {
+        var t = CheckoutStateTable(capacity: 10, idleTTL: 10)
+        let (e, _) = t.touch("ck", now: 100)
+        t.insertFlags(.completed, e)
+        t.setSnapshotHash(42, e)
+        t.setCompleteKey("O-1", e)
+
+        let (e2, new2) = t.touch("ck", now: 110)  // exactly the TTL: still alive
+        #expect(!new2)
+        #expect(t.flags(e2).contains(.completed))
+        #expect(t.completeKey(e2) == "O-1")
+
+        let (e3, new3) = t.touch("ck", now: 121)  // 11 s after the last touch
+        #expect(new3)
+        #expect(t.flags(e3).isEmpty)
+        #expect(t.snapshotHash(e3) == 0)
+        #expect(t.completeKey(e3) == nil)
+        #expect(t.expired == 1)
+        #expect(t.count == 1)
+    }
+
+    @Test("expire(now:) removes idle entries, oldest first, and keeps the rest")
+    func expireRemovesIdle() {
+        var t = CheckoutStateTable(capacity: 10, idleTTL: 10)
+        _ = t.touch("a", now: 0)
+        _ = t.touch("b", now: 5)
+        let (c, _) = t.touch("c", now: 8)
+        t.insertFlags(.completed, c)
+
+        t.expire(now: 10)  // nobody idle more than 10 s
+        #expect(t.count == 3)
+        #expect(t.expired == 0)
+
+        t.expire(now: 12)  // a idle 12 s
+        #expect(t.count == 2)
+        #expect(t.expired == 1)
+
+        t.expire(now: 16)  // b idle 11 s; c idle 8 s
+        #expect(t.count == 1)
+        #expect(t.expired == 2)
+
+        let (c2, cNew) = t.touch("c", now: 17)
+        #expect(!cNew)
+        #expect(t.flags(c2).contains(.completed))
+        #expect(t.touch("a", now: 17).isNew)
+        #expect(t.touch("b", now: 17).isNew)
+        #expect(t.count == 3)
+    }
+
+    @Test("a touch refreshes the idle clock, so expire keeps recently touched entries")
+    func touchRefreshes() {
+        var t = CheckoutStateTable(capacity: 10, idleTTL: 10)
+        _ = t.touch("a", now: 0)
+        _ = t.touch("b", now: 1)
+        _ = t.touch("a", now: 9)
+        t.expire(now: 15)  // b idle 14 s, a idle 6 s
+        #expect(t.count == 1)
+        #expect(!t.touch("a", now: 15).isNew)
+    }
+
+    @Test("expire everything, then the table is reusable")
+    func expireAll() {
+        var t = CheckoutStateTable(capacity: 50, idleTTL: 5)
+        for i in 0..<40 { _ = t.touch("x\(i)", now: 0) }
+        t.expire(now: 100)
+        #expect(t.count == 0)
+        #expect(t.expired == 40)
+        for i in 0..<40 { #expect(t.touch("x\(i)", now: 100).isNew) }
+        for i in 0..<40 { #expect(!t.touch("x\(i)", now: 101).isNew) }
+        #expect(t.count == 40)
+    }
+
+    @Test("a recycled entry does not inherit the evicted checkout's order id or flags")
+    func recycledEntryIsClean() {
+        var t = CheckoutStateTable(capacity: 1, idleTTL: 100)
+        let (a, _) = t.touch("a", now: 0)
+        t.setCompleteKey("O-a", a)
+        t.insertFlags(.completed, a)
+        let (b, bNew) = t.touch("b", now: 1)
+        #expect(bNew)
+        #expect(t.completeKey(b) == nil)
+        #expect(t.flags(b).isEmpty)
+        #expect(t.count == 1)
+        #expect(t.evicted == 1)
+    }
+
+    @Test("capacity and TTL are at least 1")
+    func minimums() {
+        let t = CheckoutStateTable(capacity: 0, idleTTL: 0)
+        #expect(t.capacity == 1)
+        #expect(t.idleTTL == 1)
+    }
+
+    @Test("the processor's table is bounded by maxCheckouts")
+    func processorBound() {
+        var options = EventProcessor.Options()
+        options.maxCheckouts = 2
+        let p = EventProcessor(options: options)
+        let done = { (id: String) in #"{"event":"onComplete","checkout":{"id":""# + id + #"","order":{"id":"O-"# + id + #""}}}"# }
+        p.feed(done("a"))
+        p.feed(done("b"))
+        p.feed(done("c"))  // evicts a
+        #expect(p.state.count == 2)
+        #expect(p.state.evicted == 1)
+        #expect(p.feed(done("c"))["repeat"] == true)
+        #expect(p.feed(done("a"))["repeat"] == false)  // forgotten: bounded state accepts this
+    }
+}

@@ -1,0 +1,180 @@
+import Testing
+
+import CheckoutBusCore
+
+@Suite("Dead letters (DESIGN §5: nothing is lost silently)")
+struct DeadLetterTests {
+    static func expectDeadLetter(_ out: Output, _ reason: DeadLetterReason, size: Int,
+                                 sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(out.outcome == .deadLettered(reason), sourceLocation: sourceLocation)
+        #expect(out.topic == "bus.deadletter", sourceLocation: sourceLocation)
+        #expect(out["v"] == 1, sourceLocation: sourceLocation)
+        #expect(out["kind"] == "deadletter", sourceLocation: sourceLocation)
+        #expect(out["reason"] == .string(reason.code), sourceLocation: sourceLocation)
+        #expect(out["size"] == .int(Int64(size)), sourceLocation: sourceLocation)
+        #expect(out["received_at"] == "2025-12-02T11:39:01.123Z", sourceLocation: sourceLocation)
+        #expect(out["detail"]?.stringValue?.isEmpty == false, sourceLocation: sourceLocation)
+    }
+
+    @Test("dead-lettered inputs keep their reason and their raw text", arguments: [
+        ("{\"event\":\"start\",", DeadLetterReason.invalidJSON),
+        ("", .invalidJSON),
+        ("{\"a\":1} trailing", .invalidJSON),
+        ("{\"event\":\"start\"\n\"x\":1}", .invalidJSON),
+        ("[1,2,3]", .unknownShape),
+        ("\"just a string\"", .unknownShape),
+        ("42", .unknownShape),
+        ("{\"checkout_id\":\"ck-1\",\"hello\":\"world\"}", .unknownShape),
+        ("{\"event\":42,\"checkout_id\":\"ck-1\"}", .unknownShape),
+        ("{\"event\":\"checkoutDidExplode\",\"checkout_id\":\"ck-1\"}", .unknownEvent),
+        ("{\"event\":\"dismiss\"}", .missingCheckoutID),
+        ("{\"event\":\"onCheckoutFailed\",\"error\":{\"code\":\"network_error\"}}", .missingCheckoutID),
+        ("{\"jsonrpc\":\"2.0\",\"method\":\"ec.start\",\"params\":{\"checkout\":{\"status\":\"incomplete\"}}}", .missingCheckoutID),
+        (String(repeating: "[", count: 70) + String(repeating: "]", count: 70), .tooDeep),
+    ])
+    func reasons(text: String, reason: DeadLetterReason) {
+        let p = EventProcessor()
+        let out = p.feed(text)
+        Self.expectDeadLetter(out, reason, size: text.utf8.count)
+        #expect(out["raw"] == .string(text))
+        #expect(out["raw_truncated"] == false)
+        #expect(p.counters.deadLettered[reason.code] == 1)
+        #expect(p.counters.deadLetteredTotal == 1)
+        #expect(p.state.count == 0)
+    }
+
+    @Test("invalid UTF-8 is dead-lettered with every bad byte escaped as \\u00XX and good text kept", arguments: [
+        ([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D] as [UInt8], #""{\"a\":\"\u00ff\"}""#),
+        ([0x22, 0xC0, 0xAF, 0x22], #""\"\u00c0\u00af\"""#),  // overlong "/"
+        ([0x22, 0xED, 0xA0, 0x80, 0x22], #""\"\u00ed\u00a0\u0080\"""#),  // UTF-8-encoded surrogate
+        ([0x22, 0xC3, 0xA9, 0xFE, 0x22], "\"\\\"é\\u00fe\\\"\""),  // valid é kept as is, then a bad byte
+    ])
+    func invalidUTF8(bytes: [UInt8], rawLiteral: String) {
+        let p = EventProcessor()
+        let out = p.feed(bytes: bytes)
+        Self.expectDeadLetter(out, .invalidUTF8, size: bytes.count)
+        #expect(out.text.contains(",\"raw\":" + rawLiteral + "}"), "envelope: \(out.text)")
+    }
+
+    @Test("control bytes and quotes in raw input are escaped, not passed through")
+    func controlBytes() {
+        let p = EventProcessor()
+        let bytes: [UInt8] = [0x00, 0x01, 0x09, 0x0A, 0x0D, 0x22, 0x5C, 0x7F, 0x41]
+        let out = p.feed(bytes: bytes)
+        #expect(out.outcome == .deadLettered(.invalidJSON))
+        #expect(out.text.contains(#""raw":"\u0000\u0001\t\n\r\"\\\u007fA""#), "envelope: \(out.text)")
+        #expect(out["raw"] == .string("\u{0}\u{1}\t\n\r\"\\\u{7F}A"))
+    }
+
+    @Test("a message over maxMessageBytes is oversized; one at the limit is processed")
+    func oversized() {
+        var options = EventProcessor.Options()
+        options.maxMessageBytes = 40
+        let p = EventProcessor(options: options)
+        let fits = #"{"event":"dismiss","checkout_id":"ck-1"}"#  // 40 bytes
+        #expect(fits.utf8.count == 40)
+        #expect(p.feed(fits).outcome == .published(.dismiss))
+        let big = #"{"event":"dismiss","checkout_id":"ck-12"}"#  // 41 bytes
+        let out = p.feed(big)
+        Self.expectDeadLetter(out, .oversized, size: 41)
+        #expect(out["raw"] == .string(big))
+        #expect(out["detail"]?.stringValue?.contains("41") == true)
+    }
+
+    @Test("raw is cut at deadLetterRawLimit and flagged raw_truncated")
+    func rawLimit() {
+        var options = EventProcessor.Options()
+        options.deadLetterRawLimit = 8
+        let p = EventProcessor(options: options)
+        let text = "{\"this is\": not json at all}"
+        let out = p.feed(text)
+        Self.expectDeadLetter(out, .invalidJSON, size: text.utf8.count)
+        #expect(out["raw"] == "{\"this i")
+        #expect(out["raw_truncated"] == true)
+    }
+
+    @Test("a multipart message is dead-lettered through reject(_:_:_:receivedAt:)")
+    func multipart() {
+        let p = EventProcessor()
+        let frame = #"{"event":"dismiss","checkout_id":"ck-1"}"#
+        let outcome = Array(frame.utf8).withUnsafeBytes {
+            p.reject(.multipart, "2 frames", $0, receivedAt: Timestamp(milliseconds: fixedReceivedAt))
+        }
+        let out = p.readOutput(outcome)
+        Self.expectDeadLetter(out, .multipart, size: frame.utf8.count)
+        #expect(out["detail"] == "2 frames")
+        #expect(out["raw"] == .string(frame))
+        #expect(p.counters.received == 1)
+        #expect(p.counters.deadLettered["multipart"] == 1)
+        #expect(p.state.count == 0)  // the event inside was not applied
+    }
+
+    @Test("dead letters take a seq and their own kind_seq")
+    func deadLetterSequences() {
+        let p = EventProcessor()
+        let a = p.feed("nope")
+        let b = p.feed(#"{"event":"dismiss","checkout_id":"ck-1"}"#)
+        let c = p.feed("[]")
+        #expect(a["seq"] == 1)
+        #expect(a["kind_seq"] == 1)
+        #expect(b["seq"] == 2)
+        #expect(c["seq"] == 3)
+        #expect(c["kind_seq"] == 2)
+        #expect(p.counters.deadLettered == ["invalid_json": 1, "unknown_shape": 1])
+        #expect(p.counters.deadLetteredTotal == 2)
+    }
+
+    @Test("the reason set is complete and stable")
+    func reasonSet() {
+        #expect(DeadLetterReason.all.map(\.code) == [
+            "invalid_json", "invalid_utf8", "too_deep", "oversized", "unknown_shape", "unknown_event",
+            "not_lifecycle", "missing_checkout_id", "invalid_embedded_json", "wrong_type", "multipart",
+        ])
+    }
+
+    /// `JSONDocument.parseOwned` skips allocating when `source.count == 0` and the document has
+    /// never owned storage, then force-unwraps the missing buffer. A fresh processor's payload and
+    /// body documents have never owned storage, so an empty embedded string traps the process.
+    /// Exit tests keep the trap out of this test process.
+    @Test("an empty embedded JSON string is dead-lettered, never a crash (wrapper payload)")
+    func emptyPayloadString() async {
+        await #expect(processExitsWith: .success) {
+            let p = EventProcessor()
+            let outcome = Array(#"{"checkout_id":"ck-1","payload":""}"#.utf8).withUnsafeBytes {
+                p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 0)
+            }
+            precondition(outcome == .deadLettered(.invalidEmbeddedJSON), "got \(outcome)")
+        }
+    }
+
+    @Test("an empty embedded JSON string is dead-lettered, never a crash (bridge body)")
+    func emptyBridgeBody() async {
+        await #expect(processExitsWith: .success) {
+            let p = EventProcessor()
+            let outcome = Array(#"{"checkout_id":"ck-1","payload":{"name":"completed","body":""}}"#.utf8).withUnsafeBytes {
+                p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 0)
+            }
+            precondition(outcome == .deadLettered(.invalidEmbeddedJSON), "got \(outcome)")
+        }
+    }
+
+    @Test("JSONDocument.parseOwned of no bytes reports `empty` instead of trapping")
+    func parseOwnedEmpty() async {
+        await #expect(processExitsWith: .success) {
+            let doc = JSONDocument()
+            do throws(JSONParseError) {
+                try doc.parseOwned([])
+                preconditionFailure("parsed an empty document")
+            } catch {
+                precondition(error.reason == .empty, "got \(error.reason.name)")
+            }
+        }
+    }
+
+    @Test("an empty bridge body on a dismiss is not JSON to parse and is published")
+    func emptyBodyDismiss() {
+        let p = EventProcessor()
+        let out = p.feed(wrap(#"{"name":"close","body":""}"#))
+        #expect(out.outcome == .published(.dismiss))
+    }
+}

@@ -1,0 +1,173 @@
+import Testing
+
+@testable import CheckoutBusCore
+
+@Suite("SnapshotSummary: amounts in minor units")
+struct SnapshotSummaryTests {
+    static func scale(_ text: String, _ exponent: Int) -> Int64? {
+        Array(text.utf8).withUnsafeBytes { SnapshotSummary.scaleDecimal($0, exponent: exponent) }
+    }
+
+    @Test("scaleDecimal turns decimal text into exact minor units", arguments: [
+        ("12.34", 2, Int64?.some(1234)),
+        ("\"12.34\"", 2, 1234),  // quotes are skipped
+        ("12", 2, 1200),
+        ("12.3", 2, 1230),
+        ("0.01", 2, 1),
+        ("0", 2, 0),
+        ("-1.50", 2, -150),
+        ("12.344", 2, 1234),
+        ("12.345", 2, 1235),  // half up
+        ("12.3449", 2, 1234),
+        ("0.995", 2, 100),
+        ("-0.005", 2, -1),  // half away from zero
+        ("1500", 0, 1500),  // JPY
+        ("1500.4", 0, 1500),
+        ("1500.5", 0, 1501),
+        ("1.234", 3, 1234),  // KWD
+        ("1.2", 3, 1200),
+        ("0.0005", 3, 1),
+        ("999999999999999", 2, 99_999_999_999_999_900),
+        ("", 2, nil),
+        ("\"\"", 2, nil),
+        (".", 2, nil),
+        ("-", 2, nil),
+        ("abc", 2, nil),
+        ("12.3x", 2, nil),
+        ("1e3", 2, nil),
+        ("1,000.00", 2, nil),
+        ("1234567890123456", 2, nil),  // more than 15 integer digits
+    ])
+    func scaleDecimal(text: String, exponent: Int, expected: Int64?) {
+        #expect(Self.scale(text, exponent) == expected)
+    }
+
+    @Test("currency exponents follow ISO 4217", arguments: [
+        ("USD", 2), ("EUR", 2), ("CAD", 2), ("GBP", 2),
+        ("JPY", 0), ("jpy", 0), ("KRW", 0), ("CLP", 0), ("ISK", 0), ("VND", 0),
+        ("KWD", 3), ("BHD", 3), ("OMR", 3), ("JOD", 3), ("TND", 3),
+    ])
+    func exponents(currency: String, exponent: Int) {
+        #expect(SnapshotSummary.exponent(currency) == exponent)
+    }
+
+    @Test("an unknown or missing currency has exponent 2")
+    func defaultExponent() {
+        #expect(SnapshotSummary.exponent(nil) == 2)
+        #expect(SnapshotSummary.exponent("XYZ") == 2)
+    }
+
+    static func summary(_ text: String, kind: LifecycleKind = .update, orderID: String? = nil) -> SnapshotSummary? {
+        guard let doc = document(text) else { return nil }
+        return SnapshotSummary.read(kind: kind, snapshot: JSONRef(doc, doc.root), payment: nil, orderID: orderID)
+    }
+
+    @Test("v4 snapshot: integer totals are already minor units")
+    func v4Snapshot() throws {
+        let s = try #require(Self.summary(Fixture.snapshot(quantity: 3), orderID: "O-1"))
+        #expect(s.status == "incomplete")
+        #expect(s.currency == "USD")
+        #expect(s.subtotal == 7900)
+        #expect(s.total == 8000)
+        #expect(s.lineCount == 2)
+        #expect(s.itemQuantity == 4)
+        #expect(s.orderID == "O-1")
+    }
+
+    @Test("v4 snapshot in JPY and KWD: integer minor units are not rescaled")
+    func v4OtherCurrencies() throws {
+        let jpy = try #require(Self.summary(#"{"currency":"JPY","totals":[{"type":"total","amount":1500}]}"#))
+        #expect(jpy.total == 1500)
+        let kwd = try #require(Self.summary(#"{"currency":"KWD","totals":[{"type":"total","amount":12345}]}"#))
+        #expect(kwd.total == 12345)
+    }
+
+    @Test("older orderDetails MoneyV2 amounts are major units, scaled by the currency", arguments: [
+        ("USD", "\"12.34\"", "\"10.00\"", Int64(1234), Int64(1000)),
+        ("JPY", "\"1500\"", "\"1400\"", 1500, 1400),
+        ("JPY", "1500.0", "1400", 1500, 1400),
+        ("KWD", "\"12.345\"", "\"10.5\"", 12345, 10500),
+        ("USD", "12.34", "10", 1234, 1000),
+    ])
+    func moneyV2(currency: String, total: String, subtotal: String, expectedTotal: Int64, expectedSubtotal: Int64) throws {
+        let text = #"{"orderDetails":{"id":"o-1","cart":{"lines":[{"title":"A","quantity":2},{"title":"B","quantity":5}],"price":{"total":{"amount":"# + total + #","currencyCode":""# + currency + #""},"subtotal":{"amount":"# + subtotal + #","currencyCode":""# + currency + #""}}}}}"#
+        let s = try #require(Self.summary(text, kind: .complete))
+        #expect(s.currency == currency)
+        #expect(s.total == expectedTotal)
+        #expect(s.subtotal == expectedSubtotal)
+        #expect(s.lineCount == 2)
+        #expect(s.itemQuantity == 7)
+        #expect(s.status == "completed")  // a complete with no status of its own
+    }
+
+    @Test("Storefront-style cost objects with totalAmount/subtotalAmount are read")
+    func costObject() throws {
+        let s = try #require(Self.summary(#"{"lines":[{"quantity":1}],"cost":{"totalAmount":{"amount":"99.99","currencyCode":"EUR"},"subtotalAmount":{"amount":"89.99","currencyCode":"EUR"}}}"#))
+        #expect(s.currency == "EUR")
+        #expect(s.total == 9999)
+        #expect(s.subtotal == 8999)
+        #expect(s.lineCount == 1)
+    }
+
+    @Test("a Primer payment supplies status, currency and an integer minor-unit amount")
+    func primerPayment() throws {
+        let doc = try #require(document(#"{"paymentId":"p","status":"SUCCESS","amount":1999,"currencyCode":"JPY"}"#))
+        let s = SnapshotSummary.read(kind: .complete, snapshot: nil, payment: JSONRef(doc, doc.root), orderID: nil)
+        #expect(s.status == "SUCCESS")
+        #expect(s.currency == "JPY")
+        #expect(s.total == 1999)
+        #expect(s.subtotal == nil)
+        #expect(s.lineCount == nil)
+    }
+
+    @Test("no snapshot: only the order id and a complete's default status")
+    func empty() {
+        let s = SnapshotSummary.read(kind: .dismiss, snapshot: nil, payment: nil, orderID: nil)
+        #expect(s == SnapshotSummary())
+        let c = SnapshotSummary.read(kind: .complete, snapshot: nil, payment: nil, orderID: "O")
+        #expect(c.status == "completed")
+        #expect(c.orderID == "O")
+    }
+}
+
+@Suite("Timestamp and JSONWriter")
+struct TimestampWriterTests {
+    @Test("timestamps are written as RFC 3339 UTC with milliseconds", arguments: [
+        (Int64(0), "1970-01-01T00:00:00.000Z"),
+        (1_764_675_541_123, "2025-12-02T11:39:01.123Z"),
+        (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+        (4_102_444_799_999, "2099-12-31T23:59:59.999Z"),
+        (1_798_847_941_005, "2027-01-01T23:59:01.005Z"),
+        (-1, "1969-12-31T23:59:59.999Z"),
+    ])
+    func rfc3339(ms: Int64, text: String) {
+        var w = JSONWriter()
+        Timestamp(milliseconds: ms).write(to: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == "\"\(text)\"")
+    }
+
+    @Test("timestamps order by milliseconds")
+    func ordering() {
+        #expect(Timestamp(milliseconds: 1) < Timestamp(milliseconds: 2))
+        #expect(Timestamp(milliseconds: 5) == Timestamp(milliseconds: 5))
+    }
+
+    @Test("integers are written exactly", arguments: [Int64(0), 7, -7, 1_234_567_890, Int64.max, Int64.min])
+    func integers(value: Int64) {
+        var w = JSONWriter()
+        w.append(int: value)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == String(value))
+    }
+
+    @Test("strings are escaped so the output is valid JSON that reads back the same", arguments: [
+        "plain", "quote \" backslash \\", "line\nfeed\ttab\rreturn", "\u{0}\u{1}\u{1F}", "héllo €😀", "",
+    ])
+    func strings(text: String) throws {
+        var w = JSONWriter()
+        w.appendString(text)
+        let doc = JSONDocument()
+        try doc.parseOwned(w.bytes)
+        #expect(doc.string(doc.root) == text)
+        #expect(J.parse(w.bytes) == .string(text))
+    }
+}
