@@ -13,7 +13,8 @@ let usage = """
       send    send raw events (JSON Lines) to a daemon's ingest socket
       tail    print envelopes published by a daemon, live
       flood   drive a daemon with synthetic lifecycles and check what it publishes
-      bench   measure: `bench parse` (hot-path parser stages)
+      bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse` for the parser
+      forwarder  the raw PULL→PUB baseline the benchmark runs
 
     Run `checkoutbus <command> --help` for a command's flags.
     """
@@ -25,7 +26,8 @@ guard let command = allArguments.first else {
 }
 let arguments = Array(allArguments.dropFirst())
 let stop = StopSignal()
-let signalSources = stop.trapTerminationSignals()
+// Only `tail` runs until told to stop; every other command keeps the default signal behaviour.
+let signalSources = command == "tail" ? stop.trapTerminationSignals() : []
 
 @MainActor
 func runCommand(_ help: String, _ body: () throws -> Int32) -> Int32 {
@@ -47,6 +49,8 @@ case "send": status = runCommand(SendCommand.help) { try SendCommand(arguments: 
 case "tail": status = runCommand(TailCommand.help) { try TailCommand(arguments: arguments).run(stop: stop) }
 case "flood":
     status = runCommand(FloodCommand.help) { try FloodCommand(arguments: arguments).run() }
+case "forwarder":
+    status = runCommand(ForwarderCommand.help) { try ForwarderCommand(arguments: arguments).run() }
 case "bench":
     status = runCommand(BenchCommand.help) { try BenchCommand(arguments: arguments).run() }
 case "--help", "-h", "help":

@@ -1,34 +1,62 @@
 /// `checkoutbus bench`: benchmarks that print ratios and rates, never pass/fail thresholds.
 public struct BenchCommand {
     public static let help = """
-        checkoutbus bench — measure CheckoutBus on this machine.
+        checkoutbus bench — measure CheckoutBus on this machine, beside a baseline in the same run.
 
-        USAGE: checkoutbus bench parse [--file PATH] [--iterations N]
+        USAGE: checkoutbus bench [--rounds N] [--events N] [--latency-rate R] [--latency-events N]
+                                 [--memory-checkouts N]
+               checkoutbus bench parse [--file PATH] [--iterations N]
 
-          parse              hot-path stages on one snapshot: tape scan, scan + canonical hash,
-                             full processing (decode, rules, summary, redaction, envelope)
-          --file PATH        the raw event to parse (default bench/snapshot-1k.json)
-          --iterations N     repetitions per stage (default 1000000)
+          (default)            starts checkoutbusd and a raw ZeroMQ PULL→PUB forwarder (zmq_proxy) on
+                               ephemeral ports; drives both with the same producer and subscriber and
+                               distinct ~1 KB snapshots in alternating rounds; prints each round, the
+                               medians and the bus/raw ratio; then p50/p90/p99/p99.9 latency of both at
+                               a fixed rate; then the daemon's RSS growth per tracked checkout
+          --rounds N           rounds per target (default 5)
+          --events N           events per round (default 200000)
+          --latency-rate R     events per second for the latency run (default 10000)
+          --latency-events N   events in the latency run (default 30000)
+          --memory-checkouts N distinct checkouts for the memory run (default 1000000; 0 skips it)
 
-        bench/compare-parsers runs simdjson on the same file beside it.
+          parse                hot-path stages on one snapshot: tape scan, scan + canonical hash,
+                               full processing (decode, rules, summary, redaction, envelope)
+          --file PATH          the raw event to parse (default bench/snapshot-1k.json)
+          --iterations N       repetitions per stage (default 1000000)
+
+        bench/compare-parsers runs simdjson on the same file beside `bench parse`.
         """
 
-    enum Mode { case parse }
+    enum Mode {
+        case parse(file: String, iterations: Int)
+        case throughput(ThroughputBenchmark)
+    }
+
     let mode: Mode
-    let file: String
-    let iterations: Int
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["file", "iterations"], switches: [])
-        guard args.positionals.first == "parse" else { throw .init("which benchmark? try `checkoutbus bench parse`") }
-        mode = .parse
-        file = args.value("file") ?? "bench/snapshot-1k.json"
-        iterations = try args.int("iterations", default: 1_000_000, in: 1...1_000_000_000)
+        let args = try CommandLineArguments(
+            arguments,
+            valued: ["file", "iterations", "rounds", "events", "latency-rate", "latency-events", "memory-checkouts"],
+            switches: [])
+        if args.positionals.first == "parse" {
+            mode = .parse(file: args.value("file") ?? "bench/snapshot-1k.json",
+                          iterations: try args.int("iterations", default: 1_000_000, in: 1...1_000_000_000))
+            return
+        }
+        guard args.positionals.isEmpty else { throw .init("unknown benchmark \(args.positionals[0])") }
+        var b = ThroughputBenchmark()
+        b.rounds = try args.int("rounds", default: 5, in: 1...1000)
+        b.events = try args.int("events", default: 200_000, in: 1000...100_000_000)
+        b.latencyRate = Double(try args.int("latency-rate", default: 10_000, in: 1...1_000_000))
+        b.latencyEvents = try args.int("latency-events", default: 30_000, in: 100...100_000_000)
+        b.memoryCheckouts = try args.int("memory-checkouts", default: 1_000_000, in: 0...100_000_000)
+        mode = .throughput(b)
     }
 
     public func run() -> Int32 {
         switch mode {
-        case .parse: ParseBenchmark(file: file, iterations: iterations).run()
+        case .parse(let file, let iterations): ParseBenchmark(file: file, iterations: iterations).run()
+        case .throughput(let b): b.run()
         }
     }
 }

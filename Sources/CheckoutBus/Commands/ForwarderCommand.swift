@@ -1,0 +1,54 @@
+import ZeroMQ
+
+/// `checkoutbus forwarder`: the raw baseline — a ZeroMQ PULL→PUB forwarder doing no work
+/// (`zmq_proxy`). `checkoutbus bench` runs it beside the daemon to measure the transport's ceiling.
+/// Not `Sendable`; blocks the calling thread until killed.
+public struct ForwarderCommand {
+    public static let help = """
+        checkoutbus forwarder — a raw ZeroMQ PULL→PUB forwarder (zmq_proxy), the benchmark's baseline.
+
+        USAGE: checkoutbus forwarder [--ingest ENDPOINT] [--publish ENDPOINT] [--hwm N]
+
+        Prints {"ready":true,"ingest":…,"publish":…} with the endpoints as bound, then forwards each
+        message unchanged until killed.
+        """
+
+    var ingest = "tcp://127.0.0.1:*"
+    var publish = "tcp://127.0.0.1:*"
+    var hwm: Int32 = 100_000
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(arguments, valued: ["ingest", "publish", "hwm"], switches: [])
+        if let v = args.value("ingest") { ingest = v }
+        if let v = args.value("publish") { publish = v }
+        hwm = Int32(try args.int("hwm", default: 100_000, in: 0...100_000_000))
+    }
+
+    public func run() -> Int32 {
+        do {
+            let context = try ZMQContext()
+            let pull = try ZMQSocket(context: context, type: .pull)
+            let pub = try ZMQSocket(context: context, type: .pub)
+            try pull.setOption(.receiveHighWaterMark, hwm)
+            try pub.setOption(.sendHighWaterMark, hwm)
+            try pull.bind(ingest)
+            try pub.bind(publish)
+            var w = JSONWriterLite()
+            w.line(ingest: try pull.lastEndpoint, publish: try pub.lastEndpoint)
+            FileHandleWriter.standardOutput(w.text)
+            zmqProxy(frontend: pull, backend: pub)
+            return 0
+        } catch {
+            FileHandleWriter.standardError("checkoutbus forwarder: \(error)\n")
+            return 1
+        }
+    }
+}
+
+/// The forwarder's ready line.
+struct JSONWriterLite {
+    var text = ""
+    mutating func line(ingest: String, publish: String) {
+        text = "{\"ready\":true,\"ingest\":\"\(ingest)\",\"publish\":\"\(publish)\"}\n"
+    }
+}

@@ -1,0 +1,174 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import Foundation
+
+/// `checkoutbus bench`: the daemon against the raw ZeroMQ forwarder in one run, same producer and
+/// subscriber, alternating rounds; then latency at a fixed rate and memory per tracked checkout.
+///
+/// Prints medians and ratios, never pass/fail. Not `Sendable`; runs on the calling thread and
+/// spawns the daemon and the forwarder as processes found beside its own executable.
+public struct ThroughputBenchmark {
+    public var rounds = 5
+    public var events = 200_000
+    public var latencyRate = 10_000.0
+    public var latencyEvents = 30_000
+    public var memoryCheckouts = 1_000_000
+    public var daemonArguments: [String] = []
+
+    public init() {}
+
+    static var binDirectory: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    /// A spawned bus process and the endpoints from its ready line.
+    final class BusProcess {
+        let process = Process()
+        let ingest: String
+        let publish: String
+
+        init(_ executable: String, _ arguments: [String]) throws {
+            process.executableURL = ThroughputBenchmark.binDirectory.appendingPathComponent(executable)
+            process.arguments = arguments
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var line = Data()
+            let handle = out.fileHandleForReading
+            while !line.contains(0x0A) {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
+            }
+            guard let obj = try? JSONSerialization.jsonObject(with: line.prefix { $0 != 0x0A }) as? [String: Any],
+                let ingest = obj["ingest"] as? String, let publish = obj["publish"] as? String
+            else { throw DaemonError("\(executable) printed no ready line") }
+            self.ingest = ingest
+            self.publish = publish
+        }
+
+        var pid: Int32 { process.processIdentifier }
+
+        /// SIGTERM, then SIGKILL if it has not exited within five seconds.
+        func stop() {
+            if process.isRunning { process.terminate() }
+            let deadline = Date().addingTimeInterval(5)
+            while process.isRunning && Date() < deadline { usleep(10_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+    }
+
+    /// Distinct ~1 KB update snapshots, one checkout each, in the ingest wrapper.
+    static func snapshots(_ n: Int, run: String) -> [FloodGenerator.Event] {
+        (0..<n).map { i in
+            let snap = FloodGenerator.snapshot(id: "\(run)-\(i)", quantity: 1 + i % 5, index: i, reordered: false, order: nil)
+            return FloodGenerator.wrap(#"{"jsonrpc":"2.0","method":"ec.line_items.change","params":{"checkout":\#(snap)}}"#,
+                                       checkoutID: "\(run)-\(i)", sdk: "shopify", platform: "ios", eventNumber: i,
+                                       runID: run, expected: .update)
+        }
+    }
+
+    static func rssKilobytes(_ pid: Int32) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+        }
+        return 0
+    }
+
+    func say(_ s: String) { FileHandleWriter.standardOutput(s + "\n") }
+
+    public func run() -> Int32 {
+        do {
+            let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-bench-\(getpid())")
+            defer { try? FileManager.default.removeItem(at: tmp) }
+            let hwm = "1000000"
+            let daemon = try BusProcess("checkoutbusd", [
+                "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path,
+                "--publish-hwm", hwm, "--log-level", "warning",
+            ] + daemonArguments)
+            defer { daemon.stop() }
+            let raw = try BusProcess("checkoutbus", ["forwarder", "--hwm", hwm])
+            defer { raw.stop() }
+            let sample = ThroughputBenchmark.snapshots(1, run: "size")[0].bytes.count
+            say("checkoutbus bench: \(rounds) rounds of \(events) distinct ~\(sample)-byte update snapshots, alternating")
+            say("  bus = checkoutbusd (decode, rules, envelope, publish); raw = zmq_proxy PULL→PUB doing no work")
+            var busRates: [Double] = []
+            var rawRates: [Double] = []
+            for round in 1...rounds {
+                for (name, target) in [("raw", raw), ("bus", daemon)] {
+                    var batch = ThroughputBenchmark.snapshots(events, run: "r\(round)\(name)")
+                    let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
+                                                target: name == "bus" ? .daemon : .rawForwarder)
+                    try driver.synchronize()
+                    let n = batch.count
+                    let r = try driver.run(&batch, rate: nil, expected: { _ in n })
+                    let rate = Double(r.received) / r.seconds
+                    if name == "bus" { busRates.append(rate) } else { rawRates.append(rate) }
+                    say("  round \(round) \(name): \(Int(rate)) msg/s (\(r.received)/\(r.sent) received\(r.timedOut ? ", TIMED OUT" : ""))")
+                }
+            }
+            let busMedian = ThroughputBenchmark.median(busRates)
+            let rawMedian = ThroughputBenchmark.median(rawRates)
+            say("throughput median: bus \(Int(busMedian)) msg/s, raw \(Int(rawMedian)) msg/s, ratio bus/raw \(String(format2x: busMedian / rawMedian))")
+
+            for (name, target) in [("raw", raw), ("bus", daemon)] {
+                var batch = ThroughputBenchmark.snapshots(latencyEvents, run: "lat\(name)")
+                let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
+                                            target: name == "bus" ? .daemon : .rawForwarder)
+                try driver.synchronize()
+                let n = batch.count
+                let r = try driver.run(&batch, rate: latencyRate, expected: { _ in n })
+                let sorted = r.latencies.sorted()
+                say("latency at \(Int(latencyRate))/s \(name): p50 \(String(format2: r.latencyMicros(0.5, sorted: sorted))) µs, p90 \(String(format2: r.latencyMicros(0.9, sorted: sorted))) µs, p99 \(String(format2: r.latencyMicros(0.99, sorted: sorted))) µs, p99.9 \(String(format2: r.latencyMicros(0.999, sorted: sorted))) µs")
+            }
+
+            if memoryCheckouts > 0 {
+                let fresh = try BusProcess("checkoutbusd", [
+                    "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path + "-m",
+                    "--publish-hwm", hwm, "--log-level", "warning", "--max-checkouts", String(memoryCheckouts * 2),
+                ])
+                defer { fresh.stop() }
+                let driver = try LoadDriver(ingest: fresh.ingest, publish: fresh.publish, target: .daemon)
+                try driver.synchronize()
+                var warm = (0..<1000).map { i in
+                    FloodGenerator.wrap(#"{"event":"onCheckoutStarted"}"#, checkoutID: "warm-\(i)", sdk: "shopify",
+                                        platform: "android", eventNumber: i, runID: "warm", expected: .start)
+                }
+                _ = try driver.run(&warm, rate: nil, expected: { $0 })
+                let before = ThroughputBenchmark.rssKilobytes(fresh.pid)
+                var starts = (0..<memoryCheckouts).map { i in
+                    FloodGenerator.wrap(#"{"event":"onCheckoutStarted"}"#, checkoutID: "m-\(i)", sdk: "shopify",
+                                        platform: "android", eventNumber: i, runID: "mem", expected: .start)
+                }
+                let r = try driver.run(&starts, rate: nil, expected: { $0 })
+                let after = ThroughputBenchmark.rssKilobytes(fresh.pid)
+                let perCheckout = Double(after - before) * 1024 / Double(max(1, r.received))
+                say("memory: RSS \(before) kB → \(after) kB over \(r.received) distinct checkouts: \(String(format2: perCheckout)) bytes per tracked checkout")
+            }
+            return 0
+        } catch {
+            FileHandleWriter.standardError("checkoutbus bench: \(error)\n")
+            return 1
+        }
+    }
+
+    static func median(_ xs: [Double]) -> Double {
+        let s = xs.sorted()
+        guard !s.isEmpty else { return 0 }
+        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+    }
+}
+
+extension String {
+    /// A ratio with two decimals.
+    init(format2x value: Double) {
+        let hundredths = Int((value * 100).rounded())
+        let frac = abs(hundredths % 100)
+        self = "\(hundredths / 100).\(frac < 10 ? "0" : "")\(frac)"
+    }
+}
