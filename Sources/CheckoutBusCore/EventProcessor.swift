@@ -289,7 +289,22 @@ public final class EventProcessor {
         time.write(to: &w)
         w.append(",\"tracked_checkouts\":")
         w.append(int: state.count)
-        w.append("}")
+        w.append(",\"counters\":{\"received\":")
+        w.append(int: Int64(bitPattern: counters.received))
+        w.append(",\"suppressed\":")
+        w.append(int: Int64(bitPattern: counters.suppressed))
+        w.append(",\"deadlettered\":{")
+        for (i, reason) in counters.deadLettered.keys.sorted().enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(reason)
+            w.append(":")
+            w.append(int: Int64(bitPattern: counters.deadLettered[reason] ?? 0))
+        }
+        w.append("},\"evicted_checkouts\":")
+        w.append(int: Int64(bitPattern: state.evicted))
+        w.append(",\"expired_checkouts\":")
+        w.append(int: Int64(bitPattern: state.expired))
+        w.append("}}")
         envelope = w
     }
 }

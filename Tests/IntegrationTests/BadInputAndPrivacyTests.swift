@@ -29,6 +29,15 @@ struct BadInputAndPrivacyTests {
         #expect(got[1].string("raw")?.contains("\u{00C3}") == true)
         #expect(got[6].int("size") ?? 0 > 2048)
         #expect(got[8].string("checkout_id") == "still-alive")
+        // Every dead letter is counted, by reason, in the heartbeat (answered at once on subscribe).
+        let heartbeat = try TailProcess(from: daemon.publish, topics: ["bus.heartbeat"], count: 1)
+        let counters = try #require(try heartbeat.envelopes().first?.object("counters"))
+        #expect(counters.int("received") == 9)
+        let byReason = try #require(counters.object("deadlettered"))
+        for reason in ["invalid_json", "invalid_utf8", "unknown_shape", "unknown_event", "not_lifecycle",
+                       "missing_checkout_id", "oversized", "too_deep"] {
+            #expect(byReason.int(reason) == 1, "\(reason)")
+        }
         #expect(daemon.terminate() == 0)
     }
 
