@@ -12,6 +12,7 @@ let usage = """
     COMMANDS:
       send    send raw events (JSON Lines) to a daemon's ingest socket
       tail    print envelopes published by a daemon, live
+      replay  replay a recorded JSONL (raw capture or `tail --format json`) at its pacing, ×N, or flat out
       flood   drive a daemon with synthetic lifecycles and check what it publishes
       bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse` for the parser
       forwarder  the raw PULL→PUB baseline the benchmark runs
@@ -47,6 +48,8 @@ let status: Int32
 switch command {
 case "send": status = runCommand(SendCommand.help) { try SendCommand(arguments: arguments).run() }
 case "tail": status = runCommand(TailCommand.help) { try TailCommand(arguments: arguments).run(stop: stop) }
+case "replay":
+    status = runCommand(ReplayCommand.help) { try ReplayCommand(arguments: arguments).run() }
 case "flood":
     status = runCommand(FloodCommand.help) { try FloodCommand(arguments: arguments).run() }
 case "forwarder":

@@ -46,3 +46,51 @@ struct LoadToolTests {
         #expect(result.output.contains("bytes per tracked checkout"))
     }
 }
+
+@Suite("replay", .serialized, .timeLimit(.minutes(2)))
+struct ReplayTests {
+    @Test("a tail --format json recording replays into another daemon as the same lifecycle")
+    func replayRecordedEnvelopes() throws {
+        let first = try DaemonProcess()
+        let recorder = try TailProcess(from: first.publish, count: 12)
+        let sample = Products.repositoryRoot.appendingPathComponent("samples/tour.jsonl")
+        try send(try String(contentsOf: sample, encoding: .utf8).split(separator: "\n").map(String.init), to: first.ingest)
+        let recorded = try recorder.envelopes()
+        let file = first.dataDirectory.deletingLastPathComponent().appendingPathComponent("recording.jsonl")
+        let text = try recorded.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }
+        try (text.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+
+        let second = try DaemonProcess()
+        let replayed = try TailProcess(from: second.publish, count: 11)
+        let result = try runTool("checkoutbus", ["replay", file.path, "--to", second.ingest, "--flat-out"])
+        #expect(result.status == 0)
+        #expect(result.output.contains("sent=11 skipped=1"))
+        let got = try replayed.envelopes()
+        #expect(got.map { $0.string("kind") } == recorded.prefix(11).map { $0.string("kind") })
+        #expect(got.map { $0.string("checkout_id") } == recorded.prefix(11).map { $0.string("checkout_id") })
+        #expect(got.compactMap { $0.object("error")?.string("code") }
+            == recorded.prefix(11).compactMap { $0.object("error")?.string("code") })
+        #expect(got.compactMap { $0.object("error")?.bool("terminal") }
+            == recorded.prefix(11).compactMap { $0.object("error")?.bool("terminal") })
+        #expect(got.map { $0.object("source")?.string("sdk") } == recorded.prefix(11).map { $0.object("source")?.string("sdk") })
+    }
+
+    @Test("replay keeps the recorded pacing, divided by --speed")
+    func replayPacing() throws {
+        let daemon = try DaemonProcess()
+        let dir = daemon.dataDirectory.deletingLastPathComponent()
+        let file = dir.appendingPathComponent("paced.jsonl")
+        try """
+            {"checkout_id":"p-1","occurred_at":"2026-12-02T10:00:00.000Z","payload":{"event":"checkoutDidStart","checkout":{"id":"p-1"}}}
+            {"checkout_id":"p-1","occurred_at":"2026-12-02T10:00:00.800Z","payload":{"event":"checkoutDidDismiss"}}
+
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let tail = try TailProcess(from: daemon.publish, count: 2)
+        let started = Date()
+        let result = try runTool("checkoutbus", ["replay", file.path, "--to", daemon.ingest, "--speed", "2"])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.status == 0)
+        #expect(elapsed >= 0.35, "0.8 s recorded at ×2 must take at least 0.4 s, took \(elapsed)")
+        #expect(try tail.envelopes().map { $0.string("kind") } == ["start", "dismiss"])
+    }
+}
