@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A parsed JSON text: a flat tape of tokens pointing into the original bytes, never copied.
 ///
 /// Not `Sendable`: one document is owned by one pipeline thread and reused message after message, so
@@ -181,13 +187,20 @@ public final class JSONDocument {
                 while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
                 if i == digits { throw JSONParseError(.badNumber, at: i) }
             }
+            var exponent = false
             if i < length && (base[i] | 0x20) == UInt8(ascii: "e") {
                 fractional = true
+                exponent = true
                 i += 1
                 if i < length && (base[i] == UInt8(ascii: "+") || base[i] == UInt8(ascii: "-")) { i += 1 }
                 let digits = i
                 while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
                 if i == digits { throw JSONParseError(.badNumber, at: i) }
+            }
+            // Numbers beyond a double's range are legal JSON text that most consumers cannot read
+            // (Foundation rejects them, others turn them into infinity): refuse them here.
+            if (exponent || i - start > 300) && !JSONDocument.isFiniteNumber(base + start, i - start) {
+                throw JSONParseError(.numberOutOfRange, at: start)
             }
             append(.number, fractional, start, i)
             return i
@@ -314,6 +327,15 @@ public final class JSONDocument {
         }
     }
 
+    /// Whether the number text parses to a finite double (`strtod`).
+    static func isFiniteNumber(_ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: n + 1) { buf in
+            for k in 0..<n { buf[k] = CChar(bitPattern: p[k]) }
+            buf[n] = 0
+            return strtod(buf.baseAddress!, nil).isFinite
+        }
+    }
+
     @inline(__always)
     static func hexValue(_ c: UInt8) -> UInt32? {
         switch c {
@@ -337,6 +359,7 @@ public struct JSONParseError: Error, Sendable, Equatable {
         public static let trailingData = Reason("trailing_data")
         public static let unexpectedCharacter = Reason("unexpected_character")
         public static let badNumber = Reason("bad_number")
+        public static let numberOutOfRange = Reason("number_out_of_range")
         public static let badEscape = Reason("bad_escape")
         public static let controlCharacter = Reason("control_character_in_string")
         public static let invalidUTF8 = Reason("invalid_utf8")
