@@ -5,7 +5,7 @@ public struct BenchCommand {
 
         USAGE: checkoutbus bench [--rounds N] [--events N] [--latency-rate R] [--latency-events N]
                                  [--memory-checkouts N]
-               checkoutbus bench parse [--file PATH] [--iterations N]
+               checkoutbus bench parse [--file PATH] [--iterations N] [--only-full-process]
 
           (default)            starts checkoutbusd and a raw ZeroMQ PULL→PUB forwarder (zmq_proxy) on
                                ephemeral ports; drives both with the same producer and subscriber and
@@ -22,12 +22,13 @@ public struct BenchCommand {
                                full processing (decode, rules, summary, redaction, envelope)
           --file PATH          the raw event to parse (default bench/snapshot-1k.json)
           --iterations N       repetitions per stage (default 1000000)
+          --only-full-process  run only the full-processing stage (for profiling it alone)
 
         bench/compare-parsers runs simdjson on the same file beside `bench parse`.
         """
 
     enum Mode {
-        case parse(file: String, iterations: Int)
+        case parse(file: String, iterations: Int, onlyFullProcess: Bool)
         case throughput(ThroughputBenchmark)
     }
 
@@ -37,10 +38,11 @@ public struct BenchCommand {
         let args = try CommandLineArguments(
             arguments,
             valued: ["file", "iterations", "rounds", "events", "latency-rate", "latency-events", "memory-checkouts"],
-            switches: [])
+            switches: ["only-full-process"])
         if args.positionals.first == "parse" {
             mode = .parse(file: args.value("file") ?? "bench/snapshot-1k.json",
-                          iterations: try args.int("iterations", default: 1_000_000, in: 1...1_000_000_000))
+                          iterations: try args.int("iterations", default: 1_000_000, in: 1...1_000_000_000),
+                          onlyFullProcess: args.has("only-full-process"))
             return
         }
         guard args.positionals.isEmpty else { throw .init("unknown benchmark \(args.positionals[0])") }
@@ -55,7 +57,8 @@ public struct BenchCommand {
 
     public func run() -> Int32 {
         switch mode {
-        case .parse(let file, let iterations): ParseBenchmark(file: file, iterations: iterations).run()
+        case .parse(let file, let iterations, let only):
+            ParseBenchmark(file: file, iterations: iterations, onlyFullProcess: only).run()
         case .throughput(let b): b.run()
         }
     }

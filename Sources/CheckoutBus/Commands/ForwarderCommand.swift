@@ -1,3 +1,4 @@
+import CheckoutBusCore
 import ZeroMQ
 
 /// `checkoutbus forwarder`: the raw baseline — a ZeroMQ PULL→PUB forwarder doing no work
@@ -33,22 +34,18 @@ public struct ForwarderCommand {
             try pub.setOption(.sendHighWaterMark, hwm)
             try pull.bind(ingest)
             try pub.bind(publish)
-            var w = JSONWriterLite()
-            w.line(ingest: try pull.lastEndpoint, publish: try pub.lastEndpoint)
-            FileHandleWriter.standardOutput(w.text)
+            var w = JSONWriter(capacity: 128)
+            w.append("{\"ready\":true,\"ingest\":")
+            w.appendString(try pull.lastEndpoint)
+            w.append(",\"publish\":")
+            w.appendString(try pub.lastEndpoint)
+            w.append("}\n")
+            FileHandleWriter.standardOutput(String(decoding: w.bytes, as: UTF8.self))
             zmqProxy(frontend: pull, backend: pub)
             return 0
         } catch {
             FileHandleWriter.standardError("checkoutbus forwarder: \(error)\n")
             return 1
         }
-    }
-}
-
-/// The forwarder's ready line.
-struct JSONWriterLite {
-    var text = ""
-    mutating func line(ingest: String, publish: String) {
-        text = "{\"ready\":true,\"ingest\":\"\(ingest)\",\"publish\":\"\(publish)\"}\n"
     }
 }

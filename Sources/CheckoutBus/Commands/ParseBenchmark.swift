@@ -11,10 +11,13 @@ import CheckoutBusCore
 public struct ParseBenchmark {
     public var file: String
     public var iterations: Int
+    /// Skip the scan and hash stages (for profiling the full stage alone).
+    public var onlyFullProcess = false
 
-    public init(file: String, iterations: Int) {
+    public init(file: String, iterations: Int, onlyFullProcess: Bool = false) {
         self.file = file
         self.iterations = iterations
+        self.onlyFullProcess = onlyFullProcess
     }
 
     public func run() -> Int32 {
@@ -30,7 +33,7 @@ public struct ParseBenchmark {
 
         let doc = JSONDocument()
         var sink: UInt64 = 0
-        let all = ProcessInfoLite.environment("CHECKOUTBUS_BENCH_ONLY_PROCESS") == nil
+        let all = !onlyFullProcess
         let scan = !all ? 0 : measure { text.withUnsafeBytes { try? doc.parse($0) }; sink &+= UInt64(doc.root) }
         let hash = !all ? 0 : measure {
             text.withUnsafeBytes { try? doc.parse($0) }
@@ -80,13 +83,5 @@ public struct ParseBenchmark {
             all.append(0x0A)
         }
         return all
-    }
-}
-
-/// Environment lookups without Foundation.
-enum ProcessInfoLite {
-    static func environment(_ name: String) -> String? {
-        guard let v = getenv(name) else { return nil }
-        return String(cString: v)
     }
 }
