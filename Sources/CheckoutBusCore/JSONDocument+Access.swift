@@ -265,14 +265,7 @@ extension JSONDocument {
         default: return nil
         }
         guard r.count < 64 else { return nil }
-        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: r.count + 1) { buf -> Double? in
-            for k in 0..<r.count { buf[k] = CChar(bitPattern: r[k]) }
-            buf[r.count] = 0
-            var endp: UnsafeMutablePointer<CChar>?
-            let d = strtod(buf.baseAddress!, &endp)
-            guard let endp, endp == buf.baseAddress! + r.count else { return nil }
-            return d
-        }
+        return JSONDocument.parseDouble(r)
     }
 
     /// A boolean value.

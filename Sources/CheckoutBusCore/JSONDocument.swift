@@ -244,31 +244,11 @@ public final class JSONDocument {
             return i + 1
         }
 
-        /// Validates one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
+        /// Validates one multi-byte UTF-8 sequence; returns the index after it.
         func validateUTF8(at i: Int) throws(JSONParseError) -> Int {
-            let c = base[i]
-            var need: Int
-            var lower: UInt8 = 0x80
-            var upper: UInt8 = 0xBF
-            switch c {
-            case 0xC2...0xDF: need = 1
-            case 0xE0: need = 2; lower = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: need = 2
-            case 0xED: need = 2; upper = 0x9F
-            case 0xF0: need = 3; lower = 0x90
-            case 0xF1...0xF3: need = 3
-            case 0xF4: need = 3; upper = 0x8F
-            default: throw JSONParseError(.invalidUTF8, at: i)
-            }
-            guard i + need < length else { throw JSONParseError(.invalidUTF8, at: i) }
-            let b1 = base[i + 1]
-            guard b1 >= lower && b1 <= upper else { throw JSONParseError(.invalidUTF8, at: i + 1) }
-            var k = 2
-            while k <= need {
-                guard base[i + k] & 0xC0 == 0x80 else { throw JSONParseError(.invalidUTF8, at: i + k) }
-                k += 1
-            }
-            return i + need + 1
+            let r = UTF8Validation.check(base, at: i, count: length)
+            if let bad = r.invalidAt { throw JSONParseError(.invalidUTF8, at: bad) }
+            return r.end
         }
 
         mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
@@ -327,12 +307,20 @@ public final class JSONDocument {
         }
     }
 
-    /// Whether the number text parses to a finite double (`strtod`).
+    /// Whether the number text parses to a finite double.
     static func isFiniteNumber(_ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: n + 1) { buf in
-            for k in 0..<n { buf[k] = CChar(bitPattern: p[k]) }
-            buf[n] = 0
-            return strtod(buf.baseAddress!, nil).isFinite
+        parseDouble(UnsafeRawBufferPointer(start: p, count: n))?.isFinite ?? false
+    }
+
+    /// `strtod` over a span of number text; nil unless the whole span is the number.
+    static func parseDouble(_ r: UnsafeRawBufferPointer) -> Double? {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: r.count + 1) { buf -> Double? in
+            for k in 0..<r.count { buf[k] = CChar(bitPattern: r[k]) }
+            buf[r.count] = 0
+            var endp: UnsafeMutablePointer<CChar>?
+            let d = strtod(buf.baseAddress!, &endp)
+            guard let endp, endp == buf.baseAddress! + r.count else { return nil }
+            return d
         }
     }
 

@@ -101,10 +101,11 @@ public struct JSONWriter {
                 i += 1
                 continue
             }
-            let n = JSONWriter.validUTF8Length(raw, at: i)
-            if n > 0 {
-                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[i..<(i + n)]))
-                i += n
+            let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            let sequence = UTF8Validation.check(p, at: i, count: raw.count)
+            if sequence.invalidAt == nil {
+                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[i..<sequence.end]))
+                i = sequence.end
             } else {
                 append("\\u00")
                 bytes.append(JSONWriter.hex[Int(c >> 4)])
@@ -113,29 +114,6 @@ public struct JSONWriter {
             }
         }
         bytes.append(UInt8(ascii: "\""))
-    }
-
-    /// Length of the valid UTF-8 sequence starting at `i`, or 0.
-    static func validUTF8Length(_ r: UnsafeRawBufferPointer, at i: Int) -> Int {
-        let c = r[i]
-        var need: Int
-        var lower: UInt8 = 0x80
-        var upper: UInt8 = 0xBF
-        switch c {
-        case 0xC2...0xDF: need = 1
-        case 0xE0: need = 2; lower = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: need = 2
-        case 0xED: need = 2; upper = 0x9F
-        case 0xF0: need = 3; lower = 0x90
-        case 0xF1...0xF3: need = 3
-        case 0xF4: need = 3; upper = 0x8F
-        default: return 0
-        }
-        guard i + need < r.count, r[i + 1] >= lower, r[i + 1] <= upper else { return 0 }
-        for k in 2...max(2, need) where k <= need {
-            if r[i + k] & 0xC0 != 0x80 { return 0 }
-        }
-        return need + 1
     }
 
     static let hex: [UInt8] = Array("0123456789abcdef".utf8)
