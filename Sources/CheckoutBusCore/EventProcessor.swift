@@ -139,58 +139,66 @@ public final class EventProcessor {
             topic.append(byte: UInt8(ascii: "."))
             topic.bytes.append(contentsOf: err.code.rawValue.utf8)
         }
-        var w = envelope
-        envelope = JSONWriter(capacity: 0)  // keep one buffer: move it out and back
-        w.reset()
-        w.append("{\"v\":1,\"seq\":")
-        w.append(int: Int64(bitPattern: lastSeq))
-        w.append(",\"kind_seq\":")
-        w.append(int: Int64(bitPattern: kindSeq[Int(e.kind.rawValue)]))
-        w.append(",\"kind\":\"")
-        w.append(e.kind.name)
-        w.append("\",\"checkout_id\":")
-        w.appendString(e.checkoutID ?? "")
-        w.append(",\"event_id\":")
-        if let id = e.eventID { w.appendString(id) } else { w.append("null") }
-        w.append(",\"idempotency_key\":")
-        w.appendString(idempotencyKey)
-        w.append(",\"source\":{\"sdk\":")
-        w.appendString(e.sdk)
-        w.append(",\"platform\":")
-        if let p = e.platform { w.appendString(p) } else { w.append("null") }
-        w.append(",\"format\":\"")
-        w.append(e.format.name)
-        w.append("\"},\"received_at\":")
-        receivedAt.write(to: &w)
-        w.append(",\"occurred_at\":")
-        if let at = e.occurredAt { w.appendRaw(at.doc.raw(at.token)) } else { w.append("null") }
-        w.append(",\"repeat\":")
-        w.append(bool: isRepeat)
-        w.append(",\"after_complete\":")
-        w.append(bool: afterComplete)
-        w.append(",\"summary\":")
-        writeSummary(SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: e.orderID),
-                     to: &w)
-        if let err = e.error {
-            w.append(",\"error\":{\"code\":\"")
-            w.bytes.append(contentsOf: err.code.rawValue.utf8)
-            w.append("\",\"raw_code\":")
-            if let raw = err.rawCode { w.appendString(raw) } else { w.append("null") }
-            w.append(",\"message\":")
-            if let m = err.message { w.appendString(m) } else { w.append("null") }
-            w.append(",\"http_status\":")
-            if let s = err.httpStatus { w.append(int: s) } else { w.append("null") }
-            w.append(",\"terminal\":")
-            w.append(bool: err.terminal)
+        rewriteEnvelope { w in
+            w.append("{\"v\":1,\"seq\":")
+            w.append(int: Int64(bitPattern: lastSeq))
+            w.append(",\"kind_seq\":")
+            w.append(int: Int64(bitPattern: kindSeq[Int(e.kind.rawValue)]))
+            w.append(",\"kind\":\"")
+            w.append(e.kind.name)
+            w.append("\",\"checkout_id\":")
+            w.appendString(e.checkoutID ?? "")
+            w.append(",\"event_id\":")
+            if let id = e.eventID { w.appendString(id) } else { w.append("null") }
+            w.append(",\"idempotency_key\":")
+            w.appendString(idempotencyKey)
+            w.append(",\"source\":{\"sdk\":")
+            w.appendString(e.sdk)
+            w.append(",\"platform\":")
+            if let p = e.platform { w.appendString(p) } else { w.append("null") }
+            w.append(",\"format\":\"")
+            w.append(e.format.name)
+            w.append("\"},\"received_at\":")
+            receivedAt.write(to: &w)
+            w.append(",\"occurred_at\":")
+            if let at = e.occurredAt { w.appendRaw(at.doc.raw(at.token)) } else { w.append("null") }
+            w.append(",\"repeat\":")
+            w.append(bool: isRepeat)
+            w.append(",\"after_complete\":")
+            w.append(bool: afterComplete)
+            w.append(",\"summary\":")
+            writeSummary(SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: e.orderID),
+                         to: &w)
+            if let err = e.error {
+                w.append(",\"error\":{\"code\":\"")
+                w.bytes.append(contentsOf: err.code.rawValue.utf8)
+                w.append("\",\"raw_code\":")
+                if let raw = err.rawCode { w.appendString(raw) } else { w.append("null") }
+                w.append(",\"message\":")
+                if let m = err.message { w.appendString(m) } else { w.append("null") }
+                w.append(",\"http_status\":")
+                if let s = err.httpStatus { w.append(int: s) } else { w.append("null") }
+                w.append(",\"terminal\":")
+                w.append(bool: err.terminal)
+                w.append("}")
+            } else {
+                w.append(",\"error\":null")
+            }
+            w.append(",\"payment\":")
+            writeValue(e.payment, to: &w)
+            w.append(",\"checkout\":")
+            writeValue(e.snapshot, to: &w)
             w.append("}")
-        } else {
-            w.append(",\"error\":null")
         }
-        w.append(",\"payment\":")
-        writeValue(e.payment, to: &w)
-        w.append(",\"checkout\":")
-        writeValue(e.snapshot, to: &w)
-        w.append("}")
+    }
+
+    /// Rewrites ``envelope`` in place. The buffer is moved out for the duration, so the writes
+    /// inside touch a local value rather than a class property, and its capacity is kept.
+    private func rewriteEnvelope(_ body: (inout JSONWriter) -> Void) {
+        var w = envelope
+        envelope = JSONWriter(capacity: 0)
+        w.reset()
+        body(&w)
         envelope = w
     }
 
@@ -240,28 +248,26 @@ public final class EventProcessor {
         deadLetterSeq &+= 1
         topic.reset()
         topic.append("bus.deadletter")
-        var w = envelope
-        envelope = JSONWriter(capacity: 0)
-        w.reset()
-        w.append("{\"v\":1,\"seq\":")
-        w.append(int: Int64(bitPattern: lastSeq))
-        w.append(",\"kind_seq\":")
-        w.append(int: Int64(bitPattern: deadLetterSeq))
-        w.append(",\"kind\":\"deadletter\",\"reason\":")
-        w.appendString(reason.code)
-        w.append(",\"detail\":")
-        w.appendString(detail)
-        w.append(",\"received_at\":")
-        receivedAt.write(to: &w)
-        w.append(",\"size\":")
-        w.append(int: bytes.count)
-        let kept = min(bytes.count, options.deadLetterRawLimit)
-        w.append(",\"raw_truncated\":")
-        w.append(bool: kept < bytes.count)
-        w.append(",\"raw\":")
-        w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: bytes[0..<kept]))
-        w.append("}")
-        envelope = w
+        rewriteEnvelope { w in
+            w.append("{\"v\":1,\"seq\":")
+            w.append(int: Int64(bitPattern: lastSeq))
+            w.append(",\"kind_seq\":")
+            w.append(int: Int64(bitPattern: deadLetterSeq))
+            w.append(",\"kind\":\"deadletter\",\"reason\":")
+            w.appendString(reason.code)
+            w.append(",\"detail\":")
+            w.appendString(detail)
+            w.append(",\"received_at\":")
+            receivedAt.write(to: &w)
+            w.append(",\"size\":")
+            w.append(int: bytes.count)
+            let kept = min(bytes.count, options.deadLetterRawLimit)
+            w.append(",\"raw_truncated\":")
+            w.append(bool: kept < bytes.count)
+            w.append(",\"raw\":")
+            w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: bytes[0..<kept]))
+            w.append("}")
+        }
         return .deadLettered(reason)
     }
 
@@ -270,41 +276,39 @@ public final class EventProcessor {
     public func writeHeartbeat(at time: Timestamp) {
         topic.reset()
         topic.append("bus.heartbeat")
-        var w = envelope
-        envelope = JSONWriter(capacity: 0)
-        w.reset()
-        w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
-        w.append(int: Int64(bitPattern: lastSeq))
-        w.append(",\"kind_seqs\":{")
-        for (i, k) in LifecycleKind.allCases.enumerated() {
-            if i > 0 { w.append(",") }
-            w.append("\"")
-            w.append(k.name)
-            w.append("\":")
-            w.append(int: Int64(bitPattern: kindSeq[i]))
+        rewriteEnvelope { w in
+            w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
+            w.append(int: Int64(bitPattern: lastSeq))
+            w.append(",\"kind_seqs\":{")
+            for (i, k) in LifecycleKind.allCases.enumerated() {
+                if i > 0 { w.append(",") }
+                w.append("\"")
+                w.append(k.name)
+                w.append("\":")
+                w.append(int: Int64(bitPattern: kindSeq[i]))
+            }
+            w.append(",\"deadletter\":")
+            w.append(int: Int64(bitPattern: deadLetterSeq))
+            w.append("},\"sent_at\":")
+            time.write(to: &w)
+            w.append(",\"tracked_checkouts\":")
+            w.append(int: state.count)
+            w.append(",\"counters\":{\"received\":")
+            w.append(int: Int64(bitPattern: counters.received))
+            w.append(",\"suppressed\":")
+            w.append(int: Int64(bitPattern: counters.suppressed))
+            w.append(",\"deadlettered\":{")
+            for (i, reason) in counters.deadLettered.keys.sorted().enumerated() {
+                if i > 0 { w.append(",") }
+                w.appendString(reason)
+                w.append(":")
+                w.append(int: Int64(bitPattern: counters.deadLettered[reason] ?? 0))
+            }
+            w.append("},\"evicted_checkouts\":")
+            w.append(int: Int64(bitPattern: state.evicted))
+            w.append(",\"expired_checkouts\":")
+            w.append(int: Int64(bitPattern: state.expired))
+            w.append("}}")
         }
-        w.append(",\"deadletter\":")
-        w.append(int: Int64(bitPattern: deadLetterSeq))
-        w.append("},\"sent_at\":")
-        time.write(to: &w)
-        w.append(",\"tracked_checkouts\":")
-        w.append(int: state.count)
-        w.append(",\"counters\":{\"received\":")
-        w.append(int: Int64(bitPattern: counters.received))
-        w.append(",\"suppressed\":")
-        w.append(int: Int64(bitPattern: counters.suppressed))
-        w.append(",\"deadlettered\":{")
-        for (i, reason) in counters.deadLettered.keys.sorted().enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(reason)
-            w.append(":")
-            w.append(int: Int64(bitPattern: counters.deadLettered[reason] ?? 0))
-        }
-        w.append("},\"evicted_checkouts\":")
-        w.append(int: Int64(bitPattern: state.evicted))
-        w.append(",\"expired_checkouts\":")
-        w.append(int: Int64(bitPattern: state.expired))
-        w.append("}}")
-        envelope = w
     }
 }

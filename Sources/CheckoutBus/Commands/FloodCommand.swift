@@ -126,23 +126,11 @@ struct FloodReport: Sendable {
         w.append(int: published)
         w.append(",\"expected_published\":")
         w.append(int: expectedPublished.reduce(0, +))
-        w.append(",\"published_by_kind\":{")
-        for k in LifecycleKind.allCases {
-            if k.rawValue > 0 { w.append(",") }
-            w.append("\"")
-            w.append(k.name)
-            w.append("\":")
-            w.append(int: result.receivedByKind[Int(k.rawValue)])
-        }
-        w.append("},\"expected_by_kind\":{")
-        for k in LifecycleKind.allCases {
-            if k.rawValue > 0 { w.append(",") }
-            w.append("\"")
-            w.append(k.name)
-            w.append("\":")
-            w.append(int: expectedPublished[Int(k.rawValue)])
-        }
-        w.append("},\"suppressed\":")
+        w.append(",\"published_by_kind\":")
+        FloodReport.appendByKind(result.receivedByKind, to: &w)
+        w.append(",\"expected_by_kind\":")
+        FloodReport.appendByKind(expectedPublished, to: &w)
+        w.append(",\"suppressed\":")
         w.append(int: suppressed)
         w.append(",\"expected_suppressed\":")
         w.append(int: expectedSuppressed)
@@ -162,6 +150,21 @@ struct FloodReport: Sendable {
         w.append(bool: ok)
         w.append("}")
         return String(decoding: w.bytes, as: UTF8.self)
+    }
+}
+
+extension FloodReport {
+    /// `{"start":n,"update":n,…}` from counts indexed by ``LifecycleKind/rawValue``.
+    static func appendByKind(_ counts: [Int], to w: inout JSONWriter) {
+        w.append("{")
+        for k in LifecycleKind.allCases {
+            if k.rawValue > 0 { w.append(",") }
+            w.append("\"")
+            w.append(k.name)
+            w.append("\":")
+            w.append(int: counts[Int(k.rawValue)])
+        }
+        w.append("}")
     }
 }
 

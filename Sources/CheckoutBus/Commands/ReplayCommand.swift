@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CheckoutBusCore
-import ZeroMQ
 
 /// `checkoutbus replay FILE`: sends a recorded JSONL file to a daemon at its original pacing, ×N,
 /// or flat out. Not `Sendable`; runs on the calling thread.
@@ -52,11 +51,7 @@ public struct ReplayCommand {
         }
         defer { close(fd) }
         do {
-            let context = try ZMQContext()
-            let push = try ZMQSocket(context: context, type: .push)
-            try push.setOption(.sendTimeout, 10_000)
-            try push.setLinger(milliseconds: 10_000)
-            try push.connect(endpoint)
+            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: 10)
             let reader = LineReader(fd: fd)
             let doc = JSONDocument()
             var out = JSONWriter(capacity: 4096)
@@ -65,7 +60,7 @@ public struct ReplayCommand {
             var sent = 0
             var skipped = 0
             while let line = reader.nextLine() {
-                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+                if LineReader.isBlank(line) { continue }
                 var payload = line
                 var time: Int64?
                 let parsed: Bool = line.withUnsafeBytes { buf in
@@ -97,8 +92,8 @@ public struct ReplayCommand {
                         firstTime = t
                     }
                 }
-                guard try payload.withUnsafeBytes({ try push.send($0) }) else {
-                    FileHandleWriter.standardError("checkoutbus replay: no daemon took events at \(endpoint); sent=\(sent)\n")
+                guard try pusher.send(payload) else {
+                    FileHandleWriter.standardError(pusher.unreachable(command: "replay", sent: sent))
                     return 1
                 }
                 sent += 1

@@ -35,12 +35,7 @@ public struct SendCommand {
     /// Sends every line. - Returns: the process exit code.
     public func run() -> Int32 {
         do {
-            let context = try ZMQContext()
-            let push = try ZMQSocket(context: context, type: .push)
-            try push.setOption(.sendTimeout, Int32(timeoutSeconds * 1000))
-            try push.setOption(.linger, Int32(timeoutSeconds * 1000))
-            try push.setOption(.sendHighWaterMark, 100_000)
-            try push.connect(endpoint)
+            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: timeoutSeconds)
             var sent = 0
             let sources = files.isEmpty ? ["-"] : files
             for path in sources {
@@ -57,9 +52,9 @@ public struct SendCommand {
                 }
                 defer { if path != "-" { close(reader.fd) } }
                 while let line = reader.nextLine() {
-                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                    guard try line.withUnsafeBytes({ try push.send($0) }) else {
-                        FileHandleWriter.standardError("checkoutbus send: no daemon took events at \(endpoint) within \(timeoutSeconds)s; sent=\(sent)\n")
+                    if LineReader.isBlank(line) { continue }
+                    guard try pusher.send(line) else {
+                        FileHandleWriter.standardError(pusher.unreachable(command: "send", sent: sent))
                         return 1
                     }
                     sent += 1
@@ -74,6 +69,34 @@ public struct SendCommand {
     }
 }
 
+/// A PUSH connection to a daemon's ingest socket that gives up after a timeout instead of blocking
+/// forever when no daemon is there. Used by `send` and `replay`. Not `Sendable`.
+final class IngestPusher {
+    let endpoint: String
+    let timeoutSeconds: Int
+    private let socket: ZMQSocket
+
+    init(endpoint: String, timeoutSeconds: Int) throws {
+        self.endpoint = endpoint
+        self.timeoutSeconds = timeoutSeconds
+        socket = try ZMQSocket(context: try ZMQContext(), type: .push)
+        try socket.setOption(.sendTimeout, Int32(timeoutSeconds * 1000))
+        try socket.setOption(.linger, Int32(timeoutSeconds * 1000))
+        try socket.setOption(.sendHighWaterMark, 100_000)
+        try socket.connect(endpoint)
+    }
+
+    /// Sends one event. - Returns: `false` when no daemon took it within the timeout.
+    func send(_ bytes: [UInt8]) throws -> Bool {
+        try bytes.withUnsafeBytes { try socket.send($0) }
+    }
+
+    /// The message for a daemon that did not take events.
+    func unreachable(command: String, sent: Int) -> String {
+        "checkoutbus \(command): no daemon took events at \(endpoint) within \(timeoutSeconds)s; sent=\(sent)\n"
+    }
+}
+
 /// Reads lines (without the newline) from a file descriptor through a 64 KiB buffer; lines of any
 /// length are returned whole. Not `Sendable`.
 public final class LineReader {
@@ -84,6 +107,11 @@ public final class LineReader {
     private var eof = false
 
     public init(fd: Int32) { self.fd = fd }
+
+    /// Whether a line holds only spaces, tabs or a carriage return (skipped by `send` and `replay`).
+    public static func isBlank(_ line: [UInt8]) -> Bool {
+        line.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+    }
 
     public func nextLine() -> [UInt8]? {
         var line: [UInt8] = []

@@ -109,17 +109,12 @@ public struct TailCommand {
     /// One readable line: seq, topic, checkout, source, money and flags.
     static func pretty(topic: [UInt8], envelope: [UInt8], doc: JSONDocument) -> String {
         let topicText = String(decoding: topic, as: UTF8.self)
-        let ok: Bool = envelope.withUnsafeBytes { buf in
-            do {
-                try doc.parse(buf)
-                return true
-            } catch {
-                return false
-            }
-        }
-        guard ok else { return "\(topicText) \(String(decoding: envelope, as: UTF8.self))" }
         return envelope.withUnsafeBytes { buf -> String in
-            try? doc.parse(buf)
+            do throws(JSONParseError) {
+                try doc.parse(buf)
+            } catch {
+                return "\(topicText) \(String(decoding: envelope, as: UTF8.self))"
+            }
             let r = doc.root
             func text(_ key: StaticString) -> String? {
                 guard let v = doc.member(r, key) else { return nil }

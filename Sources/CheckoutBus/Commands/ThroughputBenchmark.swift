@@ -101,12 +101,7 @@ public struct ThroughputBenchmark {
             var rawRates: [Double] = []
             for round in 1...rounds {
                 for (name, target) in [("raw", raw), ("bus", daemon)] {
-                    var batch = ThroughputBenchmark.snapshots(events, run: "r\(round)\(name)")
-                    let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
-                                                target: name == "bus" ? .daemon : .rawForwarder)
-                    try driver.synchronize()
-                    let n = batch.count
-                    let r = try driver.run(&batch, rate: nil, expected: { _ in n })
+                    let r = try drive(target, isDaemon: name == "bus", events: events, run: "r\(round)\(name)", rate: nil)
                     let rate = Double(r.received) / r.seconds
                     if name == "bus" { busRates.append(rate) } else { rawRates.append(rate) }
                     say("  round \(round) \(name): \(Int(rate)) msg/s (\(r.received)/\(r.sent) received\(r.timedOut ? ", TIMED OUT" : ""))")
@@ -117,12 +112,8 @@ public struct ThroughputBenchmark {
             say("throughput median: bus \(Int(busMedian)) msg/s, raw \(Int(rawMedian)) msg/s, ratio bus/raw \(String(format2x: busMedian / rawMedian))")
 
             for (name, target) in [("raw", raw), ("bus", daemon)] {
-                var batch = ThroughputBenchmark.snapshots(latencyEvents, run: "lat\(name)")
-                let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
-                                            target: name == "bus" ? .daemon : .rawForwarder)
-                try driver.synchronize()
-                let n = batch.count
-                let r = try driver.run(&batch, rate: latencyRate, expected: { _ in n })
+                let r = try drive(target, isDaemon: name == "bus", events: latencyEvents, run: "lat\(name)",
+                                  rate: latencyRate)
                 let sorted = r.latencies.sorted()
                 say("latency at \(Int(latencyRate))/s \(name): p50 \(String(format2: r.latencyMicros(0.5, sorted: sorted))) µs, p90 \(String(format2: r.latencyMicros(0.9, sorted: sorted))) µs, p99 \(String(format2: r.latencyMicros(0.99, sorted: sorted))) µs, p99.9 \(String(format2: r.latencyMicros(0.999, sorted: sorted))) µs")
             }
@@ -155,6 +146,17 @@ public struct ThroughputBenchmark {
             FileHandleWriter.standardError("checkoutbus bench: \(error)\n")
             return 1
         }
+    }
+
+    /// Sends `events` fresh snapshots through `target` with a new driver and waits for all of them.
+    private func drive(_ target: BusProcess, isDaemon: Bool, events: Int, run: String, rate: Double?) throws
+        -> LoadDriver.Result
+    {
+        var batch = ThroughputBenchmark.snapshots(events, run: run)
+        let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
+                                    target: isDaemon ? .daemon : .rawForwarder)
+        try driver.synchronize()
+        return try driver.run(&batch, rate: rate, expected: { _ in events })
     }
 
     static func median(_ xs: [Double]) -> Double {
