@@ -326,8 +326,7 @@ public final class RawEventDecoder {
             rawCode = doc.identifier(v)
         }
         var group: String?
-        if let v = doc.member(e, anyOf: "group", "__typename", "type") { group = doc.string(v) }
-        if group == "error" { group = nil }  // ECP message `type`
+        if let v = doc.member(e, anyOf: "group", "__typename") { group = doc.string(v) }
         var message: String?
         if let v = doc.member(e, anyOf: "message", "description", "content", "reason", "errorDescription") {
             message = doc.string(v)
