@@ -31,10 +31,33 @@ public enum BuyerDataRedactor {
         return false
     }
 
+    /// The prefilter's bit for a name of at least 3 bytes: length and three of its bytes mixed.
+    @inline(__always)
+    static func filterBit(_ key: UnsafeRawBufferPointer) -> Int {
+        let n = key.count
+        return (n &* 37 &+ Int(key[0]) &* 7 &+ Int(key[n - 1]) &* 3 &+ Int(key[1])) & 255
+    }
+
+    /// A 256-bit prefilter over ``always``: the bit of every listed name is set, so most keys of a
+    /// snapshot (`id`, `quantity`, `amount`, …) are cleared without comparing bytes. A test checks
+    /// that these words match the list.
+    @inline(__always)
+    static func filterWord(_ i: Int) -> UInt64 {
+        switch i {
+        case 0: return 0x2044_2801_0c82_0240
+        case 1: return 0x4040_04a1_0808_8020
+        case 2: return 0x0802_b020_0840_0400
+        default: return 0x0100_0014_2056_0640
+        }
+    }
+
     /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is redacted.
     static func isRedacted(_ key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> Bool {
         let n = key.count
-        if n < always.count && !always[n].isEmpty && matches(key, always[n]) { return true }
+        if n >= 3 && n <= 32 {
+            let bit = filterBit(key)
+            if filterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0 && matches(key, always[n]) { return true }
+        }
         guard let parent else { return false }
         if n == 7 && key.elementsEqual("details".utf8) {
             return parent.elementsEqual("paymentMethods".utf8) || parent.elementsEqual("payment_methods".utf8)
@@ -45,8 +68,96 @@ public enum BuyerDataRedactor {
     }
 
     /// Appends value `t` of `doc` to `out`, redacting as described above.
+    ///
+    /// Compact input (the usual case) is copied in spans: the bytes between two redacted values go
+    /// out in one copy, so a snapshot with nothing to redact costs one walk of its keys and one
+    /// copy. Input with whitespace between tokens is rewritten token by token, compact, so an
+    /// envelope always stays on one line.
     public static func write(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
+        if doc.isCompact {
+            writeSpans(doc, t, to: &out)
+        } else {
+            write(doc, t, parent: nil, to: &out)
+        }
+    }
+
+    /// The token-by-token writer, for any input (also used by tests as the reference).
+    static func writeTokens(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
         write(doc, t, parent: nil, to: &out)
+    }
+
+    /// The span writer; `doc` must be compact.
+    static func writeSpans(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
+        var copier = SpanCopier(doc: doc, from: Int(doc.tokens[t].start))
+        copier.walk(t, parent: nil, to: &out)
+        copier.copy(upTo: Int(doc.tokens[t].end), to: &out)
+    }
+
+    /// Walks the tape and copies the text between redacted values verbatim.
+    struct SpanCopier {
+        let doc: JSONDocument
+        let tokens: UnsafeMutablePointer<JSONDocument.Token>
+        let base: UnsafePointer<UInt8>
+        /// Offset of the first byte not yet written.
+        var from: Int
+
+        init(doc: JSONDocument, from: Int) {
+            self.doc = doc
+            tokens = doc.tokens
+            base = doc.base
+            self.from = from
+        }
+
+        @inline(__always)
+        mutating func copy(upTo end: Int, to out: inout JSONWriter) {
+            if end > from { out.appendRaw(UnsafeRawBufferPointer(start: base + from, count: end - from)) }
+            from = end
+        }
+
+        mutating func walk(_ t: Int, parent: UnsafeRawBufferPointer?, to out: inout JSONWriter) {
+            let tok = tokens[t]
+            switch tok.kind {
+            case .object:
+                let end = Int(tok.next)
+                var k = t + 1
+                while k < end {
+                    let v = k + 1
+                    let key = tokens[k]
+                    if key.flag {
+                        // An escaped key: compare its decoded form (rare).
+                        let decoded = doc.unescapedBytes(k)
+                        decoded.withUnsafeBytes { member(v, key: $0, parent: parent, to: &out) }
+                    } else {
+                        let raw = UnsafeRawBufferPointer(start: base + Int(key.start) + 1, count: Int(key.end - key.start) - 2)
+                        member(v, key: raw, parent: parent, to: &out)
+                    }
+                    k = Int(tokens[v].next)
+                }
+            case .array:
+                let end = Int(tok.next)
+                var e = t + 1
+                while e < end {
+                    let kind = tokens[e].kind
+                    if kind == .object || kind == .array { walk(e, parent: parent, to: &out) }
+                    e = Int(tokens[e].next)
+                }
+            default:
+                break
+            }
+        }
+
+        @inline(__always)
+        mutating func member(_ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?,
+                             to out: inout JSONWriter) {
+            if BuyerDataRedactor.isRedacted(key, parent: parent) {
+                copy(upTo: Int(tokens[v].start), to: &out)
+                out.append("\"[redacted]\"")
+                from = Int(tokens[v].end)
+            } else {
+                let kind = tokens[v].kind
+                if kind == .object || kind == .array { walk(v, parent: key, to: &out) }
+            }
+        }
     }
 
     private static func keyBytes(_ doc: JSONDocument, _ k: Int, scratch: inout [UInt8]) -> UnsafeRawBufferPointer? {

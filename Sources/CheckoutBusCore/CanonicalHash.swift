@@ -29,6 +29,23 @@ public enum CanonicalHash {
     /// Hashes raw bytes (wyhash-style multiply-mix, 8 bytes at a time).
     @inlinable
     public static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seed: UInt64) -> UInt64 {
+        if n <= 16 {
+            // Short strings (most keys and many values): two words that together cover every
+            // byte, then two multiply-mixes.
+            var a: UInt64 = 0
+            var b: UInt64 = 0
+            if n >= 8 {
+                a = p.loadUnaligned(as: UInt64.self)
+                b = p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+            } else if n >= 4 {
+                a = UInt64(p.loadUnaligned(as: UInt32.self))
+                b = UInt64(p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
+            } else if n > 0 {
+                a = UInt64(p.load(as: UInt8.self)) << 16 | UInt64(p.load(fromByteOffset: n >> 1, as: UInt8.self)) << 8
+                    | UInt64(p.load(fromByteOffset: n - 1, as: UInt8.self))
+            }
+            return mum(mum(a ^ p1, b ^ seed ^ UInt64(truncatingIfNeeded: n) &* p0) ^ p2, p3 ^ seed)
+        }
         var h = seed ^ mum(UInt64(truncatingIfNeeded: n) ^ p0, p1)
         var i = 0
         while i + 8 <= n {

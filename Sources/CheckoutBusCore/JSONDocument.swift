@@ -37,6 +37,10 @@ public final class JSONDocument {
     private var owned: UnsafeMutablePointer<UInt8>?
     private var ownedCapacity = 0
 
+    /// Whether the last parsed text had no whitespace between tokens, so any value's raw bytes are
+    /// already compact JSON on one line.
+    public private(set) var isCompact = true
+
     /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
     public var maxDepth = 64
 
@@ -89,6 +93,7 @@ public final class JSONDocument {
             tokens = scanner.tokens
             tokenCapacity = scanner.capacity
             tokenCount = scanner.count
+            isCompact = !scanner.sawSpace
         }
         try scanner.parseDocument()
     }
@@ -102,6 +107,8 @@ public final class JSONDocument {
         var count = 0
         var depth = 0
         let maxDepth: Int
+        /// Whether any whitespace separated two tokens.
+        var sawSpace = false
 
         init(base: UnsafePointer<UInt8>, length: Int, tokens: UnsafeMutablePointer<Token>, capacity: Int, maxDepth: Int) {
             self.base = base
@@ -136,11 +143,16 @@ public final class JSONDocument {
         }
 
         @inline(__always)
-        func skipSpace(_ start: Int) -> Int {
+        mutating func skipSpace(_ start: Int) -> Int {
             var i = start
             while i < length {
                 let c = base[i]
-                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i &+= 1 } else { break }
+                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 {
+                    i &+= 1
+                    sawSpace = true
+                } else {
+                    break
+                }
             }
             return i
         }
@@ -211,7 +223,13 @@ public final class JSONDocument {
             var i = start + 1
             var escaped = false
             while true {
-                // Fast path: printable ASCII that is neither a quote nor a backslash.
+                // Fast path: printable ASCII that is neither a quote nor a backslash, eight bytes
+                // at a time while no byte of the word needs a look, then byte by byte.
+                while i &+ 8 <= length {
+                    let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                    if Scanner.needsLook(w) { break }
+                    i &+= 8
+                }
                 while i < length {
                     let c = base[i]
                     if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { i &+= 1 } else { break }
@@ -242,6 +260,19 @@ public final class JSONDocument {
             }
             append(.string, escaped, start, i + 1)
             return i + 1
+        }
+
+        /// Whether any byte of `w` is a control character, non-ASCII, `"` or `\\` (SWAR tests).
+        @inline(__always)
+        static func needsLook(_ w: UInt64) -> Bool {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            let belowSpace = (w &- ones &* 0x20) & ~w
+            let quote = w ^ (ones &* 0x22)
+            let backslash = w ^ (ones &* 0x5C)
+            let hasQuote = (quote &- ones) & ~quote
+            let hasBackslash = (backslash &- ones) & ~backslash
+            return ((belowSpace | hasQuote | hasBackslash) & highs) | (w & highs) != 0
         }
 
         /// Validates one multi-byte UTF-8 sequence; returns the index after it.
