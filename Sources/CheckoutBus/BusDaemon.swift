@@ -13,18 +13,28 @@ public final class BusDaemon {
     /// The endpoints as actually bound (ports resolved), printed as the ready line.
     public struct BoundEndpoints: Sendable {
         public var ingest: String
+        public var ingestAcked: String
         public var publish: String
+        public var control: String
         public var dataDirectory: String
+        /// The last seq in the journal at start (0 for a new one).
+        public var lastSeq: UInt64
 
         /// The ready line: one JSON object on one line.
         public var readyLine: String {
             var w = JSONWriter(capacity: 256)
             w.append("{\"ready\":true,\"ingest\":")
             w.appendString(ingest)
+            w.append(",\"ingest_acked\":")
+            w.appendString(ingestAcked)
             w.append(",\"publish\":")
             w.appendString(publish)
+            w.append(",\"control\":")
+            w.appendString(control)
             w.append(",\"data_dir\":")
             w.appendString(dataDirectory)
+            w.append(",\"last_seq\":")
+            w.append(int: Int64(lastSeq))
             w.append(",\"pid\":")
             w.append(int: Int(getpid()))
             w.append("}")
@@ -32,11 +42,24 @@ public final class BusDaemon {
         }
     }
 
+    /// An acknowledged producer's reply, held until the journal is durable up to `seq`.
+    struct PendingAck {
+        var identity: [UInt8]
+        /// Empty for a DEALER producer; the REQ delimiter frame otherwise.
+        var delimiter: Bool
+        var durableAt: UInt64
+        var reply: [UInt8]
+    }
+
     public let configuration: DaemonConfiguration
     public let logger: Logger
-    private let processor: EventProcessor
+    let processor: EventProcessor
     /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
     private let batchSize = 512
+    var journal: Journal!
+    private var acks: [PendingAck] = []
+    private var ackHead = 0
+    var control: ControlService!
 
     public init(configuration: DaemonConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -45,32 +68,54 @@ public final class BusDaemon {
     }
 
     /// Binds, reports the bound endpoints through `ready`, and runs until `stop` is raised; then
-    /// stops accepting, publishes everything already received, and returns.
+    /// stops accepting, journals and publishes everything already received, syncs, and returns.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
-        try makeDirectory(configuration.dataDirectory)
+        try Journal.makeDirectory(configuration.dataDirectory)
+        journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
+                              logger: logger)
+        defer { journal.close() }
+        processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
+        control = ControlService(journal: journal, processor: processor)
+
         let context = try ZMQContext(ioThreads: 1)
         defer { context.shutdown() }
         let ingest = try ZMQSocket(context: context, type: .pull)
+        let acked = try ZMQSocket(context: context, type: .router)
         let publish = try ZMQSocket(context: context, type: .xpub)
+        let controlSocket = try ZMQSocket(context: context, type: .router)
         try ingest.setOption(.receiveHighWaterMark, 100_000)
         try ingest.setLinger(milliseconds: 0)
+        try acked.setOption(.receiveHighWaterMark, 100_000)
+        try acked.setOption(.sendHighWaterMark, 1_000_000)
+        try acked.setLinger(milliseconds: 2000)
         try publish.setOption(.sendHighWaterMark, configuration.publishHighWaterMark)
         try publish.setOption(.xpubVerbose, 1)
         try publish.setLinger(milliseconds: 2000)
+        try controlSocket.setOption(.sendHighWaterMark, 100_000)
+        try controlSocket.setLinger(milliseconds: 1000)
         try ingest.bind(configuration.ingest)
+        try acked.bind(configuration.ingestAcked)
         try publish.bind(configuration.publish)
-        let bound = BoundEndpoints(ingest: try ingest.lastEndpoint, publish: try publish.lastEndpoint,
-                                   dataDirectory: configuration.dataDirectory)
+        try controlSocket.bind(configuration.control)
+        let bound = BoundEndpoints(
+            ingest: try ingest.lastEndpoint, ingestAcked: try acked.lastEndpoint, publish: try publish.lastEndpoint,
+            control: try controlSocket.lastEndpoint, dataDirectory: configuration.dataDirectory, lastSeq: journal.lastSeq)
         ready(bound)
-        logger.info("started", ["ingest": bound.ingest, "publish": bound.publish, "zmq": ZMQContext.version])
+        logger.info("started", [
+            "ingest": bound.ingest, "ingest_acked": bound.ingestAcked, "publish": bound.publish, "control": bound.control,
+            "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount), "zmq": ZMQContext.version,
+        ])
 
         let poller = ZMQPoller()
         let ingestIndex = poller.addReadable(ingest)
+        let ackedIndex = poller.addReadable(acked)
         let publishIndex = poller.addReadable(publish)
+        let controlIndex = poller.addReadable(controlSocket)
         let message = ZMQMessage()
         let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
         var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
+        var nextRetention = BusClock.monotonicNanoseconds() + 60_000_000_000
 
         while !stop.isRaised {
             let now = BusClock.monotonicNanoseconds()
@@ -79,16 +124,30 @@ public final class BusDaemon {
                 processor.tick(now: BusClock.monotonicSeconds())
                 nextHeartbeat = now + heartbeatNanos
             }
-            let wait = min(Int((nextHeartbeat - min(now, nextHeartbeat)) / 1_000_000) + 1, 200)
+            if now >= nextRetention {
+                journal.enforceRetention(now: time(nil))
+                nextRetention = now + 60_000_000_000
+            }
+            try releaseAcks(acked)
+            // Waiting acks are released as the sync thread advances: look again within a millisecond.
+            let untilHeartbeat = Int((nextHeartbeat - min(now, nextHeartbeat)) / 1_000_000) + 1
+            let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, 200)
             guard try poller.poll(timeoutMilliseconds: wait) > 0 else { continue }
             if poller.isReadable(publishIndex) { try readSubscriptions(publish) }
-            if poller.isReadable(ingestIndex) { try drainIngest(ingest, publish, message, limit: batchSize) }
+            if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
+            if poller.isReadable(ackedIndex) { try drainAcked(acked, limit: batchSize) }
+            try commitBatch(publish, stop: stop)
+            if poller.isReadable(controlIndex) { try control.serve(controlSocket, limit: 64) }
         }
 
-        // Drain: stop accepting new connections' data, publish what is already queued, then flush.
+        // Drain: stop accepting, journal and publish what is already queued, sync, answer acks.
         logger.info("stopping: draining ingest")
         try? ingest.unbind(bound.ingest)
-        try drainIngest(ingest, publish, message, limit: Int.max)
+        try drainIngest(ingest, message, limit: Int.max)
+        try drainAcked(acked, limit: Int.max)
+        try commitBatch(publish, stop: nil)
+        journal.close()
+        try releaseAcks(acked)
         try sendHeartbeat(publish)
         let c = processor.counters
         logger.info("stopped", [
@@ -98,13 +157,12 @@ public final class BusDaemon {
         ])
     }
 
-    /// Reads and processes queued ingest messages, at most `limit`, without blocking.
-    private func drainIngest(_ ingest: ZMQSocket, _ publish: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
+    /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
+    private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
         var n = 0
         while n < limit, try ingest.receive(into: message, dontWait: true) {
             n += 1
             let receivedAt = BusClock.wallClock()
-            let now = BusClock.monotonicSeconds()
             let outcome: EventProcessor.Outcome
             if message.hasMore {
                 let first = message.bytes
@@ -118,12 +176,115 @@ public final class BusDaemon {
                                      $0, receivedAt: receivedAt)
                 }
             } else {
+                let now = BusClock.monotonicSeconds()
                 outcome = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
-            switch outcome {
-            case .published, .deadLettered: try send(publish)
-            case .suppressed: break
+            journalOutput(outcome)
+        }
+    }
+
+    /// Reads and processes acknowledged messages; each one's reply waits in ``acks``.
+    private func drainAcked(_ acked: ZMQSocket, limit: Int) throws {
+        var n = 0
+        while n < limit, let frames = try acked.receiveMultipart(dontWait: true) {
+            n += 1
+            guard frames.count >= 2 else { continue }
+            let receivedAt = BusClock.wallClock()
+            // DEALER: [identity][event]. REQ: [identity][empty][event].
+            let delimiter = frames.count >= 3 && frames[1].isEmpty
+            let body = frames.dropFirst(delimiter ? 2 : 1)
+            let outcome: EventProcessor.Outcome
+            if body.count == 1 {
+                let now = BusClock.monotonicSeconds()
+                outcome = body.first!.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+            } else {
+                outcome = body.first!.withUnsafeBytes {
+                    processor.reject(.multipart, "message of \(body.count) frames; send one event per single-frame message",
+                                     $0, receivedAt: receivedAt)
+                }
             }
+            journalOutput(outcome)
+            acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: processor.lastSeq,
+                                   reply: ackReply(outcome)))
+        }
+    }
+
+    /// Appends the processor's output, if any, to the journal's pending batch.
+    private func journalOutput(_ outcome: EventProcessor.Outcome) {
+        switch outcome {
+        case .published, .deadLettered:
+            processor.topic.bytes.withUnsafeBytes { topic in
+                processor.envelope.bytes.withUnsafeBytes { envelope in
+                    journal.append(seq: processor.lastSeq, kindSeq: processor.lastOutputKindSeq,
+                                   kind: processor.lastOutputKind, topic: topic, envelope: envelope)
+                }
+            }
+        case .suppressed:
+            break
+        }
+    }
+
+    private func ackReply(_ outcome: EventProcessor.Outcome) -> [UInt8] {
+        var w = JSONWriter(capacity: 128)
+        switch outcome {
+        case .published:
+            w.append("{\"ok\":true,\"seq\":")
+            w.append(int: Int64(processor.lastSeq))
+        case .suppressed:
+            w.append("{\"ok\":true,\"seq\":null,\"suppressed\":true")
+        case .deadLettered(let reason):
+            w.append("{\"ok\":false,\"seq\":")
+            w.append(int: Int64(processor.lastSeq))
+            w.append(",\"reason\":")
+            w.appendString(reason.code)
+        }
+        w.append(",\"event_id\":")
+        if let id = processor.lastEventID { w.appendString(id) } else { w.append("null") }
+        w.append("}")
+        return w.bytes
+    }
+
+    /// Writes the pending batch to the journal with one `write`, then publishes it. A failed
+    /// write (a full disk) is retried every 100 ms: nothing is published that is not journaled,
+    /// and ingest waits meanwhile.
+    private func commitBatch(_ publish: ZMQSocket, stop: StopSignal?) throws {
+        guard journal.hasPending else { return }
+        var failures = 0
+        while true {
+            do {
+                try journal.flush()
+                break
+            } catch {
+                if failures % 50 == 0 { logger.error("journal write failed; retrying", ["error": "\(error)"]) }
+                failures += 1
+                if stop?.isRaised ?? true, failures > 50 { throw error }
+                usleep(100_000)
+            }
+        }
+        try journal.forEachPending { topic, envelope in
+            _ = try publish.send(topic, more: true)
+            _ = try publish.send(envelope)
+        }
+        journal.clearPending()
+    }
+
+    /// Answers acknowledged producers whose events are durable, in arrival order.
+    private func releaseAcks(_ acked: ZMQSocket) throws {
+        guard ackHead < acks.count else { return }
+        let durable = journal.durableSeq
+        while ackHead < acks.count && acks[ackHead].durableAt <= durable {
+            let a = acks[ackHead]
+            _ = try acked.send(a.identity, more: true)
+            if a.delimiter { _ = try acked.send([UInt8](), more: true) }
+            _ = try acked.send(a.reply)
+            ackHead += 1
+        }
+        if ackHead == acks.count {
+            acks.removeAll(keepingCapacity: true)
+            ackHead = 0
+        } else if ackHead > 4096 {
+            acks.removeFirst(ackHead)
+            ackHead = 0
         }
     }
 
@@ -150,16 +311,6 @@ public final class BusDaemon {
             }
         }
         if subscribed { try sendHeartbeat(publish) }
-    }
-
-    private func makeDirectory(_ path: String) throws {
-        var current = path.hasPrefix("/") ? "" : "."
-        for part in path.split(separator: "/") {
-            current += "/" + part
-            if mkdir(current, 0o750) != 0 && errno != EEXIST {
-                throw DaemonError("cannot create data directory \(path): \(String(cString: strerror(errno)))")
-            }
-        }
     }
 }
 

@@ -4,8 +4,14 @@ import CheckoutBusCore
 public struct DaemonConfiguration: Sendable {
     /// Fire-and-forget ingest (PULL, bound).
     public var ingest = "tcp://127.0.0.1:7700"
+    /// Acknowledged ingest (ROUTER, bound): a reply per event once it is durable.
+    public var ingestAcked = "tcp://127.0.0.1:7701"
     /// Typed topics out (XPUB, bound).
     public var publish = "tcp://127.0.0.1:7702"
+    /// Replay from the journal, stats, subscriber reports (ROUTER, bound).
+    public var control = "tcp://127.0.0.1:7703"
+    /// Segment size, retention and group commit of the journal under `<data-dir>/journal`.
+    public var journal = Journal.Options()
     /// Where the daemon keeps its files; created if missing.
     public var dataDirectory = "./checkoutbus-data"
     /// Decoding limits, privacy and state bounds.
@@ -19,8 +25,9 @@ public struct DaemonConfiguration: Sendable {
     public init() {}
 
     static let valued: Set<String> = [
-        "ingest", "publish", "data-dir", "buyer-data", "max-message-bytes", "max-checkouts", "checkout-ttl",
-        "publish-hwm", "heartbeat-ms", "log-level",
+        "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
+        "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
+        "retain-bytes", "retain-hours",
     ]
 
     /// Parses the daemon's flags.
@@ -29,7 +36,13 @@ public struct DaemonConfiguration: Sendable {
         let args = try CommandLineArguments(arguments, valued: valued, switches: ["help", "version"])
         var c = DaemonConfiguration()
         if let v = args.value("ingest") { c.ingest = try endpoint(v, "ingest") }
+        if let v = args.value("ingest-acked") { c.ingestAcked = try endpoint(v, "ingest-acked") }
         if let v = args.value("publish") { c.publish = try endpoint(v, "publish") }
+        if let v = args.value("control") { c.control = try endpoint(v, "control") }
+        c.journal.fsyncMilliseconds = try args.int("fsync-ms", default: 2, in: 0...10_000)
+        c.journal.segmentBytes = try args.int("segment-bytes", default: 64 << 20, in: 4096...(1 << 40))
+        c.journal.retainBytes = Int64(try args.int("retain-bytes", default: 4 << 30, in: 4096...(1 << 50)))
+        c.journal.retainSeconds = try args.int("retain-hours", default: 168, in: 1...87_600) * 3600
         if let v = args.value("data-dir") { c.dataDirectory = v }
         switch args.value("buyer-data") {
         case nil, "redacted": c.processor.keepBuyerData = false
@@ -64,10 +77,19 @@ public struct DaemonConfiguration: Sendable {
 
         Endpoints (tcp://HOST:PORT, tcp://127.0.0.1:* for a free port, or ipc://PATH):
           --ingest ENDPOINT          fire-and-forget ingest, PULL        (default tcp://127.0.0.1:7700)
+          --ingest-acked ENDPOINT    acknowledged ingest, ROUTER: one reply per event once it is on
+                                     disk                               (default tcp://127.0.0.1:7701)
           --publish ENDPOINT         typed topics out, XPUB             (default tcp://127.0.0.1:7702)
+          --control ENDPOINT         replay from the journal, stats, ROUTER (default tcp://127.0.0.1:7703)
 
-        Storage:
-          --data-dir PATH            the daemon's files, created if missing (default ./checkoutbus-data)
+        Storage (the journal: docs/durability.md):
+          --data-dir PATH            the daemon's files, created if missing (default ./checkoutbus-data);
+                                     the journal lives in PATH/journal
+          --fsync-ms N               group commit: at most one fdatasync per N ms (default 2); acked
+                                     producers are answered after the fdatasync covering their event
+          --segment-bytes N          close a journal segment at this size (default 67108864)
+          --retain-bytes N           delete the oldest closed segments beyond this total (default 4294967296)
+          --retain-hours N           delete closed segments older than this (default 168)
 
         Input and privacy:
           --buyer-data MODE          redacted (default): buyer and payment details become "[redacted]";
@@ -88,7 +110,7 @@ public struct DaemonConfiguration: Sendable {
           --version                  the version
 
         On start the first stdout line is one JSON object with the endpoints as bound:
-          {"ready":true,"ingest":"tcp://127.0.0.1:40001","publish":"tcp://127.0.0.1:40002",...}
-        SIGTERM or SIGINT: stop accepting, publish what was received, exit 0.
+          {"ready":true,"ingest":"tcp://127.0.0.1:40001","ingest_acked":"…","publish":"…","control":"…",…}
+        SIGTERM or SIGINT: stop accepting, journal and publish what was received, sync, exit 0.
         """
 }

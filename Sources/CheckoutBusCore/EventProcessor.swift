@@ -53,11 +53,29 @@ public final class EventProcessor {
     /// The envelope of the last output.
     public private(set) var envelope = JSONWriter(capacity: 8192)
 
+    /// The journal kind of the last output: its ``LifecycleKind`` raw value, or 5 for a dead letter.
+    public private(set) var lastOutputKind: UInt8 = 0
+    /// The `kind_seq` of the last output.
+    public private(set) var lastOutputKindSeq: UInt64 = 0
+    /// The ingest wrapper's `event_id` of the last input that decoded (nil for a dead letter).
+    public private(set) var lastEventID: String?
+
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
         self.options = options
         self.lastSeq = startSeq
         self.state = CheckoutStateTable(capacity: options.maxCheckouts, idleTTL: options.checkoutTTLSeconds)
     }
+
+    /// Continues numbering after a restart: `seq` and each kind's `kind_seq` (start, update,
+    /// complete, fail, dismiss, then dead letters) as the journal last recorded them.
+    public func restore(seq: UInt64, kindSeqs: [UInt64]) {
+        lastSeq = seq
+        for i in kindSeq.indices where i < kindSeqs.count { kindSeq[i] = kindSeqs[i] }
+        if kindSeqs.count > kindSeq.count { deadLetterSeq = kindSeqs[kindSeq.count] }
+    }
+
+    /// Each kind's last `kind_seq`, dead letters last (the journal's order).
+    public var kindSeqsWithDeadLetters: [UInt64] { kindSeq + [deadLetterSeq] }
 
     /// Processes one raw message. When the outcome is published or dead-lettered, ``topic`` and
     /// ``envelope`` hold the message to send.
@@ -65,6 +83,7 @@ public final class EventProcessor {
     ///   - now: monotonic seconds, for the idle TTL.
     public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32) -> Outcome {
         counters.received &+= 1
+        lastEventID = nil
         if bytes.count > options.maxMessageBytes {
             return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
                               bytes, receivedAt)
@@ -92,6 +111,7 @@ public final class EventProcessor {
 
     private func apply(_ event: inout DecodedEvent, receivedAt: Timestamp, now: UInt32) -> Outcome {
         let checkoutID = event.checkoutID!  // the decoder guarantees one
+        lastEventID = event.eventID
         let (entry, _) = state.touch(checkoutID, now: now)
         let flags = state.flags(entry)
         var hash: UInt64 = 0
@@ -133,6 +153,8 @@ public final class EventProcessor {
     ) {
         lastSeq &+= 1
         kindSeq[Int(e.kind.rawValue)] &+= 1
+        lastOutputKind = e.kind.rawValue
+        lastOutputKindSeq = kindSeq[Int(e.kind.rawValue)]
         topic.reset()
         topic.append(e.kind.topic)
         if let err = e.error {
@@ -236,6 +258,7 @@ public final class EventProcessor {
     public func reject(_ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer,
                        receivedAt: Timestamp) -> Outcome {
         counters.received &+= 1
+        lastEventID = nil
         return deadLetter(reason, detail, bytes, receivedAt)
     }
 
@@ -246,6 +269,8 @@ public final class EventProcessor {
         counters.deadLetteredTotal &+= 1
         lastSeq &+= 1
         deadLetterSeq &+= 1
+        lastOutputKind = UInt8(LifecycleKind.allCases.count)
+        lastOutputKindSeq = deadLetterSeq
         topic.reset()
         topic.append("bus.deadletter")
         rewriteEnvelope { w in

@@ -1,0 +1,481 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// The append-only journal of every envelope that takes a `seq`, in segment files under
+/// `<data-dir>/journal` (format and guarantees: `docs/durability.md`).
+///
+/// The pipeline appends a batch of records (``append(seq:kindSeq:kind:topic:envelope:)``), writes
+/// it with one `write` (``flush()``), publishes it from the same buffer
+/// (``forEachPending(_:)``), then clears it. A ``JournalSyncer`` thread `fdatasync`s behind it.
+/// Replay (``read(from:prefixes:limit:_:)``) reads what was written, on the pipeline thread.
+///
+/// Not `Sendable`: owned by the pipeline thread.
+public final class Journal {
+    public struct Options: Sendable {
+        /// A segment is closed once it holds this many bytes (`--segment-bytes`).
+        public var segmentBytes = 64 << 20
+        /// Closed segments are deleted, oldest first, while the journal is larger (`--retain-bytes`).
+        public var retainBytes: Int64 = 4 << 30
+        /// Closed segments whose newest record is older are deleted (`--retain-hours`).
+        public var retainSeconds = 168 * 3600
+        /// At most one `fdatasync` per this many milliseconds (`--fsync-ms`).
+        public var fsyncMilliseconds = 2
+        public init() {}
+    }
+
+    /// What recovery found.
+    public struct Recovery: Sendable {
+        public var lastSeq: UInt64 = 0
+        /// The last kind_seq of each kind (start, update, complete, fail, dismiss, deadletter).
+        public var kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
+        public var segments = 0
+        public var truncatedBytes = 0
+    }
+
+    /// Why a replay was refused.
+    public enum ReplayError: Error, Sendable {
+        case notRetained(firstSeq: UInt64)
+    }
+
+    struct Segment {
+        var firstSeq: UInt64
+        var path: String
+        var size: Int
+        /// Every `indexStride`-th record's (seq, offset), for seeking; built lazily for old segments.
+        var index: [(seq: UInt64, offset: Int)] = []
+        var indexed = false
+    }
+
+    public let directory: String
+    public let options: Options
+    public private(set) var recovery = Recovery()
+    private let logger: Logger
+    private var segments: [Segment] = []
+    private var fd: Int32 = -1
+    private let syncer: JournalSyncer
+    /// Records appended since the last clear: the bytes, and (offset, header) of each.
+    private var pending: UnsafeMutableRawPointer
+    private var pendingCapacity = 1 << 20
+    private var pendingBytes = 0
+    private var pendingRecords: [(offset: Int, topicLength: Int, envelopeLength: Int, seq: UInt64)] = []
+    private var writtenSeq: UInt64 = 0
+    private var kindSeqs: [UInt64]
+    private var recordsSinceIndex = 0
+    private let indexStride = 256
+    private var readBuffer: UnsafeMutableRawPointer
+    private var readCapacity = 1 << 20
+    private var readFD: (path: String, fd: Int32)?
+
+    /// Opens (creating if needed) the journal in `directory`, recovering from a crash: a torn or
+    /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
+    /// ``recovery``.
+    /// - Throws: ``DaemonError`` when the directory or a segment cannot be used.
+    public init(directory: String, options: Options, logger: Logger) throws {
+        self.directory = directory
+        self.options = options
+        self.logger = logger
+        pending = .allocate(byteCount: pendingCapacity, alignment: 8)
+        readBuffer = .allocate(byteCount: readCapacity, alignment: 8)
+        kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
+        try Journal.makeDirectory(directory)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        segments = names.compactMap { name in
+            JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
+        }.sorted { $0.firstSeq < $1.firstSeq }
+        for i in segments.indices { segments[i].size = Journal.fileSize(segments[i].path) }
+        syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds)
+        try recover()
+        syncer.reset(seq: writtenSeq)
+        _ = syncer.swapSegment(to: fd)
+        syncer.start()
+    }
+
+    deinit {
+        pending.deallocate()
+        readBuffer.deallocate()
+    }
+
+    /// The last seq written to the journal file (and so safe to publish and to replay).
+    public var lastSeq: UInt64 { writtenSeq }
+    /// The last seq known to be on disk (`fdatasync` done).
+    public var durableSeq: UInt64 { syncer.durable }
+    /// The oldest seq still retained (`lastSeq + 1` when the journal is empty).
+    public var firstSeq: UInt64 { segments.first?.firstSeq ?? writtenSeq + 1 }
+    public var segmentCount: Int { segments.count }
+    public var totalBytes: Int64 { segments.reduce(0) { $0 + Int64($1.size) } }
+    public var fsyncCount: UInt64 { syncer.fsyncs }
+    public var fsyncMaxMicros: UInt64 { syncer.fsyncMaxMicroseconds }
+    public var hasPending: Bool { !pendingRecords.isEmpty }
+
+    // MARK: Recovery
+
+    private func recover() throws {
+        // Drop newest segments whose header never made it to disk.
+        while let last = segments.last {
+            let header = Journal.readPrefix(last.path, JournalFormat.segmentHeaderSize)
+            if header.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) != nil { break }
+            logger.warning("journal: removing a segment with a torn header", ["path": last.path, "bytes": String(last.size)])
+            unlink(last.path)
+            segments.removeLast()
+        }
+        guard let last = segments.last else {
+            try openNewSegment(firstSeq: 1, kindSeqs: kindSeqs)
+            return
+        }
+        let header = Journal.readPrefix(last.path, JournalFormat.segmentHeaderSize)
+        let (firstSeq, startKinds) = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0)! }
+        kindSeqs = startKinds
+        var seq = firstSeq - 1
+        var intact = JournalFormat.segmentHeaderSize
+        var index: [(seq: UInt64, offset: Int)] = []
+        var n = 0
+        scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
+            guard h.seq == seq + 1 else { return false }
+            seq = h.seq
+            kindSeqs[Int(h.kind)] = max(kindSeqs[Int(h.kind)], h.kindSeq)
+            if n % indexStride == 0 { index.append((h.seq, offset)) }
+            n += 1
+            intact = offset + h.recordSize
+            return true
+        }
+        let i = segments.count - 1
+        fd = open(last.path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw DaemonError("cannot open journal segment \(last.path): \(String(cString: strerror(errno)))") }
+        if intact < last.size {
+            recovery.truncatedBytes = last.size - intact
+            guard ftruncate(fd, off_t(intact)) == 0 else {
+                throw DaemonError("cannot truncate the torn tail of \(last.path): \(String(cString: strerror(errno)))")
+            }
+            _ = fdatasync(fd)
+        }
+        _ = lseek(fd, off_t(intact), SEEK_SET)
+        segments[i].size = intact
+        segments[i].index = index
+        segments[i].indexed = true
+        recordsSinceIndex = n % indexStride
+        writtenSeq = seq
+        recovery.lastSeq = seq
+        recovery.kindSeqs = kindSeqs
+        recovery.segments = segments.count
+        if recovery.truncatedBytes > 0 {
+            logger.warning("journal recovered", ["last_seq": String(seq), "truncated_bytes": String(recovery.truncatedBytes),
+                                                 "segment": last.path])
+        }
+    }
+
+    /// Reads records of a segment from `from` to `size`, calling `body` with each valid one and
+    /// its offset until it returns false or a record is torn or corrupt.
+    private func scanRecords(
+        path: String, from: Int, size: Int,
+        _ body: (JournalFormat.RecordHeader, Int, UnsafeRawPointer) -> Bool
+    ) {
+        let rfd = open(path, O_RDONLY | O_CLOEXEC)
+        guard rfd >= 0 else { return }
+        defer { Glibc.close(rfd) }
+        var window = ReadWindow()
+        var offset = from
+        while offset < size {
+            guard let (h, p) = record(rfd, at: offset, size: size, &window) else { return }
+            guard body(h, offset, p) else { return }
+            offset += h.recordSize
+        }
+    }
+
+    /// The bytes of the file currently in ``readBuffer``.
+    struct ReadWindow {
+        var start = 0
+        var count = 0
+    }
+
+    /// Makes `[offset, offset + n)` of the file available in ``readBuffer``; nil past its end.
+    private func bytes(_ rfd: Int32, at offset: Int, _ n: Int, size: Int, _ w: inout ReadWindow) -> UnsafeRawPointer? {
+        guard offset + n <= size else { return nil }
+        if offset >= w.start && offset + n <= w.start + w.count { return UnsafeRawPointer(readBuffer + (offset - w.start)) }
+        if n > readCapacity {
+            readBuffer.deallocate()
+            readCapacity = n
+            readBuffer = .allocate(byteCount: n, alignment: 8)
+        }
+        let want = min(readCapacity, size - offset)
+        var got = 0
+        while got < want {
+            let r = pread(rfd, readBuffer + got, want - got, off_t(offset + got))
+            if r < 0 && errno == EINTR { continue }
+            if r <= 0 { break }
+            got += r
+        }
+        w = ReadWindow(start: offset, count: got)
+        return got >= n ? UnsafeRawPointer(readBuffer) : nil
+    }
+
+    /// The valid record at `offset`, or nil when it is torn, corrupt or past `size`.
+    private func record(_ rfd: Int32, at offset: Int, size: Int, _ w: inout ReadWindow)
+        -> (JournalFormat.RecordHeader, UnsafeRawPointer)?
+    {
+        guard let head = bytes(rfd, at: offset, JournalFormat.recordHeaderSize, size: size, &w) else { return nil }
+        let body = Int(JournalFormat.load(head, 4, as: UInt32.self))
+        guard body <= JournalFormat.maxBodySize else { return nil }
+        let total = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
+        guard let p = bytes(rfd, at: offset, total, size: size, &w),
+            let h = JournalFormat.readRecord(p, available: total)
+        else { return nil }
+        return (h, p)
+    }
+
+    // MARK: Writing
+
+    /// Adds one record to the pending batch. Nothing reaches the file until ``flush()``.
+    public func append(seq: UInt64, kindSeq: UInt64, kind: UInt8, topic: UnsafeRawBufferPointer,
+                       envelope: UnsafeRawBufferPointer) {
+        let body = topic.count + envelope.count
+        let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
+        if pendingBytes + size > pendingCapacity {
+            let bigger = UnsafeMutableRawPointer.allocate(byteCount: max(pendingCapacity * 2, pendingBytes + size), alignment: 8)
+            bigger.copyMemory(from: pending, byteCount: pendingBytes)
+            pending.deallocate()
+            pending = bigger
+            pendingCapacity = max(pendingCapacity * 2, pendingBytes + size)
+        }
+        let p = pending + pendingBytes
+        JournalFormat.store(JournalFormat.recordMagic, p, 0)
+        JournalFormat.store(UInt32(body), p, 4)
+        JournalFormat.store(seq, p, 8)
+        JournalFormat.store(kindSeq, p, 16)
+        JournalFormat.store(kind, p, 24)
+        JournalFormat.store(UInt8(0), p, 25)
+        JournalFormat.store(UInt16(0), p, 26)
+        JournalFormat.store(UInt32(topic.count), p, 28)
+        if let b = topic.baseAddress { (p + JournalFormat.recordHeaderSize).copyMemory(from: b, byteCount: topic.count) }
+        if let b = envelope.baseAddress {
+            (p + JournalFormat.recordHeaderSize + topic.count).copyMemory(from: b, byteCount: envelope.count)
+        }
+        let covered = JournalFormat.recordHeaderSize + body
+        JournalFormat.store(JournalFormat.checksum(p, covered), p, covered)
+        pendingRecords.append((pendingBytes, topic.count, envelope.count, seq))
+        pendingBytes += size
+        kindSeqs[Int(kind)] = max(kindSeqs[Int(kind)], kindSeq)
+    }
+
+    /// Writes the pending batch to the open segment with one `write`, rotating first when the
+    /// segment is full. After it returns, every pending record may be published.
+    /// - Throws: ``DaemonError`` when the write fails (disk full, say); the batch stays pending.
+    public func flush() throws {
+        guard pendingBytes > 0, let firstPending = pendingRecords.first else { return }
+        var active = segments.count - 1
+        if segments[active].size > JournalFormat.segmentHeaderSize
+            && segments[active].size + pendingBytes > options.segmentBytes {
+            try rotate(firstSeq: firstPending.seq)
+            active = segments.count - 1
+        }
+        let startOffset = segments[active].size
+        var done = 0
+        while done < pendingBytes {
+            let n = write(fd, pending + done, pendingBytes - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                let reason = String(cString: strerror(errno))
+                // Leave the file as it was: a partial batch would be a torn tail.
+                _ = ftruncate(fd, off_t(startOffset))
+                _ = lseek(fd, off_t(startOffset), SEEK_SET)
+                throw DaemonError("journal write failed: \(reason)")
+            }
+            done += n
+        }
+        for r in pendingRecords {
+            if recordsSinceIndex == 0 { segments[active].index.append((r.seq, startOffset + r.offset)) }
+            recordsSinceIndex = (recordsSinceIndex + 1) % indexStride
+        }
+        segments[active].size += pendingBytes
+        writtenSeq = pendingRecords.last!.seq
+        syncer.written(upTo: writtenSeq)
+    }
+
+    /// Calls `body` with each pending record's topic and envelope, in order.
+    public func forEachPending(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        for r in pendingRecords {
+            let p = pending + r.offset + JournalFormat.recordHeaderSize
+            try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
+                     UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
+        }
+    }
+
+    /// Forgets the pending batch after it was flushed and published.
+    public func clearPending() {
+        pendingBytes = 0
+        pendingRecords.removeAll(keepingCapacity: true)
+    }
+
+    private func rotate(firstSeq: UInt64) throws {
+        // The closed segment is synced here, on the pipeline thread, once per segment.
+        syncer.syncNow(upTo: writtenSeq)
+        let old = fd
+        try openNewSegment(firstSeq: firstSeq, kindSeqs: kindSeqs.enumerated().map { _, v in v }, replacing: true)
+        Glibc.close(old)
+        enforceRetention(now: time(nil))
+    }
+
+    private func openNewSegment(firstSeq: UInt64, kindSeqs startKinds: [UInt64], replacing: Bool = false) throws {
+        // The header records kind_seqs *before* this segment: recompute from what was written.
+        let path = directory + "/" + JournalFormat.segmentName(firstSeq)
+        let newFD = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        guard newFD >= 0 else { throw DaemonError("cannot create journal segment \(path): \(String(cString: strerror(errno)))") }
+        let header = JournalFormat.segmentHeader(firstSeq: firstSeq, kindSeqs: writtenKindSeqs(startKinds))
+        let n = header.withUnsafeBytes { write(newFD, $0.baseAddress, $0.count) }
+        guard n == header.count else {
+            Glibc.close(newFD)
+            unlink(path)
+            throw DaemonError("cannot write journal segment header \(path): \(String(cString: strerror(errno)))")
+        }
+        _ = fdatasync(newFD)
+        Journal.syncDirectory(directory)
+        fd = newFD
+        if replacing { _ = syncer.swapSegment(to: newFD) }
+        segments.append(Segment(firstSeq: firstSeq, path: path, size: JournalFormat.segmentHeaderSize, index: [],
+                                indexed: true))
+        recordsSinceIndex = 0
+    }
+
+    /// The kind_seqs as of the last *written* record (pending records excluded).
+    private func writtenKindSeqs(_ current: [UInt64]) -> [UInt64] {
+        var k = current
+        // Pending records are not in the file yet; step their kind_seqs back.
+        for r in pendingRecords.reversed() {
+            let p = pending + r.offset
+            let kind = Int(JournalFormat.load(p, 24, as: UInt8.self))
+            let kindSeq = JournalFormat.load(p, 16, as: UInt64.self)
+            if k[kind] >= kindSeq { k[kind] = kindSeq - 1 }
+        }
+        return k
+    }
+
+    /// Syncs what was written and stops the sync thread (shutdown).
+    public func close() {
+        syncer.stop()
+        syncer.syncNow(upTo: writtenSeq)
+        Glibc.close(fd)
+        if let r = readFD { Glibc.close(r.fd) }
+        readFD = nil
+    }
+
+    /// Deletes closed segments beyond the size or age limits, oldest first.
+    public func enforceRetention(now: time_t) {
+        while segments.count > 1 {
+            let oldest = segments[0]
+            var st = stat()
+            let age = stat(oldest.path, &st) == 0 ? Int(now - st.st_mtim.tv_sec) : 0
+            guard totalBytes > options.retainBytes || age > options.retainSeconds else { break }
+            unlink(oldest.path)
+            if readFD?.path == oldest.path, let r = readFD {
+                Glibc.close(r.fd)
+                readFD = nil
+            }
+            segments.removeFirst()
+            logger.info("journal: segment retired", ["path": oldest.path, "bytes": String(oldest.size), "age_s": String(age)])
+        }
+    }
+
+    // MARK: Reading
+
+    /// Calls `body` with each written record from `from` whose topic starts with one of
+    /// `prefixes` (all when empty), at most `limit` of them.
+    /// - Returns: the seq the next page starts at, and how many records matched.
+    /// - Throws: ``ReplayError/notRetained(firstSeq:)`` when `from` is older than the journal.
+    public func read(
+        from: UInt64, prefixes: [[UInt8]], limit: Int,
+        _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) throws -> (next: UInt64, count: Int) {
+        let start = max(from, 1)
+        if start > writtenSeq { return (start, 0) }
+        guard let first = segments.first, start >= first.firstSeq else {
+            throw ReplayError.notRetained(firstSeq: firstSeq)
+        }
+        var s = segments.lastIndex { $0.firstSeq <= start }!
+        var next = start
+        var count = 0
+        while s < segments.count && count < limit && next <= writtenSeq {
+            if !segments[s].indexed { buildIndex(s) }
+            let seg = segments[s]
+            var offset = JournalFormat.segmentHeaderSize
+            if let at = seg.index.lastIndex(where: { $0.seq <= next }) { offset = seg.index[at].offset }
+            guard let rfd = readDescriptor(seg.path) else { break }
+            var window = ReadWindow()
+            while offset < seg.size, let (h, p) = record(rfd, at: offset, size: seg.size, &window) {
+                offset += h.recordSize
+                guard h.seq >= next else { continue }
+                if h.seq > writtenSeq { break }
+                let topic = UnsafeRawBufferPointer(start: p + JournalFormat.recordHeaderSize, count: h.topicLength)
+                if prefixes.isEmpty || prefixes.contains(where: { topic.starts(with: $0) }) {
+                    let envelope = UnsafeRawBufferPointer(start: p + JournalFormat.recordHeaderSize + h.topicLength,
+                                                          count: h.bodyLength - h.topicLength)
+                    try body(h.seq, topic, envelope)
+                    count += 1
+                }
+                next = h.seq + 1
+                if count >= limit { break }
+            }
+            if count >= limit { break }
+            s += 1
+            if s < segments.count && next < segments[s].firstSeq { next = segments[s].firstSeq }
+        }
+        return (next, count)
+    }
+
+    private func readDescriptor(_ path: String) -> Int32? {
+        if let r = readFD, r.path == path { return r.fd }
+        if let r = readFD { Glibc.close(r.fd) }
+        let rfd = open(path, O_RDONLY | O_CLOEXEC)
+        guard rfd >= 0 else {
+            readFD = nil
+            return nil
+        }
+        readFD = (path, rfd)
+        return rfd
+    }
+
+    private func buildIndex(_ s: Int) {
+        var index: [(seq: UInt64, offset: Int)] = []
+        var n = 0
+        scanRecords(path: segments[s].path, from: JournalFormat.segmentHeaderSize, size: segments[s].size) { h, offset, _ in
+            if n % indexStride == 0 { index.append((h.seq, offset)) }
+            n += 1
+            return true
+        }
+        segments[s].index = index
+        segments[s].indexed = true
+    }
+
+    // MARK: Files
+
+    static func makeDirectory(_ path: String) throws {
+        var current = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            current += "/" + part
+            if mkdir(current, 0o750) != 0 && errno != EEXIST {
+                throw DaemonError("cannot create directory \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    static func fileSize(_ path: String) -> Int {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : 0
+    }
+
+    static func readPrefix(_ path: String, _ count: Int) -> [UInt8] {
+        let rfd = open(path, O_RDONLY | O_CLOEXEC)
+        guard rfd >= 0 else { return [] }
+        defer { Glibc.close(rfd) }
+        var out = [UInt8](repeating: 0, count: count)
+        let n = out.withUnsafeMutableBytes { pread(rfd, $0.baseAddress, count, 0) }
+        return n > 0 ? Array(out.prefix(n)) : []
+    }
+
+    static func syncDirectory(_ path: String) {
+        let dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { return }
+        _ = fsync(dfd)
+        Glibc.close(dfd)
+    }
+}
