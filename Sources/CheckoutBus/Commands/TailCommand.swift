@@ -12,20 +12,40 @@ import ZeroMQ
 /// Not `Sendable`; runs on the calling thread.
 public struct TailCommand {
     public static let help = """
-        checkoutbus tail — print envelopes published by a daemon, live.
+        checkoutbus tail — print envelopes published by a daemon, live; or replay them from its
+        journal first and recover every envelope dropped on the way.
 
         USAGE: checkoutbus tail [--from ENDPOINT] [--topic PREFIX ...] [--count N] [--format pretty|json]
-                                [--timeout SECONDS]
+                                [--timeout SECONDS] [--receive-hwm N]
+                                [--since SEQ] [--control ENDPOINT] [--record FILE] [--name NAME]
 
           --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702)
           --topic PREFIX       topic prefix to follow, repeatable (default: checkout. and bus.deadletter);
                                e.g. checkout.fail, checkout.fail.network_error, bus.heartbeat, or "" for all
-          --count N            exit 0 after printing N envelopes
+          --count N            exit 0 after printing (or recording) N envelopes
           --format FORMAT      pretty (default): one readable line per event;
                                json: one envelope per line, exactly as published
           --timeout SECONDS    exit 1 if --count was not reached in this time
+          --receive-hwm N      the subscriber socket's receive high-water mark (default 1000000; with
+                               --control 100000)
 
-        Once its subscriptions are live it writes `tail: subscribed …` to stderr.
+        Recovering (any of these turns it on; uses the daemon's journal over its control socket):
+          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703). Envelopes
+                               dropped on the way (a full high-water mark) are noticed by their seq and
+                               kind_seq, or by a heartbeat, and fetched from the journal: each envelope is
+                               printed once, in seq order
+          --since SEQ          first replay the journal from SEQ (1: everything retained), then follow live
+          --record FILE        append each envelope to FILE, one JSON line exactly as published, instead of
+                               printing it. FILE is its own cursor: a restarted tail resumes after FILE's
+                               last complete line (a torn last line is cut off), so a killed recorder
+                               neither loses nor repeats a line. With an empty FILE it starts at --since,
+                               else live
+          --name NAME          the name this tail reports its counts under (daemon `stats`)
+                               (default tail-<pid>)
+
+        Once its subscriptions are live it writes `tail: subscribed …` to stderr. When recovering, it
+        ends with a summary on stderr:
+          tail: summary handled=N from_journal=J missed=M recovered=R gaps=G duplicates=D last_seq=S
         """
 
     public enum Format: Sendable { case pretty, json }
@@ -35,10 +55,30 @@ public struct TailCommand {
     public var count: Int?
     public var format = Format.pretty
     public var timeoutSeconds: Int?
+    /// The SUB socket's receive high-water mark; nil: 1,000,000 live only, the subscriber's default when recovering.
+    public var receiveHighWaterMark: Int32?
+    /// The daemon's control endpoint; set (explicitly or by --since/--record) to recover gaps.
+    public var control: String?
+    /// Replay from this seq first.
+    public var since: Int64?
+    /// Append envelopes to this JSON Lines file, which is also the cursor.
+    public var recordPath: String?
+    public var name = "tail-\(getpid())"
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["from", "topic", "count", "format", "timeout"], switches: [])
+        let args = try CommandLineArguments(
+            arguments,
+            valued: ["from", "topic", "count", "format", "timeout", "receive-hwm", "control", "since", "record", "name"],
+            switches: [])
         if let v = args.value("from") { endpoint = v }
+        if args.value("receive-hwm") != nil {
+            receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 0, in: 0...100_000_000))
+        }
+        if args.value("since") != nil { since = Int64(try args.int("since", default: 0, in: 0...Int.max)) }
+        recordPath = args.value("record")
+        if let v = args.value("name") { name = v }
+        control = args.value("control")
+        if control == nil && (since != nil || recordPath != nil) { control = "tcp://127.0.0.1:7703" }
         if !args.all("topic").isEmpty { topics = args.all("topic") }
         if args.value("count") != nil { count = try args.int("count", default: 0, in: 1...Int.max) }
         if args.value("timeout") != nil { timeoutSeconds = try args.int("timeout", default: 0, in: 1...86_400) }
@@ -52,10 +92,11 @@ public struct TailCommand {
 
     /// - Returns: the process exit code.
     public func run(stop: StopSignal) -> Int32 {
+        if control != nil { return runRecovering(stop: stop) }
         do {
             let context = try ZMQContext()
             let sub = try ZMQSocket(context: context, type: .sub)
-            try sub.setOption(.receiveHighWaterMark, 1_000_000)
+            try sub.setOption(.receiveHighWaterMark, receiveHighWaterMark ?? 1_000_000)
             try sub.setLinger(milliseconds: 0)
             try sub.connect(endpoint)
             for t in topics { try sub.subscribe(t) }

@@ -1,0 +1,578 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import ZeroMQ
+
+/// A subscriber that sees every envelope once, in `seq` order, across drops and restarts.
+///
+/// It joins the live stream and the daemon's journal as the ZeroMQ guide's Clone pattern does
+/// (docs/durability.md): a SUB socket subscribes to the topic prefixes and then to `bus.heartbeat`,
+/// and a DEALER on the control socket replays from the cursor + 1, a page at a time with the same
+/// prefixes, until it has caught up with what arrives live; then it follows live.
+///
+/// **Gaps.** ZeroMQ drops at a high-water mark without a word. The subscriber notices:
+/// - when the prefixes match every journaled topic, `seq` itself is contiguous, and any jump is a gap;
+/// - a jump in a fully covered kind's `kind_seq` is a gap;
+/// - a heartbeat whose `kind_seqs` are ahead of what was delivered is a gap at the tail.
+/// A gap is filled from the journal before anything after it is handed over. A live envelope is
+/// handed over directly only when it provably follows the last one (the two rules above); with
+/// several kinds, or prefixes narrower than a kind (`checkout.fail.network_error`, whose `kind_seq`
+/// jumps over other codes' failures naturally), the journal decides instead — one `replay` round
+/// trip per burst of live envelopes, which returns only matching records, so a natural jump costs
+/// one page and never loops.
+///
+/// **Exactly once, in order.** The handler is called only for a `seq` greater than the last one
+/// handled, only once every matching envelope before it was handled, and the cursor is committed
+/// after it returns. A handler that throws stops the subscriber without committing that envelope.
+///
+/// **Counting.** An envelope the subscriber should have received live (published after it joined,
+/// before something it did receive) but got from the journal instead was *missed* and *recovered*;
+/// a run of them is a *gap*. After every heartbeat, and when it stops, the subscriber sends a
+/// `report` with these counts to the control socket, where `stats` shows them by ``Options/name``.
+///
+/// Not `Sendable`: ``run(stop:deadline:handler:)`` creates both sockets on the calling thread and
+/// uses them there until it returns. Stop it by raising the ``StopSignal`` (from a signal handler,
+/// another thread, or the handler itself).
+public final class BusSubscriber {
+    /// Where to connect and what to follow. `Sendable`.
+    public struct Options: Sendable {
+        /// The daemon's publish (XPUB) endpoint.
+        public var publish: String
+        /// The daemon's control (ROUTER) endpoint.
+        public var control: String
+        /// Topic prefixes to follow; the subscriber adds `bus.heartbeat` itself.
+        public var prefixes: [String] = ["checkout.", "bus.deadletter"]
+        /// The name this subscriber reports under (`stats` → `subscribers`).
+        public var name: String = "subscriber-\(getpid())"
+        /// The SUB socket's receive high-water mark (`ZMQ_RCVHWM`), in messages.
+        public var receiveHighWaterMark: Int32 = 100_000
+        /// Records asked for per `replay` request (the daemon allows 1…10000).
+        public var pageSize = 1000
+        /// A control request unanswered this long is sent again.
+        public var requestTimeoutMilliseconds = 5000
+        /// Where to begin when there is nothing to resume from.
+        public var start = StartPosition.cursor
+        /// Live envelopes held while the journal is being read, at most this many bytes; beyond it
+        /// they are let go and read from the journal instead.
+        public var maxPendingBytes = 64 << 20
+
+        public init(publish: String, control: String) {
+            self.publish = publish
+            self.control = control
+        }
+    }
+
+    /// Where the subscriber begins. `Sendable`.
+    public enum StartPosition: Sendable, Equatable {
+        /// After the cursor's `seq` (0: the oldest retained envelope).
+        case cursor
+        /// With the first live message, ignoring the cursor: only what is published from now on.
+        case live
+    }
+
+    /// What the subscriber has done since ``run(stop:deadline:handler:)`` began. `Sendable`.
+    public struct Statistics: Sendable, Equatable {
+        /// Envelopes handed to the handler.
+        public var handled = 0
+        /// Of those, how many came from the journal (catching up or filling gaps).
+        public var fromJournal = 0
+        /// Envelopes dropped on the way to this subscriber and handled from the journal instead.
+        public var missed = 0
+        /// Of the missed, how many were recovered from the journal.
+        public var recovered = 0
+        /// Runs of consecutive missed envelopes.
+        public var gaps = 0
+        /// Envelopes older than the oldest retained `seq` when the subscriber asked for them
+        /// (`not_retained`): skipped, and counted here by `seq` distance.
+        public var notRetained = 0
+        /// Live envelopes already handled from the journal, dropped.
+        public var duplicates = 0
+        /// `replay` requests sent.
+        public var replayRequests = 0
+        public var heartbeats = 0
+        /// The last `seq` handled (the cursor).
+        public var lastSeq: Int64 = 0
+    }
+
+    /// Why ``run(stop:deadline:handler:)`` returned.
+    public enum Outcome: Sendable, Equatable {
+        case stopped
+        case deadlineReached
+    }
+
+    public let options: Options
+    public private(set) var statistics = Statistics()
+    /// Called once, at the first heartbeat: the subscriptions are live.
+    public var onSubscribed: (() -> Void)?
+    /// Called with every heartbeat's topic and envelope.
+    public var onHeartbeat: ((_ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
+    public var logger = Logger(label: "subscriber")
+
+    private let cursor: any SubscriberCursor
+    private let coverage: TopicCoverage
+    private let document = JSONDocument()
+
+    // Position. Invariant: every matching envelope with seq ≤ verified was handled, and
+    // statistics.lastSeq ≤ verified.
+    private var verified: Int64?
+    /// Per kind, its `kind_seq` at `verified` (fully covered kinds), when known.
+    private var exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
+    /// Per partly covered kind: matching envelopes up to this `kind_seq` were handled.
+    private var checkedKindSeq = [Int64](repeating: -1, count: JournaledKind.allCases.count)
+
+    // Live stream.
+    /// Live envelopes not yet provably next, ascending by seq, from `pendingHead` on.
+    private var pending: [BusEnvelope] = []
+    private var pendingHead = 0
+    private var pendingBytes = 0
+    /// Live envelopes up to here were received but let go from `pending` (memory bound).
+    private var evictedThrough: Int64 = 0
+    /// Envelopes at or below this were published before the subscriber joined.
+    private var liveFloor: Int64?
+    /// The highest seq the live stream has shown (envelopes and heartbeats).
+    private var liveHigh: Int64 = 0
+    private var lastHeartbeat: Heartbeat?
+    private var lastWasMissed = false
+
+    // Control requests.
+    private var needReplay = false
+    private var inFlight: (id: Int64, from: Int64, sentAt: UInt64)?
+    private var nextRequestID: Int64 = 1
+
+    /// - Parameters:
+    ///   - options: endpoints, prefixes and tuning.
+    ///   - cursor: where to resume, and where each handled `seq` is committed.
+    public init(options: Options, cursor: any SubscriberCursor) {
+        self.options = options
+        self.cursor = cursor
+        self.coverage = TopicCoverage(prefixes: options.prefixes)
+    }
+
+    /// Connects, catches up from the cursor, and follows live until `stop` is raised or `deadline`
+    /// (monotonic nanoseconds, ``BusClock``) passes.
+    /// - Parameter handler: called once per envelope, in `seq` order, on the calling thread.
+    /// - Throws: what the handler or the cursor throws, a ``ZMQError``, or a ``SubscriberError``
+    ///   when the daemon refuses a request.
+    @discardableResult
+    public func run(stop: StopSignal, deadline: UInt64? = nil, handler: (BusEnvelope) throws -> Void) throws -> Outcome {
+        reset()
+        let context = try ZMQContext()
+        let sub = try ZMQSocket(context: context, type: .sub)
+        try sub.setOption(.receiveHighWaterMark, options.receiveHighWaterMark)
+        try sub.setLinger(milliseconds: 0)
+        try sub.connect(options.publish)
+        for prefix in options.prefixes { try sub.subscribe(prefix) }
+        // Last: the heartbeat answering it proves the others are live.
+        try sub.subscribe("bus.heartbeat")
+        let control = try ZMQSocket(context: context, type: .dealer)
+        // Long enough for the last report to leave when the subscriber stops.
+        try control.setLinger(milliseconds: 200)
+        try control.connect(options.control)
+
+        switch options.start {
+        case .cursor:
+            let from = try cursor.load()
+            verified = from
+            statistics.lastSeq = from
+            needReplay = true
+        case .live:
+            verified = nil
+        }
+
+        let poller = ZMQPoller()
+        poller.addReadable(sub)
+        poller.addReadable(control)
+        defer { sendReport(control) }
+        while true {
+            if stop.isRaised { return .stopped }
+            let now = BusClock.monotonicNanoseconds()
+            if let deadline, now >= deadline { return .deadlineReached }
+            if let request = inFlight,
+                now - request.sentAt > UInt64(options.requestTimeoutMilliseconds) * 1_000_000
+            {
+                logger.warning("control request unanswered; sending it again",
+                               ["endpoint": options.control, "from": String(request.from)])
+                inFlight = nil
+                needReplay = true
+            }
+            if needReplay && inFlight == nil { try sendReplay(control) }
+            var wait = needReplay && inFlight == nil ? 10 : 200
+            if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
+            try poller.poll(timeoutMilliseconds: wait)
+            while let frames = try control.receiveMultipart(dontWait: true) {
+                try handleControlReply(frames, stop: stop, handler: handler)
+                if stop.isRaised { return .stopped }
+            }
+            var batch = 0
+            while batch < 1024, let frames = try sub.receiveMultipart(dontWait: true) {
+                batch += 1
+                try handleLive(frames, control: control, stop: stop, handler: handler)
+                if stop.isRaised { return .stopped }
+            }
+        }
+    }
+
+    private func reset() {
+        statistics = Statistics()
+        verified = nil
+        exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
+        checkedKindSeq = [Int64](repeating: -1, count: JournaledKind.allCases.count)
+        pending = []
+        pendingHead = 0
+        pendingBytes = 0
+        evictedThrough = 0
+        liveFloor = nil
+        liveHigh = 0
+        lastHeartbeat = nil
+        lastWasMissed = false
+        needReplay = false
+        inFlight = nil
+    }
+
+    // MARK: Live stream
+
+    private func handleLive(_ frames: [[UInt8]], control: ZMQSocket, stop: StopSignal,
+                            handler: (BusEnvelope) throws -> Void) throws {
+        guard frames.count >= 2 else { return }
+        let topic = frames[0]
+        if topic.elementsEqual("bus.heartbeat".utf8) {
+            guard let heartbeat = parseHeartbeat(frames[1]) else {
+                logger.warning("heartbeat without seq or kind_seqs; ignored")
+                return
+            }
+            try handleHeartbeat(heartbeat, frames: frames, control: control, stop: stop, handler: handler)
+            return
+        }
+        guard let envelope = makeEnvelope(topic: topic, bytes: frames[1], origin: .live) else { return }
+        liveHigh = max(liveHigh, envelope.seq)
+        if liveFloor == nil { liveFloor = envelope.seq - 1 }
+        if verified == nil { verified = envelope.seq - 1 }
+        guard envelope.seq > verified! else {
+            statistics.duplicates += 1
+            return
+        }
+        if inFlight != nil || needReplay || pendingHead < pending.count {
+            hold(envelope)
+            return
+        }
+        if isProvablyNext(envelope) {
+            try deliver(envelope, seenLive: true, handler: handler)
+        } else {
+            hold(envelope)
+            needReplay = true
+        }
+    }
+
+    private func hold(_ envelope: BusEnvelope) {
+        if let last = pending.last, pendingHead < pending.count, last.seq >= envelope.seq { return }
+        pending.append(envelope)
+        pendingBytes += envelope.bytes.count + envelope.topic.count
+        if pendingBytes > options.maxPendingBytes {
+            // The journal has every one of them: let them go and read them from there.
+            evictedThrough = max(evictedThrough, envelope.seq)
+            pending.removeAll(keepingCapacity: false)
+            pendingHead = 0
+            pendingBytes = 0
+            needReplay = true
+        }
+    }
+
+    /// Whether `envelope` provably follows the last handled matching envelope, with nothing between.
+    private func isProvablyNext(_ envelope: BusEnvelope) -> Bool {
+        guard let verified else { return false }
+        if coverage.coversEverything { return envelope.seq == verified + 1 }
+        if coverage.singleFullKind == envelope.kind, let known = exactKindSeq[envelope.kind.rawValue] {
+            return envelope.kindSeq == known + 1
+        }
+        return false
+    }
+
+    private func handleHeartbeat(_ heartbeat: Heartbeat, frames: [[UInt8]], control: ZMQSocket, stop: StopSignal,
+                                 handler: (BusEnvelope) throws -> Void) throws {
+        statistics.heartbeats += 1
+        liveHigh = max(liveHigh, heartbeat.seq)
+        if liveFloor == nil { liveFloor = heartbeat.seq }
+        if statistics.heartbeats == 1 { onSubscribed?() }
+        if verified == nil {
+            verified = heartbeat.seq
+            statistics.lastSeq = heartbeat.seq
+        }
+        if let v = verified, heartbeat.seq < v, statistics.heartbeats == 1 {
+            logger.warning("the daemon's last seq is behind this subscriber's cursor (was its journal reset?)",
+                           ["daemon_seq": String(heartbeat.seq), "cursor": String(v)])
+        }
+        lastHeartbeat = heartbeat
+        if inFlight == nil && !needReplay && pendingHead == pending.count { evaluateHeartbeat() }
+        onHeartbeat?(frames[0], frames[1])
+        sendReport(control)
+    }
+
+    /// Compares the last heartbeat with what was handled: learns the `kind_seq`s at `verified`, or
+    /// finds that something matching was published and not delivered, and asks the journal.
+    private func evaluateHeartbeat() {
+        guard let heartbeat = lastHeartbeat, let v = verified else { return }
+        if v >= heartbeat.seq {
+            // Everything matching up to the heartbeat was handled: its kind_seqs are ours too.
+            for kind in JournaledKind.allCases {
+                switch coverage.level(kind) {
+                case .full: if exactKindSeq[kind.rawValue] == nil { exactKindSeq[kind.rawValue] = heartbeat.kindSeqs[kind.rawValue] }
+                case .partial: checkedKindSeq[kind.rawValue] = max(checkedKindSeq[kind.rawValue], heartbeat.kindSeqs[kind.rawValue])
+                case .none: break
+                }
+            }
+            lastHeartbeat = nil
+            return
+        }
+        var behind = coverage.coversEverything
+        for kind in coverage.subscribedKinds where !behind {
+            let published = heartbeat.kindSeqs[kind.rawValue]
+            switch coverage.level(kind) {
+            case .full:
+                // Unknown and something of this kind exists: only the journal can say where we are.
+                behind = (exactKindSeq[kind.rawValue] ?? (published == 0 ? 0 : -1)) < published
+            case .partial:
+                behind = checkedKindSeq[kind.rawValue] < published
+            case .none:
+                break
+            }
+        }
+        if behind {
+            needReplay = true
+        } else {
+            verified = heartbeat.seq
+            lastHeartbeat = nil
+        }
+    }
+
+    // MARK: Journal
+
+    private func sendReplay(_ control: ZMQSocket) throws {
+        let from = (verified ?? 0) + 1
+        let id = nextRequestID
+        nextRequestID += 1
+        var w = JSONWriter(capacity: 256)
+        w.append("{\"op\":\"replay\",\"from\":")
+        w.append(int: from)
+        w.append(",\"prefix\":[")
+        for (i, prefix) in options.prefixes.enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(prefix)
+        }
+        w.append("],\"limit\":")
+        w.append(int: options.pageSize)
+        w.append(",\"req\":")
+        w.append(int: id)
+        w.append("}")
+        guard try control.send(w.bytes, dontWait: true) else { return }
+        needReplay = false
+        inFlight = (id, from, BusClock.monotonicNanoseconds())
+        statistics.replayRequests += 1
+    }
+
+    private func handleControlReply(_ frames: [[UInt8]], stop: StopSignal, handler: (BusEnvelope) throws -> Void) throws {
+        var frames = frames[...]
+        // Tolerate a REQ-style empty delimiter before the reply.
+        if frames.first?.isEmpty == true { frames = frames.dropFirst() }
+        guard let head = frames.first, let reply = parseReply(head), reply.op == "replay" else { return }
+        guard let request = inFlight, reply.req == request.id else { return }  // an answer to a request given up on
+        inFlight = nil
+        guard reply.ok else {
+            if reply.error == "not_retained", let first = reply.firstSeq {
+                let skipped = first - request.from
+                logger.warning("envelopes no longer retained by the journal; skipping to the oldest retained",
+                               ["from": String(request.from), "first_seq": String(first)])
+                if skipped > 0 {
+                    statistics.notRetained += Int(skipped)
+                    verified = max(verified ?? 0, first - 1)
+                }
+                needReplay = true
+                return
+            }
+            throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
+        }
+        var i = frames.startIndex + 1
+        while i + 1 < frames.endIndex {
+            if stop.isRaised { return }
+            guard let envelope = makeEnvelope(topic: frames[i], bytes: frames[i + 1], origin: .journal) else {
+                i += 2
+                continue
+            }
+            i += 2
+            guard envelope.seq > (verified ?? 0) else { continue }
+            // A live copy held in `pending` means it was not missed.
+            while pendingHead < pending.count && pending[pendingHead].seq < envelope.seq { dropPendingHead() }
+            var seenLive = envelope.seq <= evictedThrough
+            if pendingHead < pending.count && pending[pendingHead].seq == envelope.seq {
+                seenLive = true
+                dropPendingHead()
+            }
+            try deliver(envelope, seenLive: seenLive, handler: handler)
+        }
+        guard let next = reply.next, let lastSeq = reply.lastSeq else {
+            throw SubscriberError("replay reply without next or last_seq")
+        }
+        verified = max(verified ?? 0, next - 1)
+        if next > lastSeq || next <= request.from {
+            if next <= request.from && next <= lastSeq {
+                logger.warning("replay made no progress; following live", ["from": String(request.from)])
+            }
+            try caughtUp(handler: handler, stop: stop)
+        } else {
+            needReplay = true
+        }
+    }
+
+    /// The journal has been read up to what it held: hand over the live envelopes held meanwhile
+    /// while each provably follows the last, then check the last heartbeat.
+    private func caughtUp(handler: (BusEnvelope) throws -> Void, stop: StopSignal) throws {
+        while pendingHead < pending.count && pending[pendingHead].seq <= verified! { dropPendingHead() }
+        while pendingHead < pending.count {
+            if stop.isRaised { return }
+            let envelope = pending[pendingHead]
+            guard isProvablyNext(envelope) else {
+                needReplay = true
+                break
+            }
+            dropPendingHead()
+            try deliver(envelope, seenLive: true, handler: handler)
+        }
+        if pendingHead == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            pendingHead = 0
+            pendingBytes = 0
+            if !needReplay { evaluateHeartbeat() }
+        }
+    }
+
+    private func dropPendingHead() {
+        pendingBytes -= pending[pendingHead].bytes.count + pending[pendingHead].topic.count
+        pendingHead += 1
+        if pendingHead == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            pendingHead = 0
+            pendingBytes = 0
+        } else if pendingHead >= 4096 {
+            pending.removeFirst(pendingHead)
+            pendingHead = 0
+        }
+    }
+
+    // MARK: Delivery
+
+    private func deliver(_ envelope: BusEnvelope, seenLive: Bool, handler: (BusEnvelope) throws -> Void) throws {
+        try handler(envelope)
+        verified = max(verified ?? 0, envelope.seq)
+        statistics.handled += 1
+        statistics.lastSeq = envelope.seq
+        switch coverage.level(envelope.kind) {
+        case .full: exactKindSeq[envelope.kind.rawValue] = envelope.kindSeq
+        case .partial: checkedKindSeq[envelope.kind.rawValue] = max(checkedKindSeq[envelope.kind.rawValue], envelope.kindSeq)
+        case .none: break
+        }
+        if envelope.origin == .journal {
+            statistics.fromJournal += 1
+            if !seenLive, let floor = liveFloor, envelope.seq > floor, envelope.seq <= liveHigh {
+                statistics.missed += 1
+                statistics.recovered += 1
+                if !lastWasMissed { statistics.gaps += 1 }
+                lastWasMissed = true
+            } else {
+                lastWasMissed = false
+            }
+        } else {
+            lastWasMissed = false
+        }
+        try cursor.commit(envelope.seq)
+    }
+
+    /// Sends this subscriber's counts to the control socket; the reply is read and ignored.
+    private func sendReport(_ control: ZMQSocket) {
+        var w = JSONWriter(capacity: 256)
+        w.append("{\"op\":\"report\",\"subscriber\":")
+        w.appendString(options.name)
+        w.append(",\"last_seq\":")
+        w.append(int: statistics.lastSeq)
+        w.append(",\"missed\":")
+        w.append(int: statistics.missed)
+        w.append(",\"recovered\":")
+        w.append(int: statistics.recovered)
+        w.append(",\"gaps\":")
+        w.append(int: statistics.gaps)
+        w.append(",\"req\":")
+        w.append(int: nextRequestID)
+        w.append("}")
+        nextRequestID += 1
+        _ = try? control.send(w.bytes, dontWait: true)
+    }
+
+    // MARK: Parsing (JSONDocument, no Foundation)
+
+    private func makeEnvelope(topic: [UInt8], bytes: [UInt8], origin: BusEnvelope.Origin) -> BusEnvelope? {
+        guard let kind = JournaledKind(topic: topic) else { return nil }
+        let fields = bytes.withUnsafeBytes { buf -> (Int64, Int64)? in
+            do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
+            let root = document.root
+            guard let seq = document.member(root, "seq").flatMap({ document.int64($0) }),
+                let kindSeq = document.member(root, "kind_seq").flatMap({ document.int64($0) })
+            else { return nil }
+            return (seq, kindSeq)
+        }
+        guard let (seq, kindSeq) = fields else {
+            logger.warning("envelope without seq or kind_seq; ignored", ["topic": String(decoding: topic, as: UTF8.self)])
+            return nil
+        }
+        return BusEnvelope(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, bytes: bytes, origin: origin)
+    }
+
+    struct Heartbeat {
+        var seq: Int64
+        var kindSeqs: [Int64]
+    }
+
+    private func parseHeartbeat(_ bytes: [UInt8]) -> Heartbeat? {
+        bytes.withUnsafeBytes { buf -> Heartbeat? in
+            do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
+            let root = document.root
+            guard let seq = document.member(root, "seq").flatMap({ document.int64($0) }),
+                let kinds = document.object(root, "kind_seqs")
+            else { return nil }
+            var kindSeqs = [Int64](repeating: 0, count: JournaledKind.allCases.count)
+            document.forEachMember(kinds) { key, value in
+                for kind in JournaledKind.allCases where document.string(key) == kind.name {
+                    kindSeqs[kind.rawValue] = document.int64(value) ?? 0
+                }
+            }
+            return Heartbeat(seq: seq, kindSeqs: kindSeqs)
+        }
+    }
+
+    struct Reply {
+        var op: String?
+        var ok = false
+        var req: Int64?
+        var next: Int64?
+        var lastSeq: Int64?
+        var firstSeq: Int64?
+        var error: String?
+        var detail: String?
+    }
+
+    private func parseReply(_ bytes: [UInt8]) -> Reply? {
+        bytes.withUnsafeBytes { buf -> Reply? in
+            do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
+            let d = document
+            let root = d.root
+            var r = Reply()
+            r.op = d.member(root, "op").flatMap { d.string($0) }
+            r.ok = d.member(root, "ok").flatMap { d.bool($0) } ?? false
+            r.req = d.member(root, "req").flatMap { d.int64($0) }
+            r.next = d.member(root, "next").flatMap { d.int64($0) }
+            r.lastSeq = d.member(root, "last_seq").flatMap { d.int64($0) }
+            r.firstSeq = d.member(root, "first_seq").flatMap { d.int64($0) }
+            r.error = d.member(root, "error").flatMap { d.string($0) }
+            r.detail = d.member(root, "detail").flatMap { d.string($0) }
+            return r
+        }
+    }
+}
