@@ -101,9 +101,23 @@ struct BadInputAndPrivacyTests {
     @Test("a port already in use is a clear error, exit 1")
     func portInUse() throws {
         let first = try DaemonProcess()
+        let otherData = FileManager.default.temporaryDirectory.appendingPathComponent("cb-\(UUID().uuidString)")
         let second = try runTool("checkoutbusd", ["--ingest", first.ingest, "--publish", "tcp://127.0.0.1:*",
-                                                  "--data-dir", first.dataDirectory.path])
+                                                  "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*",
+                                                  "--data-dir", otherData.path])
         #expect(second.status == 1)
         #expect(second.output.contains("Address already in use"))
+    }
+
+    @Test("a second daemon on the same data directory is refused, exit 1")
+    func dataDirectoryInUse() throws {
+        let first = try DaemonProcess()
+        let second = try runTool("checkoutbusd", ["--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*",
+                                                  "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*",
+                                                  "--data-dir", first.dataDirectory.path])
+        #expect(second.status == 1)
+        #expect(second.output.contains("in use by another checkoutbusd"))
+        // The first daemon is unharmed.
+        #expect(first.process.isRunning)
     }
 }

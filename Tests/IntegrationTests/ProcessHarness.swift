@@ -81,17 +81,21 @@ final class DaemonProcess {
     let dataDirectory: URL
 
     var ingest: String { ready["ingest"] as! String }
+    var ingestAcked: String { ready["ingest_acked"] as! String }
     var publish: String { ready["publish"] as! String }
+    var control: String { ready["control"] as! String }
 
+    /// Starts a daemon on ephemeral ports; `dataDirectory` reuses a journal (a restart).
     init(_ extraArguments: [String] = [], ingest: String = "tcp://127.0.0.1:*",
-         publish: String = "tcp://127.0.0.1:*") throws {
+         publish: String = "tcp://127.0.0.1:*", dataDirectory reuse: URL? = nil) throws {
         let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
-        dataDirectory = tmp.appendingPathComponent("data")
+        dataDirectory = reuse ?? tmp.appendingPathComponent("data")
         stderrURL = tmp.appendingPathComponent("daemon.stderr")
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
         process.executableURL = Products.url("checkoutbusd")
-        process.arguments = ["--ingest", ingest, "--publish", publish, "--data-dir", dataDirectory.path]
+        process.arguments = ["--ingest", ingest, "--publish", publish, "--ingest-acked", "tcp://127.0.0.1:*",
+                             "--control", "tcp://127.0.0.1:*", "--data-dir", dataDirectory.path]
             + extraArguments
         let out = Pipe()
         process.standardOutput = out
@@ -108,6 +112,12 @@ final class DaemonProcess {
     }
 
     var stderrText: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// SIGKILL, as a crash would: no drain, no final sync.
+    func kill9() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
 
     /// Sends SIGTERM and waits; returns the exit status.
     @discardableResult

@@ -67,6 +67,9 @@ public final class Journal {
     private var readBuffer: UnsafeMutableRawPointer
     private var readCapacity = 1 << 20
     private var readFD: (path: String, fd: Int32)?
+    private var closed = false
+    /// Held (flock) for the journal's life.
+    private var lockFD: Int32 = -1
 
     /// Opens (creating if needed) the journal in `directory`, recovering from a crash: a torn or
     /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
@@ -80,6 +83,8 @@ public final class Journal {
         readBuffer = .allocate(byteCount: readCapacity, alignment: 8)
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         try Journal.makeDirectory(directory)
+        // One daemon per journal: a second one on the same directory would interleave seqs.
+        lockFD = try Journal.lock(directory)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         segments = names.compactMap { name in
             JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
@@ -352,11 +357,14 @@ public final class Journal {
 
     /// Syncs what was written and stops the sync thread (shutdown).
     public func close() {
+        guard !closed else { return }
+        closed = true
         syncer.stop()
         syncer.syncNow(upTo: writtenSeq)
         Glibc.close(fd)
         if let r = readFD { Glibc.close(r.fd) }
         readFD = nil
+        Glibc.close(lockFD)
     }
 
     /// Deletes closed segments beyond the size or age limits, oldest first.
@@ -456,6 +464,23 @@ public final class Journal {
                 throw DaemonError("cannot create directory \(path): \(String(cString: strerror(errno)))")
             }
         }
+    }
+
+    /// Takes the directory's `LOCK` file (flock, held until the process exits) and writes our pid in it.
+    static func lock(_ directory: String) throws -> Int32 {
+        let lockFD = open(directory + "/LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard lockFD >= 0 else { throw DaemonError("cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
+        if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
+            var holder = [UInt8](repeating: 0, count: 32)
+            let n = holder.withUnsafeMutableBytes { pread(lockFD, $0.baseAddress, 32, 0) }
+            let pid = String(decoding: holder.prefix(max(0, n)).filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)
+            Glibc.close(lockFD)
+            throw DaemonError("data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
+        }
+        let pidText = Array("\(getpid())\n".utf8)
+        _ = ftruncate(lockFD, 0)
+        _ = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
+        return lockFD
     }
 
     static func fileSize(_ path: String) -> Int {
