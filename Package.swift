@@ -41,7 +41,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
-            dependencies: ["CheckoutBus", "checkoutbusd", "checkoutbus"],
+            dependencies: ["CheckoutBus", "ZeroMQ", "checkoutbusd", "checkoutbus"],
             swiftSettings: swiftSettings
         ),
     ]

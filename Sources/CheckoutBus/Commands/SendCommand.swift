@@ -11,29 +11,67 @@ public struct SendCommand {
         checkoutbus send — send raw events (JSON Lines) to a daemon's ingest socket.
 
         USAGE: checkoutbus send [--to ENDPOINT] [--timeout SECONDS] [FILE ...]
+               checkoutbus send --acked [--to ENDPOINT] [--ack-log PATH] [--window N] [--timeout SECONDS] [FILE ...]
 
           FILE                 JSONL files; none or `-` reads stdin. Each non-empty line is one event,
                                sent as is (raw SDK payload or the ingest wrapper).
-          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700)
-          --timeout SECONDS    give up if the daemon cannot be reached or does not take the
-                               events within this time (default 10)
+          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700), or with
+                               --acked its --ingest-acked endpoint (default tcp://127.0.0.1:7701)
+          --timeout SECONDS    give up if the daemon cannot be reached, does not take the events, or
+                               (--acked) sends no acknowledgement for this long (default 10)
+          --acked              wait for the daemon to answer each event once it is on disk: with
+                               its seq, or with the dead-letter reason (docs/durability.md)
+          --ack-log PATH       with --acked: one line `<seq> <event_id>` per acknowledged event
+                               (`-` for a suppressed duplicate's seq or a missing event_id)
+          --window N           with --acked: events in flight at most (default 1000)
 
-        Prints `sent=N` on stderr. Exits 1 if the daemon could not be reached in time.
+        Prints `sent=N` on stderr; with --acked `sent=N acked=M rejected=K`. Exits 1 if the daemon could
+        not be reached in time, or (--acked) if any event was rejected or left unanswered.
         """
 
     public var endpoint = "tcp://127.0.0.1:7700"
     public var files: [String] = []
     public var timeoutSeconds = 10
+    public var acked = false
+    public var ackLog: String?
+    public var window = 1000
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["to", "timeout"], switches: [])
+        let args = try CommandLineArguments(arguments, valued: ["to", "timeout", "ack-log", "window"], switches: ["acked"])
+        acked = args.has("acked")
+        if acked { endpoint = "tcp://127.0.0.1:7701" }
         if let v = args.value("to") { endpoint = v }
         timeoutSeconds = try args.int("timeout", default: 10, in: 1...86_400)
+        window = try args.int("window", default: 1000, in: 1...1_000_000)
+        ackLog = args.value("ack-log")
+        if ackLog != nil && !acked { throw .init("--ack-log needs --acked") }
         files = args.positionals
+    }
+
+    /// Opens every source as a line reader, in order; nil (after a message) when one cannot be opened.
+    func openSources() -> [LineReader]? {
+        var readers: [LineReader] = []
+        for path in files.isEmpty ? ["-"] : files {
+            if path == "-" {
+                readers.append(LineReader(fd: 0))
+                continue
+            }
+            let fd = open(path, O_RDONLY)
+            guard fd >= 0 else {
+                FileHandleWriter.standardError("checkoutbus send: cannot open \(path): \(String(cString: strerror(errno)))\n")
+                return nil
+            }
+            readers.append(LineReader(fd: fd))
+        }
+        return readers
     }
 
     /// Sends every line. - Returns: the process exit code.
     public func run() -> Int32 {
+        if acked {
+            guard let readers = openSources() else { return 1 }
+            return AckedSender(command: self).run(readers)
+        }
         do {
             let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: timeoutSeconds)
             var sent = 0
@@ -113,7 +151,19 @@ public final class LineReader {
         line.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
     }
 
+    private var pushedBack: [UInt8]?
+
+    /// Returns `line` again from the next ``nextLine()`` (a send that has to wait).
+    public func pushBack(_ line: [UInt8]) { pushedBack = line }
+
+    /// Whether every line was read.
+    public var isExhausted: Bool { eof && start >= end && pushedBack == nil }
+
     public func nextLine() -> [UInt8]? {
+        if let line = pushedBack {
+            pushedBack = nil
+            return line
+        }
         var line: [UInt8] = []
         while true {
             if start < end {

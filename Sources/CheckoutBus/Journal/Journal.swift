@@ -61,6 +61,8 @@ public final class Journal {
     private var pendingBytes = 0
     private var pendingRecords: [(offset: Int, topicLength: Int, envelopeLength: Int, seq: UInt64)] = []
     private var writtenSeq: UInt64 = 0
+    /// How many of the pending records are already in the file.
+    private var writtenRecords = 0
     private var kindSeqs: [UInt64]
     private var recordsSinceIndex = 0
     private let indexStride = 256
@@ -267,34 +269,57 @@ public final class Journal {
     /// segment is full. After it returns, every pending record may be published.
     /// - Throws: ``DaemonError`` when the write fails (disk full, say); the batch stays pending.
     public func flush() throws {
-        guard pendingBytes > 0, let firstPending = pendingRecords.first else { return }
-        var active = segments.count - 1
-        if segments[active].size > JournalFormat.segmentHeaderSize
-            && segments[active].size + pendingBytes > options.segmentBytes {
-            try rotate(firstSeq: firstPending.seq)
-            active = segments.count - 1
+        guard writtenRecords < pendingRecords.count else { return }
+        // Write runs of records, closing the segment between two records when it is full. After a
+        // failed write, a retry starts at the first record not written.
+        var runStart = writtenRecords
+        var runBytes = 0
+        var i = writtenRecords
+        while i < pendingRecords.count {
+            let r = pendingRecords[i]
+            let size = (i + 1 < pendingRecords.count ? pendingRecords[i + 1].offset : pendingBytes) - r.offset
+            let active = segments[segments.count - 1]
+            if active.size + runBytes > JournalFormat.segmentHeaderSize
+                && active.size + runBytes + size > options.segmentBytes {
+                if runBytes > 0 { try writeRun(runStart, i, runBytes) }
+                try rotate(firstSeq: r.seq)
+                runStart = i
+                runBytes = 0
+            }
+            runBytes += size
+            i += 1
         }
+        if runBytes > 0 { try writeRun(runStart, pendingRecords.count, runBytes) }
+    }
+
+    /// Writes pending records `from..<to` (`bytes` long) to the open segment.
+    private func writeRun(_ from: Int, _ to: Int, _ bytes: Int) throws {
+        let active = segments.count - 1
         let startOffset = segments[active].size
+        let base = pending + pendingRecords[from].offset
         var done = 0
-        while done < pendingBytes {
-            let n = write(fd, pending + done, pendingBytes - done)
+        while done < bytes {
+            let n = write(fd, base + done, bytes - done)
             if n < 0 {
                 if errno == EINTR { continue }
                 let reason = String(cString: strerror(errno))
-                // Leave the file as it was: a partial batch would be a torn tail.
+                // Leave the file as it was: a partial run would be a torn tail.
                 _ = ftruncate(fd, off_t(startOffset))
                 _ = lseek(fd, off_t(startOffset), SEEK_SET)
                 throw DaemonError("journal write failed: \(reason)")
             }
             done += n
         }
-        for r in pendingRecords {
-            if recordsSinceIndex == 0 { segments[active].index.append((r.seq, startOffset + r.offset)) }
+        for r in pendingRecords[from..<to] {
+            if recordsSinceIndex == 0 {
+                segments[active].index.append((r.seq, startOffset + r.offset - pendingRecords[from].offset))
+            }
             recordsSinceIndex = (recordsSinceIndex + 1) % indexStride
         }
-        segments[active].size += pendingBytes
-        writtenSeq = pendingRecords.last!.seq
+        segments[active].size += bytes
+        writtenSeq = pendingRecords[to - 1].seq
         syncer.written(upTo: writtenSeq)
+        writtenRecords = to
     }
 
     /// Calls `body` with each pending record's topic and envelope, in order.
@@ -309,6 +334,7 @@ public final class Journal {
     /// Forgets the pending batch after it was flushed and published.
     public func clearPending() {
         pendingBytes = 0
+        writtenRecords = 0
         pendingRecords.removeAll(keepingCapacity: true)
     }
 
@@ -346,7 +372,7 @@ public final class Journal {
     private func writtenKindSeqs(_ current: [UInt64]) -> [UInt64] {
         var k = current
         // Pending records are not in the file yet; step their kind_seqs back.
-        for r in pendingRecords.reversed() {
+        for r in pendingRecords[writtenRecords...].reversed() {
             let p = pending + r.offset
             let kind = Int(JournalFormat.load(p, 24, as: UInt8.self))
             let kindSeq = JournalFormat.load(p, 16, as: UInt64.self)

@@ -1,0 +1,245 @@
+import Foundation
+import Testing
+import ZeroMQ
+
+/// A DEALER on the daemon's control socket speaking the protocol of docs/durability.md.
+final class ControlClient {
+    let context: ZMQContext
+    let socket: ZMQSocket
+
+    init(_ endpoint: String) throws {
+        context = try ZMQContext()
+        socket = try ZMQSocket(context: context, type: .dealer)
+        try socket.setLinger(milliseconds: 0)
+        try socket.setOption(.receiveTimeout, 10_000)
+        try socket.connect(endpoint)
+    }
+
+    /// Sends one request and returns the reply's frames: the JSON status, then any payload frames.
+    func request(_ json: String) throws -> (status: [String: Any], frames: [[UInt8]]) {
+        _ = try socket.send(json)
+        guard let frames = try socket.receiveMultipart(), let first = frames.first,
+            let status = try JSONSerialization.jsonObject(with: Data(first)) as? [String: Any]
+        else { throw HarnessError("no reply from the control socket to \(json)") }
+        return (status, Array(frames.dropFirst()))
+    }
+
+    /// Every record from `from` on, paging until caught up: (seq, topic, envelope object).
+    func replayAll(from: Int = 1, prefix: String? = nil, page: Int = 1000) throws -> [(Int, String, [String: Any])] {
+        var out: [(Int, String, [String: Any])] = []
+        var next = from
+        while true {
+            let prefixField = prefix.map { ",\"prefix\":\"\($0)\"" } ?? ""
+            let (status, frames) = try request("{\"op\":\"replay\",\"from\":\(next),\"limit\":\(page)\(prefixField)}")
+            guard status["ok"] as? Bool == true else { throw HarnessError("replay refused: \(status)") }
+            for i in stride(from: 0, to: frames.count - 1, by: 2) {
+                let envelope = try #require(try JSONSerialization.jsonObject(with: Data(frames[i + 1])) as? [String: Any])
+                out.append((envelope["seq"] as! Int, String(decoding: frames[i], as: UTF8.self), envelope))
+            }
+            next = status["next"] as! Int
+            if next > status["last_seq"] as! Int { return out }
+        }
+    }
+}
+
+/// Wrapped `onCheckoutUpdated` events with distinct snapshots and event ids: nothing is suppressed.
+func distinctEvents(_ n: Int, run: String) -> [String] {
+    (0..<n).map { i in
+        #"{"event_id":"\#(run)-\#(i)","checkout_id":"\#(run)-c\#(i % 997)","platform":"android","sdk":"shopify","payload":{"event":"onCheckoutUpdated","checkout":{"id":"\#(run)-c\#(i % 997)","n":\#(i),"currency":"USD"}}}"#
+    }
+}
+
+@Suite("durability: journal, acknowledged ingest, control socket", .serialized, .timeLimit(.minutes(3)))
+struct DurabilityTests {
+    @Test("kill -9 in the middle of an acknowledged flood: every acknowledged event survives, replayable, and seq continues")
+    func killDuringAckedFlood() throws {
+        let daemon = try DaemonProcess()
+        let tmp = daemon.dataDirectory.deletingLastPathComponent()
+        let input = tmp.appendingPathComponent("flood.jsonl")
+        let ackLog = tmp.appendingPathComponent("acks.log")
+        try (distinctEvents(60_000, run: "k9").joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
+        let sender = Process()
+        sender.executableURL = Products.url("checkoutbus")
+        sender.arguments = ["send", "--acked", "--to", daemon.ingestAcked, "--ack-log", ackLog.path, "--timeout", "3",
+                            "--window", "2000", input.path]
+        sender.standardError = FileHandle.nullDevice
+        try sender.run()
+
+        // Kill once the daemon has journaled a good part of the flood, but not all of it.
+        let control = try ControlClient(daemon.control)
+        let deadline = Date().addingTimeInterval(60)
+        var seen = 0
+        while Date() < deadline {
+            seen = try control.request(#"{"op":"stats"}"#).status["last_seq"] as? Int ?? 0
+            if seen >= 5_000 { break }
+            usleep(2_000)
+        }
+        daemon.kill9()
+        #expect(seen >= 5_000)
+        let senderStatus = waitForExit(sender, timeout: 30)
+        #expect(senderStatus != 0, "the sender must notice that not everything was acknowledged")
+
+        let acked = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n").map { line -> (Int, String) in
+            let parts = line.split(separator: " ")
+            return (Int(parts[0])!, String(parts[1]))
+        }
+        #expect(acked.count > 0)
+        #expect(acked.count < 60_000, "the kill came before the flood finished")
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        let lastSeq = try #require(restarted.ready["last_seq"] as? Int)
+        #expect(lastSeq >= acked.last!.0)
+        let records = try ControlClient(restarted.control).replayAll()
+        #expect(records.count == lastSeq)
+        #expect(records.map(\.0) == Array(1...lastSeq), "seq has no gap and no repeat")
+        for (seq, eventID) in acked {
+            #expect(records[seq - 1].2["event_id"] as? String == eventID, "acknowledged seq \(seq) is event \(eventID)")
+        }
+        // kind_seq of updates is strictly increasing and continues after the restart.
+        let updateKindSeqs = records.map { $0.2["kind_seq"] as! Int }
+        #expect(updateKindSeqs == Array(1...lastSeq))
+
+        let more = try sendBytes(Array((distinctEvents(1, run: "after")[0] + "\n").utf8), to: restarted.ingestAcked,
+                                 arguments: ["--acked"])
+        #expect(more.status == 0)
+        let tail = try ControlClient(restarted.control).replayAll(from: lastSeq + 1)
+        #expect(tail.count == 1)
+        #expect(tail.first?.0 == lastSeq + 1)
+        #expect(tail.first?.2["kind_seq"] as? Int == lastSeq + 1)
+        #expect(restarted.terminate() == 0)
+    }
+
+    @Test("a journal with a torn last record recovers: the tear is cut off, everything before it replays")
+    func tornTail() throws {
+        let daemon = try DaemonProcess()
+        let events = distinctEvents(50, run: "torn")
+        let first = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
+                                  arguments: ["--acked"])
+        #expect(first.status == 0)
+        #expect(daemon.terminate() == 0)
+
+        // Tear the last record in half, as a crash in the middle of a write would.
+        let journal = daemon.dataDirectory.appendingPathComponent("journal")
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
+            .filter { $0.hasSuffix(".seg") }.sorted().last)
+        let path = journal.appendingPathComponent(segment).path
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(truncate(path, off_t(size - 100)) == 0)
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(restarted.ready["last_seq"] as? Int == 49)
+        let records = try ControlClient(restarted.control).replayAll()
+        #expect(records.map(\.0) == Array(1...49))
+        #expect(records.map { $0.2["event_id"] as? String } == (0..<49).map { "torn-\($0)" })
+        // The next event takes the torn one's seq: it was never acknowledged twice.
+        let again = try sendBytes(Array((distinctEvents(1, run: "next")[0] + "\n").utf8), to: restarted.ingestAcked,
+                                  arguments: ["--acked"])
+        #expect(again.status == 0)
+        let after = try ControlClient(restarted.control).replayAll(from: 50)
+        #expect(after.map(\.0) == [50])
+        #expect(after.first?.2["event_id"] as? String == "next-0")
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("journal recovered"))
+    }
+
+    @Test("garbage after the last record is cut off too, and a garbage-only new segment is ignored")
+    func garbageTail() throws {
+        let daemon = try DaemonProcess()
+        let first = try sendBytes(Array((distinctEvents(10, run: "g").joined(separator: "\n") + "\n").utf8),
+                                  to: daemon.ingestAcked, arguments: ["--acked"])
+        #expect(first.status == 0)
+        #expect(daemon.terminate() == 0)
+        let journal = daemon.dataDirectory.appendingPathComponent("journal")
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
+            .filter { $0.hasSuffix(".seg") }.sorted().last)
+        let handle = try FileHandle(forWritingTo: journal.appendingPathComponent(segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data((0..<300).map { UInt8(truncatingIfNeeded: $0 &* 37) }))
+        try handle.close()
+        // A segment whose header never made it to disk.
+        try Data("CBJ".utf8).write(to: journal.appendingPathComponent("00000000000000000011.seg"))
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(restarted.ready["last_seq"] as? Int == 10)
+        let records = try ControlClient(restarted.control).replayAll()
+        #expect(records.map(\.0) == Array(1...10))
+        #expect(restarted.terminate() == 0)
+    }
+
+    @Test("retention deletes the oldest closed segments; a replay from before them is refused as not_retained")
+    func retention() throws {
+        let daemon = try DaemonProcess(["--segment-bytes", "8192", "--retain-bytes", "32768"])
+        let sent = try sendBytes(Array((distinctEvents(400, run: "ret").joined(separator: "\n") + "\n").utf8),
+                                 to: daemon.ingestAcked, arguments: ["--acked"])
+        #expect(sent.status == 0)
+        let control = try ControlClient(daemon.control)
+        let stats = try control.request(#"{"op":"stats"}"#).status
+        let journal = try #require(stats["journal"] as? [String: Any])
+        #expect((journal["bytes"] as? Int ?? .max) <= 32768 + 8192 * 2)
+        let firstSeq = try #require(stats["first_seq"] as? Int)
+        #expect(firstSeq > 1)
+        let refused = try control.request(#"{"op":"replay","from":1}"#).status
+        #expect(refused["ok"] as? Bool == false)
+        #expect(refused["error"] as? String == "not_retained")
+        #expect(refused["first_seq"] as? Int == firstSeq)
+        let kept = try control.replayAll(from: firstSeq)
+        #expect(kept.map(\.0) == Array(firstSeq...400))
+        #expect(daemon.terminate() == 0)
+
+        // After a restart, seq and kind_seq continue from the newest segment's header and records.
+        let restarted = try DaemonProcess(["--segment-bytes", "8192", "--retain-bytes", "32768"],
+                                          dataDirectory: daemon.dataDirectory)
+        #expect(restarted.ready["last_seq"] as? Int == 400)
+        let more = try sendBytes(Array((distinctEvents(1, run: "ret-after")[0] + "\n").utf8), to: restarted.ingestAcked,
+                                 arguments: ["--acked"])
+        #expect(more.status == 0)
+        let next = try ControlClient(restarted.control).replayAll(from: 401)
+        #expect(next.map(\.0) == [401])
+        #expect(next.first?.2["kind_seq"] as? Int == 401)
+    }
+
+    @Test("control socket: replay by prefix in pages, not_retained, stats, report, bad requests")
+    func controlProtocol() throws {
+        let daemon = try DaemonProcess()
+        let tour = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("samples/tour.jsonl"), encoding: .utf8)
+        let sent = try sendBytes(Array(tour.utf8), to: daemon.ingestAcked, arguments: ["--acked"])
+        #expect(sent.status == 1, "the tour holds one non-lifecycle message, rejected with its reason")
+        let control = try ControlClient(daemon.control)
+
+        let all = try control.replayAll(page: 2)
+        #expect(all.count == 12)
+        let completes = try control.replayAll(prefix: "checkout.complete")
+        #expect(completes.count == 3)
+        #expect(completes.allSatisfy { $0.1 == "checkout.complete" })
+        #expect(completes.map { $0.2["kind_seq"] as? Int } == [1, 2, 3])
+
+        let page = try control.request(#"{"op":"replay","from":1,"limit":3,"prefix":["checkout.fail","bus."],"req":[7]}"#)
+        #expect(page.status["ok"] as? Bool == true)
+        #expect(page.status["req"] as? [Int] == [7])
+        #expect(page.status["count"] as? Int == 3)
+        #expect(page.frames.count == 6)
+        #expect(page.frames.enumerated().filter { $0.offset % 2 == 0 }.allSatisfy {
+            let topic = String(decoding: $0.element, as: UTF8.self)
+            return topic.hasPrefix("checkout.fail") || topic.hasPrefix("bus.")
+        })
+
+        let stats = try control.request(#"{"op":"stats"}"#).status
+        #expect(stats["last_seq"] as? Int == 12)
+        #expect(stats["durable_seq"] as? Int == 12)
+        #expect((stats["kind_seqs"] as? [String: Int])?["complete"] == 3)
+
+        let report = try control.request(#"{"op":"report","subscriber":"worker-a","last_seq":9,"missed":4,"recovered":4,"gaps":2}"#)
+        #expect(report.status["ok"] as? Bool == true)
+        let withReport = try control.request(#"{"op":"stats"}"#).status
+        let subscribers = try #require(withReport["subscribers"] as? [String: [String: Any]])
+        #expect(subscribers["worker-a"]?["missed"] as? Int == 4)
+        #expect(subscribers["worker-a"]?["gaps"] as? Int == 2)
+
+        for bad in ["not json", #"{"op":"fly"}"#, #"{"op":"replay"}"#, #"{"op":"replay","from":1,"prefix":7}"#, "[1]"] {
+            let r = try control.request(bad).status
+            #expect(r["ok"] as? Bool == false)
+            #expect(r["error"] as? String == "bad_request", "\(bad)")
+        }
+        #expect(daemon.process.isRunning)
+    }
+}
