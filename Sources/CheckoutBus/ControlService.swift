@@ -47,8 +47,20 @@ final class ControlService {
             let body = frames[delimiter ? 2 : 1]
             var replyFrames: [[UInt8]] = [frames[0]]
             if delimiter { replyFrames.append([]) }
+            pageFrames.removeAll(keepingCapacity: true)
             handle(body, into: &replyFrames)
-            _ = try socket.sendMultipart(replyFrames)
+            // A replay page's records follow the status frame, sent from the page buffer.
+            let last = replyFrames.count - 1
+            for (i, frame) in replyFrames.enumerated() {
+                _ = try socket.send(frame, more: i < last || !pageFrames.isEmpty)
+            }
+            try page.withUnsafeBytes { all in
+                for (n, (start, t, e)) in pageFrames.enumerated() {
+                    _ = try socket.send(UnsafeRawBufferPointer(rebasing: all[start..<(start + t)]), more: true)
+                    _ = try socket.send(UnsafeRawBufferPointer(rebasing: all[(start + t)..<(start + t + e)]),
+                                        more: n < pageFrames.count - 1)
+                }
+            }
         }
     }
 
@@ -151,6 +163,7 @@ final class ControlService {
                 pageFrames.append((start, topic.count, envelope.count))
             }
         } catch Journal.ReplayError.notRetained(let first) {
+            pageFrames.removeAll()
             var w = begin("replay", ok: false, req: req)
             w.append(",\"error\":\"not_retained\",\"first_seq\":")
             w.append(int: Int64(first))
@@ -160,6 +173,7 @@ final class ControlService {
             frames.append(w.bytes)
             return
         } catch {
+            pageFrames.removeAll()
             frames.append(badRequest("replay failed: \(error)", req: req))
             return
         }
@@ -176,10 +190,6 @@ final class ControlService {
         w.append(int: Int64(journal.lastSeq))
         w.append("}")
         frames.append(w.bytes)
-        for (start, t, e) in pageFrames {
-            frames.append(Array(page[start..<(start + t)]))
-            frames.append(Array(page[(start + t)..<(start + t + e)]))
-        }
     }
 
     // MARK: stats

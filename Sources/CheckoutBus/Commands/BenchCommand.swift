@@ -6,6 +6,7 @@ public struct BenchCommand {
         USAGE: checkoutbus bench [--rounds N] [--events N] [--latency-rate R] [--latency-events N]
                                  [--memory-checkouts N]
                checkoutbus bench parse [--file PATH] [--iterations N] [--only-full-process]
+               checkoutbus bench journal [--events N]
 
           (default)            starts checkoutbusd and a raw ZeroMQ PULL→PUB forwarder (zmq_proxy) on
                                ephemeral ports; drives both with the same producer and subscriber and
@@ -24,12 +25,18 @@ public struct BenchCommand {
           --iterations N       repetitions per stage (default 1000000)
           --only-full-process  run only the full-processing stage (for profiling it alone)
 
+          journal              writes N ~1 KB envelopes into a fresh journal, then reads them back:
+                               Journal.read (checksums verified) beside a plain read(2) of the same
+                               files, and paged replay over a spawned daemon's control socket
+          --events N           records for the journal benchmark (default 1000000)
+
         bench/compare-parsers runs simdjson on the same file beside `bench parse`.
         """
 
     enum Mode {
         case parse(file: String, iterations: Int, onlyFullProcess: Bool)
         case throughput(ThroughputBenchmark)
+        case journal(JournalBenchmark)
     }
 
     let mode: Mode
@@ -43,6 +50,12 @@ public struct BenchCommand {
             mode = .parse(file: args.value("file") ?? "bench/snapshot-1k.json",
                           iterations: try args.int("iterations", default: 1_000_000, in: 1...1_000_000_000),
                           onlyFullProcess: args.has("only-full-process"))
+            return
+        }
+        if args.positionals.first == "journal" {
+            var j = JournalBenchmark()
+            j.events = try args.int("events", default: 1_000_000, in: 1000...100_000_000)
+            mode = .journal(j)
             return
         }
         guard args.positionals.isEmpty else { throw .init("unknown benchmark \(args.positionals[0])") }
@@ -60,6 +73,7 @@ public struct BenchCommand {
         case .parse(let file, let iterations, let only):
             ParseBenchmark(file: file, iterations: iterations, onlyFullProcess: only).run()
         case .throughput(let b): b.run()
+        case .journal(let j): j.run()
         }
     }
 }

@@ -28,6 +28,8 @@ public struct ThroughputBenchmark {
         let process = Process()
         let ingest: String
         let publish: String
+        /// The whole ready line.
+        let ready: [String: Any]
 
         init(_ executable: String, _ arguments: [String]) throws {
             process.executableURL = ThroughputBenchmark.binDirectory.appendingPathComponent(executable)
@@ -48,6 +50,7 @@ public struct ThroughputBenchmark {
             else { throw DaemonError("\(executable) printed no ready line") }
             self.ingest = ingest
             self.publish = publish
+            self.ready = obj
         }
 
         var pid: Int32 { process.processIdentifier }
