@@ -6,17 +6,6 @@ import ZeroMQ
 import Glibc
 #endif
 
-/// The arguments that put a test daemon's journal-facing sockets on free ports too.
-let durableDaemonArguments = ["--control", "tcp://127.0.0.1:*", "--ingest-acked", "tcp://127.0.0.1:*"]
-
-/// The daemon's control endpoint, from its ready line.
-func controlEndpoint(of daemon: DaemonProcess) throws -> String {
-    guard let control = daemon.ready["control"] as? String else {
-        throw HarnessError("the daemon's ready line has no \"control\": \(daemon.ready)")
-    }
-    return control
-}
-
 /// An independent reader of the daemon's journal over the control socket (a raw DEALER, Foundation
 /// JSON): the ground truth a recording is compared with.
 final class JournalProbe {

@@ -1,3 +1,4 @@
+import CheckoutBus
 import Foundation
 import Testing
 
@@ -16,8 +17,8 @@ struct SubscriberRecoveryTests {
     func highWaterMarkDropsAreRecovered() throws {
         // A small publish HWM (the flood's own subscriber keeps up with it) so the stalled recorder's
         // queue overflows after a few MB instead of 100,000 envelopes.
-        let daemon = try DaemonProcess(durableDaemonArguments + ["--publish-hwm", "2000"])
-        let control = try controlEndpoint(of: daemon)
+        let daemon = try DaemonProcess(["--publish-hwm", "2000"])
+        let control = daemon.control
         let file = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("hwm.jsonl")
         let recorder = try RecorderProcess(publish: daemon.publish, control: control, file: file, name: "hwm-recorder",
                                            extraArguments: ["--receive-hwm", "1"])
@@ -57,8 +58,8 @@ struct SubscriberRecoveryTests {
 
     @Test("a recorder killed with SIGKILL three times during a flood and restarted holds every envelope exactly once")
     func killedRecorderResumes() throws {
-        let daemon = try DaemonProcess(durableDaemonArguments)
-        let control = try controlEndpoint(of: daemon)
+        let daemon = try DaemonProcess()
+        let control = daemon.control
         let file = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("killed.jsonl")
         var recorder = try RecorderProcess(publish: daemon.publish, control: control, file: file, name: "kill-recorder")
         // Paced so that it is still running through all three kills (about 4.5 s).
@@ -101,5 +102,143 @@ struct SubscriberRecoveryTests {
         #expect(Set(seqs).count == seqs.count, "no envelope recorded twice")
         #expect(seqs == journal.map(\.seq), "every journaled envelope once, in seq order")
         #expect(lines == journal.map(\.bytes), "byte for byte as published")
+    }
+}
+
+/// The library itself, in process: prefixes of one kind, several kinds, and narrower than a kind
+/// (whose `kind_seq` jumps naturally), caught up from the journal and then live through a receive
+/// HWM of 1; then a ``FileCursor`` resumes a new subscriber exactly after the last handled `seq`.
+@Suite("BusSubscriber: prefixes and cursor", .serialized, .timeLimit(.minutes(3)))
+struct BusSubscriberLibraryTests {
+    @Test("each matching envelope once, in seq order, for any prefixes; a FileCursor resumes after the last",
+          arguments: [
+              ["checkout.complete"],
+              ["checkout.complete", "checkout.fail", "bus.deadletter"],
+              ["checkout.fail.network_error"],
+              ["checkout.complete", "checkout.fail.network_error"],
+          ])
+    func prefixesAndCursor(_ prefixes: [String]) throws {
+        let daemon = try DaemonProcess(["--heartbeat-ms", "100"])
+        let probe = try JournalProbe(daemon.control)
+        // Published before the subscriber starts: it must catch up from the journal.
+        let before = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish,
+                                                 "--checkouts", "500", "--seed", "21"])
+        #expect(before.status == 0, "\(before.output)")
+        let cursorPath = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("cursor").path
+        var options = BusSubscriber.Options(publish: daemon.publish, control: daemon.control)
+        options.prefixes = prefixes
+        options.receiveHighWaterMark = 1
+        options.name = "library-test"
+
+        // While it runs: live, paced, through a receive HWM of 1.
+        let flood = try startFlood(daemon, ["--checkouts", "1000", "--seed", "22", "--rate", "4000"])
+        let first = try collect(options, cursor: try FileCursor(path: cursorPath), probe: probe, until: { !flood.isRunning })
+        let expected = try probe.replayAll(prefixes: prefixes)
+        #expect(first.outcome == .stopped)
+        #expect(first.envelopes.map(\.seq) == expected.map { Int64($0.seq) }, "every match once, in seq order")
+        #expect(first.envelopes.map(\.bytes) == expected.map(\.bytes))
+        #expect(first.envelopes.allSatisfy { e in prefixes.contains { e.topicString.hasPrefix($0) } })
+        #expect(first.envelopes.contains { $0.origin == .journal } && first.envelopes.contains { $0.origin == .live })
+        let lastHandled = first.envelopes.last?.seq ?? 0
+        #expect(try FileCursor(path: cursorPath).load() == lastHandled)
+
+        // More while nobody listens; a new subscriber on the same cursor file takes exactly those.
+        let after = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish,
+                                                "--checkouts", "300", "--seed", "23"])
+        #expect(after.status == 0, "\(after.output)")
+        let second = try collect(options, cursor: try FileCursor(path: cursorPath), probe: probe, until: { true })
+        let expectedAfter = try probe.replayAll(prefixes: prefixes).filter { Int64($0.seq) > lastHandled }
+        #expect(second.envelopes.map(\.seq) == expectedAfter.map { Int64($0.seq) })
+        #expect(second.envelopes.allSatisfy { $0.origin == .journal })
+    }
+
+    @Test("a subscriber stalled by its handler while the bus floods misses envelopes and recovers each, in order",
+          arguments: [
+              ["checkout.complete"],
+              ["checkout.complete", "checkout.fail", "bus.deadletter"],
+              ["checkout.fail.network_error"],
+          ])
+    func stalledHandlerRecovers(_ prefixes: [String]) throws {
+        // No flood subscriber here to keep up: a tiny publish HWM, and ~3 KB envelopes so the
+        // kernel's socket buffers hold only a small part of what the stalled subscriber misses.
+        let daemon = try DaemonProcess(["--publish-hwm", "10", "--heartbeat-ms", "100"])
+        let probe = try JournalProbe(daemon.control)
+        let events = mixedEvents(8000, padding: 3000)
+        let input = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("events.jsonl")
+        try (events.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
+        let sender = Process()
+        sender.executableURL = Products.url("checkoutbus")
+        sender.arguments = ["send", "--to", daemon.ingest, input.path]
+        sender.standardError = FileHandle.nullDevice
+
+        var options = BusSubscriber.Options(publish: daemon.publish, control: daemon.control)
+        options.prefixes = prefixes
+        options.receiveHighWaterMark = 1
+        let subscriber = BusSubscriber(options: options, cursor: MemoryCursor())
+        let stop = StopSignal()
+        var envelopes: [BusEnvelope] = []
+        var target: Int64?
+        // Start sending once the subscriptions are live, and stop once everything matching is handled.
+        subscriber.onSubscribed = { try? sender.run() }
+        subscriber.onHeartbeat = { [unowned subscriber] _, envelope in
+            guard let all = (try? JSONSerialization.jsonObject(with: Data(envelope)) as? [String: Any])?.int("seq"),
+                all >= events.count
+            else { return }
+            if target == nil { target = Int64((try? probe.replayAll(prefixes: prefixes))?.last?.seq ?? 0) }
+            if subscriber.statistics.lastSeq >= target! { stop.raise() }
+        }
+        let outcome = try subscriber.run(stop: stop, deadline: BusClock.monotonicNanoseconds() + 60_000_000_000) { e in
+            if envelopes.isEmpty {
+                // The slow consumer: busy with the first envelope until the daemon has published all.
+                waitUntil(timeout: 40) { ((try? probe.stats())?.int("last_seq") ?? 0) >= events.count }
+            }
+            envelopes.append(e)
+        }
+        _ = waitForExit(sender, timeout: 10)
+        #expect(outcome == .stopped)
+        let expected = try probe.replayAll(prefixes: prefixes)
+        #expect(envelopes.map(\.seq) == expected.map { Int64($0.seq) }, "every match once, in seq order")
+        #expect(envelopes.map(\.bytes) == expected.map(\.bytes))
+        let s = subscriber.statistics
+        #expect(s.missed > 0, "\(s)")
+        #expect(s.recovered == s.missed, "\(s)")
+        #expect(s.gaps >= 1 && s.gaps <= s.missed, "\(s)")
+        #expect(s.missed <= s.fromJournal, "\(s)")
+    }
+
+    /// Lifecycle events of several kinds with distinct checkouts (nothing suppressed), each padded
+    /// to about `padding` bytes: network_error and cart_expired failures, completes, starts, and a
+    /// dead letter every 50th.
+    private func mixedEvents(_ n: Int, padding: Int) -> [String] {
+        let pad = String(repeating: "x", count: padding)
+        return (0..<n).map { i in
+            if i % 50 == 49 { return #"{"name":"webPixels","body":"{\"name\":\"page_viewed\"}"}"# }
+            switch i % 4 {
+            case 0: return #"{"event":"onCheckoutFailed","checkout_id":"m-\#(i)","error":{"code":"NETWORK_ERROR","message":"\#(pad)"}}"#
+            case 1: return #"{"event":"onCheckoutFailed","checkout_id":"m-\#(i)","error":{"code":"cart_expired","message":"\#(pad)"}}"#
+            case 2: return #"{"event":"checkoutDidComplete","checkout":{"id":"m-\#(i)","status":"completed","note":"\#(pad)"}}"#
+            default: return #"{"event":"onCheckoutStarted","checkout":{"id":"m-\#(i)","note":"\#(pad)"}}"#
+            }
+        }
+    }
+
+    /// Runs a subscriber on this thread until `ready()` holds and everything the journal holds for
+    /// its prefixes was handled (checked at each heartbeat).
+    private func collect(_ options: BusSubscriber.Options, cursor: FileCursor, probe: JournalProbe,
+                         until ready: @escaping () -> Bool) throws -> (outcome: BusSubscriber.Outcome, envelopes: [BusEnvelope]) {
+        let subscriber = BusSubscriber(options: options, cursor: cursor)
+        let stop = StopSignal()
+        var envelopes: [BusEnvelope] = []
+        var target: Int64?
+        subscriber.onHeartbeat = { [unowned subscriber] _, _ in
+            guard ready() else { return }
+            if target == nil {
+                target = Int64((try? probe.replayAll(prefixes: options.prefixes))?.last?.seq ?? 0)
+            }
+            if subscriber.statistics.lastSeq >= target! { stop.raise() }
+        }
+        let deadline = BusClock.monotonicNanoseconds() + 60_000_000_000
+        let outcome = try subscriber.run(stop: stop, deadline: deadline) { envelopes.append($0) }
+        return (outcome, envelopes)
     }
 }

@@ -75,7 +75,8 @@ public final class BusSubscriber {
     public struct Statistics: Sendable, Equatable {
         /// Envelopes handed to the handler.
         public var handled = 0
-        /// Of those, how many came from the journal (catching up or filling gaps).
+        /// Of those, how many came from the journal only (catching up, or filling gaps); an envelope
+        /// also received live counts as live even when the journal confirmed it.
         public var fromJournal = 0
         /// Envelopes dropped on the way to this subscriber and handled from the journal instead.
         public var missed = 0
@@ -133,6 +134,11 @@ public final class BusSubscriber {
     /// The highest seq the live stream has shown (envelopes and heartbeats).
     private var liveHigh: Int64 = 0
     private var lastHeartbeat: Heartbeat?
+    /// Envelopes handled from the journal before the live stream reached their seq: missed if the
+    /// live stream passes them without bringing them. Ascending, from `unconfirmedHead` on.
+    private var unconfirmed: [Int64] = []
+    private var unconfirmedHead = 0
+    /// Whether the last envelope classified (in handled order) was a missed one: a gap is a run.
     private var lastWasMissed = false
 
     // Control requests.
@@ -225,6 +231,8 @@ public final class BusSubscriber {
         liveFloor = nil
         liveHigh = 0
         lastHeartbeat = nil
+        unconfirmed = []
+        unconfirmedHead = 0
         lastWasMissed = false
         needReplay = false
         inFlight = nil
@@ -245,6 +253,7 @@ public final class BusSubscriber {
             return
         }
         guard let envelope = makeEnvelope(topic: topic, bytes: frames[1], origin: .live) else { return }
+        confirm(through: envelope.seq, arrived: envelope.seq)
         liveHigh = max(liveHigh, envelope.seq)
         if liveFloor == nil { liveFloor = envelope.seq - 1 }
         if verified == nil { verified = envelope.seq - 1 }
@@ -291,6 +300,7 @@ public final class BusSubscriber {
     private func handleHeartbeat(_ heartbeat: Heartbeat, frames: [[UInt8]], control: ZMQSocket, stop: StopSignal,
                                  handler: (BusEnvelope) throws -> Void) throws {
         statistics.heartbeats += 1
+        confirm(through: heartbeat.seq, arrived: nil)
         liveHigh = max(liveHigh, heartbeat.seq)
         if liveFloor == nil { liveFloor = heartbeat.seq }
         if statistics.heartbeats == 1 { onSubscribed?() }
@@ -402,12 +412,14 @@ public final class BusSubscriber {
             guard envelope.seq > (verified ?? 0) else { continue }
             // A live copy held in `pending` means it was not missed.
             while pendingHead < pending.count && pending[pendingHead].seq < envelope.seq { dropPendingHead() }
-            var seenLive = envelope.seq <= evictedThrough
             if pendingHead < pending.count && pending[pendingHead].seq == envelope.seq {
-                seenLive = true
+                // Received live after all: hand over that copy (the bytes are the same).
+                let live = pending[pendingHead]
                 dropPendingHead()
+                try deliver(live, seenLive: true, handler: handler)
+            } else {
+                try deliver(envelope, seenLive: envelope.seq <= evictedThrough, handler: handler)
             }
-            try deliver(envelope, seenLive: seenLive, handler: handler)
         }
         guard let next = reply.next, let lastSeq = reply.lastSeq else {
             throw SubscriberError("replay reply without next or last_seq")
@@ -472,11 +484,17 @@ public final class BusSubscriber {
         }
         if envelope.origin == .journal {
             statistics.fromJournal += 1
-            if !seenLive, let floor = liveFloor, envelope.seq > floor, envelope.seq <= liveHigh {
-                statistics.missed += 1
-                statistics.recovered += 1
-                if !lastWasMissed { statistics.gaps += 1 }
-                lastWasMissed = true
+            if seenLive {
+                lastWasMissed = false
+            } else if let floor = liveFloor, envelope.seq > floor {
+                // Published after the subscriber joined. Missed if the live stream has already gone
+                // past it; otherwise it is decided when the live stream gets there.
+                if unconfirmedHead == unconfirmed.count && envelope.seq <= liveHigh {
+                    countMissed()
+                } else {
+                    unconfirmed.append(envelope.seq)
+                    if unconfirmed.count - unconfirmedHead > 1_000_000 { unconfirmedHead += 1 }
+                }
             } else {
                 lastWasMissed = false
             }
@@ -484,6 +502,33 @@ public final class BusSubscriber {
             lastWasMissed = false
         }
         try cursor.commit(envelope.seq)
+    }
+
+    private func countMissed() {
+        statistics.missed += 1
+        statistics.recovered += 1
+        if !lastWasMissed { statistics.gaps += 1 }
+        lastWasMissed = true
+    }
+
+    /// The live stream has reached `seq` (an envelope `arrived`, or a heartbeat sent after it):
+    /// envelopes handled from the journal before it that did not arrive live were missed.
+    private func confirm(through seq: Int64, arrived: Int64?) {
+        while unconfirmedHead < unconfirmed.count && unconfirmed[unconfirmedHead] <= seq {
+            if unconfirmed[unconfirmedHead] == arrived {
+                lastWasMissed = false
+            } else {
+                countMissed()
+            }
+            unconfirmedHead += 1
+        }
+        if unconfirmedHead == unconfirmed.count {
+            unconfirmed.removeAll(keepingCapacity: true)
+            unconfirmedHead = 0
+        } else if unconfirmedHead >= 4096 {
+            unconfirmed.removeFirst(unconfirmedHead)
+            unconfirmedHead = 0
+        }
     }
 
     /// Sends this subscriber's counts to the control socket; the reply is read and ignored.
