@@ -145,6 +145,8 @@ public final class JSONDocument {
         @inline(__always)
         mutating func skipSpace(_ start: Int) -> Int {
             var i = start
+            // Compact input: the byte after a token is structural, never whitespace.
+            if i < length && base[i] > 0x20 { return i }
             while i < length {
                 let c = base[i]
                 if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 {
@@ -220,21 +222,29 @@ public final class JSONDocument {
 
         /// Scans a string, validating escapes and UTF-8; plain ASCII takes a tight loop.
         mutating func parseString(_ start: Int) throws(JSONParseError) -> Int {
-            var i = start + 1
+            var i = start &+ 1
             var escaped = false
             while true {
-                // Fast path: printable ASCII that is neither a quote nor a backslash, eight bytes
-                // at a time while no byte of the word needs a look, then byte by byte.
+                // Fast path: eight bytes at a time; the first byte that needs a look (a quote, a
+                // backslash, a control or a non-ASCII byte) is found from the word's mask.
+                var found = false
                 while i &+ 8 <= length {
-                    let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-                    if Scanner.needsLook(w) { break }
+                    let w = UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self))
+                    let m = Scanner.lookMask(w)
+                    if m != 0 {
+                        i &+= m.trailingZeroBitCount &>> 3
+                        found = true
+                        break
+                    }
                     i &+= 8
                 }
-                while i < length {
-                    let c = base[i]
-                    if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { i &+= 1 } else { break }
+                if !found {
+                    while i < length {
+                        let c = base[i]
+                        if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { i &+= 1 } else { break }
+                    }
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
                 }
-                guard i < length else { throw JSONParseError(.truncated, at: i) }
                 let c = base[i]
                 if c == UInt8(ascii: "\"") { break }
                 if c == UInt8(ascii: "\\") {
@@ -262,9 +272,10 @@ public final class JSONDocument {
             return i + 1
         }
 
-        /// Whether any byte of `w` is a control character, non-ASCII, `"` or `\\` (SWAR tests).
+        /// The high bit of every byte of `w` that is a control character, non-ASCII, `"` or `\\`
+        /// (SWAR tests). Bits above the lowest may be false positives (borrows); the lowest is exact.
         @inline(__always)
-        static func needsLook(_ w: UInt64) -> Bool {
+        static func lookMask(_ w: UInt64) -> UInt64 {
             let ones: UInt64 = 0x0101_0101_0101_0101
             let highs: UInt64 = 0x8080_8080_8080_8080
             let belowSpace = (w &- ones &* 0x20) & ~w
@@ -272,7 +283,7 @@ public final class JSONDocument {
             let backslash = w ^ (ones &* 0x5C)
             let hasQuote = (quote &- ones) & ~quote
             let hasBackslash = (backslash &- ones) & ~backslash
-            return ((belowSpace | hasQuote | hasBackslash) & highs) | (w & highs) != 0
+            return (belowSpace | hasQuote | hasBackslash | w) & highs
         }
 
         /// Validates one multi-byte UTF-8 sequence; returns the index after it.

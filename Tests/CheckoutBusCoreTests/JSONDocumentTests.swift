@@ -338,4 +338,25 @@ struct JSONDocumentTests {
         doc.forEachElement(doc.root) { values.append(doc.double($0)) }
         #expect(values == [12.34, 12.34, -0.01, nil, nil, 7])
     }
+
+    /// The string scanner reads eight bytes at a time and jumps to the first byte that needs a
+    /// look; every offset of that byte inside a word must land exactly.
+    @Test("a quote, escape, control or non-ASCII byte is found at every offset of a word")
+    func stringScanOffsets() throws {
+        for prefix in 0..<20 {
+            let filler = String(repeating: "a", count: prefix)
+            let plain = try #require(document("[\"\(filler)\",1]"))
+            #expect(plain.string(try #require(plain.firstElement(plain.root))) == filler)
+            let escaped = try #require(document("[\"\(filler)\\n\(filler)\"]"))
+            #expect(escaped.string(try #require(escaped.firstElement(escaped.root))) == filler + "\n" + filler)
+            let accented = try #require(document("[\"\(filler)é\(filler)\"]"))
+            #expect(accented.string(try #require(accented.firstElement(accented.root))) == filler + "é" + filler)
+            for bad in [Array("[\"\(filler)\u{01}\"]".utf8), Array("[\"\(filler)".utf8) + [0xFF, 0x22, 0x5D]] {
+                let doc = JSONDocument()
+                #expect(throws: JSONParseError.self) { try doc.parseOwned(bad) }
+            }
+            let truncated = JSONDocument()
+            #expect(throws: JSONParseError.self) { try truncated.parseOwned(Array("\"\(filler)".utf8)) }
+        }
+    }
 }
