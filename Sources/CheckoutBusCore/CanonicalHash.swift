@@ -71,69 +71,123 @@ public enum CanonicalHash {
         Walker(doc: doc).hash(t)
     }
 
+    /// A string of at most 16 bytes: `a` holds bytes 0..<8 and `b` bytes 8..<16, zero-padded.
+    @inline(__always)
+    static func shortString(_ a: UInt64, _ b: UInt64, _ n: Int) -> UInt64 {
+        mum(mum(a ^ p1, b ^ tagString ^ UInt64(truncatingIfNeeded: n) &* p0) ^ p2, p3 ^ tagString)
+    }
+
+    /// The hash of a string's decoded UTF-8 bytes.
+    static func string(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+        if n > 16 { return hashBytes(p, n, seed: tagString) }
+        var words: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &words) { $0.baseAddress!.copyMemory(from: p, byteCount: n) }
+        return shortString(UInt64(littleEndian: words.0), UInt64(littleEndian: words.1), n)
+    }
+
     /// Walks the tape through local pointers (no per-token class accesses).
     struct Walker {
         let doc: JSONDocument
         let tokens: UnsafeMutablePointer<JSONDocument.Token>
         let base: UnsafePointer<UInt8>
+        let length: Int
 
         init(doc: JSONDocument) {
             self.doc = doc
             tokens = doc.tokens
             base = doc.base
+            length = doc.length
         }
 
         func hash(_ t: Int) -> UInt64 {
             let tok = tokens[t]
             switch tok.kind {
-            case .object:
-                var acc: UInt64 = 0
-                var count: UInt64 = 0
-                let end = Int(tok.next)
-                var k = t + 1
-                while k < end {
-                    let v = k + 1
-                    acc &+= mum(string(k) ^ p1, hash(v) ^ p2)
-                    count &+= 1
-                    k = Int(tokens[v].next)
-                }
-                return mum(acc ^ tagObject, count ^ p3)
-            case .array:
-                var h = tagArray
-                let end = Int(tok.next)
-                var e = t + 1
-                while e < end {
-                    h = mum(h ^ p1, hash(e) ^ p2)
-                    e = Int(tokens[e].next)
-                }
-                return mum(h ^ p0, p3)
-            case .string:
-                return string(t)
-            case .number:
-                return hashNumber(doc, t)
+            case .object: return object(t, tok)
+            case .array: return array(t, tok)
+            default: return value(t)
+            }
+        }
+
+        /// Any value; scalars are hashed inline, containers recurse.
+        @inline(__always)
+        func value(_ t: Int) -> UInt64 {
+            let tok = tokens[t]
+            switch tok.kind {
+            case .string: return string(t, tok)
+            case .number: return number(t, tok)
+            case .object: return object(t, tok)
+            case .array: return array(t, tok)
             case .true: return tagTrue
             case .false: return tagFalse
             case .null: return tagNull
             }
         }
 
-        @inline(__always)
-        func string(_ t: Int) -> UInt64 {
-            let tok = tokens[t]
-            if !tok.flag {
-                return hashBytes(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2, seed: tagString)
+        func object(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            var acc: UInt64 = 0
+            var count: UInt64 = 0
+            let end = Int(tok.next)
+            var k = t + 1
+            while k < end {
+                let v = k + 1
+                acc &+= mum(string(k, tokens[k]) ^ p1, value(v) ^ p2)
+                count &+= 1
+                k = Int(tokens[v].next)
             }
-            return hashString(doc, t)
+            return mum(acc ^ tagObject, count ^ p3)
         }
-    }
 
-    static func hashString(_ doc: JSONDocument, _ t: Int) -> UInt64 {
-        let tok = doc.tokens[t]
-        if !tok.flag {
-            return hashBytes(doc.base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2, seed: tagString)
+        func array(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            var h = tagArray
+            let end = Int(tok.next)
+            var e = t + 1
+            while e < end {
+                h = mum(h ^ p1, value(e) ^ p2)
+                e = Int(tokens[e].next)
+            }
+            return mum(h ^ p0, p3)
         }
-        let decoded = doc.unescapedBytes(t)
-        return decoded.withUnsafeBytes { hashBytes($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count, seed: tagString) }
+
+        @inline(__always)
+        func string(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            let at = Int(tok.start) &+ 1
+            let n = Int(tok.end - tok.start) &- 2
+            if tok.flag || n > 16 || at &+ 16 > length { return stringSlow(t, tok) }
+            // Two words straight from the text (the document has 16 bytes from `at`), masked to
+            // the string's bytes: no branch on the length.
+            let p = UnsafeRawPointer(base + at)
+            let a = UInt64(littleEndian: p.loadUnaligned(as: UInt64.self))
+            let b = UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            let bitsA = UInt64(truncatingIfNeeded: n &* 8)
+            let bitsB = UInt64(truncatingIfNeeded: (n > 8 ? n &- 8 : 0) &* 8)
+            return shortString(a & ~(UInt64.max << bitsA), b & ~(UInt64.max << bitsB), n)
+        }
+
+        func stringSlow(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            if !tok.flag {
+                return CanonicalHash.string(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2)
+            }
+            let decoded = doc.unescapedBytes(t)
+            return decoded.withUnsafeBytes { CanonicalHash.string($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count) }
+        }
+
+        @inline(__always)
+        func number(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            // Plain integers (the usual case) are read here; anything else goes through hashNumber.
+            var i = Int(tok.start)
+            let end = Int(tok.end)
+            if !tok.flag && end &- i <= 18 {
+                let negative = base[i] == UInt8(ascii: "-")
+                if negative { i &+= 1 }
+                var v: Int64 = 0
+                while i < end {
+                    v = v &* 10 &+ Int64(base[i] &- UInt8(ascii: "0"))
+                    i &+= 1
+                }
+                return mum(UInt64(bitPattern: negative ? 0 &- v : v) ^ tagNumber, p1)
+            }
+            return hashNumber(doc, t)
+        }
     }
 
     static func hashNumber(_ doc: JSONDocument, _ t: Int) -> UInt64 {

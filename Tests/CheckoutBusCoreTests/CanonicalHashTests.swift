@@ -123,4 +123,20 @@ struct CanonicalHashTests {
         let hb = try #require(Self.hash(b))
         #expect(ha == hb)
     }
+
+    /// Short strings are hashed from two words read straight from the text; the same string,
+    /// escaped (decoded first) or at the very end of a document, must hash alike at every length.
+    @Test("a string hashes alike wherever it sits and however it is escaped, at every length")
+    func stringLengths() throws {
+        for n in 0...40 {
+            let text = String((0..<n).map { Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+            let escaped = text.isEmpty ? "" : "\\u00" + String(text.utf8.first!, radix: 16) + text.dropFirst()
+            let alone = try #require(Self.hash("\"\(text)\""))
+            #expect(try #require(Self.hash("\"\(escaped)\"")) == alone)
+            let inArray = try #require(document("[\"\(text)\",\"\(escaped)\",\"\(text)x\"]"))
+            var hashes: [UInt64] = []
+            inArray.forEachElement(inArray.root) { hashes.append(CanonicalHash.hash(inArray, $0)) }
+            #expect(hashes[0] == alone && hashes[1] == alone && hashes[2] != alone)
+        }
+    }
 }
