@@ -168,8 +168,9 @@ struct BusSubscriberLibraryTests {
         try (events.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
         let sender = Process()
         sender.executableURL = Products.url("checkoutbus")
-        sender.arguments = ["send", "--to", daemon.ingest, input.path]
-        sender.standardError = FileHandle.nullDevice
+        sender.arguments = ["send", "--to", daemon.ingest, "--timeout", "30", input.path]
+        let senderErr = Pipe()
+        sender.standardError = senderErr
 
         var options = BusSubscriber.Options(publish: daemon.publish, control: daemon.control)
         options.prefixes = prefixes
@@ -177,24 +178,31 @@ struct BusSubscriberLibraryTests {
         let subscriber = BusSubscriber(options: options, cursor: MemoryCursor())
         let stop = StopSignal()
         var envelopes: [BusEnvelope] = []
+        var sent: Int?
         var target: Int64?
+        /// Once the sender is done: whether the daemon has taken in everything it sent.
+        func allPublished() -> Bool {
+            guard let sent else { return false }
+            return ((try? probe.stats())?.object("counters")?.int("received") ?? 0) >= sent
+        }
         // Start sending once the subscriptions are live, and stop once everything matching is handled.
         subscriber.onSubscribed = { try? sender.run() }
-        subscriber.onHeartbeat = { [unowned subscriber] _, envelope in
-            guard let all = (try? JSONSerialization.jsonObject(with: Data(envelope)) as? [String: Any])?.int("seq"),
-                all >= events.count
-            else { return }
+        subscriber.onHeartbeat = { [unowned subscriber] _, _ in
+            guard sent != nil, allPublished() else { return }
             if target == nil { target = Int64((try? probe.replayAll(prefixes: prefixes))?.last?.seq ?? 0) }
             if subscriber.statistics.lastSeq >= target! { stop.raise() }
         }
-        let outcome = try subscriber.run(stop: stop, deadline: BusClock.monotonicNanoseconds() + 60_000_000_000) { e in
+        let outcome = try subscriber.run(stop: stop, deadline: BusClock.monotonicNanoseconds() + 90_000_000_000) { e in
             if envelopes.isEmpty {
-                // The slow consumer: busy with the first envelope until the daemon has published all.
-                waitUntil(timeout: 40) { ((try? probe.stats())?.int("last_seq") ?? 0) >= events.count }
+                // The slow consumer: busy with the first envelope until the daemon has taken in all.
+                let status = waitForExit(sender, timeout: 40)
+                let report = PipeLineReader(senderErr.fileHandleForReading).readAll(timeout: 5).joined(separator: "\n")
+                if status == 0, let n = report.split(separator: "=").last.flatMap({ Int($0) }) { sent = n }
+                #expect(sent == events.count, "send exited \(status): \(report)")
+                waitUntil(timeout: 40) { allPublished() }
             }
             envelopes.append(e)
         }
-        _ = waitForExit(sender, timeout: 10)
         #expect(outcome == .stopped)
         let expected = try probe.replayAll(prefixes: prefixes)
         #expect(envelopes.map(\.seq) == expected.map { Int64($0.seq) }, "every match once, in seq order")
@@ -240,5 +248,79 @@ struct BusSubscriberLibraryTests {
         let deadline = BusClock.monotonicNanoseconds() + 60_000_000_000
         let outcome = try subscriber.run(stop: stop, deadline: deadline) { envelopes.append($0) }
         return (outcome, envelopes)
+    }
+}
+
+/// The cursor files and the command line, without a daemon.
+@Suite("subscriber cursors and tail flags")
+struct SubscriberCursorTests {
+    private func temporaryPath(_ name: String) throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cb-cursor-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir.appendingPathComponent(name).path
+    }
+
+    @Test("FileCursor: commits survive reopening; a torn slot falls back to the previous commit")
+    func fileCursor() throws {
+        let path = try temporaryPath("cursor")
+        #expect(try FileCursor(path: path).load() == 0)
+        let cursor = try FileCursor(path: path)
+        for seq in [5, 6, 7] as [Int64] { try cursor.commit(seq) }
+        #expect(try FileCursor(path: path).load() == 7)
+        // Tear the slot holding 7 (the one written last) as a crash in the middle of a write would.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let slot = bytes.count / 2
+        let seven = String(decoding: bytes[0..<slot], as: UTF8.self).contains("00000000000000000007") ? 0 : slot
+        bytes[seven + 30] = UInt8(ascii: "9")
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let reopened = try FileCursor(path: path)
+        #expect(reopened.load() == 6)
+        try reopened.commit(8)
+        #expect(try FileCursor(path: path).load() == 8)
+    }
+
+    @Test("EnvelopeRecording: a torn last line is cut off and the last complete line is the cursor")
+    func recordingRecovery() throws {
+        let path = try temporaryPath("record.jsonl")
+        let empty = try EnvelopeRecording(path: path)
+        #expect(empty.wasEmpty && empty.load() == 0)
+        let envelope = { (seq: Int64) in
+            BusEnvelope(seq: seq, kindSeq: seq, kind: .complete, topic: Array("checkout.complete".utf8),
+                        bytes: Array(#"{"v":1,"seq":\#(seq),"kind_seq":\#(seq),"kind":"complete"}"#.utf8), origin: .live)
+        }
+        try empty.append(envelope(3))
+        try empty.append(envelope(9))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(#"{"v":1,"seq":10,"kin"#.utf8))
+        try handle.close()
+
+        let reopened = try EnvelopeRecording(path: path)
+        #expect(reopened.load() == 9)
+        #expect(reopened.truncatedBytes == 20)
+        #expect(!reopened.wasEmpty)
+        try reopened.append(envelope(10))
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 3)
+        #expect(lines.last == #"{"v":1,"seq":10,"kind_seq":10,"kind":"complete"}"#)
+    }
+
+    @Test("a torn first line leaves an empty recording")
+    func recordingTornFirstLine() throws {
+        let path = try temporaryPath("record.jsonl")
+        try Data(#"{"v":1,"se"#.utf8).write(to: URL(fileURLWithPath: path))
+        let recording = try EnvelopeRecording(path: path)
+        #expect(recording.wasEmpty && recording.load() == 0 && recording.truncatedBytes == 10)
+    }
+
+    @Test("tail --help documents the recovering flags")
+    func tailHelp() throws {
+        let help = try runTool("checkoutbus", ["tail", "--help"])
+        #expect(help.status == 0)
+        for flag in ["--since", "--control", "--record", "--receive-hwm", "--name", "--count", "--timeout"] {
+            #expect(help.output.contains(flag), "\(flag) missing from tail --help")
+        }
+        let bad = try runTool("checkoutbus", ["tail", "--since", "x"])
+        #expect(bad.status == 2)
     }
 }

@@ -50,7 +50,7 @@ public final class BusSubscriber {
         /// Records asked for per `replay` request (the daemon allows 1…10000).
         public var pageSize = 1000
         /// A control request unanswered this long is sent again.
-        public var requestTimeoutMilliseconds = 5000
+        public var requestTimeoutMilliseconds = 15_000
         /// Where to begin when there is nothing to resume from.
         public var start = StartPosition.cursor
         /// Live envelopes held while the journal is being read, at most this many bytes; beyond it
@@ -384,9 +384,13 @@ public final class BusSubscriber {
         var frames = frames[...]
         // Tolerate a REQ-style empty delimiter before the reply.
         if frames.first?.isEmpty == true { frames = frames.dropFirst() }
-        guard let head = frames.first, let reply = parseReply(head), reply.op == "replay" else { return }
-        guard let request = inFlight, reply.req == request.id else { return }  // an answer to a request given up on
+        guard let head = frames.first, let reply = parseReply(head) else { return }
+        // Report replies, and answers to requests given up on, are not waited for.
+        guard let request = inFlight, reply.req == request.id else { return }
         inFlight = nil
+        if reply.op != "replay" {
+            throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
+        }
         guard reply.ok else {
             if reply.error == "not_retained", let first = reply.firstSeq {
                 let skipped = first - request.from
