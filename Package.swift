@@ -13,8 +13,10 @@ let package = Package(
     products: [
         .executable(name: "checkoutbusd", targets: ["checkoutbusd"]),
         .executable(name: "checkoutbus", targets: ["checkoutbus"]),
+        .executable(name: "checkoutbus-fulfil", targets: ["checkoutbus-fulfil"]),
         .library(name: "CheckoutBus", targets: ["CheckoutBus"]),
         .library(name: "CheckoutBusCore", targets: ["CheckoutBusCore"]),
+        .library(name: "CheckoutBusWorkers", targets: ["CheckoutBusWorkers"]),
     ],
     targets: [
         // libzmq from Debian (headers and library on the default paths). No `pkgConfig: "libzmq"`:
@@ -25,6 +27,12 @@ let package = Package(
             providers: [.apt(["libzmq3-dev"])]
         ),
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+        // SQLite from Debian, for the fulfilment worker's order store; `SQLite` is its one Swift owner.
+        .systemLibrary(
+            name: "CSQLite",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(
             name: "CheckoutBusCore",
             // The hot path's classes (the JSON tape, the state table) are read millions of times a
@@ -34,14 +42,18 @@ let package = Package(
             swiftSettings: swiftSettings + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
         ),
         .target(name: "CheckoutBus", dependencies: ["CheckoutBusCore", "ZeroMQ"], swiftSettings: swiftSettings),
+        .target(name: "CheckoutBusWorkers", dependencies: ["CheckoutBus", "SQLite"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbusd", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         .testTarget(name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
-            dependencies: ["CheckoutBus", "ZeroMQ", "checkoutbusd", "checkoutbus"],
+            dependencies: [
+                "CheckoutBus", "CheckoutBusCore", "ZeroMQ", "SQLite", "checkoutbusd", "checkoutbus", "checkoutbus-fulfil",
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -20,6 +20,8 @@ public struct FloodGenerator: Sendable {
         public var stampOffset: Int
         /// The kind expected on the bus, or nil when the event must be suppressed.
         public var expected: LifecycleKind?
+        /// The checkout the event belongs to.
+        public var checkoutID = ""
     }
 
     public var checkouts: Int
@@ -169,7 +171,7 @@ public struct FloodGenerator: Sendable {
                      runID: String, expected: LifecycleKind?) -> Event {
         let head = #"{"event_id":"\#(runID):\#(eventNumber):"#
         let text = head + "0000000000000000000" + #"","checkout_id":"\#(checkoutID)","sdk":"\#(sdk)","platform":"\#(platform)","payload":\#(payload)}"#
-        return Event(bytes: Array(text.utf8), stampOffset: head.utf8.count, expected: expected)
+        return Event(bytes: Array(text.utf8), stampOffset: head.utf8.count, expected: expected, checkoutID: checkoutID)
     }
 
     struct Spelling: Sendable {

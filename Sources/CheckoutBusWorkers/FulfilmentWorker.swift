@@ -1,0 +1,227 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+import CheckoutBusCore
+import SQLite
+
+/// `checkoutbus-fulfil`: records every placed order exactly once in a SQLite file.
+///
+/// Subscribes to `checkout.complete` and `checkout.fail` through ``BusSubscriber``. Each envelope
+/// is applied in one SQLite transaction together with the worker's cursor (the last handled
+/// `seq`), so a crash at any point leaves the order rows and the cursor consistent: on restart the
+/// subscriber replays from the cursor, and every order is neither lost nor doubled.
+///
+/// - A first `complete` inserts a row keyed by `idempotency_key`.
+/// - A repeated `complete` (or the same one replayed) only raises `last_seen_seq`.
+/// - A `fail` with `after_complete` notes it on the order (`failed_after_complete`, `last_fail_code`)
+///   and never undoes it; other failures are not orders and change nothing but the cursor.
+///
+/// Not `Sendable`: runs on the calling thread with its own connection.
+public final class FulfilmentWorker {
+    public struct Options: Sendable {
+        public var worker: WorkerOptions
+        /// The SQLite file (`--db`).
+        public var databasePath = "./orders.sqlite"
+        /// `synchronous=FULL` (`--sync full`) instead of NORMAL. NORMAL is exactly-once already:
+        /// the order and cursor roll back together and the journal replays them (docs/workers.md).
+        public var fullSync = false
+
+        public init(worker: WorkerOptions) { self.worker = worker }
+    }
+
+    /// What the worker has done since it started.
+    public struct Counts: Sendable {
+        public var handled = 0
+        public var ordersInserted = 0
+        public var repeats = 0
+        public var failsAfterComplete = 0
+        public var otherFails = 0
+    }
+
+    public static let schema = """
+        CREATE TABLE IF NOT EXISTS orders (
+            idempotency_key       TEXT PRIMARY KEY,
+            checkout_id           TEXT NOT NULL,
+            order_id              TEXT,
+            currency              TEXT,
+            total_minor           INTEGER,
+            source                TEXT NOT NULL,
+            first_seen_seq        INTEGER NOT NULL,
+            last_seen_seq         INTEGER NOT NULL,
+            placed_at             TEXT,
+            failed_after_complete INTEGER NOT NULL DEFAULT 0,
+            last_fail_code        TEXT
+        );
+        CREATE TABLE IF NOT EXISTS subscriber_cursor (
+            name TEXT PRIMARY KEY,
+            seq  INTEGER NOT NULL
+        );
+        """
+
+    public let options: Options
+    public private(set) var counts = Counts()
+    public let logger: Logger
+    let database: SQLiteDatabase
+    let insertOrder: SQLiteStatement
+    let updateSeen: SQLiteStatement
+    let noteFail: SQLiteStatement
+    let saveCursor: SQLiteStatement
+    private let document = JSONDocument()
+
+    /// Opens (creating if needed) the order store.
+    /// - Throws: ``SQLiteError`` when the file cannot be opened or migrated.
+    public init(options: Options, logger: Logger) throws {
+        self.options = options
+        self.logger = logger
+        database = try SQLiteDatabase(path: options.databasePath)
+        try database.execute("PRAGMA journal_mode=WAL")
+        try database.execute(options.fullSync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
+        try database.execute(FulfilmentWorker.schema)
+        insertOrder = try database.prepare("""
+            INSERT INTO orders (idempotency_key, checkout_id, order_id, currency, total_minor, source,
+                                first_seen_seq, last_seen_seq, placed_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (idempotency_key) DO UPDATE SET last_seen_seq = max(last_seen_seq, excluded.last_seen_seq)
+            """)
+        updateSeen = try database.prepare(
+            "UPDATE orders SET last_seen_seq = max(last_seen_seq, ?) WHERE idempotency_key = ?")
+        noteFail = try database.prepare("""
+            UPDATE orders SET failed_after_complete = failed_after_complete + 1, last_fail_code = ?,
+                              last_seen_seq = max(last_seen_seq, ?)
+            WHERE idempotency_key = ?
+            """)
+        saveCursor = try database.prepare("""
+            INSERT INTO subscriber_cursor (name, seq) VALUES (?, ?)
+            ON CONFLICT (name) DO UPDATE SET seq = excluded.seq
+            """)
+    }
+
+    /// The cursor kept in the order store: read at start; the handler writes it with each order.
+    final class StoreCursor: SubscriberCursor {
+        let database: SQLiteDatabase
+        let name: String
+
+        init(database: SQLiteDatabase, name: String) {
+            self.database = database
+            self.name = name
+        }
+
+        func load() throws -> Int64 {
+            let q = try database.prepare("SELECT seq FROM subscriber_cursor WHERE name = ?")
+            try q.bind([.text(name)])
+            defer { q.reset() }
+            return try q.step() ? (q.int64(0) ?? 0) : 0
+        }
+
+        /// Already committed by the handler, in the same transaction as the order.
+        func commit(_ seq: Int64) throws {}
+    }
+
+    /// Subscribes and records orders until `stop` is raised.
+    /// - Parameter onSubscribed: called once the subscriptions are live.
+    public func run(stop: StopSignal, onSubscribed: (() -> Void)? = nil) throws {
+        let cursorName = "fulfil"
+        let subscriber = BusSubscriber(
+            options: options.worker.subscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
+            cursor: StoreCursor(database: database, name: cursorName))
+        subscriber.logger = logger
+        subscriber.onSubscribed = onSubscribed
+        _ = try subscriber.run(stop: stop) { envelope in
+            try database.transaction {
+                try apply(envelope)
+                try saveCursor.run([.text(cursorName), .integer(envelope.seq)])
+            }
+            counts.handled += 1
+        }
+        let s = subscriber.statistics
+        logger.info("stopped", [
+            "handled": String(counts.handled), "orders_inserted": String(counts.ordersInserted),
+            "repeats": String(counts.repeats), "fails_after_complete": String(counts.failsAfterComplete),
+            "missed": String(s.missed), "recovered": String(s.recovered), "last_seq": String(s.lastSeq),
+        ])
+    }
+
+    /// Applies one envelope to the order store (inside the caller's transaction).
+    func apply(_ envelope: BusEnvelope) throws {
+        let parsed = envelope.bytes.withUnsafeBytes { bytes in (try? document.parse(bytes)) != nil }
+        guard parsed, document.kind(document.root) == .object else {
+            logger.error("unreadable envelope; skipped", ["seq": String(envelope.seq)])
+            return
+        }
+        let root = document.root
+        func string(_ key: StaticString) -> String? { document.member(root, key).flatMap { document.string($0) } }
+        guard let key = string("idempotency_key"), let checkoutID = string("checkout_id") else {
+            logger.error("envelope without idempotency_key or checkout_id; skipped", ["seq": String(envelope.seq)])
+            return
+        }
+        switch envelope.kind {
+        case .complete:
+            let summary = document.member(root, "summary")
+            func summaryString(_ k: StaticString) -> String? { summary.flatMap { document.member($0, k) }.flatMap { document.string($0) } }
+            let total = summary.flatMap { document.member($0, "total") }.flatMap { document.int64($0) }
+            let source = document.member(root, "source")
+            func sourceField(_ k: StaticString) -> String { source.flatMap { document.member($0, k) }.flatMap { document.string($0) } ?? "-" }
+            let changed = try insertOrder.run([
+                .text(key), .text(checkoutID), .optional(summaryString("order_id")), .optional(summaryString("currency")),
+                .optional(total), .text("\(sourceField("sdk"))/\(sourceField("platform"))/\(sourceField("format"))"),
+                .integer(envelope.seq), .integer(envelope.seq), .optional(string("received_at")),
+            ])
+            // An upsert reports one change either way: tell the two apart by the repeat flag.
+            let isRepeat = document.member(root, "repeat").map { document.kind($0) == .true } ?? false
+            if isRepeat || changed == 0 { counts.repeats += 1 } else { counts.ordersInserted += 1 }
+        case .fail:
+            let afterComplete = document.member(root, "after_complete").map { document.kind($0) == .true } ?? false
+            guard afterComplete else {
+                counts.otherFails += 1
+                return
+            }
+            let code = document.member(root, "error").flatMap { document.member($0, "code") }.flatMap { document.string($0) }
+            try noteFail.run([.optional(code), .integer(envelope.seq), .text(key)])
+            counts.failsAfterComplete += 1
+        default:
+            break
+        }
+    }
+
+    public static let help = """
+        checkoutbus-fulfil — record every placed order exactly once in SQLite.
+
+        USAGE: checkoutbus-fulfil [--db PATH] [--sync normal|full] [--from ENDPOINT] [--control ENDPOINT]
+                                  [--name NAME] [--receive-hwm N] [--log-level LEVEL]
+
+          --db PATH            the order store, created if missing (default ./orders.sqlite): table
+                               `orders` (one row per idempotency_key) and the worker's cursor
+          --sync MODE          normal (default) or full: SQLite's synchronous setting. normal is
+                               exactly-once already (the cursor rolls back with the orders and the
+                               journal replays them); full also makes each order durable on its own
+        \(WorkerOptions.help)
+
+        Subscribes to checkout.complete and checkout.fail. Each envelope and the cursor commit in one
+        transaction, so kill -9 at any moment neither loses nor doubles an order; on restart the worker
+        replays from its cursor. A repeated complete only raises last_seen_seq; a fail after complete is
+        noted on the order (failed_after_complete, last_fail_code) and never undoes it. The cursor lives
+        in --db (not in a --cursor file) because it must commit with the order.
+        Prints `fulfil: subscribed` on stderr once live; SIGTERM/SIGINT stop it cleanly.
+        """
+
+    /// Parses the worker's flags.
+    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> Options {
+        let args = try CommandLineArguments(arguments, valued: WorkerOptions.valued.union(["db", "sync", "cursor"]),
+                                            switches: ["help"])
+        var worker = WorkerOptions(name: "fulfil-\(getpid())")
+        try WorkerOptions.parse(args, into: &worker)
+        if args.value("cursor") != nil {
+            throw .init("--cursor is not used by checkoutbus-fulfil: its cursor lives in --db, committed with each order")
+        }
+        var o = Options(worker: worker)
+        if let v = args.value("db") { o.databasePath = v }
+        switch args.value("sync") {
+        case nil, "normal": o.fullSync = false
+        case "full": o.fullSync = true
+        case let other?: throw .init("--sync must be normal or full, got \(other)")
+        }
+        if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
+        return o
+    }
+}

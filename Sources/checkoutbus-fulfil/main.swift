@@ -1,0 +1,30 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+import CheckoutBusWorkers
+
+// checkoutbus-fulfil: parse flags, open the order store, record orders until SIGTERM/SIGINT.
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(FulfilmentWorker.help)
+    exit(0)
+}
+let options: FulfilmentWorker.Options
+do {
+    options = try FulfilmentWorker.parse(arguments)
+} catch {
+    FileHandleWriter.standardError("checkoutbus-fulfil: \(error)\n\nRun checkoutbus-fulfil --help for the flags.\n")
+    exit(2)
+}
+let logger = Logger(label: "checkoutbus-fulfil", level: options.worker.logLevel)
+let stop = StopSignal()
+let signalSources = stop.trapTerminationSignals()
+do {
+    let worker = try FulfilmentWorker(options: options, logger: logger)
+    try worker.run(stop: stop) { FileHandleWriter.standardError("fulfil: subscribed\n") }
+} catch {
+    logger.error("fatal", ["error": "\(error)"])
+    exit(1)
+}
+exit(0)

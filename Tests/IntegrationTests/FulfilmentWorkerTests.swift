@@ -1,0 +1,190 @@
+import CheckoutBus
+import CheckoutBusCore
+import Foundation
+import SQLite
+import Testing
+
+/// A `checkoutbus-fulfil` process, ready once it reports its subscriptions live.
+final class FulfilProcess {
+    let process = Process()
+    let stderr: PipeLineReader
+
+    init(daemon: DaemonProcess, database: URL, extra: [String] = []) throws {
+        process.executableURL = Products.url("checkoutbus-fulfil")
+        process.arguments = ["--db", database.path, "--from", daemon.publish, "--control", daemon.control,
+                             "--name", "fulfil-test"] + extra
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        stderr = PipeLineReader(err.fileHandleForReading)
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            guard let line = stderr.readLine(timeout: max(0.01, deadline.timeIntervalSinceNow)) else { break }
+            if line.hasPrefix("fulfil: subscribed") { return }
+        }
+        process.terminate()
+        throw HarnessError("checkoutbus-fulfil did not report its subscriptions")
+    }
+
+    func kill9() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { kill9() }
+}
+
+/// Rows of the order store, read with a connection of our own (WAL: readers do not block the worker).
+struct OrderRow: Equatable {
+    var key: String
+    var checkoutID: String
+    var firstSeen: Int64
+    var lastSeen: Int64
+    var total: Int64?
+    var currency: String?
+}
+
+func readOrders(_ database: URL) throws -> [OrderRow] {
+    let db = try SQLiteDatabase(path: database.path)
+    let q = try db.prepare(
+        "SELECT idempotency_key, checkout_id, first_seen_seq, last_seen_seq, total_minor, currency FROM orders ORDER BY first_seen_seq")
+    try q.bind([])
+    var rows: [OrderRow] = []
+    while try q.step() {
+        rows.append(OrderRow(key: q.text(0) ?? "", checkoutID: q.text(1) ?? "", firstSeen: q.int64(2) ?? 0,
+                             lastSeen: q.int64(3) ?? 0, total: q.int64(4), currency: q.text(5)))
+    }
+    return rows
+}
+
+func orderCount(_ database: URL) -> Int {
+    guard FileManager.default.fileExists(atPath: database.path), let rows = try? readOrders(database) else { return 0 }
+    return rows.count
+}
+
+func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
+
+@Suite("fulfilment worker", .serialized, .timeLimit(.minutes(3)))
+struct FulfilmentWorkerTests {
+    @Test("kill -9 five times during a flood: exactly one order row per completed checkout, as generated")
+    func killDuringFlood() throws {
+        let checkouts = 2500
+        let seed: UInt64 = 11
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        var worker: FulfilProcess? = try FulfilProcess(daemon: daemon, database: database)
+
+        let flood = Process()
+        flood.executableURL = Products.url("checkoutbus")
+        flood.arguments = ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--checkouts", String(checkouts),
+                           "--seed", String(seed), "--rate", "3000", "--json"]
+        let floodOut = Pipe()
+        flood.standardOutput = floodOut
+        flood.standardError = FileHandle.nullDevice
+        try flood.run()
+
+        // Five crashes, each once the worker has visibly made progress since it (re)started.
+        var kills = 0
+        var killsDuringFlood = 0
+        while kills < 5 {
+            let before = orderCount(database)
+            let progressed = waitUntil(20) { orderCount(database) > before || !flood.isRunning }
+            #expect(progressed)
+            if flood.isRunning { killsDuringFlood += 1 }
+            worker?.kill9()
+            worker = nil
+            kills += 1
+            worker = try FulfilProcess(daemon: daemon, database: database)
+        }
+        #expect(waitForExit(flood, timeout: 90) == 0, "the flood itself saw nothing lost")
+        #expect(kills == 5)
+        #expect(killsDuringFlood == 5, "every kill landed while the flood was running")
+
+        // What the generator made: one order per checkout with a complete.
+        let events = FloodGenerator(checkouts: checkouts, seed: seed, runID: "expected").makeEvents()
+        let expectedOrders = Set(events.filter { $0.expected == .complete }.map(\.checkoutID)).count
+        #expect(expectedOrders > 500)
+
+        // What the daemon journaled: first and last complete (or fail after complete) per key.
+        let control = try ControlClient(daemon.control)
+        let completes = try control.replayAll(prefix: "checkout.complete")
+        var firstSeen: [String: Int] = [:]
+        var lastSeen: [String: Int] = [:]
+        for (seq, _, envelope) in completes {
+            let key = try #require(envelope["idempotency_key"] as? String)
+            if firstSeen[key] == nil { firstSeen[key] = seq }
+            lastSeen[key] = max(lastSeen[key] ?? 0, seq)
+        }
+        for (seq, _, envelope) in try control.replayAll(prefix: "checkout.fail") where envelope["after_complete"] as? Bool == true {
+            let key = try #require(envelope["idempotency_key"] as? String)
+            lastSeen[key] = max(lastSeen[key] ?? 0, seq)
+        }
+        #expect(firstSeen.count == expectedOrders)
+
+        // The last worker catches up: every order, once.
+        let caughtUp = waitUntil(60) { orderCount(database) >= expectedOrders }
+        #expect(caughtUp)
+        let lastJournaled = Int64(lastSeen.values.max() ?? 0)
+        #expect(waitUntil(30) { ((try? readOrders(database)) ?? []).map(\.lastSeen).max() ?? 0 >= lastJournaled })
+        let rows = try readOrders(database)
+        #expect(rows.count == expectedOrders, "no more, no fewer")
+        #expect(Set(rows.map(\.key)).count == rows.count)
+        #expect(Set(rows.map(\.key)) == Set(firstSeen.keys))
+        for row in rows {
+            #expect(Int(row.firstSeen) == firstSeen[row.key], "first_seen_seq of \(row.key)")
+            #expect(Int(row.lastSeen) == lastSeen[row.key], "last_seen_seq of \(row.key)")
+        }
+        worker?.process.terminate()
+        #expect(waitForExit(worker!.process, timeout: 20) == 0)
+    }
+
+    @Test("repeat completes only raise last_seen_seq; a fail after complete is noted, never undone")
+    func repeatAndFailAfterComplete() throws {
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let worker = try FulfilProcess(daemon: daemon, database: database)
+        let snapshot = #"{"id":"ck-f1","status":"completed","currency":"USD","totals":[{"type":"total","amount":4200}],"order":{"id":"gid://shopify/Order/77"}}"#
+        let lines = [
+            #"{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":\#(snapshot)}}"#,
+            #"{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":\#(snapshot)}}"#,
+            #"{"checkout_id":"ck-f1","payload":{"event":"onCheckoutFailed","error":{"code":"NETWORK_ERROR","message":"late"}}}"#,
+            #"{"checkout_id":"ck-f2","payload":{"event":"onCheckoutFailed","error":{"code":"cart_expired","message":"no order"}}}"#,
+        ]
+        #expect(try send(lines, to: daemon.ingest).status == 0)
+        #expect(waitUntil(20) { ((try? readOrders(database)) ?? []).first?.lastSeen == 3 })
+        let rows = try readOrders(database)
+        #expect(rows.count == 1)
+        #expect(rows.first?.key == "gid://shopify/Order/77")
+        #expect(rows.first?.firstSeen == 1)
+        #expect(rows.first?.total == 4200)
+        #expect(rows.first?.currency == "USD")
+        let db = try SQLiteDatabase(path: database.path)
+        let q = try db.prepare("SELECT failed_after_complete, last_fail_code FROM orders")
+        try q.bind([])
+        #expect(try q.step())
+        #expect(q.int64(0) == 1)
+        #expect(q.text(1) == "network_error")
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+    }
+
+    @Test("--cursor is refused with the reason; --help documents every flag")
+    func flags() throws {
+        let refused = try runTool("checkoutbus-fulfil", ["--cursor", "/tmp/x"])
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("its cursor lives in --db"))
+        let help = try runTool("checkoutbus-fulfil", ["--help"])
+        #expect(help.status == 0)
+        for flag in ["--db", "--sync", "--from", "--control", "--name", "--receive-hwm", "--log-level"] {
+            #expect(help.output.contains(flag), "\(flag)")
+        }
+    }
+}
