@@ -16,6 +16,8 @@ public final class BusDaemon {
         public var ingestAcked: String
         public var publish: String
         public var control: String
+        /// `HOST:PORT` of the metrics endpoint, or nil when off.
+        public var metrics: String?
         public var dataDirectory: String
         /// The last seq in the journal at start (0 for a new one).
         public var lastSeq: UInt64
@@ -31,6 +33,8 @@ public final class BusDaemon {
             w.appendString(publish)
             w.append(",\"control\":")
             w.appendString(control)
+            w.append(",\"metrics\":")
+            if let metrics { w.appendString(metrics) } else { w.append("null") }
             w.append(",\"data_dir\":")
             w.appendString(dataDirectory)
             w.append(",\"last_seq\":")
@@ -60,6 +64,9 @@ public final class BusDaemon {
     private var acks: [PendingAck] = []
     private var ackHead = 0
     var control: ControlService!
+    var metrics: MetricsService?
+    /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
+    private var arrivals: [UInt64] = []
 
     public init(configuration: DaemonConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -98,12 +105,25 @@ public final class BusDaemon {
         try acked.bind(configuration.ingestAcked)
         try publish.bind(configuration.publish)
         try controlSocket.bind(configuration.control)
+        var metricsAddress: String?
+        if let address = configuration.metrics {
+            let stream = try ZMQSocket(context: context, type: .stream)
+            try stream.setLinger(milliseconds: 0)
+            try stream.bind("tcp://" + address)
+            let endpoint = try stream.lastEndpoint
+            metricsAddress = endpoint.hasPrefix("tcp://") ? String(endpoint.dropFirst(6)) : endpoint
+            metrics = MetricsService(socket: stream, journal: journal, processor: processor) { [unowned self] in
+                control.reportSummaries()
+            }
+        }
         let bound = BoundEndpoints(
             ingest: try ingest.lastEndpoint, ingestAcked: try acked.lastEndpoint, publish: try publish.lastEndpoint,
-            control: try controlSocket.lastEndpoint, dataDirectory: configuration.dataDirectory, lastSeq: journal.lastSeq)
+            control: try controlSocket.lastEndpoint, metrics: metricsAddress, dataDirectory: configuration.dataDirectory,
+            lastSeq: journal.lastSeq)
         ready(bound)
         logger.info("started", [
             "ingest": bound.ingest, "ingest_acked": bound.ingestAcked, "publish": bound.publish, "control": bound.control,
+            "metrics": bound.metrics ?? "off",
             "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount), "zmq": ZMQContext.version,
         ])
 
@@ -112,6 +132,7 @@ public final class BusDaemon {
         let ackedIndex = poller.addReadable(acked)
         let publishIndex = poller.addReadable(publish)
         let controlIndex = poller.addReadable(controlSocket)
+        let metricsIndex = metrics.map { poller.addReadable($0.socket) }
         let message = ZMQMessage()
         let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
         var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
@@ -138,6 +159,7 @@ public final class BusDaemon {
             if poller.isReadable(ackedIndex) { try drainAcked(acked, limit: batchSize) }
             try commitBatch(publish, stop: stop)
             if poller.isReadable(controlIndex) { try control.serve(controlSocket, limit: 64) }
+            if let metricsIndex, poller.isReadable(metricsIndex) { try metrics?.serve() }
         }
 
         // Drain: stop accepting, journal and publish what is already queued, sync, answer acks.
@@ -162,6 +184,7 @@ public final class BusDaemon {
         var n = 0
         while n < limit, try ingest.receive(into: message, dontWait: true) {
             n += 1
+            let arrival = BusClock.monotonicNanoseconds()
             let receivedAt = BusClock.wallClock()
             let outcome: EventProcessor.Outcome
             if message.hasMore {
@@ -179,7 +202,7 @@ public final class BusDaemon {
                 let now = BusClock.monotonicSeconds()
                 outcome = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
-            journalOutput(outcome)
+            journalOutput(outcome, arrival: arrival)
         }
     }
 
@@ -189,6 +212,7 @@ public final class BusDaemon {
         while n < limit, let frames = try acked.receiveMultipart(dontWait: true) {
             n += 1
             guard frames.count >= 2 else { continue }
+            let arrival = BusClock.monotonicNanoseconds()
             let receivedAt = BusClock.wallClock()
             // DEALER: [identity][event]. REQ: [identity][empty][event].
             let delimiter = frames.count >= 3 && frames[1].isEmpty
@@ -203,16 +227,17 @@ public final class BusDaemon {
                                      $0, receivedAt: receivedAt)
                 }
             }
-            journalOutput(outcome)
+            journalOutput(outcome, arrival: arrival)
             acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: processor.lastSeq,
                                    reply: ackReply(outcome)))
         }
     }
 
     /// Appends the processor's output, if any, to the journal's pending batch.
-    private func journalOutput(_ outcome: EventProcessor.Outcome) {
+    private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64) {
         switch outcome {
         case .published, .deadLettered:
+            if metrics != nil { arrivals.append(arrival) }
             processor.topic.bytes.withUnsafeBytes { topic in
                 processor.envelope.bytes.withUnsafeBytes { envelope in
                     journal.append(seq: processor.lastSeq, kindSeq: processor.lastOutputKindSeq,
@@ -266,6 +291,11 @@ public final class BusDaemon {
             _ = try publish.send(envelope)
         }
         journal.clearPending()
+        if let metrics, !arrivals.isEmpty {
+            let now = BusClock.monotonicNanoseconds()
+            for a in arrivals { metrics.pipelineLatency.observe(nanoseconds: now &- a) }
+            arrivals.removeAll(keepingCapacity: true)
+        }
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.

@@ -265,6 +265,14 @@ final class ControlService {
         return w.bytes
     }
 
+    /// The latest report of every subscriber, for metrics.
+    func reportSummaries() -> [(name: String, missed: Int64, recovered: Int64, gaps: Int64)] {
+        subscribers.keys.sorted().map { name in
+            let r = subscribers[name]!
+            return (name, r.missed, r.recovered, r.gaps)
+        }
+    }
+
     // MARK: report
 
     private func report(req: [UInt8]?) -> [UInt8] {

@@ -10,6 +10,8 @@ public struct DaemonConfiguration: Sendable {
     public var publish = "tcp://127.0.0.1:7702"
     /// Replay from the journal, stats, subscriber reports (ROUTER, bound).
     public var control = "tcp://127.0.0.1:7703"
+    /// Prometheus metrics and health over HTTP (`HOST:PORT`), or nil (`--metrics off`).
+    public var metrics: String? = "127.0.0.1:7780"
     /// Segment size, retention and group commit of the journal under `<data-dir>/journal`.
     public var journal = Journal.Options()
     /// Where the daemon keeps its files; created if missing.
@@ -27,7 +29,7 @@ public struct DaemonConfiguration: Sendable {
     static let valued: Set<String> = [
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
-        "retain-bytes", "retain-hours",
+        "retain-bytes", "retain-hours", "metrics",
     ]
 
     /// Parses the daemon's flags.
@@ -39,6 +41,16 @@ public struct DaemonConfiguration: Sendable {
         if let v = args.value("ingest-acked") { c.ingestAcked = try endpoint(v, "ingest-acked") }
         if let v = args.value("publish") { c.publish = try endpoint(v, "publish") }
         if let v = args.value("control") { c.control = try endpoint(v, "control") }
+        if let v = args.value("metrics") {
+            if v == "off" {
+                c.metrics = nil
+            } else {
+                guard let colon = v.lastIndex(of: ":"), colon != v.startIndex, !v[v.index(after: colon)...].isEmpty,
+                    !v.contains("/")
+                else { throw .init("--metrics must be HOST:PORT (PORT may be *) or off, got \(v)") }
+                c.metrics = v
+            }
+        }
         c.journal.fsyncMilliseconds = try args.int("fsync-ms", default: 2, in: 0...10_000)
         c.journal.segmentBytes = try args.int("segment-bytes", default: 64 << 20, in: 4096...(1 << 40))
         c.journal.retainBytes = Int64(try args.int("retain-bytes", default: 4 << 30, in: 4096...(1 << 50)))
@@ -81,6 +93,8 @@ public struct DaemonConfiguration: Sendable {
                                      disk                               (default tcp://127.0.0.1:7701)
           --publish ENDPOINT         typed topics out, XPUB             (default tcp://127.0.0.1:7702)
           --control ENDPOINT         replay from the journal, stats, ROUTER (default tcp://127.0.0.1:7703)
+          --metrics HOST:PORT        Prometheus text at /metrics and health at /healthz over HTTP
+                                     (default 127.0.0.1:7780; PORT may be *; off disables)
 
         Storage (the journal: docs/durability.md):
           --data-dir PATH            the daemon's files, created if missing (default ./checkoutbus-data);

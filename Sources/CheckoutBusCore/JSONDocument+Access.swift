@@ -82,24 +82,89 @@ extension JSONDocument {
         return n == 0 || memcmp(base + Int(tok.start) + 1, text.baseAddress!, n) == 0
     }
 
+    /// Whether key token `tok` (a string) holds exactly the `n` bytes at `p` (like ``stringEquals(_:_:)``):
+    /// lengths first, then the first byte, then the rest, so most keys are ruled out without a call.
+    @inline(__always)
+    func keyEquals(_ k: Int, _ tok: Token, _ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        if tok.flag {
+            // An escaped key (rare): compared as `String`s, as `stringEquals` does.
+            return string(k) == String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+        }
+        guard Int(tok.end &- tok.start) &- 2 == n else { return false }
+        if n == 0 { return true }
+        let q = base + (Int(tok.start) &+ 1)
+        return q[0] == p[0] && memcmp(q, p, n) == 0
+    }
+
     /// The value of member `key` of object `object`, if present (the first, if repeated).
     public func member(_ object: Int, _ key: StaticString) -> Int? {
         guard tokens[object].kind == .object else { return nil }
+        let p = key.utf8Start
+        let n = key.utf8CodeUnitCount
         let end = Int(tokens[object].next)
-        var k = object + 1
+        var k = object &+ 1
         while k < end {
-            if stringEquals(k, key) { return k + 1 }
-            k = Int(tokens[k + 1].next)
+            if keyEquals(k, tokens[k], p, n) { return k &+ 1 }
+            k = Int(tokens[k &+ 1].next)
         }
         return nil
     }
 
+    /// The first of several spellings of a member that is present: one pass over the members,
+    /// keeping the best-ranked spelling seen so far.
+    func member(_ object: Int, among keys: UnsafeBufferPointer<StaticString>) -> Int? {
+        guard tokens[object].kind == .object else { return nil }
+        var found: Int?
+        var rank = keys.count
+        let end = Int(tokens[object].next)
+        var k = object &+ 1
+        while k < end && rank > 0 {
+            let tok = tokens[k]
+            for r in 0..<rank where keyEquals(k, tok, keys[r].utf8Start, keys[r].utf8CodeUnitCount) {
+                found = k &+ 1
+                rank = r
+                break
+            }
+            k = Int(tokens[k &+ 1].next)
+        }
+        return found
+    }
+
     /// The first of several spellings of a member that is present.
     public func member(_ object: Int, anyOf keys: StaticString...) -> Int? {
-        for key in keys {
-            if let v = member(object, key) { return v }
-        }
-        return nil
+        keys.withUnsafeBufferPointer { member(object, among: $0) }
+    }
+
+    // Fixed-arity spellings of `member(_:anyOf:)`: no array is built per call.
+
+    /// `count` keys in a homogeneous tuple's bytes (its size is not a multiple of the stride, so
+    /// the count is given rather than derived).
+    @inline(__always)
+    func member(_ object: Int, among tuple: UnsafeRawBufferPointer, _ count: Int) -> Int? {
+        member(object, among: UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self),
+                                                  count: count))
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString) -> Int? {
+        var keys = (k0, k1)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 2) }
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString) -> Int? {
+        var keys = (k0, k1, k2)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 3) }
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
+                       _ k3: StaticString) -> Int? {
+        var keys = (k0, k1, k2, k3)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 4) }
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
+                       _ k3: StaticString, _ k4: StaticString) -> Int? {
+        var keys = (k0, k1, k2, k3, k4)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 5) }
     }
 
     /// Follows a path of member names through nested objects.

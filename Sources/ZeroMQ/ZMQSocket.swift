@@ -14,6 +14,8 @@ public struct ZMQSocketType: Sendable, Equatable {
     public static let router = ZMQSocketType(rawValue: ZMQ_ROUTER)
     public static let dealer = ZMQSocketType(rawValue: ZMQ_DEALER)
     public static let pair = ZMQSocketType(rawValue: ZMQ_PAIR)
+    /// Raw TCP: `[connection id][bytes]`; an empty frame opens or closes a connection.
+    public static let stream = ZMQSocketType(rawValue: ZMQ_STREAM)
 }
 
 /// A libzmq socket, closed in `deinit`.

@@ -359,4 +359,17 @@ struct JSONDocumentTests {
             #expect(throws: JSONParseError.self) { try truncated.parseOwned(Array("\"\(filler)".utf8)) }
         }
     }
+
+    @Test("anyOf finds the last of two to six spellings, and prefers the earliest spelling present")
+    func anyOfEveryArity() throws {
+        let doc = try #require(document(#"{"f":6,"e":5,"d":4,"c":3,"b":2}"#))
+        let r = doc.root
+        #expect(doc.member(r, anyOf: "x", "b").flatMap(doc.int64) == 2)
+        #expect(doc.member(r, anyOf: "x", "y", "c").flatMap(doc.int64) == 3)
+        #expect(doc.member(r, anyOf: "x", "y", "z", "d").flatMap(doc.int64) == 4)
+        #expect(doc.member(r, anyOf: "x", "y", "z", "w", "e").flatMap(doc.int64) == 5)
+        #expect(doc.member(r, anyOf: "x", "y", "z", "w", "v", "f").flatMap(doc.int64) == 6)
+        #expect(doc.member(r, anyOf: "b", "x", "f").flatMap(doc.int64) == 2)
+        #expect(doc.member(r, anyOf: "x", "y", "z", "w", "v") == nil)
+    }
 }

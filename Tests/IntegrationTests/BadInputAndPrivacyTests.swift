@@ -103,7 +103,7 @@ struct BadInputAndPrivacyTests {
         let first = try DaemonProcess()
         let otherData = FileManager.default.temporaryDirectory.appendingPathComponent("cb-\(UUID().uuidString)")
         let second = try runTool("checkoutbusd", ["--ingest", first.ingest, "--publish", "tcp://127.0.0.1:*",
-                                                  "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*",
+                                                  "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
                                                   "--data-dir", otherData.path])
         #expect(second.status == 1)
         #expect(second.output.contains("Address already in use"))
@@ -113,7 +113,7 @@ struct BadInputAndPrivacyTests {
     func dataDirectoryInUse() throws {
         let first = try DaemonProcess()
         let second = try runTool("checkoutbusd", ["--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*",
-                                                  "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*",
+                                                  "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
                                                   "--data-dir", first.dataDirectory.path])
         #expect(second.status == 1)
         #expect(second.output.contains("in use by another checkoutbusd"))

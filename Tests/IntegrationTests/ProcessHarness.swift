@@ -95,7 +95,7 @@ final class DaemonProcess {
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
         process.executableURL = Products.url("checkoutbusd")
         process.arguments = ["--ingest", ingest, "--publish", publish, "--ingest-acked", "tcp://127.0.0.1:*",
-                             "--control", "tcp://127.0.0.1:*", "--data-dir", dataDirectory.path]
+                             "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*", "--data-dir", dataDirectory.path]
             + extraArguments
         let out = Pipe()
         process.standardOutput = out

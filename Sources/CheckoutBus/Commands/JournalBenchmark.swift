@@ -80,7 +80,7 @@ public struct JournalBenchmark {
             // (3) Over the control socket of a daemon started on this journal.
             let daemon = try ThroughputBenchmark.BusProcess("checkoutbusd", [
                 "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--ingest-acked", "tcp://127.0.0.1:*",
-                "--control", "tcp://127.0.0.1:*", "--data-dir", tmp.appendingPathComponent("data").path, "--log-level", "warning",
+                "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*", "--data-dir", tmp.appendingPathComponent("data").path, "--log-level", "warning",
             ])
             defer { daemon.stop() }
             guard let control = daemon.ready["control"] as? String else { throw DaemonError("no control endpoint") }

@@ -92,7 +92,7 @@ public struct ThroughputBenchmark {
             let hwm = "1000000"
             let daemon = try BusProcess("checkoutbusd", [
                 "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path,
-                "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*",
+                "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
                 "--publish-hwm", hwm, "--log-level", "warning",
             ] + daemonArguments)
             defer { daemon.stop() }
@@ -125,7 +125,7 @@ public struct ThroughputBenchmark {
             if memoryCheckouts > 0 {
                 let fresh = try BusProcess("checkoutbusd", [
                     "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path + "-m",
-                    "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*",
+                    "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
                     "--publish-hwm", hwm, "--log-level", "warning", "--max-checkouts", String(memoryCheckouts * 2),
                 ])
                 defer { fresh.stop() }

@@ -114,6 +114,10 @@ public final class Journal {
     public var totalBytes: Int64 { segments.reduce(0) { $0 + Int64($1.size) } }
     public var fsyncCount: UInt64 { syncer.fsyncs }
     public var fsyncMaxMicros: UInt64 { syncer.fsyncMaxMicroseconds }
+    /// Durations of the sync thread's `fdatasync` calls.
+    public var fsyncHistogram: Histogram { syncer.fsyncHistogram }
+    /// False from a failed write until the next successful one (`/healthz`).
+    public private(set) var isWritable = true
     public var hasPending: Bool { !pendingRecords.isEmpty }
 
     // MARK: Recovery
@@ -306,6 +310,7 @@ public final class Journal {
                 // Leave the file as it was: a partial run would be a torn tail.
                 _ = ftruncate(fd, off_t(startOffset))
                 _ = lseek(fd, off_t(startOffset), SEEK_SET)
+                isWritable = false
                 throw DaemonError("journal write failed: \(reason)")
             }
             done += n
@@ -317,6 +322,7 @@ public final class Journal {
             recordsSinceIndex = (recordsSinceIndex + 1) % indexStride
         }
         segments[active].size += bytes
+        isWritable = true
         writtenSeq = pendingRecords[to - 1].seq
         syncer.written(upTo: writtenSeq)
         writtenRecords = to

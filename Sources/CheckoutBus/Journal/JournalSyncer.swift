@@ -17,6 +17,8 @@ final class JournalSyncer: Sendable {
     let fsyncCount = Atomic<UInt64>(0)
     let fsyncMaxMicros = Atomic<UInt64>(0)
     private let stopRequested = Atomic<Bool>(false)
+    /// Every `fdatasync`'s duration, for metrics.
+    let fsyncDurations = Mutex(Histogram.fsync())
     private let fd: Mutex<Int32>
     private let intervalNanos: UInt64
     private let finished = DispatchSemaphore(value: 0)
@@ -31,6 +33,7 @@ final class JournalSyncer: Sendable {
     var durable: UInt64 { durableSeq.load(ordering: .acquiring) }
     var fsyncs: UInt64 { fsyncCount.load(ordering: .relaxed) }
     var fsyncMaxMicroseconds: UInt64 { fsyncMaxMicros.load(ordering: .relaxed) }
+    var fsyncHistogram: Histogram { fsyncDurations.withLock { $0 } }
 
     /// Sets both marks (after recovery, before the thread starts).
     func reset(seq: UInt64) {
@@ -84,7 +87,9 @@ final class JournalSyncer: Sendable {
             if written > durableSeq.load(ordering: .acquiring) {
                 fd.withLock { current in _ = fdatasync(current) }
                 advanceDurable(to: written)
-                let micros = (BusClock.monotonicNanoseconds() - start) / 1000
+                let nanos = BusClock.monotonicNanoseconds() - start
+                let micros = nanos / 1000
+                fsyncDurations.withLock { $0.observe(nanoseconds: nanos) }
                 fsyncCount.add(1, ordering: .relaxed)
                 if micros > fsyncMaxMicros.load(ordering: .relaxed) { fsyncMaxMicros.store(micros, ordering: .relaxed) }
             }

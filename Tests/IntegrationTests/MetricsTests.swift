@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+
+/// A plain HTTP/1.1 GET over a TCP socket (what curl or a Prometheus scraper sends).
+func httpGet(_ address: String, _ path: String, method: String = "GET") throws -> (status: Int, body: String) {
+    let colon = try #require(address.lastIndex(of: ":"))
+    let host = String(address[..<colon])
+    let port = try #require(UInt16(address[address.index(after: colon)...]))
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw HarnessError("socket failed") }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = port.bigEndian
+    inet_pton(AF_INET, host, &addr.sin_addr)
+    let connected = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw HarnessError("cannot connect to \(address)") }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    let request = Array("\(method) \(path) HTTP/1.1\r\nHost: \(address)\r\nUser-Agent: test\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    var response: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        response.append(contentsOf: buffer[0..<n])
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    guard let statusLine = text.split(separator: "\r\n").first, statusLine.hasPrefix("HTTP/1.1 "),
+        let status = Int(statusLine.dropFirst(9).prefix(3))
+    else { throw HarnessError("not an HTTP response: \(text.prefix(200))") }
+    let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+    return (status, body)
+}
+
+/// The value of one sample line (`name{labels} value`) in Prometheus text, if present.
+func metric(_ text: String, _ sample: String) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(sample + " ") {
+        return Double(line.dropFirst(sample.count + 1))
+    }
+    return nil
+}
+
+@Suite("metrics and health over HTTP", .serialized, .timeLimit(.minutes(2)))
+struct MetricsTests {
+    @Test("/metrics shows every counter, and they move under traffic; /healthz; 404 and 405")
+    func metricsMove() throws {
+        let daemon = try DaemonProcess()
+        let address = try #require(daemon.ready["metrics"] as? String)
+        let before = try httpGet(address, "/metrics")
+        #expect(before.status == 200)
+        for name in [
+            "checkoutbus_events_received_total{family=\"ecp\"}", "checkoutbus_events_published_total{kind=\"complete\"}",
+            "checkoutbus_events_suppressed_total", "checkoutbus_deadletters_total{reason=\"not_lifecycle\"}",
+            "checkoutbus_journal_bytes", "checkoutbus_journal_fsyncs_total", "checkoutbus_tracked_checkouts",
+            "checkoutbus_pipeline_latency_seconds_count", "checkoutbus_journal_fsync_seconds_count", "checkoutbus_last_seq",
+        ] {
+            #expect(metric(before.body, name) != nil, "\(name) is exported")
+        }
+        #expect(before.body.contains("# TYPE checkoutbus_pipeline_latency_seconds histogram"))
+        #expect(metric(before.body, "checkoutbus_last_seq") == 0)
+
+        let tour = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("samples/tour.jsonl"), encoding: .utf8)
+        #expect(try sendBytes(Array(tour.utf8), to: daemon.ingestAcked, arguments: ["--acked"]).status == 1)
+        let control = try ControlClient(daemon.control)
+        _ = try control.request(#"{"op":"report","subscriber":"slow-1","missed":7,"recovered":7,"gaps":1}"#)
+        let after = try httpGet(address, "/metrics").body
+        #expect(metric(after, "checkoutbus_last_seq") == 12)
+        #expect(metric(after, "checkoutbus_events_published_total{kind=\"complete\"}") == 3)
+        #expect(metric(after, "checkoutbus_events_published_total{kind=\"fail\"}") == 4)
+        #expect(metric(after, "checkoutbus_events_suppressed_total") == 1)
+        #expect(metric(after, "checkoutbus_deadletters_total{reason=\"not_lifecycle\"}") == 1)
+        #expect(metric(after, "checkoutbus_events_received_total{family=\"primer\"}") == 2)
+        #expect(metric(after, "checkoutbus_pipeline_latency_seconds_count") == 12)
+        #expect((metric(after, "checkoutbus_journal_bytes") ?? 0) > (metric(before.body, "checkoutbus_journal_bytes") ?? 0))
+        #expect((metric(after, "checkoutbus_journal_fsyncs_total") ?? 0) >= 1)
+        #expect(metric(after, "checkoutbus_subscriber_hwm_drops_total{subscriber=\"slow-1\"}") == 7)
+        #expect(metric(after, "checkoutbus_tracked_checkouts") == 7)
+
+        let health = try httpGet(address, "/healthz")
+        #expect(health.status == 200)
+        #expect(health.body.contains("\"status\":\"ok\""))
+        #expect(try httpGet(address, "/nope").status == 404)
+        #expect(try httpGet(address, "/metrics", method: "POST").status == 405)
+        #expect(daemon.terminate() == 0)
+    }
+
+    @Test("--metrics off leaves no HTTP endpoint; a bad address is refused")
+    func metricsOff() throws {
+        let daemon = try DaemonProcess(["--metrics", "off"])
+        #expect(daemon.ready["metrics"] is NSNull)
+        let bad = try runTool("checkoutbusd", ["--metrics", "tcp://127.0.0.1:80"])
+        #expect(bad.status == 2)
+        #expect(bad.output.contains("--metrics must be HOST:PORT"))
+    }
+}
