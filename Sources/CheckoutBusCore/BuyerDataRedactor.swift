@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Writes a JSON value with buyer and payment details replaced by `"[redacted]"`.
 ///
 /// Redacted by default (`--buyer-data redacted`): any member named for buyer identity or contact
@@ -25,17 +31,49 @@ public enum BuyerDataRedactor {
         return b
     }
 
-    @inline(__always)
-    static func matches(_ key: UnsafeRawBufferPointer, _ list: [[UInt8]]) -> Bool {
-        for candidate in list where candidate.withUnsafeBytes({ $0.elementsEqual(key) }) { return true }
-        return false
+    /// Whether `key` is one of ``always`` (`n` = its length, 3…32): the list unrolled into a
+    /// switch on the length and byte compares, so a check touches no array (no retain, no release).
+    /// A test checks it against the list.
+    static func isListed(_ key: UnsafeRawPointer, _ n: Int) -> Bool {
+        @inline(__always) func eq(_ name: StaticString) -> Bool { memcmp(key, name.utf8Start, n) == 0 }
+        switch n {
+        case 3: return eq("zip")
+        case 4: return eq("card")
+        case 5: return eq("email") || eq("phone") || eq("buyer")
+        case 7: return eq("address") || eq("billing")
+        case 8: return eq("lastName") || eq("fullName") || eq("address1") || eq("address2")
+        case 9: return eq("last_name") || eq("firstName") || eq("full_name") || eq("addresses") || eq("cartToken")
+        case 10:
+            return eq("first_name") || eq("instrument") || eq("credential") || eq("cart_token") || eq("browser_ip")
+                || eq("ip_address") || eq("postalCode")
+        case 11:
+            return eq("phoneNumber") || eq("instruments") || eq("credentials") || eq("cardDetails")
+                || eq("customer_ip") || eq("postal_code")
+        case 12: return eq("emailAddress") || eq("phone_number") || eq("card_details")
+        case 13: return eq("email_address")
+        case 14: return eq("billingAddress") || eq("street_address") || eq("address_region")
+        case 15: return eq("billing_address") || eq("shippingAddress") || eq("deliveryAddress")
+        case 16:
+            return eq("shipping_address") || eq("delivery_address") || eq("extended_address")
+                || eq("address_locality")
+        case 17: return eq("paymentMethodData")
+        case 19: return eq("payment_method_data")
+        default: return false
+        }
     }
 
     /// The prefilter's bit for a name of at least 3 bytes: length and three of its bytes mixed.
     @inline(__always)
     static func filterBit(_ key: UnsafeRawBufferPointer) -> Int {
         let n = key.count
-        return (n &* 37 &+ Int(key[0]) &* 7 &+ Int(key[n - 1]) &* 3 &+ Int(key[1])) & 255
+        let p = key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        return (n &* 37 &+ Int(p[0]) &* 7 &+ Int(p[n &- 1]) &* 3 &+ Int(p[1])) & 255
+    }
+
+    /// Whether `key` is exactly `name`.
+    @inline(__always)
+    static func equals(_ key: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
+        key.count == name.utf8CodeUnitCount && memcmp(key.baseAddress!, name.utf8Start, key.count) == 0
     }
 
     /// A 256-bit prefilter over ``always``: the bit of every listed name is set, so most keys of a
@@ -56,14 +94,13 @@ public enum BuyerDataRedactor {
         let n = key.count
         if n >= 3 && n <= 32 {
             let bit = filterBit(key)
-            if filterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0 && matches(key, always[n]) { return true }
+            if filterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0 && isListed(key.baseAddress!, n) { return true }
         }
         guard let parent else { return false }
-        if n == 7 && key.elementsEqual("details".utf8) {
-            return parent.elementsEqual("paymentMethods".utf8) || parent.elementsEqual("payment_methods".utf8)
-                || parent.elementsEqual("deliveries".utf8)
+        if n == 7 && equals(key, "details") {
+            return equals(parent, "paymentMethods") || equals(parent, "payment_methods") || equals(parent, "deliveries")
         }
-        if n == 5 && key.elementsEqual("token".utf8) { return parent.elementsEqual("cart".utf8) }
+        if n == 5 && equals(key, "token") { return equals(parent, "cart") }
         return false
     }
 

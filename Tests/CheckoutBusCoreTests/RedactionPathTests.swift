@@ -96,4 +96,24 @@ struct RedactionPathTests {
         #expect(names > 40)
         #expect(words == (0..<4).map { BuyerDataRedactor.filterWord($0) })
     }
+
+    @Test("the unrolled name check accepts exactly the listed names")
+    func unrolledCheckMatchesList() {
+        let listed = Set(BuyerDataRedactor.always.joined())
+        var checked = 0
+        for name in listed {
+            #expect(name.withUnsafeBytes { BuyerDataRedactor.isListed($0.baseAddress!, $0.count) })
+            // Every one-byte change of a listed name is rejected unless that name is listed too.
+            for i in name.indices {
+                for replacement in [UInt8(ascii: "_"), UInt8(ascii: "x"), name[i] ^ 0x20] where replacement != name[i] {
+                    var other = name
+                    other[i] = replacement
+                    let isListed = other.withUnsafeBytes { BuyerDataRedactor.isListed($0.baseAddress!, $0.count) }
+                    #expect(isListed == listed.contains(other))
+                    checked += 1
+                }
+            }
+        }
+        #expect(checked > 1000)
+    }
 }
