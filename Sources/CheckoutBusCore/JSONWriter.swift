@@ -23,20 +23,21 @@ public struct JSONWriter {
     }
 
     public mutating func append(int value: Int64) {
-        if value == 0 {
-            bytes.append(UInt8(ascii: "0"))
-            return
-        }
-        var v = value.magnitude
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        // Digits from the right into a stack buffer, sign included, then one copy.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
-            var n = 0
-            while v > 0 {
-                buf[19 - n] = UInt8(ascii: "0") + UInt8(v % 10)
+            let b = buf.baseAddress!
+            var v = value.magnitude
+            var at = 20
+            repeat {
+                at &-= 1
+                b[at] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
                 v /= 10
-                n += 1
+            } while v > 0
+            if value < 0 {
+                at &-= 1
+                b[at] = UInt8(ascii: "-")
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buf[(20 - n)...]))
+            appendRaw(UnsafeRawBufferPointer(start: b + at, count: 20 &- at))
         }
     }
 

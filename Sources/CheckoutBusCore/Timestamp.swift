@@ -21,30 +21,36 @@ public struct Timestamp: Sendable, Equatable, Comparable {
         let d = doy - (153 * mp + 2) / 5 + 1
         let m = mp < 10 ? mp + 3 : mp - 9
         let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        out.append(byte: UInt8(ascii: "\""))
-        digits(y, 4, &out)
-        out.append(byte: UInt8(ascii: "-"))
-        digits(m, 2, &out)
-        out.append(byte: UInt8(ascii: "-"))
-        digits(d, 2, &out)
-        out.append(byte: UInt8(ascii: "T"))
-        digits(dayMs / 3_600_000, 2, &out)
-        out.append(byte: UInt8(ascii: ":"))
-        digits(dayMs / 60_000 % 60, 2, &out)
-        out.append(byte: UInt8(ascii: ":"))
-        digits(dayMs / 1000 % 60, 2, &out)
-        out.append(byte: UInt8(ascii: "."))
-        digits(dayMs % 1000, 3, &out)
-        out.append("Z\"")
+        // The 26 bytes are built on the stack and appended in one copy; every digit is a division
+        // by a constant (a multiply), never by a variable.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 26) { buf in
+            let b = buf.baseAddress!
+            b[0] = UInt8(ascii: "\"")
+            Timestamp.digits(y, 1000, 4, b + 1)
+            b[5] = UInt8(ascii: "-")
+            Timestamp.digits(m, 10, 2, b + 6)
+            b[8] = UInt8(ascii: "-")
+            Timestamp.digits(d, 10, 2, b + 9)
+            b[11] = UInt8(ascii: "T")
+            Timestamp.digits(dayMs / 3_600_000, 10, 2, b + 12)
+            b[14] = UInt8(ascii: ":")
+            Timestamp.digits(dayMs / 60_000 % 60, 10, 2, b + 15)
+            b[17] = UInt8(ascii: ":")
+            Timestamp.digits(dayMs / 1000 % 60, 10, 2, b + 18)
+            b[20] = UInt8(ascii: ".")
+            Timestamp.digits(dayMs % 1000, 100, 3, b + 21)
+            b[24] = UInt8(ascii: "Z")
+            b[25] = UInt8(ascii: "\"")
+            out.appendRaw(UnsafeRawBufferPointer(buf))
+        }
     }
 
-    private func digits(_ v: Int64, _ width: Int, _ out: inout JSONWriter) {
-        var div: Int64 = 1
-        for _ in 1..<width { div *= 10 }
-        var x = v
-        while div > 0 {
-            out.append(byte: UInt8(ascii: "0") + UInt8(truncatingIfNeeded: x / div % 10))
-            x %= div
+    /// Writes the last `width` decimal digits of `v` (`top` is 10^(width-1)) to `out`.
+    @inline(__always)
+    private static func digits(_ v: Int64, _ top: Int64, _ width: Int, _ out: UnsafeMutablePointer<UInt8>) {
+        var div = top
+        for k in 0..<width {
+            out[k] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v / div % 10)
             div /= 10
         }
     }
