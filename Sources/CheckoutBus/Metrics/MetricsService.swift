@@ -141,8 +141,17 @@ final class MetricsService {
         return out
     }
 
+    /// A label value with backslash, quote and newline escaped.
     static func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
+        var out = ""
+        for c in s.unicodeScalars {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
     }
 }
