@@ -14,7 +14,8 @@ let usage = """
       tail    print envelopes published by a daemon, live
       replay  replay a recorded JSONL (raw capture or `tail --format json`) at its pacing, ×N, or flat out
       flood   drive a daemon with synthetic lifecycles and check what it publishes
-      bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse` for the parser
+      stats   what a running daemon has done: counters, journal, subscribers' drops
+      bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse`, `bench journal`
       forwarder  the raw PULL→PUB baseline the benchmark runs
 
     Run `checkoutbus <command> --help` for a command's flags.
@@ -54,6 +55,8 @@ case "flood":
     status = runCommand(FloodCommand.help) { try FloodCommand(arguments: arguments).run() }
 case "forwarder":
     status = runCommand(ForwarderCommand.help) { try ForwarderCommand(arguments: arguments).run() }
+case "stats":
+    status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
 case "bench":
     status = runCommand(BenchCommand.help) { try BenchCommand(arguments: arguments).run() }
 case "--help", "-h", "help":

@@ -81,6 +81,16 @@ struct MetricsTests {
         // tour-1, legacy-7, legacy-8, and-3, ios-4, primer-5
         #expect(metric(after, "checkoutbus_tracked_checkouts") == 6)
 
+        let stats = try runTool("checkoutbus", ["stats", "--control", daemon.control])
+        #expect(stats.status == 0)
+        #expect(stats.output.contains("complete 3"))
+        #expect(stats.output.contains("not_lifecycle 1"))
+        #expect(stats.output.contains("subscriber slow-1"))
+        #expect(stats.output.contains("missed 7"))
+        let statsJSON = try runTool("checkoutbus", ["stats", "--control", daemon.control, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(statsJSON.output.utf8)) as? [String: Any]
+        #expect(object?["last_seq"] as? Int == 12)
+
         let health = try httpGet(address, "/healthz")
         #expect(health.status == 200)
         #expect(health.body.contains("\"status\":\"ok\""))
@@ -96,5 +106,8 @@ struct MetricsTests {
         let bad = try runTool("checkoutbusd", ["--metrics", "tcp://127.0.0.1:80"])
         #expect(bad.status == 2)
         #expect(bad.output.contains("--metrics must be HOST:PORT"))
+        let nobody = try runTool("checkoutbus", ["stats", "--control", "tcp://127.0.0.1:1", "--timeout", "1"])
+        #expect(nobody.status == 1)
+        #expect(nobody.output.contains("no answer"))
     }
 }
