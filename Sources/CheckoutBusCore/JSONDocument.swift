@@ -220,6 +220,31 @@ public final class JSONDocument {
             return i
         }
 
+        /// Scans a string of plain printable ASCII that ends within its first 16 bytes (most keys
+        /// and many values) without a call: one or two words, one mask each. Anything else, or too
+        /// near the end of the text, goes to ``parseString(_:)``.
+        @inline(__always)
+        mutating func string(_ start: Int) throws(JSONParseError) -> Int {
+            let i = start &+ 1
+            if i &+ 16 <= length {
+                let p = UnsafeRawPointer(base + i)
+                var m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)))
+                var at = i
+                if m == 0 {
+                    m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                    at = i &+ 8
+                }
+                if m != 0 {
+                    let j = at &+ (m.trailingZeroBitCount &>> 3)
+                    if base[j] == UInt8(ascii: "\"") {
+                        append(.string, false, start, j &+ 1)
+                        return j &+ 1
+                    }
+                }
+            }
+            return try parseString(start)
+        }
+
         /// Scans a string, validating escapes and UTF-8; plain ASCII takes a tight loop.
         mutating func parseString(_ start: Int) throws(JSONParseError) -> Int {
             var i = start &+ 1
@@ -304,10 +329,15 @@ public final class JSONDocument {
                 while true {
                     guard i < length else { throw JSONParseError(.truncated, at: i) }
                     guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
-                    i = skipSpace(try parseString(i))
+                    i = skipSpace(try string(i))
                     guard i < length else { throw JSONParseError(.truncated, at: i) }
                     guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
-                    i = skipSpace(try parseValue(skipSpace(i + 1)))
+                    i = skipSpace(i + 1)
+                    if i < length && base[i] == UInt8(ascii: "\"") {
+                        i = skipSpace(try string(i))
+                    } else {
+                        i = skipSpace(try parseValue(i))
+                    }
                     guard i < length else { throw JSONParseError(.truncated, at: i) }
                     if base[i] == UInt8(ascii: ",") {
                         i = skipSpace(i + 1)
