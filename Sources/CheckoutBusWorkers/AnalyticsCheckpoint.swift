@@ -1,0 +1,254 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+import CheckoutBusCore
+
+/// The analytics worker's cursor file (`--cursor PATH`): the whole ``AnalyticsFunnel`` and the
+/// `seq` it matches, in one JSON file replaced atomically.
+///
+/// A save writes `PATH.tmp`, `fsync`s it, renames it over `PATH` and `fsync`s the directory, so
+/// the file always holds one complete checkpoint: the old one or the new one, never a mix, after
+/// `kill -9` or a power loss. The counts and the `seq` travel together, so a restarted worker
+/// resumes from exactly the state that matches its position, and the subscriber replays the
+/// envelopes after it from the journal: each envelope is counted exactly once.
+///
+///     {"v":1,"format":"checkoutbus-analytics-state","seq":52310,"max_checkouts":100000,
+///      "counters":{"events":…,"started":…,…},"failed_by_code":{…},"failed_after_complete_by_code":{…},
+///      "dead_letters_by_reason":{…},"revenue":{"USD":[orders,total,orders_without_total]},
+///      "durations":{"max":…,"buckets":[[ms,count],…]},"evicted_checkouts":0,
+///      "checkouts":[["id",started_at_ms_or_null,flags],…]}   least recently seen first
+///
+/// Read back with the package's tape scanner. `Sendable` (no state).
+public enum AnalyticsCheckpoint {
+    static let format: StaticString = "checkoutbus-analytics-state"
+
+    /// Loads the checkpoint at `path`, or returns nil when there is no file yet.
+    /// - Throws: ``AnalyticsError`` when the file exists but cannot be read or is not a checkpoint:
+    ///   the worker refuses to start rather than count from a wrong position.
+    public static func load(path: String, maxCheckouts: Int) throws(AnalyticsError) -> AnalyticsFunnel? {
+        guard let bytes = try AtomicFile.read(path) else { return nil }
+        return try decode(bytes, maxCheckouts: maxCheckouts, path: path)
+    }
+
+    /// Replaces the checkpoint at `path` with `funnel` (durably: see the type's discussion).
+    public static func save(_ funnel: AnalyticsFunnel, to path: String) throws(AnalyticsError) {
+        try AtomicFile.write(encode(funnel), to: path, durable: true)
+    }
+
+    static func encode(_ f: AnalyticsFunnel) -> [UInt8] {
+        var w = JSONWriter(capacity: 4096 + f.trackedCheckouts * 48)
+        w.append(#"{"v":1,"format":""#)
+        w.append(format)
+        w.append(#"","seq":"#)
+        w.append(int: f.lastSeq)
+        w.append(#","max_checkouts":"#)
+        w.append(int: f.maxCheckouts)
+        w.append(#","counters":{"#)
+        for (i, field) in AnalyticsFunnel.Counters.fields.enumerated() {
+            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+            w.appendString(field.name)
+            w.append(byte: UInt8(ascii: ":"))
+            w.append(int: f.counters[keyPath: field.path])
+        }
+        w.append(#"},"failed_by_code":"#)
+        AnalyticsReport.appendCounts(f.failedByCode, to: &w)
+        w.append(#","failed_after_complete_by_code":"#)
+        AnalyticsReport.appendCounts(f.failedAfterCompleteByCode, to: &w)
+        w.append(#","dead_letters_by_reason":"#)
+        AnalyticsReport.appendCounts(f.deadLettersByReason, to: &w)
+        w.append(#","revenue":{"#)
+        for (i, currency) in f.revenue.keys.sorted().enumerated() {
+            let r = f.revenue[currency]!
+            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+            w.appendString(currency)
+            w.append(":[")
+            w.append(int: r.orders)
+            w.append(byte: UInt8(ascii: ","))
+            w.append(int: r.total)
+            w.append(byte: UInt8(ascii: ","))
+            w.append(int: r.ordersWithoutTotal)
+            w.append("]")
+        }
+        w.append(#"},"durations":{"max":"#)
+        w.append(int: f.durations.maximum)
+        w.append(#","buckets":["#)
+        for (i, key) in f.durations.buckets.keys.sorted().enumerated() {
+            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+            w.append("[")
+            w.append(int: key)
+            w.append(byte: UInt8(ascii: ","))
+            w.append(int: f.durations.buckets[key]!)
+            w.append("]")
+        }
+        w.append(#"]},"evicted_checkouts":"#)
+        w.append(int: f.evictedCheckouts)
+        w.append(#","checkouts":["#)
+        let memory = f.checkouts
+        for (i, slot) in memory.slotsByRecency().enumerated() {
+            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+            let state = memory.states[slot]
+            w.append("[")
+            w.appendString(memory.ids[slot])
+            w.append(byte: UInt8(ascii: ","))
+            if state.startedAt == CheckoutMemory.State.noTime { w.append("null") } else { w.append(int: state.startedAt) }
+            w.append(byte: UInt8(ascii: ","))
+            w.append(int: Int64(state.flags.rawValue))
+            w.append("]")
+        }
+        w.append("]}\n")
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8], maxCheckouts: Int, path: String) throws(AnalyticsError) -> AnalyticsFunnel {
+        let doc = JSONDocument()
+        doc.maxDepth = 8
+        let bad = { (why: String) in AnalyticsError("\(path) is not an analytics checkpoint (\(why)); move it away to start over") }
+        let result: Result<AnalyticsFunnel, AnalyticsError> = bytes.withUnsafeBytes { buffer in
+            do throws(JSONParseError) { try doc.parse(buffer) } catch { return .failure(bad("\(error)")) }
+            let root = doc.root
+            guard let v = doc.member(root, "format"), doc.stringEquals(v, format),
+                let versionToken = doc.member(root, "v"), doc.int64(versionToken) == 1
+            else { return .failure(bad("no format or version 1")) }
+            guard let seqToken = doc.member(root, "seq"), let seq = doc.int64(seqToken), seq >= 0 else {
+                return .failure(bad("no seq"))
+            }
+            let f = AnalyticsFunnel(maxCheckouts: maxCheckouts)
+            f.lastSeq = seq
+            guard let counters = doc.object(root, "counters") else { return .failure(bad("no counters")) }
+            for field in AnalyticsFunnel.Counters.fields {
+                guard let t = doc.member(counters, field.name), let n = doc.int64(t) else {
+                    return .failure(bad("no counter \(field.name)"))
+                }
+                f.counters[keyPath: field.path] = n
+            }
+            f.failedByCode = counts(doc, root, "failed_by_code")
+            f.failedAfterCompleteByCode = counts(doc, root, "failed_after_complete_by_code")
+            f.deadLettersByReason = counts(doc, root, "dead_letters_by_reason")
+            if let revenue = doc.object(root, "revenue") {
+                doc.forEachMember(revenue) { k, v in
+                    let numbers = integers(doc, v)
+                    guard let currency = doc.string(k), numbers.count == 3 else { return }
+                    f.revenue[currency] = AnalyticsFunnel.Revenue(orders: numbers[0], total: numbers[1], ordersWithoutTotal: numbers[2])
+                }
+            }
+            if let durations = doc.object(root, "durations") {
+                if let t = doc.member(durations, "max"), let m = doc.int64(t) { f.durations.restore(maximum: m) }
+                if let buckets = doc.member(durations, "buckets") {
+                    doc.forEachElement(buckets) { pair in
+                        let numbers = integers(doc, pair)
+                        if numbers.count == 2 { f.durations.restore(bucket: numbers[0], count: numbers[1]) }
+                    }
+                }
+            }
+            var evicted: Int64 = 0
+            if let t = doc.member(root, "evicted_checkouts") { evicted = doc.int64(t) ?? 0 }
+            if let list = doc.member(root, "checkouts") {
+                var malformed = false
+                doc.forEachElement(list) { entry in
+                    var tokens: [Int] = []
+                    doc.forEachElement(entry) { tokens.append($0) }
+                    guard tokens.count == 3, let id = doc.string(tokens[0]), let flags = doc.int64(tokens[2]) else {
+                        malformed = true
+                        return
+                    }
+                    var state = CheckoutMemory.State()
+                    state.startedAt = doc.int64(tokens[1]) ?? CheckoutMemory.State.noTime
+                    state.flags = .init(rawValue: UInt8(truncatingIfNeeded: flags))
+                    f.checkouts.restore(id: id, state: state)
+                }
+                if malformed { return .failure(bad("a malformed checkout entry")) }
+            }
+            // Checkouts beyond a smaller --max-checkouts were evicted just now, oldest first.
+            f.checkouts.restore(evicted: evicted + f.checkouts.evicted)
+            return .success(f)
+        }
+        return try result.get()
+    }
+
+    private static func integers(_ doc: JSONDocument, _ array: Int) -> [Int64] {
+        var out: [Int64] = []
+        doc.forEachElement(array) { out.append(doc.int64($0) ?? 0) }
+        return out
+    }
+
+    private static func counts(_ doc: JSONDocument, _ root: Int, _ key: StaticString) -> [String: Int64] {
+        var out: [String: Int64] = [:]
+        guard let object = doc.object(root, key) else { return out }
+        doc.forEachMember(object) { k, v in
+            if let name = doc.string(k), let n = doc.int64(v) { out[name] = n }
+        }
+        return out
+    }
+}
+
+/// An analytics worker failure: a checkpoint or report that cannot be read or written. `Sendable`.
+public struct AnalyticsError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Whole-file reads, and replacement by write-to-temporary + rename. `Sendable` (no state).
+enum AtomicFile {
+    /// The file's bytes, or nil when it does not exist.
+    static func read(_ path: String) throws(AnalyticsError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw AnalyticsError("cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AnalyticsError("cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return out }
+            out.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Writes `bytes` to `path.tmp`, then renames it over `path`. With `durable`, the file is
+    /// `fsync`ed before the rename and the directory after it.
+    static func write(_ bytes: [UInt8], to path: String, durable: Bool) throws(AnalyticsError) {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw AnalyticsError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        var failure: String?
+        bytes.withUnsafeBytes { buffer in
+            var off = 0
+            while off < buffer.count {
+                let n = Glibc.write(fd, buffer.baseAddress! + off, buffer.count - off)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = "cannot write \(temporary): \(String(cString: strerror(errno)))"
+                    return
+                }
+                off += n
+            }
+        }
+        if failure == nil && durable && fsync(fd) != 0 {
+            failure = "cannot sync \(temporary): \(String(cString: strerror(errno)))"
+        }
+        close(fd)
+        if let failure {
+            unlink(temporary)
+            throw AnalyticsError(failure)
+        }
+        guard rename(temporary, path) == 0 else {
+            throw AnalyticsError("cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))")
+        }
+        if durable {
+            let slash = path.lastIndex(of: "/")
+            let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dfd >= 0 {
+                _ = fsync(dfd)
+                close(dfd)
+            }
+        }
+    }
+}

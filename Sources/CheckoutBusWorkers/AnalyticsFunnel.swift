@@ -1,0 +1,404 @@
+import CheckoutBus
+import CheckoutBusCore
+
+/// The analytics worker's whole state: the funnel counters, failures by code, revenue by currency,
+/// the start-to-complete durations, the open checkouts it remembers, and the `seq` it matches.
+///
+/// Every number is a pure function of the envelopes applied, in `seq` order, and of
+/// ``maxCheckouts``: replaying the same envelopes onto the state saved at some `seq` gives exactly
+/// the state a worker that never stopped would hold. That is what makes the worker's counts exact
+/// across `kill -9` (``AnalyticsCheckpoint``).
+///
+/// Definitions (docs/workers.md):
+/// - `started`: `start` envelopes. `started_checkouts`: checkouts whose first `start` the worker
+///   saw (a later `start` of a checkout it still remembers is not counted again).
+/// - `completed`: orders, the `complete` envelopes with `repeat` false; `repeat_completes` the others.
+/// - `completed_after_start`: orders of checkouts whose `start` the worker saw and still remembers;
+///   `completed_without_start` the rest (Primer sends no `start`; or the checkout was forgotten).
+/// - `conversion_rate` = `completed_after_start` / `started_checkouts`.
+/// - `abandoned`: checkouts dismissed before any `complete` (counted once, at the first such dismiss).
+/// - revenue: `summary.total` of orders, by `summary.currency` (`XXX` when it has none).
+/// - time to complete: `received_at` of the first `complete` minus that of the first `start`, one
+///   sample per `completed_after_start`.
+///
+/// Not `Sendable`: owned by the worker's subscriber thread.
+public final class AnalyticsFunnel {
+    /// The funnel's event counts. `Sendable`.
+    public struct Counters: Sendable, Equatable {
+        /// Envelopes applied (lifecycle and dead letters).
+        public var events: Int64 = 0
+        public var started: Int64 = 0
+        public var startedCheckouts: Int64 = 0
+        public var updated: Int64 = 0
+        public var completed: Int64 = 0
+        public var repeatCompletes: Int64 = 0
+        public var completedAfterStart: Int64 = 0
+        public var completedWithoutStart: Int64 = 0
+        public var failed: Int64 = 0
+        public var failedAfterComplete: Int64 = 0
+        public var dismissed: Int64 = 0
+        public var abandoned: Int64 = 0
+        public var deadLetters: Int64 = 0
+        /// Envelopes that could not be read (not JSON, no checkout id): counted, otherwise ignored.
+        public var unreadable: Int64 = 0
+
+        /// Names in the report and the state file, with key paths, in report order.
+        static var fields: [(name: StaticString, path: WritableKeyPath<Counters, Int64>)] { [
+            ("events", \.events), ("started", \.started), ("started_checkouts", \.startedCheckouts),
+            ("updated", \.updated), ("completed", \.completed), ("repeat_completes", \.repeatCompletes),
+            ("completed_after_start", \.completedAfterStart), ("completed_without_start", \.completedWithoutStart),
+            ("failed", \.failed), ("failed_after_complete", \.failedAfterComplete), ("dismissed", \.dismissed),
+            ("abandoned", \.abandoned), ("dead_letters", \.deadLetters), ("unreadable", \.unreadable),
+        ] }
+    }
+
+    /// Orders and their total in one currency. `Sendable`.
+    public struct Revenue: Sendable, Equatable {
+        public var orders: Int64 = 0
+        /// Sum of `summary.total` in minor units.
+        public var total: Int64 = 0
+        /// Orders whose envelope had no `summary.total` (counted in `orders`, adding nothing).
+        public var ordersWithoutTotal: Int64 = 0
+    }
+
+    /// The `seq` of the last envelope applied (0: none).
+    public internal(set) var lastSeq: Int64 = 0
+    public internal(set) var counters = Counters()
+    public internal(set) var failedByCode: [String: Int64] = [:]
+    public internal(set) var failedAfterCompleteByCode: [String: Int64] = [:]
+    public internal(set) var deadLettersByReason: [String: Int64] = [:]
+    public internal(set) var revenue: [String: Revenue] = [:]
+    public internal(set) var durations = DurationHistogram()
+    let checkouts: CheckoutMemory
+
+    /// The most checkouts remembered at once (least recently seen forgotten first).
+    public var maxCheckouts: Int { checkouts.capacity }
+    public var trackedCheckouts: Int { checkouts.count }
+    public var evictedCheckouts: Int64 { checkouts.evicted }
+
+    /// The currency code revenue without a currency is filed under (ISO 4217's "no currency").
+    public static let noCurrency = "XXX"
+
+    private let document = JSONDocument()
+
+    public init(maxCheckouts: Int) {
+        checkouts = CheckoutMemory(capacity: maxCheckouts)
+    }
+
+    /// The fields of one envelope the funnel reads.
+    struct Fields {
+        var checkoutID: String?
+        var receivedAt: Int64?
+        var isRepeat = false
+        var afterComplete = false
+        var currency: String?
+        var total: Int64?
+        var code: String?
+        var reason: String?
+    }
+
+    /// Applies one envelope (``BusEnvelope/bytes`` as published, in `seq` order).
+    public func apply(_ envelope: BusEnvelope) {
+        counters.events += 1
+        lastSeq = envelope.seq
+        guard let fields = read(envelope.bytes) else {
+            counters.unreadable += 1
+            return
+        }
+        if envelope.kind == .deadletter {
+            counters.deadLetters += 1
+            deadLettersByReason[fields.reason ?? "unknown", default: 0] += 1
+            return
+        }
+        guard let id = fields.checkoutID else {
+            counters.unreadable += 1
+            return
+        }
+        switch envelope.kind {
+        case .start:
+            counters.started += 1
+            let slot = checkouts.slot(for: id, insert: true)!
+            if !checkouts.states[slot].has(.started) {
+                checkouts.states[slot].insert(.started)
+                checkouts.states[slot].startedAt = fields.receivedAt ?? CheckoutMemory.State.noTime
+                counters.startedCheckouts += 1
+            }
+        case .update:
+            counters.updated += 1
+            _ = checkouts.slot(for: id, insert: false)
+        case .complete:
+            let slot = checkouts.slot(for: id, insert: true)!
+            if fields.isRepeat {
+                counters.repeatCompletes += 1
+                checkouts.states[slot].insert(.completed)
+                return
+            }
+            counters.completed += 1
+            let state = checkouts.states[slot]
+            if state.has(.started) && !state.has(.completed) {
+                counters.completedAfterStart += 1
+                if state.startedAt != CheckoutMemory.State.noTime, let done = fields.receivedAt {
+                    durations.record(max(0, done - state.startedAt))
+                }
+            } else {
+                counters.completedWithoutStart += 1
+            }
+            checkouts.states[slot].insert(.completed)
+            let currency = fields.currency ?? AnalyticsFunnel.noCurrency
+            var r = revenue[currency] ?? Revenue()
+            r.orders += 1
+            if let total = fields.total {
+                r.total = r.total.addingReportingOverflow(total).overflow ? Int64.max : r.total + total
+            } else {
+                r.ordersWithoutTotal += 1
+            }
+            revenue[currency] = r
+        case .fail:
+            counters.failed += 1
+            let code = fields.code ?? AnalyticsFunnel.code(fromTopic: envelope.topic)
+            failedByCode[code, default: 0] += 1
+            if fields.afterComplete {
+                counters.failedAfterComplete += 1
+                failedAfterCompleteByCode[code, default: 0] += 1
+            }
+            _ = checkouts.slot(for: id, insert: false)
+        case .dismiss:
+            counters.dismissed += 1
+            let slot = checkouts.slot(for: id, insert: true)!
+            let state = checkouts.states[slot]
+            if !state.has(.completed) && !state.has(.abandoned) {
+                counters.abandoned += 1
+                checkouts.states[slot].insert(.abandoned)
+            }
+        case .deadletter:
+            break
+        }
+    }
+
+    /// The stable code from a `checkout.fail.<code>` topic.
+    static func code(fromTopic topic: [UInt8]) -> String {
+        let prefix = "checkout.fail.".utf8
+        guard topic.starts(with: prefix), topic.count > prefix.count else { return "unknown" }
+        return String(decoding: topic[prefix.count...], as: UTF8.self)
+    }
+
+    /// Reads the fields the funnel needs with the package's tape scanner (no Foundation JSON).
+    private func read(_ bytes: [UInt8]) -> Fields? {
+        bytes.withUnsafeBytes { buffer -> Fields? in
+            do throws(JSONParseError) { try document.parse(buffer) } catch { return nil }
+            let doc = document
+            let root = doc.root
+            guard doc.kind(root) == .object else { return nil }
+            var f = Fields()
+            if let t = doc.member(root, "checkout_id") { f.checkoutID = doc.string(t) }
+            if let t = doc.member(root, "received_at"), let s = doc.string(t) { f.receivedAt = AnalyticsFunnel.milliseconds(rfc3339: s) }
+            if let t = doc.member(root, "repeat") { f.isRepeat = doc.bool(t) ?? false }
+            if let t = doc.member(root, "after_complete") { f.afterComplete = doc.bool(t) ?? false }
+            if let summary = doc.object(root, "summary") {
+                if let t = doc.member(summary, "currency") { f.currency = doc.string(t) }
+                if let t = doc.member(summary, "total") { f.total = doc.int64(t) }
+            }
+            if let error = doc.object(root, "error"), let t = doc.member(error, "code") { f.code = doc.string(t) }
+            if let t = doc.member(root, "reason") { f.reason = doc.string(t) }
+            return f
+        }
+    }
+
+    /// Milliseconds since the epoch of an RFC 3339 UTC time as the daemon writes it
+    /// (`2026-12-02T11:50:08.948Z`; a fraction of any length, or none, and `Z` or `+00:00`).
+    static func milliseconds(rfc3339 text: String) -> Int64? {
+        let b = Array(text.utf8)
+        guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
+            b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t") || b[10] == UInt8(ascii: " "),
+            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":")
+        else { return nil }
+        func number(_ from: Int, _ count: Int) -> Int64? {
+            var v: Int64 = 0
+            for i in from..<from + count {
+                let d = b[i] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                v = v * 10 + Int64(d)
+            }
+            return v
+        }
+        guard let y = number(0, 4), let m = number(5, 2), let d = number(8, 2), let hh = number(11, 2),
+            let mm = number(14, 2), let ss = number(17, 2), (1...12).contains(m), (1...31).contains(d)
+        else { return nil }
+        var i = 19
+        var ms: Int64 = 0
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            i += 1
+            var scale: Int64 = 100
+            while i < b.count, b[i] &- UInt8(ascii: "0") < 10 {
+                ms += Int64(b[i] &- UInt8(ascii: "0")) * scale
+                scale /= 10
+                i += 1
+            }
+        }
+        guard i < b.count, b[i] == UInt8(ascii: "Z") || b[i] == UInt8(ascii: "z") || text.utf8.dropFirst(i).elementsEqual("+00:00".utf8)
+        else { return nil }
+        // Days from the civil date (Howard Hinnant's algorithm).
+        let yy = m <= 2 ? y - 1 : y
+        let era = (yy >= 0 ? yy : yy - 399) / 400
+        let yoe = yy - era * 400
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return ((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms
+    }
+}
+
+/// Start-to-complete durations in milliseconds, bounded: exact below 1024 ms, above that each value
+/// kept to 10 significant bits (within 0.2%), so at most a few thousand buckets ever exist.
+///
+/// Percentiles are nearest-rank: the p-th percentile of n samples is the ⌈p·n⌉-th smallest
+/// (bucketed as above). `Sendable` (a value).
+public struct DurationHistogram: Sendable, Equatable {
+    /// Bucket (its smallest value) → samples.
+    public private(set) var buckets: [Int64: Int64] = [:]
+    public private(set) var count: Int64 = 0
+    /// The largest sample, exactly.
+    public private(set) var maximum: Int64 = 0
+
+    public init() {}
+
+    /// The bucket a value falls in: the value itself below 1024, else its top 10 bits.
+    public static func bucket(_ value: Int64) -> Int64 {
+        guard value >= 1024 else { return max(0, value) }
+        let shift = (63 - value.leadingZeroBitCount) - 9
+        return (value >> shift) << shift
+    }
+
+    public mutating func record(_ milliseconds: Int64) {
+        buckets[DurationHistogram.bucket(milliseconds), default: 0] += 1
+        count += 1
+        maximum = max(maximum, milliseconds)
+    }
+
+    mutating func restore(bucket: Int64, count n: Int64) {
+        buckets[bucket, default: 0] += n
+        count += n
+    }
+
+    mutating func restore(maximum m: Int64) { maximum = m }
+
+    /// The nearest-rank percentile, `per` in 1…100 (50 for the median); nil without samples.
+    public func percentile(_ per: Int64) -> Int64? {
+        guard count > 0 else { return nil }
+        let rank = (per * count + 99) / 100  // ⌈per·n/100⌉, at least 1
+        var seen: Int64 = 0
+        for key in buckets.keys.sorted() {
+            seen += buckets[key]!
+            if seen >= max(rank, 1) { return key }
+        }
+        return buckets.keys.max()
+    }
+}
+
+/// The checkouts the funnel remembers, least recently seen forgotten first once ``capacity`` is
+/// reached: whether each started (and when), completed, or was counted abandoned.
+///
+/// Memory per remembered checkout: its id (inline up to 15 bytes, else a heap allocation of its
+/// length), a dictionary entry (~40 bytes at the table's load factor), and 32 bytes of state and
+/// links — about 100 bytes plus long ids; 100,000 checkouts take about 10–15 MB.
+///
+/// Not `Sendable`: owned by the funnel.
+final class CheckoutMemory {
+    struct State: Equatable {
+        static let noTime = Int64.min
+        struct Flag: OptionSet {
+            let rawValue: UInt8
+            static let started = Flag(rawValue: 1)
+            static let completed = Flag(rawValue: 2)
+            static let abandoned = Flag(rawValue: 4)
+        }
+        var startedAt: Int64 = State.noTime
+        var flags: Flag = []
+        func has(_ f: Flag) -> Bool { flags.contains(f) }
+        mutating func insert(_ f: Flag) { flags.insert(f) }
+    }
+
+    let capacity: Int
+    private(set) var evicted: Int64 = 0
+    private var index: [String: Int32] = [:]
+    private(set) var ids: [String] = []
+    var states: [State] = []
+    /// Doubly linked recency list over slots: `head` least recently seen, `tail` most.
+    private var older: [Int32] = []
+    private var newer: [Int32] = []
+    private var head: Int32 = -1
+    private var tail: Int32 = -1
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    var count: Int { index.count }
+
+    /// The slot of `id`, marked most recently seen; inserted (evicting the least recent when full)
+    /// when missing and `insert` is set, else nil when missing.
+    func slot(for id: String, insert: Bool) -> Int? {
+        if let s = index[id] {
+            moveToTail(s)
+            return Int(s)
+        }
+        guard insert else { return nil }
+        let s: Int32
+        if index.count >= capacity {
+            // Reuse the least recently seen checkout's slot.
+            s = head
+            unlink(s)
+            index[ids[Int(s)]] = nil
+            evicted += 1
+            ids[Int(s)] = id
+            states[Int(s)] = State()
+        } else {
+            s = Int32(ids.count)
+            ids.append(id)
+            states.append(State())
+            older.append(-1)
+            newer.append(-1)
+        }
+        index[id] = s
+        link(s)
+        return Int(s)
+    }
+
+    /// Slots from least to most recently seen.
+    func slotsByRecency() -> [Int] {
+        var out: [Int] = []
+        out.reserveCapacity(index.count)
+        var s = head
+        while s >= 0 {
+            out.append(Int(s))
+            s = newer[Int(s)]
+        }
+        return out
+    }
+
+    /// Restores a remembered checkout (in recency order, least recent first) from a checkpoint.
+    func restore(id: String, state: State) {
+        if let slot = slot(for: id, insert: true) { states[slot] = state }
+    }
+
+    func restore(evicted: Int64) { self.evicted = evicted }
+
+    private func unlink(_ s: Int32) {
+        let o = older[Int(s)], n = newer[Int(s)]
+        if o >= 0 { newer[Int(o)] = n } else { head = n }
+        if n >= 0 { older[Int(n)] = o } else { tail = o }
+        older[Int(s)] = -1
+        newer[Int(s)] = -1
+    }
+
+    private func link(_ s: Int32) {
+        older[Int(s)] = tail
+        newer[Int(s)] = -1
+        if tail >= 0 { newer[Int(tail)] = s } else { head = s }
+        tail = s
+    }
+
+    private func moveToTail(_ s: Int32) {
+        guard tail != s else { return }
+        unlink(s)
+        link(s)
+    }
+}

@@ -1,0 +1,177 @@
+import CheckoutBus
+import CheckoutBusCore
+
+/// The analytics worker's flags: the shared ``WorkerOptions`` and its own. `Sendable`.
+public struct AnalyticsOptions: Sendable {
+    public var worker = WorkerOptions(name: "checkoutbus-analytics")
+    /// The checkpoint file: the funnel and its `seq` (`--cursor`). Without it the worker counts the
+    /// whole retained journal and then live, in memory only.
+    public var cursorPath: String?
+    /// Where the JSON report is written on every interval and on exit (`--report`).
+    public var reportPath: String?
+    /// Seconds between summaries, reports and checkpoints (`--interval`).
+    public var intervalSeconds = 10
+    /// A checkpoint after at most this many envelopes as well (`--checkpoint-events`).
+    public var checkpointEvents = 10_000
+    /// Checkouts remembered for abandonment and time to complete (`--max-checkouts`).
+    public var maxCheckouts = 100_000
+
+    public init() {}
+
+    static let valued: Set<String> = WorkerOptions.valued.union(["cursor", "report", "interval", "checkpoint-events",
+                                                                   "max-checkouts"])
+
+    /// Parses the command line (without the program name).
+    /// - Throws: a usage error naming the bad flag.
+    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> AnalyticsOptions {
+        let args = try CommandLineArguments(arguments, valued: valued, switches: [])
+        guard args.positionals.isEmpty else { throw .init("unexpected argument \(args.positionals[0])") }
+        var o = AnalyticsOptions()
+        try WorkerOptions.parse(args, into: &o.worker)
+        if let v = args.value("cursor") {
+            guard !v.isEmpty else { throw .init("--cursor needs a path") }
+            o.cursorPath = v
+        }
+        if let v = args.value("report") {
+            guard !v.isEmpty else { throw .init("--report needs a path") }
+            o.reportPath = v
+        }
+        o.intervalSeconds = try args.int("interval", default: 10, in: 1...86_400)
+        o.checkpointEvents = try args.int("checkpoint-events", default: 10_000, in: 1...100_000_000)
+        o.maxCheckouts = try args.int("max-checkouts", default: 100_000, in: 1...50_000_000)
+        return o
+    }
+
+    public static let help = """
+        checkoutbus-analytics — the checkout funnel, failures by code and revenue by currency, from the bus
+
+        Usage: checkoutbus-analytics [--cursor PATH] [--report PATH] [--interval SECONDS] [flags]
+
+          --cursor PATH            checkpoint file: the whole funnel and the seq it matches, replaced
+                                   atomically; restarted (even after kill -9) the worker resumes from it
+                                   and counts each envelope exactly once. Without it: counts the whole
+                                   retained journal, then live, in memory
+          --report PATH            write the funnel as JSON here every interval and on exit
+          --interval SECONDS       summary on stderr, report and checkpoint this often (default 10)
+          --checkpoint-events N    checkpoint after at most N envelopes as well (default 10000)
+          --max-checkouts N        checkouts remembered for abandonment and time to complete,
+                                   least recently seen forgotten first (default 100000)
+        \(WorkerOptions.help)
+
+        Prints `analytics: subscribed` on stderr once its subscriptions are live, a summary line every
+        interval and on exit. SIGTERM/SIGINT: checkpoint, report, summary, exit 0.
+        """
+}
+
+/// The analytics worker: a ``BusSubscriber`` on every lifecycle kind and dead letters, feeding an
+/// ``AnalyticsFunnel``, checkpointed with its `seq` (``AnalyticsCheckpoint``) so that every
+/// envelope is counted exactly once across restarts and `kill -9`.
+///
+/// **Exactly once.** The subscriber's cursor is the funnel's own `seq`: its commit only records the
+/// `seq` in memory (and may trigger a checkpoint). The checkpoint file holds the counts and that
+/// `seq` together; restarted, the worker loads both and the subscriber replays from `seq + 1`. What
+/// was counted after the last checkpoint was lost with the process, and is counted again — once.
+///
+/// Summaries, reports and time-based checkpoints are driven by the subscriber's heartbeats (one a
+/// second from the daemon) and by handled envelopes, on the subscriber's thread: nothing runs
+/// concurrently with the funnel. Not `Sendable`: ``run(stop:)`` runs on the calling thread.
+public final class AnalyticsWorker {
+    public let options: AnalyticsOptions
+    public let logger: Logger
+    public private(set) var funnel: AnalyticsFunnel
+
+    private var lastCheckpointSeq: Int64 = -1
+    private var eventsSinceCheckpoint = 0
+    private var nextTick: UInt64 = 0
+
+    public init(options: AnalyticsOptions, logger: Logger) {
+        self.options = options
+        self.logger = logger
+        funnel = AnalyticsFunnel(maxCheckouts: options.maxCheckouts)
+    }
+
+    /// Loads the checkpoint, follows the bus until `stop` is raised, then checkpoints, reports and
+    /// prints the summary.
+    /// - Throws: ``AnalyticsError`` for an unreadable checkpoint or a failed write, or what the
+    ///   subscriber throws (a refused replay, a libzmq error).
+    public func run(stop: StopSignal) throws {
+        if let path = options.cursorPath, let loaded = try AnalyticsCheckpoint.load(path: path, maxCheckouts: options.maxCheckouts) {
+            funnel = loaded
+            lastCheckpointSeq = loaded.lastSeq
+            logger.info("resuming from checkpoint", ["path": path, "seq": String(loaded.lastSeq),
+                                                     "events": String(loaded.counters.events)])
+        }
+        let cursor = FunnelCursor(worker: self)
+        let subscriber = BusSubscriber(
+            options: options.worker.subscriberOptions(prefixes: ["checkout.", "bus.deadletter"]), cursor: cursor)
+        subscriber.logger = Logger(label: "analytics-subscriber", level: options.worker.logLevel)
+        subscriber.onSubscribed = { FileHandleWriter.standardError("analytics: subscribed\n") }
+        // Tick failures (a full disk) are logged and retried at the next tick; the final one throws.
+        subscriber.onHeartbeat = { [unowned self] _, _ in
+            do { try self.tickIfDue() } catch { self.logger.error("checkpoint or report failed", ["error": "\(error)"]) }
+        }
+        nextTick = BusClock.monotonicNanoseconds() + intervalNanoseconds
+        var failure: (any Error)?
+        do {
+            try subscriber.run(stop: stop) { [unowned self] envelope in self.funnel.apply(envelope) }
+        } catch {
+            failure = error
+        }
+        // What was counted matches funnel.lastSeq (the handler never throws), so it is safe to keep.
+        try finish()
+        let s = subscriber.statistics
+        logger.info("stopped", ["handled": String(s.handled), "from_journal": String(s.fromJournal),
+                                "missed": String(s.missed), "recovered": String(s.recovered), "last_seq": String(funnel.lastSeq)])
+        if let failure { throw failure }
+    }
+
+    private var intervalNanoseconds: UInt64 { UInt64(options.intervalSeconds) * 1_000_000_000 }
+
+    /// After each handled envelope: the funnel now matches `seq`.
+    fileprivate func committed(_ seq: Int64) throws {
+        eventsSinceCheckpoint += 1
+        if eventsSinceCheckpoint >= options.checkpointEvents { try checkpoint() }
+        try tickIfDue()
+    }
+
+    private func tickIfDue() throws {
+        let now = BusClock.monotonicNanoseconds()
+        guard now >= nextTick else { return }
+        nextTick = now + intervalNanoseconds
+        FileHandleWriter.standardError(AnalyticsReport.summaryLine(funnel) + "\n")
+        try checkpoint()
+        try writeReport()
+    }
+
+    private func finish() throws {
+        try checkpoint()
+        try writeReport()
+        FileHandleWriter.standardError(AnalyticsReport.summaryLine(funnel) + "\n")
+    }
+
+    private func checkpoint() throws {
+        eventsSinceCheckpoint = 0
+        guard let path = options.cursorPath, funnel.lastSeq != lastCheckpointSeq else { return }
+        try AnalyticsCheckpoint.save(funnel, to: path)
+        lastCheckpointSeq = funnel.lastSeq
+    }
+
+    private func writeReport() throws {
+        guard let path = options.reportPath else { return }
+        try AtomicFile.write(AnalyticsReport.encode(funnel, generatedAt: BusClock.wallClock()), to: path, durable: false)
+    }
+}
+
+/// The subscriber's cursor for the analytics worker: the funnel's own `seq`. A commit costs a
+/// comparison (and, every N envelopes or interval, a checkpoint of the whole funnel).
+///
+/// Not `Sendable`: used on the subscriber's thread.
+final class FunnelCursor: SubscriberCursor {
+    private unowned let worker: AnalyticsWorker
+
+    init(worker: AnalyticsWorker) { self.worker = worker }
+
+    func load() -> Int64 { worker.funnel.lastSeq }
+
+    func commit(_ seq: Int64) throws { try worker.committed(seq) }
+}

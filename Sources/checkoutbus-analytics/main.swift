@@ -1,0 +1,30 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+import CheckoutBusWorkers
+
+// checkoutbus-analytics: parse flags, build the worker, run it until SIGTERM/SIGINT, exit.
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(AnalyticsOptions.help)
+    exit(0)
+}
+let options: AnalyticsOptions
+do {
+    options = try AnalyticsOptions.parse(arguments)
+} catch {
+    FileHandleWriter.standardError("checkoutbus-analytics: \(error)\n\nRun checkoutbus-analytics --help for the flags.\n")
+    exit(2)
+}
+let logger = Logger(label: "checkoutbus-analytics", level: options.worker.logLevel)
+let stop = StopSignal()
+let signalSources = stop.trapTerminationSignals()
+let worker = AnalyticsWorker(options: options, logger: logger)
+do {
+    try worker.run(stop: stop)
+} catch {
+    logger.error("fatal", ["error": "\(error)"])
+    exit(1)
+}
+exit(0)
