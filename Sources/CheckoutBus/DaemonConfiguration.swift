@@ -1,3 +1,4 @@
+import Foundation
 import CheckoutBusCore
 
 /// Everything `checkoutbusd` can be told, with the embedded defaults of DESIGN §2. `Sendable`.
@@ -23,20 +24,62 @@ public struct DaemonConfiguration: Sendable {
     /// Milliseconds between `bus.heartbeat` messages.
     public var heartbeatMilliseconds = 1000
     public var logLevel = Logger.Level.info
+    /// The configuration file read at start and again on SIGHUP (`--config`).
+    public var configPath: String?
 
     public init() {}
+
+    /// Reads a configuration file: one `key = value` per line, keys named as the flags without
+    /// dashes (`fsync-ms = 5`), `#` comments, blank lines ignored, values optionally in quotes.
+    /// - Returns: the equivalent flags, to be placed before the command line's (which win).
+    public static func configArguments(path: String) throws(CommandLineArguments.UsageError) -> [String] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw .init("cannot read the configuration file \(path)")
+        }
+        var out: [String] = []
+        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty { continue }
+            guard let eq = trimmed.firstIndex(of: "=") else {
+                throw .init("\(path):\(n + 1): expected `key = value`, got \(trimmed)")
+            }
+            let key = trimmed[..<eq].trimmingCharacters(in: .whitespaces)
+            var value = trimmed[trimmed.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            guard valued.contains(key), key != "config" else {
+                throw .init("\(path):\(n + 1): unknown key \(key) (keys are the daemon's flags without dashes)")
+            }
+            out += ["--" + key, value]
+        }
+        return out
+    }
+
+    /// What SIGHUP may change without a restart: the log level, from the configuration file.
+    public static func reloadableLogLevel(path: String) throws(CommandLineArguments.UsageError) -> Logger.Level? {
+        let args = try CommandLineArguments(try configArguments(path: path), valued: valued, switches: [])
+        guard let v = args.value("log-level") else { return nil }
+        guard let l = Logger.Level(name: v) else { throw .init("\(path): log-level must be debug, info, warning or error") }
+        return l
+    }
 
     static let valued: Set<String> = [
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
-        "retain-bytes", "retain-hours", "metrics",
+        "retain-bytes", "retain-hours", "metrics", "config",
     ]
 
     /// Parses the daemon's flags.
     /// `--help` and `--version` are accepted here and handled by the executable before parsing.
     public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> DaemonConfiguration {
-        let args = try CommandLineArguments(arguments, valued: valued, switches: ["help", "version"])
+        let first = try CommandLineArguments(arguments, valued: valued, switches: ["help", "version"])
         var c = DaemonConfiguration()
+        var all = arguments
+        if let path = first.value("config") {
+            c.configPath = path
+            all = try configArguments(path: path) + arguments
+        }
+        let args = try CommandLineArguments(all, valued: valued, switches: ["help", "version"])
         if let v = args.value("ingest") { c.ingest = try endpoint(v, "ingest") }
         if let v = args.value("ingest-acked") { c.ingestAcked = try endpoint(v, "ingest-acked") }
         if let v = args.value("publish") { c.publish = try endpoint(v, "publish") }
@@ -119,6 +162,9 @@ public struct DaemonConfiguration: Sendable {
           --heartbeat-ms N           interval of bus.heartbeat (default 1000)
 
         Other:
+          --config PATH              a file of `key = value` lines, keys named as these flags without
+                                     dashes (`fsync-ms = 5`); flags on the command line win. SIGHUP
+                                     re-reads it and applies what can change live: log-level
           --log-level LEVEL          debug, info (default), warning, error; logs are key=value on stderr
           --help                     this text
           --version                  the version

@@ -1,10 +1,23 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
+
+/// A log level several loggers share and a signal handler may change (SIGHUP). `Sendable` (atomic).
+public final class SharedLogLevel: Sendable {
+    private let raw: Atomic<Int>
+    public init(_ level: Logger.Level) { raw = Atomic(level.rawValue) }
+    public var level: Logger.Level {
+        get { Logger.Level(rawValue: raw.load(ordering: .relaxed)) ?? .info }
+        set { raw.store(newValue.rawValue, ordering: .relaxed) }
+    }
+}
 
 /// A small structured logger: one `key=value` line per record on stderr, filtered by level.
 ///
 /// `Sendable`; writes are single `write(2)` calls, so lines from several threads never interleave.
+/// Copies of a logger share one ``SharedLogLevel``: changing ``level`` on one changes it for all
+/// (the daemon's SIGHUP reload relies on it).
 public struct Logger: Sendable {
     public enum Level: Int, Sendable, Comparable, CaseIterable {
         case debug, info, warning, error
@@ -24,11 +37,15 @@ public struct Logger: Sendable {
     }
 
     public var label: String
-    public var level: Level
+    public let sharedLevel: SharedLogLevel
+    public var level: Level {
+        get { sharedLevel.level }
+        nonmutating set { sharedLevel.level = newValue }
+    }
 
     public init(label: String, level: Level = .info) {
         self.label = label
-        self.level = level
+        self.sharedLevel = SharedLogLevel(level)
     }
 
     /// Writes `msg` with `fields` if `level` is enabled. Values with spaces or quotes are quoted.

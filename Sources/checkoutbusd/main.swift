@@ -22,7 +22,7 @@ do {
 }
 let logger = Logger(label: "checkoutbusd", level: configuration.logLevel)
 let stop = StopSignal()
-let signalSources = stop.trapTerminationSignals()
+let signalSources = stop.trapTerminationSignals() + ReloadSignal.trap(configuration: configuration, logger: logger)
 let daemon = BusDaemon(configuration: configuration, logger: logger)
 do {
     try daemon.run(stop: stop) { bound in
