@@ -89,6 +89,21 @@ public enum BuyerDataRedactor {
         }
     }
 
+    /// A cheap, inlined pre-check for ``isRedacted(_:parent:)``: false for most keys (the
+    /// prefilter's bit is clear and the key cannot be `details` or `token`), so the full check is
+    /// called only for the few that remain.
+    @inline(__always)
+    static func mayBeRedacted(_ key: UnsafeRawBufferPointer, hasParent: Bool) -> Bool {
+        let n = key.count
+        guard n >= 3 && n <= 32 else { return false }
+        let first = key.baseAddress!.load(as: UInt8.self)
+        if hasParent && ((n == 7 && first == UInt8(ascii: "d")) || (n == 5 && first == UInt8(ascii: "t"))) {
+            return true
+        }
+        let bit = filterBit(key)
+        return filterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0
+    }
+
     /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is redacted.
     static func isRedacted(_ key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> Bool {
         let n = key.count
@@ -186,7 +201,9 @@ public enum BuyerDataRedactor {
         @inline(__always)
         mutating func member(_ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?,
                              to out: inout JSONWriter) {
-            if BuyerDataRedactor.isRedacted(key, parent: parent) {
+            if BuyerDataRedactor.mayBeRedacted(key, hasParent: parent != nil)
+                && BuyerDataRedactor.isRedacted(key, parent: parent)
+            {
                 copy(upTo: Int(tokens[v].start), to: &out)
                 out.append("\"[redacted]\"")
                 from = Int(tokens[v].end)
