@@ -159,8 +159,9 @@ struct BusSubscriberLibraryTests {
               ["checkout.fail.network_error"],
           ])
     func stalledHandlerRecovers(_ prefixes: [String]) throws {
-        // No flood subscriber here to keep up: a tiny publish HWM, and ~3 KB envelopes so the
-        // kernel's socket buffers hold only a small part of what the stalled subscriber misses.
+        // No flood subscriber here to keep up: a tiny publish HWM; ~3 KB envelopes and a small
+        // receive buffer so the kernel's socket buffers (the sender's can grow to 4 MB) hold only a
+        // part of the ~9 MB each subscription gets while its handler is stalled.
         let daemon = try DaemonProcess(["--publish-hwm", "10", "--heartbeat-ms", "100"])
         let probe = try JournalProbe(daemon.control)
         let events = mixedEvents(8000, padding: 3000)
@@ -175,6 +176,7 @@ struct BusSubscriberLibraryTests {
         var options = BusSubscriber.Options(publish: daemon.publish, control: daemon.control)
         options.prefixes = prefixes
         options.receiveHighWaterMark = 1
+        options.receiveBufferBytes = 16_384
         let subscriber = BusSubscriber(options: options, cursor: MemoryCursor())
         let stop = StopSignal()
         var envelopes: [BusEnvelope] = []
@@ -187,10 +189,13 @@ struct BusSubscriberLibraryTests {
         }
         // Start sending once the subscriptions are live, and stop once everything matching is handled.
         subscriber.onSubscribed = { try? sender.run() }
-        subscriber.onHeartbeat = { [unowned subscriber] _, _ in
+        subscriber.onHeartbeat = { [unowned subscriber] _, heartbeat in
             guard sent != nil, allPublished() else { return }
             if target == nil { target = Int64((try? probe.replayAll(prefixes: prefixes))?.last?.seq ?? 0) }
-            if subscriber.statistics.lastSeq >= target! { stop.raise() }
+            // Also wait for a heartbeat sent after the last match: an envelope fetched from the
+            // journal counts as missed once the live stream has passed it without bringing it.
+            let live = (try? JSONSerialization.jsonObject(with: Data(heartbeat)) as? [String: Any])?.int("seq") ?? 0
+            if subscriber.statistics.lastSeq >= target!, live >= target! { stop.raise() }
         }
         let outcome = try subscriber.run(stop: stop, deadline: BusClock.monotonicNanoseconds() + 90_000_000_000) { e in
             if envelopes.isEmpty {
@@ -215,16 +220,16 @@ struct BusSubscriberLibraryTests {
     }
 
     /// Lifecycle events of several kinds with distinct checkouts (nothing suppressed), each padded
-    /// to about `padding` bytes: network_error and cart_expired failures, completes, starts, and a
-    /// dead letter every 50th.
+    /// to about `padding` bytes: of every eight, three network_error failures, three completes, a
+    /// cart_expired failure and a start; a dead letter every 50th.
     private func mixedEvents(_ n: Int, padding: Int) -> [String] {
         let pad = String(repeating: "x", count: padding)
         return (0..<n).map { i in
             if i % 50 == 49 { return #"{"name":"webPixels","body":"{\"name\":\"page_viewed\"}"}"# }
-            switch i % 4 {
-            case 0: return #"{"event":"onCheckoutFailed","checkout_id":"m-\#(i)","error":{"code":"NETWORK_ERROR","message":"\#(pad)"}}"#
-            case 1: return #"{"event":"onCheckoutFailed","checkout_id":"m-\#(i)","error":{"code":"cart_expired","message":"\#(pad)"}}"#
-            case 2: return #"{"event":"checkoutDidComplete","checkout":{"id":"m-\#(i)","status":"completed","note":"\#(pad)"}}"#
+            switch i % 8 {
+            case 0, 1, 2: return #"{"event":"onCheckoutFailed","checkout_id":"m-\#(i)","error":{"code":"NETWORK_ERROR","message":"\#(pad)"}}"#
+            case 3, 4, 5: return #"{"event":"checkoutDidComplete","checkout":{"id":"m-\#(i)","status":"completed","note":"\#(pad)"}}"#
+            case 6: return #"{"event":"onCheckoutFailed","checkout_id":"m-\#(i)","error":{"code":"cart_expired","message":"\#(pad)"}}"#
             default: return #"{"event":"onCheckoutStarted","checkout":{"id":"m-\#(i)","note":"\#(pad)"}}"#
             }
         }

@@ -47,6 +47,10 @@ public final class BusSubscriber {
         public var name: String = "subscriber-\(getpid())"
         /// The SUB socket's receive high-water mark (`ZMQ_RCVHWM`), in messages.
         public var receiveHighWaterMark: Int32 = 100_000
+        /// The kernel receive buffer of the SUB's connection (`SO_RCVBUF`), in bytes; nil: the OS
+        /// default, which grows to many megabytes. With a small one (and a small receive HWM), a
+        /// subscriber that falls behind is dropped for sooner, and recovers from the journal.
+        public var receiveBufferBytes: Int32?
         /// Records asked for per `replay` request (the daemon allows 1…10000).
         public var pageSize = 1000
         /// A control request unanswered this long is sent again.
@@ -166,6 +170,7 @@ public final class BusSubscriber {
         let context = try ZMQContext()
         let sub = try ZMQSocket(context: context, type: .sub)
         try sub.setOption(.receiveHighWaterMark, options.receiveHighWaterMark)
+        if let bytes = options.receiveBufferBytes { try sub.setOption(.receiveBuffer, bytes) }
         try sub.setLinger(milliseconds: 0)
         try sub.connect(options.publish)
         for prefix in options.prefixes { try sub.subscribe(prefix) }
