@@ -212,7 +212,7 @@ public struct ZMQOption: Sendable, Equatable {
     public static let xpubVerbose = ZMQOption(rawValue: ZMQ_XPUB_VERBOSE)
     public static let immediate = ZMQOption(rawValue: ZMQ_IMMEDIATE)
     public static let routerMandatory = ZMQOption(rawValue: ZMQ_ROUTER_MANDATORY)
-    /// The kernel's receive buffer for the socket's connections (`SO_RCVBUF`), in bytes; 0: the OS default.
+    /// The kernel's receive buffer for the socket's connections (`SO_RCVBUF`), in bytes; -1: the OS default.
     public static let receiveBuffer = ZMQOption(rawValue: ZMQ_RCVBUF)
 }
 
