@@ -159,6 +159,19 @@ struct BusSubscriberLibraryTests {
               ["checkout.fail.network_error"],
           ])
     func stalledHandlerRecovers(_ prefixes: [String]) throws {
+        try stalledHandler(prefixes, live: .prefixes)
+    }
+
+    @Test("the same with the live subscription widened to every topic and filtered in the subscriber",
+          arguments: [
+              ["checkout.complete", "checkout.fail", "bus.deadletter"],
+              ["checkout.fail.network_error"],
+          ])
+    func stalledHandlerRecoversWidened(_ prefixes: [String]) throws {
+        try stalledHandler(prefixes, live: .everything)
+    }
+
+    private func stalledHandler(_ prefixes: [String], live liveSubscription: BusSubscriber.LiveSubscription) throws {
         // No flood subscriber here to keep up: a tiny publish HWM; ~3 KB envelopes and a small
         // receive buffer so the kernel's socket buffers (the sender's can grow to 4 MB) hold only a
         // part of the ~9 MB each subscription gets while its handler is stalled.
@@ -177,6 +190,7 @@ struct BusSubscriberLibraryTests {
         options.prefixes = prefixes
         options.receiveHighWaterMark = 1
         options.receiveBufferBytes = 16_384
+        options.liveSubscription = liveSubscription
         let subscriber = BusSubscriber(options: options, cursor: MemoryCursor())
         let stop = StopSignal()
         var envelopes: [BusEnvelope] = []

@@ -66,6 +66,8 @@ public struct BusEnvelope: Sendable {
     /// The envelope JSON, byte for byte as published (live and replayed envelopes are identical).
     public let bytes: [UInt8]
     public let origin: Origin
+    /// A live envelope outside the subscriber's prefixes, received only to keep `seq` contiguous.
+    var positionOnly = false
 
     public init(seq: Int64, kindSeq: Int64, kind: JournaledKind, topic: [UInt8], bytes: [UInt8], origin: Origin) {
         self.seq = seq

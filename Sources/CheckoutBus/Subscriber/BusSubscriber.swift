@@ -57,6 +57,8 @@ public final class BusSubscriber {
         public var requestTimeoutMilliseconds = 15_000
         /// Where to begin when there is nothing to resume from.
         public var start = StartPosition.cursor
+        /// What the SUB socket subscribes to.
+        public var liveSubscription = LiveSubscription.prefixes
         /// Live envelopes held while the journal is being read, at most this many bytes; beyond it
         /// they are let go and read from the journal instead.
         public var maxPendingBytes = 64 << 20
@@ -73,6 +75,18 @@ public final class BusSubscriber {
         case cursor
         /// With the first live message, ignoring the cursor: only what is published from now on.
         case live
+    }
+
+    /// What the SUB socket asks the daemon for. `Sendable`.
+    public enum LiveSubscription: Sendable, Equatable {
+        /// Only ``Options/prefixes``: the daemon filters. With several kinds, or a prefix narrower
+        /// than a kind, a live envelope cannot prove that nothing before it was dropped, so the
+        /// journal is asked (one `replay` round trip per burst, served on the daemon's pipeline).
+        case prefixes
+        /// Every journaled topic, filtered here: `seq` is contiguous on the wire, so a live envelope
+        /// proves itself and the journal is read only for real gaps — at the cost of receiving
+        /// (and discarding) the other topics. Worth it for several kinds under heavy traffic.
+        case everything
     }
 
     /// What the subscriber has done since ``run(stop:deadline:handler:)`` began. `Sendable`.
@@ -115,7 +129,12 @@ public final class BusSubscriber {
     public var logger = Logger(label: "subscriber")
 
     private let cursor: any SubscriberCursor
+    /// What the live stream carries: the prefixes, or with ``LiveSubscription/everything`` all.
     private let coverage: TopicCoverage
+    /// The prefixes the SUB socket subscribes to.
+    private let wirePrefixes: [String]
+    /// Whether live envelopes must be matched against ``Options/prefixes`` here.
+    private let filtersLocally: Bool
     private let document = JSONDocument()
 
     // Position. Invariant: every matching envelope with seq ≤ verified was handled, and
@@ -156,7 +175,18 @@ public final class BusSubscriber {
     public init(options: Options, cursor: any SubscriberCursor) {
         self.options = options
         self.cursor = cursor
-        self.coverage = TopicCoverage(prefixes: options.prefixes)
+        let userCoverage = TopicCoverage(prefixes: options.prefixes)
+        if options.liveSubscription == .everything && !userCoverage.coversEverything {
+            wirePrefixes = options.prefixes + JournaledKind.allCases.filter { userCoverage.level($0) != .full }.map {
+                $0.topicIsExact ? $0.topicRoot : String($0.topicRoot.dropLast())
+            }
+            filtersLocally = true
+            coverage = TopicCoverage(prefixes: wirePrefixes)
+        } else {
+            wirePrefixes = options.prefixes
+            filtersLocally = false
+            coverage = userCoverage
+        }
     }
 
     /// Connects, catches up from the cursor, and follows live until `stop` is raised or `deadline`
@@ -173,7 +203,7 @@ public final class BusSubscriber {
         if let bytes = options.receiveBufferBytes { try sub.setOption(.receiveBuffer, bytes) }
         try sub.setLinger(milliseconds: 0)
         try sub.connect(options.publish)
-        for prefix in options.prefixes { try sub.subscribe(prefix) }
+        for prefix in wirePrefixes { try sub.subscribe(prefix) }
         // Last: the heartbeat answering it proves the others are live.
         try sub.subscribe("bus.heartbeat")
         let control = try ZMQSocket(context: context, type: .dealer)
@@ -257,13 +287,16 @@ public final class BusSubscriber {
             try handleHeartbeat(heartbeat, frames: frames, control: control, stop: stop, handler: handler)
             return
         }
-        guard let envelope = makeEnvelope(topic: topic, bytes: frames[1], origin: .live) else { return }
+        guard var envelope = makeEnvelope(topic: topic, bytes: frames[1], origin: .live) else { return }
+        if filtersLocally && !options.prefixes.contains(where: { topic.starts(with: $0.utf8) }) {
+            envelope.positionOnly = true
+        }
         confirm(through: envelope.seq, arrived: envelope.seq)
         liveHigh = max(liveHigh, envelope.seq)
         if liveFloor == nil { liveFloor = envelope.seq - 1 }
         if verified == nil { verified = envelope.seq - 1 }
         guard envelope.seq > verified! else {
-            statistics.duplicates += 1
+            if !envelope.positionOnly { statistics.duplicates += 1 }
             return
         }
         if inFlight != nil || needReplay || pendingHead < pending.count {
@@ -482,6 +515,13 @@ public final class BusSubscriber {
     // MARK: Delivery
 
     private func deliver(_ envelope: BusEnvelope, seenLive: Bool, handler: (BusEnvelope) throws -> Void) throws {
+        if envelope.positionOnly {
+            // Another topic on the wire (LiveSubscription.everything): it only moves the position.
+            verified = max(verified ?? 0, envelope.seq)
+            if coverage.level(envelope.kind) == .full { exactKindSeq[envelope.kind.rawValue] = envelope.kindSeq }
+            lastWasMissed = false
+            return
+        }
         try handler(envelope)
         verified = max(verified ?? 0, envelope.seq)
         statistics.handled += 1
