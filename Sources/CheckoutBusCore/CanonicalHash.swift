@@ -151,16 +151,17 @@ public enum CanonicalHash {
         @inline(__always)
         func string(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
             let at = Int(tok.start) &+ 1
-            let n = Int(tok.end - tok.start) &- 2
-            if tok.flag || n > 16 || at &+ 16 > length { return stringSlow(t, tok) }
+            let n = Int(tok.end &- tok.start) &- 2
+            if tok.flag || UInt(bitPattern: n &- 1) >= 16 || at &+ 16 > length { return stringSlow(t, tok) }
             // Two words straight from the text (the document has 16 bytes from `at`), masked to
-            // the string's bytes: no branch on the length.
+            // the string's 1…16 bytes by shifts and a sign mask: no branch on the length.
             let p = UnsafeRawPointer(base + at)
             let a = UInt64(littleEndian: p.loadUnaligned(as: UInt64.self))
             let b = UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            let bitsA = UInt64(truncatingIfNeeded: n &* 8)
-            let bitsB = UInt64(truncatingIfNeeded: (n > 8 ? n &- 8 : 0) &* 8)
-            return shortString(a & ~(UInt64.max << bitsA), b & ~(UInt64.max << bitsB), n)
+            let maskA = UInt64.max &>> UInt64(truncatingIfNeeded: 64 &- 8 &* min(n, 8))
+            let maskB = (UInt64.max &>> UInt64(truncatingIfNeeded: 128 &- 8 &* max(n, 9)))
+                & UInt64(bitPattern: Int64(8 &- n) &>> 63)
+            return shortString(a & maskA, b & maskB, n)
         }
 
         func stringSlow(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
