@@ -21,6 +21,8 @@ public final class BusDaemon {
         public var dataDirectory: String
         /// The last seq in the journal at start (0 for a new one).
         public var lastSeq: UInt64
+        /// The daemon's CURVE public key, clients' `--curve-server` (nil without CURVE).
+        public var curvePublicKey: String?
 
         /// The ready line: one JSON object on one line.
         public var readyLine: String {
@@ -39,6 +41,8 @@ public final class BusDaemon {
             w.appendString(dataDirectory)
             w.append(",\"last_seq\":")
             w.append(int: Int64(lastSeq))
+            w.append(",\"curve_public_key\":")
+            if let curvePublicKey { w.appendString(curvePublicKey) } else { w.append("null") }
             w.append(",\"pid\":")
             w.append(int: Int(getpid()))
             w.append("}")
@@ -68,10 +72,24 @@ public final class BusDaemon {
     /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
     private var arrivals: [UInt64] = []
 
-    public init(configuration: DaemonConfiguration, logger: Logger) {
+    /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
+    public let allowlists: CurveAllowlists?
+    private let curveKeys: ZMQCurveKeyPair?
+
+    /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be read.
+    public init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.processor = EventProcessor(options: configuration.processor)
+        if let keyPath = configuration.curveSecretKeyPath, let producers = configuration.curveProducersDirectory,
+            let subscribers = configuration.curveSubscribersDirectory
+        {
+            curveKeys = try CurveAllowlists.readSecretKey(path: keyPath)
+            allowlists = try CurveAllowlists(producersDirectory: producers, subscribersDirectory: subscribers)
+        } else {
+            curveKeys = nil
+            allowlists = nil
+        }
     }
 
     /// Binds, reports the bound endpoints through `ready`, and runs until `stop` is raised; then
@@ -87,6 +105,9 @@ public final class BusDaemon {
 
         let context = try ZMQContext(ioThreads: 1)
         defer { context.shutdown() }
+        // The ZAP handler must be bound before any CURVE socket accepts a connection.
+        var authenticator: CurveAuthenticator?
+        if let allowlists { authenticator = try CurveAuthenticator(context: context, allowlists: allowlists, logger: logger) }
         let ingest = try ZMQSocket(context: context, type: .pull)
         let acked = try ZMQSocket(context: context, type: .router)
         let publish = try ZMQSocket(context: context, type: .xpub)
@@ -101,6 +122,12 @@ public final class BusDaemon {
         try publish.setLinger(milliseconds: 2000)
         try controlSocket.setOption(.sendHighWaterMark, 100_000)
         try controlSocket.setLinger(milliseconds: 1000)
+        if let curveKeys {
+            try ingest.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.producersDomain)
+            try acked.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.producersDomain)
+            try publish.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.subscribersDomain)
+            try controlSocket.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.subscribersDomain)
+        }
         try ingest.bind(configuration.ingest)
         try acked.bind(configuration.ingestAcked)
         try publish.bind(configuration.publish)
@@ -119,7 +146,7 @@ public final class BusDaemon {
         let bound = BoundEndpoints(
             ingest: try ingest.lastEndpoint, ingestAcked: try acked.lastEndpoint, publish: try publish.lastEndpoint,
             control: try controlSocket.lastEndpoint, metrics: metricsAddress, dataDirectory: configuration.dataDirectory,
-            lastSeq: journal.lastSeq)
+            lastSeq: journal.lastSeq, curvePublicKey: curveKeys?.publicKey)
         ready(bound)
         logger.info("started", [
             "ingest": bound.ingest, "ingest_acked": bound.ingestAcked, "publish": bound.publish, "control": bound.control,
@@ -133,6 +160,7 @@ public final class BusDaemon {
         let publishIndex = poller.addReadable(publish)
         let controlIndex = poller.addReadable(controlSocket)
         let metricsIndex = metrics.map { poller.addReadable($0.socket) }
+        let authenticatorIndex = authenticator.map { poller.addReadable($0.socket) }
         let message = ZMQMessage()
         let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
         var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
@@ -160,6 +188,7 @@ public final class BusDaemon {
             try commitBatch(publish, stop: stop)
             if poller.isReadable(controlIndex) { try control.serve(controlSocket, limit: 64) }
             if let metricsIndex, poller.isReadable(metricsIndex) { try metrics?.serve() }
+            if let authenticatorIndex, poller.isReadable(authenticatorIndex) { try authenticator?.serve() }
         }
 
         // Drain: stop accepting, journal and publish what is already queued, sync, answer acks.

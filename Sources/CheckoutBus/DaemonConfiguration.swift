@@ -26,6 +26,19 @@ public struct DaemonConfiguration: Sendable {
     public var logLevel = Logger.Level.info
     /// The configuration file read at start and again on SIGHUP (`--config`).
     public var configPath: String?
+    /// CURVE: the daemon's secret key file (`--curve-secret-key`, or `CHECKOUTBUS_CURVE_SECRET_KEY`).
+    public var curveSecretKeyPath: String?
+    /// CURVE: directory of producers' public keys (`--curve-producers`, or `CHECKOUTBUS_CURVE_PRODUCERS`).
+    public var curveProducersDirectory: String?
+    /// CURVE: directory of subscribers' public keys (`--curve-subscribers`, or `CHECKOUTBUS_CURVE_SUBSCRIBERS`).
+    public var curveSubscribersDirectory: String?
+    /// Plain text on a non-loopback address is refused unless this is set (`--allow-insecure-remote`).
+    public var allowInsecureRemote = false
+
+    /// Whether CURVE is configured.
+    public var curveEnabled: Bool { curveSecretKeyPath != nil }
+
+    static let switchKeys: Set<String> = ["allow-insecure-remote"]
 
     public init() {}
 
@@ -47,6 +60,14 @@ public struct DaemonConfiguration: Sendable {
             let key = trimmed[..<eq].trimmingCharacters(in: .whitespaces)
             var value = trimmed[trimmed.index(after: eq)...].trimmingCharacters(in: .whitespaces)
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            if switchKeys.contains(key) {
+                switch value {
+                case "true", "yes", "on": out.append("--" + key)
+                case "false", "no", "off": break
+                default: throw .init("\(path):\(n + 1): \(key) must be true or false")
+                }
+                continue
+            }
             guard valued.contains(key), key != "config" else {
                 throw .init("\(path):\(n + 1): unknown key \(key) (keys are the daemon's flags without dashes)")
             }
@@ -57,7 +78,7 @@ public struct DaemonConfiguration: Sendable {
 
     /// What SIGHUP may change without a restart: the log level, from the configuration file.
     public static func reloadableLogLevel(path: String) throws(CommandLineArguments.UsageError) -> Logger.Level? {
-        let args = try CommandLineArguments(try configArguments(path: path), valued: valued, switches: [])
+        let args = try CommandLineArguments(try configArguments(path: path), valued: valued, switches: switchKeys)
         guard let v = args.value("log-level") else { return nil }
         guard let l = Logger.Level(name: v) else { throw .init("\(path): log-level must be debug, info, warning or error") }
         return l
@@ -66,20 +87,31 @@ public struct DaemonConfiguration: Sendable {
     static let valued: Set<String> = [
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
-        "retain-bytes", "retain-hours", "metrics", "config",
+        "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
+        "curve-subscribers",
     ]
 
     /// Parses the daemon's flags.
     /// `--help` and `--version` are accepted here and handled by the executable before parsing.
     public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> DaemonConfiguration {
-        let first = try CommandLineArguments(arguments, valued: valued, switches: ["help", "version"])
+        let switches = switchKeys.union(["help", "version"])
+        let first = try CommandLineArguments(arguments, valued: valued, switches: switches)
         var c = DaemonConfiguration()
         var all = arguments
         if let path = first.value("config") {
             c.configPath = path
             all = try configArguments(path: path) + arguments
         }
-        let args = try CommandLineArguments(all, valued: valued, switches: ["help", "version"])
+        let args = try CommandLineArguments(all, valued: valued, switches: switches)
+        let env = ProcessInfo.processInfo.environment
+        c.curveSecretKeyPath = args.value("curve-secret-key") ?? env["CHECKOUTBUS_CURVE_SECRET_KEY"]
+        c.curveProducersDirectory = args.value("curve-producers") ?? env["CHECKOUTBUS_CURVE_PRODUCERS"]
+        c.curveSubscribersDirectory = args.value("curve-subscribers") ?? env["CHECKOUTBUS_CURVE_SUBSCRIBERS"]
+        let curveParts = [c.curveSecretKeyPath, c.curveProducersDirectory, c.curveSubscribersDirectory]
+        if curveParts.contains(where: { $0 != nil }) && curveParts.contains(where: { $0 == nil }) {
+            throw .init("CURVE needs all three: --curve-secret-key, --curve-producers and --curve-subscribers")
+        }
+        c.allowInsecureRemote = args.has("allow-insecure-remote")
         if let v = args.value("ingest") { c.ingest = try endpoint(v, "ingest") }
         if let v = args.value("ingest-acked") { c.ingestAcked = try endpoint(v, "ingest-acked") }
         if let v = args.value("publish") { c.publish = try endpoint(v, "publish") }
@@ -114,7 +146,27 @@ public struct DaemonConfiguration: Sendable {
             c.logLevel = l
         }
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
+        if !c.allowInsecureRemote {
+            var plain: [(String, String)] = []
+            if !c.curveEnabled {
+                plain += [("ingest", c.ingest), ("ingest-acked", c.ingestAcked), ("publish", c.publish), ("control", c.control)]
+            }
+            if let m = c.metrics { plain.append(("metrics", "tcp://" + m)) }
+            for (flag, endpoint) in plain where !isLoopback(endpoint) {
+                throw .init("--\(flag) \(endpoint) is not a loopback address and would carry plain text\(flag == "metrics" ? " (HTTP)" : ""); "
+                    + "enable CURVE (--curve-secret-key, --curve-producers, --curve-subscribers) or pass --allow-insecure-remote")
+            }
+        }
         return c
+    }
+
+    /// Whether an endpoint is reachable only from this host: ipc, inproc, or tcp on a loopback address.
+    static func isLoopback(_ endpoint: String) -> Bool {
+        guard endpoint.hasPrefix("tcp://") else { return true }
+        var host = String(endpoint.dropFirst(6))
+        if let colon = host.lastIndex(of: ":") { host = String(host[..<colon]) }
+        host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return host.hasPrefix("127.") || host == "localhost" || host == "::1"
     }
 
     static func endpoint(_ v: String, _ flag: String) throws(CommandLineArguments.UsageError) -> String {
@@ -161,10 +213,21 @@ public struct DaemonConfiguration: Sendable {
           --publish-hwm N            messages queued per subscriber before ZeroMQ drops (default 100000)
           --heartbeat-ms N           interval of bus.heartbeat (default 1000)
 
+        Security (docs/security.md):
+          --curve-secret-key FILE    CURVE: the daemon's secret key (checkoutbus keygen); also
+                                     $CHECKOUTBUS_CURVE_SECRET_KEY
+          --curve-producers DIR      public keys (*.pub) allowed to send (ingest, ingest-acked); also
+                                     $CHECKOUTBUS_CURVE_PRODUCERS
+          --curve-subscribers DIR    public keys allowed to subscribe and use control; also
+                                     $CHECKOUTBUS_CURVE_SUBSCRIBERS. SIGHUP reloads both directories
+          --allow-insecure-remote    permit plain text (no CURVE; and the metrics HTTP) on non-loopback
+                                     addresses; without it the daemon refuses to start
+
         Other:
           --config PATH              a file of `key = value` lines, keys named as these flags without
                                      dashes (`fsync-ms = 5`); flags on the command line win. SIGHUP
-                                     re-reads it and applies what can change live: log-level
+                                     re-reads it and applies what can change live: log-level (and
+                                     the CURVE allowlist directories' contents)
           --log-level LEVEL          debug, info (default), warning, error; logs are key=value on stderr
           --help                     this text
           --version                  the version

@@ -3,20 +3,33 @@ import Glibc
 #endif
 import Dispatch
 
-/// SIGHUP: re-read `--config` and apply what can change live (the log level).
+/// SIGHUP: re-read `--config` and apply what can change live (the log level), and re-read the
+/// CURVE allowlist directories.
 ///
 /// Runs on a global dispatch queue; the level is shared atomically with every copy of the
 /// daemon's logger, so the pipeline sees the change at its next log line. Without `--config`,
 /// SIGHUP is logged and ignored (it no longer terminates the daemon). `Sendable` by use.
 public enum ReloadSignal {
     /// Installs the handler; keep the returned sources alive.
-    public static func trap(configuration: DaemonConfiguration, logger: Logger) -> [any DispatchSourceSignal] {
+    public static func trap(configuration: DaemonConfiguration, logger: Logger, allowlists: CurveAllowlists? = nil)
+        -> [any DispatchSourceSignal]
+    {
         signal(SIGHUP, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
         let path = configuration.configPath
         source.setEventHandler {
+            if let allowlists {
+                do {
+                    let n = try allowlists.reload()
+                    logger.log(.warning, "curve allowlists reloaded", [
+                        "producers": String(n.producers), "subscribers": String(n.subscribers),
+                    ])
+                } catch {
+                    logger.error("curve allowlist reload failed; the lists stay as they were", ["error": "\(error)"])
+                }
+            }
             guard let path else {
-                logger.warning("SIGHUP ignored: no --config file to reload")
+                if allowlists == nil { logger.warning("SIGHUP ignored: no --config file to reload") }
                 return
             }
             do {

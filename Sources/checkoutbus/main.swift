@@ -15,6 +15,7 @@ let usage = """
       replay  replay a recorded JSONL (raw capture or `tail --format json`) at its pacing, ×N, or flat out
       flood   drive a daemon with synthetic lifecycles and check what it publishes
       stats   what a running daemon has done: counters, journal, subscribers' drops
+      keygen  write a CURVE key pair (NAME.key, NAME.pub)
       bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse`, `bench journal`
       forwarder  the raw PULL→PUB baseline the benchmark runs
 
@@ -55,6 +56,8 @@ case "flood":
     status = runCommand(FloodCommand.help) { try FloodCommand(arguments: arguments).run() }
 case "forwarder":
     status = runCommand(ForwarderCommand.help) { try ForwarderCommand(arguments: arguments).run() }
+case "keygen":
+    status = runCommand(KeygenCommand.help) { try KeygenCommand(arguments: arguments).run() }
 case "stats":
     status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
 case "bench":

@@ -22,8 +22,15 @@ do {
 }
 let logger = Logger(label: "checkoutbusd", level: configuration.logLevel)
 let stop = StopSignal()
-let signalSources = stop.trapTerminationSignals() + ReloadSignal.trap(configuration: configuration, logger: logger)
-let daemon = BusDaemon(configuration: configuration, logger: logger)
+let daemon: BusDaemon
+do {
+    daemon = try BusDaemon(configuration: configuration, logger: logger)
+} catch {
+    logger.error("fatal", ["error": "\(error)"])
+    exit(1)
+}
+let signalSources = stop.trapTerminationSignals()
+    + ReloadSignal.trap(configuration: configuration, logger: logger, allowlists: daemon.allowlists)
 do {
     try daemon.run(stop: stop) { bound in
         FileHandleWriter.standardOutput(bound.readyLine + "\n")

@@ -37,6 +37,7 @@ struct AckedSender {
             try dealer.setLinger(milliseconds: 0)
             try dealer.setOption(.sendHighWaterMark, 1_000_000)
             try dealer.setOption(.receiveHighWaterMark, 1_000_000)
+            try command.curve?.apply(to: dealer)
             try dealer.connect(command.endpoint)
             let poller = ZMQPoller()
             poller.addReadable(dealer)

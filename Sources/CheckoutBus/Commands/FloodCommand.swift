@@ -27,6 +27,8 @@ public struct FloodCommand {
         The report gives sent, published by kind and suppressed — each against what the generator
         expects — dead letters, throughput and end-to-end latency percentiles measured by a subscriber.
         A live progress line goes to stderr on a terminal. Exits 1 on any unexpected loss or extra.
+        \(CurveClientKeys.help)
+          (flood's one key is used by its producer and its subscriber: list it in both directories)
         """
 
     var ingest = "tcp://127.0.0.1:7700"
@@ -37,10 +39,13 @@ public struct FloodCommand {
     var count: Int?
     var duration: Double?
     var json = false
+    var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(
-            arguments, valued: ["to", "from", "checkouts", "seed", "rate", "count", "duration"], switches: ["json"])
+            arguments, valued: Set(["to", "from", "checkouts", "seed", "rate", "count", "duration"]).union(CurveClientKeys.flags),
+            switches: ["json"])
+        curve = try CurveClientKeys.parse(args)
         if let v = args.value("to") { ingest = v }
         if let v = args.value("from") { publish = v }
         checkouts = try args.int("checkouts", default: 10_000, in: 1...50_000_000)
@@ -58,7 +63,7 @@ public struct FloodCommand {
         if let count, count < events.count { events.removeLast(events.count - count) }
         let expected = events
         do {
-            let driver = try LoadDriver(ingest: ingest, publish: publish, target: .daemon)
+            let driver = try LoadDriver(ingest: ingest, publish: publish, target: .daemon, curve: curve)
             if isatty(2) == 1 && !json {
                 driver.progress = { sent, received in
                     FileHandleWriter.standardError("\rflood: sent \(sent)  published \(received)   ")

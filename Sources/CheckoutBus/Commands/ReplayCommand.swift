@@ -24,15 +24,19 @@ public struct ReplayCommand {
           --flat-out           ignore the recorded times and send as fast as possible
 
         Heartbeats and dead letters in a recording are skipped. Prints `sent=N skipped=M` on stderr.
+        \(CurveClientKeys.help)
         """
 
     var file: String
     var endpoint = "tcp://127.0.0.1:7700"
     var speed = 1.0
     var flatOut = false
+    var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["to", "speed"], switches: ["flat-out"])
+        let args = try CommandLineArguments(arguments, valued: Set(["to", "speed"]).union(CurveClientKeys.flags),
+                                            switches: ["flat-out"])
+        curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 1 else { throw .init("replay needs exactly one FILE") }
         file = args.positionals[0]
         if let v = args.value("to") { endpoint = v }
@@ -51,7 +55,7 @@ public struct ReplayCommand {
         }
         defer { close(fd) }
         do {
-            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: 10)
+            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: 10, curve: curve)
             let reader = LineReader(fd: fd)
             let doc = JSONDocument()
             var out = JSONWriter(capacity: 4096)

@@ -7,7 +7,7 @@ import ZeroMQ
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct SendCommand {
-    public static let help = """
+    public static let help: String = """
         checkoutbus send — send raw events (JSON Lines) to a daemon's ingest socket.
 
         USAGE: checkoutbus send [--to ENDPOINT] [--timeout SECONDS] [FILE ...]
@@ -24,6 +24,7 @@ public struct SendCommand {
           --ack-log PATH       with --acked: one line `<seq> <event_id>` per acknowledged event
                                (`-` for a suppressed duplicate's seq or a missing event_id)
           --window N           with --acked: events in flight at most (default 1000)
+        \(CurveClientKeys.help)
 
         Prints `sent=N` on stderr; with --acked `sent=N acked=M rejected=K`. Exits 1 if the daemon could
         not be reached in time, or (--acked) if any event was rejected or left unanswered.
@@ -35,9 +36,13 @@ public struct SendCommand {
     public var acked = false
     public var ackLog: String?
     public var window = 1000
+    /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
+    public var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["to", "timeout", "ack-log", "window"], switches: ["acked"])
+        let args = try CommandLineArguments(arguments, valued: Set(["to", "timeout", "ack-log", "window"]).union(CurveClientKeys.flags),
+                                            switches: ["acked"])
+        curve = try CurveClientKeys.parse(args)
         acked = args.has("acked")
         if acked { endpoint = "tcp://127.0.0.1:7701" }
         if let v = args.value("to") { endpoint = v }
@@ -73,7 +78,7 @@ public struct SendCommand {
             return AckedSender(command: self).run(readers)
         }
         do {
-            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: timeoutSeconds)
+            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: timeoutSeconds, curve: curve)
             var sent = 0
             let sources = files.isEmpty ? ["-"] : files
             for path in sources {
@@ -114,10 +119,14 @@ final class IngestPusher {
     let timeoutSeconds: Int
     private let socket: ZMQSocket
 
-    init(endpoint: String, timeoutSeconds: Int) throws {
+    init(endpoint: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws {
         self.endpoint = endpoint
         self.timeoutSeconds = timeoutSeconds
         socket = try ZMQSocket(context: try ZMQContext(), type: .push)
+        try curve?.apply(to: socket)
+        // Queue only on a completed connection: a daemon that refuses us (a CURVE key it does not
+        // list) makes `send` fail after the timeout instead of queueing into the void.
+        try socket.setOption(.immediate, 1)
         try socket.setOption(.sendTimeout, Int32(timeoutSeconds * 1000))
         try socket.setOption(.linger, Int32(timeoutSeconds * 1000))
         try socket.setOption(.sendHighWaterMark, 100_000)

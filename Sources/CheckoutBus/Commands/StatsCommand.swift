@@ -14,6 +14,7 @@ public struct StatsCommand {
           --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703)
           --timeout SECONDS    give up when the daemon does not answer (default 5)
           --json               print the daemon's stats object as is, on one line
+        \(CurveClientKeys.help)
 
         The same figures, for machines, are at the daemon's --metrics endpoint (/metrics).
         Exits 1 when the daemon does not answer.
@@ -22,9 +23,12 @@ public struct StatsCommand {
     public var control = "tcp://127.0.0.1:7703"
     public var timeoutSeconds = 5
     public var json = false
+    public var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["control", "timeout"], switches: ["json"])
+        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout"]).union(CurveClientKeys.flags),
+                                            switches: ["json"])
+        curve = try CurveClientKeys.parse(args)
         if let v = args.value("control") { control = v }
         timeoutSeconds = try args.int("timeout", default: 5, in: 1...3600)
         json = args.has("json")
@@ -37,6 +41,7 @@ public struct StatsCommand {
             let dealer = try ZMQSocket(context: context, type: .dealer)
             try dealer.setLinger(milliseconds: 0)
             try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
+            try curve?.apply(to: dealer)
             try dealer.connect(control)
             _ = try dealer.send(#"{"op":"stats"}"#)
             guard let frames = try dealer.receiveMultipart(), let reply = frames.first else {

@@ -48,7 +48,10 @@ public final class LoadDriver {
     /// Called about twice a second with (sent, received) while running.
     public var progress: ((Int, Int) -> Void)?
 
-    public init(ingest: String, publish: String, target: Target, highWaterMark: Int32 = 1_000_000) throws {
+    /// - Parameter curve: CURVE client keys for both sockets (the key must be in both of the
+    ///   daemon's allowlists).
+    public init(ingest: String, publish: String, target: Target, highWaterMark: Int32 = 1_000_000,
+                curve: CurveClientKeys? = nil) throws {
         self.target = target
         context = try ZMQContext()
         push = try ZMQSocket(context: context, type: .push)
@@ -57,6 +60,8 @@ public final class LoadDriver {
         sub = try ZMQSocket(context: context, type: .sub)
         try sub.setOption(.receiveHighWaterMark, highWaterMark)
         try sub.setLinger(milliseconds: 0)
+        try curve?.apply(to: push)
+        try curve?.apply(to: sub)
         try sub.connect(publish)
         try push.connect(ingest)
     }
