@@ -94,6 +94,8 @@ public final class Journal {
         for i in segments.indices { segments[i].size = Journal.fileSize(segments[i].path) }
         syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds)
         try recover()
+        // Retention at start too: a restart with a smaller --retain-bytes frees space at once.
+        enforceRetention(now: time(nil))
         syncer.reset(seq: writtenSeq)
         _ = syncer.swapSegment(to: fd)
         syncer.start()
