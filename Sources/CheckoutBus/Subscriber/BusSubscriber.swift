@@ -20,7 +20,7 @@ import ZeroMQ
 /// several kinds, or prefixes narrower than a kind (`checkout.fail.network_error`, whose `kind_seq`
 /// jumps over other codes' failures naturally), the journal decides instead — one `replay` round
 /// trip per burst of live envelopes, which returns only matching records, so a natural jump costs
-/// one page and never loops.
+/// one page and never loops. ``LiveSubscription/everything`` trades that for receiving every topic.
 ///
 /// **Exactly once, in order.** The handler is called only for a `seq` greater than the last one
 /// handled, only once every matching envelope before it was handled, and the cursor is committed
@@ -28,7 +28,8 @@ import ZeroMQ
 ///
 /// **Counting.** An envelope the subscriber should have received live (published after it joined,
 /// before something it did receive) but got from the journal instead was *missed* and *recovered*;
-/// a run of them is a *gap*. After every heartbeat, and when it stops, the subscriber sends a
+/// a run of them is a *gap*. An envelope fetched from the journal before the live stream reached
+/// it is counted once the live stream passes it (the next live envelope or heartbeat after it). After every heartbeat, and when it stops, the subscriber sends a
 /// `report` with these counts to the control socket, where `stats` shows them by ``Options/name``.
 ///
 /// Not `Sendable`: ``run(stop:deadline:handler:)`` creates both sockets on the calling thread and
@@ -55,7 +56,7 @@ public final class BusSubscriber {
         public var pageSize = 1000
         /// A control request unanswered this long is sent again.
         public var requestTimeoutMilliseconds = 15_000
-        /// Where to begin when there is nothing to resume from.
+        /// Where to begin: after the cursor's `seq`, or with what is published from now on.
         public var start = StartPosition.cursor
         /// What the SUB socket subscribes to.
         public var liveSubscription = LiveSubscription.prefixes
