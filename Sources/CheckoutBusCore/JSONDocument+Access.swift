@@ -16,6 +16,10 @@ extension JSONDocument {
         return UnsafeRawBufferPointer(start: base + Int(tok.start), count: Int(tok.end - tok.start))
     }
 
+    /// Whether string token `t` contains a backslash escape (its raw bytes are not its value).
+    @inline(__always)
+    func isEscaped(_ t: Int) -> Bool { tokens[t].kind == .string && tokens[t].flag }
+
     /// Index of the token after `t`'s subtree.
     @inline(__always)
     func next(_ t: Int) -> Int { Int(tokens[t].next) }

@@ -120,7 +120,64 @@ public final class RawEventDecoder {
     // MARK: Embedded Checkout Protocol
 
     private func decodeECP(_ doc: JSONDocument, _ r: Int, method m: Int) throws(DecodeRejection) -> DecodedEvent {
-        guard let method = doc.string(m) else { throw DecodeRejection(.wrongType, "`method` is not a string") }
+        let kind = try ecpKind(doc, r, method: m)
+        var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
+        let params = doc.member(r, "params")
+        if let params, doc.kind(params) != .object {
+            throw DecodeRejection(.wrongType, "`params` is not an object")
+        }
+        if let params, let checkout = doc.member(params, "checkout") {
+            guard doc.kind(checkout) == .object else { throw DecodeRejection(.wrongType, "`params.checkout` is not an object") }
+            event.snapshot = JSONRef(doc, checkout)
+            readSnapshotIDs(doc, checkout, into: &event)
+        } else if kind != .fail {
+            throw DecodeRejection(.wrongType, "`\(doc.string(m) ?? "")` carries no `params.checkout` snapshot")
+        }
+        if let params {
+            if event.checkoutID == nil, let v = doc.member(params, anyOf: "checkout_id", "checkoutId") {
+                event.checkoutID = doc.identifier(v)
+            }
+        }
+        if kind == .fail {
+            event.error = ecpError(doc, params)
+        }
+        return event
+    }
+
+    /// The kind of an ECP notification from its method. A plain ASCII method (the usual case) is
+    /// matched on its bytes, without building a `String`; anything else takes ``ecpKind(method:_:_:)``.
+    private func ecpKind(_ doc: JSONDocument, _ r: Int, method m: Int) throws(DecodeRejection) -> LifecycleKind {
+        let raw = doc.raw(m)
+        guard doc.kind(m) == .string, !doc.isEscaped(m), raw.allSatisfy({ $0 < 0x80 }) else {
+            guard let method = doc.string(m) else { throw DecodeRejection(.wrongType, "`method` is not a string") }
+            return try ecpKind(method: method, doc, r)
+        }
+        let method = UnsafeRawBufferPointer(rebasing: raw[1..<(raw.count - 1)])
+        func `is`(_ text: StaticString) -> Bool { method.elementsEqual(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)) }
+        func hasPrefix(_ text: StaticString) -> Bool {
+            method.count >= text.utf8CodeUnitCount
+                && UnsafeRawBufferPointer(rebasing: method[0..<text.utf8CodeUnitCount])
+                    .elementsEqual(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        }
+        func hasSuffix(_ text: StaticString) -> Bool {
+            method.count >= text.utf8CodeUnitCount
+                && UnsafeRawBufferPointer(rebasing: method[(method.count - text.utf8CodeUnitCount)...])
+                    .elementsEqual(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        }
+        if `is`("ec.start") { return .start }
+        if `is`("ec.complete") { return .complete }
+        if `is`("ec.error") { return .fail }
+        // Everything else (rejections included) is decided as before, on the method's `String`.
+        if `is`("ec.ready") || `is`("ec.auth") || hasSuffix("_request") || !hasPrefix("ec.") || !hasSuffix(".change")
+            || doc.member(r, "id") != nil
+        {
+            return try ecpKind(method: doc.string(m) ?? "", doc, r)
+        }
+        return .update
+    }
+
+    /// ``ecpKind(_:_:method:)`` on the method's decoded `String`.
+    private func ecpKind(method: String, _ doc: JSONDocument, _ r: Int) throws(DecodeRejection) -> LifecycleKind {
         let kind: LifecycleKind
         switch method {
         case "ec.start": kind = .start
@@ -136,27 +193,7 @@ public final class RawEventDecoder {
             }
             kind = .update
         }
-        var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
-        let params = doc.member(r, "params")
-        if let params, doc.kind(params) != .object {
-            throw DecodeRejection(.wrongType, "`params` is not an object")
-        }
-        if let params, let checkout = doc.member(params, "checkout") {
-            guard doc.kind(checkout) == .object else { throw DecodeRejection(.wrongType, "`params.checkout` is not an object") }
-            event.snapshot = JSONRef(doc, checkout)
-            readSnapshotIDs(doc, checkout, into: &event)
-        } else if kind != .fail {
-            throw DecodeRejection(.wrongType, "`\(method)` carries no `params.checkout` snapshot")
-        }
-        if let params {
-            if event.checkoutID == nil, let v = doc.member(params, anyOf: "checkout_id", "checkoutId") {
-                event.checkoutID = doc.identifier(v)
-            }
-        }
-        if kind == .fail {
-            event.error = ecpError(doc, params)
-        }
-        return event
+        return kind
     }
 
     /// The failure of an `ec.error`: the first `error` message of severity `unrecoverable`, else the

@@ -391,6 +391,27 @@ struct DecodingTests {
                 == .deadLettered(.wrongType))
     }
 
+    @Test("ECP: a method is read the same whether escaped, non-ASCII or plain")
+    func ecpMethodSpellings() {
+        let p = EventProcessor()
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.\u0073tart","params":{"checkout":{"id":"ck-1"}}}"#).outcome
+                == .published(.start))
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.buyer\u002echange","params":{"checkout":{"id":"ck-1","n":0}}}"#).outcome
+                == .published(.update))
+        #expect(p.feed(#"{"jsonrpc":"2.0","id":7,"method":"ec.buyer.change","params":{"checkout":{"id":"ck-1","n":1}}}"#).outcome
+                == .published(.update))
+        #expect(p.feed(#"{"jsonrpc":"2.0","id":7,"method":"ec.buyer.changed","params":{"checkout":{"id":"ck-1"}}}"#).outcome
+                == .deadLettered(.notLifecycle))
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.é.change","params":{"checkout":{"id":"ck-1","n":2}}}"#).outcome
+                == .published(.update))
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.\u0301x.change","params":{"checkout":{"id":"ck-1"}}}"#).outcome
+                == .deadLettered(.unknownEvent))
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.","params":{"checkout":{"id":"ck-1"}}}"#).outcome
+                == .deadLettered(.unknownEvent))
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":7,"params":{"checkout":{"id":"ck-1"}}}"#).outcome
+                == .deadLettered(.wrongType))
+    }
+
     @Test("Sheet bridge completed: older orderDetails are summarised from MoneyV2 prices")
     func bridgeCompleted() {
         let p = EventProcessor()
