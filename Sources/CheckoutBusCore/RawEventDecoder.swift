@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Recognises which raw family a message belongs to and decodes it into a ``DecodedEvent``.
 ///
 /// Families are auto-detected (DESIGN §3, `docs/raw-shapes.md`): the ingest wrapper
@@ -152,18 +158,14 @@ public final class RawEventDecoder {
             guard let method = doc.string(m) else { throw DecodeRejection(.wrongType, "`method` is not a string") }
             return try ecpKind(method: method, doc, r)
         }
-        let method = UnsafeRawBufferPointer(rebasing: raw[1..<(raw.count - 1)])
-        func `is`(_ text: StaticString) -> Bool { method.elementsEqual(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)) }
-        func hasPrefix(_ text: StaticString) -> Bool {
-            method.count >= text.utf8CodeUnitCount
-                && UnsafeRawBufferPointer(rebasing: method[0..<text.utf8CodeUnitCount])
-                    .elementsEqual(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        let p = raw.baseAddress! + 1
+        let n = raw.count - 2
+        func bytes(at offset: Int, _ text: StaticString) -> Bool {
+            offset >= 0 && memcmp(p + offset, text.utf8Start, text.utf8CodeUnitCount) == 0
         }
-        func hasSuffix(_ text: StaticString) -> Bool {
-            method.count >= text.utf8CodeUnitCount
-                && UnsafeRawBufferPointer(rebasing: method[(method.count - text.utf8CodeUnitCount)...])
-                    .elementsEqual(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-        }
+        func `is`(_ text: StaticString) -> Bool { n == text.utf8CodeUnitCount && bytes(at: 0, text) }
+        func hasPrefix(_ text: StaticString) -> Bool { n >= text.utf8CodeUnitCount && bytes(at: 0, text) }
+        func hasSuffix(_ text: StaticString) -> Bool { bytes(at: n - text.utf8CodeUnitCount, text) }
         if `is`("ec.start") { return .start }
         if `is`("ec.complete") { return .complete }
         if `is`("ec.error") { return .fail }
