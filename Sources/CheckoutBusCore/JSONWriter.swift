@@ -47,6 +47,26 @@ public struct JSONWriter {
 
     /// Appends a JSON string literal for UTF-8 `text`, escaping quotes, backslashes and controls.
     public mutating func appendString(utf8 text: UnsafeRawBufferPointer) {
+        // The usual case, a short string with nothing to escape: quoted on the stack, one append.
+        let n = text.count
+        if n <= 256, let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self) {
+            var i = 0
+            while i < n {
+                let c = p[i]
+                if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { break }
+                i &+= 1
+            }
+            if i == n {
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: n &+ 2) { buf in
+                    let b = buf.baseAddress!
+                    b[0] = UInt8(ascii: "\"")
+                    (b + 1).initialize(from: p, count: n)
+                    b[n &+ 1] = UInt8(ascii: "\"")
+                    appendRaw(UnsafeRawBufferPointer(start: b, count: n &+ 2))
+                }
+                return
+            }
+        }
         bytes.append(UInt8(ascii: "\""))
         var runStart = 0
         for i in 0..<text.count {
