@@ -47,18 +47,25 @@ extension TailCommand {
             FileHandleWriter.standardError(
                 "tail: subscribed to \(topics.map { "\"\($0)\"" }.joined(separator: ", ")) at \(endpoint)\n")
         }
-        if recording == nil && topics.contains(where: { "bus.heartbeat".hasPrefix($0) }) {
-            let format = self.format
-            let doc = JSONDocument()
-            subscriber.onHeartbeat = { topic, envelope in
-                var line = format == .json ? envelope : Array(TailCommand.pretty(topic: topic, envelope: envelope, doc: doc).utf8)
-                line.append(0x0A)
-                FileHandleWriter.writeAll(1, &line)
-            }
-        }
         let deadline = timeoutSeconds.map { BusClock.monotonicNanoseconds() + UInt64($0) * 1_000_000_000 }
         let doc = JSONDocument()
-        var line: [UInt8] = []
+        // Printed lines are written a batch at a time (each round of the subscriber's loop).
+        var output: [UInt8] = []
+        func flush() {
+            FileHandleWriter.writeAll(1, &output)
+            output.removeAll(keepingCapacity: true)
+        }
+        subscriber.onBatchEnd = { if !output.isEmpty { flush() } }
+        if recording == nil && topics.contains(where: { "bus.heartbeat".hasPrefix($0) }) {
+            let format = self.format
+            subscriber.onHeartbeat = { topic, envelope in
+                switch format {
+                case .json: output.append(contentsOf: envelope)
+                case .pretty: output.append(contentsOf: TailCommand.pretty(topic: topic, envelope: envelope, doc: doc).utf8)
+                }
+                output.append(0x0A)
+            }
+        }
         var printed = 0
         let count = self.count
         let format = self.format
@@ -69,14 +76,13 @@ extension TailCommand {
                 if let recording {
                     try recording.append(envelope)
                 } else {
-                    line.removeAll(keepingCapacity: true)
                     switch format {
-                    case .json: line.append(contentsOf: envelope.bytes)
+                    case .json: output.append(contentsOf: envelope.bytes)
                     case .pretty:
-                        line.append(contentsOf: TailCommand.pretty(topic: envelope.topic, envelope: envelope.bytes, doc: doc).utf8)
+                        output.append(contentsOf: TailCommand.pretty(topic: envelope.topic, envelope: envelope.bytes, doc: doc).utf8)
                     }
-                    line.append(0x0A)
-                    FileHandleWriter.writeAll(1, &line)
+                    output.append(0x0A)
+                    if output.count >= 1 << 16 { flush() }
                 }
                 printed += 1
                 if let count, printed >= count { stop.raise() }
@@ -91,6 +97,7 @@ extension TailCommand {
             FileHandleWriter.standardError("checkoutbus tail: \(error)\n")
             status = 1
         }
+        flush()
         let s = subscriber.statistics
         FileHandleWriter.standardError(
             "tail: summary handled=\(s.handled) from_journal=\(s.fromJournal) missed=\(s.missed) recovered=\(s.recovered) "

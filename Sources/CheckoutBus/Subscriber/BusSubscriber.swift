@@ -127,6 +127,8 @@ public final class BusSubscriber {
     public var onSubscribed: (() -> Void)?
     /// Called with every heartbeat's topic and envelope.
     public var onHeartbeat: ((_ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
+    /// Called after each round of reading both sockets: a handler that buffers output flushes here.
+    public var onBatchEnd: (() -> Void)?
     public var logger = Logger(label: "subscriber")
 
     private let cursor: any SubscriberCursor
@@ -252,6 +254,7 @@ public final class BusSubscriber {
                 try handleLive(frames, control: control, stop: stop, handler: handler)
                 if stop.isRaised { return .stopped }
             }
+            onBatchEnd?()
         }
     }
 
@@ -606,6 +609,7 @@ public final class BusSubscriber {
     private func makeEnvelope(topic: [UInt8], bytes: [UInt8], origin: BusEnvelope.Origin) -> BusEnvelope? {
         guard let kind = JournaledKind(topic: topic) else { return nil }
         let fields = bytes.withUnsafeBytes { buf -> (Int64, Int64)? in
+            if let fields = BusSubscriber.leadingPositions(buf) { return fields }
             do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
             let root = document.root
             guard let seq = document.member(root, "seq").flatMap({ document.int64($0) }),
@@ -618,6 +622,34 @@ public final class BusSubscriber {
             return nil
         }
         return BusEnvelope(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, bytes: bytes, origin: origin)
+    }
+
+    /// `seq` and `kind_seq` read from the start of an envelope written the daemon's way,
+    /// `{"v":1,"seq":N,"kind_seq":M,…`, without parsing the rest; nil for any other layout, which is
+    /// then parsed in full.
+    static func leadingPositions(_ buf: UnsafeRawBufferPointer) -> (Int64, Int64)? {
+        let head: StaticString = #"{"v":1,"seq":"#
+        let middle: StaticString = #","kind_seq":"#
+        var i = 0
+        func literal(_ text: StaticString) -> Bool {
+            let n = text.utf8CodeUnitCount
+            guard i + n <= buf.count else { return false }
+            for k in 0..<n where buf[i + k] != text.utf8Start[k] { return false }
+            i += n
+            return true
+        }
+        func number() -> Int64? {
+            let start = i
+            var value: Int64 = 0
+            while i < buf.count, i - start < 18, buf[i] >= 0x30, buf[i] <= 0x39 {
+                value = value * 10 + Int64(buf[i] - 0x30)
+                i += 1
+            }
+            guard i > start, i < buf.count, buf[i] == UInt8(ascii: ",") || buf[i] == UInt8(ascii: "}") else { return nil }
+            return value
+        }
+        guard literal(head), let seq = number(), literal(middle), let kindSeq = number() else { return nil }
+        return (seq, kindSeq)
     }
 
     struct Heartbeat {
