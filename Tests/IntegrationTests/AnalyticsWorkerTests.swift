@@ -96,6 +96,38 @@ struct AnalyticsWorkerTests {
         try expectReport(try readReport(report), matches: expected, durationsFrom: journal, events: lastSeq)
     }
 
+    @Test("remembering only 40 checkouts (evicting under a flood), a worker killed mid-flood ends exactly where one that never stopped does")
+    func evictionIsCheckpointedToo() throws {
+        let daemon = try DaemonProcess(["--heartbeat-ms", "200"])
+        let dir = daemon.dataDirectory.deletingLastPathComponent()
+        let state = dir.appendingPathComponent("analytics.state")
+        let report = dir.appendingPathComponent("killed.json")
+        let extra = ["--max-checkouts", "40", "--checkpoint-events", "300"]
+        var worker = try AnalyticsProcess(daemon, cursor: state, report: report, extraArguments: extra)
+        let flood = try startFlood(daemon, ["--checkouts", "1500", "--seed", "34", "--rate", "3000"])
+        #expect(waitUntil(timeout: 40) { reportedSeq(report) >= 4_000 })
+        #expect(flood.isRunning, "the kill should land during the flood")
+        worker.kill9()
+        worker = try AnalyticsProcess(daemon, cursor: state, report: report, extraArguments: extra)
+        #expect(waitForExit(flood, timeout: 60) == 0)
+        let lastSeq = try #require(try JournalProbe(daemon.control).stats().int("last_seq"))
+        #expect(waitUntil(timeout: 40) { reportedSeq(report) >= lastSeq })
+        #expect(worker.stop() == 0)
+
+        // The reference: no cursor, the whole journal in one go, the same memory bound.
+        let reference = dir.appendingPathComponent("reference.json")
+        let whole = try AnalyticsProcess(daemon, cursor: nil, report: reference, extraArguments: extra)
+        #expect(waitUntil(timeout: 40) { reportedSeq(reference) >= lastSeq })
+        #expect(whole.stop() == 0)
+
+        var killed = try readReport(report)
+        var straight = try readReport(reference)
+        killed["generated_at"] = nil
+        straight["generated_at"] = nil
+        #expect((killed.object("checkouts")?.int("evicted") ?? 0) > 0, "the bound must have been reached")
+        #expect(killed as NSDictionary == straight as NSDictionary, "killed: \(killed)\nstraight: \(straight)")
+    }
+
     @Test("flags: --help documents them; a bad value or an unreadable checkpoint stops it with a clear error")
     func flags() throws {
         let help = try runTool("checkoutbus-analytics", ["--help"])
