@@ -11,7 +11,7 @@ public struct ZMQCurveKeyPair: Sendable, Equatable {
         var pub = [CChar](repeating: 0, count: 41)
         var sec = [CChar](repeating: 0, count: 41)
         try zmqCheck("zmq_curve_keypair") { zmq_curve_keypair(&pub, &sec) }
-        return ZMQCurveKeyPair(publicKey: String(cString: pub), secretKey: String(cString: sec))
+        return ZMQCurveKeyPair(publicKey: z85Text(pub), secretKey: z85Text(sec))
     }
 
     /// The pair of a secret key (`zmq_curve_public`).
@@ -20,13 +20,18 @@ public struct ZMQCurveKeyPair: Sendable, Equatable {
         guard ZMQCurveKeyPair.isZ85Key(secretKey) else { throw ZMQError(code: EINVAL, function: "zmq_curve_public") }
         var pub = [CChar](repeating: 0, count: 41)
         try zmqCheck("zmq_curve_public") { zmq_curve_public(&pub, secretKey) }
-        self.publicKey = String(cString: pub)
+        self.publicKey = ZMQCurveKeyPair.z85Text(pub)
         self.secretKey = secretKey
     }
 
     init(publicKey: String, secretKey: String) {
         self.publicKey = publicKey
         self.secretKey = secretKey
+    }
+
+    /// A NUL-terminated Z85 buffer as a string.
+    static func z85Text(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Whether `key` is 40 characters of Z85 (a 32-byte CURVE key).
@@ -40,7 +45,7 @@ public struct ZMQCurveKeyPair: Sendable, Equatable {
         guard binary.count == 32 else { return nil }
         var out = [CChar](repeating: 0, count: 41)
         guard binary.withUnsafeBufferPointer({ zmq_z85_encode(&out, $0.baseAddress, 32) }) != nil else { return nil }
-        return String(cString: out)
+        return z85Text(out)
     }
 }
 
