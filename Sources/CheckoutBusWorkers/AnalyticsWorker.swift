@@ -92,7 +92,7 @@ public final class AnalyticsWorker {
 
     /// Loads the checkpoint, follows the bus until `stop` is raised, then checkpoints, reports and
     /// prints the summary.
-    /// - Throws: ``AnalyticsError`` for an unreadable checkpoint or a failed write, or what the
+    /// - Throws: ``AnalyticsError`` for an unreadable checkpoint or a failed last write, or what the
     ///   subscriber throws (a refused replay, a libzmq error).
     public func run(stop: StopSignal) throws {
         if let path = options.cursorPath, let loaded = try AnalyticsCheckpoint.load(path: path, maxCheckouts: options.maxCheckouts) {
@@ -106,10 +106,7 @@ public final class AnalyticsWorker {
             options: options.worker.subscriberOptions(prefixes: ["checkout.", "bus.deadletter"]), cursor: cursor)
         subscriber.logger = Logger(label: "analytics-subscriber", level: options.worker.logLevel)
         subscriber.onSubscribed = { FileHandleWriter.standardError("analytics: subscribed\n") }
-        // Tick failures (a full disk) are logged and retried at the next tick; the final one throws.
-        subscriber.onHeartbeat = { [unowned self] _, _ in
-            do { try self.tickIfDue() } catch { self.logger.error("checkpoint or report failed", ["error": "\(error)"]) }
-        }
+        subscriber.onHeartbeat = { [unowned self] _, _ in self.tickIfDue() }
         nextTick = BusClock.monotonicNanoseconds() + intervalNanoseconds
         var failure: (any Error)?
         do {
@@ -117,36 +114,49 @@ public final class AnalyticsWorker {
         } catch {
             failure = error
         }
-        // What was counted matches funnel.lastSeq (the handler never throws), so it is safe to keep.
+        if let failure { logger.error("subscriber stopped", ["error": "\(failure)"]) }
+        // What was counted matches funnel.lastSeq (the handler never throws), so it is kept either way.
         try finish()
         let s = subscriber.statistics
         logger.info("stopped", ["handled": String(s.handled), "from_journal": String(s.fromJournal),
-                                "missed": String(s.missed), "recovered": String(s.recovered), "last_seq": String(funnel.lastSeq)])
+                                "missed": String(s.missed), "recovered": String(s.recovered), "not_retained": String(s.notRetained),
+                                "last_seq": String(funnel.lastSeq)])
         if let failure { throw failure }
     }
 
     private var intervalNanoseconds: UInt64 { UInt64(options.intervalSeconds) * 1_000_000_000 }
 
     /// After each handled envelope: the funnel now matches `seq`.
-    fileprivate func committed(_ seq: Int64) throws {
+    fileprivate func committed(_ seq: Int64) {
         eventsSinceCheckpoint += 1
-        if eventsSinceCheckpoint >= options.checkpointEvents { try checkpoint() }
-        try tickIfDue()
+        if eventsSinceCheckpoint >= options.checkpointEvents {
+            do { try checkpoint() } catch { logger.error("checkpoint failed; counting on, retrying later", ["error": "\(error)"]) }
+        }
+        tickIfDue()
     }
 
-    private func tickIfDue() throws {
+    /// The summary, checkpoint and report, once per interval. A failed write (a full disk) is
+    /// logged and retried at the next one: the checkpoint on disk stays the previous complete one,
+    /// so a crash meanwhile only means more to replay. Only the last one, on exit, throws.
+    private func tickIfDue() {
         let now = BusClock.monotonicNanoseconds()
         guard now >= nextTick else { return }
         nextTick = now + intervalNanoseconds
         FileHandleWriter.standardError(AnalyticsReport.summaryLine(funnel) + "\n")
-        try checkpoint()
-        try writeReport()
+        do {
+            try checkpoint()
+            try writeReport()
+        } catch {
+            logger.error("checkpoint or report failed; retrying at the next interval", ["error": "\(error)"])
+        }
     }
 
     private func finish() throws {
-        try checkpoint()
-        try writeReport()
+        var failure: (any Error)?
+        do { try checkpoint() } catch { failure = error }
+        do { try writeReport() } catch { failure = failure ?? error }
         FileHandleWriter.standardError(AnalyticsReport.summaryLine(funnel) + "\n")
+        if let failure { throw failure }
     }
 
     private func checkpoint() throws {
@@ -173,5 +183,5 @@ final class FunnelCursor: SubscriberCursor {
 
     func load() -> Int64 { worker.funnel.lastSeq }
 
-    func commit(_ seq: Int64) throws { try worker.committed(seq) }
+    func commit(_ seq: Int64) { worker.committed(seq) }
 }
