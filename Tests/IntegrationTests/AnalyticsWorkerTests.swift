@@ -21,12 +21,12 @@ struct AnalyticsWorkerTests {
         // Small checkpoints, so each kill lands with counted-but-not-checkpointed envelopes to replay.
         let extra = ["--checkpoint-events", "700"]
         var worker = try AnalyticsProcess(daemon, cursor: state, report: report, extraArguments: extra)
-        // Paced so the flood is still running through both kills (about 7 s).
-        let flood = try startFlood(daemon, ["--checkouts", "3000", "--seed", "31", "--rate", "3000"])
+        // Paced so the flood is still running through both kills (about 19,000 events, 6 s).
+        let flood = try startFlood(daemon, ["--checkouts", "4000", "--seed", "31", "--rate", "3000"])
         var floodRunningAtKill: [Bool] = []
         var seqAtKill: [Int] = []
         for round in 1...2 {
-            let target = round * 5_000
+            let target = round * 4_500
             let progressed = waitUntil(timeout: 40) { reportedSeq(report) >= target }
             #expect(progressed, "round \(round): the worker reported up to \(reportedSeq(report))")
             floodRunningAtKill.append(flood.isRunning)
@@ -47,7 +47,7 @@ struct AnalyticsWorkerTests {
 
         let final = try readReport(report)
         #expect(final.int("last_seq") == lastSeq)
-        let generated = FloodGenerator(checkouts: 3000, seed: 31, runID: "analytics").makeEvents()
+        let generated = FloodGenerator(checkouts: 4000, seed: 31, runID: "analytics").makeEvents()
         let expected = try ExpectedFunnel(generated: generated)
         let journal = try ExpectedFunnel(journal: try probe.replayAll(prefixes: ["checkout."]))
         // The daemon published what the generator says (so a mismatch below is the worker's).
