@@ -245,7 +245,7 @@ public final class BusSubscriber {
             if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
             try poller.poll(timeoutMilliseconds: wait)
             while let frames = try control.receiveMultipart(dontWait: true) {
-                try handleControlReply(frames, stop: stop, handler: handler)
+                try handleControlReply(frames, control: control, stop: stop, handler: handler)
                 if stop.isRaised { return .stopped }
             }
             var batch = 0
@@ -399,8 +399,9 @@ public final class BusSubscriber {
 
     // MARK: Journal
 
-    private func sendReplay(_ control: ZMQSocket) throws {
-        let from = (verified ?? 0) + 1
+    /// Asks for the page from `from` (default: just after what was verified).
+    private func sendReplay(_ control: ZMQSocket, from start: Int64? = nil) throws {
+        let from = start ?? (verified ?? 0) + 1
         let id = nextRequestID
         nextRequestID += 1
         var w = JSONWriter(capacity: 256)
@@ -422,7 +423,8 @@ public final class BusSubscriber {
         statistics.replayRequests += 1
     }
 
-    private func handleControlReply(_ frames: [[UInt8]], stop: StopSignal, handler: (BusEnvelope) throws -> Void) throws {
+    private func handleControlReply(_ frames: [[UInt8]], control: ZMQSocket, stop: StopSignal,
+                                    handler: (BusEnvelope) throws -> Void) throws {
         var frames = frames[...]
         // Tolerate a REQ-style empty delimiter before the reply.
         if frames.first?.isEmpty == true { frames = frames.dropFirst() }
@@ -447,6 +449,12 @@ public final class BusSubscriber {
             }
             throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
         }
+        guard let next = reply.next, let lastSeq = reply.lastSeq else {
+            throw SubscriberError("replay reply without next or last_seq")
+        }
+        let morePages = next <= lastSeq && next > request.from
+        // Ask for the next page before handling this one, so the daemon reads while the handler works.
+        if morePages { try sendReplay(control, from: next) }
         var i = frames.startIndex + 1
         while i + 1 < frames.endIndex {
             if stop.isRaised { return }
@@ -467,15 +475,15 @@ public final class BusSubscriber {
                 try deliver(envelope, seenLive: envelope.seq <= evictedThrough, handler: handler)
             }
         }
-        guard let next = reply.next, let lastSeq = reply.lastSeq else {
-            throw SubscriberError("replay reply without next or last_seq")
-        }
         verified = max(verified ?? 0, next - 1)
-        if next > lastSeq || next <= request.from {
+        if !morePages {
             if next <= request.from && next <= lastSeq {
                 logger.warning("replay made no progress; following live", ["from": String(request.from)])
             }
             try caughtUp(handler: handler, stop: stop)
+        } else if let prefetched = inFlight {
+            // Its answer may have waited while this page was handled: time it from now.
+            inFlight = (prefetched.id, prefetched.from, BusClock.monotonicNanoseconds())
         } else {
             needReplay = true
         }
