@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "checkoutbusd", targets: ["checkoutbusd"]),
         .executable(name: "checkoutbus", targets: ["checkoutbus"]),
         .executable(name: "checkoutbus-fulfil", targets: ["checkoutbus-fulfil"]),
+        .executable(name: "checkoutbus-analytics", targets: ["checkoutbus-analytics"]),
         .library(name: "CheckoutBus", targets: ["CheckoutBus"]),
         .library(name: "CheckoutBusCore", targets: ["CheckoutBusCore"]),
         .library(name: "CheckoutBusWorkers", targets: ["CheckoutBusWorkers"]),
@@ -45,6 +46,7 @@ let package = Package(
         .target(name: "CheckoutBusWorkers", dependencies: ["CheckoutBus", "SQLite"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbusd", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus-analytics", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         .testTarget(name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore"], swiftSettings: swiftSettings),
@@ -53,6 +55,7 @@ let package = Package(
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
             dependencies: [
                 "CheckoutBus", "CheckoutBusCore", "ZeroMQ", "SQLite", "checkoutbusd", "checkoutbus", "checkoutbus-fulfil",
+                "checkoutbus-analytics",
             ],
             swiftSettings: swiftSettings
         ),
