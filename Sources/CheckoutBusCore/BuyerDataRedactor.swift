@@ -13,7 +13,9 @@ import Darwin
 /// The key stays so consumers see the field existed; its value, whatever its type, becomes the
 /// string `"[redacted]"`. The list is in `docs/envelope.md`. `Sendable`; pure.
 public enum BuyerDataRedactor {
-    /// Member names redacted wherever they appear, bucketed by byte length for a cheap check.
+    /// Member names redacted wherever they appear, bucketed by byte length: the reference list.
+    /// The hot path checks names with ``isListed(_:_:)`` behind the prefilter; tests check both
+    /// against this list.
     static let always: [[[UInt8]]] = bucket([
         "email", "emailAddress", "email_address", "phone", "phone_number", "phoneNumber", "first_name",
         "last_name", "firstName", "lastName", "full_name", "fullName", "buyer", "billing_address",

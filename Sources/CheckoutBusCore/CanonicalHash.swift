@@ -169,7 +169,9 @@ public enum CanonicalHash {
                 return CanonicalHash.string(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2)
             }
             let decoded = doc.unescapedBytes(t)
-            return decoded.withUnsafeBytes { CanonicalHash.string($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count) }
+            return decoded.withUnsafeBytes {
+                CanonicalHash.string($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count)
+            }
         }
 
         @inline(__always)

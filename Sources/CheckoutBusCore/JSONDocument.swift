@@ -266,7 +266,8 @@ public final class JSONDocument {
                 if !found {
                     while i < length {
                         let c = base[i]
-                        if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { i &+= 1 } else { break }
+                        guard c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") else { break }
+                        i &+= 1
                     }
                     guard i < length else { throw JSONParseError(.truncated, at: i) }
                 }
