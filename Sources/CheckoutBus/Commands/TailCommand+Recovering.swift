@@ -12,6 +12,7 @@ extension TailCommand {
         var options = BusSubscriber.Options(publish: endpoint, control: control)
         options.prefixes = topics
         options.name = name
+        options.curve = curve
         if let receiveHighWaterMark { options.receiveHighWaterMark = receiveHighWaterMark }
         let recording: EnvelopeRecording?
         let cursor: any SubscriberCursor

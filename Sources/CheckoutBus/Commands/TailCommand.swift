@@ -18,6 +18,7 @@ public struct TailCommand {
         USAGE: checkoutbus tail [--from ENDPOINT] [--topic PREFIX ...] [--count N] [--format pretty|json]
                                 [--timeout SECONDS] [--receive-hwm N]
                                 [--since SEQ] [--control ENDPOINT] [--record FILE] [--name NAME]
+                                [--curve-key FILE --curve-server FILE]
 
           --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702)
           --topic PREFIX       topic prefix to follow, repeatable (default: checkout. and bus.deadletter);
@@ -28,6 +29,7 @@ public struct TailCommand {
           --timeout SECONDS    exit 1 if --count was not reached in this time
           --receive-hwm N      the subscriber socket's receive high-water mark (default 1000000; with
                                --control 100000)
+        \(CurveClientKeys.help)
 
         Recovering (any of these turns it on; uses the daemon's journal over its control socket):
           --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703). Envelopes
@@ -64,12 +66,16 @@ public struct TailCommand {
     /// Append envelopes to this JSON Lines file, which is also the cursor.
     public var recordPath: String?
     public var name = "tail-\(getpid())"
+    /// CURVE client keys for the subscriber (and control) sockets.
+    public var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(
             arguments,
-            valued: ["from", "topic", "count", "format", "timeout", "receive-hwm", "control", "since", "record", "name"],
+            valued: Set(["from", "topic", "count", "format", "timeout", "receive-hwm", "control", "since", "record", "name"])
+                .union(CurveClientKeys.flags),
             switches: [])
+        curve = try CurveClientKeys.parse(args)
         if let v = args.value("from") { endpoint = v }
         if args.value("receive-hwm") != nil {
             receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 0, in: 0...100_000_000))
@@ -98,6 +104,7 @@ public struct TailCommand {
             let sub = try ZMQSocket(context: context, type: .sub)
             try sub.setOption(.receiveHighWaterMark, receiveHighWaterMark ?? 1_000_000)
             try sub.setLinger(milliseconds: 0)
+            try curve?.apply(to: sub)
             try sub.connect(endpoint)
             for t in topics { try sub.subscribe(t) }
             try sub.subscribe("bus.heartbeat")

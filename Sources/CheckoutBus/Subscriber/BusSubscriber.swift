@@ -60,6 +60,8 @@ public final class BusSubscriber {
         public var start = StartPosition.cursor
         /// What the SUB socket subscribes to.
         public var liveSubscription = LiveSubscription.prefixes
+        /// CURVE client keys for both sockets, when the daemon requires them (docs/security.md).
+        public var curve: CurveClientKeys?
         /// Live envelopes held while the journal is being read, at most this many bytes; beyond it
         /// they are let go and read from the journal instead.
         public var maxPendingBytes = 64 << 20
@@ -205,6 +207,7 @@ public final class BusSubscriber {
         try sub.setOption(.receiveHighWaterMark, options.receiveHighWaterMark)
         if let bytes = options.receiveBufferBytes { try sub.setOption(.receiveBuffer, bytes) }
         try sub.setLinger(milliseconds: 0)
+        try options.curve?.apply(to: sub)
         try sub.connect(options.publish)
         for prefix in wirePrefixes { try sub.subscribe(prefix) }
         // Last: the heartbeat answering it proves the others are live.
@@ -212,6 +215,7 @@ public final class BusSubscriber {
         let control = try ZMQSocket(context: context, type: .dealer)
         // Long enough for the last report to leave when the subscriber stops.
         try control.setLinger(milliseconds: 200)
+        try options.curve?.apply(to: control)
         try control.connect(options.control)
 
         switch options.start {
