@@ -298,9 +298,9 @@ public struct DurationHistogram: Sendable, Equatable {
 /// The checkouts the funnel remembers, least recently seen forgotten first once ``capacity`` is
 /// reached: whether each started (and when), completed, or was counted abandoned.
 ///
-/// Memory per remembered checkout: its id (inline up to 15 bytes, else a heap allocation of its
-/// length), a dictionary entry (~40 bytes at the table's load factor), and 32 bytes of state and
-/// links — about 100 bytes plus long ids; 100,000 checkouts take about 10–15 MB.
+/// Memory per remembered checkout: its id (inline up to 15 bytes, else a heap allocation), a
+/// dictionary entry, and 32 bytes of state and links — measured at about 160 bytes with 18-byte
+/// ids (docs/workers.md), so about 16 MB for 100,000 checkouts.
 ///
 /// Not `Sendable`: owned by the funnel.
 final class CheckoutMemory {
