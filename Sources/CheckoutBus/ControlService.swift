@@ -20,6 +20,8 @@ final class ControlService {
 
     static let maxPage = 10_000
     static let defaultPage = 1000
+    /// Records one replay request reads at most, matched or not: bounds the pipeline's pause.
+    static let maxExamined = 100_000
     static let maxSubscribers = 1024
 
     let journal: Journal
@@ -156,7 +158,8 @@ final class ControlService {
         pageFrames.removeAll(keepingCapacity: true)
         let result: (next: UInt64, count: Int)
         do {
-            result = try journal.read(from: UInt64(from), prefixes: prefixes, limit: limit) { _, topic, envelope in
+            result = try journal.read(from: UInt64(from), prefixes: prefixes, limit: limit,
+                                      maxExamined: ControlService.maxExamined) { _, topic, envelope in
                 let start = page.count
                 page.append(contentsOf: topic)
                 page.append(contentsOf: envelope)

@@ -12,9 +12,12 @@ public struct WorkerOptions: Sendable {
     /// The subscriber's receive high-water mark (`--receive-hwm`).
     public var receiveHighWaterMark: Int32 = 100_000
     public var logLevel = Logger.Level.info
+    /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
+    public var curve: CurveClientKeys?
 
     /// Flags with a value that ``parse(_:into:)`` reads; a worker adds its own.
-    public static let valued: Set<String> = ["from", "control", "name", "receive-hwm", "log-level"]
+    public static let valued: Set<String> = Set(["from", "control", "name", "receive-hwm", "log-level"])
+        .union(CurveClientKeys.flags)
 
     public init(name: String) { self.name = name }
 
@@ -27,6 +30,7 @@ public struct WorkerOptions: Sendable {
             o.name = v
         }
         o.receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 100_000, in: 1...10_000_000))
+        o.curve = try CurveClientKeys.parse(args)
         if let v = args.value("log-level") {
             guard let l = Logger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
             o.logLevel = l
@@ -39,6 +43,7 @@ public struct WorkerOptions: Sendable {
         s.prefixes = prefixes
         s.name = name
         s.receiveHighWaterMark = receiveHighWaterMark
+        s.curve = curve
         return s
     }
 
@@ -50,5 +55,6 @@ public struct WorkerOptions: Sendable {
           --receive-hwm N      envelopes queued for this worker before ZeroMQ drops (default 100000);
                                drops are fetched again from the journal either way
           --log-level LEVEL    debug, info (default), warning, error
+        \(CurveClientKeys.help)
         """
 }

@@ -102,6 +102,12 @@ struct SecurityTests {
         // No plain-text client gets in either.
         #expect(try runTool("checkoutbus", ["stats", "--control", daemon.control, "--timeout", "2"]).status == 1)
 
+        // A worker with a subscriber's key subscribes and records the order.
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let worker = try FulfilProcess(daemon: daemon, database: database, extra: keys.clientArguments("subscriber"))
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+
         // Still exactly the one listed event.
         let after = try runTool("checkoutbus", ["stats", "--control", daemon.control, "--json"] + keys.clientArguments("subscriber"))
         #expect(after.output.contains(#""last_seq":1"#))

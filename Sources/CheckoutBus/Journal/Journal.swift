@@ -424,8 +424,10 @@ public final class Journal {
     /// `prefixes` (all when empty), at most `limit` of them.
     /// - Returns: the seq the next page starts at, and how many records matched.
     /// - Throws: ``ReplayError/notRetained(firstSeq:)`` when `from` is older than the journal.
+    /// - Parameter maxExamined: at most this many records are read, matched or not, so a narrow
+    ///   prefix over a long journal takes several short pages rather than one long scan.
     public func read(
-        from: UInt64, prefixes: [[UInt8]], limit: Int,
+        from: UInt64, prefixes: [[UInt8]], limit: Int, maxExamined: Int = .max,
         _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws -> (next: UInt64, count: Int) {
         let start = max(from, 1)
@@ -436,7 +438,8 @@ public final class Journal {
         var s = segments.lastIndex { $0.firstSeq <= start }!
         var next = start
         var count = 0
-        while s < segments.count && count < limit && next <= writtenSeq {
+        var examined = 0
+        while s < segments.count && count < limit && examined < maxExamined && next <= writtenSeq {
             if !segments[s].indexed { buildIndex(s) }
             let seg = segments[s]
             var offset = JournalFormat.segmentHeaderSize
@@ -455,9 +458,10 @@ public final class Journal {
                     count += 1
                 }
                 next = h.seq + 1
-                if count >= limit { break }
+                examined += 1
+                if count >= limit || examined >= maxExamined { break }
             }
-            if count >= limit { break }
+            if count >= limit || examined >= maxExamined { break }
             s += 1
             if s < segments.count && next < segments[s].firstSeq { next = segments[s].firstSeq }
         }

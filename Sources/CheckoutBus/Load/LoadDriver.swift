@@ -148,8 +148,8 @@ public final class LoadDriver {
             // Receive everything queued.
             var got = 0
             while try sub.receive(into: message, dontWait: true) {
-                got += 1
-                try account(message, &result)
+                // Heartbeats are not progress: a run whose events stopped arriving must time out.
+                if try account(message, &result) { got += 1 }
             }
             now = BusClock.monotonicNanoseconds()
             if got > 0 || (!sendingDone && next > 0) { lastActivity = now }
@@ -184,7 +184,9 @@ public final class LoadDriver {
     }
 
     /// Counts one received frame (topic, or a raw forwarded event) and records its latency.
-    private func account(_ message: ZMQMessage, _ result: inout Result) throws {
+    /// - Returns: false for a heartbeat.
+    @discardableResult
+    private func account(_ message: ZMQMessage, _ result: inout Result) throws -> Bool {
         let now = BusClock.monotonicNanoseconds()
         switch target {
         case .daemon:
@@ -192,12 +194,12 @@ public final class LoadDriver {
             let kind: Int? = message.withUnsafeBytes { LoadDriver.kindIndex(topic: $0) }
             let isDeadLetter = message.withUnsafeBytes { $0.starts(with: "bus.deadletter".utf8) }
             let isHeartbeat = message.withUnsafeBytes { $0.starts(with: "bus.heartbeat".utf8) }
-            guard message.hasMore else { return }
+            guard message.hasMore else { return true }
             _ = try sub.receive(into: message)
-            if isHeartbeat { return }
+            if isHeartbeat { return false }
             if isDeadLetter {
                 result.deadLetters += 1
-                return
+                return true
             }
             if let kind { result.receivedByKind[kind] += 1 } else { result.receivedOther += 1 }
         case .rawForwarder:
@@ -206,6 +208,7 @@ public final class LoadDriver {
         if let sent = message.withUnsafeBytes({ LoadDriver.sendStamp(in: $0) }), now > sent {
             result.latencies.append(now - sent)
         }
+        return true
     }
 
     static func kindIndex(topic: UnsafeRawBufferPointer) -> Int? {
@@ -236,17 +239,18 @@ public final class LoadDriver {
 
     /// Finds `"event_id":"<run>:<n>:<19 digits>"` and returns the digits' value.
     static func sendStamp(in bytes: UnsafeRawBufferPointer) -> UInt64? {
-        let key = Array(#""event_id":""#.utf8)
+        let key: StaticString = #""event_id":""#
+        let keyBytes = UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
         let n = bytes.count
-        guard n > key.count else { return nil }
+        guard n > keyBytes.count else { return nil }
         var i = 0
-        let limit = min(n - key.count, 600)
+        let limit = min(n - keyBytes.count, 600)
         outer: while i < limit {
-            for k in 0..<key.count where bytes[i + k] != key[k] {
+            for k in 0..<keyBytes.count where bytes[i + k] != keyBytes[k] {
                 i += 1
                 continue outer
             }
-            var j = i + key.count
+            var j = i + keyBytes.count
             var colons = 0
             while j < n && colons < 2 {
                 if bytes[j] == UInt8(ascii: ":") { colons += 1 }
