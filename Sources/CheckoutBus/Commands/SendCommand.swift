@@ -26,6 +26,10 @@ public struct SendCommand {
           --window N           with --acked: events in flight at most (default 1000)
         \(CurveClientKeys.help)
 
+        Without --acked, `sent=N` counts events handed to ZeroMQ, delivered as long as the daemon takes
+        them within --timeout when send exits; nothing confirms they were journaled. With --acked, each
+        one is confirmed on disk (or rejected with its reason).
+
         Prints `sent=N` on stderr; with --acked `sent=N acked=M rejected=K`. Exits 1 if the daemon could
         not be reached in time, or (--acked) if any event was rejected or left unanswered.
         """
