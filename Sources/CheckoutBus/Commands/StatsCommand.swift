@@ -70,7 +70,9 @@ public struct StatsCommand {
         func dict(_ v: Any?) -> [String: Any] { v as? [String: Any] ?? [:] }
         var out = ""
         func line(_ label: String, _ value: String) {
-            out += label.padding(toLength: 22, withPad: " ", startingAt: 0) + value + "\n"
+            // Long labels (subscriber names) are kept whole, one space before the value.
+            let pad = max(1, 22 - label.count)
+            out += label + String(repeating: " ", count: pad) + value + "\n"
         }
         let counters = dict(s["counters"])
         line("seq", "last \(int(s["last_seq"])), durable \(int(s["durable_seq"])), first retained \(int(s["first_seq"]))")
