@@ -69,6 +69,9 @@ public final class BusDaemon {
     private var ackHead = 0
     var control: ControlService!
     var metrics: MetricsService?
+    private var authenticatorRef: CurveAuthenticator?
+    /// Consecutive failed journal writes (0 when the journal is writable).
+    private var journalFailures = 0
     /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
     private var arrivals: [UInt64] = []
 
@@ -108,6 +111,7 @@ public final class BusDaemon {
         // The ZAP handler must be bound before any CURVE socket accepts a connection.
         var authenticator: CurveAuthenticator?
         if let allowlists { authenticator = try CurveAuthenticator(context: context, allowlists: allowlists, logger: logger) }
+        authenticatorRef = authenticator
         let ingest = try ZMQSocket(context: context, type: .pull)
         let acked = try ZMQSocket(context: context, type: .router)
         let publish = try ZMQSocket(context: context, type: .xpub)
@@ -154,21 +158,30 @@ public final class BusDaemon {
             "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount), "zmq": ZMQContext.version,
         ])
 
+        // Two pollers: everything, and — while a journal write is failing — everything but ingest,
+        // so the daemon stops taking input yet still answers control, metrics and CURVE handshakes.
         let poller = ZMQPoller()
         let ingestIndex = poller.addReadable(ingest)
         let ackedIndex = poller.addReadable(acked)
-        let publishIndex = poller.addReadable(publish)
-        let controlIndex = poller.addReadable(controlSocket)
-        let metricsIndex = metrics.map { poller.addReadable($0.socket) }
-        let authenticatorIndex = authenticator.map { poller.addReadable($0.socket) }
+        let sides = SideSockets(poller: poller, publish: publish, control: controlSocket, metrics: metrics?.socket,
+                                authenticator: authenticator?.socket)
+        let blockedPoller = ZMQPoller()
+        let blockedSides = SideSockets(poller: blockedPoller, publish: publish, control: controlSocket,
+                                       metrics: metrics?.socket, authenticator: authenticator?.socket)
         let message = ZMQMessage()
         let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
         var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
         var nextRetention = BusClock.monotonicNanoseconds() + 60_000_000_000
+        var retryAt: UInt64 = 0
 
         while !stop.isRaised {
             let now = BusClock.monotonicNanoseconds()
-            if now >= nextHeartbeat {
+            if journal.hasPending && now >= retryAt {
+                if !(try commitBatch(publish)) { retryAt = now + 100_000_000 }
+            }
+            let blocked = journal.hasPending
+            // Heartbeats carry the last seq: none while a batch waits for the journal.
+            if now >= nextHeartbeat && !blocked {
                 try sendHeartbeat(publish)
                 processor.tick(now: BusClock.monotonicSeconds())
                 nextHeartbeat = now + heartbeatNanos
@@ -178,17 +191,19 @@ public final class BusDaemon {
                 nextRetention = now + 60_000_000_000
             }
             try releaseAcks(acked)
+            if blocked {
+                if try blockedPoller.poll(timeoutMilliseconds: 100) > 0 { try serve(blockedSides) }
+                continue
+            }
             // Waiting acks are released as the sync thread advances: look again within a millisecond.
             let untilHeartbeat = Int((nextHeartbeat - min(now, nextHeartbeat)) / 1_000_000) + 1
             let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, 200)
             guard try poller.poll(timeoutMilliseconds: wait) > 0 else { continue }
-            if poller.isReadable(publishIndex) { try readSubscriptions(publish) }
+            if poller.isReadable(sides.publishIndex) { try readSubscriptions(publish) }
             if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
             if poller.isReadable(ackedIndex) { try drainAcked(acked, limit: batchSize) }
-            try commitBatch(publish, stop: stop)
-            if poller.isReadable(controlIndex) { try control.serve(controlSocket, limit: 64) }
-            if let metricsIndex, poller.isReadable(metricsIndex) { try metrics?.serve() }
-            if let authenticatorIndex, poller.isReadable(authenticatorIndex) { try authenticator?.serve() }
+            if !(try commitBatch(publish)) { retryAt = BusClock.monotonicNanoseconds() + 100_000_000 }
+            try serve(sides, subscriptions: false)
         }
 
         // Drain: stop accepting, journal and publish what is already queued, sync, answer acks.
@@ -196,7 +211,14 @@ public final class BusDaemon {
         try? ingest.unbind(bound.ingest)
         try drainIngest(ingest, message, limit: Int.max)
         try drainAcked(acked, limit: Int.max)
-        try commitBatch(publish, stop: nil)
+        // A journal that still cannot be written gets five more seconds; what it never took was
+        // neither published nor acknowledged.
+        var attempts = 0
+        while !(try commitBatch(publish)) {
+            attempts += 1
+            if attempts >= 50 { throw DaemonError("stopping with events the journal could not take (disk full?)") }
+            usleep(100_000)
+        }
         journal.close()
         try releaseAcks(acked)
         try sendHeartbeat(publish)
@@ -298,22 +320,24 @@ public final class BusDaemon {
         return w.bytes
     }
 
-    /// Writes the pending batch to the journal with one `write`, then publishes it. A failed
-    /// write (a full disk) is retried every 100 ms: nothing is published that is not journaled,
-    /// and ingest waits meanwhile.
-    private func commitBatch(_ publish: ZMQSocket, stop: StopSignal?) throws {
-        guard journal.hasPending else { return }
-        var failures = 0
-        while true {
-            do {
-                try journal.flush()
-                break
-            } catch {
-                if failures % 50 == 0 { logger.error("journal write failed; retrying", ["error": "\(error)"]) }
-                failures += 1
-                if stop?.isRaised ?? true, failures > 50 { throw error }
-                usleep(100_000)
+    /// Writes the pending batch to the journal with one `write`, then publishes it.
+    /// - Returns: false when the write failed (a full disk, say): nothing of the batch is
+    ///   published, it stays pending, and the caller retries; ingest is not read meanwhile.
+    private func commitBatch(_ publish: ZMQSocket) throws -> Bool {
+        guard journal.hasPending else { return true }
+        do {
+            try journal.flush()
+        } catch {
+            if journalFailures % 50 == 0 {
+                logger.error("journal write failed; ingest paused, retrying every 100 ms",
+                             ["error": "\(error)", "failures": String(journalFailures + 1)])
             }
+            journalFailures += 1
+            return false
+        }
+        if journalFailures > 0 {
+            logger.warning("journal writable again; ingest resumed", ["failed_attempts": String(journalFailures)])
+            journalFailures = 0
         }
         try journal.forEachPending { topic, envelope in
             _ = try publish.send(topic, more: true)
@@ -325,6 +349,36 @@ public final class BusDaemon {
             for a in arrivals { metrics.pipelineLatency.observe(nanoseconds: now &- a) }
             arrivals.removeAll(keepingCapacity: true)
         }
+        return true
+    }
+
+    /// The sockets served besides ingest, and their indexes in one poller.
+    struct SideSockets {
+        let poller: ZMQPoller
+        let publishIndex: Int
+        let controlIndex: Int
+        let metricsIndex: Int?
+        let authenticatorIndex: Int?
+        let publish: ZMQSocket
+        let control: ZMQSocket
+
+        init(poller: ZMQPoller, publish: ZMQSocket, control: ZMQSocket, metrics: ZMQSocket?, authenticator: ZMQSocket?) {
+            self.poller = poller
+            self.publish = publish
+            self.control = control
+            publishIndex = poller.addReadable(publish)
+            controlIndex = poller.addReadable(control)
+            metricsIndex = metrics.map { poller.addReadable($0) }
+            authenticatorIndex = authenticator.map { poller.addReadable($0) }
+        }
+    }
+
+    /// Serves what is readable among the side sockets after a poll.
+    private func serve(_ s: SideSockets, subscriptions: Bool = true) throws {
+        if subscriptions && s.poller.isReadable(s.publishIndex) { try readSubscriptions(s.publish) }
+        if s.poller.isReadable(s.controlIndex) { try control.serve(s.control, limit: 64) }
+        if let i = s.metricsIndex, s.poller.isReadable(i) { try metrics?.serve() }
+        if let i = s.authenticatorIndex, s.poller.isReadable(i) { try authenticatorRef?.serve() }
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.

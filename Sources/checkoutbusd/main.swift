@@ -22,6 +22,9 @@ do {
 }
 let logger = Logger(label: "checkoutbusd", level: configuration.logLevel)
 let stop = StopSignal()
+// A file size limit (ulimit -f) makes a journal write fail with EFBIG, handled like a full disk,
+// instead of killing the daemon.
+signal(SIGXFSZ, SIG_IGN)
 let daemon: BusDaemon
 do {
     daemon = try BusDaemon(configuration: configuration, logger: logger)

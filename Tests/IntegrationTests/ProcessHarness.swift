@@ -85,16 +85,18 @@ final class DaemonProcess {
     var publish: String { ready["publish"] as! String }
     var control: String { ready["control"] as! String }
 
-    /// Starts a daemon on ephemeral ports; `dataDirectory` reuses a journal (a restart).
+    /// Starts a daemon on ephemeral ports; `dataDirectory` reuses a journal (a restart);
+    /// `launcher` runs it through another program (`prlimit --fsize=…`) that execs it.
     init(_ extraArguments: [String] = [], ingest: String = "tcp://127.0.0.1:*",
-         publish: String = "tcp://127.0.0.1:*", dataDirectory reuse: URL? = nil) throws {
+         publish: String = "tcp://127.0.0.1:*", dataDirectory reuse: URL? = nil, launcher: [String] = []) throws {
         let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         dataDirectory = reuse ?? tmp.appendingPathComponent("data")
         stderrURL = tmp.appendingPathComponent("daemon.stderr")
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
-        process.executableURL = Products.url("checkoutbusd")
-        process.arguments = ["--ingest", ingest, "--publish", publish, "--ingest-acked", "tcp://127.0.0.1:*",
+        process.executableURL = launcher.isEmpty ? Products.url("checkoutbusd") : URL(fileURLWithPath: launcher[0])
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Products.url("checkoutbusd").path])
+            + ["--ingest", ingest, "--publish", publish, "--ingest-acked", "tcp://127.0.0.1:*",
                              "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*", "--data-dir", dataDirectory.path]
             + extraArguments
         let out = Pipe()

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+
+/// A journal that cannot be written (a file size limit stands in for a full disk): the daemon
+/// pauses ingest, publishes nothing unjournaled, keeps answering control and health, and resumes by
+/// itself once writes succeed — every acknowledged event in the journal, none lost.
+@Suite("full disk", .serialized, .timeLimit(.minutes(2)))
+struct FullDiskTests {
+    @Test("writes fail: ingest pauses, /healthz 503, control answers; space returns: everything is journaled once")
+    func fullDiskRecovers() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
+            Issue.record("prlimit (util-linux) is missing")
+            return
+        }
+        // Room for the segment header and a few hundred small records.
+        let daemon = try DaemonProcess(launcher: ["/usr/bin/prlimit", "--fsize=150000:unlimited"])
+        let address = try #require(daemon.ready["metrics"] as? String)
+        let tmp = daemon.dataDirectory.deletingLastPathComponent()
+        let input = tmp.appendingPathComponent("events.jsonl")
+        try (distinctEvents(2000, run: "disk").joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
+        let ackLog = tmp.appendingPathComponent("acks.log")
+        let sender = Process()
+        sender.executableURL = Products.url("checkoutbus")
+        sender.arguments = ["send", "--acked", "--to", daemon.ingestAcked, "--ack-log", ackLog.path, "--timeout", "60",
+                            "--window", "20", input.path]
+        sender.standardError = FileHandle.nullDevice
+        try sender.run()
+
+        #expect(waitUntil(30) { daemon.stderrText.contains("journal write failed") })
+        #expect(try httpGet(address, "/healthz").status == 503)
+        let control = try ControlClient(daemon.control)
+        let stalled = try #require(try control.request(#"{"op":"stats"}"#).status["last_seq"] as? Int)
+        #expect(stalled > 0 && stalled < 2000)
+        #expect(sender.isRunning, "the producer waits for its answers")
+
+        // Space comes back.
+        let raise = Process()
+        raise.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        // Only the soft limit was lowered, so raising it back needs no privilege.
+        raise.arguments = ["--pid", String(daemon.process.processIdentifier), "--fsize=unlimited:unlimited"]
+        try raise.run()
+        #expect(waitForExit(raise, timeout: 10) == 0)
+        #expect(waitForExit(sender, timeout: 60) == 0, "every event acknowledged")
+        #expect(daemon.stderrText.contains("journal writable again"))
+        #expect(try httpGet(address, "/healthz").status == 200)
+        let records = try control.replayAll()
+        #expect(records.map(\.0) == Array(1...2000))
+        #expect(Set(records.compactMap { $0.2["event_id"] as? String }).count == 2000)
+        let acked = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
+        #expect(acked.count == 2000)
+        #expect(daemon.terminate() == 0)
+    }
+}
