@@ -104,6 +104,7 @@ public final class BusDaemon {
                               logger: logger)
         defer { journal.close() }
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
+        try refillEventIDs()
         control = ControlService(journal: journal, processor: processor)
 
         let context = try ZMQContext(ioThreads: 1)
@@ -230,6 +231,30 @@ public final class BusDaemon {
         ])
     }
 
+    /// Refills the processor's event-id window from the journal's most recent records, so a
+    /// producer retrying across a restart is still recognised.
+    private func refillEventIDs() throws {
+        let window = configuration.processor.dedupeWindow
+        guard window > 0, journal.lastSeq > 0 else { return }
+        let from = max(journal.firstSeq, journal.lastSeq >= UInt64(window) ? journal.lastSeq - UInt64(window) + 1 : 1)
+        let doc = JSONDocument()
+        var next = from
+        var remembered = 0
+        while next <= journal.lastSeq {
+            let page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
+                                        maxExamined: 100_000) { seq, _, envelope in
+                guard (try? doc.parse(envelope)) != nil, let t = doc.member(doc.root, "event_id"),
+                    let id = doc.string(t)
+                else { return }
+                processor.rememberEventID(id, seq: seq)
+                remembered += 1
+            }
+            if page.next <= next { break }
+            next = page.next
+        }
+        if remembered > 0 { logger.info("event ids remembered from the journal", ["count": String(remembered)]) }
+    }
+
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
     private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
         var n = 0
@@ -295,7 +320,7 @@ public final class BusDaemon {
                                    kind: processor.lastOutputKind, topic: topic, envelope: envelope)
                 }
             }
-        case .suppressed:
+        case .suppressed, .duplicate:
             break
         }
     }
@@ -308,6 +333,10 @@ public final class BusDaemon {
             w.append(int: Int64(processor.lastSeq))
         case .suppressed:
             w.append("{\"ok\":true,\"seq\":null,\"suppressed\":true")
+        case .duplicate(let seq):
+            w.append("{\"ok\":true,\"seq\":")
+            if seq > 0 { w.append(int: Int64(seq)) } else { w.append("null") }
+            w.append(",\"duplicate\":true")
         case .deadLettered(let reason):
             w.append("{\"ok\":false,\"seq\":")
             w.append(int: Int64(processor.lastSeq))

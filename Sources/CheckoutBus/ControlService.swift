@@ -226,6 +226,8 @@ final class ControlService {
         }
         w.append("},\"suppressed\":")
         w.append(int: Int64(c.suppressed))
+        w.append(",\"duplicates\":")
+        w.append(int: Int64(c.duplicates))
         w.append(",\"deadlettered\":{")
         for (i, reason) in c.deadLettered.keys.sorted().enumerated() {
             if i > 0 { w.append(",") }

@@ -88,7 +88,7 @@ public struct DaemonConfiguration: Sendable {
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
         "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
-        "curve-subscribers",
+        "curve-subscribers", "dedupe-window",
     ]
 
     /// Parses the daemon's flags.
@@ -139,6 +139,7 @@ public struct DaemonConfiguration: Sendable {
         c.processor.maxMessageBytes = try args.int("max-message-bytes", default: 1 << 20, in: 64...(256 << 20))
         c.processor.maxCheckouts = try args.int("max-checkouts", default: 1_000_000, in: 1...100_000_000)
         c.processor.checkoutTTLSeconds = UInt32(try args.int("checkout-ttl", default: 86_400, in: 1...31_536_000))
+        c.processor.dedupeWindow = try args.int("dedupe-window", default: 200_000, in: 0...50_000_000)
         c.publishHighWaterMark = Int32(try args.int("publish-hwm", default: 100_000, in: 0...10_000_000))
         c.heartbeatMilliseconds = try args.int("heartbeat-ms", default: 1000, in: 10...60_000)
         if let v = args.value("log-level") {
@@ -204,6 +205,9 @@ public struct DaemonConfiguration: Sendable {
           --buyer-data MODE          redacted (default): buyer and payment details become "[redacted]";
                                      full: envelopes keep them
           --max-message-bytes N      larger messages are dead-lettered as `oversized` (default 1048576)
+          --dedupe-window N          remember the last N event ids (the wrapper's event_id): a retry of
+                                     one is not published again, an acked producer gets the original
+                                     seq with "duplicate":true (default 200000; 0 turns it off)
 
         Per-checkout state (suppression, repeat, after_complete):
           --max-checkouts N          checkouts tracked at once, least recently used evicted (default 1000000)

@@ -18,6 +18,8 @@ public final class EventProcessor {
         public var checkoutTTLSeconds: UInt32 = 86_400
         /// Bytes of an unusable message kept in its dead letter.
         public var deadLetterRawLimit = 64 * 1024
+        /// Event ids remembered to recognise a producer's retry (`--dedupe-window`; 0: off).
+        public var dedupeWindow = 0
         public init() {}
     }
 
@@ -26,6 +28,8 @@ public final class EventProcessor {
         case published(LifecycleKind)
         case suppressed
         case deadLettered(DeadLetterReason)
+        /// The event's `event_id` was already taken: published under this seq (0: it was suppressed).
+        case duplicate(UInt64)
     }
 
     /// Running counts, read by stats and metrics.
@@ -34,6 +38,8 @@ public final class EventProcessor {
         public var receivedByFormat = [UInt64](repeating: 0, count: 4)
         public var publishedByKind = [UInt64](repeating: 0, count: LifecycleKind.allCases.count)
         public var suppressed: UInt64 = 0
+        /// Retries recognised by `event_id` and not published again.
+        public var duplicates: UInt64 = 0
         public var deadLettered: [String: UInt64] = [:]
         public var deadLetteredTotal: UInt64 = 0
     }
@@ -60,9 +66,13 @@ public final class EventProcessor {
     /// The ingest wrapper's `event_id` of the last input that decoded (nil for a dead letter).
     public private(set) var lastEventID: String?
 
+    /// Recent event ids, when ``Options/dedupeWindow`` is on.
+    private var eventIDs: EventIDWindow?
+
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
         self.options = options
         self.lastSeq = startSeq
+        if options.dedupeWindow > 0 { eventIDs = EventIDWindow(capacity: options.dedupeWindow) }
         self.state = CheckoutStateTable(capacity: options.maxCheckouts, idleTTL: options.checkoutTTLSeconds)
     }
 
@@ -101,7 +111,22 @@ public final class EventProcessor {
             return deadLetter(error.reason, error.detail, bytes, receivedAt)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
-        return apply(&event, receivedAt: receivedAt, now: now)
+        guard eventIDs != nil, let id = event.eventID else { return apply(&event, receivedAt: receivedAt, now: now) }
+        let key = EventIDWindow.key(id)
+        if let original = eventIDs!.lookup(key) {
+            lastEventID = id
+            counters.duplicates &+= 1
+            return .duplicate(original)
+        }
+        let outcome = apply(&event, receivedAt: receivedAt, now: now)
+        eventIDs!.insert(key, seq: outcome == .suppressed ? 0 : lastSeq)
+        return outcome
+    }
+
+    /// Remembers an event id published under `seq` (the daemon refills the window from the
+    /// journal at start, so a retry after a restart is still recognised).
+    public func rememberEventID(_ id: String, seq: UInt64) {
+        eventIDs?.insert(EventIDWindow.key(id), seq: seq)
     }
 
     /// Expires idle checkouts; call about once a second.

@@ -35,7 +35,7 @@ struct MutationFuzzTests {
             }
             let outcome = bytes.withUnsafeBytes { processor.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
             switch outcome {
-            case .suppressed: continue
+            case .suppressed, .duplicate: continue
             case .deadLettered(let reason):
                 deadLetters += 1
                 #expect(DeadLetterReason.all.contains(reason))

@@ -109,6 +109,33 @@ struct DurabilityTests {
         #expect(restarted.terminate() == 0)
     }
 
+    @Test("a producer's retry by event_id is not published again, also after kill -9 and restart")
+    func retryIsRecognised() throws {
+        let daemon = try DaemonProcess()
+        let events = distinctEvents(20, run: "retry")
+        let first = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
+                                  arguments: ["--acked"])
+        #expect(first.status == 0)
+        // The same events again (a producer that never saw its answers): acknowledged, not republished.
+        let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("retry.acks")
+        let again = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
+                                  arguments: ["--acked", "--ack-log", ackLog.path])
+        #expect(again.status == 0)
+        let lines = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
+        #expect(lines == (1...20).map { "\($0) retry-\($0 - 1)"[...] })
+        let stats = try ControlClient(daemon.control).request(#"{"op":"stats"}"#).status
+        #expect(stats["last_seq"] as? Int == 20)
+        #expect((stats["counters"] as? [String: Any])?["duplicates"] as? Int == 20)
+
+        daemon.kill9()
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        let afterRestart = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
+                                         arguments: ["--acked"])
+        #expect(afterRestart.status == 0)
+        #expect(try ControlClient(restarted.control).request(#"{"op":"stats"}"#).status["last_seq"] as? Int == 20)
+        #expect(restarted.terminate() == 0)
+    }
+
     @Test("a journal with a torn last record recovers: the tear is cut off, everything before it replays")
     func tornTail() throws {
         let daemon = try DaemonProcess()

@@ -116,6 +116,8 @@ final class MetricsService {
                 LifecycleKind.allCases.enumerated().map { ("{kind=\"\($0.element.name)\"}", c.publishedByKind[$0.offset]) })
         counter("checkoutbus_events_suppressed_total", "Updates suppressed as identical to the last snapshot.",
                 [("", c.suppressed)])
+        counter("checkoutbus_events_duplicate_total", "Producer retries recognised by event_id and not published again.",
+                [("", c.duplicates)])
         counter("checkoutbus_deadletters_total", "Inputs dead-lettered, by reason.",
                 DeadLetterReason.all.map(\.code).map { ("{reason=\"\($0)\"}", c.deadLettered[$0] ?? 0) })
         let subscriberReports = reports()

@@ -1,0 +1,80 @@
+/// The most recent `capacity` event ids (the ingest wrapper's `event_id`) and the `seq` each was
+/// published under, so a producer's retry of an event the bus already has is recognised.
+///
+/// Ids are kept as two 64-bit hashes (a false match needs both to collide: about 2⁻¹²⁸ per pair).
+/// A ring holds the entries; an open-addressing table indexes them and is rebuilt from the ring
+/// after every `capacity` inserts, so evicted entries never accumulate. About 40 bytes per id.
+/// `Sendable` as a value; owned by one ``EventProcessor``.
+public struct EventIDWindow: Sendable {
+    public let capacity: Int
+    private var lo: [UInt64]
+    private var hi: [UInt64]
+    private var seqs: [UInt64]
+    private var head = 0
+    public private(set) var count = 0
+    private var table: [Int32]
+    private let mask: Int
+    private var insertsSinceRebuild = 0
+
+    public init(capacity: Int) {
+        self.capacity = max(1, capacity)
+        lo = [UInt64](repeating: 0, count: self.capacity)
+        hi = [UInt64](repeating: 0, count: self.capacity)
+        seqs = [UInt64](repeating: 0, count: self.capacity)
+        var size = 16
+        while size < self.capacity * 4 { size <<= 1 }
+        table = [Int32](repeating: -1, count: size)
+        mask = size - 1
+    }
+
+    /// The two hashes of an id.
+    public static func key(_ id: String) -> (UInt64, UInt64) {
+        var s = id
+        return s.withUTF8 { buf in
+            let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x243f_6a88_85a3_08d3),
+                    CanonicalHash.hashBytes(p, buf.count, seed: 0x1319_8a2e_0370_7344))
+        }
+    }
+
+    /// The seq an id was recorded with (0 for an event that was suppressed), or nil if unknown.
+    public func lookup(_ key: (UInt64, UInt64)) -> UInt64? {
+        var s = Int(truncatingIfNeeded: key.0) & mask
+        while table[s] >= 0 {
+            let i = Int(table[s])
+            if lo[i] == key.0 && hi[i] == key.1 { return seqs[i] }
+            s = (s + 1) & mask
+        }
+        return nil
+    }
+
+    /// Records an id; the oldest is forgotten once `capacity` are held.
+    public mutating func insert(_ key: (UInt64, UInt64), seq: UInt64) {
+        let i = head
+        lo[i] = key.0
+        hi[i] = key.1
+        seqs[i] = seq
+        head = (head + 1) % capacity
+        count = min(count + 1, capacity)
+        place(i)
+        insertsSinceRebuild += 1
+        if insertsSinceRebuild >= capacity { rebuild() }
+    }
+
+    private mutating func place(_ i: Int) {
+        var s = Int(truncatingIfNeeded: lo[i]) & mask
+        while table[s] >= 0 { s = (s + 1) & mask }
+        table[s] = Int32(i)
+    }
+
+    /// Re-indexes the live entries only: slots of overwritten entries are dropped.
+    private mutating func rebuild() {
+        for s in table.indices { table[s] = -1 }
+        var i = (head - count + capacity) % capacity
+        for _ in 0..<count {
+            place(i)
+            i = (i + 1) % capacity
+        }
+        insertsSinceRebuild = 0
+    }
+}

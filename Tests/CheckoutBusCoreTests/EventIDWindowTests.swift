@@ -1,0 +1,44 @@
+import Testing
+
+import CheckoutBusCore
+
+@Suite("event id window: a producer's retry is recognised")
+struct EventIDWindowTests {
+    @Test("ids are found with their seq; the oldest beyond capacity are forgotten; rebuilds keep the rest")
+    func window() {
+        var w = EventIDWindow(capacity: 1000)
+        for i in 0..<1000 { w.insert(EventIDWindow.key("e-\(i)"), seq: UInt64(i + 1)) }
+        #expect(w.lookup(EventIDWindow.key("e-0")) == 1)
+        #expect(w.lookup(EventIDWindow.key("e-999")) == 1000)
+        #expect(w.lookup(EventIDWindow.key("never")) == nil)
+        // 2,500 more: several rebuilds; only the last 1,000 remain.
+        for i in 1000..<3500 { w.insert(EventIDWindow.key("e-\(i)"), seq: UInt64(i + 1)) }
+        #expect(w.count == 1000)
+        #expect(w.lookup(EventIDWindow.key("e-2499")) == nil)
+        #expect(w.lookup(EventIDWindow.key("e-2500")) == 2501)
+        #expect((2500..<3500).allSatisfy { w.lookup(EventIDWindow.key("e-\($0)")) == UInt64($0 + 1) })
+        #expect((0..<2500).allSatisfy { w.lookup(EventIDWindow.key("e-\($0)")) == nil })
+    }
+
+    @Test("a processor with a window publishes an event id once and answers its retry with the seq")
+    func processorDedupe() {
+        var options = EventProcessor.Options()
+        options.dedupeWindow = 100
+        let p = EventProcessor(options: options)
+        let start = #"{"event_id":"r-1","checkout_id":"c-1","payload":{"event":"onCheckoutStarted"}}"#
+        let first = Array(start.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+        #expect(first == .published(.start))
+        let retry = Array(start.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+        #expect(retry == .duplicate(1))
+        #expect(p.lastSeq == 1)
+        #expect(p.counters.duplicates == 1)
+        // Without an event id nothing is de-duplicated; another id is another event.
+        let bare = Array(#"{"checkout_id":"c-1","payload":{"event":"onCheckoutDismissed"}}"#.utf8)
+        #expect(bare.withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) } == .published(.dismiss))
+        #expect(bare.withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) } == .published(.dismiss))
+        // Off by default: the same id twice is two events.
+        let off = EventProcessor()
+        _ = Array(start.utf8).withUnsafeBytes { off.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+        #expect(Array(start.utf8).withUnsafeBytes { off.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) } == .published(.start))
+    }
+}
