@@ -49,6 +49,16 @@ struct ConfigurationTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("the shipped deploy/checkoutbusd.conf is a valid configuration")
+    func shippedConfig() throws {
+        let config = Products.repositoryRoot.appendingPathComponent("deploy/checkoutbusd.conf")
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("cb-conf-\(UUID().uuidString)")
+        // Its endpoints and data directory are overridden on the command line; everything else applies.
+        let daemon = try DaemonProcess(["--config", config.path, "--data-dir", data.path])
+        #expect(daemon.ready["ready"] as? Bool == true)
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("an unknown key in the configuration file is refused with its line")
     func unknownKey() throws {
         let config = try Self.writeConfig("ingest = tcp://127.0.0.1:*\nfsync = 3\n")
