@@ -206,15 +206,9 @@ final class ControlService {
         w.append(int: Int64(journal.durableSeq))
         w.append(",\"first_seq\":")
         w.append(int: Int64(journal.firstSeq))
-        w.append(",\"kind_seqs\":{")
-        let seqs = processor.kindSeqsWithDeadLetters
-        for (i, name) in ["start", "update", "complete", "fail", "dismiss", "deadletter"].enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(name)
-            w.append(":")
-            w.append(int: Int64(seqs[i]))
-        }
-        w.append("},\"counters\":{\"received\":")
+        w.append(",\"kind_seqs\":")
+        processor.writeKindSeqs(to: &w)
+        w.append(",\"counters\":{\"received\":")
         w.append(int: Int64(c.received))
         w.append(",\"published\":{")
         for (i, k) in LifecycleKind.allCases.enumerated() {
@@ -228,14 +222,9 @@ final class ControlService {
         w.append(int: Int64(c.suppressed))
         w.append(",\"duplicates\":")
         w.append(int: Int64(c.duplicates))
-        w.append(",\"deadlettered\":{")
-        for (i, reason) in c.deadLettered.keys.sorted().enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(reason)
-            w.append(":")
-            w.append(int: Int64(c.deadLettered[reason] ?? 0))
-        }
-        w.append("},\"tracked_checkouts\":")
+        w.append(",\"deadlettered\":")
+        processor.writeDeadLetterCounts(to: &w)
+        w.append(",\"tracked_checkouts\":")
         w.append(int: processor.state.count)
         w.append(",\"evicted_checkouts\":")
         w.append(int: Int64(processor.state.evicted))

@@ -84,8 +84,6 @@ public final class EventProcessor {
         if kindSeqs.count > kindSeq.count { deadLetterSeq = kindSeqs[kindSeq.count] }
     }
 
-    /// Each kind's last `kind_seq`, dead letters last (the journal's order).
-    public var kindSeqsWithDeadLetters: [UInt64] { kindSeq + [deadLetterSeq] }
 
     /// Processes one raw message. When the outcome is published or dead-lettered, ``topic`` and
     /// ``envelope`` hold the message to send.
@@ -329,17 +327,9 @@ public final class EventProcessor {
         rewriteEnvelope { w in
             w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
             w.append(int: Int64(bitPattern: lastSeq))
-            w.append(",\"kind_seqs\":{")
-            for (i, k) in LifecycleKind.allCases.enumerated() {
-                if i > 0 { w.append(",") }
-                w.append("\"")
-                w.append(k.name)
-                w.append("\":")
-                w.append(int: Int64(bitPattern: kindSeq[i]))
-            }
-            w.append(",\"deadletter\":")
-            w.append(int: Int64(bitPattern: deadLetterSeq))
-            w.append("},\"sent_at\":")
+            w.append(",\"kind_seqs\":")
+            writeKindSeqs(to: &w)
+            w.append(",\"sent_at\":")
             time.write(to: &w)
             w.append(",\"tracked_checkouts\":")
             w.append(int: state.count)
@@ -347,18 +337,41 @@ public final class EventProcessor {
             w.append(int: Int64(bitPattern: counters.received))
             w.append(",\"suppressed\":")
             w.append(int: Int64(bitPattern: counters.suppressed))
-            w.append(",\"deadlettered\":{")
-            for (i, reason) in counters.deadLettered.keys.sorted().enumerated() {
-                if i > 0 { w.append(",") }
-                w.appendString(reason)
-                w.append(":")
-                w.append(int: Int64(bitPattern: counters.deadLettered[reason] ?? 0))
-            }
-            w.append("},\"evicted_checkouts\":")
+            w.append(",\"deadlettered\":")
+            writeDeadLetterCounts(to: &w)
+            w.append(",\"evicted_checkouts\":")
             w.append(int: Int64(bitPattern: state.evicted))
             w.append(",\"expired_checkouts\":")
             w.append(int: Int64(bitPattern: state.expired))
             w.append("}}")
         }
+    }
+
+    /// Writes each kind's last `kind_seq` as a JSON object, dead letters last:
+    /// `{"start":…,"update":…,"complete":…,"fail":…,"dismiss":…,"deadletter":…}` (heartbeats, stats).
+    public func writeKindSeqs(to w: inout JSONWriter) {
+        w.append("{")
+        for (i, k) in LifecycleKind.allCases.enumerated() {
+            if i > 0 { w.append(",") }
+            w.append("\"")
+            w.append(k.name)
+            w.append("\":")
+            w.append(int: Int64(bitPattern: kindSeq[i]))
+        }
+        w.append(",\"deadletter\":")
+        w.append(int: Int64(bitPattern: deadLetterSeq))
+        w.append("}")
+    }
+
+    /// Writes the dead-letter counts by reason as a JSON object, reasons sorted (heartbeats, stats).
+    public func writeDeadLetterCounts(to w: inout JSONWriter) {
+        w.append("{")
+        for (i, reason) in counters.deadLettered.keys.sorted().enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(reason)
+            w.append(":")
+            w.append(int: Int64(bitPattern: counters.deadLettered[reason] ?? 0))
+        }
+        w.append("}")
     }
 }
