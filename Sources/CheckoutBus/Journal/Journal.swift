@@ -63,6 +63,7 @@ public final class Journal {
     private var writtenSeq: UInt64 = 0
     /// How many of the pending records are already in the file.
     private var writtenRecords = 0
+    /// Each kind's last `kind_seq` in the file (pending records not included): a new segment's header.
     private var kindSeqs: [UInt64]
     private var recordsSinceIndex = 0
     private let indexStride = 256
@@ -134,7 +135,7 @@ public final class Journal {
             segments.removeLast()
         }
         guard let last = segments.last else {
-            try openNewSegment(firstSeq: 1, kindSeqs: kindSeqs)
+            try openNewSegment(firstSeq: 1)
             return
         }
         let header = Journal.readPrefix(last.path, JournalFormat.segmentHeaderSize)
@@ -268,7 +269,6 @@ public final class Journal {
         JournalFormat.store(JournalFormat.checksum(p, covered), p, covered)
         pendingRecords.append((pendingBytes, topic.count, envelope.count, seq))
         pendingBytes += size
-        kindSeqs[Int(kind)] = max(kindSeqs[Int(kind)], kindSeq)
     }
 
     /// Writes the pending batch to the open segment with one `write`, rotating first when the
@@ -318,6 +318,9 @@ public final class Journal {
             done += n
         }
         for r in pendingRecords[from..<to] {
+            let header = pending + r.offset
+            let kind = Int(JournalFormat.load(header, 24, as: UInt8.self))
+            kindSeqs[kind] = max(kindSeqs[kind], JournalFormat.load(header, 16, as: UInt64.self))
             if recordsSinceIndex == 0 {
                 segments[active].index.append((r.seq, startOffset + r.offset - pendingRecords[from].offset))
             }
@@ -350,17 +353,18 @@ public final class Journal {
         // The closed segment is synced here, on the pipeline thread, once per segment.
         syncer.syncNow(upTo: writtenSeq)
         let old = fd
-        try openNewSegment(firstSeq: firstSeq, kindSeqs: kindSeqs.enumerated().map { _, v in v }, replacing: true)
+        try openNewSegment(firstSeq: firstSeq, replacing: true)
         Glibc.close(old)
         enforceRetention(now: time(nil))
     }
 
-    private func openNewSegment(firstSeq: UInt64, kindSeqs startKinds: [UInt64], replacing: Bool = false) throws {
-        // The header records kind_seqs *before* this segment: recompute from what was written.
+    /// Creates the segment whose first record is `firstSeq`; its header holds the kind_seqs of
+    /// everything written before it.
+    private func openNewSegment(firstSeq: UInt64, replacing: Bool = false) throws {
         let path = directory + "/" + JournalFormat.segmentName(firstSeq)
         let newFD = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
         guard newFD >= 0 else { throw DaemonError("cannot create journal segment \(path): \(String(cString: strerror(errno)))") }
-        let header = JournalFormat.segmentHeader(firstSeq: firstSeq, kindSeqs: writtenKindSeqs(startKinds))
+        let header = JournalFormat.segmentHeader(firstSeq: firstSeq, kindSeqs: kindSeqs)
         let n = header.withUnsafeBytes { write(newFD, $0.baseAddress, $0.count) }
         guard n == header.count else {
             Glibc.close(newFD)
@@ -374,19 +378,6 @@ public final class Journal {
         segments.append(Segment(firstSeq: firstSeq, path: path, size: JournalFormat.segmentHeaderSize, index: [],
                                 indexed: true))
         recordsSinceIndex = 0
-    }
-
-    /// The kind_seqs as of the last *written* record (pending records excluded).
-    private func writtenKindSeqs(_ current: [UInt64]) -> [UInt64] {
-        var k = current
-        // Pending records are not in the file yet; step their kind_seqs back.
-        for r in pendingRecords[writtenRecords...].reversed() {
-            let p = pending + r.offset
-            let kind = Int(JournalFormat.load(p, 24, as: UInt8.self))
-            let kindSeq = JournalFormat.load(p, 16, as: UInt64.self)
-            if k[kind] >= kindSeq { k[kind] = kindSeq - 1 }
-        }
-        return k
     }
 
     /// Syncs what was written and stops the sync thread (shutdown).
