@@ -44,14 +44,9 @@ public enum AnalyticsCheckpoint {
         w.append(int: f.lastSeq)
         w.append(#","max_checkouts":"#)
         w.append(int: f.maxCheckouts)
-        w.append(#","counters":{"#)
-        for (i, field) in AnalyticsFunnel.Counters.fields.enumerated() {
-            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
-            w.appendString(field.name)
-            w.append(byte: UInt8(ascii: ":"))
-            w.append(int: f.counters[keyPath: field.path])
-        }
-        w.append(#"},"failed_by_code":"#)
+        w.append(#","counters":"#)
+        AnalyticsReport.appendCounters(f.counters, to: &w)
+        w.append(#","failed_by_code":"#)
         AnalyticsReport.appendCounts(f.failedByCode, to: &w)
         w.append(#","failed_after_complete_by_code":"#)
         AnalyticsReport.appendCounts(f.failedAfterCompleteByCode, to: &w)

@@ -23,14 +23,9 @@ public enum AnalyticsReport {
         generatedAt.write(to: &w)
         w.append(#","last_seq":"#)
         w.append(int: f.lastSeq)
-        w.append(#","funnel":{"#)
-        for (i, field) in AnalyticsFunnel.Counters.fields.enumerated() {
-            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
-            w.appendString(field.name)
-            w.append(byte: UInt8(ascii: ":"))
-            w.append(int: f.counters[keyPath: field.path])
-        }
-        w.append(#"},"conversion_rate":"#)
+        w.append(#","funnel":"#)
+        appendCounters(f.counters, to: &w)
+        w.append(#","conversion_rate":"#)
         if let rate = conversionRate(f) { appendDecimal(rate, to: &w) } else { w.append("null") }
         w.append(#","failed_by_code":"#)
         appendCounts(f.failedByCode, to: &w)
@@ -101,6 +96,18 @@ public enum AnalyticsReport {
     }
 
     /// `{"name":count,…}`, keys sorted.
+    /// The funnel's counters as one JSON object, in their declared order (report and checkpoint).
+    static func appendCounters(_ counters: AnalyticsFunnel.Counters, to w: inout JSONWriter) {
+        w.append("{")
+        for (i, field) in AnalyticsFunnel.Counters.fields.enumerated() {
+            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+            w.appendString(field.name)
+            w.append(byte: UInt8(ascii: ":"))
+            w.append(int: counters[keyPath: field.path])
+        }
+        w.append("}")
+    }
+
     static func appendCounts(_ counts: [String: Int64], to w: inout JSONWriter) {
         w.append("{")
         for (i, key) in counts.keys.sorted().enumerated() {
