@@ -38,7 +38,7 @@ struct AnalyticsWorkerTests {
         #expect(floodRunningAtKill == [true, true], "the kills should land during the flood (at seq \(seqAtKill))")
         #expect(waitForExit(flood, timeout: 60) == 0, "the flood saw what it expected")
 
-        let probe = try JournalProbe(daemon.control)
+        let probe = try ControlClient(daemon.control)
         let lastSeq = try #require(try probe.stats().int("last_seq"))
         let caughtUp = waitUntil(timeout: 40) { reportedSeq(report) >= lastSeq }
         #expect(caughtUp, "reported up to \(reportedSeq(report)) of \(lastSeq)")
@@ -66,7 +66,7 @@ struct AnalyticsWorkerTests {
     @Test("a worker started after a flood catches up from the journal; stopped, it resumes after the next flood exactly")
     func catchUpAndResume() throws {
         let daemon = try DaemonProcess(["--heartbeat-ms", "200"])
-        let probe = try JournalProbe(daemon.control)
+        let probe = try ControlClient(daemon.control)
         let dir = daemon.dataDirectory.deletingLastPathComponent()
         let state = dir.appendingPathComponent("analytics.state")
         let report = dir.appendingPathComponent("analytics.json")
@@ -110,7 +110,7 @@ struct AnalyticsWorkerTests {
         worker.kill9()
         worker = try AnalyticsProcess(daemon, cursor: state, report: report, extraArguments: extra)
         #expect(waitForExit(flood, timeout: 60) == 0)
-        let lastSeq = try #require(try JournalProbe(daemon.control).stats().int("last_seq"))
+        let lastSeq = try #require(try ControlClient(daemon.control).stats().int("last_seq"))
         #expect(waitUntil(timeout: 40) { reportedSeq(report) >= lastSeq })
         #expect(worker.stop() == 0)
 

@@ -2,7 +2,8 @@ import Foundation
 import Testing
 import ZeroMQ
 
-/// A DEALER on the daemon's control socket speaking the protocol of docs/durability.md.
+/// A DEALER on the daemon's control socket speaking the protocol of docs/durability.md: the ground
+/// truth recordings and workers are checked against (Foundation JSON, no project code).
 final class ControlClient {
     let context: ZMQContext
     let socket: ZMQSocket
@@ -24,20 +25,34 @@ final class ControlClient {
         return (status, Array(frames.dropFirst()))
     }
 
-    /// Every record from `from` on, paging until caught up: (seq, topic, envelope object).
-    func replayAll(from: Int = 1, prefix: String? = nil, page: Int = 1000) throws -> [(Int, String, [String: Any])] {
-        var out: [(Int, String, [String: Any])] = []
+    func stats() throws -> [String: Any] { try request(#"{"op":"stats"}"#).status }
+
+    /// Every record from `from` on whose topic starts with one of `prefixes` (all when empty),
+    /// paging until caught up: (seq, topic, envelope bytes as published).
+    func replayAll(from: Int = 1, prefixes: [String], page: Int = 10_000) throws -> [(seq: Int, topic: String, bytes: [UInt8])] {
+        var out: [(seq: Int, topic: String, bytes: [UInt8])] = []
         var next = from
+        let prefixField = prefixes.isEmpty ? "" : ",\"prefix\":[" + prefixes.map { "\"\($0)\"" }.joined(separator: ",") + "]"
         while true {
-            let prefixField = prefix.map { ",\"prefix\":\"\($0)\"" } ?? ""
             let (status, frames) = try request("{\"op\":\"replay\",\"from\":\(next),\"limit\":\(page)\(prefixField)}")
-            guard status["ok"] as? Bool == true else { throw HarnessError("replay refused: \(status)") }
-            for i in stride(from: 0, to: frames.count - 1, by: 2) {
-                let envelope = try #require(try JSONSerialization.jsonObject(with: Data(frames[i + 1])) as? [String: Any])
-                out.append((envelope["seq"] as! Int, String(decoding: frames[i], as: UTF8.self), envelope))
+            guard status["ok"] as? Bool == true, let n = status["next"] as? Int, let last = status["last_seq"] as? Int else {
+                throw HarnessError("replay refused: \(status)")
             }
-            next = status["next"] as! Int
-            if next > status["last_seq"] as! Int { return out }
+            for i in stride(from: 0, to: frames.count - 1, by: 2) {
+                out.append((try seqOf(frames[i + 1]), String(decoding: frames[i], as: UTF8.self), frames[i + 1]))
+            }
+            next = n
+            if next > last { return out }
+        }
+    }
+
+    /// The same, each envelope parsed: (seq, topic, envelope object).
+    func replayAll(from: Int = 1, prefix: String? = nil, page: Int = 1000) throws -> [(Int, String, [String: Any])] {
+        try replayAll(from: from, prefixes: prefix.map { [$0] } ?? [], page: page).map { record in
+            guard let envelope = try JSONSerialization.jsonObject(with: Data(record.bytes)) as? [String: Any] else {
+                throw HarnessError("replay returned a non-object envelope at seq \(record.seq)")
+            }
+            return (record.seq, record.topic, envelope)
         }
     }
 }

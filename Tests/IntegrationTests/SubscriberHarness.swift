@@ -6,50 +6,6 @@ import ZeroMQ
 import Glibc
 #endif
 
-/// An independent reader of the daemon's journal over the control socket (a raw DEALER, Foundation
-/// JSON): the ground truth a recording is compared with.
-final class JournalProbe {
-    let context: ZMQContext
-    let socket: ZMQSocket
-
-    init(_ endpoint: String) throws {
-        context = try ZMQContext()
-        socket = try ZMQSocket(context: context, type: .dealer)
-        try socket.setLinger(milliseconds: 0)
-        try socket.connect(endpoint)
-    }
-
-    func request(_ json: String, timeout: Int = 10_000) throws -> (status: [String: Any], frames: [[UInt8]]) {
-        _ = try socket.send(json)
-        let poller = ZMQPoller()
-        poller.addReadable(socket)
-        guard try poller.poll(timeoutMilliseconds: timeout) > 0, let frames = try socket.receiveMultipart(dontWait: true),
-            let first = frames.first, let status = try JSONSerialization.jsonObject(with: Data(first)) as? [String: Any]
-        else { throw HarnessError("no reply from the control socket to \(json)") }
-        return (status, Array(frames.dropFirst()))
-    }
-
-    func stats() throws -> [String: Any] { try request(#"{"op":"stats"}"#).status }
-
-    /// Every retained record matching `prefixes`, in order: (seq, topic, envelope bytes as published).
-    func replayAll(prefixes: [String]) throws -> [(seq: Int, topic: String, bytes: [UInt8])] {
-        var out: [(seq: Int, topic: String, bytes: [UInt8])] = []
-        var next = 1
-        let prefixJSON = "[" + prefixes.map { "\"\($0)\"" }.joined(separator: ",") + "]"
-        while true {
-            let (status, frames) = try request("{\"op\":\"replay\",\"from\":\(next),\"limit\":10000,\"prefix\":\(prefixJSON)}")
-            guard status.bool("ok") == true, let n = status.int("next"), let last = status.int("last_seq") else {
-                throw HarnessError("replay refused: \(status)")
-            }
-            for i in stride(from: 0, to: frames.count - 1, by: 2) {
-                out.append((try seqOf(frames[i + 1]), String(decoding: frames[i], as: UTF8.self), frames[i + 1]))
-            }
-            next = n
-            if next > last { return out }
-        }
-    }
-}
-
 /// The `seq` of one envelope line.
 func seqOf(_ line: [UInt8]) throws -> Int {
     guard let obj = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any], let seq = obj.int("seq") else {

@@ -31,7 +31,7 @@ struct SubscriberRecoveryTests {
         let floodStatus = waitForExit(flood, timeout: 60)
         kill(recorder.pid, SIGCONT)
 
-        let probe = try JournalProbe(control)
+        let probe = try ControlClient(control)
         let lastSeq = try #require(try probe.stats().int("last_seq"))
         #expect(lastSeq > 10_000, "flood exited \(floodStatus)")
         let caughtUp = waitUntil(timeout: 40) { lastRecordedSeq(file) >= lastSeq }
@@ -89,7 +89,7 @@ struct SubscriberRecoveryTests {
         let floodStatus = waitForExit(flood, timeout: 60)
         #expect(floodStatus == 0)
 
-        let probe = try JournalProbe(control)
+        let probe = try ControlClient(control)
         let lastSeq = try #require(try probe.stats().int("last_seq"))
         let caughtUp = waitUntil(timeout: 40) { lastRecordedSeq(file) >= lastSeq }
         #expect(caughtUp, "recorded up to \(lastRecordedSeq(file)) of \(lastSeq)")
@@ -119,7 +119,7 @@ struct BusSubscriberLibraryTests {
           ])
     func prefixesAndCursor(_ prefixes: [String]) throws {
         let daemon = try DaemonProcess(["--heartbeat-ms", "100"])
-        let probe = try JournalProbe(daemon.control)
+        let probe = try ControlClient(daemon.control)
         // Published before the subscriber starts: it must catch up from the journal.
         let before = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish,
                                                  "--checkouts", "500", "--seed", "21"])
@@ -176,7 +176,7 @@ struct BusSubscriberLibraryTests {
         // receive buffer so the kernel's socket buffers (the sender's can grow to 4 MB) hold only a
         // part of the ~9 MB each subscription gets while its handler is stalled.
         let daemon = try DaemonProcess(["--publish-hwm", "10", "--heartbeat-ms", "100"])
-        let probe = try JournalProbe(daemon.control)
+        let probe = try ControlClient(daemon.control)
         let events = mixedEvents(8000, padding: 3000)
         let input = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("events.jsonl")
         try (events.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
@@ -251,7 +251,7 @@ struct BusSubscriberLibraryTests {
 
     /// Runs a subscriber on this thread until `ready()` holds and everything the journal holds for
     /// its prefixes was handled (checked at each heartbeat).
-    private func collect(_ options: BusSubscriber.Options, cursor: FileCursor, probe: JournalProbe,
+    private func collect(_ options: BusSubscriber.Options, cursor: FileCursor, probe: ControlClient,
                          until ready: @escaping () -> Bool) throws -> (outcome: BusSubscriber.Outcome, envelopes: [BusEnvelope]) {
         let subscriber = BusSubscriber(options: options, cursor: cursor)
         let stop = StopSignal()
