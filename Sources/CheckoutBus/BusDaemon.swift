@@ -23,6 +23,8 @@ public final class BusDaemon {
         public var lastSeq: UInt64
         /// The daemon's CURVE public key, clients' `--curve-server` (nil without CURVE).
         public var curvePublicKey: String?
+        /// This daemon's shard, `I/N`.
+        public var shard: ShardMap
 
         /// The ready line: one JSON object on one line.
         public var readyLine: String {
@@ -43,6 +45,8 @@ public final class BusDaemon {
             w.append(int: Int64(lastSeq))
             w.append(",\"curve_public_key\":")
             if let curvePublicKey { w.appendString(curvePublicKey) } else { w.append("null") }
+            w.append(",\"shard\":")
+            w.appendString(shard.description)
             w.append(",\"pid\":")
             w.append(int: Int(getpid()))
             w.append("}")
@@ -103,6 +107,7 @@ public final class BusDaemon {
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
         defer { journal.close() }
+        try claimShard()
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
         try refillEventIDs()
         control = ControlService(journal: journal, processor: processor)
@@ -151,7 +156,7 @@ public final class BusDaemon {
         let bound = BoundEndpoints(
             ingest: try ingest.lastEndpoint, ingestAcked: try acked.lastEndpoint, publish: try publish.lastEndpoint,
             control: try controlSocket.lastEndpoint, metrics: metricsAddress, dataDirectory: configuration.dataDirectory,
-            lastSeq: journal.lastSeq, curvePublicKey: curveKeys?.publicKey)
+            lastSeq: journal.lastSeq, curvePublicKey: curveKeys?.publicKey, shard: configuration.processor.shard)
         ready(bound)
         logger.info("started", [
             "ingest": bound.ingest, "ingest_acked": bound.ingestAcked, "publish": bound.publish, "control": bound.control,
@@ -457,6 +462,44 @@ public final class BusDaemon {
 }
 
 /// A daemon failure that is not a libzmq error. `Sendable`.
+extension BusDaemon {
+    /// Binds the data directory to this daemon's shard: `<data-dir>/shard` holds the `I/N` the
+    /// journal was begun with, and a daemon started with another is refused, since its journal's
+    /// `seq` and its subscribers' cursors belong to that shard. A journal with records but no such
+    /// file predates sharding and is `0/1`. Called with the journal's lock held.
+    func claimShard() throws {
+        let path = configuration.dataDirectory + "/shard"
+        let mine = configuration.processor.shard
+        var recorded: String?
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd >= 0 {
+            defer { close(fd) }
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let n = read(fd, &buffer, buffer.count)
+            if n > 0 { recorded = String(decoding: buffer[..<n].filter { $0 > 0x20 }, as: UTF8.self) }
+        } else if journal.lastSeq > 0 {
+            recorded = ShardMap.single.description
+        }
+        if let recorded {
+            guard recorded == mine.description else {
+                throw DaemonError("""
+                    the data directory \(configuration.dataDirectory) belongs to shard \(recorded), not \(mine): \
+                    its seq and its subscribers' cursors are that shard's (docs/sharding.md, "Changing the shard count")
+                    """)
+            }
+            return
+        }
+        let text = mine.description + "\n"
+        let tmp = path + ".tmp"
+        let out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard out >= 0 else { throw DaemonError("cannot write \(tmp): errno \(errno)") }
+        let ok = text.utf8.withContiguousStorageIfAvailable { write(out, $0.baseAddress, $0.count) == $0.count } ?? false
+        let synced = fsync(out) == 0
+        close(out)
+        guard ok, synced, rename(tmp, path) == 0 else { throw DaemonError("cannot write \(path): errno \(errno)") }
+    }
+}
+
 public struct DaemonError: Error, CustomStringConvertible, Sendable {
     public let description: String
     public init(_ description: String) { self.description = description }

@@ -88,7 +88,7 @@ public struct DaemonConfiguration: Sendable {
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
         "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
-        "curve-subscribers", "dedupe-window",
+        "curve-subscribers", "dedupe-window", "shard",
     ]
 
     /// Parses the daemon's flags.
@@ -140,6 +140,12 @@ public struct DaemonConfiguration: Sendable {
         c.processor.maxCheckouts = try args.int("max-checkouts", default: 1_000_000, in: 1...100_000_000)
         c.processor.checkoutTTLSeconds = UInt32(try args.int("checkout-ttl", default: 86_400, in: 1...31_536_000))
         c.processor.dedupeWindow = try args.int("dedupe-window", default: 200_000, in: 0...50_000_000)
+        if let v = args.value("shard") {
+            guard let m = ShardMap(v) else {
+                throw .init("--shard must be I/N with 0 <= I < N <= \(ShardMap.maxCount) (shard 1 of 3 is 1/3), got \(v)")
+            }
+            c.processor.shard = m
+        }
         c.publishHighWaterMark = Int32(try args.int("publish-hwm", default: 100_000, in: 0...10_000_000))
         c.heartbeatMilliseconds = try args.int("heartbeat-ms", default: 1000, in: 10...60_000)
         if let v = args.value("log-level") {
@@ -212,6 +218,11 @@ public struct DaemonConfiguration: Sendable {
         Per-checkout state (suppression, repeat, after_complete):
           --max-checkouts N          checkouts tracked at once, least recently used evicted (default 1000000)
           --checkout-ttl SECONDS     forget a checkout idle this long (default 86400)
+
+        Sharding (docs/sharding.md):
+          --shard I/N                this daemon is shard I of N (0-based; default 0/1): it publishes
+                                     the checkouts it owns (jump hash of checkout_id) and dead-letters
+                                     the others as `wrong_shard`; its data dir keeps the I/N it began with
 
         Publishing:
           --publish-hwm N            messages queued per subscriber before ZeroMQ drops (default 100000)

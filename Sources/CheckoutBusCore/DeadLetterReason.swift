@@ -27,13 +27,16 @@ public struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible {
     /// A field of the wrong type where the shape needs one (`params.checkout` not an object, …).
     public static let wrongType = DeadLetterReason("wrong_type")
 
+    /// An event of a checkout another shard owns (`--shard I/N`; docs/sharding.md).
+    public static let wrongShard = DeadLetterReason("wrong_shard")
+
     /// A multipart ZeroMQ message: one raw event is one single-frame message.
     public static let multipart = DeadLetterReason("multipart")
 
     /// Every reason, for metrics and documentation.
     public static let all: [DeadLetterReason] = [
         .invalidJSON, .invalidUTF8, .tooDeep, .oversized, .unknownShape, .unknownEvent, .notLifecycle,
-        .missingCheckoutID, .invalidEmbeddedJSON, .wrongType, .multipart,
+        .missingCheckoutID, .invalidEmbeddedJSON, .wrongType, .wrongShard, .multipart,
     ]
 
     /// The dead-letter reason for a parse failure.

@@ -20,6 +20,9 @@ public final class EventProcessor {
         public var deadLetterRawLimit = 64 * 1024
         /// Event ids remembered to recognise a producer's retry (`--dedupe-window`; 0: off).
         public var dedupeWindow = 0
+        /// This daemon's shard (`--shard I/N`): events of checkouts another shard owns are
+        /// dead-lettered as `wrong_shard`, and every envelope carries the index.
+        public var shard = ShardMap.single
         public init() {}
     }
 
@@ -109,6 +112,11 @@ public final class EventProcessor {
             return deadLetter(error.reason, error.detail, bytes, receivedAt)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
+        if options.shard.count > 1, !options.shard.owns(event.checkoutID!) {
+            let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count)
+            return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
+                              bytes, receivedAt)
+        }
         guard eventIDs != nil, let id = event.eventID else { return apply(&event, receivedAt: receivedAt, now: now) }
         let key = EventIDWindow.key(id)
         if let original = eventIDs!.lookup(key) {
@@ -189,6 +197,8 @@ public final class EventProcessor {
             w.append(int: Int64(bitPattern: lastSeq))
             w.append(",\"kind_seq\":")
             w.append(int: Int64(bitPattern: kindSeq[Int(e.kind.rawValue)]))
+            w.append(",\"shard\":")
+            w.append(int: options.shard.index)
             w.append(",\"kind\":\"")
             w.append(e.kind.name)
             w.append("\",\"checkout_id\":")
@@ -301,6 +311,8 @@ public final class EventProcessor {
             w.append(int: Int64(bitPattern: lastSeq))
             w.append(",\"kind_seq\":")
             w.append(int: Int64(bitPattern: deadLetterSeq))
+            w.append(",\"shard\":")
+            w.append(int: options.shard.index)
             w.append(",\"kind\":\"deadletter\",\"reason\":")
             w.appendString(reason.code)
             w.append(",\"detail\":")
@@ -327,6 +339,10 @@ public final class EventProcessor {
         rewriteEnvelope { w in
             w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
             w.append(int: Int64(bitPattern: lastSeq))
+            w.append(",\"shard\":")
+            w.append(int: options.shard.index)
+            w.append(",\"shards\":")
+            w.append(int: options.shard.count)
             w.append(",\"kind_seqs\":")
             writeKindSeqs(to: &w)
             w.append(",\"sent_at\":")

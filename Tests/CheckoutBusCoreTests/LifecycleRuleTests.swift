@@ -241,7 +241,7 @@ struct LifecycleRuleTests {
         let p = EventProcessor()
         let out = p.feed(wrap(Self.update(Fixture.snapshot(id: nil)), checkoutID: "ck-1", eventID: "evt-9"))
         #expect(out.envelope.keys == [
-            "v", "seq", "kind_seq", "kind", "checkout_id", "event_id", "idempotency_key", "source", "received_at",
+            "v", "seq", "kind_seq", "shard", "kind", "checkout_id", "event_id", "idempotency_key", "source", "received_at",
             "occurred_at", "repeat", "after_complete", "summary", "error", "payment", "checkout",
         ])
         #expect(out["summary"]?.keys == [
