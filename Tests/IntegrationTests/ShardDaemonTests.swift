@@ -90,4 +90,25 @@ struct ShardDaemonTests {
         #expect(r.status == 2 || r.status == 64 || r.status != 0)
         #expect(r.output.contains("--shard must be I/N"), "\(r.output)")
     }
+
+    @Test("the shipped deploy/shards/shard-I.conf are valid, name their own shard and share no endpoint")
+    func shippedShardConfigs() throws {
+        var endpoints: [String] = []
+        for i in 0..<3 {
+            let config = Products.repositoryRoot.appendingPathComponent("deploy/shards/shard-\(i).conf")
+            let text = try String(contentsOf: config, encoding: .utf8)
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") && line.contains("127.0.0.1:") {
+                endpoints.append(String(line.split(separator: "=")[1].trimmingCharacters(in: .whitespaces)))
+            }
+            // Endpoints are overridden on the command line (ephemeral ports); the shard applies.
+            let daemon = try DaemonProcess(["--config", config.path])
+            #expect(daemon.ready.string("shard") == "\(i)/3")
+            #expect(daemon.terminate() == 0)
+        }
+        #expect(endpoints.count == 15)
+        #expect(Set(endpoints.map { $0.split(separator: ":").last! }).count == 15, "\(endpoints)")
+        let unsharded = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("deploy/checkoutbusd.conf"),
+                                   encoding: .utf8)
+        for e in endpoints { #expect(!unsharded.contains(e)) }
+    }
 }
