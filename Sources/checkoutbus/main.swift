@@ -10,10 +10,11 @@ let usage = """
     USAGE: checkoutbus <command> [flags]
 
     COMMANDS:
-      send    send raw events (JSON Lines) to a daemon's ingest socket
+      send    send raw events (JSON Lines) to a daemon's ingest socket, or to shards (--shards)
+      route   a front for producers that cannot shard: each event goes to the shard owning its checkout
       tail    print envelopes published by a daemon, live
       replay  replay a recorded JSONL (raw capture or `tail --format json`) at its pacing, ×N, or flat out
-      flood   drive a daemon with synthetic lifecycles and check what it publishes
+      flood   drive a daemon (or shards) with synthetic lifecycles and check what it publishes
       stats   what a running daemon has done: counters, journal, subscribers' drops
       keygen  write a CURVE key pair (NAME.key, NAME.pub)
       bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse`, `bench journal`
@@ -29,8 +30,8 @@ guard let command = allArguments.first else {
 }
 let arguments = Array(allArguments.dropFirst())
 let stop = StopSignal()
-// Only `tail` runs until told to stop; every other command keeps the default signal behaviour.
-let signalSources = command == "tail" ? stop.trapTerminationSignals() : []
+// Only `tail` and `route` run until told to stop; every other command keeps the default signal behaviour.
+let signalSources = command == "tail" || command == "route" ? stop.trapTerminationSignals() : []
 
 @MainActor
 func runCommand(_ help: String, _ body: () throws -> Int32) -> Int32 {
@@ -50,6 +51,7 @@ let status: Int32
 switch command {
 case "send": status = runCommand(SendCommand.help) { try SendCommand(arguments: arguments).run() }
 case "tail": status = runCommand(TailCommand.help) { try TailCommand(arguments: arguments).run(stop: stop) }
+case "route": status = runCommand(RouteCommand.help) { try RouteCommand(arguments: arguments).run(stop: stop) }
 case "replay":
     status = runCommand(ReplayCommand.help) { try ReplayCommand(arguments: arguments).run() }
 case "flood":

@@ -8,6 +8,12 @@ import ZeroMQ
 /// events in flight; every reply (in send order) is counted and, with `--ack-log`, logged as
 /// `<seq> <event_id>`.
 ///
+/// With `--shards`, one DEALER per shard: each event goes to the shard owning its checkout
+/// (``ShardRouter``), the window counts events in flight on every shard, and the ack log's lines
+/// are `<shard>:<seq> <event_id>` (each shard numbers its own journal). A reply carries its own
+/// `seq` and `event_id`, so a shard that restarts mid-run cannot misattribute an acknowledgement:
+/// events lost with it are simply never answered, and counted as such.
+///
 /// Not `Sendable`; runs on the calling thread.
 struct AckedSender {
     let command: SendCommand
@@ -27,20 +33,28 @@ struct AckedSender {
             if log >= 0 { close(log) }
             for r in readers where r.fd != 0 { close(r.fd) }
         }
+        let endpoints = command.endpoints
+        let sharded = command.shards != nil
         var sent = 0
         var acked = 0
         var rejected = 0
+        var sentByShard = [Int](repeating: 0, count: endpoints.count)
+        var answeredByShard = [Int](repeating: 0, count: endpoints.count)
         var firstRejection: String?
         do {
             let context = try ZMQContext()
-            let dealer = try ZMQSocket(context: context, type: .dealer)
-            try dealer.setLinger(milliseconds: 0)
-            try dealer.setOption(.sendHighWaterMark, 1_000_000)
-            try dealer.setOption(.receiveHighWaterMark, 1_000_000)
-            try command.curve?.apply(to: dealer)
-            try dealer.connect(command.endpoint)
             let poller = ZMQPoller()
-            poller.addReadable(dealer)
+            let dealers = try endpoints.map { endpoint in
+                let dealer = try ZMQSocket(context: context, type: .dealer)
+                try dealer.setLinger(milliseconds: 0)
+                try dealer.setOption(.sendHighWaterMark, 1_000_000)
+                try dealer.setOption(.receiveHighWaterMark, 1_000_000)
+                try command.curve?.apply(to: dealer)
+                try dealer.connect(endpoint)
+                poller.addReadable(dealer)
+                return dealer
+            }
+            let router = ShardRouter(count: dealers.count)
             let reply = JSONDocument()
             let message = ZMQMessage()
             var logBuffer: [UInt8] = []
@@ -58,39 +72,49 @@ struct AckedSender {
                         continue
                     }
                     if LineReader.isBlank(line) { continue }
-                    guard try line.withUnsafeBytes({ try dealer.send($0, dontWait: true) }) else {
+                    let shard = router.route(line).shard
+                    guard try line.withUnsafeBytes({ try dealers[shard].send($0, dontWait: true) }) else {
                         // The socket is full or not connected yet: wait for replies or a connection.
                         readers[readerIndex].pushBack(line)
                         break
                     }
                     sent += 1
+                    sentByShard[shard] += 1
                 }
                 // Read every reply that arrived.
                 var got = false
-                while try dealer.receive(into: message, dontWait: true) {
-                    got = true
-                    let parsed: Bool = message.withUnsafeBytes { bytes in
-                        guard (try? reply.parse(bytes)) != nil, reply.kind(reply.root) == .object else { return false }
-                        return true
-                    }
-                    guard parsed else { continue }
-                    let root = reply.root
-                    let ok = reply.member(root, "ok").map { reply.kind($0) == .true } ?? false
-                    let seq = reply.member(root, "seq").flatMap { reply.int64($0) }
-                    let eventID = reply.member(root, "event_id").flatMap { reply.string($0) }
-                    if ok {
-                        acked += 1
-                        if log >= 0 {
-                            logBuffer.append(contentsOf: (seq.map { String($0) } ?? "-").utf8)
-                            logBuffer.append(0x20)
-                            logBuffer.append(contentsOf: (eventID ?? "-").utf8)
-                            logBuffer.append(0x0A)
+                for (shard, dealer) in dealers.enumerated() {
+                    while try dealer.receive(into: message, dontWait: true) {
+                        got = true
+                        answeredByShard[shard] += 1
+                        let parsed: Bool = message.withUnsafeBytes { bytes in
+                            guard (try? reply.parse(bytes)) != nil, reply.kind(reply.root) == .object else { return false }
+                            return true
                         }
-                    } else {
-                        rejected += 1
-                        if firstRejection == nil {
-                            let reason = reply.member(root, "reason").flatMap { reply.string($0) } ?? "unknown"
-                            firstRejection = "\(reason) (seq \(seq.map { String($0) } ?? "-"), event_id \(eventID ?? "-"))"
+                        guard parsed else { continue }
+                        let root = reply.root
+                        let ok = reply.member(root, "ok").map { reply.kind($0) == .true } ?? false
+                        let seq = reply.member(root, "seq").flatMap { reply.int64($0) }
+                        let eventID = reply.member(root, "event_id").flatMap { reply.string($0) }
+                        if ok {
+                            acked += 1
+                            if log >= 0 {
+                                if sharded {
+                                    logBuffer.append(contentsOf: String(shard).utf8)
+                                    logBuffer.append(UInt8(ascii: ":"))
+                                }
+                                logBuffer.append(contentsOf: (seq.map { String($0) } ?? "-").utf8)
+                                logBuffer.append(0x20)
+                                logBuffer.append(contentsOf: (eventID ?? "-").utf8)
+                                logBuffer.append(0x0A)
+                            }
+                        } else {
+                            rejected += 1
+                            if firstRejection == nil {
+                                let reason = reply.member(root, "reason").flatMap { reply.string($0) } ?? "unknown"
+                                let at = sharded ? "shard \(shard) " : ""
+                                firstRejection = "\(reason) (\(at)seq \(seq.map { String($0) } ?? "-"), event_id \(eventID ?? "-"))"
+                            }
                         }
                     }
                 }
@@ -107,12 +131,15 @@ struct AckedSender {
             FileHandleWriter.standardError("checkoutbus send: \(error)\n")
             return 1
         }
-        FileHandleWriter.standardError("sent=\(sent) acked=\(acked) rejected=\(rejected)\n")
+        let byShard = sharded ? " by_shard=" + sentByShard.map(String.init).joined(separator: ",") : ""
+        FileHandleWriter.standardError("sent=\(sent) acked=\(acked) rejected=\(rejected)\(byShard)\n")
         if let firstRejection { FileHandleWriter.standardError("checkoutbus send: first rejection: \(firstRejection)\n") }
         let unanswered = sent - acked - rejected
         if unanswered > 0 || !readersExhausted(readers) {
+            let silent = endpoints.indices.filter { sentByShard[$0] > answeredByShard[$0] }
+                .map { "\(endpoints[$0]) (\(sentByShard[$0] - answeredByShard[$0]))" }
             FileHandleWriter.standardError(
-                "checkoutbus send: \(unanswered) event(s) not acknowledged by \(command.endpoint) within \(command.timeoutSeconds)s\n")
+                "checkoutbus send: \(unanswered) event(s) not acknowledged within \(command.timeoutSeconds)s by \(silent.joined(separator: ", "))\n")
             return 1
         }
         return rejected > 0 ? 1 : 0

@@ -9,11 +9,16 @@ public struct FloodCommand {
     public static let help = """
         checkoutbus flood — drive a running daemon with synthetic checkout lifecycles and check the result.
 
-        USAGE: checkoutbus flood [--to ENDPOINT] [--from ENDPOINT] [--checkouts N] [--seed S]
+        USAGE: checkoutbus flood [--to ENDPOINT | --shards E0,E1,…] [--from P[,P1,…]] [--checkouts N] [--seed S]
                                  [--rate EVENTS_PER_SECOND] [--count N] [--duration SECONDS] [--json]
 
-          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700)
-          --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702)
+          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700), or a
+                               `checkoutbus route` front's --listen endpoint
+          --shards E0,E1,…     route each event to the shard owning its checkout (docs/sharding.md):
+                               the shards' --ingest endpoints, in shard order (instead of --to)
+          --from P[,P1,…]      the daemon's --publish endpoint (default tcp://127.0.0.1:7702); with
+                               shards, every shard's, comma-separated (any order): the subscriber
+                               waits for a heartbeat from each, and counts what all of them publish
           --checkouts N        checkouts to generate (default 10000); each is a whole lifecycle drawn from
                                every raw family and platform spelling: starts, updates with identical
                                repeats (to be suppressed), completes and repeated completes, failures,
@@ -26,13 +31,15 @@ public struct FloodCommand {
 
         The report gives sent, published by kind and suppressed — each against what the generator
         expects — dead letters, throughput and end-to-end latency percentiles measured by a subscriber.
+        With shards the counts are the sum over every shard; a dead letter (a wrong_shard among them:
+        an event that reached a shard not owning its checkout) makes the run fail.
         A live progress line goes to stderr on a terminal. Exits 1 on any unexpected loss or extra.
         \(CurveClientKeys.help)
           (flood's one key is used by its producer and its subscriber: list it in both directories)
         """
 
-    var ingest = "tcp://127.0.0.1:7700"
-    var publish = "tcp://127.0.0.1:7702"
+    var ingest = ["tcp://127.0.0.1:7700"]
+    var publish = ["tcp://127.0.0.1:7702"]
     var checkouts = 10_000
     var seed: UInt64 = 1
     var rate: Double?
@@ -43,11 +50,15 @@ public struct FloodCommand {
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(
-            arguments, valued: Set(["to", "from", "checkouts", "seed", "rate", "count", "duration"]).union(CurveClientKeys.flags),
+            arguments, valued: Set(["to", "shards", "from", "checkouts", "seed", "rate", "count", "duration"]).union(CurveClientKeys.flags),
             switches: ["json"])
         curve = try CurveClientKeys.parse(args)
-        if let v = args.value("to") { ingest = v }
-        if let v = args.value("from") { publish = v }
+        if let v = args.value("to") { ingest = [v] }
+        if let list = args.value("shards") {
+            guard args.value("to") == nil else { throw .init("give --to (one daemon or a route) or --shards (every shard), not both") }
+            ingest = try ShardRouter.parseEndpoints(list, flag: "shards")
+        }
+        if let list = args.value("from") { publish = try ShardRouter.parseEndpoints(list, flag: "from") }
         checkouts = try args.int("checkouts", default: 10_000, in: 1...50_000_000)
         seed = UInt64(try args.int("seed", default: 1, in: 0...Int.max))
         if args.value("rate") != nil { rate = Double(try args.int("rate", default: 0, in: 1...10_000_000)) }

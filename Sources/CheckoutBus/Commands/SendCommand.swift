@@ -10,19 +10,25 @@ public struct SendCommand {
     public static let help: String = """
         checkoutbus send — send raw events (JSON Lines) to a daemon's ingest socket.
 
-        USAGE: checkoutbus send [--to ENDPOINT] [--timeout SECONDS] [FILE ...]
-               checkoutbus send --acked [--to ENDPOINT] [--ack-log PATH] [--window N] [--timeout SECONDS] [FILE ...]
+        USAGE: checkoutbus send [--to ENDPOINT | --shards E0,E1,…] [--timeout SECONDS] [FILE ...]
+               checkoutbus send --acked [--to ENDPOINT | --shards A0,A1,…] [--ack-log PATH] [--window N]
+                                [--timeout SECONDS] [FILE ...]
 
           FILE                 JSONL files; none or `-` reads stdin. Each non-empty line is one event,
                                sent as is (raw SDK payload or the ingest wrapper).
           --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700), or with
                                --acked its --ingest-acked endpoint (default tcp://127.0.0.1:7701)
+          --shards E0,E1,…     send each event to the shard that owns its checkout (docs/sharding.md):
+                               the shards' --ingest endpoints, or with --acked their --ingest-acked
+                               endpoints, in shard order (shard 0 first). Input that does not decode
+                               goes to the shard given by a hash of its bytes, which dead-letters it
           --timeout SECONDS    give up if the daemon cannot be reached, does not take the events, or
                                (--acked) sends no acknowledgement for this long (default 10)
           --acked              wait for the daemon to answer each event once it is on disk: with
                                its seq, or with the dead-letter reason (docs/durability.md)
           --ack-log PATH       with --acked: one line `<seq> <event_id>` per acknowledged event
-                               (`-` for a suppressed duplicate's seq or a missing event_id)
+                               (`-` for a suppressed duplicate's seq or a missing event_id); with
+                               --shards `<shard>:<seq> <event_id>`, seq being per shard
           --window N           with --acked: events in flight at most (default 1000)
         \(CurveClientKeys.help)
 
@@ -30,7 +36,8 @@ public struct SendCommand {
         them within --timeout when send exits; nothing confirms they were journaled. With --acked, each
         one is confirmed on disk (or rejected with its reason).
 
-        Prints `sent=N` on stderr; with --acked `sent=N acked=M rejected=K`. Exits 1 if the daemon could
+        Prints `sent=N` on stderr; with --acked `sent=N acked=M rejected=K`, counting every shard; with
+        --shards followed by ` by_shard=N0,N1,…` (events sent to each shard). Exits 1 if a daemon could
         not be reached in time, or (--acked) if any event was rejected or left unanswered.
         """
 
@@ -42,14 +49,23 @@ public struct SendCommand {
     public var window = 1000
     /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
     public var curve: CurveClientKeys?
+    /// With `--shards`: every shard's endpoint, in shard order; each event goes to its owner.
+    public var shards: [String]?
+
+    /// Where events go: the one `--to` endpoint, or every shard's.
+    var endpoints: [String] { shards ?? [endpoint] }
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["to", "timeout", "ack-log", "window"]).union(CurveClientKeys.flags),
+        let args = try CommandLineArguments(arguments, valued: Set(["to", "shards", "timeout", "ack-log", "window"]).union(CurveClientKeys.flags),
                                             switches: ["acked"])
         curve = try CurveClientKeys.parse(args)
         acked = args.has("acked")
         if acked { endpoint = "tcp://127.0.0.1:7701" }
         if let v = args.value("to") { endpoint = v }
+        if let list = args.value("shards") {
+            guard args.value("to") == nil else { throw .init("give --to (one daemon) or --shards (every shard), not both") }
+            shards = try ShardRouter.parseEndpoints(list, flag: "shards")
+        }
         timeoutSeconds = try args.int("timeout", default: 10, in: 1...86_400)
         window = try args.int("window", default: 1000, in: 1...1_000_000)
         ackLog = args.value("ack-log")
@@ -77,37 +93,28 @@ public struct SendCommand {
 
     /// Sends every line. - Returns: the process exit code.
     public func run() -> Int32 {
-        if acked {
-            guard let readers = openSources() else { return 1 }
-            return AckedSender(command: self).run(readers)
-        }
+        guard let readers = openSources() else { return 1 }
+        if acked { return AckedSender(command: self).run(readers) }
+        defer { for r in readers where r.fd != 0 { close(r.fd) } }
         do {
-            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: timeoutSeconds, curve: curve)
+            let pushers = try endpoints.map { try IngestPusher(endpoint: $0, timeoutSeconds: timeoutSeconds, curve: curve) }
+            let router = ShardRouter(count: pushers.count)
+            var sentByShard = [Int](repeating: 0, count: pushers.count)
             var sent = 0
-            let sources = files.isEmpty ? ["-"] : files
-            for path in sources {
-                let reader: LineReader
-                if path == "-" {
-                    reader = LineReader(fd: 0)
-                } else {
-                    let fd = open(path, O_RDONLY)
-                    guard fd >= 0 else {
-                        FileHandleWriter.standardError("checkoutbus send: cannot open \(path): \(String(cString: strerror(errno)))\n")
-                        return 1
-                    }
-                    reader = LineReader(fd: fd)
-                }
-                defer { if path != "-" { close(reader.fd) } }
+            for reader in readers {
                 while let line = reader.nextLine() {
                     if LineReader.isBlank(line) { continue }
-                    guard try pusher.send(line) else {
-                        FileHandleWriter.standardError(pusher.unreachable(command: "send", sent: sent))
+                    let shard = router.route(line).shard
+                    guard try pushers[shard].send(line) else {
+                        FileHandleWriter.standardError(pushers[shard].unreachable(command: "send", sent: sent))
                         return 1
                     }
                     sent += 1
+                    sentByShard[shard] += 1
                 }
             }
-            FileHandleWriter.standardError("sent=\(sent)\n")
+            let byShard = shards == nil ? "" : " by_shard=" + sentByShard.map(String.init).joined(separator: ",")
+            FileHandleWriter.standardError("sent=\(sent)\(byShard)\n")
             return 0
         } catch {
             FileHandleWriter.standardError("checkoutbus send: \(error)\n")

@@ -7,6 +7,10 @@ import ZeroMQ
 /// Drives a bus (the daemon, or the raw forwarder baseline) from one thread: a PUSH producer and a
 /// SUB subscriber in one poll loop, so the driver takes one core and the bus the other.
 ///
+/// Against shards (several ingest endpoints), each event goes to the shard owning its checkout
+/// (``ShardRouter``, decided before the clock starts) and one SUB per shard's publish endpoint
+/// receives; the counts and latencies cover every shard.
+///
 /// Each event's `event_id` carries its send time (monotonic nanoseconds, a clock shared by every
 /// process on the host), stamped just before sending; the subscriber reads it back from what
 /// arrives — the daemon's envelope or the forwarded raw bytes alike — for end-to-end latency.
@@ -42,50 +46,75 @@ public final class LoadDriver {
     }
 
     let context: ZMQContext
-    let push: ZMQSocket
-    let sub: ZMQSocket
+    /// One PUSH per ingest endpoint (per shard), in shard order.
+    let pushes: [ZMQSocket]
+    /// One SUB per publish endpoint.
+    let subs: [ZMQSocket]
     let target: Target
     /// Called about twice a second with (sent, received) while running.
     public var progress: ((Int, Int) -> Void)?
 
     /// - Parameter curve: CURVE client keys for both sockets (the key must be in both of the
     ///   daemon's allowlists).
-    public init(ingest: String, publish: String, target: Target, highWaterMark: Int32 = 1_000_000,
-                curve: CurveClientKeys? = nil) throws {
-        self.target = target
-        context = try ZMQContext()
-        push = try ZMQSocket(context: context, type: .push)
-        try push.setOption(.sendHighWaterMark, highWaterMark)
-        try push.setLinger(milliseconds: 0)
-        sub = try ZMQSocket(context: context, type: .sub)
-        try sub.setOption(.receiveHighWaterMark, highWaterMark)
-        try sub.setLinger(milliseconds: 0)
-        try curve?.apply(to: push)
-        try curve?.apply(to: sub)
-        try sub.connect(publish)
-        try push.connect(ingest)
+    public convenience init(ingest: String, publish: String, target: Target, highWaterMark: Int32 = 1_000_000,
+                            curve: CurveClientKeys? = nil) throws {
+        try self.init(ingest: [ingest], publish: [publish], target: target, highWaterMark: highWaterMark, curve: curve)
     }
 
-    /// Subscribes and waits until the subscription is provably live.
+    /// Drives shards: `ingest` lists the shards' `--ingest` endpoints in shard order (one: no
+    /// routing; a `route` front counts as one), `publish` every publish endpoint to receive from.
+    /// - Parameter curve: CURVE client keys for every socket.
+    public init(ingest: [String], publish: [String], target: Target, highWaterMark: Int32 = 1_000_000,
+                curve: CurveClientKeys? = nil) throws {
+        precondition(!ingest.isEmpty && !publish.isEmpty, "LoadDriver needs an ingest and a publish endpoint")
+        self.target = target
+        context = try ZMQContext()
+        let context = context
+        subs = try publish.map { endpoint in
+            let sub = try ZMQSocket(context: context, type: .sub)
+            try sub.setOption(.receiveHighWaterMark, highWaterMark)
+            try sub.setLinger(milliseconds: 0)
+            try curve?.apply(to: sub)
+            try sub.connect(endpoint)
+            return sub
+        }
+        pushes = try ingest.map { endpoint in
+            let push = try ZMQSocket(context: context, type: .push)
+            try push.setOption(.sendHighWaterMark, highWaterMark)
+            try push.setLinger(milliseconds: 0)
+            try curve?.apply(to: push)
+            try push.connect(endpoint)
+            return push
+        }
+    }
+
+    /// Subscribes and waits until the subscription is provably live on every publish endpoint.
     public func synchronize(timeoutSeconds: Double = 10) throws {
         let deadline = BusClock.monotonicNanoseconds() + UInt64(timeoutSeconds * 1e9)
         switch target {
         case .daemon:
-            try sub.subscribe("checkout.")
-            try sub.subscribe("bus.deadletter")
-            try sub.subscribe("bus.heartbeat")
+            var live = Set<Int>()
+            for sub in subs {
+                try sub.subscribe("checkout.")
+                try sub.subscribe("bus.deadletter")
+                try sub.subscribe("bus.heartbeat")
+            }
             while BusClock.monotonicNanoseconds() < deadline {
-                if let frames = try receive(timeoutMilliseconds: 100), frames.first?.elementsEqual("bus.heartbeat".utf8) == true {
-                    return
+                // A heartbeat answers the subscription: that endpoint's subscriptions are live.
+                if let (i, frames) = try receive(timeoutMilliseconds: 100), frames.first?.elementsEqual("bus.heartbeat".utf8) == true {
+                    live.insert(i)
+                    if live.count == subs.count { return }
                 }
             }
         case .rawForwarder:
+            let sub = subs[0]
+            let push = pushes[0]
             try sub.subscribe("")
             while BusClock.monotonicNanoseconds() < deadline {
                 try push.send("probe")
-                if let frames = try receive(timeoutMilliseconds: 50), frames.first?.elementsEqual("probe".utf8) == true {
+                if let (_, frames) = try receive(timeoutMilliseconds: 50), frames.first?.elementsEqual("probe".utf8) == true {
                     // Drain further probes already in flight.
-                    while let f = try receive(timeoutMilliseconds: 50), f.first?.elementsEqual("probe".utf8) == true {}
+                    while let (_, f) = try receive(timeoutMilliseconds: 50), f.first?.elementsEqual("probe".utf8) == true {}
                     return
                 }
             }
@@ -93,11 +122,15 @@ public final class LoadDriver {
         throw DaemonError("the bus did not answer a subscription within \(timeoutSeconds)s")
     }
 
-    private func receive(timeoutMilliseconds: Int) throws -> [[UInt8]]? {
+    /// One message from any SUB, with that SUB's index.
+    private func receive(timeoutMilliseconds: Int) throws -> (Int, [[UInt8]])? {
         let poller = ZMQPoller()
-        poller.addReadable(sub)
+        for sub in subs { poller.addReadable(sub) }
         guard try poller.poll(timeoutMilliseconds: timeoutMilliseconds) > 0 else { return nil }
-        return try sub.receiveMultipart(dontWait: true)
+        for (i, sub) in subs.enumerated() where poller.isReadable(i) {
+            if let frames = try sub.receiveMultipart(dontWait: true) { return (i, frames) }
+        }
+        return nil
     }
 
     /// Sends `events` (flat out, or at `rate` per second) and receives until `expected` messages
@@ -107,9 +140,15 @@ public final class LoadDriver {
                     sendLimitSeconds: Double? = nil, idleTimeoutSeconds: Double = 5) throws -> Result {
         var result = Result()
         result.latencies.reserveCapacity(events.count)
+        // Each event's shard, decided before the clock starts (the stamp changes only event_id).
+        var shardOf: [Int] = []
+        if pushes.count > 1 {
+            let router = ShardRouter(count: pushes.count)
+            shardOf = events.map { router.route($0.bytes).shard }
+        }
         let message = ZMQMessage()
         let poller = ZMQPoller()
-        poller.addReadable(sub)
+        for sub in subs { poller.addReadable(sub) }
         let start = BusClock.monotonicNanoseconds()
         let interval = rate.map { UInt64(1e9 / $0) } ?? 0
         let sendDeadline = sendLimitSeconds.map { start + UInt64($0 * 1e9) } ?? UInt64.max
@@ -129,6 +168,7 @@ public final class LoadDriver {
                     if now >= sendDeadline { break }
                     let stamp = BusClock.monotonicNanoseconds()
                     LoadDriver.stamp(&events[next], stamp)
+                    let push = shardOf.isEmpty ? pushes[0] : pushes[shardOf[next]]
                     let sent = try events[next].bytes.withUnsafeBytes { try push.send($0, dontWait: true) }
                     if !sent {
                         blocked = true
@@ -147,9 +187,11 @@ public final class LoadDriver {
             }
             // Receive everything queued.
             var got = 0
-            while try sub.receive(into: message, dontWait: true) {
-                // Heartbeats are not progress: a run whose events stopped arriving must time out.
-                if try account(message, &result) { got += 1 }
+            for sub in subs {
+                while try sub.receive(into: message, dontWait: true) {
+                    // Heartbeats are not progress: a run whose events stopped arriving must time out.
+                    if try account(message, from: sub, &result) { got += 1 }
+                }
             }
             now = BusClock.monotonicNanoseconds()
             if got > 0 || (!sendingDone && next > 0) { lastActivity = now }
@@ -186,7 +228,7 @@ public final class LoadDriver {
     /// Counts one received frame (topic, or a raw forwarded event) and records its latency.
     /// - Returns: false for a heartbeat.
     @discardableResult
-    private func account(_ message: ZMQMessage, _ result: inout Result) throws -> Bool {
+    private func account(_ message: ZMQMessage, from sub: ZMQSocket, _ result: inout Result) throws -> Bool {
         let now = BusClock.monotonicNanoseconds()
         switch target {
         case .daemon:
