@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "checkoutbus", targets: ["checkoutbus"]),
         .executable(name: "checkoutbus-fulfil", targets: ["checkoutbus-fulfil"]),
         .executable(name: "checkoutbus-analytics", targets: ["checkoutbus-analytics"]),
+        .executable(name: "checkoutbus-jetstream", targets: ["checkoutbus-jetstream"]),
         .library(name: "CheckoutBus", targets: ["CheckoutBus"]),
         .library(name: "CheckoutBusCore", targets: ["CheckoutBusCore"]),
         .library(name: "CheckoutBusWorkers", targets: ["CheckoutBusWorkers"]),
@@ -34,6 +35,13 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]
         ),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        // The NATS C client from Debian (libnats-dev), for the JetStream bridge; `NATS` is its one
+        // Swift owner. No `pkgConfig`, as for libzmq: headers and library sit on the default paths.
+        .systemLibrary(
+            name: "CNATS",
+            providers: [.apt(["libnats-dev"])]
+        ),
+        .target(name: "NATS", dependencies: ["CNATS"], swiftSettings: swiftSettings),
         .target(
             name: "CheckoutBusCore",
             // The hot path's classes (the JSON tape, the state table) are read millions of times a
@@ -48,6 +56,8 @@ let package = Package(
         .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-analytics", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
+        .target(name: "CheckoutBusJetStream", dependencies: ["CheckoutBus", "NATS"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus-jetstream", dependencies: ["CheckoutBusJetStream"], swiftSettings: swiftSettings),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         .testTarget(name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore"], swiftSettings: swiftSettings),
         .testTarget(
@@ -55,7 +65,7 @@ let package = Package(
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
             dependencies: [
                 "CheckoutBus", "CheckoutBusCore", "ZeroMQ", "SQLite", "checkoutbusd", "checkoutbus", "checkoutbus-fulfil",
-                "checkoutbus-analytics",
+                "checkoutbus-analytics", "checkoutbus-jetstream",
             ],
             swiftSettings: swiftSettings
         ),

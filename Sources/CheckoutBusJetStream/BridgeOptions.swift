@@ -1,0 +1,164 @@
+import CheckoutBus
+import NATS
+
+/// Everything `checkoutbus-jetstream` is told on its command line. `Sendable`.
+public struct BridgeOptions: Sendable {
+    /// Each shard's `--publish` endpoint (`--from`, comma-separated), in shard order.
+    public var publish = ["tcp://127.0.0.1:7702"]
+    /// Each shard's `--control` endpoint (`--control`), in the same order.
+    public var control = ["tcp://127.0.0.1:7703"]
+    /// The name the bridge reports under in the daemon's `stats`.
+    public var name = "jetstream"
+    /// The cursor file; with several shards, shard `i`'s is `PATH.i`.
+    public var cursorPath = "checkoutbus-jetstream.cursor"
+    public var receiveHighWaterMark: Int32 = 100_000
+    public var curve: CurveClientKeys?
+    public var logLevel = Logger.Level.info
+
+    /// NATS server URLs (`--nats`, comma-separated).
+    public var servers = ["nats://127.0.0.1:4222"]
+    /// The stream's name (`--stream`).
+    public var stream = "CHECKOUTS"
+    /// Create the stream when it is missing (else refuse to start).
+    public var createStream = true
+    public var replicas = 1
+    /// `--max-age`, nanoseconds; 0: no age limit.
+    public var maxAgeNanoseconds: Int64 = 7 * 86_400 * 1_000_000_000
+    /// `--max-bytes`; -1: no size limit.
+    public var maxBytes: Int64 = -1
+    /// `--duplicate-window`, nanoseconds.
+    public var duplicateWindowNanoseconds: Int64 = 10 * 60 * 1_000_000_000
+    /// Asynchronous publishes awaiting their acknowledgement, at most (`--window`).
+    public var window = 4096
+    /// How long one publish may wait for its acknowledgement before it is sent again (`--ack-wait`).
+    public var ackWaitMilliseconds: Int64 = 5000
+
+    public init() {}
+
+    /// The subjects the stream takes: every lifecycle subject and the dead letters.
+    public static let streamSubjects = ["checkout.>", "bus.deadletter"]
+
+    /// The stream this bridge creates when it is missing.
+    public var streamConfiguration: StreamConfiguration {
+        var c = StreamConfiguration(name: stream, subjects: BridgeOptions.streamSubjects)
+        c.storage = .file
+        c.retention = .limits
+        c.discard = .old
+        c.replicas = replicas
+        c.maxAgeNanoseconds = maxAgeNanoseconds
+        c.maxBytes = maxBytes
+        c.duplicateWindowNanoseconds = duplicateWindowNanoseconds
+        return c
+    }
+
+    /// Shard `i`'s cursor file.
+    public func cursorPath(shard: Int) -> String { publish.count == 1 ? cursorPath : "\(cursorPath).\(shard)" }
+
+    static let valued: Set<String> = Set([
+        "from", "control", "name", "cursor", "receive-hwm", "log-level", "nats", "stream", "replicas", "max-age",
+        "max-bytes", "duplicate-window", "window", "ack-wait",
+    ]).union(CurveClientKeys.flags)
+    static let switches: Set<String> = ["no-create"]
+
+    /// Parses the bridge's flags.
+    /// - Throws: a usage error naming the flag.
+    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> BridgeOptions {
+        let args = try CommandLineArguments(arguments, valued: valued, switches: switches)
+        guard args.positionals.isEmpty else { throw .init("unexpected argument \(args.positionals[0])") }
+        var o = BridgeOptions()
+        if let v = args.value("from") { o.publish = try list(v, flag: "from") }
+        if let v = args.value("control") { o.control = try list(v, flag: "control") }
+        guard o.publish.count == o.control.count else {
+            throw .init("--from lists \(o.publish.count) endpoints and --control \(o.control.count): one of each per shard, in shard order")
+        }
+        if let v = args.value("name") {
+            guard !v.isEmpty, v.utf8.count <= 200 else { throw .init("--name must be 1 to 200 bytes") }
+            o.name = v
+        }
+        if let v = args.value("cursor") { o.cursorPath = v }
+        o.receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 100_000, in: 1...10_000_000))
+        o.curve = try CurveClientKeys.parse(args)
+        if let v = args.value("log-level") {
+            guard let l = Logger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
+            o.logLevel = l
+        }
+        if let v = args.value("nats") { o.servers = try list(v, flag: "nats") }
+        if let v = args.value("stream") {
+            guard !v.isEmpty, v.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
+                throw .init("--stream must be letters, digits, _ and -")
+            }
+            o.stream = v
+        }
+        o.createStream = !args.has("no-create")
+        o.replicas = try args.int("replicas", default: 1, in: 1...5)
+        if let v = args.value("max-age") { o.maxAgeNanoseconds = try duration(v, flag: "max-age") }
+        if let v = args.value("max-bytes") {
+            guard let n = Int64(v), n == -1 || n > 0 else { throw .init("--max-bytes must be -1 (no limit) or a positive integer") }
+            o.maxBytes = n
+        }
+        if let v = args.value("duplicate-window") {
+            o.duplicateWindowNanoseconds = try duration(v, flag: "duplicate-window")
+            guard o.duplicateWindowNanoseconds >= 1_000_000_000 else { throw .init("--duplicate-window must be at least 1s") }
+        }
+        o.window = try args.int("window", default: 4096, in: 1...1_000_000)
+        if let v = args.value("ack-wait") {
+            o.ackWaitMilliseconds = try duration(v, flag: "ack-wait") / 1_000_000
+            guard o.ackWaitMilliseconds >= 100 else { throw .init("--ack-wait must be at least 100ms") }
+        }
+        return o
+    }
+
+    static func list(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> [String] {
+        let items = value.split(separator: ",", omittingEmptySubsequences: false).map {
+            String($0.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+        }
+        guard !items.isEmpty, !items.contains(where: \.isEmpty) else { throw .init("--\(flag) needs a comma-separated list") }
+        return items
+    }
+
+    /// `0`, or a number with a unit: `ms`, `s`, `m`, `h`, `d` (`90s`, `10m`, `168h`, `7d`), in nanoseconds.
+    public static func duration(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> Int64 {
+        if value == "0" { return 0 }
+        let units: [(String, Int64)] = [("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000),
+                                        ("h", 3_600_000_000_000), ("d", 86_400_000_000_000)]
+        for (suffix, scale) in units where value.hasSuffix(suffix) {
+            if let n = Int64(value.dropLast(suffix.count)), n > 0, n <= Int64.max / scale { return n * scale }
+        }
+        throw .init("--\(flag) must be 0 or a duration such as 500ms, 90s, 10m, 168h, 7d; got \(value)")
+    }
+
+    public static let help = """
+        checkoutbus-jetstream — publish every envelope of the bus into a NATS JetStream stream, exactly once
+
+        usage: checkoutbus-jetstream [flags]
+               checkoutbus-jetstream verify --nats URLS --stream NAME   count the stream's messages and ids (JSON)
+               checkoutbus-jetstream dump --nats URLS --stream NAME     print its messages as JSON lines
+
+        Bus:
+          --from LIST          each shard's --publish endpoint, comma-separated in shard order
+                               (default tcp://127.0.0.1:7702)
+          --control LIST       each shard's --control endpoint, in the same order (default tcp://127.0.0.1:7703)
+          --name NAME          the name this bridge reports under in the daemons' stats (default jetstream)
+          --cursor PATH        the last seq JetStream acknowledged (default ./checkoutbus-jetstream.cursor;
+                               with several shards PATH.0, PATH.1, …)
+          --receive-hwm N      envelopes queued before ZeroMQ drops (default 100000; drops are read again
+                               from the journal)
+          --log-level LEVEL    debug, info (default), warning, error
+        \(CurveClientKeys.help)
+        JetStream:
+          --nats LIST          NATS server URLs, comma-separated (default nats://127.0.0.1:4222)
+          --stream NAME        the stream (default CHECKOUTS); subjects checkout.> and bus.deadletter
+          --no-create          refuse to start when the stream is missing instead of creating it
+          --replicas N         replicas of a created stream, 1 to 5 (default 1)
+          --max-age DURATION   age limit of a created stream (default 7d; 0: none)
+          --max-bytes N        size limit of a created stream (default -1: none)
+          --duplicate-window DURATION
+                               how long the stream remembers a Nats-Msg-Id (default 10m)
+          --window N           publishes awaiting their acknowledgement, at most (default 4096)
+          --ack-wait DURATION  a publish unacknowledged this long is sent again (default 5s)
+
+        Subjects are the bus's topics: checkout.start, checkout.update, checkout.complete,
+        checkout.fail.<code>, checkout.dismiss, bus.deadletter. Every message carries
+        Nats-Msg-Id: <shard>:<seq>. See docs/jetstream.md.
+        """
+}

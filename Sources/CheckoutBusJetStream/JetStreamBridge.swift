@@ -1,0 +1,323 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+import NATS
+
+/// Publishes every envelope of the bus into a JetStream stream, each exactly once.
+///
+/// For each envelope the bridge publishes one message to the subject named by the envelope's
+/// topic (`checkout.complete`, `checkout.fail.network_error`, `bus.deadletter`, …) with the header
+/// `Nats-Msg-Id: <shard>:<seq>`. Publishing is asynchronous, at most ``BridgeOptions/window``
+/// messages awaiting their acknowledgement; when the window is full, after each burst of
+/// envelopes, and when stopping, the bridge waits for every acknowledgement, publishes again what
+/// was not acknowledged (under the same id), and only then commits each shard's cursor. So a
+/// cursor never passes an envelope the stream has not stored.
+///
+/// **Exactly once.** After a crash the bridge resumes after the cursor and may publish again what
+/// it published but had not committed. Two things keep those out of the stream: the stream drops a
+/// message whose `Nats-Msg-Id` it has seen within its duplicate window, and, before subscribing,
+/// the bridge reads the ids at the stream's tail back to each shard's cursor and skips what it
+/// finds there — which holds however long the bridge was down (docs/jetstream.md).
+///
+/// Not `Sendable`: ``run(stop:onReady:)`` owns the NATS connection and the subscriber on the
+/// calling thread until it returns.
+public final class JetStreamBridge {
+    /// What the bridge has done since it started. `Sendable`.
+    public struct Statistics: Sendable, Equatable {
+        /// Envelopes handed over by the subscriber.
+        public var handled = 0
+        /// Messages published (first attempts).
+        public var published = 0
+        /// Envelopes found already stored at start and not published again.
+        public var alreadyStored = 0
+        /// Messages published again after a failed or unanswered publish.
+        public var republished = 0
+        /// Cursor commits.
+        public var commits = 0
+    }
+
+    public let options: BridgeOptions
+    public private(set) var statistics = Statistics()
+    private let logger: Logger
+
+    // Set up in run.
+    private var jetStream: JetStream?
+    private var cursors: [AcknowledgedCursor] = []
+    /// Messages published and not yet known to be stored, by `Nats-Msg-Id`.
+    private var unacknowledged: [String: (subject: String, payload: [UInt8])] = [:]
+    /// Ids found in the stream at start beyond the cursors.
+    private var storedBeyondCursor: Set<String> = []
+
+    public init(options: BridgeOptions, logger: Logger) {
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Connects to NATS, makes sure of the stream, and bridges until `stop` is raised.
+    /// - Parameter onReady: called once, when the stream is checked and the subscriptions are live.
+    /// - Throws: ``BridgeError`` for an incompatible stream or an unreadable cursor; the subscriber's
+    ///   errors.
+    public func run(stop: StopSignal, onReady: @escaping ([String: String]) -> Void) throws {
+        guard options.publish.count == 1 else {
+            throw BridgeError("this build bridges one daemon (one --from/--control pair); got \(options.publish.count)")
+        }
+        guard let connection = try connect(stop: stop) else { return }
+        var jsOptions = JetStream.Options()
+        jsOptions.maxPending = Int64(options.window)
+        jsOptions.stallWaitMilliseconds = options.ackWaitMilliseconds
+        let js = try JetStream(connection: connection, options: jsOptions)
+        jetStream = js
+        guard let info = try ensureStream(js, stop: stop) else { return }
+
+        cursors = try (0..<options.publish.count).map { shard in
+            AcknowledgedCursor(try FileCursor(path: options.cursorPath(shard: shard)))
+        }
+        // One daemon: its shard is read from the envelopes; the cursor belongs to whichever it is.
+        try reconcile(js, shards: [nil: cursors[0].committed])
+
+        var subscriberOptions = BusSubscriber.Options(publish: options.publish[0], control: options.control[0])
+        subscriberOptions.prefixes = ["checkout.", "bus.deadletter"]
+        subscriberOptions.name = options.name
+        subscriberOptions.receiveHighWaterMark = options.receiveHighWaterMark
+        subscriberOptions.curve = options.curve
+        let subscriber = BusSubscriber(options: subscriberOptions, cursor: cursors[0])
+        subscriber.logger = logger
+        var announced = false
+        subscriber.onSubscribed = { [self] in
+            guard !announced else { return }
+            announced = true
+            onReady(["stream": options.stream, "nats": connection.connectedURL ?? "", "stream_last_seq": String(info.lastSequence),
+                     "cursor": String(cursors[0].committed), "shards": String(options.publish.count)])
+        }
+        var lastReport = BusClock.monotonicNanoseconds()
+        subscriber.onBatchEnd = { [self] in
+            do { try flush(stop: stop) } catch { stop.raise() }
+            let now = BusClock.monotonicNanoseconds()
+            if now - lastReport >= 10_000_000_000 {
+                lastReport = now
+                logProgress(js)
+            }
+        }
+        var failure: (any Error)?
+        do {
+            try subscriber.run(stop: stop) { envelope in
+                try publish(envelope, shard: BridgeSubject.shard(of: envelope.bytes), stop: stop)
+            }
+        } catch {
+            failure = error
+        }
+        // Stopping: what was published gets its acknowledgement and its commit, if it comes.
+        do { try flush(stop: nil) } catch { failure = failure ?? error }
+        logProgress(js)
+        if let failure { throw failure }
+    }
+
+    // MARK: Publishing
+
+    private func publish(_ envelope: BusEnvelope, shard: Int, stop: StopSignal) throws {
+        statistics.handled += 1
+        let id = "\(shard):\(envelope.seq)"
+        if !storedBeyondCursor.isEmpty, storedBeyondCursor.remove(id) != nil {
+            statistics.alreadyStored += 1
+            return
+        }
+        if unacknowledged.count >= options.window { try flush(stop: stop) }
+        let subject = BridgeSubject.subject(forTopic: envelope.topic)
+        unacknowledged[id] = (subject, envelope.bytes)
+        statistics.published += 1
+        do {
+            try jetStream!.publishAsync(subject: subject, payload: envelope.bytes, headers: [("Nats-Msg-Id", id)],
+                                        ackWaitMilliseconds: options.ackWaitMilliseconds)
+        } catch {
+            // Not even sent (no room within the stall wait, or the connection is closed): the flush
+            // below finds it unacknowledged and publishes it again, synchronously.
+            logger.warning("publish not sent; retrying after the acknowledgements", ["id": id, "error": "\(error)"])
+            try flush(stop: stop)
+        }
+    }
+
+    /// Waits for every acknowledgement, publishes again what failed, and commits the cursors.
+    /// - Parameter stop: retries give up when it is raised (nil: one round of retries only).
+    private func flush(stop: StopSignal?) throws {
+        guard let js = jetStream, !unacknowledged.isEmpty || cursors.contains(where: \.needsCommit) else { return }
+        if !unacknowledged.isEmpty {
+            let failures = js.waitForAcknowledgements(timeoutMilliseconds: options.ackWaitMilliseconds + 1000)
+            var again = Set(failures.compactMap(\.messageID))
+            if failures.contains(where: { $0.messageID == nil }) { again = Set(unacknowledged.keys) }
+            for id in again.sorted(by: BridgeSubject.idOrder) {
+                guard let message = unacknowledged[id] else { continue }
+                try publishSynchronously(js, id: id, message: message, reason: failures.first { $0.messageID == id }?.reason,
+                                         stop: stop)
+            }
+            unacknowledged.removeAll(keepingCapacity: true)
+        }
+        for cursor in cursors where cursor.needsCommit {
+            try cursor.commitHandled()
+            statistics.commits += 1
+        }
+    }
+
+    private func publishSynchronously(_ js: JetStream, id: String, message: (subject: String, payload: [UInt8]),
+                                      reason: String?, stop: StopSignal?) throws {
+        var delayMilliseconds: UInt32 = 100
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let ack = try js.publish(subject: message.subject, payload: message.payload, headers: [("Nats-Msg-Id", id)],
+                                         timeoutMilliseconds: options.ackWaitMilliseconds)
+                statistics.republished += 1
+                logger.info("published again", ["id": id, "attempt": String(attempt), "duplicate": String(ack.duplicate),
+                                                "after": reason ?? "-"])
+                return
+            } catch {
+                logger.warning("publish failed; retrying", ["id": id, "attempt": String(attempt), "error": "\(error)"])
+                if stop == nil || stop!.isRaised {
+                    throw BridgeError("stopped with \(id) not acknowledged by the stream; the cursor stays before it")
+                }
+                usleep(delayMilliseconds * 1000)
+                delayMilliseconds = min(delayMilliseconds * 2, 2000)
+            }
+        }
+    }
+
+    private func logProgress(_ js: JetStream) {
+        logger.info("progress", [
+            "handled": String(statistics.handled), "published": String(statistics.published),
+            "acknowledged": String(js.tracker.acknowledged), "duplicates": String(js.tracker.duplicates),
+            "already_stored": String(statistics.alreadyStored), "republished": String(statistics.republished),
+            "cursor": cursors.map { String($0.committed) }.joined(separator: ","),
+        ])
+    }
+
+    // MARK: Start
+
+    private func connect(stop: StopSignal) throws -> NATSConnection? {
+        var options = NATSConnection.Options(servers: self.options.servers, name: self.options.name)
+        options.reconnectBufferBytes = 64 << 20
+        let logger = self.logger
+        while !stop.isRaised {
+            do {
+                let connection = try NATSConnection(options: options) { event in
+                    switch event {
+                    case .disconnected: logger.warning("nats disconnected; reconnecting")
+                    case .reconnected(let url): logger.info("nats reconnected", ["url": url])
+                    case .closed: logger.info("nats connection closed")
+                    }
+                }
+                logger.info("nats connected", ["url": connection.connectedURL ?? "-"])
+                return connection
+            } catch {
+                logger.warning("cannot connect to nats; retrying", ["servers": self.options.servers.joined(separator: ","),
+                                                                   "error": "\(error)"])
+                sleepUnlessStopped(stop, milliseconds: 1000)
+            }
+        }
+        return nil
+    }
+
+    /// The stream's info after creating it if missing; nil when stopped while JetStream is unavailable.
+    private func ensureStream(_ js: JetStream, stop: StopSignal) throws -> StreamInfo? {
+        while !stop.isRaised {
+            do {
+                if let info = try js.streamInfo(options.stream) {
+                    try StreamCompatibility.check(info.configuration, against: options, logger: logger)
+                    logger.info("stream found", ["stream": options.stream, "messages": String(info.messages),
+                                                 "replicas": String(info.configuration.replicas)])
+                    return info
+                }
+                guard options.createStream else { throw BridgeError("no stream \(options.stream), and --no-create was given") }
+                let info = try js.addStream(options.streamConfiguration)
+                logger.info("stream created", ["stream": options.stream, "subjects": BridgeOptions.streamSubjects.joined(separator: ","),
+                                               "replicas": String(options.replicas)])
+                return info
+            } catch let error as NATSError {
+                // JetStream answers "unavailable" while a cluster elects its meta leader.
+                logger.warning("jetstream not ready; retrying", ["error": "\(error)"])
+                sleepUnlessStopped(stop, milliseconds: 500)
+            }
+        }
+        return nil
+    }
+
+    /// Finds the ids already stored beyond each cursor, reading the stream's tail backwards in
+    /// growing steps until each cursor's own message is in view.
+    ///
+    /// `shards` maps a shard (nil: whichever shard the single daemon is) to its committed `seq`.
+    private func reconcile(_ js: JetStream, shards: [Int?: Int64]) throws {
+        var depth = UInt64(max(2 * options.window, 1024))
+        let limit: UInt64 = 4_000_000
+        while true {
+            guard let info = try js.streamInfo(options.stream), info.messages > 0 else { return }
+            let from = info.lastSequence > depth ? max(info.firstSequence, info.lastSequence - depth + 1) : info.firstSequence
+            let reader = try StreamReader(jetStream: js, stream: options.stream, from: from, headersOnly: true)
+            var found: Set<Int?> = []
+            var beyond: Set<String> = []
+            var read = 0
+            while let message = try reader.next() {
+                read += 1
+                guard let id = message.messageID, let (shard, seq) = BridgeSubject.parseID(id) else { continue }
+                let key: Int? = shards.keys.contains(shard) ? shard : shards.keys.contains(nil) ? nil : -1
+                guard key != -1, let cursor = shards[key] else { continue }
+                if seq == cursor { found.insert(key) }
+                if seq > cursor { beyond.insert(id) }
+            }
+            let complete = found.count == shards.count || from <= info.firstSequence
+            if complete || depth >= limit {
+                storedBeyondCursor = beyond
+                if !complete {
+                    logger.warning("the cursor's message is not in the stream's last \(depth) messages; "
+                        + "republished envelopes rely on the duplicate window", ["stream": options.stream])
+                }
+                logger.info("stream tail read", ["from": String(from), "messages": String(read),
+                                                  "already_stored": String(beyond.count)])
+                return
+            }
+            depth *= 4
+        }
+    }
+
+    private func sleepUnlessStopped(_ stop: StopSignal, milliseconds: Int) {
+        var left = milliseconds
+        while left > 0 && !stop.isRaised {
+            usleep(50_000)
+            left -= 50
+        }
+    }
+}
+
+/// A bridge failure that is not a NATS or ZeroMQ error. `Sendable`.
+public struct BridgeError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A shard's cursor that moves only when JetStream has acknowledged: the subscriber's commits
+/// record what was handed over, ``commitHandled()`` writes it once acknowledged.
+///
+/// Not `Sendable`: the bridge's thread only.
+final class AcknowledgedCursor: SubscriberCursor {
+    private let file: FileCursor
+    private(set) var committed: Int64
+    private var handled: Int64
+
+    init(_ file: FileCursor) {
+        self.file = file
+        committed = file.load()
+        handled = committed
+    }
+
+    var needsCommit: Bool { handled > committed }
+
+    func load() -> Int64 { committed }
+
+    /// The subscriber's commit: handed over (published), not yet acknowledged.
+    func commit(_ seq: Int64) { handled = seq }
+
+    /// Writes the handed-over position; call only once everything up to it is acknowledged.
+    func commitHandled() throws {
+        try file.commit(handled)
+        committed = handled
+    }
+}

@@ -1,0 +1,48 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBus
+import CheckoutBusJetStream
+
+// checkoutbus-jetstream: parse flags, bridge the bus into JetStream until SIGTERM/SIGINT.
+// `verify` and `dump` read a stream back.
+var arguments = Array(CommandLine.arguments.dropFirst())
+if let command = arguments.first, command == "verify" || command == "dump" {
+    arguments.removeFirst()
+    if arguments.contains("--help") || arguments.contains("-h") {
+        print(StreamInspection.help)
+        exit(0)
+    }
+    do {
+        let inspection = try StreamInspection(arguments: arguments)
+        exit(try command == "verify" ? inspection.verify() : inspection.dump())
+    } catch {
+        FileHandleWriter.standardError("checkoutbus-jetstream \(command): \(error)\n")
+        exit(error is CommandLineArguments.UsageError ? 2 : 1)
+    }
+}
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(BridgeOptions.help)
+    exit(0)
+}
+let options: BridgeOptions
+do {
+    options = try BridgeOptions.parse(arguments)
+} catch {
+    FileHandleWriter.standardError("checkoutbus-jetstream: \(error)\n\nRun checkoutbus-jetstream --help for the flags.\n")
+    exit(2)
+}
+let logger = Logger(label: "checkoutbus-jetstream", level: options.logLevel)
+let stop = StopSignal()
+let signalSources = stop.trapTerminationSignals()
+do {
+    let bridge = JetStreamBridge(options: options, logger: logger)
+    try bridge.run(stop: stop) { fields in
+        let body = fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\"\($0.value)\"" }.joined(separator: ",")
+        FileHandleWriter.standardOutput("{\"ready\":true,\(body),\"pid\":\(getpid())}\n")
+    }
+} catch {
+    logger.error("fatal", ["error": "\(error)"])
+    exit(1)
+}
+exit(0)
