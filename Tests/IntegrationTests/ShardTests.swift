@@ -1,0 +1,409 @@
+import CheckoutBusCore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Shards behind `checkoutbus route` and behind the clients' own routing (`send --shards`,
+// `flood --shards`), with real processes on loopback: every checkout on its owner only, in the
+// order sent, nothing lost; a shard killed with -9 and restarted in the middle of an acknowledged
+// flood; input that does not decode dead-lettered on exactly one shard with its real reason.
+
+/// N daemons, `--shard 0/N` … `--shard N-1/N`, on ephemeral ports.
+final class ShardSet {
+    private(set) var daemons: [DaemonProcess]
+
+    init(count: Int) throws {
+        daemons = try (0..<count).map { try DaemonProcess(["--shard", "\($0)/\(count)"]) }
+    }
+
+    var count: Int { daemons.count }
+    var ingest: String { daemons.map(\.ingest).joined(separator: ",") }
+    var ingestAcked: String { daemons.map(\.ingestAcked).joined(separator: ",") }
+    var publish: String { daemons.map(\.publish).joined(separator: ",") }
+
+    /// Kills shard `i` with SIGKILL and starts it again on the same data directory and endpoints,
+    /// so connected producers and subscribers reconnect to it by themselves.
+    func killAndRestart(_ i: Int) throws {
+        let old = daemons[i]
+        old.kill9()
+        daemons[i] = try DaemonProcess(
+            ["--shard", "\(i)/\(count)", "--ingest-acked", old.ingestAcked, "--control", old.control],
+            ingest: old.ingest, publish: old.publish, dataDirectory: old.dataDirectory)
+    }
+
+    /// Every journaled record of shard `i`, parsed: (seq, topic, envelope).
+    func journal(_ i: Int) throws -> [(Int, String, [String: Any])] {
+        try ControlClient(daemons[i].control).replayAll(prefix: nil, page: 5000)
+    }
+
+    /// The sum of every shard's last seq (stats over the control socket).
+    func totalLastSeq() throws -> Int {
+        try daemons.reduce(0) { $0 + (try ControlClient($1.control).stats()["last_seq"] as? Int ?? 0) }
+    }
+
+    /// Waits until the shards journaled `records` in all (fire-and-forget has nothing else to wait on).
+    func waitForRecords(_ records: Int, timeout: Double = 30) throws -> Bool {
+        try waitUntil(timeout: timeout) { try totalLastSeq() >= records }
+    }
+}
+
+/// A running `checkoutbus route` on ephemeral ports, killed when the test ends.
+final class RouteProcess {
+    let process = Process()
+    let ready: [String: Any]
+    let stderrURL: URL
+
+    var listen: String { ready["listen"] as! String }
+    var listenAcked: String { ready["listen_acked"] as! String }
+
+    init(_ shards: ShardSet, acked: Bool = false, extraArguments: [String] = []) throws {
+        stderrURL = FileManager.default.temporaryDirectory.appendingPathComponent("route-\(UUID().uuidString).stderr")
+        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        process.executableURL = Products.url("checkoutbus")
+        process.arguments = ["route", "--shards", shards.ingest, "--listen", "tcp://127.0.0.1:*"]
+            + (acked ? ["--shards-acked", shards.ingestAcked, "--listen-acked", "tcp://127.0.0.1:*"] : [])
+            + extraArguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        try process.run()
+        guard let line = PipeLineReader(out.fileHandleForReading).readLine(timeout: 20),
+            let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], obj.bool("ready") == true
+        else {
+            process.terminate()
+            let text = (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? ""
+            throw HarnessError("route printed no ready line; stderr: \(text)")
+        }
+        ready = obj
+    }
+
+    var stderrText: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// SIGTERM, wait, and return the exit status with the final `msg=stopped` log line's fields.
+    func stop() -> (status: Int32, counts: [String: String]) {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        let status = waitForExit(process, timeout: 20)
+        let line = stderrText.split(separator: "\n").last { $0.contains("msg=stopped") } ?? ""
+        var fields: [String: String] = [:]
+        for pair in line.split(separator: " ") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            if kv.count == 2 { fields[String(kv[0])] = String(kv[1]) }
+        }
+        return (status, fields)
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// Realistic wrapped lifecycles for `checkouts` checkouts — start, two updates with different
+/// snapshots, complete with an order, dismiss — interleaved across checkouts the way concurrent
+/// buyers' events are; `event_id` is `<run>-<checkout>-<step>`, so a journal shows each checkout's
+/// order. Nothing in it is suppressed or dead-lettered.
+func shardLifecycles(checkouts: Int, run: String) -> [String] {
+    let platforms = ["ios", "android", "react_native"]
+    func event(_ c: Int, _ step: Int) -> String {
+        let id = "\(run)-c\(c)"
+        let platform = platforms[c % 3]
+        let payload: String
+        switch step {
+        case 0: payload = #"{"event":"onStart","checkout":{"id":"\#(id)","currency":"EUR","line_items":[{"id":"l1","quantity":1}]}}"#
+        case 1, 2:
+            payload = #"{"event":"onUpdate","checkout":{"id":"\#(id)","currency":"EUR","line_items":[{"id":"l1","quantity":\#(step + 1)}]}}"#
+        case 3:
+            payload = #"{"event":"onComplete","checkout":{"id":"\#(id)","currency":"EUR","order":{"id":"gid://shopify/Order/\#(run)-\#(c)"},"line_items":[{"id":"l1","quantity":3}]}}"#
+        default: payload = #"{"event":"onDismiss"}"#
+        }
+        return #"{"event_id":"\#(run)-\#(c)-\#(step)","checkout_id":"\#(id)","platform":"\#(platform)","sdk":"shopify","payload":\#(payload)}"#
+    }
+    var lines: [String] = []
+    lines.reserveCapacity(checkouts * 5)
+    // Windows of 50 checkouts, their steps round-robin: each checkout's events stay in order.
+    for base in stride(from: 0, to: checkouts, by: 50) {
+        for step in 0..<5 {
+            for c in base..<min(base + 50, checkouts) { lines.append(event(c, step)) }
+        }
+    }
+    return lines
+}
+
+/// Checks one shard's journal: every record is a lifecycle envelope of a checkout this shard owns,
+/// stamped with its shard, and each checkout's events appear in the order sent (`step` reads an
+/// event's position in the sent order from its `event_id`).
+/// - Returns: the checkouts seen, with how many records each has.
+func checkShardJournal(_ records: [(Int, String, [String: Any])], shard: Int, of count: Int,
+                       step: (String) -> Int?) -> [String: Int] {
+    var lastStep: [String: Int] = [:]
+    var perCheckout: [String: Int] = [:]
+    for (seq, topic, envelope) in records {
+        #expect(topic != "bus.deadletter", "shard \(shard) seq \(seq) is a dead letter: \(envelope)")
+        #expect(envelope.int("shard") == shard)
+        guard let checkout = envelope.string("checkout_id") else {
+            Issue.record("shard \(shard) seq \(seq) has no checkout_id")
+            continue
+        }
+        #expect(ShardMap.owner(of: checkout, count: count) == shard, "\(checkout) is on shard \(shard)")
+        perCheckout[checkout, default: 0] += 1
+        guard let eventID = envelope.string("event_id"), let n = step(eventID) else {
+            Issue.record("shard \(shard) seq \(seq): unexpected event_id \(envelope.string("event_id") ?? "nil")")
+            continue
+        }
+        if let last = lastStep[checkout] { #expect(n > last, "\(checkout): event \(n) journaled after \(last)") }
+        lastStep[checkout] = n
+    }
+    return perCheckout
+}
+
+@Suite("shards behind route and the clients' routing", .serialized, .timeLimit(.minutes(2)))
+struct ShardTests {
+    @Test("three shards behind route under a flood: each checkout on its owner only, in order, nothing lost, a subscriber sees all")
+    func routedFlood() throws {
+        let shards = try ShardSet(count: 3)
+        let route = try RouteProcess(shards)
+        // flood sends through route and subscribes to every shard's publish endpoint (it waits for
+        // each one's heartbeat); it checks what all of them publish against what it generated.
+        let result = try runTool("checkoutbus", ["flood", "--to", route.listen, "--from", shards.publish,
+                                                 "--checkouts", "2500", "--seed", "11", "--json"])
+        #expect(result.status == 0, "\(result.output)")
+        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(report.bool("ok") == true)
+        #expect(report.int("deadletters") == 0, "no wrong_shard: route sent every event to its owner")
+        let sent = try #require(report.int("sent"))
+        let published = try #require(report.int("published"))
+        #expect(sent > 10_000)
+        #expect(published == report.int("expected_published"))
+
+        // The journals: every record on its checkout's owner, each checkout on one shard only, its
+        // events in the order generated, and together exactly what flood counted as published.
+        var owners: [String: Int] = [:]
+        var journaled = 0
+        for i in 0..<3 {
+            let records = try shards.journal(i)
+            #expect(records.count > published / 6, "shard \(i) took its share: \(records.count) of \(published)")
+            journaled += records.count
+            // flood's event_id is `<run>:<n>:<send time>`, n rising through each lifecycle.
+            let seen = checkShardJournal(records, shard: i, of: 3) { id in
+                let parts = id.split(separator: ":")
+                return parts.count == 3 ? Int(parts[1]) : nil
+            }
+            for checkout in seen.keys {
+                #expect(owners[checkout] == nil, "\(checkout) on shards \(owners[checkout] ?? -1) and \(i)")
+                owners[checkout] = i
+            }
+        }
+        #expect(journaled == published, "the journals hold exactly what was published")
+        #expect(owners.count == 2500, "every generated checkout is on some shard")
+        let stopped = route.stop()
+        #expect(stopped.status == 0, "\(route.stderrText)")
+        let byShard = try #require(stopped.counts["forwarded_by_shard"]).split(separator: ",").compactMap { Int($0) }
+        #expect(byShard.count == 3 && byShard.reduce(0, +) == sent, "route forwarded every event: \(stopped.counts)")
+        #expect(stopped.counts["unowned"] == "0")
+        #expect(stopped.counts["undelivered"] == "0")
+    }
+
+    @Test("send --shards and route: input that does not decode is dead-lettered on exactly one shard with its real reason")
+    func undecodableInput() throws {
+        let shards = try ShardSet(count: 3)
+        let good = shardLifecycles(checkouts: 40, run: "ud")
+        let bad = [#"{"event":"checkoutDidStart", broken"#, #"{"event":"onCheckoutStarted","checkout":{"currency":"EUR"}}"#]
+        let reasons = ["invalid_json", "missing_checkout_id"]
+
+        // The client routes by itself…
+        let sent = try runSend(["--shards", shards.ingest], lines: good + bad)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(sent.stderr.contains("sent=\(good.count + bad.count) by_shard="), "\(sent.stderr)")
+        #expect(try shards.waitForRecords(good.count + bad.count))
+
+        // …and through route, with the same bad lines made distinct.
+        let route = try RouteProcess(shards)
+        let good2 = shardLifecycles(checkouts: 40, run: "ur")
+        let bad2 = bad.map { $0.replacingOccurrences(of: "{\"event\"", with: "{\"n\":2,\"event\"") }
+        let viaRoute = try runSend(["--to", route.listen], lines: good2 + bad2)
+        #expect(viaRoute.status == 0, "\(viaRoute.stderr)")
+        #expect(try shards.waitForRecords(2 * (good.count + bad.count)))
+        let stopped = route.stop()
+        #expect(stopped.status == 0, "\(route.stderrText)")
+        #expect(stopped.counts["unowned"] == "2", "\(stopped.counts)")
+
+        var deadLetters: [(shard: Int, reason: String, raw: String)] = []
+        var published = 0
+        for i in 0..<3 {
+            for (_, topic, envelope) in try shards.journal(i) {
+                if topic == "bus.deadletter" {
+                    deadLetters.append((i, envelope.string("reason") ?? "", envelope.string("raw") ?? ""))
+                } else {
+                    published += 1
+                    #expect(ShardMap.owner(of: envelope.string("checkout_id") ?? "", count: 3) == i)
+                }
+            }
+        }
+        #expect(published == good.count + good2.count)
+        #expect(!deadLetters.contains { $0.reason == "wrong_shard" })
+        #expect(deadLetters.count == 4, "\(deadLetters)")
+        for (line, reason) in zip(bad + bad2, reasons + reasons) {
+            let matches = deadLetters.filter { $0.raw == line }
+            #expect(matches.count == 1, "\(line) dead-lettered once: \(matches)")
+            #expect(matches.first?.reason == reason)
+            // The shard is the jump hash of the bytes' FNV-1a: the same line always lands there.
+            let expected = Array(line.utf8).withUnsafeBytes { ShardMap.jump(ShardMap.fnv1a64($0), buckets: 3) }
+            #expect(matches.first?.shard == expected)
+        }
+    }
+
+    @Test("route's acknowledged front: each event acknowledged by its owner once on disk, the reason of a rejection relayed")
+    func routedAcknowledged() throws {
+        let shards = try ShardSet(count: 3)
+        let route = try RouteProcess(shards, acked: true)
+        let lines = shardLifecycles(checkouts: 300, run: "ra") + [#"{"event":"checkoutDidStart", broken"#]
+        let ackLog = shards.daemons[0].dataDirectory.deletingLastPathComponent().appendingPathComponent("route.acks")
+        let sent = try runSend(["--acked", "--to", route.listenAcked, "--ack-log", ackLog.path], lines: lines)
+        #expect(sent.status == 1, "the broken line is rejected")
+        #expect(sent.stderr.contains("sent=\(lines.count) acked=\(lines.count - 1) rejected=1"), "\(sent.stderr)")
+        #expect(sent.stderr.contains("first rejection: invalid_json"), "\(sent.stderr)")
+
+        // Each acknowledgement names a seq of the shard owning the event's checkout, holding that event.
+        let journals = try (0..<3).map { i in
+            Dictionary(uniqueKeysWithValues: try shards.journal(i).map { ($0.0, $0.2.string("event_id")) })
+        }
+        let acks = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
+        #expect(acks.count == lines.count - 1)
+        for ack in acks {
+            let parts = ack.split(separator: " ")
+            let seq = try #require(Int(parts[0]))
+            let eventID = String(parts[1])
+            let checkout = "ra-c" + eventID.split(separator: "-")[1]
+            let owner = ShardMap.owner(of: checkout, count: 3)
+            #expect(journals[owner][seq] == eventID, "ack \(ack) is in shard \(owner)'s journal")
+        }
+        let stopped = route.stop()
+        #expect(stopped.status == 0, "\(route.stderrText)")
+        #expect(stopped.counts["unanswered_by_shard"] == "0,0,0", "\(stopped.counts)")
+    }
+
+    @Test("flood --shards routes by itself and counts what every shard publishes")
+    func floodWithShards() throws {
+        let shards = try ShardSet(count: 2)
+        let result = try runTool("checkoutbus", ["flood", "--shards", shards.ingest, "--from", shards.publish,
+                                                 "--checkouts", "1500", "--seed", "5", "--json"])
+        #expect(result.status == 0, "\(result.output)")
+        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(report.bool("ok") == true)
+        #expect(report.int("deadletters") == 0)
+        let counts = try (0..<2).map { try shards.journal($0).count }
+        #expect(counts.allSatisfy { $0 > 0 })
+        #expect(counts.reduce(0, +) == report.int("published"))
+
+        // Against the shards' publish endpoints without their ingest: one shard unseen is an error,
+        // not a silent miss (flood waits for a heartbeat from every publish endpoint).
+        let wrong = try runTool("checkoutbus", ["flood", "--shards", shards.ingest,
+                                                "--from", shards.publish + ",tcp://127.0.0.1:1",
+                                                "--checkouts", "10", "--json"])
+        #expect(wrong.status != 0)
+        #expect(wrong.output.contains("did not answer a subscription"), "\(wrong.output)")
+    }
+}
+
+@Suite("a shard killed and restarted under an acknowledged flood", .serialized, .timeLimit(.minutes(2)))
+struct ShardRestartTests {
+    @Test("kill -9 one of three shards mid-flood through send --acked --shards: every acknowledged event is in its shard's journal, its subscriber recovers by replay")
+    func killOneShard() throws {
+        let shards = try ShardSet(count: 3)
+        let tmp = shards.daemons[1].dataDirectory.deletingLastPathComponent()
+        let input = tmp.appendingPathComponent("flood.jsonl")
+        let ackLog = tmp.appendingPathComponent("acks.log")
+        let recording = tmp.appendingPathComponent("shard1.jsonl")
+        let lines = shardLifecycles(checkouts: 6000, run: "k9")
+        try (lines.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
+
+        // A recording subscriber of shard 1, live before the flood starts.
+        let recorder = try RecorderProcess(publish: shards.daemons[1].publish, control: shards.daemons[1].control,
+                                           file: recording, name: "shard1-recorder")
+        let sender = Process()
+        sender.executableURL = Products.url("checkoutbus")
+        sender.arguments = ["send", "--acked", "--shards", shards.ingestAcked, "--ack-log", ackLog.path,
+                            "--timeout", "6", "--window", "2000", input.path]
+        let senderErr = Pipe()
+        sender.standardError = senderErr
+        try sender.run()
+
+        // Kill shard 1 once it journaled a good part of its share (about 10,000 events), not all.
+        let control = try ControlClient(shards.daemons[1].control)
+        var seen = 0
+        _ = try waitUntil(timeout: 60) {
+            seen = try control.stats()["last_seq"] as? Int ?? 0
+            return seen >= 2_000
+        }
+        #expect(seen >= 2_000)
+        try shards.killAndRestart(1)
+        let restartedAt = try #require(shards.daemons[1].ready["last_seq"] as? Int)
+        #expect(restartedAt >= seen)
+
+        let senderStatus = waitForExit(sender, timeout: 60)
+        let summary = PipeLineReader(senderErr.fileHandleForReading).readAll(timeout: 5)
+        let counts = try #require(summary.first { $0.hasPrefix("sent=") }, "\(summary)")
+        #expect(counts.contains("sent=\(lines.count) "), "\(summary)")
+        #expect(counts.contains("rejected=0"), "no event reached a shard that does not own it: \(summary)")
+        #expect(senderStatus == (counts.contains("acked=\(lines.count) ") ? 0 : 1), "\(summary)")
+
+        // Every acknowledgement, `<shard>:<seq> <event_id>`, is in that shard's journal now.
+        let journals = try (0..<3).map { try shards.journal($0) }
+        let acks = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
+        #expect(acks.count > lines.count / 2)
+        var ackedOnShard1AfterRestart = 0
+        for ack in acks {
+            let parts = ack.split(separator: " ")
+            let position = parts[0].split(separator: ":")
+            let shard = try #require(Int(position[0]))
+            let seq = try #require(Int(position[1]))
+            let records = journals[shard]
+            #expect(seq >= 1 && seq <= records.count && records[seq - 1].0 == seq, "ack \(ack) names a journaled seq")
+            guard seq >= 1 && seq <= records.count else { continue }
+            #expect(records[seq - 1].2.string("event_id") == String(parts[1]), "ack \(ack)")
+            if shard == 1 && seq > restartedAt { ackedOnShard1AfterRestart += 1 }
+        }
+        #expect(ackedOnShard1AfterRestart > 0, "the restarted shard took the rest of its share")
+        for (i, records) in journals.enumerated() {
+            _ = checkShardJournal(records, shard: i, of: 3) { id in
+                let parts = id.split(separator: "-")
+                return parts.count == 3 ? Int(parts[2]) : nil
+            }
+        }
+
+        // The subscriber of shard 1 lost its connection with the shard and fetched what it missed
+        // from the restarted shard's journal: its recording is that journal, seq for seq.
+        let last = journals[1].count
+        #expect(waitUntil(timeout: 30) { lastRecordedSeq(recording) >= last }, "the recorder caught up to \(last)")
+        let summaryCounts = try recorder.stop()
+        let recorded = try recordedLines(recording).map { line -> (Int, String?) in
+            let obj = try #require(try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any])
+            return (obj.int("seq") ?? 0, obj.string("event_id"))
+        }
+        #expect(recorded.map(\.0) == Array(1...last), "each envelope once, in seq order; summary \(summaryCounts)")
+        #expect(recorded.map(\.1) == journals[1].map { $0.2.string("event_id") })
+    }
+}
+
+/// Runs `checkoutbus send ARGUMENTS` with `lines` on stdin: (status, stderr).
+func runSend(_ arguments: [String], lines: [String]) throws -> (status: Int32, stderr: String) {
+    let p = Process()
+    p.executableURL = Products.url("checkoutbus")
+    p.arguments = ["send"] + arguments
+    let input = Pipe()
+    let err = Pipe()
+    p.standardInput = input
+    p.standardError = err
+    try p.run()
+    input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+    try input.fileHandleForWriting.close()
+    let text = PipeLineReader(err.fileHandleForReading).readAll(timeout: 60).joined(separator: "\n")
+    return (waitForExit(p, timeout: 60), text)
+}
