@@ -99,6 +99,11 @@ final class ControlService {
         w.append("{\"op\":\"")
         w.append(op)
         w.append(ok ? "\",\"ok\":true" : "\",\"ok\":false")
+        // Which shard answers: a subscriber of several shards checks it against its list's order.
+        w.append(",\"shard\":")
+        w.append(int: processor.options.shard.index)
+        w.append(",\"shards\":")
+        w.append(int: processor.options.shard.count)
         if let req {
             w.append(",\"req\":")
             req.withUnsafeBytes { w.appendRaw($0) }

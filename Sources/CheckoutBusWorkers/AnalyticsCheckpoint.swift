@@ -5,7 +5,7 @@ import CheckoutBus
 import CheckoutBusCore
 
 /// The analytics worker's cursor file (`--cursor PATH`): the whole ``AnalyticsFunnel`` and the
-/// `seq` it matches, in one JSON file replaced atomically.
+/// `seq` it matches (one per shard), in one JSON file replaced atomically.
 ///
 /// A save writes `PATH.tmp`, `fsync`s it, renames it over `PATH` and `fsync`s the directory, so
 /// the file always holds one complete checkpoint: the old one or the new one, never a mix, after
@@ -18,6 +18,11 @@ import CheckoutBusCore
 ///      "dead_letters_by_reason":{…},"revenue":{"USD":[orders,total,orders_without_total]},
 ///      "durations":{"max":…,"buckets":[[ms,count],…]},"evicted_checkouts":0,
 ///      "checkouts":[["id",started_at_ms_or_null,flags],…]}   least recently seen first
+///
+/// With several shards `seq` is shard 0's and `"shard_seqs":[s0,s1,…]` follows it with every
+/// shard's; a checkpoint without `shard_seqs` (one daemon, or written before shards) holds one
+/// position, shard 0's. The positions and the counts are in the same file, so they still travel
+/// together: each shard's envelopes are counted exactly once.
 ///
 /// Read back with the package's tape scanner. `Sendable` (no state).
 public enum AnalyticsCheckpoint {
@@ -41,7 +46,15 @@ public enum AnalyticsCheckpoint {
         w.append(#"{"v":1,"format":""#)
         w.append(format)
         w.append(#"","seq":"#)
-        w.append(int: f.lastSeq)
+        w.append(int: f.shardSeqs[0])
+        if f.shardSeqs.count > 1 {
+            w.append(#","shard_seqs":["#)
+            for (i, seq) in f.shardSeqs.enumerated() {
+                if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+                w.append(int: seq)
+            }
+            w.append("]")
+        }
         w.append(#","max_checkouts":"#)
         w.append(int: f.maxCheckouts)
         w.append(#","counters":"#)
@@ -109,7 +122,14 @@ public enum AnalyticsCheckpoint {
                 return .failure(bad("no seq"))
             }
             let f = AnalyticsFunnel(maxCheckouts: maxCheckouts)
-            f.lastSeq = seq
+            f.shardSeqs = [seq]
+            if let list = doc.member(root, "shard_seqs") {
+                let seqs = integers(doc, list)
+                guard !seqs.isEmpty, seqs[0] == seq, !seqs.contains(where: { $0 < 0 }) else {
+                    return .failure(bad("shard_seqs do not match seq"))
+                }
+                f.shardSeqs = seqs
+            }
             guard let counters = doc.object(root, "counters") else { return .failure(bad("no counters")) }
             for field in AnalyticsFunnel.Counters.fields {
                 guard let t = doc.member(counters, field.name), let n = doc.int64(t) else {

@@ -61,8 +61,15 @@ public final class AnalyticsFunnel {
         public var ordersWithoutTotal: Int64 = 0
     }
 
-    /// The `seq` of the last envelope applied (0: none).
-    public internal(set) var lastSeq: Int64 = 0
+    /// Per shard, the `seq` of its last envelope applied (0: none); one element for a single daemon.
+    /// An old checkpoint (one `seq`) is shard 0's.
+    public internal(set) var shardSeqs: [Int64] = [0]
+    /// The `seq` of the last envelope applied (0: none); with several shards, the sum of
+    /// ``shardSeqs`` — a measure of progress, not a position.
+    public var lastSeq: Int64 {
+        get { shardSeqs.count == 1 ? shardSeqs[0] : shardSeqs.reduce(0, +) }
+        set { shardSeqs = [newValue] }
+    }
     public internal(set) var counters = Counters()
     public internal(set) var failedByCode: [String: Int64] = [:]
     public internal(set) var failedAfterCompleteByCode: [String: Int64] = [:]
@@ -81,8 +88,12 @@ public final class AnalyticsFunnel {
 
     private let document = JSONDocument()
 
-    public init(maxCheckouts: Int) {
+    /// - Parameters:
+    ///   - maxCheckouts: the most checkouts remembered at once.
+    ///   - shards: how many shards' positions it keeps.
+    public init(maxCheckouts: Int, shards: Int = 1) {
         checkouts = CheckoutMemory(capacity: maxCheckouts)
+        shardSeqs = [Int64](repeating: 0, count: max(1, shards))
     }
 
     /// The fields of one envelope the funnel reads.
@@ -97,10 +108,12 @@ public final class AnalyticsFunnel {
         var reason: String?
     }
 
-    /// Applies one envelope (``BusEnvelope/bytes`` as published, in `seq` order).
-    public func apply(_ envelope: BusEnvelope) {
+    /// Applies one envelope (``BusEnvelope/bytes`` as published, in `seq` order within its shard).
+    /// - Parameter shard: the position in ``shardSeqs`` it advances (0 for a single daemon, which
+    ///   may itself be one shard of several).
+    public func apply(_ envelope: BusEnvelope, shard: Int = 0) {
         counters.events += 1
-        lastSeq = envelope.seq
+        shardSeqs[shard] = envelope.seq
         guard let fields = read(envelope.bytes) else {
             counters.unreadable += 1
             return

@@ -14,6 +14,9 @@ import CheckoutBusCore
 ///      "time_to_complete_ms":{"count":…,"p50":…,"p90":…,"max":…},
 ///      "checkouts":{"tracked":…,"max":100000,"evicted":0}}
 ///
+/// With several shards `last_seq` is the sum of every shard's position, and `"shard_seqs":[…]`
+/// after it gives each (shard order).
+///
 /// `Sendable` (no state).
 public enum AnalyticsReport {
     /// The report as JSON bytes (one line and a newline).
@@ -23,6 +26,14 @@ public enum AnalyticsReport {
         generatedAt.write(to: &w)
         w.append(#","last_seq":"#)
         w.append(int: f.lastSeq)
+        if f.shardSeqs.count > 1 {
+            w.append(#","shard_seqs":["#)
+            for (i, seq) in f.shardSeqs.enumerated() {
+                if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+                w.append(int: seq)
+            }
+            w.append("]")
+        }
         w.append(#","funnel":"#)
         appendCounters(f.counters, to: &w)
         w.append(#","conversion_rate":"#)
@@ -76,7 +87,9 @@ public enum AnalyticsReport {
     /// `analytics: seq=… events=… started=… completed=… repeat=… failed=… abandoned=… conversion=61.20% …`.
     public static func summaryLine(_ f: AnalyticsFunnel) -> String {
         let c = f.counters
-        var line = "analytics: seq=\(f.lastSeq) events=\(c.events) started=\(c.startedCheckouts) updated=\(c.updated)"
+        var line = "analytics: seq=\(f.lastSeq)"
+            + (f.shardSeqs.count > 1 ? " shard_seqs=\(f.shardSeqs.map(String.init).joined(separator: ","))" : "")
+            + " events=\(c.events) started=\(c.startedCheckouts) updated=\(c.updated)"
             + " completed=\(c.completed) repeat=\(c.repeatCompletes) failed=\(c.failed)"
             + " failed_after_complete=\(c.failedAfterComplete) dismissed=\(c.dismissed) abandoned=\(c.abandoned)"
         if let rate = conversionRate(f) {

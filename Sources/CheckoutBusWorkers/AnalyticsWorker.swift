@@ -80,14 +80,14 @@ public final class AnalyticsWorker {
     public let logger: Logger
     public private(set) var funnel: AnalyticsFunnel
 
-    private var lastCheckpointSeq: Int64 = -1
+    private var lastCheckpointSeqs: [Int64] = []
     private var eventsSinceCheckpoint = 0
     private var nextTick: UInt64 = 0
 
     public init(options: AnalyticsOptions, logger: Logger) {
         self.options = options
         self.logger = logger
-        funnel = AnalyticsFunnel(maxCheckouts: options.maxCheckouts)
+        funnel = AnalyticsFunnel(maxCheckouts: options.maxCheckouts, shards: options.worker.shardCount)
     }
 
     /// Loads the checkpoint, follows the bus until `stop` is raised, then checkpoints, reports and
@@ -95,22 +95,33 @@ public final class AnalyticsWorker {
     /// - Throws: ``AnalyticsError`` for an unreadable checkpoint or a failed last write, or what the
     ///   subscriber throws (a refused replay, a libzmq error).
     public func run(stop: StopSignal) throws {
+        let shardCount = options.worker.shardCount
         if let path = options.cursorPath, let loaded = try AnalyticsCheckpoint.load(path: path, maxCheckouts: options.maxCheckouts) {
+            if loaded.shardSeqs.count == 1 && shardCount > 1 {
+                // One daemon's checkpoint (or one from before shards): its position is shard 0's.
+                loaded.shardSeqs += [Int64](repeating: 0, count: shardCount - 1)
+            } else if loaded.shardSeqs.count != shardCount {
+                throw AnalyticsError("\(path) holds positions for \(loaded.shardSeqs.count) shards but --from lists \(shardCount): "
+                                     + "a checkpoint belongs to one list of shards; move it away to start over")
+            }
             funnel = loaded
-            lastCheckpointSeq = loaded.lastSeq
-            logger.info("resuming from checkpoint", ["path": path, "seq": String(loaded.lastSeq),
+            lastCheckpointSeqs = loaded.shardSeqs
+            logger.info("resuming from checkpoint", ["path": path, "seq": loaded.shardSeqs.map(String.init).joined(separator: ","),
                                                      "events": String(loaded.counters.events)])
         }
-        let cursor = FunnelCursor(worker: self)
-        let subscriber = BusSubscriber(
-            options: options.worker.subscriberOptions(prefixes: ["checkout.", "bus.deadletter"]), cursor: cursor)
+        let cursors: [any SubscriberCursor] = (0..<shardCount).map { FunnelCursor(worker: self, shard: $0) }
+        let subscriber = ShardedSubscriber(
+            shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.", "bus.deadletter"]), cursors: cursors)
         subscriber.logger = Logger(label: "analytics-subscriber", level: options.worker.logLevel)
         subscriber.onSubscribed = { FileHandleWriter.standardError("analytics: subscribed\n") }
-        subscriber.onHeartbeat = { [unowned self] _, _ in self.tickIfDue() }
+        subscriber.onHeartbeat = { [unowned self] _, _, _ in self.tickIfDue() }
         nextTick = BusClock.monotonicNanoseconds() + intervalNanoseconds
         var failure: (any Error)?
         do {
-            try subscriber.run(stop: stop) { [unowned self] envelope in self.funnel.apply(envelope) }
+            // With one daemon every envelope advances position 0, whichever shard that daemon is.
+            try subscriber.run(stop: stop) { [unowned self] envelope in
+                self.funnel.apply(envelope, shard: shardCount == 1 ? 0 : envelope.shard)
+            }
         } catch {
             failure = error
         }
@@ -120,7 +131,7 @@ public final class AnalyticsWorker {
         let s = subscriber.statistics
         logger.info("stopped", ["handled": String(s.handled), "from_journal": String(s.fromJournal),
                                 "missed": String(s.missed), "recovered": String(s.recovered), "not_retained": String(s.notRetained),
-                                "last_seq": String(funnel.lastSeq)])
+                                "last_seq": funnel.shardSeqs.map(String.init).joined(separator: ",")])
         if let failure { throw failure }
     }
 
@@ -161,9 +172,9 @@ public final class AnalyticsWorker {
 
     private func checkpoint() throws {
         eventsSinceCheckpoint = 0
-        guard let path = options.cursorPath, funnel.lastSeq != lastCheckpointSeq else { return }
+        guard let path = options.cursorPath, funnel.shardSeqs != lastCheckpointSeqs else { return }
         try AnalyticsCheckpoint.save(funnel, to: path)
-        lastCheckpointSeq = funnel.lastSeq
+        lastCheckpointSeqs = funnel.shardSeqs
     }
 
     private func writeReport() throws {
@@ -172,16 +183,21 @@ public final class AnalyticsWorker {
     }
 }
 
-/// The subscriber's cursor for the analytics worker: the funnel's own `seq`. A commit costs a
-/// comparison (and, every N envelopes or interval, a checkpoint of the whole funnel).
+/// The subscriber's cursor for one shard of the analytics worker: the funnel's own `seq` for that
+/// shard. A commit costs a comparison (and, every N envelopes or interval, a checkpoint of the
+/// whole funnel with every shard's position).
 ///
 /// Not `Sendable`: used on the subscriber's thread.
 final class FunnelCursor: SubscriberCursor {
     private unowned let worker: AnalyticsWorker
+    private let shard: Int
 
-    init(worker: AnalyticsWorker) { self.worker = worker }
+    init(worker: AnalyticsWorker, shard: Int) {
+        self.worker = worker
+        self.shard = shard
+    }
 
-    func load() -> Int64 { worker.funnel.lastSeq }
+    func load() -> Int64 { worker.funnel.shardSeqs[shard] }
 
     func commit(_ seq: Int64) { worker.committed(seq) }
 }

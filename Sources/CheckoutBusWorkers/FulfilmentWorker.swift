@@ -7,10 +7,15 @@ import SQLite
 
 /// `checkoutbus-fulfil`: records every placed order exactly once in a SQLite file.
 ///
-/// Subscribes to `checkout.complete` and `checkout.fail` through ``BusSubscriber``. Each envelope
-/// is applied in one SQLite transaction together with the worker's cursor (the last handled
-/// `seq`), so a crash at any point leaves the order rows and the cursor consistent: on restart the
-/// subscriber replays from the cursor, and every order is neither lost nor doubled.
+/// Subscribes to `checkout.complete` and `checkout.fail` through a ``ShardedSubscriber`` (one or
+/// several shards). Each envelope is applied in one SQLite transaction together with its shard's
+/// cursor (the last handled `seq` of that shard), so a crash at any point leaves the order rows and
+/// the cursors consistent: on restart each shard replays from its cursor, and every order is
+/// neither lost nor doubled.
+///
+/// The cursors are rows of `subscriber_cursor`: ``cursorName(shard:)`` is `fulfil` for shard 0
+/// (the only row of a worker of one daemon, so an existing store is shard 0's as it is) and
+/// `fulfil.shard.I` for shard `I`.
 ///
 /// - A first `complete` inserts a row keyed by `idempotency_key`.
 /// - A repeated `complete` (or the same one replayed) only raises `last_seen_seq`.
@@ -118,19 +123,26 @@ public final class FulfilmentWorker {
         func commit(_ seq: Int64) throws {}
     }
 
+    /// The `subscriber_cursor` row of shard `shard`: `fulfil` for shard 0 (and a single daemon),
+    /// `fulfil.shard.I` for the others.
+    public static func cursorName(shard: Int) -> String { shard == 0 ? "fulfil" : "fulfil.shard.\(shard)" }
+
     /// Subscribes and records orders until `stop` is raised.
-    /// - Parameter onSubscribed: called once the subscriptions are live.
+    /// - Parameter onSubscribed: called once the subscriptions (every shard's) are live.
     public func run(stop: StopSignal, onSubscribed: (() -> Void)? = nil) throws {
-        let cursorName = "fulfil"
-        let subscriber = BusSubscriber(
-            options: options.worker.subscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
-            cursor: StoreCursor(database: database, name: cursorName))
+        let shardCount = options.worker.shardCount
+        let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0) }
+        let subscriber = ShardedSubscriber(
+            shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
+            cursors: names.map { StoreCursor(database: database, name: $0) })
         subscriber.logger = logger
         subscriber.onSubscribed = onSubscribed
         _ = try subscriber.run(stop: stop) { envelope in
+            // With one daemon its cursor is row 0, whichever shard that daemon is.
+            let name = names[shardCount == 1 ? 0 : envelope.shard]
             try database.transaction {
                 try apply(envelope)
-                try saveCursor.run([.text(cursorName), .integer(envelope.seq)])
+                try saveCursor.run([.text(name), .integer(envelope.seq)])
             }
             counts.handled += 1
         }
@@ -138,7 +150,8 @@ public final class FulfilmentWorker {
         logger.info("stopped", [
             "handled": String(counts.handled), "orders_inserted": String(counts.ordersInserted),
             "repeats": String(counts.repeats), "fails_after_complete": String(counts.failsAfterComplete),
-            "missed": String(s.missed), "recovered": String(s.recovered), "last_seq": String(s.lastSeq),
+            "missed": String(s.missed), "recovered": String(s.recovered),
+            "last_seq": subscriber.shards.map { String($0.statistics.lastSeq) }.joined(separator: ","),
         ])
     }
 
@@ -191,7 +204,8 @@ public final class FulfilmentWorker {
                                   [--name NAME] [--receive-hwm N] [--log-level LEVEL]
 
           --db PATH            the order store, created if missing (default ./orders.sqlite): table
-                               `orders` (one row per idempotency_key) and the worker's cursor
+                               `orders` (one row per idempotency_key) and the worker's cursors (one
+                               row per shard: fulfil for shard 0, fulfil.shard.I for shard I)
           --sync MODE          normal (default) or full: SQLite's synchronous setting. normal is
                                exactly-once already (the cursor rolls back with the orders and the
                                journal replays them); full also makes each order durable on its own

@@ -3,10 +3,22 @@ import CheckoutBus
 /// The flags every worker shares: where the bus is, who the worker is, and its subscriber's queue.
 /// `Sendable`.
 public struct WorkerOptions: Sendable {
-    /// The daemon's `--publish` endpoint (`--from`).
-    public var publish = "tcp://127.0.0.1:7702"
-    /// The daemon's `--control` endpoint (`--control`).
-    public var control = "tcp://127.0.0.1:7703"
+    /// Every shard's `--publish` endpoint, in shard order (`--from A,B,C`; one for a single daemon).
+    public var publishEndpoints = ["tcp://127.0.0.1:7702"]
+    /// Every shard's `--control` endpoint, in the order of ``publishEndpoints`` (`--control X,Y,Z`).
+    public var controlEndpoints = ["tcp://127.0.0.1:7703"]
+    /// The (first) daemon's `--publish` endpoint; setting it makes the list that one endpoint.
+    public var publish: String {
+        get { publishEndpoints[0] }
+        set { publishEndpoints = [newValue] }
+    }
+    /// The (first) daemon's `--control` endpoint; setting it makes the list that one endpoint.
+    public var control: String {
+        get { controlEndpoints[0] }
+        set { controlEndpoints = [newValue] }
+    }
+    /// How many shards the worker follows.
+    public var shardCount: Int { publishEndpoints.count }
     /// The name the worker reports its drops under in the daemon's `stats` (`--name`).
     public var name: String
     /// The subscriber's receive high-water mark (`--receive-hwm`).
@@ -23,8 +35,12 @@ public struct WorkerOptions: Sendable {
 
     /// Reads the shared flags from parsed arguments.
     public static func parse(_ args: CommandLineArguments, into o: inout WorkerOptions) throws(CommandLineArguments.UsageError) {
-        if let v = args.value("from") { o.publish = v }
-        if let v = args.value("control") { o.control = v }
+        if let v = args.value("from") { o.publishEndpoints = try endpointList(v, flag: "from") }
+        if let v = args.value("control") { o.controlEndpoints = try endpointList(v, flag: "control") }
+        guard o.publishEndpoints.count == o.controlEndpoints.count else {
+            throw .init("--from lists \(o.publishEndpoints.count) endpoints and --control \(o.controlEndpoints.count): "
+                        + "give every shard's publish and control endpoints, in the same shard order")
+        }
         if let v = args.value("name") {
             guard !v.isEmpty, v.utf8.count <= 200 else { throw .init("--name must be 1 to 200 bytes") }
             o.name = v
@@ -37,20 +53,37 @@ public struct WorkerOptions: Sendable {
         }
     }
 
-    /// The subscriber options for these flags and `prefixes`.
+    private static func endpointList(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> [String] {
+        let list = value.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard !list.contains(where: \.isEmpty) else { throw .init("--\(flag) has an empty endpoint in \(value)") }
+        guard list.count <= 1024 else { throw .init("--\(flag) lists more than 1024 shards") }
+        return list
+    }
+
+    /// The subscriber options for these flags and `prefixes` (the first shard's endpoints).
     public func subscriberOptions(prefixes: [String]) -> BusSubscriber.Options {
-        var s = BusSubscriber.Options(publish: publish, control: control)
-        s.prefixes = prefixes
-        s.name = name
-        s.receiveHighWaterMark = receiveHighWaterMark
-        s.curve = curve
-        return s
+        shardSubscriberOptions(prefixes: prefixes)[0]
+    }
+
+    /// One subscriber's options per shard, in shard order, for a ``ShardedSubscriber``.
+    public func shardSubscriberOptions(prefixes: [String]) -> [BusSubscriber.Options] {
+        zip(publishEndpoints, controlEndpoints).map { publish, control in
+            var s = BusSubscriber.Options(publish: publish, control: control)
+            s.prefixes = prefixes
+            s.name = name
+            s.receiveHighWaterMark = receiveHighWaterMark
+            s.curve = curve
+            return s
+        }
     }
 
     /// Help text for the shared flags.
     public static let help = """
-          --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702)
-          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703)
+          --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702); for several
+                               shards, every shard's, comma-separated, in shard order (0 first)
+          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703); for several
+                               shards, every shard's, in the same order. Each shard's heartbeat is
+                               checked against its position: a wrong or incomplete list is refused
           --name NAME          the name this worker reports its drops under in the daemon's stats
           --receive-hwm N      envelopes queued for this worker before ZeroMQ drops (default 100000);
                                drops are fetched again from the journal either way

@@ -345,11 +345,17 @@ final class AnalyticsProcess {
     let process = Process()
     let stderrURL: URL
 
-    init(_ daemon: DaemonProcess, cursor: URL?, report: URL, extraArguments: [String] = []) throws {
+    convenience init(_ daemon: DaemonProcess, cursor: URL?, report: URL, extraArguments: [String] = []) throws {
+        try self.init(publish: daemon.publish, control: daemon.control, cursor: cursor, report: report,
+                      extraArguments: extraArguments)
+    }
+
+    /// `publish` and `control` may list several shards' endpoints, comma-separated.
+    init(publish: String, control: String, cursor: URL?, report: URL, extraArguments: [String] = []) throws {
         stderrURL = report.deletingLastPathComponent().appendingPathComponent("analytics-\(UUID().uuidString).stderr")
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
         process.executableURL = Products.url("checkoutbus-analytics")
-        process.arguments = ["--from", daemon.publish, "--control", daemon.control, "--report", report.path,
+        process.arguments = ["--from", publish, "--control", control, "--report", report.path,
                              "--interval", "1", "--name", "analytics-test"]
             + (cursor.map { ["--cursor", $0.path] } ?? []) + extraArguments
         process.standardOutput = FileHandle.nullDevice

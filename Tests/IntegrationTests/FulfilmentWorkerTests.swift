@@ -9,9 +9,14 @@ final class FulfilProcess {
     let process = Process()
     let stderr: PipeLineReader
 
-    init(daemon: DaemonProcess, database: URL, extra: [String] = []) throws {
+    convenience init(daemon: DaemonProcess, database: URL, extra: [String] = []) throws {
+        try self.init(publish: daemon.publish, control: daemon.control, database: database, extra: extra)
+    }
+
+    /// `publish` and `control` may list several shards' endpoints, comma-separated.
+    init(publish: String, control: String, database: URL, extra: [String] = []) throws {
         process.executableURL = Products.url("checkoutbus-fulfil")
-        process.arguments = ["--db", database.path, "--from", daemon.publish, "--control", daemon.control,
+        process.arguments = ["--db", database.path, "--from", publish, "--control", control,
                              "--name", "fulfil-test"] + extra
         let err = Pipe()
         process.standardError = err

@@ -4,52 +4,74 @@ import Glibc
 import CheckoutBusCore
 
 extension TailCommand {
-    /// `tail --control/--since/--record`: a ``BusSubscriber`` that replays, follows live and fills
-    /// every gap from the journal; prints (or records) each envelope once, in `seq` order, and ends
-    /// with a summary on stderr.
+    /// `tail --control/--since/--record`: a ``ShardedSubscriber`` (one ``BusSubscriber`` per shard)
+    /// that replays, follows live and fills every gap from each shard's journal; prints (or records)
+    /// each envelope once, in `seq` order per shard, and ends with a summary on stderr.
     func runRecovering(stop: StopSignal) -> Int32 {
-        guard let control else { return 2 }
-        var options = BusSubscriber.Options(publish: endpoint, control: control)
-        options.prefixes = topics
-        options.name = name
-        options.curve = curve
-        if let receiveHighWaterMark { options.receiveHighWaterMark = receiveHighWaterMark }
+        guard let controls else { return 2 }
+        let shardCount = endpoints.count
+        var shardOptions: [BusSubscriber.Options] = zip(endpoints, controls).map { publish, control in
+            var options = BusSubscriber.Options(publish: publish, control: control)
+            options.prefixes = topics
+            options.name = name
+            options.curve = curve
+            if let receiveHighWaterMark { options.receiveHighWaterMark = receiveHighWaterMark }
+            options.receiveBufferBytes = receiveBufferBytes
+            return options
+        }
+        /// Where a shard without a recorded line begins: --since (all or its own), else live.
+        func startPosition(_ shard: Int) -> (MemoryCursor, BusSubscriber.StartPosition) {
+            let from = sinceByShard.map { $0[shard] } ?? since
+            return (MemoryCursor(seq: max(0, (from ?? 1) - 1)), from == nil ? .live : .cursor)
+        }
         let recording: EnvelopeRecording?
-        let cursor: any SubscriberCursor
+        var cursors: [any SubscriberCursor] = []
         do {
             if let recordPath {
-                let file = try EnvelopeRecording(path: recordPath)
+                let file = try EnvelopeRecording(path: recordPath, shards: shardCount)
                 if file.truncatedBytes > 0 {
                     FileHandleWriter.standardError("tail: cut a torn last line (\(file.truncatedBytes) bytes) from \(recordPath)\n")
                 }
                 recording = file
-                if file.wasEmpty {
-                    cursor = MemoryCursor(seq: max(0, (since ?? 1) - 1))
-                    options.start = since == nil ? .live : .cursor
-                } else {
-                    cursor = file
-                    FileHandleWriter.standardError("tail: resuming \(recordPath) after seq \(file.lastSeq)\n")
+                for shard in 0..<shardCount {
+                    if file.hasLines[shard] {
+                        cursors.append(file.cursor(forShard: shard))
+                    } else {
+                        let (cursor, start) = startPosition(shard)
+                        cursors.append(cursor)
+                        shardOptions[shard].start = start
+                    }
+                }
+                if !file.wasEmpty {
+                    let positions = shardCount == 1
+                        ? "seq \(file.lastSeq)"
+                        : (0..<shardCount).filter { file.hasLines[$0] }.map { "\($0):\(file.lastSeqs[$0])" }.joined(separator: ",")
+                    FileHandleWriter.standardError("tail: resuming \(recordPath) after seq \(positions)\n")
                 }
             } else {
                 recording = nil
-                cursor = MemoryCursor(seq: max(0, (since ?? 1) - 1))
-                options.start = since == nil ? .live : .cursor
+                for shard in 0..<shardCount {
+                    let (cursor, start) = startPosition(shard)
+                    cursors.append(cursor)
+                    shardOptions[shard].start = start
+                }
             }
         } catch {
             FileHandleWriter.standardError("checkoutbus tail: \(error)\n")
             return 1
         }
 
-        let subscriber = BusSubscriber(options: options, cursor: cursor)
+        let subscriber = ShardedSubscriber(shards: shardOptions, cursors: cursors)
         subscriber.logger = Logger(label: "tail", level: .warning)
-        let topics = self.topics
-        let endpoint = self.endpoint
+        let topicList = topics
+        let endpointList = endpoints.joined(separator: ",")
         subscriber.onSubscribed = {
             FileHandleWriter.standardError(
-                "tail: subscribed to \(topics.map { "\"\($0)\"" }.joined(separator: ", ")) at \(endpoint)\n")
+                "tail: subscribed to \(topicList.map { "\"\($0)\"" }.joined(separator: ", ")) at \(endpointList)\n")
         }
         let deadline = timeoutSeconds.map { BusClock.monotonicNanoseconds() + UInt64($0) * 1_000_000_000 }
         let doc = JSONDocument()
+        let showShard = shardCount > 1
         // Printed lines are written a batch at a time (each round of the subscriber's loop).
         var output: [UInt8] = []
         func flush() {
@@ -59,10 +81,11 @@ extension TailCommand {
         subscriber.onBatchEnd = { if !output.isEmpty { flush() } }
         if recording == nil && topics.contains(where: { "bus.heartbeat".hasPrefix($0) }) {
             let format = self.format
-            subscriber.onHeartbeat = { topic, envelope in
+            subscriber.onHeartbeat = { _, topic, envelope in
                 switch format {
                 case .json: output.append(contentsOf: envelope)
-                case .pretty: output.append(contentsOf: TailCommand.pretty(topic: topic, envelope: envelope, doc: doc).utf8)
+                case .pretty:
+                    output.append(contentsOf: TailCommand.pretty(topic: topic, envelope: envelope, doc: doc, showShard: showShard).utf8)
                 }
                 output.append(0x0A)
             }
@@ -80,7 +103,8 @@ extension TailCommand {
                     switch format {
                     case .json: output.append(contentsOf: envelope.bytes)
                     case .pretty:
-                        output.append(contentsOf: TailCommand.pretty(topic: envelope.topic, envelope: envelope.bytes, doc: doc).utf8)
+                        output.append(contentsOf: TailCommand.pretty(topic: envelope.topic, envelope: envelope.bytes, doc: doc,
+                                                                     showShard: showShard).utf8)
                     }
                     output.append(0x0A)
                     if output.count >= 1 << 16 { flush() }
@@ -100,10 +124,13 @@ extension TailCommand {
         }
         flush()
         let s = subscriber.statistics
+        let position = shardCount == 1
+            ? "last_seq=\(subscriber.shards[0].statistics.lastSeq)"
+            : "last_seqs=" + subscriber.shards.enumerated().map { "\($0.offset):\($0.element.statistics.lastSeq)" }.joined(separator: ",")
         FileHandleWriter.standardError(
             "tail: summary handled=\(s.handled) from_journal=\(s.fromJournal) missed=\(s.missed) recovered=\(s.recovered) "
                 + "gaps=\(s.gaps) duplicates=\(s.duplicates) not_retained=\(s.notRetained) "
-                + "replay_requests=\(s.replayRequests) last_seq=\(s.lastSeq)\n")
+                + "replay_requests=\(s.replayRequests) \(position)\n")
         return status
     }
 }

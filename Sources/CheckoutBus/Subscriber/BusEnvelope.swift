@@ -56,7 +56,7 @@ public struct BusEnvelope: Sendable {
         case journal
     }
 
-    /// The daemon-wide position.
+    /// The position in the publishing shard's journal (the whole bus's with one shard).
     public let seq: Int64
     /// The position within ``kind``.
     public let kindSeq: Int64
@@ -66,16 +66,22 @@ public struct BusEnvelope: Sendable {
     /// The envelope JSON, byte for byte as published (live and replayed envelopes are identical).
     public let bytes: [UInt8]
     public let origin: Origin
+    /// The shard that published it (the envelope's `"shard"`; 0 for an envelope without one, written
+    /// before shards existed). `seq` and `kind_seq` count within this shard (docs/sharding.md).
+    /// A ``ShardedSubscriber`` has checked it against the endpoint's position in its list.
+    public let shard: Int
     /// A live envelope outside the subscriber's prefixes, received only to keep `seq` contiguous.
     var positionOnly = false
 
-    public init(seq: Int64, kindSeq: Int64, kind: JournaledKind, topic: [UInt8], bytes: [UInt8], origin: Origin) {
+    public init(seq: Int64, kindSeq: Int64, kind: JournaledKind, topic: [UInt8], bytes: [UInt8], origin: Origin,
+                shard: Int = 0) {
         self.seq = seq
         self.kindSeq = kindSeq
         self.kind = kind
         self.topic = topic
         self.bytes = bytes
         self.origin = origin
+        self.shard = shard
     }
 
     public var topicString: String { String(decoding: topic, as: UTF8.self) }

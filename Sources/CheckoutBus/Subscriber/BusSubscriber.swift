@@ -169,6 +169,22 @@ public final class BusSubscriber {
     /// Whether the last envelope classified (in handled order) was a missed one: a gap is a run.
     private var lastWasMissed = false
 
+    // Identity (set by ShardedSubscriber): the shard these endpoints must be. The publish endpoint
+    // shows it in its first heartbeat, the control endpoint in its answer to a `stats` request.
+    // Until the ShardedSubscriber has seen every shard identified and `released` them all, live
+    // envelopes are ignored and nothing is replayed: under a wrong list nothing is handled at all.
+    var expectedShard: (index: Int, count: Int)?
+    private var publishIdentified = true
+    private var controlIdentified = true
+    private var identityRequest: (id: Int64, sentAt: UInt64)?
+    var released = true
+    /// Both endpoints have shown that they are the expected shard.
+    var isIdentified: Bool { publishIdentified && controlIdentified }
+
+    // Sockets, while run(stop:deadline:handler:) or a ShardedSubscriber's run is going.
+    private var sub: ZMQSocket?
+    private var control: ZMQSocket?
+
     // Control requests.
     private var needReplay = false
     private var inFlight: (id: Int64, from: Int64, sentAt: UInt64)?
@@ -203,6 +219,26 @@ public final class BusSubscriber {
     public func run(stop: StopSignal, deadline: UInt64? = nil, handler: (BusEnvelope) throws -> Void) throws -> Outcome {
         reset()
         let context = try ZMQContext()
+        try open(context)
+        let poller = ZMQPoller()
+        addSockets(to: poller)
+        defer { close() }
+        while true {
+            if stop.isRaised { return .stopped }
+            let now = BusClock.monotonicNanoseconds()
+            if let deadline, now >= deadline { return .deadlineReached }
+            var wait = try prepareRound(now: now)
+            if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
+            try poller.poll(timeoutMilliseconds: wait)
+            if try serviceSockets(stop: stop, handler: handler) { return .stopped }
+            onBatchEnd?()
+        }
+    }
+
+    // MARK: One round of the loop (shared with ShardedSubscriber, which polls several at once)
+
+    /// Creates, configures and connects both sockets in `context`, and loads the cursor.
+    func open(_ context: ZMQContext) throws {
         let sub = try ZMQSocket(context: context, type: .sub)
         try sub.setOption(.receiveHighWaterMark, options.receiveHighWaterMark)
         if let bytes = options.receiveBufferBytes { try sub.setOption(.receiveBuffer, bytes) }
@@ -217,6 +253,9 @@ public final class BusSubscriber {
         try control.setLinger(milliseconds: 200)
         try options.curve?.apply(to: control)
         try control.connect(options.control)
+        self.sub = sub
+        self.control = control
+        if expectedShard != nil { try sendIdentityRequest(control) }
 
         switch options.start {
         case .cursor:
@@ -227,43 +266,67 @@ public final class BusSubscriber {
         case .live:
             verified = nil
         }
-
-        let poller = ZMQPoller()
-        poller.addReadable(sub)
-        poller.addReadable(control)
-        defer { sendReport(control) }
-        while true {
-            if stop.isRaised { return .stopped }
-            let now = BusClock.monotonicNanoseconds()
-            if let deadline, now >= deadline { return .deadlineReached }
-            if let request = inFlight,
-                now - request.sentAt > UInt64(options.requestTimeoutMilliseconds) * 1_000_000
-            {
-                logger.warning("control request unanswered; sending it again",
-                               ["endpoint": options.control, "from": String(request.from)])
-                inFlight = nil
-                needReplay = true
-            }
-            if needReplay && inFlight == nil { try sendReplay(control) }
-            var wait = needReplay && inFlight == nil ? 10 : 200
-            if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
-            try poller.poll(timeoutMilliseconds: wait)
-            while let frames = try control.receiveMultipart(dontWait: true) {
-                try handleControlReply(frames, control: control, stop: stop, handler: handler)
-                if stop.isRaised { return .stopped }
-            }
-            var batch = 0
-            while batch < 1024, let frames = try sub.receiveMultipart(dontWait: true) {
-                batch += 1
-                try handleLive(frames, control: control, stop: stop, handler: handler)
-                if stop.isRaised { return .stopped }
-            }
-            onBatchEnd?()
-        }
     }
 
-    private func reset() {
+    func addSockets(to poller: ZMQPoller) {
+        guard let sub, let control else { return }
+        poller.addReadable(sub)
+        poller.addReadable(control)
+    }
+
+    /// Sends the last report and closes both sockets.
+    func close() {
+        if let control { sendReport(control) }
+        sub = nil
+        control = nil
+    }
+
+    /// Before polling: resends an unanswered request, asks the journal when needed.
+    /// - Returns: how long the poll may wait, in milliseconds.
+    func prepareRound(now: UInt64) throws -> Int {
+        guard let control else { return 200 }
+        if let request = inFlight,
+            now - request.sentAt > UInt64(options.requestTimeoutMilliseconds) * 1_000_000
+        {
+            logger.warning("control request unanswered; sending it again",
+                           ["endpoint": options.control, "from": String(request.from)])
+            inFlight = nil
+            needReplay = true
+        }
+        if !controlIdentified, let request = identityRequest,
+            now - request.sentAt > UInt64(options.requestTimeoutMilliseconds) * 1_000_000
+        {
+            logger.warning("control endpoint has not said which shard it is; asking again", ["endpoint": options.control])
+            try sendIdentityRequest(control)
+        }
+        guard released else { return 200 }
+        if needReplay && inFlight == nil { try sendReplay(control) }
+        return needReplay && inFlight == nil ? 10 : 200
+    }
+
+    /// After polling: reads what both sockets hold (the live one at most 1024 messages).
+    /// - Returns: whether `stop` was raised meanwhile.
+    func serviceSockets(stop: StopSignal, handler: (BusEnvelope) throws -> Void) throws -> Bool {
+        guard let sub, let control else { return false }
+        while let frames = try control.receiveMultipart(dontWait: true) {
+            try handleControlReply(frames, control: control, stop: stop, handler: handler)
+            if stop.isRaised { return true }
+        }
+        var batch = 0
+        while batch < 1024, let frames = try sub.receiveMultipart(dontWait: true) {
+            batch += 1
+            try handleLive(frames, control: control, stop: stop, handler: handler)
+            if stop.isRaised { return true }
+        }
+        return false
+    }
+
+    func reset() {
         statistics = Statistics()
+        publishIdentified = expectedShard == nil
+        controlIdentified = expectedShard == nil
+        released = expectedShard == nil
+        identityRequest = nil
         verified = nil
         exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
         checkedKindSeq = [Int64](repeating: -1, count: JournaledKind.allCases.count)
@@ -292,10 +355,15 @@ public final class BusSubscriber {
                 logger.warning("heartbeat without seq or kind_seqs; ignored")
                 return
             }
+            try checkIdentity(heartbeat)
+            guard released else { return }
             try handleHeartbeat(heartbeat, frames: frames, control: control, stop: stop, handler: handler)
             return
         }
+        // Until every shard has shown which it is, nothing counts (the journal has it).
+        guard released else { return }
         guard var envelope = makeEnvelope(topic: topic, bytes: frames[1], origin: .live) else { return }
+        try checkShard(of: envelope, from: options.publish)
         if filtersLocally && !options.prefixes.contains(where: { topic.starts(with: $0.utf8) }) {
             envelope.positionOnly = true
         }
@@ -401,6 +469,69 @@ public final class BusSubscriber {
         }
     }
 
+    // MARK: Identity
+
+    /// Checks a heartbeat's `shard` and `shards` against the position this endpoint was given; a
+    /// single subscriber only notes that it sees one shard of several.
+    private func checkIdentity(_ heartbeat: Heartbeat) throws {
+        guard let expected = expectedShard else {
+            if statistics.heartbeats == 0 && heartbeat.shards > 1 {
+                logger.info("this daemon is one shard of several: only its checkouts are seen",
+                            ["shard": "\(heartbeat.shard)/\(heartbeat.shards)", "endpoint": options.publish])
+            }
+            return
+        }
+        guard heartbeat.shard == expected.index && heartbeat.shards == expected.count else {
+            throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: options.publish,
+                                             found: "shard \(heartbeat.shard)/\(heartbeat.shards)")
+        }
+        // A cursor ahead of the shard's journal belongs to another journal (one daemon's, before it
+        // was split into shards, or another generation's): following it would skip this shard's
+        // envelopes until its seq caught up. One daemon only warns (see handleHeartbeat). Only the
+        // first heartbeat is compared: nothing was replayed before it, while later ones may have
+        // waited in the queue behind what the journal has already delivered.
+        if !publishIdentified, let v = verified, heartbeat.seq < v {
+            throw SubscriberError(
+                "the cursor of shard \(expected.index)/\(expected.count) is at seq \(v) but that shard's journal ends at "
+                    + "seq \(heartbeat.seq) (\(options.publish)): the cursor belongs to another journal (one daemon's before "
+                    + "sharding, or another shard count); start this shard's cursor over")
+        }
+        publishIdentified = true
+    }
+
+    /// Asks the control endpoint which shard it is (every reply carries `shard` and `shards`).
+    private func sendIdentityRequest(_ control: ZMQSocket) throws {
+        let id = nextRequestID
+        nextRequestID += 1
+        var w = JSONWriter(capacity: 64)
+        w.append("{\"op\":\"stats\",\"req\":")
+        w.append(int: id)
+        w.append("}")
+        identityRequest = (id, BusClock.monotonicNanoseconds())
+        _ = try control.send(w.bytes, dontWait: true)
+    }
+
+    private func checkControlIdentity(_ reply: Reply) throws {
+        guard let expected = expectedShard else { return }
+        identityRequest = nil
+        guard reply.ok else {
+            throw SubscriberError("the control endpoint \(options.control) refused stats: \(reply.error ?? "?") \(reply.detail ?? "")")
+        }
+        guard reply.shard == expected.index && reply.shards == expected.count else {
+            throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: options.control,
+                                             found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" }
+                                                 ?? "a daemon that does not say its shard")
+        }
+        controlIdentified = true
+    }
+
+    /// An envelope from another shard than this endpoint's position would move the wrong cursor.
+    private func checkShard(of envelope: BusEnvelope, from endpoint: String) throws {
+        guard let expected = expectedShard, envelope.shard != expected.index else { return }
+        throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: endpoint,
+                                         found: "an envelope of shard \(envelope.shard) (seq \(envelope.seq))")
+    }
+
     // MARK: Journal
 
     /// Asks for the page from `from` (default: just after what was verified).
@@ -433,11 +564,20 @@ public final class BusSubscriber {
         // Tolerate a REQ-style empty delimiter before the reply.
         if frames.first?.isEmpty == true { frames = frames.dropFirst() }
         guard let head = frames.first, let reply = parseReply(head) else { return }
+        if let request = identityRequest, reply.req == request.id {
+            try checkControlIdentity(reply)
+            return
+        }
         // Report replies, and answers to requests given up on, are not waited for.
         guard let request = inFlight, reply.req == request.id else { return }
         inFlight = nil
         if reply.op != "replay" {
             throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
+        }
+        if let expected = expectedShard, reply.shard != expected.index || reply.shards != expected.count {
+            throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: options.control,
+                                             found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" }
+                                                 ?? "a daemon that does not say its shard")
         }
         guard reply.ok else {
             if reply.error == "not_retained", let first = reply.firstSeq {
@@ -467,6 +607,7 @@ public final class BusSubscriber {
                 continue
             }
             i += 2
+            try checkShard(of: envelope, from: options.control)
             guard envelope.seq > (verified ?? 0) else { continue }
             // A live copy held in `pending` means it was not missed.
             while pendingHead < pending.count && pending[pendingHead].seq < envelope.seq { dropPendingHead() }
@@ -620,28 +761,39 @@ public final class BusSubscriber {
 
     private func makeEnvelope(topic: [UInt8], bytes: [UInt8], origin: BusEnvelope.Origin) -> BusEnvelope? {
         guard let kind = JournaledKind(topic: topic) else { return nil }
-        let fields = bytes.withUnsafeBytes { buf -> (Int64, Int64)? in
+        let fields = bytes.withUnsafeBytes { buf -> LeadingPositions? in
             if let fields = BusSubscriber.leadingPositions(buf) { return fields }
             do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
             let root = document.root
             guard let seq = document.member(root, "seq").flatMap({ document.int64($0) }),
                 let kindSeq = document.member(root, "kind_seq").flatMap({ document.int64($0) })
             else { return nil }
-            return (seq, kindSeq)
+            let shard = document.member(root, "shard").flatMap { document.int64($0) } ?? 0
+            return LeadingPositions(seq: seq, kindSeq: kindSeq, shard: Int(shard))
         }
-        guard let (seq, kindSeq) = fields else {
+        guard let fields else {
             logger.warning("envelope without seq or kind_seq; ignored", ["topic": String(decoding: topic, as: UTF8.self)])
             return nil
         }
-        return BusEnvelope(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, bytes: bytes, origin: origin)
+        return BusEnvelope(seq: fields.seq, kindSeq: fields.kindSeq, kind: kind, topic: topic, bytes: bytes,
+                           origin: origin, shard: fields.shard)
     }
 
-    /// `seq` and `kind_seq` read from the start of an envelope written the daemon's way,
-    /// `{"v":1,"seq":N,"kind_seq":M,…`, without parsing the rest; nil for any other layout, which is
-    /// then parsed in full.
-    static func leadingPositions(_ buf: UnsafeRawBufferPointer) -> (Int64, Int64)? {
+    /// The positions an envelope starts with.
+    struct LeadingPositions: Equatable {
+        var seq: Int64
+        var kindSeq: Int64
+        /// 0 when the envelope has no `shard` (written before shards existed).
+        var shard: Int
+    }
+
+    /// `seq`, `kind_seq` and `shard` read from the start of an envelope written the daemon's way,
+    /// `{"v":1,"seq":N,"kind_seq":M,"shard":I,…` (or without `shard`, as before shards existed),
+    /// without parsing the rest; nil for any other layout, which is then parsed in full.
+    static func leadingPositions(_ buf: UnsafeRawBufferPointer) -> LeadingPositions? {
         let head: StaticString = #"{"v":1,"seq":"#
         let middle: StaticString = #","kind_seq":"#
+        let shardLabel: StaticString = #","shard":"#
         var i = 0
         func literal(_ text: StaticString) -> Bool {
             let n = text.utf8CodeUnitCount
@@ -661,12 +813,34 @@ public final class BusSubscriber {
             return value
         }
         guard literal(head), let seq = number(), literal(middle), let kindSeq = number() else { return nil }
-        return (seq, kindSeq)
+        let afterKindSeq = i
+        if literal(shardLabel), let shard = number() { return LeadingPositions(seq: seq, kindSeq: kindSeq, shard: Int(shard)) }
+        i = afterKindSeq
+        // A `shard` further on (another writer's layout) must not be missed: parse in full then.
+        let rest = UnsafeRawBufferPointer(rebasing: buf[i...])
+        if BusSubscriber.contains(rest, shardLabel) { return nil }
+        return LeadingPositions(seq: seq, kindSeq: kindSeq, shard: 0)
+    }
+
+    private static func contains(_ buf: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+        let n = text.utf8CodeUnitCount
+        guard buf.count >= n else { return false }
+        var i = 0
+        while i + n <= buf.count {
+            var k = 0
+            while k < n && buf[i + k] == text.utf8Start[k] { k += 1 }
+            if k == n { return true }
+            i += 1
+        }
+        return false
     }
 
     struct Heartbeat {
         var seq: Int64
         var kindSeqs: [Int64]
+        /// `shard` and `shards` (0 and 1 from a daemon without shards).
+        var shard = 0
+        var shards = 1
     }
 
     private func parseHeartbeat(_ bytes: [UInt8]) -> Heartbeat? {
@@ -682,7 +856,10 @@ public final class BusSubscriber {
                     kindSeqs[kind.rawValue] = document.int64(value) ?? 0
                 }
             }
-            return Heartbeat(seq: seq, kindSeqs: kindSeqs)
+            var heartbeat = Heartbeat(seq: seq, kindSeqs: kindSeqs)
+            if let i = document.member(root, "shard").flatMap({ document.int64($0) }) { heartbeat.shard = Int(i) }
+            if let n = document.member(root, "shards").flatMap({ document.int64($0) }) { heartbeat.shards = Int(n) }
+            return heartbeat
         }
     }
 
@@ -695,6 +872,8 @@ public final class BusSubscriber {
         var firstSeq: Int64?
         var error: String?
         var detail: String?
+        var shard: Int?
+        var shards: Int?
     }
 
     private func parseReply(_ bytes: [UInt8]) -> Reply? {
@@ -711,6 +890,8 @@ public final class BusSubscriber {
             r.firstSeq = d.member(root, "first_seq").flatMap { d.int64($0) }
             r.error = d.member(root, "error").flatMap { d.string($0) }
             r.detail = d.member(root, "detail").flatMap { d.string($0) }
+            r.shard = d.member(root, "shard").flatMap { d.int64($0) }.map { Int($0) }
+            r.shards = d.member(root, "shards").flatMap { d.int64($0) }.map { Int($0) }
             return r
         }
     }

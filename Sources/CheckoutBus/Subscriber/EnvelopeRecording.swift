@@ -12,25 +12,50 @@ import CheckoutBusCore
 /// the last complete line. The line *is* the commit, so ``commit(_:)`` does nothing: a recorder
 /// killed at any point and restarted neither loses nor repeats a line.
 ///
+/// **Several shards.** A recording of `N` shards (``init(path:shards:)``) interleaves their
+/// envelopes in one file, each line with its `"shard"`; shard `I`'s cursor (``cursor(forShard:)``)
+/// is the `seq` of the last complete line of shard `I`, found by reading the file backwards until
+/// every shard's last line is found (or the file's start is reached).
+///
 /// Used by `checkoutbus tail --record`. Not `Sendable`: owned by the subscriber's thread; the file
 /// descriptor is closed in `deinit`.
 public final class EnvelopeRecording: SubscriberCursor {
     public let path: String
+    /// How many shards' envelopes the file interleaves (1: every line counts as one stream).
+    public let shards: Int
     /// Bytes of a torn last line removed when the file was opened.
     public private(set) var truncatedBytes = 0
-    /// The `seq` of the last line appended, or found when the file was opened (0: none).
-    public private(set) var lastSeq: Int64 = 0
-    /// Whether the file held no complete line when it was opened.
-    public private(set) var wasEmpty = true
+    /// Per shard, the `seq` of its last line appended, or found when the file was opened (0: none).
+    public private(set) var lastSeqs: [Int64]
+    /// Per shard, whether the file holds a line of it.
+    public private(set) var hasLines: [Bool]
     private let fd: Int32
     private var line: [UInt8] = []
+
+    /// The `seq` of the last line appended, or found when the file was opened (0: none); with
+    /// several shards, shard 0's.
+    public var lastSeq: Int64 { lastSeqs[0] }
+    /// Whether the file held no complete line when it was opened.
+    public private(set) var wasEmpty = true
 
     /// Opens (creating if missing) the recording at `path`, repairs a torn last line and reads the
     /// last complete line's `seq`.
     /// - Throws: ``SubscriberError`` when the file cannot be opened, repaired, or its last complete
     ///   line is not an envelope with a `seq`.
-    public init(path: String) throws(SubscriberError) {
+    public convenience init(path: String) throws(SubscriberError) {
+        try self.init(path: path, shards: 1)
+    }
+
+    /// Opens (creating if missing) the recording of `shards` shards at `path`, repairs a torn last
+    /// line and reads each shard's last complete line's `seq`.
+    /// - Throws: ``SubscriberError`` when the file cannot be opened or repaired, a line read is not
+    ///   an envelope with a `seq`, or one belongs to a shard beyond `shards`.
+    public init(path: String, shards: Int) throws(SubscriberError) {
+        precondition(shards >= 1)
         self.path = path
+        self.shards = shards
+        lastSeqs = [Int64](repeating: 0, count: shards)
+        hasLines = [Bool](repeating: false, count: shards)
         fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SubscriberError("cannot open \(path): \(String(cString: strerror(errno)))") }
         try recover()
@@ -39,7 +64,27 @@ public final class EnvelopeRecording: SubscriberCursor {
 
     deinit { close(fd) }
 
+    /// With one shard: the last line's `seq`. With several, use ``cursor(forShard:)``.
     public func load() -> Int64 { lastSeq }
+
+    /// Shard `index`'s cursor: its last line's `seq`; committing does nothing (the line is the commit).
+    public func cursor(forShard index: Int) -> any SubscriberCursor {
+        shards == 1 ? self : ShardCursor(recording: self, index: index)
+    }
+
+    private final class ShardCursor: SubscriberCursor {
+        unowned let recording: EnvelopeRecording
+        let index: Int
+
+        init(recording: EnvelopeRecording, index: Int) {
+            self.recording = recording
+            self.index = index
+        }
+
+        func load() -> Int64 { recording.lastSeqs[index] }
+
+        func commit(_ seq: Int64) {}
+    }
 
     /// Nothing to do: the appended line is the commit.
     public func commit(_ seq: Int64) {}
@@ -63,41 +108,65 @@ public final class EnvelopeRecording: SubscriberCursor {
             return nil
         }
         if let failure { throw SubscriberError("cannot write \(path): \(String(cString: strerror(failure)))") }
-        lastSeq = envelope.seq
+        let slot = shards == 1 ? 0 : envelope.shard
+        if slot >= 0 && slot < shards {
+            lastSeqs[slot] = envelope.seq
+            hasLines[slot] = true
+        }
     }
 
-    /// Truncates a torn last line and reads the `seq` of the last complete one.
+    /// Truncates a torn last line and reads the `seq` of the last complete line (of each shard).
     private func recover() throws(SubscriberError) {
         let size = Int(lseek(fd, 0, SEEK_END))
         guard size > 0 else { return }
-        // Read backwards in growing chunks until the last complete line is whole in memory.
+        // Read backwards in growing chunks until the lines needed are whole in memory.
         var chunk = 64 * 1024
+        var end = size
+        var found = 0
         while true {
-            let start = max(0, size - chunk)
-            var tail = [UInt8](repeating: 0, count: size - start)
+            let start = max(0, end - chunk)
+            var tail = [UInt8](repeating: 0, count: end - start)
             let n = tail.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(start)) }
             guard n == tail.count else { throw SubscriberError("cannot read \(path): \(String(cString: strerror(errno)))") }
-            guard let lastNewline = tail.lastIndex(of: 0x0A) else {
-                if start == 0 {
-                    try truncate(to: 0, size: size)
-                    return
+            if end == size {
+                guard let lastNewline = tail.lastIndex(of: 0x0A) else {
+                    if start == 0 {
+                        try truncate(to: 0, size: size)
+                        return
+                    }
+                    chunk *= 4
+                    continue
                 }
-                chunk *= 4
-                continue
+                let complete = start + lastNewline + 1
+                if complete < size { try truncate(to: complete, size: size) }
+                end = complete
+                tail.removeSubrange((lastNewline + 1)...)
             }
-            let end = start + lastNewline + 1
-            if end < size { try truncate(to: end, size: size) }
-            guard let previous = tail[..<lastNewline].lastIndex(of: 0x0A) ?? (start == 0 ? -1 : nil) else {
-                chunk *= 4
-                continue
+            // Complete lines in `tail`, newest first: each ends at a newline; the first is whole only
+            // when the chunk reaches the file's start or begins just after a newline.
+            var lineEnd = tail.count - 1
+            while lineEnd >= 0 {
+                guard let previous = tail[..<lineEnd].lastIndex(of: 0x0A) ?? (start == 0 ? -1 : nil) else { break }
+                let lineBytes = Array(tail[(previous + 1)..<lineEnd])
+                let fields = try EnvelopeRecording.positions(of: lineBytes, path: path)
+                let slot = shards == 1 ? 0 : fields.shard
+                guard slot >= 0 && slot < shards else {
+                    throw SubscriberError("\(path) holds envelopes of shard \(fields.shard), but \(shards) shards were given: "
+                                          + "record each list of shards in its own file")
+                }
+                if !hasLines[slot] {
+                    hasLines[slot] = true
+                    lastSeqs[slot] = fields.seq
+                    wasEmpty = false
+                    found += 1
+                    if found == shards { return }
+                }
+                lineEnd = previous
             }
-            let lineBytes = Array(tail[(previous + 1)..<lastNewline])
-            guard let seq = EnvelopeRecording.seq(of: lineBytes) else {
-                throw SubscriberError("the last line of \(path) is not an envelope with a seq")
-            }
-            lastSeq = seq
-            wasEmpty = false
-            return
+            if start == 0 { return }
+            // Continue before the first whole line of this chunk.
+            end = start + lineEnd + 1
+            chunk = min(chunk * 4, 64 << 20)
         }
     }
 
@@ -108,11 +177,16 @@ public final class EnvelopeRecording: SubscriberCursor {
         truncatedBytes = size - length
     }
 
-    static func seq(of line: [UInt8]) -> Int64? {
-        let doc = JSONDocument()
-        return line.withUnsafeBytes { buf -> Int64? in
+    /// A line's `seq` and `shard` (0 without one).
+    static func positions(of line: [UInt8], path: String) throws(SubscriberError) -> (seq: Int64, shard: Int) {
+        let fields = line.withUnsafeBytes { buf -> (Int64, Int)? in
+            if let p = BusSubscriber.leadingPositions(buf) { return (p.seq, p.shard) }
+            let doc = JSONDocument()
             do throws(JSONParseError) { try doc.parse(buf) } catch { return nil }
-            return doc.member(doc.root, "seq").flatMap { doc.int64($0) }
+            guard let seq = doc.member(doc.root, "seq").flatMap({ doc.int64($0) }) else { return nil }
+            return (seq, Int(doc.member(doc.root, "shard").flatMap { doc.int64($0) } ?? 0))
         }
+        guard let fields else { throw SubscriberError("the last line of \(path) is not an envelope with a seq") }
+        return fields
     }
 }

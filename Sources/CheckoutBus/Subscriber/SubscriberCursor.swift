@@ -140,4 +140,34 @@ public final class FileCursor: SubscriberCursor {
 public struct SubscriberError: Error, CustomStringConvertible, Sendable {
     public let description: String
     public init(_ description: String) { self.description = description }
+
+    /// The endpoint at `position` of a list of `count` shards turned out to be something else.
+    static func wrongShard(position: Int, count: Int, endpoint: String, found: String) -> SubscriberError {
+        SubscriberError(
+            "the endpoint at position \(position) of \(count) (\(endpoint)) answered as \(found), not shard \(position)/\(count): "
+                + "list every shard's endpoints, all \(count) of them, in shard order 0…\(count - 1)")
+    }
+}
+
+extension FileCursor {
+    /// The cursor files of a subscriber of `count` shards, one per shard, from one given path:
+    /// `path` itself for a single daemon (the layout of a subscriber before shards), else
+    /// `path.0-of-N`, `path.1-of-N`, … (docs/sharding.md).
+    ///
+    /// One file per shard keeps each commit a single `pwrite` into one ``FileCursor``, crash-safe
+    /// exactly as with one daemon; the shards' positions are independent, so nothing has to commit
+    /// them together. The shard count is in the name because a `seq` means something only for the
+    /// journal of shard `I` of `N`: after a change of the shard count (a new generation of the bus)
+    /// a subscriber starts on new files instead of reading another generation's positions.
+    public static func paths(_ path: String, shards count: Int) -> [String] {
+        count <= 1 ? [path] : (0..<count).map { "\(path).\($0)-of-\(count)" }
+    }
+
+    /// Opens (creating if missing) the cursor files of ``paths(_:shards:)``.
+    /// - Throws: ``SubscriberError`` when one cannot be opened or read.
+    public static func shardCursors(path: String, shards count: Int, durable: Bool = false) throws(SubscriberError) -> [FileCursor] {
+        var cursors: [FileCursor] = []
+        for p in paths(path, shards: count) { cursors.append(try FileCursor(path: p, durable: durable)) }
+        return cursors
+    }
 }
