@@ -40,7 +40,11 @@ public struct RouteCommand {
         Input that does not decode (invalid JSON, no checkout id, unknown event, several frames) has no
         owner: it goes to the shard given by the jump hash of its bytes, which dead-letters it with the
         real reason. Nothing is dropped: a shard that is down or slow fills its queue (--hwm), then route
-        stops reading and producers are pushed back — the other shards' events wait too.
+        stops reading and producers are pushed back — the other shards' events wait too. Events queued
+        for a shard are delivered when it comes back; stopping route while a shard is still down loses
+        the events queued for it once --linger runs out. With the acknowledged front, events in flight
+        to a shard that breaks its connection or exceeds --ack-timeout get no reply: their producers
+        retry (a retry with the same event_id is not published twice).
 
         Prints one JSON ready line on stdout with the endpoints as bound, e.g.
           {"ready":true,"listen":"tcp://127.0.0.1:7710","listen_acked":null,"shards":3,"pid":4242}
