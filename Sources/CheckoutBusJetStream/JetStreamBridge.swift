@@ -46,6 +46,9 @@ public final class JetStreamBridge {
     private var cursors: [AcknowledgedCursor] = []
     /// Messages published and not yet known to be stored, by `Nats-Msg-Id`.
     private var unacknowledged: [String: (subject: String, payload: [UInt8])] = [:]
+    /// Messages the client refused to send (no room in the window in time, connection closed): no
+    /// acknowledgement or failure will ever be reported for them.
+    private var unsent: Set<String> = []
     /// Ids found in the stream at start beyond the cursors.
     private var storedBeyondCursor: Set<String> = []
 
@@ -74,7 +77,16 @@ public final class JetStreamBridge {
             AcknowledgedCursor(try FileCursor(path: options.cursorPath(shard: shard)))
         }
         // One daemon: its shard is read from the envelopes; the cursor belongs to whichever it is.
-        try reconcile(js, shards: [nil: cursors[0].committed])
+        while true {
+            do {
+                try reconcile(js, shards: [nil: cursors[0].committed])
+                break
+            } catch let error as NATSError {
+                logger.warning("cannot read the stream's tail; retrying", ["error": "\(error)"])
+                sleepUnlessStopped(stop, milliseconds: 1000)
+                if stop.isRaised { return }
+            }
+        }
 
         var subscriberOptions = BusSubscriber.Options(publish: options.publish[0], control: options.control[0])
         subscriberOptions.prefixes = ["checkout.", "bus.deadletter"]
@@ -133,6 +145,7 @@ public final class JetStreamBridge {
             // Not even sent (no room within the stall wait, or the connection is closed): the flush
             // below finds it unacknowledged and publishes it again, synchronously.
             logger.warning("publish not sent; retrying after the acknowledgements", ["id": id, "error": "\(error)"])
+            unsent.insert(id)
             try flush(stop: stop)
         }
     }
@@ -144,6 +157,8 @@ public final class JetStreamBridge {
         if !unacknowledged.isEmpty {
             let failures = js.waitForAcknowledgements(timeoutMilliseconds: options.ackWaitMilliseconds + 1000)
             var again = Set(failures.compactMap(\.messageID))
+            again.formUnion(unsent)
+            unsent.removeAll()
             if failures.contains(where: { $0.messageID == nil }) { again = Set(unacknowledged.keys) }
             for id in again.sorted(by: BridgeSubject.idOrder) {
                 guard let message = unacknowledged[id] else { continue }

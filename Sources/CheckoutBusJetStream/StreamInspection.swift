@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CheckoutBus
 import NATS
 
@@ -32,8 +35,23 @@ public struct StreamInspection {
         return try JetStream(connection: NATSConnection(options: options))
     }
 
+    /// Runs `read` again (up to five times, a second apart) when it times out: a cluster that just
+    /// lost a node answers consumer requests only once it has elected new leaders.
+    private func retryingTimeouts<T>(_ read: () throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do { return try read() } catch let error as NATSError where error.isTimeout && attempt < 5 {
+                FileHandleWriter.standardError("checkoutbus-jetstream: \(error); trying again\n")
+                sleep(1)
+            }
+        }
+    }
+
     /// Counts messages and ids; returns the exit status.
-    public func verify() throws -> Int32 {
+    public func verify() throws -> Int32 { try retryingTimeouts(verifyOnce) }
+
+    private func verifyOnce() throws -> Int32 {
         let js = try open()
         let reader = try StreamReader(jetStream: js, stream: stream, from: from, headersOnly: true)
         var ids = Set<String>()
