@@ -63,9 +63,10 @@ public struct AnalyticsOptions: Sendable {
         """
 }
 
-/// The analytics worker: a ``BusSubscriber`` on every lifecycle kind and dead letters, feeding an
-/// ``AnalyticsFunnel``, checkpointed with its `seq` (``AnalyticsCheckpoint``) so that every
-/// envelope is counted exactly once across restarts and `kill -9`.
+/// The analytics worker: a ``ShardedSubscriber`` (one daemon, or every shard) on every lifecycle
+/// kind and dead letters, feeding an ``AnalyticsFunnel``, checkpointed with its `seq` per shard
+/// (``AnalyticsCheckpoint``) so that every envelope is counted exactly once across restarts and
+/// `kill -9`.
 ///
 /// **Exactly once.** The subscriber's cursor is the funnel's own `seq`: its commit only records the
 /// `seq` in memory (and may trigger a checkpoint). The checkpoint file holds the counts and that

@@ -228,6 +228,41 @@ struct ShardedSubscriberTests {
                 "\(output)")
     }
 
+
+    @Test("examples/pyzmq_subscriber.py on three shards: one SUB connected to all, each envelope with its shard",
+          .enabled(if: PyZMQSubscriberTests.pythonWithZMQ != nil, "python3 with pyzmq is not installed"))
+    func pyzmqOnThreeShards() throws {
+        let python = try #require(PyZMQSubscriberTests.pythonWithZMQ)
+        let shards = try SubscribedShards()
+        let events = FloodGenerator(checkouts: 60, seed: 121, runID: "p").makeEvents()
+        let published = shards.partition(events).reduce(0) { $0 + $1.filter { $0.expected != nil }.count }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = [python, Products.repositoryRoot.appendingPathComponent("examples/pyzmq_subscriber.py").path,
+                       shards.publishList, String(published), "checkout."]
+        let out = Pipe()
+        let err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        defer { if p.isRunning { p.terminate() } }
+        #expect(PipeLineReader(err.fileHandleForReading).readLine(timeout: 20) == "subscribed", "a heartbeat from every shard")
+        _ = try shards.sendAndWait(events, name: "pyzmq")
+        let lines = PipeLineReader(out.fileHandleForReading).readAll(timeout: 30)
+        #expect(waitForExit(p, timeout: 10) == 0)
+        let printed = try lines.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        #expect(printed.count == published, "every envelope of every shard")
+        for e in printed {
+            let shard = try #require(e.int("shard"))
+            let id = try #require(e.string("checkout_id"))
+            #expect(ShardMap.owner(of: id, count: 3) == shard, "\(id) printed as shard \(shard)")
+        }
+        for shard in 0..<3 {
+            let seqs = printed.filter { $0.int("shard") == shard }.compactMap { $0.int("seq") }
+            #expect(seqs == seqs.sorted(), "shard \(shard) in its own seq order")
+        }
+        #expect(Set(printed.compactMap { $0.int("shard") }).count == 3, "envelopes from every shard")
+    }
 }
 
 @Suite("workers across shards", .serialized, .timeLimit(.minutes(3)))
