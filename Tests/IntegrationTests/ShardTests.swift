@@ -355,10 +355,11 @@ struct ShardRestartTests {
         // A recording subscriber of shard 1, live before the flood starts.
         let recorder = try RecorderProcess(publish: shards.daemons[1].publish, control: shards.daemons[1].control,
                                            file: recording, name: "shard1-recorder")
+        // --timeout: long enough to wait through the shard's restart, which the test does not time.
         let sender = Process()
         sender.executableURL = Products.url("checkoutbus")
         sender.arguments = ["send", "--acked", "--shards", shards.ingestAcked, "--ack-log", ackLog.path,
-                            "--timeout", "5", "--window", "2000", input.path]
+                            "--timeout", "8", "--window", "2000", input.path]
         let senderErr = Pipe()
         sender.standardError = senderErr
         try sender.run()
@@ -430,7 +431,7 @@ struct ShardRestartTests {
         try (lines.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
         let sender = Process()
         sender.executableURL = Products.url("checkoutbus")
-        sender.arguments = ["send", "--acked", "--to", route.listenAcked, "--ack-log", ackLog.path, "--timeout", "5",
+        sender.arguments = ["send", "--acked", "--to", route.listenAcked, "--ack-log", ackLog.path, "--timeout", "8",
                             "--window", "2000", input.path]
         let senderErr = Pipe()
         sender.standardError = senderErr
