@@ -9,7 +9,8 @@ public struct BridgeOptions: Sendable {
     public var control = ["tcp://127.0.0.1:7703"]
     /// The name the bridge reports under in the daemon's `stats`.
     public var name = "jetstream"
-    /// The cursor file; with several shards, shard `i`'s is `PATH.i`.
+    /// The cursor file; with several shards, shard `i` of `N` has `PATH.i-of-N`
+    /// (``FileCursor/paths(_:shards:)``).
     public var cursorPath = "checkoutbus-jetstream.cursor"
     public var receiveHighWaterMark: Int32 = 100_000
     public var curve: CurveClientKeys?
@@ -50,9 +51,6 @@ public struct BridgeOptions: Sendable {
         c.duplicateWindowNanoseconds = duplicateWindowNanoseconds
         return c
     }
-
-    /// Shard `i`'s cursor file.
-    public func cursorPath(shard: Int) -> String { publish.count == 1 ? cursorPath : "\(cursorPath).\(shard)" }
 
     static let valued: Set<String> = Set([
         "from", "control", "name", "cursor", "receive-hwm", "log-level", "nats", "stream", "replicas", "max-age",
@@ -140,7 +138,7 @@ public struct BridgeOptions: Sendable {
           --control LIST       each shard's --control endpoint, in the same order (default tcp://127.0.0.1:7703)
           --name NAME          the name this bridge reports under in the daemons' stats (default jetstream)
           --cursor PATH        the last seq JetStream acknowledged (default ./checkoutbus-jetstream.cursor;
-                               with several shards PATH.0, PATH.1, …)
+                               with N shards PATH.0-of-N, PATH.1-of-N, …)
           --receive-hwm N      envelopes queued before ZeroMQ drops (default 100000; drops are read again
                                from the journal)
           --log-level LEVEL    debug, info (default), warning, error

@@ -1,4 +1,4 @@
-/// How envelopes become JetStream messages: subjects, message ids, the shard of an envelope.
+/// How envelopes become JetStream messages: subjects and message ids.
 /// `Sendable` (no state).
 public enum BridgeSubject {
     /// The subject for a bus topic: the topic itself (`checkout.start`, `checkout.fail.cart_expired`,
@@ -21,28 +21,6 @@ public enum BridgeSubject {
         }
         if tokenStart { out.append(UInt8(ascii: "_")) }
         return String(decoding: out, as: UTF8.self)
-    }
-
-    /// The envelope's `"shard"`, read from where the daemon writes it (after `seq` and `kind_seq`);
-    /// 0 when absent (an envelope written before shards existed).
-    public static func shard(of envelope: [UInt8]) -> Int {
-        let key = Array(#","shard":"#.utf8)
-        let end = min(envelope.count, 96)
-        guard end >= key.count else { return 0 }
-        var i = 0
-        while i + key.count <= end {
-            if envelope[i] == key[0], envelope[i..<(i + key.count)].elementsEqual(key) {
-                var j = i + key.count
-                var value = 0
-                while j < envelope.count, j - i < key.count + 6, envelope[j] >= 0x30, envelope[j] <= 0x39 {
-                    value = value * 10 + Int(envelope[j] - 0x30)
-                    j += 1
-                }
-                return value
-            }
-            i += 1
-        }
-        return 0
     }
 
     /// `<shard>:<seq>` split, or nil for any other id.

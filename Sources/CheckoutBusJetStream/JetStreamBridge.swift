@@ -62,9 +62,6 @@ public final class JetStreamBridge {
     /// - Throws: ``BridgeError`` for an incompatible stream or an unreadable cursor; the subscriber's
     ///   errors.
     public func run(stop: StopSignal, onReady: @escaping ([String: String]) -> Void) throws {
-        guard options.publish.count == 1 else {
-            throw BridgeError("this build bridges one daemon (one --from/--control pair); got \(options.publish.count)")
-        }
         guard let connection = try connect(stop: stop) else { return }
         var jsOptions = JetStream.Options()
         jsOptions.maxPending = Int64(options.window)
@@ -73,13 +70,19 @@ public final class JetStreamBridge {
         jetStream = js
         guard let info = try ensureStream(js, stop: stop) else { return }
 
-        cursors = try (0..<options.publish.count).map { shard in
-            AcknowledgedCursor(try FileCursor(path: options.cursorPath(shard: shard)))
+        let shardCount = options.publish.count
+        cursors = try FileCursor.shardCursors(path: options.cursorPath, shards: shardCount).map(AcknowledgedCursor.init)
+        // Several daemons: endpoint i is shard i (the subscriber checks it). One daemon: whichever
+        // shard it is, read from its envelopes, owns the one cursor.
+        var positions: [Int?: Int64] = [:]
+        if shardCount == 1 {
+            positions[nil] = cursors[0].committed
+        } else {
+            for (shard, cursor) in cursors.enumerated() { positions[shard] = cursor.committed }
         }
-        // One daemon: its shard is read from the envelopes; the cursor belongs to whichever it is.
         while true {
             do {
-                try reconcile(js, shards: [nil: cursors[0].committed])
+                try reconcile(js, shards: positions)
                 break
             } catch let error as NATSError {
                 logger.warning("cannot read the stream's tail; retrying", ["error": "\(error)"])
@@ -88,19 +91,24 @@ public final class JetStreamBridge {
             }
         }
 
-        var subscriberOptions = BusSubscriber.Options(publish: options.publish[0], control: options.control[0])
-        subscriberOptions.prefixes = ["checkout.", "bus.deadletter"]
-        subscriberOptions.name = options.name
-        subscriberOptions.receiveHighWaterMark = options.receiveHighWaterMark
-        subscriberOptions.curve = options.curve
-        let subscriber = BusSubscriber(options: subscriberOptions, cursor: cursors[0])
+        let shardOptions = zip(options.publish, options.control).map { publish, control in
+            var o = BusSubscriber.Options(publish: publish, control: control)
+            o.prefixes = ["checkout.", "bus.deadletter"]
+            // Every journaled topic: `seq` is contiguous on the wire, so the journal is read only for real gaps.
+            o.liveSubscription = .everything
+            o.name = options.name
+            o.receiveHighWaterMark = options.receiveHighWaterMark
+            o.curve = options.curve
+            return o
+        }
+        let subscriber = ShardedSubscriber(shards: shardOptions, cursors: cursors)
         subscriber.logger = logger
         var announced = false
         subscriber.onSubscribed = { [self] in
             guard !announced else { return }
             announced = true
             onReady(["stream": options.stream, "nats": connection.connectedURL ?? "", "stream_last_seq": String(info.lastSequence),
-                     "cursor": String(cursors[0].committed), "shards": String(options.publish.count)])
+                     "cursor": cursors.map { String($0.committed) }.joined(separator: ","), "shards": String(shardCount)])
         }
         var lastReport = BusClock.monotonicNanoseconds()
         subscriber.onBatchEnd = { [self] in
@@ -114,7 +122,7 @@ public final class JetStreamBridge {
         var failure: (any Error)?
         do {
             try subscriber.run(stop: stop) { envelope in
-                try publish(envelope, shard: BridgeSubject.shard(of: envelope.bytes), stop: stop)
+                try publish(envelope, shard: envelope.shard, stop: stop)
             }
         } catch {
             failure = error
