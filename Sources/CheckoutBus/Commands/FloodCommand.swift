@@ -58,7 +58,7 @@ public struct FloodCommand {
             guard args.value("to") == nil else { throw .init("give --to (one daemon or a route) or --shards (every shard), not both") }
             ingest = try ShardRouter.parseEndpoints(list, flag: "shards")
         }
-        if let list = args.value("from") { publish = try ShardRouter.parseEndpoints(list, flag: "from") }
+        if let list = args.value("from") { publish = try ShardRouter.parseEndpoints(list, flag: "from", ordered: false) }
         checkouts = try args.int("checkouts", default: 10_000, in: 1...50_000_000)
         seed = UInt64(try args.int("seed", default: 1, in: 0...Int.max))
         if args.value("rate") != nil { rate = Double(try args.int("rate", default: 0, in: 1...10_000_000)) }

@@ -80,7 +80,8 @@ public final class ShardRelay {
     private var forwarded: [Int]
     /// Events that did not decode, sent to a shard chosen by their bytes.
     private var unowned = 0
-    /// Events still held when the linger ran out at exit (logged as an error).
+    /// Events still held, or (acknowledged) still waiting for their shard's reply, when the linger
+    /// ran out at exit (logged as an error).
     private var undelivered = 0
     private var receivedAcked = 0
 
@@ -232,7 +233,8 @@ public final class ShardRelay {
         }
         logCounts("stopped", links)
         if undelivered > 0 {
-            logger.error("events not delivered to their shard before the linger ran out", ["count": String(undelivered)])
+            logger.error("events not delivered to their shard, or not answered by it, before the linger ran out",
+                         ["count": String(undelivered)])
         }
         // Closing the PUSH sockets waits up to the linger for their queues to reach the shards.
         return undelivered == 0
@@ -313,8 +315,15 @@ public final class ShardRelay {
         return try poller.poll(timeoutMilliseconds: 0) > 0
     }
 
+    /// The counts last logged, so an idle relay does not repeat them every interval.
+    private var lastLogged: [Int] = []
+
     private func logCounts(_ msg: String, _ links: [AckedShardLink]) {
         func list(_ values: [Int]) -> String { values.map(String.init).joined(separator: ",") }
+        let snapshot = [received, receivedAcked, unowned, undelivered] + forwarded
+            + links.flatMap { [$0.acknowledged, $0.rejected, $0.unanswered] }
+        if msg == "routed" && snapshot == lastLogged { return }
+        lastLogged = snapshot
         logger.info(msg, [
             "received": String(received), "forwarded_by_shard": list(forwarded), "unowned": String(unowned),
             "received_acked": String(receivedAcked), "forwarded_acked_by_shard": list(links.map(\.forwarded)),

@@ -64,13 +64,17 @@ public final class ShardRouter {
         ShardMap.jump(ShardMap.fnv1a64(bytes), buckets: count)
     }
 
-    /// Parses `--shards E0,E1,…`: the shards' endpoints, in shard order.
+    /// Parses `--shards E0,E1,…`: the shards' endpoints, in shard order (`ordered`), or any list of
+    /// endpoints such as `flood --from`.
     /// - Throws: a usage error naming `flag` when the list is empty, too long, or has an empty entry.
-    public static func parseEndpoints(_ list: String, flag: String) throws(CommandLineArguments.UsageError) -> [String] {
+    public static func parseEndpoints(_ list: String, flag: String, ordered: Bool = true)
+        throws(CommandLineArguments.UsageError) -> [String]
+    {
         let endpoints = list.split(separator: ",", omittingEmptySubsequences: false)
             .map { String($0).trimmingSpaces() }
         guard !endpoints.isEmpty, endpoints.count <= ShardMap.maxCount, !endpoints.contains(where: \.isEmpty) else {
-            throw .init("--\(flag) takes 1 to \(ShardMap.maxCount) comma-separated endpoints, in shard order (shard 0 first)")
+            throw .init("--\(flag) takes 1 to \(ShardMap.maxCount) comma-separated endpoints"
+                + (ordered ? ", in shard order (shard 0 first)" : ""))
         }
         return endpoints
     }
