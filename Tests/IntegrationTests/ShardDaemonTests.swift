@@ -111,4 +111,29 @@ struct ShardDaemonTests {
                                    encoding: .utf8)
         for e in endpoints { #expect(!unsharded.contains(e)) }
     }
+
+    @Test("deploy/checkoutbus-route.service lists the shipped shards' endpoints in shard order")
+    func shippedRouteUnit() throws {
+        let unit = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("deploy/checkoutbus-route.service"),
+                              encoding: .utf8)
+        func list(_ flag: String) -> [String] {
+            let words = unit.replacingOccurrences(of: "\\\n", with: " ").split(whereSeparator: { $0 == " " || $0 == "\n" })
+            guard let i = words.firstIndex(of: Substring(flag)), i + 1 < words.count else { return [] }
+            return words[i + 1].split(separator: ",").map(String.init)
+        }
+        var ingest: [String] = []
+        var acked: [String] = []
+        for i in 0..<3 {
+            let text = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("deploy/shards/shard-\(i).conf"),
+                                  encoding: .utf8)
+            for line in text.split(separator: "\n") {
+                let kv = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                if kv.count == 2 && kv[0] == "ingest" { ingest.append(kv[1]) }
+                if kv.count == 2 && kv[0] == "ingest-acked" { acked.append(kv[1]) }
+            }
+        }
+        #expect(ingest.count == 3 && acked.count == 3)
+        #expect(list("--shards") == ingest)
+        #expect(list("--shards-acked") == acked)
+    }
 }
