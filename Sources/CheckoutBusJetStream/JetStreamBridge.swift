@@ -49,6 +49,8 @@ public final class JetStreamBridge {
     /// Messages the client refused to send (no room in the window in time, connection closed): no
     /// acknowledgement or failure will ever be reported for them.
     private var unsent: Set<String> = []
+    /// When the last flush began (monotonic nanoseconds).
+    private var lastFlush: UInt64 = 0
     /// Ids found in the stream at start beyond the cursors.
     private var storedBeyondCursor: Set<String> = []
 
@@ -111,9 +113,17 @@ public final class JetStreamBridge {
                      "cursor": cursors.map { String($0.committed) }.joined(separator: ","), "shards": String(shardCount)])
         }
         var lastReport = BusClock.monotonicNanoseconds()
+        var handledAtBatchEnd = 0
         subscriber.onBatchEnd = { [self] in
-            do { try flush(stop: stop) } catch { stop.raise() }
+            // While envelopes keep coming, the window fills and flushes itself (publish); a flush
+            // here drains the pipeline, so it waits for a quiet round or 100 ms, whichever first:
+            // the cursor lags the stream by at most that, plus the window.
             let now = BusClock.monotonicNanoseconds()
+            let quiet = statistics.handled == handledAtBatchEnd
+            handledAtBatchEnd = statistics.handled
+            if quiet || now - lastFlush >= 100_000_000 {
+                do { try flush(stop: stop) } catch { stop.raise() }
+            }
             if now - lastReport >= 10_000_000_000 {
                 lastReport = now
                 logProgress(js)
@@ -161,6 +171,7 @@ public final class JetStreamBridge {
     /// Waits for every acknowledgement, publishes again what failed, and commits the cursors.
     /// - Parameter stop: retries give up when it is raised (nil: one round of retries only).
     private func flush(stop: StopSignal?) throws {
+        lastFlush = BusClock.monotonicNanoseconds()
         guard let js = jetStream, !unacknowledged.isEmpty || cursors.contains(where: \.needsCommit) else { return }
         if !unacknowledged.isEmpty {
             let failures = js.waitForAcknowledgements(timeoutMilliseconds: options.ackWaitMilliseconds + 1000)
