@@ -179,10 +179,13 @@ public final class JetStreamBridge {
             again.formUnion(unsent)
             unsent.removeAll()
             if failures.contains(where: { $0.messageID == nil }) { again = Set(unacknowledged.keys) }
+            if !again.isEmpty {
+                logger.warning("publishing again what the stream did not acknowledge",
+                               ["count": String(again.count), "first_reason": failures.first?.reason ?? "not sent"])
+            }
             for id in again.sorted(by: BridgeSubject.idOrder) {
                 guard let message = unacknowledged[id] else { continue }
-                try publishSynchronously(js, id: id, message: message, reason: failures.first { $0.messageID == id }?.reason,
-                                         stop: stop)
+                try publishSynchronously(js, id: id, message: message, stop: stop)
             }
             unacknowledged.removeAll(keepingCapacity: true)
         }
@@ -193,7 +196,7 @@ public final class JetStreamBridge {
     }
 
     private func publishSynchronously(_ js: JetStream, id: String, message: (subject: String, payload: [UInt8]),
-                                      reason: String?, stop: StopSignal?) throws {
+                                      stop: StopSignal?) throws {
         var delayMilliseconds: UInt32 = 100
         var attempt = 0
         while true {
@@ -202,8 +205,7 @@ public final class JetStreamBridge {
                 let ack = try js.publish(subject: message.subject, payload: message.payload, headers: [("Nats-Msg-Id", id)],
                                          timeoutMilliseconds: options.ackWaitMilliseconds)
                 statistics.republished += 1
-                logger.info("published again", ["id": id, "attempt": String(attempt), "duplicate": String(ack.duplicate),
-                                                "after": reason ?? "-"])
+                logger.debug("published again", ["id": id, "attempt": String(attempt), "duplicate": String(ack.duplicate)])
                 return
             } catch {
                 logger.warning("publish failed; retrying", ["id": id, "attempt": String(attempt), "error": "\(error)"])

@@ -218,7 +218,8 @@ struct JetStreamTests {
         var mismatched = 0
         for record in journal {
             guard let message = stream["0:\(record.seq)"], message.subject == record.topic,
-                message.envelope.elementsEqual(record.bytes)
+                message.envelope.count == record.bytes.count,
+                message.envelope.withUnsafeBytes({ a in record.bytes.withUnsafeBytes { b in memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } })
             else {
                 mismatched += 1
                 continue
