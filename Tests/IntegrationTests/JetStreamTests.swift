@@ -72,9 +72,15 @@ final class BridgeProcess {
     let ready: [String: Any]
     let stderrURL: URL
 
-    init(daemon: DaemonProcess, nats: [String], cursor: URL, extra: [String] = []) throws {
+    convenience init(daemon: DaemonProcess, nats: [String], cursor: URL, extra: [String] = []) throws {
+        try self.init(publish: [daemon.publish], control: [daemon.control], nats: nats, cursor: cursor, extra: extra)
+    }
+
+    /// A bridge of several shards: their endpoints in shard order.
+    init(publish: [String], control: [String], nats: [String], cursor: URL, extra: [String] = []) throws {
         process.executableURL = Products.url("checkoutbus-jetstream")
-        process.arguments = ["--from", daemon.publish, "--control", daemon.control, "--nats", nats.joined(separator: ","),
+        process.arguments = ["--from", publish.joined(separator: ","), "--control", control.joined(separator: ","),
+                             "--nats", nats.joined(separator: ","),
                              "--cursor", cursor.path, "--name", "jetstream-test", "--stream", "CHECKOUTS"] + extra
         stderrURL = cursor.deletingLastPathComponent().appendingPathComponent("bridge-\(UUID().uuidString).stderr")
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
@@ -227,6 +233,9 @@ struct JetStreamTests {
         }
         #expect(mismatched == 0, "\(mismatched) journal records are missing from the stream or differ")
         #expect(bridge.stderrText.contains("already_stored="), "the restarted bridge did not read the stream's tail")
+        // SIGTERM: a clean stop, exit 0.
+        bridge.process.terminate()
+        #expect(waitForExit(bridge.process, timeout: 20) == 0)
     }
 
     @Test("a three-node cluster with an R3 stream keeps every event when the bridge's node is killed mid-flood")
@@ -256,6 +265,53 @@ struct JetStreamTests {
         #expect(report.int("repeated_ids") == 0)
         #expect(report.object("shards")?.object("0")?.int("missing") == 0)
         #expect(report.object("shards")?.object("0")?.int("max_seq") == Int(last))
+    }
+
+    @Test("two shards into one stream: each shard's envelopes exactly once under <shard>:<seq>, across a kill -9")
+    func twoShards() throws {
+        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let nats = try NATSServerProcess(name: "shards", directory: tmp.appendingPathComponent("nats"))
+        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2"]) }
+        let base = tmp.appendingPathComponent("bridge.cursor")
+        let cursors = FileCursor.paths(base.path, shards: 2).map { URL(fileURLWithPath: $0) }
+        func start() throws -> BridgeProcess {
+            try BridgeProcess(publish: shards.map(\.publish), control: shards.map(\.control), nats: [nats.clientURL],
+                                     cursor: base, extra: ["--duplicate-window", "1s"])
+        }
+        var bridge = try start()
+        let flood = Process()
+        flood.executableURL = Products.url("checkoutbus")
+        flood.arguments = ["flood", "--shards", shards.map(\.ingest).joined(separator: ","),
+                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "6000", "--seed", "73", "--json"]
+        flood.standardOutput = FileHandle.nullDevice
+        flood.standardError = FileHandle.nullDevice
+        try flood.run()
+
+        #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 4000 } }, "the cursors never reached 4000")
+        #expect(flood.isRunning, "the flood ended before the kill; make it longer")
+        bridge.kill9()
+        usleep(1_500_000)  // past the stream's duplicate window, on purpose
+        bridge = try start()
+
+        #expect(waitForExit(flood, timeout: 90) == 0, "the flood did not finish cleanly")
+        var lasts: [Int64] = []
+        for (i, daemon) in shards.enumerated() {
+            let last = (try ControlClient(daemon.control).stats()["last_seq"] as? NSNumber)?.int64Value ?? 0
+            #expect(last > 0)
+            #expect(waitUntil(60) { committedSeq(cursors[i]) >= last }, "shard \(i): the cursor stayed at \(committedSeq(cursors[i])) of \(last)")
+            lasts.append(last)
+        }
+        let report = try verifyStream(nats.clientURL)
+        #expect(report.int("messages") == Int(lasts.reduce(0, +)))
+        #expect(report.int("repeated_ids") == 0)
+        for (i, last) in lasts.enumerated() {
+            let shard = report.object("shards")?.object(String(i))
+            #expect(shard?.int("count") == Int(last), "shard \(i)")
+            #expect(shard?.int("min_seq") == 1, "shard \(i)")
+            #expect(shard?.int("missing") == 0, "shard \(i)")
+        }
     }
 
     /// Three JetStream nodes routed to each other on loopback. JetStream clustering needs the routes
