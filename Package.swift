@@ -65,7 +65,7 @@ let package = Package(
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
             dependencies: [
                 "CheckoutBus", "CheckoutBusCore", "ZeroMQ", "SQLite", "checkoutbusd", "checkoutbus", "checkoutbus-fulfil",
-                "checkoutbus-analytics", "checkoutbus-jetstream",
+                "checkoutbus-analytics", "checkoutbus-jetstream", "CheckoutBusJetStream",
             ],
             swiftSettings: swiftSettings
         ),

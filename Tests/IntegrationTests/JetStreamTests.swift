@@ -1,4 +1,5 @@
 import CheckoutBus
+@testable import CheckoutBusJetStream
 import Foundation
 import Testing
 
@@ -349,4 +350,42 @@ func freeLoopbackPort() throws -> Int {
     }
     guard bound else { throw HarnessError("cannot bind a loopback port") }
     return Int(UInt16(bigEndian: address.sin_port))
+}
+
+@Suite("JetStream bridge: subjects and flags")
+struct JetStreamBridgeUnitTests {
+    @Test("the subject is the topic; bytes NATS cannot carry and empty tokens become _")
+    func subjects() {
+        #expect(BridgeSubject.subject(forTopic: Array("checkout.fail.cart_expired".utf8)) == "checkout.fail.cart_expired")
+        #expect(BridgeSubject.subject(forTopic: Array("bus.deadletter".utf8)) == "bus.deadletter")
+        #expect(BridgeSubject.subject(forTopic: Array("checkout.fail.a b*>".utf8)) == "checkout.fail.a_b__")
+        #expect(BridgeSubject.subject(forTopic: Array("checkout..x.".utf8)) == "checkout._.x._")
+        #expect(BridgeSubject.parseID("2:52310")! == (2, 52310))
+        #expect(BridgeSubject.parseID("52310") == nil)
+    }
+
+    @Test("an existing stream's subjects must cover both bridged subjects")
+    func coverage() {
+        #expect(StreamCompatibility.covers("checkout.>", "checkout.>"))
+        #expect(StreamCompatibility.covers(">", "checkout.>"))
+        #expect(StreamCompatibility.covers("bus.*", "bus.deadletter"))
+        #expect(!StreamCompatibility.covers("checkout.*", "checkout.>"))
+        #expect(!StreamCompatibility.covers("checkout.complete", "checkout.>"))
+        #expect(!StreamCompatibility.covers("bus.>", "checkout.>"))
+    }
+
+    @Test("flags: shard lists pair up, durations have units")
+    func flags() throws {
+        let o = try BridgeOptions.parse(["--from", "tcp://a:1, tcp://b:1", "--control", "tcp://a:2,tcp://b:2", "--max-age", "7d",
+                                         "--duplicate-window", "90s", "--ack-wait", "500ms", "--replicas", "3"])
+        #expect(o.publish == ["tcp://a:1", "tcp://b:1"])
+        #expect(o.maxAgeNanoseconds == 7 * 86_400 * 1_000_000_000)
+        #expect(o.duplicateWindowNanoseconds == 90 * 1_000_000_000)
+        #expect(o.ackWaitMilliseconds == 500)
+        #expect(o.replicas == 3)
+        #expect(BridgeOptions.streamSubjects == ["checkout.>", "bus.deadletter"])
+        #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--from", "tcp://a:1,tcp://b:1"]) }
+        #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--max-age", "7 days"]) }
+        #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--duplicate-window", "0"]) }
+    }
 }
