@@ -114,6 +114,7 @@ public final class JetStreamBridge {
         }
         var lastReport = BusClock.monotonicNanoseconds()
         var handledAtBatchEnd = 0
+        var failure: (any Error)?
         subscriber.onBatchEnd = { [self] in
             // While envelopes keep coming, the window fills and flushes itself (publish); a flush
             // here drains the pipeline, so it waits for a quiet round or 100 ms, whichever first:
@@ -122,20 +123,22 @@ public final class JetStreamBridge {
             let quiet = statistics.handled == handledAtBatchEnd
             handledAtBatchEnd = statistics.handled
             if quiet || now - lastFlush >= 100_000_000 {
-                do { try flush(stop: stop) } catch { stop.raise() }
+                do { try flush(stop: stop) } catch {
+                    failure = error
+                    stop.raise()
+                }
             }
             if now - lastReport >= 10_000_000_000 {
                 lastReport = now
                 logProgress(js)
             }
         }
-        var failure: (any Error)?
         do {
             try subscriber.run(stop: stop) { envelope in
                 try publish(envelope, shard: envelope.shard, stop: stop)
             }
         } catch {
-            failure = error
+            failure = failure ?? error
         }
         // Stopping: what was published gets its acknowledgement and its commit, if it comes.
         do { try flush(stop: nil) } catch { failure = failure ?? error }
@@ -169,7 +172,7 @@ public final class JetStreamBridge {
     }
 
     /// Waits for every acknowledgement, publishes again what failed, and commits the cursors.
-    /// - Parameter stop: retries give up when it is raised (nil: one round of retries only).
+    /// - Parameter stop: retries give up when it is raised (nil: one attempt each, when stopping).
     private func flush(stop: StopSignal?) throws {
         lastFlush = BusClock.monotonicNanoseconds()
         guard let js = jetStream, !unacknowledged.isEmpty || cursors.contains(where: \.needsCommit) else { return }
