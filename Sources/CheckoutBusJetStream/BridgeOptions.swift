@@ -3,10 +3,18 @@ import NATS
 
 /// Everything `checkoutbus-jetstream` is told on its command line. `Sendable`.
 public struct BridgeOptions: Sendable {
-    /// Each shard's `--publish` endpoint (`--from`, comma-separated), in shard order.
+    /// Each shard's `--publish` endpoint (`--from`, comma-separated), in shard order, or in the
+    /// order of ``shardIDs`` when given.
     public var publish = ["tcp://127.0.0.1:7702"]
     /// Each shard's `--control` endpoint (`--control`), in the same order.
     public var control = ["tcp://127.0.0.1:7703"]
+    /// The shards the endpoints are (`--shard-ids`), of a bus of ``shardCount`` (`--shard-count`);
+    /// nil: the endpoints are the whole bus, endpoint `i` being shard `i`.
+    public var shardIDs: [Int]?
+    /// The bus's number of shards when ``shardIDs`` is given.
+    public var shardCount: Int?
+    /// Put before every subject (`--subject-prefix`): `P.checkout.complete`; empty: none.
+    public var subjectPrefix = ""
     /// The name the bridge reports under in the daemon's `stats`.
     public var name = "jetstream"
     /// The cursor file; with several shards, shard `i` of `N` has `PATH.i-of-N`
@@ -36,12 +44,24 @@ public struct BridgeOptions: Sendable {
 
     public init() {}
 
-    /// The subjects the stream takes: every lifecycle subject and the dead letters.
+    /// The subjects the stream takes without a subject prefix: every lifecycle subject and the dead letters.
     public static let streamSubjects = ["checkout.>", "bus.deadletter"]
+
+    /// The subjects this bridge publishes to: ``streamSubjects``, each after ``subjectPrefix``.
+    public var subjects: [String] { BridgeOptions.streamSubjects.map(prefixed) }
+
+    /// `subject` after the ``subjectPrefix`` (`P.subject`), or unchanged without one.
+    public func prefixed(_ subject: String) -> String { subjectPrefix.isEmpty ? subject : subjectPrefix + "." + subject }
+
+    /// The shard each endpoint is: ``shardIDs``, or `0..<N` for the whole bus.
+    public var bridgedShards: [Int] { shardIDs ?? Array(0..<publish.count) }
+
+    /// The bus's number of shards: ``shardCount``, or the number of endpoints for the whole bus.
+    public var busShardCount: Int { shardCount ?? publish.count }
 
     /// The stream this bridge creates when it is missing.
     public var streamConfiguration: StreamConfiguration {
-        var c = StreamConfiguration(name: stream, subjects: BridgeOptions.streamSubjects)
+        var c = StreamConfiguration(name: stream, subjects: subjects)
         c.storage = .file
         c.retention = .limits
         c.discard = .old
@@ -54,7 +74,7 @@ public struct BridgeOptions: Sendable {
 
     static let valued: Set<String> = Set([
         "from", "control", "name", "cursor", "receive-hwm", "log-level", "nats", "stream", "replicas", "max-age",
-        "max-bytes", "duplicate-window", "window", "ack-wait",
+        "max-bytes", "duplicate-window", "window", "ack-wait", "shard-ids", "shard-count", "subject-prefix",
     ]).union(CurveClientKeys.flags)
     static let switches: Set<String> = ["no-create"]
 
@@ -68,6 +88,38 @@ public struct BridgeOptions: Sendable {
         if let v = args.value("control") { o.control = try list(v, flag: "control") }
         guard o.publish.count == o.control.count else {
             throw .init("--from lists \(o.publish.count) endpoints and --control \(o.control.count): one of each per shard, in shard order")
+        }
+        switch (args.value("shard-ids"), args.value("shard-count")) {
+        case (nil, nil): break
+        case (let ids?, let count?):
+            let items = try list(ids, flag: "shard-ids")
+            guard let count = Int(count) else { throw .init("--shard-count must be a number of shards, 1 to 1024") }
+            var parsed: [Int] = []
+            for item in items {
+                guard let id = Int(item) else { throw .init("--shard-ids must be shard numbers, comma-separated; got \(item)") }
+                parsed.append(id)
+            }
+            do {
+                try ShardedSubscriber.validate(shardIDs: parsed, of: count)
+            } catch {
+                throw .init("--shard-ids \(ids) --shard-count \(count): \(error)")
+            }
+            guard parsed.count == o.publish.count else {
+                throw .init("--shard-ids names \(parsed.count) shards and --from lists \(o.publish.count) endpoints: one id per endpoint, in the same order")
+            }
+            o.shardIDs = parsed
+            o.shardCount = count
+        case (nil, _?): throw .init("--shard-count goes with --shard-ids (without them the endpoints are the whole bus)")
+        case (_?, nil): throw .init("--shard-ids needs --shard-count N, the bus's number of shards")
+        }
+        if let v = args.value("subject-prefix") {
+            let tokens = v.split(separator: ".", omittingEmptySubsequences: false)
+            let valid = !v.isEmpty && v.utf8.count <= 200
+                && tokens.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F && $0 != UInt8(ascii: "*") && $0 != UInt8(ascii: ">") } }
+            guard valid else {
+                throw .init("--subject-prefix must be NATS subject tokens separated by dots (no spaces, *, > or empty tokens), up to 200 bytes; got \(v)")
+            }
+            o.subjectPrefix = v
         }
         if let v = args.value("name") {
             guard !v.isEmpty, v.utf8.count <= 200 else { throw .init("--name must be 1 to 200 bytes") }
@@ -136,9 +188,14 @@ public struct BridgeOptions: Sendable {
           --from LIST          each shard's --publish endpoint, comma-separated in shard order
                                (default tcp://127.0.0.1:7702)
           --control LIST       each shard's --control endpoint, in the same order (default tcp://127.0.0.1:7703)
+          --shard-ids I,J,…    bridge only these shards: --from and --control list shard I's endpoints,
+                               then J's, …; each is checked before anything is published. Several
+                               bridges, each of different shards, share the bus (default: the lists
+                               are every shard, in shard order 0…N-1)
+          --shard-count N      the bus's number of shards; required with --shard-ids
           --name NAME          the name this bridge reports under in the daemons' stats (default jetstream)
           --cursor PATH        the last seq JetStream acknowledged (default ./checkoutbus-jetstream.cursor;
-                               with N shards PATH.0-of-N, PATH.1-of-N, …)
+                               with N shards PATH.I-of-N for each shard I bridged)
           --receive-hwm N      envelopes queued before ZeroMQ drops (default 100000; drops are read again
                                from the journal)
           --log-level LEVEL    debug, info (default), warning, error
@@ -146,6 +203,8 @@ public struct BridgeOptions: Sendable {
         JetStream:
           --nats LIST          NATS server URLs, comma-separated (default nats://127.0.0.1:4222)
           --stream NAME        the stream (default CHECKOUTS); subjects checkout.> and bus.deadletter
+          --subject-prefix P   publish to P.checkout.complete, P.bus.deadletter, …; a created stream takes
+                               P.checkout.> and P.bus.deadletter (default: no prefix)
           --no-create          refuse to start when the stream is missing instead of creating it
           --replicas N         replicas of a created stream, 1 to 5 (default 1)
           --max-age DURATION   age limit of a created stream (default 7d; 0: none)
@@ -156,7 +215,7 @@ public struct BridgeOptions: Sendable {
           --ack-wait DURATION  a publish unacknowledged this long is sent again (default 5s)
 
         Subjects are the bus's topics: checkout.start, checkout.update, checkout.complete,
-        checkout.fail.<code>, checkout.dismiss, bus.deadletter. Every message carries
-        Nats-Msg-Id: <shard>:<seq>. See docs/jetstream.md.
+        checkout.fail.<code>, checkout.dismiss, bus.deadletter (after P. with --subject-prefix P).
+        Every message carries Nats-Msg-Id: <shard>:<seq>. See docs/jetstream.md.
         """
 }

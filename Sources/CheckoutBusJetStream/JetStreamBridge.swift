@@ -72,15 +72,19 @@ public final class JetStreamBridge {
         jetStream = js
         guard let info = try ensureStream(js, stop: stop) else { return }
 
-        let shardCount = options.publish.count
-        cursors = try FileCursor.shardCursors(path: options.cursorPath, shards: shardCount).map(AcknowledgedCursor.init)
-        // Several daemons: endpoint i is shard i (the subscriber checks it). One daemon: whichever
-        // shard it is, read from its envelopes, owns the one cursor.
+        let shardIDs = options.bridgedShards
+        let shardCount = options.busShardCount
+        cursors = try FileCursor.paths(options.cursorPath, shardIDs: shardIDs, of: shardCount).map { path in
+            AcknowledgedCursor(try FileCursor(path: path))
+        }
+        // Several daemons, or --shard-ids: endpoint p is shard shardIDs[p] (the subscriber checks
+        // it), and only those shards' ids in the stream are this bridge's. One daemon without
+        // --shard-ids: whichever shard it is, read from its envelopes, owns the one cursor.
         var positions: [Int?: Int64] = [:]
-        if shardCount == 1 {
+        if options.shardIDs == nil && shardCount == 1 {
             positions[nil] = cursors[0].committed
         } else {
-            for (shard, cursor) in cursors.enumerated() { positions[shard] = cursor.committed }
+            for (shard, cursor) in zip(shardIDs, cursors) { positions[shard] = cursor.committed }
         }
         while true {
             do {
@@ -103,14 +107,17 @@ public final class JetStreamBridge {
             o.curve = options.curve
             return o
         }
-        let subscriber = ShardedSubscriber(shards: shardOptions, cursors: cursors)
+        let subscriber = options.shardIDs == nil
+            ? ShardedSubscriber(shards: shardOptions, cursors: cursors)
+            : ShardedSubscriber(shards: shardOptions, cursors: cursors, shardIDs: shardIDs, of: shardCount)
         subscriber.logger = logger
         var announced = false
         subscriber.onSubscribed = { [self] in
             guard !announced else { return }
             announced = true
             onReady(["stream": options.stream, "nats": connection.connectedURL ?? "", "stream_last_seq": String(info.lastSequence),
-                     "cursor": cursors.map { String($0.committed) }.joined(separator: ","), "shards": String(shardCount)])
+                     "cursor": cursors.map { String($0.committed) }.joined(separator: ","), "shards": String(shardCount),
+                     "shard_ids": shardIDs.map(String.init).joined(separator: ","), "subject_prefix": options.subjectPrefix])
         }
         var lastReport = BusClock.monotonicNanoseconds()
         var handledAtBatchEnd = 0
@@ -156,7 +163,7 @@ public final class JetStreamBridge {
             return
         }
         if unacknowledged.count >= options.window { try flush(stop: stop) }
-        let subject = BridgeSubject.subject(forTopic: envelope.topic)
+        let subject = options.prefixed(BridgeSubject.subject(forTopic: envelope.topic))
         unacknowledged[id] = (subject, envelope.bytes)
         statistics.published += 1
         do {
@@ -268,7 +275,7 @@ public final class JetStreamBridge {
                 }
                 guard options.createStream else { throw BridgeError("no stream \(options.stream), and --no-create was given") }
                 let info = try js.addStream(options.streamConfiguration)
-                logger.info("stream created", ["stream": options.stream, "subjects": BridgeOptions.streamSubjects.joined(separator: ","),
+                logger.info("stream created", ["stream": options.stream, "subjects": options.subjects.joined(separator: ","),
                                                "replicas": String(options.replicas)])
                 return info
             } catch let error as NATSError {
@@ -284,7 +291,10 @@ public final class JetStreamBridge {
     /// growing steps until each cursor's own message is in view.
     ///
     /// `shards` maps a shard (nil: whichever shard the single daemon is) to its committed `seq`.
+    /// Messages of other shards — another bridge's, writing into the same stream — are passed over:
+    /// ids `<shard>:<seq>` of different shards never collide.
     private func reconcile(_ js: JetStream, shards: [Int?: Int64]) throws {
+        var othersWarned = false
         var depth = UInt64(max(2 * options.window, 1024))
         let limit: UInt64 = 4_000_000
         while true {
@@ -294,13 +304,21 @@ public final class JetStreamBridge {
             var found: Set<Int?> = []
             var beyond: Set<String> = []
             var read = 0
+            var seen: Set<Int> = []
             while let message = try reader.next() {
                 read += 1
                 guard let id = message.messageID, let (shard, seq) = BridgeSubject.parseID(id) else { continue }
                 let key: Int? = shards.keys.contains(shard) ? shard : shards.keys.contains(nil) ? nil : -1
                 guard key != -1, let cursor = shards[key] else { continue }
+                if key == nil { seen.insert(shard) }
                 if seq == cursor { found.insert(key) }
                 if seq > cursor { beyond.insert(id) }
+            }
+            if seen.count > 1 && !othersWarned {
+                othersWarned = true
+                logger.warning("the stream holds several shards' messages, and this bridge of one endpoint takes them all "
+                    + "for its own; bridges sharing a stream need --shard-ids and --shard-count",
+                               ["stream": options.stream, "shards_seen": seen.sorted().map(String.init).joined(separator: ",")])
             }
             let complete = found.count == shards.count || from <= info.firstSequence
             if complete || depth >= limit {

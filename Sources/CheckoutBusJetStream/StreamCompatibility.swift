@@ -4,15 +4,15 @@ import NATS
 /// Whether an existing stream can take the bridge's messages without breaking its guarantees.
 /// `Sendable` (no state).
 ///
-/// Refused: subjects that do not cover `checkout.>` and `bus.deadletter` (messages would be lost
-/// as "no stream"), a retention other than limits (consumers acknowledging would delete messages,
+/// Refused: subjects that do not cover `checkout.>` and `bus.deadletter` — after the bridge's
+/// ``BridgeOptions/subjectPrefix``, if any — (messages would be lost as "no stream"), a retention other than limits (consumers acknowledging would delete messages,
 /// and the start-up reading of the tail that prevents duplicates would not find them), a stream
 /// that does not acknowledge, or a sealed one. Differences in replicas, age, size limits and
 /// duplicate window are the operator's choice: logged, not refused.
 enum StreamCompatibility {
     static func check(_ existing: StreamConfiguration, against options: BridgeOptions, logger: Logger) throws(BridgeError) {
         let wanted = options.streamConfiguration
-        for subject in BridgeOptions.streamSubjects where !existing.subjects.contains(where: { covers($0, subject) }) {
+        for subject in options.subjects where !existing.subjects.contains(where: { covers($0, subject) }) {
             throw BridgeError("stream \(existing.name) does not take \(subject) (its subjects: \(existing.subjects.joined(separator: ", ")))")
         }
         guard existing.retention == .limits else {

@@ -131,8 +131,8 @@ func startFlood(_ daemon: DaemonProcess, checkouts: Int, seed: Int) throws -> (P
 }
 
 /// `checkoutbus-jetstream verify` against `nats`: the stream's counts, parsed.
-func verifyStream(_ nats: String) throws -> [String: Any] {
-    let (status, output) = try runTool("checkoutbus-jetstream", ["verify", "--nats", nats, "--stream", "CHECKOUTS"])
+func verifyStream(_ nats: String, stream: String = "CHECKOUTS") throws -> [String: Any] {
+    let (status, output) = try runTool("checkoutbus-jetstream", ["verify", "--nats", nats, "--stream", stream])
     guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
         let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
     else { throw HarnessError("verify printed no report (status \(status)): \(output)") }
@@ -142,10 +142,10 @@ func verifyStream(_ nats: String) throws -> [String: Any] {
 /// Every message of the stream as `checkoutbus-jetstream dump` prints it: id → (subject, envelope
 /// bytes as stored). Each line is `{"stream_seq":N,"subject":"S","id":"I","envelope":<the payload>}`,
 /// so the payload is read back byte for byte, without a JSON round trip.
-func dumpStream(_ nats: String) throws -> [String: (subject: String, envelope: ArraySlice<UInt8>)] {
+func dumpStream(_ nats: String, stream: String = "CHECKOUTS") throws -> [String: (subject: String, envelope: ArraySlice<UInt8>)] {
     let p = Process()
     p.executableURL = Products.url("checkoutbus-jetstream")
-    p.arguments = ["dump", "--nats", nats, "--stream", "CHECKOUTS"]
+    p.arguments = ["dump", "--nats", nats, "--stream", stream]
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice
@@ -315,6 +315,156 @@ struct JetStreamTests {
         }
     }
 
+    @Test("two bridges, each of one shard (--shard-ids), into one stream; one killed with kill -9 mid-flood and restarted: every envelope of both shards exactly once")
+    func twoBridgesOneStream() throws {
+        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let nats = try NATSServerProcess(name: "split", directory: tmp.appendingPathComponent("nats"))
+        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2"]) }
+        // One cursor path for both bridges on purpose: each shard's file is named by its real id.
+        let base = tmp.appendingPathComponent("bridge.cursor")
+        let cursors = FileCursor.paths(base.path, shards: 2).map { URL(fileURLWithPath: $0) }
+        func start(_ shard: Int) throws -> BridgeProcess {
+            try BridgeProcess(publish: [shards[shard].publish], control: [shards[shard].control], nats: [nats.clientURL], cursor: base,
+                              extra: ["--shard-ids", String(shard), "--shard-count", "2", "--name", "jetstream-\(shard)",
+                                      "--duplicate-window", "1s", "--window", "512"])
+        }
+        let other = try start(0)
+        var bridge = try start(1)
+        #expect(bridge.ready["shard_ids"] as? String == "1" && bridge.ready["shards"] as? String == "2", "\(bridge.ready)")
+        let flood = Process()
+        flood.executableURL = Products.url("checkoutbus")
+        flood.arguments = ["flood", "--shards", shards.map(\.ingest).joined(separator: ","),
+                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "6000", "--seed", "74", "--json"]
+        flood.standardOutput = FileHandle.nullDevice
+        flood.standardError = FileHandle.nullDevice
+        try flood.run()
+
+        // Mid-flood, for real: both bridges have committed, and the flood runs on.
+        #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 3000 } }, "the cursors never reached 3000")
+        #expect(flood.isRunning, "the flood ended before the kill; make it longer")
+        bridge.kill9()
+        usleep(1_500_000)  // past the stream's duplicate window, on purpose
+        // The stream's tail now interleaves the other bridge's messages with this one's.
+        bridge = try start(1)
+
+        #expect(waitForExit(flood, timeout: 90) == 0, "the flood did not finish cleanly")
+        var lasts: [Int64] = []
+        for (i, daemon) in shards.enumerated() {
+            let last = (try ControlClient(daemon.control).stats()["last_seq"] as? NSNumber)?.int64Value ?? 0
+            #expect(last > 0)
+            #expect(waitUntil(60) { committedSeq(cursors[i]) >= last }, "shard \(i): the cursor stayed at \(committedSeq(cursors[i])) of \(last)")
+            lasts.append(last)
+        }
+        #expect(other.process.isRunning, "the bridge of shard 0 stopped")
+        let report = try verifyStream(nats.clientURL)
+        #expect(report.int("messages") == Int(lasts.reduce(0, +)))
+        #expect(report.int("repeated_ids") == 0)
+        for (i, last) in lasts.enumerated() {
+            let shard = report.object("shards")?.object(String(i))
+            #expect(shard?.int("count") == Int(last), "shard \(i)")
+            #expect(shard?.int("min_seq") == 1, "shard \(i)")
+            #expect(shard?.int("missing") == 0, "shard \(i)")
+        }
+        // Each shard's journal is in the stream under <shard>:<seq>, on its topic's subject, byte for byte.
+        let stream = try dumpStream(nats.clientURL)
+        for (i, daemon) in shards.enumerated() {
+            let journal = try ControlClient(daemon.control).replayAll(prefixes: [])
+            #expect(journal.count == Int(lasts[i]))
+            let mismatched = journal.filter { record in
+                guard let message = stream["\(i):\(record.seq)"], message.subject == record.topic else { return true }
+                return !message.envelope.elementsEqual(record.bytes)
+            }.count
+            #expect(mismatched == 0, "shard \(i): \(mismatched) journal records are missing from the stream or differ")
+        }
+        let restarted = bridge.stderrText
+        #expect(restarted.contains("stream tail read"), "the restarted bridge did not read the stream's tail")
+        #expect(!restarted.contains("several shards"), "the restarted bridge took the other bridge's messages for its own")
+        for b in [other, bridge] {
+            b.process.terminate()
+            #expect(waitForExit(b.process, timeout: 20) == 0)
+        }
+    }
+
+    @Test("--shard-ids that do not match the endpoints are refused with the position, the shard expected and the one found; nothing is published")
+    func wrongShardIDsAreRefused() throws {
+        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let nats = try NATSServerProcess(name: "wrong", directory: tmp.appendingPathComponent("nats"))
+        let d = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2", "--heartbeat-ms", "200"]) }
+        // Something to publish, had the bridge started.
+        let (status, output) = try runTool("checkoutbus", ["flood", "--shards", d.map(\.ingest).joined(separator: ","),
+                                                           "--from", d.map(\.publish).joined(separator: ","), "--checkouts", "50", "--seed", "75"])
+        #expect(status == 0, "\(output)")
+        let base = tmp.appendingPathComponent("bridge.cursor")
+        // Whichever of an endpoint's checks answers first (heartbeat or control stats) names it.
+        let cases: [(endpoints: [DaemonProcess], ids: String, anyOf: [String])] = [
+            ([d[0]], "1", ["position 0 of 1 (\(d[0].publish)) answered as shard 0/2, not shard 1/2",
+                           "position 0 of 1 (\(d[0].control)) answered as shard 0/2, not shard 1/2"]),
+            ([d[1], d[0]], "0,1", ["position 0 of 2 (\(d[1].publish)) answered as shard 1/2, not shard 0/2",
+                                   "position 0 of 2 (\(d[1].control)) answered as shard 1/2, not shard 0/2",
+                                   "position 1 of 2 (\(d[0].publish)) answered as shard 0/2, not shard 1/2",
+                                   "position 1 of 2 (\(d[0].control)) answered as shard 0/2, not shard 1/2"]),
+        ]
+        for c in cases {
+            let (status, output) = try runTool("checkoutbus-jetstream", [
+                "--from", c.endpoints.map(\.publish).joined(separator: ","), "--control", c.endpoints.map(\.control).joined(separator: ","),
+                "--shard-ids", c.ids, "--shard-count", "2", "--nats", nats.clientURL, "--cursor", base.path,
+            ])
+            #expect(status == 1, "--shard-ids \(c.ids): \(output)")
+            #expect(c.anyOf.contains { output.contains("the endpoint at " + $0) }, "--shard-ids \(c.ids): \(output)")
+            #expect(output.contains("the shard ids (\(c.ids))"), "--shard-ids \(c.ids): \(output)")
+            #expect(!output.contains("\"ready\":true"), "--shard-ids \(c.ids): \(output)")
+        }
+        #expect(try verifyStream(nats.clientURL).int("messages") == 0, "something was published under wrong shard ids")
+        for path in FileCursor.paths(base.path, shards: 2) { #expect(committedSeq(URL(fileURLWithPath: path)) == 0) }
+    }
+
+    @Test("--subject-prefix: a stream per bridge, each taking only P.checkout.> and P.bus.deadletter; a stream of other subjects is refused")
+    func subjectPrefixes() throws {
+        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let nats = try NATSServerProcess(name: "prefix", directory: tmp.appendingPathComponent("nats"))
+        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2", "--heartbeat-ms", "200"]) }
+        let base = tmp.appendingPathComponent("bridge.cursor")
+        let cursors = FileCursor.paths(base.path, shards: 2).map { URL(fileURLWithPath: $0) }
+        func arguments(_ shard: Int, prefix: String, stream: String) -> [String] {
+            ["--shard-ids", String(shard), "--shard-count", "2", "--subject-prefix", prefix, "--stream", stream]
+        }
+        let bridges = try (0..<2).map { i in
+            try BridgeProcess(publish: [shards[i].publish], control: [shards[i].control], nats: [nats.clientURL], cursor: base,
+                              extra: arguments(i, prefix: "g\(i)", stream: "CHECKOUTS_G\(i)"))
+        }
+        let (status, output) = try runTool("checkoutbus", ["flood", "--shards", shards.map(\.ingest).joined(separator: ","),
+                                                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "300", "--seed", "76"])
+        #expect(status == 0, "\(output)")
+        for (i, daemon) in shards.enumerated() {
+            let journal = try ControlClient(daemon.control).replayAll(prefixes: [])
+            let last = Int64(journal.last?.seq ?? 0)
+            #expect(last > 0)
+            #expect(waitUntil(30) { committedSeq(cursors[i]) >= last }, "shard \(i): the cursor stayed at \(committedSeq(cursors[i])) of \(last)")
+            let report = try verifyStream(nats.clientURL, stream: "CHECKOUTS_G\(i)")
+            #expect(report.int("messages") == journal.count && report.int("repeated_ids") == 0, "\(report)")
+            #expect(report.object("shards")?.keys.sorted() == [String(i)], "\(report)")
+            let stream = try dumpStream(nats.clientURL, stream: "CHECKOUTS_G\(i)")
+            let mismatched = journal.filter { record in
+                guard let message = stream["\(i):\(record.seq)"], message.subject == "g\(i).\(record.topic)" else { return true }
+                return !message.envelope.elementsEqual(record.bytes)
+            }.count
+            #expect(mismatched == 0, "shard \(i): \(mismatched) journal records are missing from the stream, differ or have another subject")
+        }
+        // Shard 0's bridge pointed at shard 1's stream: g0.checkout.> is not among its subjects.
+        bridges[0].process.terminate()
+        #expect(waitForExit(bridges[0].process, timeout: 20) == 0)
+        let (refused, text) = try runTool("checkoutbus-jetstream", [
+            "--from", shards[0].publish, "--control", shards[0].control, "--nats", nats.clientURL, "--cursor", base.path,
+        ] + arguments(0, prefix: "g0", stream: "CHECKOUTS_G1"))
+        #expect(refused == 1 && text.contains("stream CHECKOUTS_G1 does not take g0.checkout.>"), "\(text)")
+    }
+
     /// Three JetStream nodes routed to each other on loopback. JetStream clustering needs the routes
     /// configured up front, so the route ports are picked free first; a node that loses the race
     /// for its port exits, and the cluster is started again on new ports.
@@ -387,5 +537,25 @@ struct JetStreamBridgeUnitTests {
         #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--from", "tcp://a:1,tcp://b:1"]) }
         #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--max-age", "7 days"]) }
         #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--duplicate-window", "0"]) }
+    }
+
+    @Test("flags: --shard-ids names one shard of --shard-count per endpoint; --subject-prefix prefixes every subject")
+    func shardIDsAndPrefix() throws {
+        let o = try BridgeOptions.parse(["--from", "tcp://a:1,tcp://b:1", "--control", "tcp://a:2,tcp://b:2",
+                                         "--shard-ids", "2,0", "--shard-count", "3", "--subject-prefix", "eu.g1"])
+        #expect(o.bridgedShards == [2, 0] && o.busShardCount == 3)
+        #expect(o.subjects == ["eu.g1.checkout.>", "eu.g1.bus.deadletter"])
+        #expect(o.prefixed("checkout.complete") == "eu.g1.checkout.complete")
+        let plain = try BridgeOptions.parse(["--from", "tcp://a:1,tcp://b:1", "--control", "tcp://a:2,tcp://b:2"])
+        #expect(plain.bridgedShards == [0, 1] && plain.busShardCount == 2 && plain.shardIDs == nil)
+        #expect(plain.subjects == BridgeOptions.streamSubjects && plain.prefixed("bus.deadletter") == "bus.deadletter")
+        #expect(FileCursor.paths("c", shardIDs: [2, 0], of: 3) == ["c.2-of-3", "c.0-of-3"])
+        #expect(FileCursor.paths("c", shardIDs: [0], of: 1) == ["c"])
+        for bad in [["--shard-ids", "1"], ["--shard-count", "2"], ["--shard-ids", "2", "--shard-count", "2"],
+                    ["--shard-ids", "0,0", "--shard-count", "2"], ["--shard-ids", "0,1", "--shard-count", "2"],
+                    ["--shard-ids", "x", "--shard-count", "2"], ["--shard-ids", "0", "--shard-count", "0"],
+                    ["--subject-prefix", "a..b"], ["--subject-prefix", "a.*"], ["--subject-prefix", "a b"], ["--subject-prefix", "a."]] {
+            #expect(throws: CommandLineArguments.UsageError.self, "\(bad)") { try BridgeOptions.parse(bad) }
+        }
     }
 }

@@ -229,6 +229,47 @@ struct ShardedSubscriberTests {
     }
 
 
+    @Test("a subset of the shards (ids 2,0 of 3) gets exactly those shards' journals, in seq order; ids that do not match the endpoints are refused before anything is handled")
+    func chosenShards() throws {
+        let shards = try SubscribedShards()
+        let lasts = try shards.sendAndWait(FloodGenerator(checkouts: 80, seed: 92, runID: "s").makeEvents(), name: "s")
+        #expect(lasts.allSatisfy { $0 > 0 }, "\(lasts)")
+        let d = shards.daemons
+        func options(_ daemon: DaemonProcess) -> BusSubscriber.Options {
+            var o = BusSubscriber.Options(publish: daemon.publish, control: daemon.control)
+            o.liveSubscription = .everything
+            return o
+        }
+        let subset = ShardedSubscriber(shards: [options(d[2]), options(d[0])], cursors: [MemoryCursor(), MemoryCursor()],
+                                       shardIDs: [2, 0], of: 3)
+        #expect(subset.shardIDs == [2, 0] && subset.shardCount == 3)
+        let stop = StopSignal()
+        var seen: [Int: [Int]] = [:]
+        var handled = 0
+        try subset.run(stop: stop, deadline: BusClock.monotonicNanoseconds() + 20_000_000_000) { envelope in
+            seen[envelope.shard, default: []].append(Int(envelope.seq))
+            handled += 1
+            if handled == lasts[2] + lasts[0] { stop.raise() }
+        }
+        #expect(seen.keys.sorted() == [0, 2])
+        #expect(seen[2] == Array(1...lasts[2]), "shard 2")
+        #expect(seen[0] == Array(1...lasts[0]), "shard 0")
+
+        // Shard 0's endpoints said to be shard 1 of 3: refused, the handler never called, the cursor unmoved.
+        let cursor = MemoryCursor()
+        let wrong = ShardedSubscriber(shards: [options(d[0])], cursors: [cursor], shardIDs: [1], of: 3)
+        var handledWrong = 0
+        do {
+            try wrong.run(stop: StopSignal(), deadline: BusClock.monotonicNanoseconds() + 20_000_000_000) { _ in handledWrong += 1 }
+            Issue.record("shard 0 taken for shard 1 was not refused")
+        } catch {
+            let text = "\(error)"
+            #expect(text.contains("the endpoint at position 0 of 1 (")
+                        && text.contains("answered as shard 0/3, not shard 1/3, which the shard ids (1) put at position 0"), "\(text)")
+        }
+        #expect(handledWrong == 0 && cursor.seq == 0)
+    }
+
     @Test("examples/pyzmq_subscriber.py on three shards: one SUB connected to all, each envelope with its shard",
           .enabled(if: PyZMQSubscriberTests.pythonWithZMQ != nil, "python3 with pyzmq is not installed"))
     func pyzmqOnThreeShards() throws {

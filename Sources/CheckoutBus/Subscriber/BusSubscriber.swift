@@ -173,7 +173,7 @@ public final class BusSubscriber {
     // shows it in its first heartbeat, the control endpoint in its answer to a `stats` request.
     // Until the ShardedSubscriber has seen every shard identified and `released` them all, live
     // envelopes are ignored and nothing is replayed: under a wrong list nothing is handled at all.
-    var expectedShard: (index: Int, count: Int)?
+    var expectedShard: ShardIdentity?
     private var publishIdentified = true
     private var controlIdentified = true
     private var identityRequest: (id: Int64, sentAt: UInt64)?
@@ -481,9 +481,8 @@ public final class BusSubscriber {
             }
             return
         }
-        guard heartbeat.shard == expected.index && heartbeat.shards == expected.count else {
-            throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: options.publish,
-                                             found: "shard \(heartbeat.shard)/\(heartbeat.shards)")
+        guard heartbeat.shard == expected.shard && heartbeat.shards == expected.shards else {
+            throw expected.mismatch(endpoint: options.publish, found: "shard \(heartbeat.shard)/\(heartbeat.shards)")
         }
         // A cursor ahead of the shard's journal belongs to another journal (one daemon's, before it
         // was split into shards, or another generation's): following it would skip this shard's
@@ -492,7 +491,7 @@ public final class BusSubscriber {
         // waited in the queue behind what the journal has already delivered.
         if !publishIdentified, let v = verified, heartbeat.seq < v {
             throw SubscriberError(
-                "the cursor of shard \(expected.index)/\(expected.count) is at seq \(v) but that shard's journal ends at "
+                "the cursor of shard \(expected.shard)/\(expected.shards) is at seq \(v) but that shard's journal ends at "
                     + "seq \(heartbeat.seq) (\(options.publish)): the cursor belongs to another journal (one daemon's before "
                     + "sharding, or another shard count); start this shard's cursor over")
         }
@@ -517,19 +516,17 @@ public final class BusSubscriber {
         guard reply.ok else {
             throw SubscriberError("the control endpoint \(options.control) refused stats: \(reply.error ?? "?") \(reply.detail ?? "")")
         }
-        guard reply.shard == expected.index && reply.shards == expected.count else {
-            throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: options.control,
-                                             found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" }
-                                                 ?? "a daemon that does not say its shard")
+        guard reply.shard == expected.shard && reply.shards == expected.shards else {
+            throw expected.mismatch(endpoint: options.control,
+                                    found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" } ?? "a daemon that does not say its shard")
         }
         controlIdentified = true
     }
 
     /// An envelope from another shard than this endpoint's position would move the wrong cursor.
     private func checkShard(of envelope: BusEnvelope, from endpoint: String) throws {
-        guard let expected = expectedShard, envelope.shard != expected.index else { return }
-        throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: endpoint,
-                                         found: "an envelope of shard \(envelope.shard) (seq \(envelope.seq))")
+        guard let expected = expectedShard, envelope.shard != expected.shard else { return }
+        throw expected.mismatch(endpoint: endpoint, found: "an envelope of shard \(envelope.shard) (seq \(envelope.seq))")
     }
 
     // MARK: Journal
@@ -574,10 +571,9 @@ public final class BusSubscriber {
         if reply.op != "replay" {
             throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
         }
-        if let expected = expectedShard, reply.shard != expected.index || reply.shards != expected.count {
-            throw SubscriberError.wrongShard(position: expected.index, count: expected.count, endpoint: options.control,
-                                             found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" }
-                                                 ?? "a daemon that does not say its shard")
+        if let expected = expectedShard, reply.shard != expected.shard || reply.shards != expected.shards {
+            throw expected.mismatch(endpoint: options.control,
+                                    found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" } ?? "a daemon that does not say its shard")
         }
         guard reply.ok else {
             if reply.error == "not_retained", let first = reply.firstSeq {

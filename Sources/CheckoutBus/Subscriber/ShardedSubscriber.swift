@@ -24,14 +24,24 @@ import ZeroMQ
 /// generation's) is refused the same way. With one endpoint nothing is checked and it behaves exactly like a
 /// ``BusSubscriber`` (which may then be one shard of several, followed on its own).
 ///
+/// **A subset of the shards.** ``init(shards:cursors:shardIDs:of:)`` takes chosen shards of a bus
+/// of `N`, in any order: endpoint `p` must then be shard `shardIDs[p]` of `N`, checked the same
+/// way — also when there is only one endpoint. Several subscribers, each of a disjoint subset, share
+/// the bus's work between them (docs/sharding.md).
+///
 /// Not `Sendable`: ``run(stop:deadline:handler:)`` creates every socket on the calling thread and
 /// uses them there until it returns. Stop it by raising the ``StopSignal``.
 public final class ShardedSubscriber {
-    /// One subscriber per shard, in shard order; their ``BusSubscriber/statistics`` are per shard.
+    /// One subscriber per shard, in the order given; their ``BusSubscriber/statistics`` are per shard.
     public let shards: [BusSubscriber]
+    /// The shard each element of ``shards`` is: `0..<N` for the whole bus, else the ids given.
+    public let shardIDs: [Int]
+    /// The bus's number of shards, `N`.
+    public let shardCount: Int
     /// Called once, when every shard's subscriptions are live (each has sent its first heartbeat).
     public var onSubscribed: (() -> Void)?
-    /// Called with every heartbeat: the shard's position in the list, the topic and the envelope.
+    /// Called with every heartbeat: the shard's position in the list (its id is ``shardIDs``[position]),
+    /// the topic and the envelope.
     public var onHeartbeat: ((_ shard: Int, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
     /// Called after each round of reading every socket: a handler that buffers output flushes here.
     public var onBatchEnd: (() -> Void)?
@@ -46,10 +56,58 @@ public final class ShardedSubscriber {
     /// - Important: `shards` and `cursors` must have the same, non-zero count.
     public init(shards: [BusSubscriber.Options], cursors: [any SubscriberCursor]) {
         precondition(!shards.isEmpty && shards.count == cursors.count, "one cursor per shard, and at least one shard")
+        shardIDs = Array(0..<shards.count)
+        shardCount = shards.count
         self.shards = zip(shards, cursors).enumerated().map { index, pair in
             let subscriber = BusSubscriber(options: pair.0, cursor: pair.1)
-            if shards.count > 1 { subscriber.expectedShard = (index, shards.count) }
+            if shards.count > 1 {
+                subscriber.expectedShard = ShardIdentity(position: index, shard: index, shards: shards.count, chosen: nil)
+            }
             return subscriber
+        }
+    }
+
+    /// A subscriber of some of a bus's shards: endpoint `p` is shard `shardIDs[p]` of `shardCount`.
+    ///
+    /// Every endpoint is checked, even a single one: its heartbeat and its control endpoint's
+    /// `stats` must say `"shard":shardIDs[p],"shards":shardCount` before anything is replayed or
+    /// handed over, or the run stops with a ``SubscriberError`` naming the position, the shard
+    /// expected and the one found. With `shardIDs` `0..<shardCount` it is the whole bus, as
+    /// ``init(shards:cursors:)`` with more than one shard.
+    /// - Parameters:
+    ///   - shards: each chosen shard's endpoints and options, in the order of `shardIDs`.
+    ///   - cursors: each chosen shard's cursor, in the same order
+    ///     (``FileCursor/paths(_:shardIDs:of:)`` names one file per shard).
+    ///   - shardIDs: distinct shard ids, each in `0..<shardCount`, as many as `shards`.
+    ///   - shardCount: the bus's number of shards, `N`.
+    /// - Important: check ids that come from outside with ``validate(shardIDs:of:)`` first.
+    public init(shards: [BusSubscriber.Options], cursors: [any SubscriberCursor], shardIDs: [Int], of shardCount: Int) {
+        precondition(!shards.isEmpty && shards.count == cursors.count && shards.count == shardIDs.count,
+                     "one cursor and one shard id per shard, and at least one shard")
+        precondition((try? Self.validate(shardIDs: shardIDs, of: shardCount)) != nil, "invalid shard ids")
+        self.shardIDs = shardIDs
+        self.shardCount = shardCount
+        self.shards = zip(shards, cursors).enumerated().map { index, pair in
+            let subscriber = BusSubscriber(options: pair.0, cursor: pair.1)
+            subscriber.expectedShard = ShardIdentity(position: index, shard: shardIDs[index], shards: shardCount,
+                                                     chosen: shardIDs)
+            return subscriber
+        }
+    }
+
+    /// Checks a list of shard ids for ``init(shards:cursors:shardIDs:of:)``: at least one, distinct,
+    /// each in `0..<shardCount`, and `1 ≤ shardCount ≤ 1024`.
+    /// - Throws: a ``SubscriberError`` saying what is wrong.
+    public static func validate(shardIDs: [Int], of shardCount: Int) throws(SubscriberError) {
+        guard (1...1024).contains(shardCount) else {
+            throw SubscriberError("the shard count must be 1 to 1024, not \(shardCount)")
+        }
+        guard !shardIDs.isEmpty else { throw SubscriberError("no shard ids") }
+        if let bad = shardIDs.first(where: { !(0..<shardCount).contains($0) }) {
+            throw SubscriberError("shard id \(bad) is not one of the \(shardCount) shards 0…\(shardCount - 1)")
+        }
+        guard Set(shardIDs).count == shardIDs.count else {
+            throw SubscriberError("shard ids \(shardIDs.map(String.init).joined(separator: ",")) name a shard twice")
         }
     }
 
@@ -84,9 +142,9 @@ public final class ShardedSubscriber {
         var live = 0
         for (index, subscriber) in shards.enumerated() {
             subscriber.reset()
-            if shards.count > 1 {
+            if shards.count > 1 || subscriber.expectedShard != nil {
                 var shardLogger = logger
-                shardLogger.label = "\(logger.label) shard=\(index)/\(shards.count)"
+                shardLogger.label = "\(logger.label) shard=\(shardIDs[index])/\(shardCount)"
                 subscriber.logger = shardLogger
             } else {
                 subscriber.logger = logger
@@ -121,5 +179,37 @@ public final class ShardedSubscriber {
             }
             onBatchEnd?()
         }
+    }
+}
+
+/// What a ``ShardedSubscriber`` expects one endpoint to be: shard `shard` of `shards`, at
+/// `position` in its list. `Sendable`.
+struct ShardIdentity: Sendable {
+    let position: Int
+    let shard: Int
+    let shards: Int
+    /// The shard ids the subscriber was given; nil: the whole bus, position `i` being shard `i`.
+    let chosen: [Int]?
+
+    /// The error for an endpoint that turned out to be `found` instead.
+    func mismatch(endpoint: String, found: String) -> SubscriberError {
+        guard let chosen else {
+            return SubscriberError.wrongShard(position: position, count: shards, endpoint: endpoint, found: found)
+        }
+        let ids = chosen.map(String.init).joined(separator: ",")
+        return SubscriberError(
+            "the endpoint at position \(position) of \(chosen.count) (\(endpoint)) answered as \(found), not shard "
+                + "\(shard)/\(shards), which the shard ids (\(ids)) put at position \(position): "
+                + "list the endpoints in the order of their shard ids")
+    }
+}
+
+extension FileCursor {
+    /// The cursor files of a subscriber of some of a bus's `count` shards, one per shard id, named
+    /// as ``paths(_:shards:)`` names them for the whole bus (`path.I-of-N`, the real shard id `I`),
+    /// so that subscribers of different subsets never share a file and a shard's file stays the
+    /// same whichever subset it is in. With `count` 1, `path` itself.
+    public static func paths(_ path: String, shardIDs: [Int], of count: Int) -> [String] {
+        count <= 1 ? [path] : shardIDs.map { "\(path).\($0)-of-\(count)" }
     }
 }
