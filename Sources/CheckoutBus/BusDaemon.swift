@@ -497,6 +497,8 @@ extension BusDaemon {
         let synced = fsync(out) == 0
         close(out)
         guard ok, synced, rename(tmp, path) == 0 else { throw DaemonError("cannot write \(path): errno \(errno)") }
+        // The rename itself must survive a power loss, or the directory would read as 0/1.
+        Journal.syncDirectory(configuration.dataDirectory)
     }
 }
 
