@@ -321,7 +321,7 @@ struct JetStreamTests {
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let nats = try NATSServerProcess(name: "split", directory: tmp.appendingPathComponent("nats"))
-        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2"]) }
+        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2", "--heartbeat-ms", "200"]) }
         // One cursor path for both bridges on purpose: each shard's file is named by its real id.
         let base = tmp.appendingPathComponent("bridge.cursor")
         let cursors = FileCursor.paths(base.path, shards: 2).map { URL(fileURLWithPath: $0) }
@@ -336,13 +336,13 @@ struct JetStreamTests {
         let flood = Process()
         flood.executableURL = Products.url("checkoutbus")
         flood.arguments = ["flood", "--shards", shards.map(\.ingest).joined(separator: ","),
-                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "6000", "--seed", "74", "--json"]
+                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "4000", "--seed", "74", "--json"]
         flood.standardOutput = FileHandle.nullDevice
         flood.standardError = FileHandle.nullDevice
         try flood.run()
 
         // Mid-flood, for real: both bridges have committed, and the flood runs on.
-        #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 3000 } }, "the cursors never reached 3000")
+        #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 2500 } }, "the cursors never reached 2500")
         #expect(flood.isRunning, "the flood ended before the kill; make it longer")
         bridge.kill9()
         usleep(1_500_000)  // past the stream's duplicate window, on purpose
