@@ -338,6 +338,43 @@ struct ShardTests {
         #expect(stopped.status == 0, "\(route.stderrText)")
         #expect(stopped.counts["unowned"] == "0")
     }
+
+    @Test("route stopped while a shard is down: exits 1 within one --linger, naming that shard's possibly undelivered events")
+    func stopWithShardDown() throws {
+        let shards = try ShardSet(count: 3)
+        let route = try RouteProcess(shards, extraArguments: ["--linger", "2"])
+        shards.daemons[2].kill9()
+        let lines = shardLifecycles(checkouts: 200, run: "sd")
+        var share = [0, 0, 0]
+        for c in 0..<200 { share[ShardMap.owner(of: "sd-c\(c)", count: 3)] += 5 }
+        let sent = try runSend(["--to", route.listen], lines: lines)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        // Route read everything for the live shards, so it holds shard 2's share in its queue.
+        #expect(try waitUntil(timeout: 30) { try (0..<2).allSatisfy { try shards.journal($0).count == share[$0] } })
+        let started = Date()
+        let stopped = route.stop()
+        let took = Date().timeIntervalSince(started)
+        #expect(stopped.status == 1, "the linger ran out with shard 2's events queued: \(route.stderrText)")
+        #expect(stopped.counts["forwarded_by_shard"] == share.map(String.init).joined(separator: ","))
+        let errors = route.stderrText.split(separator: "\n").filter { $0.contains("possibly_undelivered") }
+        #expect(errors.contains { $0.contains("shard=2 ") && $0.contains("up to \(share[2])") }, "\(errors)")
+        // One linger (2 s) in all, not the stop's linger followed by a second one for the queues.
+        #expect(took < 3.9, "route took \(took) s to stop")
+    }
+
+    @Test("route stopped right after fire-and-forget events with every shard up: exits 0, every event journaled")
+    func stopWithShardsUp() throws {
+        let shards = try ShardSet(count: 3)
+        let route = try RouteProcess(shards, extraArguments: ["--linger", "5"])
+        let lines = shardLifecycles(checkouts: 300, run: "su")
+        let sent = try runSend(["--to", route.listen], lines: lines)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let stopped = route.stop()
+        #expect(stopped.status == 0, "\(route.stderrText)")
+        #expect(!route.stderrText.contains("possibly_undelivered"), "\(route.stderrText)")
+        #expect(try shards.waitForRecords(lines.count), "every event journaled")
+        #expect(try shards.totalLastSeq() == lines.count)
+    }
 }
 
 @Suite("a shard killed with -9 and restarted in the middle of an acknowledged flood", .serialized, .timeLimit(.minutes(2)))
@@ -420,22 +457,28 @@ struct ShardRestartTests {
         #expect(recorded.map(\.1) == journals[1].map { $0.2.string("event_id") })
     }
 
-    @Test("kill -9 a shard behind route's acknowledged front mid-flood: no acknowledgement is paired with the wrong event, the lost ones get none")
+    @Test("kill -9 a shard behind route's acknowledged front mid-flood of two producers: no acknowledgement is paired with the wrong event or producer, the lost ones get none")
     func killBehindAckedRoute() throws {
         let shards = try ShardSet(count: 3)
         let route = try RouteProcess(shards, acked: true)
         let tmp = shards.daemons[0].dataDirectory.deletingLastPathComponent()
-        let input = tmp.appendingPathComponent("routed.jsonl")
-        let ackLog = tmp.appendingPathComponent("routed.acks")
-        let lines = shardLifecycles(checkouts: 2500, run: "rk")
-        try (lines.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
-        let sender = Process()
-        sender.executableURL = Products.url("checkoutbus")
-        sender.arguments = ["send", "--acked", "--to", route.listenAcked, "--ack-log", ackLog.path, "--timeout", "8",
-                            "--window", "2000", input.path]
-        let senderErr = Pipe()
-        sender.standardError = senderErr
-        try sender.run()
+        // Two producers with their own event_ids, each sending to every shard, shard 1 included:
+        // a reply relayed to the wrong producer names an event_id that is not that producer's.
+        var senders: [(run: String, lines: Int, process: Process, stderr: Pipe, ackLog: URL)] = []
+        for run in ["ra", "rb"] {
+            let input = tmp.appendingPathComponent("\(run).jsonl")
+            let ackLog = tmp.appendingPathComponent("\(run).acks")
+            let lines = shardLifecycles(checkouts: 1250, run: run)
+            try (lines.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
+            let sender = Process()
+            sender.executableURL = Products.url("checkoutbus")
+            sender.arguments = ["send", "--acked", "--to", route.listenAcked, "--ack-log", ackLog.path, "--timeout", "8",
+                                "--window", "1000", input.path]
+            let senderErr = Pipe()
+            sender.standardError = senderErr
+            try sender.run()
+            senders.append((run, lines.count, sender, senderErr, ackLog))
+        }
         let control = try ControlClient(shards.daemons[1].control)
         var seen = 0
         _ = try waitUntil(timeout: 60) {
@@ -444,35 +487,44 @@ struct ShardRestartTests {
         }
         #expect(seen >= 1_000)
         try shards.killAndRestart(1)
-        waitForExit(sender, timeout: 60)
-        let summary = PipeLineReader(senderErr.fileHandleForReading).readAll(timeout: 5)
-        let counts = try #require(summary.first { $0.hasPrefix("sent=") }, "\(summary)")
-        let fields = Dictionary(uniqueKeysWithValues: counts.split(separator: " ").compactMap { pair -> (String, Int)? in
-            let kv = pair.split(separator: "=")
-            return kv.count == 2 ? (String(kv[0]), Int(kv[1]) ?? -1) : nil
-        })
-        #expect(fields["sent"] == lines.count && fields["rejected"] == 0, "\(summary)")
-
-        // Each acknowledgement (`<seq> <event_id>`, seq of the owner) is that event in its owner's journal.
+        for sender in senders { waitForExit(sender.process, timeout: 60) }
         let journals = try (0..<3).map { i in
             Dictionary(uniqueKeysWithValues: try shards.journal(i).map { ($0.0, $0.2.string("event_id")) })
         }
-        let acks = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
-        #expect(acks.count == fields["acked"])
-        var wrong: [String] = []
-        for ack in acks {
-            let parts = ack.split(separator: " ")
-            let checkout = "rk-c" + parts[1].split(separator: "-")[1]
-            let owner = ShardMap.owner(of: checkout, count: 3)
-            if journals[owner][Int(parts[0]) ?? 0] != String(parts[1]) { wrong.append(String(ack)) }
+        var notAcked = 0
+        for sender in senders {
+            let summary = PipeLineReader(sender.stderr.fileHandleForReading).readAll(timeout: 5)
+            let counts = try #require(summary.first { $0.hasPrefix("sent=") }, "\(summary)")
+            let fields = Dictionary(uniqueKeysWithValues: counts.split(separator: " ").compactMap { pair -> (String, Int)? in
+                let kv = pair.split(separator: "=")
+                return kv.count == 2 ? (String(kv[0]), Int(kv[1]) ?? -1) : nil
+            })
+            #expect(fields["sent"] == sender.lines && fields["rejected"] == 0, "\(sender.run): \(summary)")
+            notAcked += (fields["sent"] ?? 0) - (fields["acked"] ?? 0)
+
+            // Each acknowledgement (`<seq> <event_id>`, seq of the owner) names one of this
+            // producer's own events, and is that event in its owner's journal.
+            let acks = try String(contentsOf: sender.ackLog, encoding: .utf8).split(separator: "\n")
+            #expect(acks.count == fields["acked"])
+            var wrong: [String] = []
+            for ack in acks {
+                let parts = ack.split(separator: " ")
+                let id = parts.count == 2 ? parts[1].split(separator: "-") : []
+                guard id.count == 3, id[0] == sender.run else {
+                    wrong.append("not ours: \(ack)")
+                    continue
+                }
+                let owner = ShardMap.owner(of: "\(sender.run)-c\(id[1])", count: 3)
+                if journals[owner][Int(parts[0]) ?? 0] != String(parts[1]) { wrong.append(String(ack)) }
+            }
+            #expect(wrong.isEmpty, "\(sender.run): \(wrong.count) acknowledgement(s) wrong: \(wrong.prefix(3))")
         }
-        #expect(wrong.isEmpty, "\(wrong.count) acknowledgement(s) not matching the owner's journal: \(wrong.prefix(3))")
         let stopped = route.stop()
         #expect(stopped.status == 0, "\(route.stderrText)")
         let unanswered = (stopped.counts["unanswered_by_shard"] ?? "").split(separator: ",").compactMap { Int($0) }
         #expect(unanswered.count == 3 && unanswered[0] == 0 && unanswered[2] == 0, "\(stopped.counts)")
-        #expect(unanswered.reduce(0, +) == (fields["sent"] ?? 0) - (fields["acked"] ?? 0),
-                "route gave up on exactly the events the producer got no reply for: \(stopped.counts) \(summary)")
+        #expect(unanswered.reduce(0, +) == notAcked,
+                "route gave up on exactly the events the producers got no reply for: \(stopped.counts)")
     }
 }
 

@@ -23,8 +23,8 @@ public struct RouteCommand {
           --hwm N                events queued per socket before route pushes back (default 100000)
           --ack-timeout SECONDS  an acknowledged event whose shard has not answered after this long is
                                  given up: its producer gets no reply and retries (default 30)
-          --linger SECONDS       after SIGTERM/SIGINT, how long to keep delivering what was received
-                                 (default 10)
+          --linger SECONDS       after SIGTERM/SIGINT, how long in all to keep delivering what was
+                                 received and relaying the replies still due (default 10)
           --max-message-bytes N  larger events are not decoded (the shards' --max-message-bytes;
                                  default 1048576)
           --stats-interval SECONDS
@@ -42,15 +42,19 @@ public struct RouteCommand {
         real reason. Nothing is dropped: a shard that is down or slow fills its queue (--hwm), then route
         stops reading and producers are pushed back — the other shards' events wait too. Events queued
         for a shard are delivered when it comes back; stopping route while a shard is still down loses
-        the events queued for it once --linger runs out. With the acknowledged front, events in flight
+        the events queued for it once --linger runs out, and route then logs an error for each shard
+        whose queue may not have drained ("up to N" events: ZeroMQ does not say how many of those
+        handed to it were delivered) and exits 1. With the acknowledged front, events in flight
         to a shard that breaks its connection or exceeds --ack-timeout get no reply: their producers
         retry (a retry with the same event_id is not published twice).
 
         Prints one JSON ready line on stdout with the endpoints as bound, e.g.
           {"ready":true,"listen":"tcp://127.0.0.1:7710","listen_acked":null,"shards":3,"pid":4242}
         and logs the counts per shard (forwarded_by_shard=…) every --stats-interval and at exit.
-        SIGTERM/SIGINT: stop accepting, forward what was received, relay the replies still due, exit 0
-        (1 if the linger ran out with events undelivered).
+        SIGTERM/SIGINT: stop reading the acknowledged front at once (events not read get no reply; their
+        producers retry), keep reading fire-and-forget input until it has been quiet for 200 ms, forward
+        what was received, relay the replies still due, let the shards' queues drain, and exit 0 — all
+        within --linger; exit 1 if the linger ran out with events possibly undelivered or unanswered.
         """
 
     var options = ShardRelay.Options()

@@ -97,10 +97,37 @@ public final class ShardRelay {
 
     /// Binds, reports the bound endpoints through `ready`, and relays until `stop` is raised; then
     /// stops accepting, forwards what it already received, waits for the shards' replies, and
-    /// returns. - Returns: false when some events could not be delivered before the linger ran out.
+    /// returns — all within one ``Options/lingerMilliseconds`` of the stop.
+    ///
+    /// Events handed to a PUSH stay in its queue while their shard is down or slow. They are given
+    /// what is left of the linger when the sockets close; if terminating the context runs into
+    /// that deadline, some may have been discarded, and an error is logged for every shard that had
+    /// events handed to it (libzmq cannot tell how many of them were delivered: "up to N").
+    /// - Returns: false when some events may not have been delivered before the linger ran out.
     public func run(stop: StopSignal, ready: (Bound) -> Void) throws -> Bool {
-        // Not shut down early: terminating the context at return waits for each PUSH's linger.
-        let context = try ZMQContext(ioThreads: 1)
+        var context: ZMQContext? = try ZMQContext(ioThreads: 1)
+        let deadline = try relay(context: context!, stop: stop, ready: ready)
+        // Every socket is closed (with the rest of the linger) once `relay` returned; terminating
+        // the context waits for the PUSH queues to reach their shards, up to that deadline.
+        context = nil
+        let terminated = BusClock.monotonicNanoseconds()
+        if let deadline, !forwarded.allSatisfy({ $0 == 0 }), terminated + 2_000_000 >= deadline {
+            for (shard, count) in forwarded.enumerated() where count > 0 {
+                logger.error("the linger ran out while events queued for this shard may still have been waiting; "
+                    + "they are discarded", [
+                        "shard": String(shard), "endpoint": options.shards[shard],
+                        "possibly_undelivered": "up to \(count)",
+                    ])
+            }
+            return false
+        }
+        return undelivered == 0
+    }
+
+    /// The loop of ``run(stop:ready:)`` on `context`. Every socket it makes is closed when it returns.
+    /// - Returns: the stop's deadline (monotonic nanoseconds) when there are PUSH sockets, whose
+    ///   linger was set to end there.
+    private func relay(context: ZMQContext, stop: StopSignal, ready: (Bound) -> Void) throws -> UInt64? {
         var pull: ZMQSocket?
         var pushes: [ZMQSocket] = []
         if let listen = options.listen {
@@ -168,7 +195,8 @@ public final class ShardRelay {
             let before = received + receivedAcked
             let poller = ZMQPoller()
             let pullIndex = pull.flatMap { held == nil ? poller.addReadable($0) : nil }
-            let frontIndex = front.flatMap { heldAcked == nil ? poller.addReadable($0) : nil }
+            // After the stop the front is no longer read: an event read then could not be sure of its reply.
+            let frontIndex = front.flatMap { heldAcked == nil && !stopping ? poller.addReadable($0) : nil }
             let linkIndexes = links.map { poller.addReadable($0.socket) }
             let blocked = held != nil || heldAcked != nil
             try poller.poll(timeoutMilliseconds: blocked ? 1 : stopping ? 20 : 100)
@@ -183,7 +211,7 @@ public final class ShardRelay {
                     try link.relayReplies(to: front, checker: replies)
                 }
                 if let h = heldAcked, try links[heldAckedShard].forward(h) { heldAcked = nil }
-                if heldAcked == nil, frontIndex.map(poller.isReadable) ?? true,
+                if heldAcked == nil, !stopping, frontIndex.map(poller.isReadable) ?? true,
                     let (h, shard) = try drainFront(front, links, limit: 512)
                 {
                     heldAcked = h
@@ -199,9 +227,10 @@ public final class ShardRelay {
             }
         }
 
-        // Stop accepting; forward what is still queued, then wait for the shards' replies.
+        // Stop accepting fire-and-forget input and forward what is still queued. The acknowledged
+        // front stays bound, unread, until here: the replies relayed above still reach their
+        // producers; events it did not read get no reply and are retried by their producers.
         if let pull, let listen = bound.listen { try? pull.unbind(listen) }
-        if let front, let listenAcked = bound.listenAcked { try? front.unbind(listenAcked) }
         if let pull {
             while BusClock.monotonicNanoseconds() < deadline {
                 if let h = held {
@@ -213,21 +242,7 @@ public final class ShardRelay {
             if held != nil { undelivered += 1 }
         }
         if let front {
-            while BusClock.monotonicNanoseconds() < deadline {
-                for link in links { try link.relayReplies(to: front, checker: replies) }
-                if let h = heldAcked {
-                    if try links[heldAckedShard].forward(h) { heldAcked = nil } else { usleep(1000); continue }
-                }
-                if let (h, shard) = try drainFront(front, links, limit: 512) {
-                    heldAcked = h
-                    heldAckedShard = shard
-                    continue
-                }
-                if try !hasInput(front) && links.allSatisfy({ $0.inFlight == 0 }) { break }
-                let poller = ZMQPoller()
-                for link in links { poller.addReadable(link.socket) }
-                try poller.poll(timeoutMilliseconds: 10)
-            }
+            for link in links { try link.relayReplies(to: front, checker: replies) }
             if heldAcked != nil { undelivered += 1 }
             undelivered += links.reduce(0) { $0 + $1.inFlight }
         }
@@ -236,8 +251,13 @@ public final class ShardRelay {
             logger.error("events not delivered to their shard, or not answered by it, before the linger ran out",
                          ["count": String(undelivered)])
         }
-        // Closing the PUSH sockets waits up to the linger for their queues to reach the shards.
-        return undelivered == 0
+        // What is left of the linger is all the PUSH queues and the replies still queued for the
+        // producers get: the sockets close when this returns, and the context waits for them.
+        let now = BusClock.monotonicNanoseconds()
+        let remaining = Int32(clamping: now < deadline ? (deadline - now) / 1_000_000 : 0)
+        for push in pushes { try push.setLinger(milliseconds: remaining) }
+        try front?.setLinger(milliseconds: remaining)
+        return pushes.isEmpty ? nil : deadline
     }
 
     /// Receives and forwards fire-and-forget events, at most `limit`, without blocking.
