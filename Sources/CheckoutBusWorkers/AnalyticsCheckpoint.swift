@@ -20,9 +20,10 @@ import CheckoutBusCore
 ///      "checkouts":[["id",started_at_ms_or_null,flags],…]}   least recently seen first
 ///
 /// With several shards `seq` is shard 0's and `"shard_seqs":[s0,s1,…]` follows it with every
-/// shard's; a checkpoint without `shard_seqs` (one daemon, or written before shards) holds one
-/// position, shard 0's. The positions and the counts are in the same file, so they still travel
-/// together: each shard's envelopes are counted exactly once.
+/// shard's, so the checkpoint records the shard count; a checkpoint without `shard_seqs` (one
+/// daemon, or written before shards) is for one shard, and the worker refuses it for several.
+/// The positions and the counts are in the same file, so they still travel together: each
+/// shard's envelopes are counted exactly once.
 ///
 /// Read back with the package's tape scanner. `Sendable` (no state).
 public enum AnalyticsCheckpoint {

@@ -98,12 +98,14 @@ public final class AnalyticsWorker {
     public func run(stop: StopSignal) throws {
         let shardCount = options.worker.shardCount
         if let path = options.cursorPath, let loaded = try AnalyticsCheckpoint.load(path: path, maxCheckouts: options.maxCheckouts) {
-            if loaded.shardSeqs.count == 1 && shardCount > 1 {
-                // One daemon's checkpoint (or one from before shards): its position is shard 0's.
-                loaded.shardSeqs += [Int64](repeating: 0, count: shardCount - 1)
-            } else if loaded.shardSeqs.count != shardCount {
-                throw AnalyticsError("\(path) holds positions for \(loaded.shardSeqs.count) shards but --from lists \(shardCount): "
-                                     + "a checkpoint belongs to one list of shards; move it away to start over")
+            // A position means something only in its shard's journal, and another shard count is
+            // another generation of journals, each from seq 1: one daemon's checkpoint (or one from
+            // before shards) is not shard 0's of N.
+            guard loaded.shardSeqs.count == shardCount else {
+                let held = loaded.shardSeqs.count
+                throw AnalyticsError("this checkpoint is for \(held) shard\(held == 1 ? "" : "s") (\(path)) but --from lists "
+                                     + "\(shardCount): its positions belong to another generation's journals; "
+                                     + "start a new cursor (another --cursor path, or move this one away)")
             }
             funnel = loaded
             lastCheckpointSeqs = loaded.shardSeqs

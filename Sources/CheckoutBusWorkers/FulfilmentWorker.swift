@@ -123,15 +123,42 @@ public final class FulfilmentWorker {
         func commit(_ seq: Int64) throws {}
     }
 
-    /// The `subscriber_cursor` row of shard `shard`: `fulfil` for shard 0 (and a single daemon),
-    /// `fulfil.shard.I` for the others.
-    public static func cursorName(shard: Int) -> String { shard == 0 ? "fulfil" : "fulfil.shard.\(shard)" }
+    /// The `subscriber_cursor` row of shard `shard` of `count`: `fulfil` for a single daemon (the
+    /// row of stores made before shards), `fulfil.I-of-N` for shard `I` of `N > 1`.
+    ///
+    /// The count is part of the name because a `seq` means something only in its shard's journal,
+    /// and another shard count is another generation of journals, each starting at seq 1: a
+    /// position carried over from one generation to the next would skip that shard's first
+    /// envelopes.
+    public static func cursorName(shard: Int, of count: Int) -> String {
+        count == 1 ? "fulfil" : "fulfil.\(shard)-of-\(count)"
+    }
+
+    /// Refuses a store whose cursor rows are of the first sharded layout, `fulfil.shard.I` (and
+    /// `fulfil` for shard 0 of any count), which did not record the shard count: which generation
+    /// they belong to cannot be told, and starting over would apply every envelope again.
+    func checkCursorLayout(shardCount: Int) throws {
+        let q = try database.prepare("SELECT name FROM subscriber_cursor WHERE name LIKE 'fulfil.shard.%' ORDER BY name")
+        defer { q.reset() }
+        var legacy: [String] = []
+        while try q.step() { if let name = q.text(0) { legacy.append(name) } }
+        guard legacy.isEmpty else {
+            throw FulfilmentError(
+                "\(options.databasePath) has cursor rows \(legacy.joined(separator: ", ")) (and fulfil for shard 0) "
+                    + "that do not say for how many shards they are; if they are for these \(shardCount) shards, "
+                    + "rename them to fulfil.I-of-\(shardCount) (fulfil to fulfil.0-of-\(shardCount)) in table "
+                    + "subscriber_cursor, else delete them to start new cursors")
+        }
+    }
 
     /// Subscribes and records orders until `stop` is raised.
     /// - Parameter onSubscribed: called once the subscriptions (every shard's) are live.
+    /// - Throws: ``FulfilmentError`` for a store with cursor rows of an unknown shard count, or what
+    ///   the subscriber throws.
     public func run(stop: StopSignal, onSubscribed: (() -> Void)? = nil) throws {
         let shardCount = options.worker.shardCount
-        let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0) }
+        try checkCursorLayout(shardCount: shardCount)
+        let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0, of: shardCount) }
         let subscriber = ShardedSubscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
             cursors: names.map { StoreCursor(database: database, name: $0) })
@@ -238,4 +265,10 @@ public final class FulfilmentWorker {
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
         return o
     }
+}
+
+/// Why the fulfilment worker cannot use its order store. `Sendable`.
+public struct FulfilmentError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

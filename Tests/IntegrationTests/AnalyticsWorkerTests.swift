@@ -148,6 +148,29 @@ struct AnalyticsWorkerTests {
         #expect(refused.output.contains("not an analytics checkpoint"), "\(refused.output)")
     }
 
+    @Test("a checkpoint of one daemon is refused with three shards: its seq is not shard 0's of the new generation")
+    func checkpointOfAnotherShardCount() throws {
+        let daemon = try DaemonProcess()
+        let dir = daemon.dataDirectory.deletingLastPathComponent()
+        let cursor = dir.appendingPathComponent("analytics.state")
+        let report = dir.appendingPathComponent("report.json")
+        let lines = shardLifecycles(checkouts: 4, run: "ac")
+        #expect(try runSend(["--to", daemon.ingest], lines: lines).status == 0)
+        let worker = try AnalyticsProcess(daemon, cursor: cursor, report: report)
+        #expect(waitUntil(timeout: 30) { reportedSeq(report) == lines.count })
+        #expect(worker.stop() == 0)
+        #expect(FileManager.default.fileExists(atPath: cursor.path))
+
+        let shards = try ShardSet(count: 3)
+        let refused = try runTool("checkoutbus-analytics", [
+            "--cursor", cursor.path, "--from", shards.publish,
+            "--control", shards.daemons.map(\.control).joined(separator: ","),
+        ])
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("this checkpoint is for 1 shard"), "\(refused.output)")
+        #expect(refused.output.contains("start a new cursor"), "\(refused.output)")
+    }
+
     // MARK: Comparing
 
     private func expectReport(_ report: [String: Any], matches expected: ExpectedFunnel, durationsFrom journal: ExpectedFunnel,

@@ -181,6 +181,42 @@ struct FulfilmentWorkerTests {
         #expect(waitForExit(worker.process, timeout: 20) == 0)
     }
 
+    @Test("a store used with one daemon, then pointed at three shards, starts shard 0's cursor fresh")
+    func storeOfAnotherShardCount() throws {
+        func complete(_ id: String) -> String {
+            #"{"event_id":"\#(id)-3","checkout_id":"\#(id)","platform":"ios","sdk":"shopify","payload":{"event":"onComplete","checkout":{"id":"\#(id)","currency":"EUR","order":{"id":"gid://shopify/Order/\#(id)"},"line_items":[{"id":"l1","quantity":1}]}}}"#
+        }
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let first = (0..<3).map { complete("one-\($0)") }
+        #expect(try send(first, to: daemon.ingest).status == 0)
+        let worker = try FulfilProcess(daemon: daemon, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 3 })
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+
+        // A new generation of three shards; shard 0's journal starts at seq 1 and passes the old
+        // daemon's position before the worker switches over.
+        let shards = try ShardSet(count: 3)
+        let ids = (0..<200).map { "three-\($0)" }.filter { ShardMap.owner(of: $0, count: 3) == 0 }.prefix(5)
+        let second = ids.map(complete)
+        #expect(try runSend(["--shards", shards.ingest], lines: second).status == 0)
+        #expect(try waitUntil(timeout: 20) { try shards.totalLastSeq() == second.count })
+        let switched = try FulfilProcess(publish: shards.publish,
+                                         control: shards.daemons.map(\.control).joined(separator: ","),
+                                         database: database)
+        #expect(waitUntil(20) { orderCount(database) == 3 + second.count },
+                "every order of shard 0, from its seq 1: \(orderCount(database))")
+        switched.process.terminate()
+        #expect(waitForExit(switched.process, timeout: 20) == 0)
+        let db = try SQLiteDatabase(path: database.path)
+        let q = try db.prepare("SELECT name, seq FROM subscriber_cursor ORDER BY name")
+        try q.bind([])
+        var rows: [String: Int64] = [:]
+        while try q.step() { rows[q.text(0) ?? ""] = q.int64(1) }
+        #expect(rows == ["fulfil": 3, "fulfil.0-of-3": Int64(second.count)], "\(rows)")
+    }
+
     @Test("--cursor is refused with the reason; --help documents every flag")
     func flags() throws {
         let refused = try runTool("checkoutbus-fulfil", ["--cursor", "/tmp/x"])
