@@ -26,7 +26,7 @@ public enum BridgeSubject {
     /// `<shard>:<seq>` split, or nil for any other id.
     public static func parseID(_ id: String) -> (shard: Int, seq: Int64)? {
         guard let colon = id.firstIndex(of: ":"), let shard = Int(id[..<colon]),
-            let seq = Int64(id[id.index(after: colon)...])
+            let seq = Int64(id[id.index(after: colon)...]), shard >= 0, seq >= 1
         else { return nil }
         return (shard, seq)
     }

@@ -46,9 +46,6 @@ public final class JetStreamBridge {
     private var cursors: [AcknowledgedCursor] = []
     /// Messages published and not yet known to be stored, by `Nats-Msg-Id`.
     private var unacknowledged: [String: (subject: String, payload: [UInt8])] = [:]
-    /// Messages the client refused to send (no room in the window in time, connection closed): no
-    /// acknowledgement or failure will ever be reported for them.
-    private var unsent: Set<String> = []
     /// When the last flush began (monotonic nanoseconds).
     private var lastFlush: UInt64 = 0
     /// Ids found in the stream at start beyond the cursors.
@@ -170,35 +167,41 @@ public final class JetStreamBridge {
             try jetStream!.publishAsync(subject: subject, payload: envelope.bytes, headers: [("Nats-Msg-Id", id)],
                                         ackWaitMilliseconds: options.ackWaitMilliseconds)
         } catch {
-            // Not even sent (no room within the stall wait, or the connection is closed): the flush
-            // below finds it unacknowledged and publishes it again, synchronously.
+            // Not even sent (no room within the stall wait, or the connection is closed): no answer
+            // will come for it, so the flush below publishes it again, synchronously.
             logger.warning("publish not sent; retrying after the acknowledgements", ["id": id, "error": "\(error)"])
-            unsent.insert(id)
             try flush(stop: stop)
         }
     }
 
-    /// Waits for every acknowledgement, publishes again what failed, and commits the cursors.
+    /// Waits for every acknowledgement, publishes again what was not acknowledged, and commits the
+    /// cursors.
+    ///
+    /// Only a positive answer takes an id out of ``unacknowledged``: an acknowledgement the
+    /// stream sent for it (recorded by id in the tracker), or a synchronous publish that returned.
+    /// Everything else — reported failures, unanswered messages, a failure reported too late to be
+    /// listed, messages never sent — is published again under its id; and the cursors are
+    /// committed only when nothing is left, so a cursor never passes an envelope the stream has
+    /// not acknowledged, whatever happened before (a stop raised during an outage included).
     /// - Parameter stop: retries give up when it is raised (nil: one attempt each, when stopping).
     private func flush(stop: StopSignal?) throws {
         lastFlush = BusClock.monotonicNanoseconds()
         guard let js = jetStream, !unacknowledged.isEmpty || cursors.contains(where: \.needsCommit) else { return }
         if !unacknowledged.isEmpty {
             let failures = js.waitForAcknowledgements(timeoutMilliseconds: options.ackWaitMilliseconds + 1000)
-            var again = Set(failures.compactMap(\.messageID))
-            again.formUnion(unsent)
-            unsent.removeAll()
-            if failures.contains(where: { $0.messageID == nil }) { again = Set(unacknowledged.keys) }
+            for id in js.tracker.takeAcknowledgedIDs() { unacknowledged.removeValue(forKey: id) }
+            let again = unacknowledged.keys.sorted(by: BridgeSubject.idOrder)
             if !again.isEmpty {
                 logger.warning("publishing again what the stream did not acknowledge",
-                               ["count": String(again.count), "first_reason": failures.first?.reason ?? "not sent"])
+                               ["count": String(again.count), "first_reason": failures.first?.reason ?? "not acknowledged"])
             }
-            for id in again.sorted(by: BridgeSubject.idOrder) {
+            for id in again {
                 guard let message = unacknowledged[id] else { continue }
                 try publishSynchronously(js, id: id, message: message, stop: stop)
+                unacknowledged.removeValue(forKey: id)
             }
-            unacknowledged.removeAll(keepingCapacity: true)
         }
+        guard unacknowledged.isEmpty else { return }
         for cursor in cursors where cursor.needsCommit {
             try cursor.commitHandled()
             statistics.commits += 1

@@ -51,7 +51,7 @@ public final class JetStream {
             guard let closure else { return }
             let tracker = Unmanaged<PublishTracker>.fromOpaque(closure).takeUnretainedValue()
             if let ack {
-                tracker.recordAcknowledged(duplicate: ack.pointee.Duplicate)
+                tracker.recordAcknowledged(id: msg.flatMap(JetStream.messageID), duplicate: ack.pointee.Duplicate)
             } else {
                 var text = failure.flatMap { $0.pointee.ErrText.map { String(cString: $0) } }
                 if text == nil || text?.isEmpty == true, let failure {
@@ -253,6 +253,8 @@ public final class PublishTracker: Sendable {
         var acknowledged = 0
         var duplicates = 0
         var failures: [PublishFailure] = []
+        /// The `Nats-Msg-Id`s acknowledged since the last ``takeAcknowledgedIDs()``.
+        var acknowledgedIDs: [String] = []
     }
 
     private let state = Mutex(State())
@@ -262,10 +264,21 @@ public final class PublishTracker: Sendable {
     /// Of those, duplicates the stream did not store again.
     public var duplicates: Int { state.withLock { $0.duplicates } }
 
-    func recordAcknowledged(duplicate: Bool) {
+    func recordAcknowledged(id: String?, duplicate: Bool) {
         state.withLock {
             $0.acknowledged += 1
             if duplicate { $0.duplicates += 1 }
+            if let id { $0.acknowledgedIDs.append(id) }
+        }
+    }
+
+    /// The `Nats-Msg-Id`s of the messages the stream acknowledged (stored, or recognised as
+    /// duplicates of stored ones) since the last call: the only proof a message is in the stream.
+    public func takeAcknowledgedIDs() -> [String] {
+        state.withLock {
+            let taken = $0.acknowledgedIDs
+            $0.acknowledgedIDs = []
+            return taken
         }
     }
 

@@ -82,8 +82,14 @@ public final class NATSConnection {
             }, closure)
         }
         var nc: OpaquePointer?
-        try natsCall("natsConnection_Connect") { natsConnection_Connect(&nc, opts) }
-        guard let nc else { throw NATSError(status: NATS_ERR.rawValue, function: "natsConnection_Connect", message: "no connection") }
+        let status = natsConnection_Connect(&nc, opts)
+        guard status == NATS_OK, let nc else {
+            // No connection was made, so no callback can come: the sink goes (the bridge retries
+            // every second while NATS is down, and would otherwise keep one per attempt).
+            Unmanaged<EventSink>.fromOpaque(closure).release()
+            if status != NATS_OK { throw NATSError(status, "natsConnection_Connect") }
+            throw NATSError(status: NATS_ERR.rawValue, function: "natsConnection_Connect", message: "no connection")
+        }
         handle = nc
     }
 

@@ -118,16 +118,42 @@ func committedSeq(_ cursor: URL) -> Int64 {
 }
 
 /// Starts `checkoutbus flood` against a daemon; the caller waits for it.
+/// Paced (`floodRate` events/s) so that it is still running when a test kills something mid-flood,
+/// however fast or loaded the machine.
 func startFlood(_ daemon: DaemonProcess, checkouts: Int, seed: Int) throws -> (Process, PipeLineReader) {
     let p = Process()
     p.executableURL = Products.url("checkoutbus")
     p.arguments = ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--checkouts", String(checkouts),
-                   "--seed", String(seed), "--json"]
+                   "--seed", String(seed), "--rate", String(floodRate), "--json"]
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice
     try p.run()
     return (p, PipeLineReader(out.fileHandleForReading))
+}
+
+/// The `already_stored` of a bridge's "stream tail read" log line (0 when there is none).
+func tailReadAlreadyStored(_ log: String) -> Int {
+    for line in log.split(separator: "\n") where line.contains("stream tail read") {
+        guard let r = line.range(of: "already_stored=") else { continue }
+        return Int(line[r.upperBound...].prefix { $0.isNumber }) ?? 0
+    }
+    return 0
+}
+
+/// Events per second of the tests' floods: slow enough to outlast the kills on any machine, fast
+/// enough to keep the bridge's publish window busy.
+let floodRate = 5000
+
+/// Whether a kill now lands mid-stream: the flood still runs, or the journal is ahead of what the
+/// bridge has committed (it has envelopes in flight).
+func bridgeIsBusy(flood: Process, controls: [String], cursors: [URL]) -> Bool {
+    if flood.isRunning { return true }
+    for (control, cursor) in zip(controls, cursors) {
+        guard let last = (try? ControlClient(control).stats()["last_seq"] as? NSNumber)?.int64Value else { continue }
+        if committedSeq(cursor) < last { return true }
+    }
+    return false
 }
 
 /// `checkoutbus-jetstream verify` against `nats`: the stream's counts, parsed.
@@ -197,15 +223,18 @@ struct JetStreamTests {
         let flags = ["--duplicate-window", "1s", "--window", "512"]
         var bridge = try BridgeProcess(daemon: daemon, nats: [nats.clientURL], cursor: cursor, extra: flags)
         let (flood, _) = try startFlood(daemon, checkouts: 8000, seed: 71)
+        var alreadyStored = 0
 
         for round in 1...2 {
             // Mid-flood, for real: the bridge has committed acknowledged envelopes, and the flood runs on.
             let target = Int64(round) * 8000
             #expect(waitUntil(60) { committedSeq(cursor) >= target }, "round \(round): the cursor never reached \(target)")
-            #expect(flood.isRunning, "round \(round): the flood ended before the kill; make it longer")
+            #expect(bridgeIsBusy(flood: flood, controls: [daemon.control], cursors: [cursor]),
+                    "round \(round): the bridge had nothing left in flight at the kill")
             bridge.kill9()
             usleep(1_500_000)  // past the stream's duplicate window, on purpose
             bridge = try BridgeProcess(daemon: daemon, nats: [nats.clientURL], cursor: cursor, extra: flags)
+            alreadyStored += tailReadAlreadyStored(bridge.stderrText)
         }
         let last = try waitForBridge(flood: flood, daemon: daemon, cursor: cursor) { bridge }
 
@@ -233,7 +262,9 @@ struct JetStreamTests {
             }
         }
         #expect(mismatched == 0, "\(mismatched) journal records are missing from the stream or differ")
-        #expect(bridge.stderrText.contains("already_stored="), "the restarted bridge did not read the stream's tail")
+        // The kills left envelopes stored but not yet committed, and the duplicate window had passed:
+        // only the restarted bridges' reading of the stream's tail kept them from being stored twice.
+        #expect(alreadyStored > 0, "the restarted bridges found nothing stored beyond their cursors")
         // SIGTERM: a clean stop, exit 0.
         bridge.process.terminate()
         #expect(waitForExit(bridge.process, timeout: 20) == 0)
@@ -252,7 +283,8 @@ struct JetStreamTests {
         let (flood, _) = try startFlood(daemon, checkouts: 6000, seed: 72)
 
         #expect(waitUntil(60) { committedSeq(cursor) >= 8000 }, "the cursor never reached 8000")
-        #expect(flood.isRunning, "the flood ended before the kill; make it longer")
+        #expect(bridgeIsBusy(flood: flood, controls: [daemon.control], cursors: [cursor]),
+                "the bridge had nothing left in flight at the kill")
         // The node the bridge is connected to: its publishes in flight there are lost with it.
         let connected = bridge.ready["nats"] as? String
         let victim = nodes.first { $0.clientURL == connected } ?? nodes[0]
@@ -285,13 +317,14 @@ struct JetStreamTests {
         let flood = Process()
         flood.executableURL = Products.url("checkoutbus")
         flood.arguments = ["flood", "--shards", shards.map(\.ingest).joined(separator: ","),
-                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "6000", "--seed", "73", "--json"]
+                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "6000", "--seed", "73", "--rate", String(floodRate), "--json"]
         flood.standardOutput = FileHandle.nullDevice
         flood.standardError = FileHandle.nullDevice
         try flood.run()
 
         #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 4000 } }, "the cursors never reached 4000")
-        #expect(flood.isRunning, "the flood ended before the kill; make it longer")
+        #expect(bridgeIsBusy(flood: flood, controls: shards.map(\.control), cursors: cursors),
+                "the bridge had nothing left in flight at the kill")
         bridge.kill9()
         usleep(1_500_000)  // past the stream's duplicate window, on purpose
         bridge = try start()
@@ -336,14 +369,15 @@ struct JetStreamTests {
         let flood = Process()
         flood.executableURL = Products.url("checkoutbus")
         flood.arguments = ["flood", "--shards", shards.map(\.ingest).joined(separator: ","),
-                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "4000", "--seed", "74", "--json"]
+                           "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "4000", "--seed", "74", "--rate", String(floodRate), "--json"]
         flood.standardOutput = FileHandle.nullDevice
         flood.standardError = FileHandle.nullDevice
         try flood.run()
 
         // Mid-flood, for real: both bridges have committed, and the flood runs on.
         #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 2500 } }, "the cursors never reached 2500")
-        #expect(flood.isRunning, "the flood ended before the kill; make it longer")
+        #expect(bridgeIsBusy(flood: flood, controls: shards.map(\.control), cursors: cursors),
+                "the bridge had nothing left in flight at the kill")
         bridge.kill9()
         usleep(1_500_000)  // past the stream's duplicate window, on purpose
         // The stream's tail now interleaves the other bridge's messages with this one's.
@@ -468,6 +502,40 @@ struct JetStreamTests {
     /// Three JetStream nodes routed to each other on loopback. JetStream clustering needs the routes
     /// configured up front, so the route ports are picked free first; a node that loses the race
     /// for its port exits, and the cluster is started again on new ports.
+    @Test("stopped while NATS is down: the cursor never passes an envelope the stream does not hold")
+    func stoppedDuringOutage() throws {
+        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let natsDirectory = tmp.appendingPathComponent("nats")
+        let nats = try NATSServerProcess(name: "outage", directory: natsDirectory)
+        let daemon = try DaemonProcess()
+        let cursor = tmp.appendingPathComponent("bridge.cursor")
+        let bridge = try BridgeProcess(daemon: daemon, nats: [nats.clientURL], cursor: cursor,
+                                       extra: ["--ack-wait", "1s", "--window", "512"])
+        let (flood, _) = try startFlood(daemon, checkouts: 4000, seed: 75)
+        #expect(waitUntil(60) { committedSeq(cursor) >= 3000 }, "the cursor never reached 3000")
+
+        // NATS goes away with publishes in flight; the bridge keeps trying them.
+        nats.kill9()
+        #expect(waitUntil(30) { bridge.stderrText.contains("publish failed; retrying") },
+                "the bridge never retried during the outage")
+        // Stopped in the middle of its retries: it may not commit what the stream never acknowledged.
+        bridge.process.terminate()
+        #expect(waitForExit(bridge.process, timeout: 30) != -9, "the bridge did not stop")
+        #expect(waitForExit(flood, timeout: 90) == 0)
+        let committed = committedSeq(cursor)
+        #expect(committed >= 3000)
+
+        // NATS back on the same store: everything up to the cursor is there, without a hole.
+        try FileManager.default.removeItem(at: natsDirectory.appendingPathComponent("ports"))
+        let restarted = try NATSServerProcess(name: "outage", directory: natsDirectory)
+        let shard = try verifyStream(restarted.clientURL).object("shards")?.object("0")
+        #expect(shard?.int("min_seq") == 1)
+        #expect((shard?.int("max_seq") ?? 0) >= Int(committed), "the cursor is at \(committed), past the stream's last envelope")
+        #expect(shard?.int("missing") == 0)
+    }
+
     func startCluster(_ directory: URL) throws -> [NATSServerProcess] {
         var lastError: (any Error)?
         for attempt in 1...3 {
