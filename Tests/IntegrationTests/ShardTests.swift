@@ -362,6 +362,37 @@ struct ShardTests {
         #expect(took < 3.9, "route took \(took) s to stop")
     }
 
+    @Test("route stopped in the middle of an acknowledged flood: every acknowledgement it counts reached the producer")
+    func stopMidAckedFlood() throws {
+        let shards = try ShardSet(count: 3)
+        let route = try RouteProcess(shards, acked: true, extraArguments: ["--linger", "5"])
+        let tmp = shards.daemons[0].dataDirectory.deletingLastPathComponent()
+        let input = tmp.appendingPathComponent("stop.jsonl")
+        let ackLog = tmp.appendingPathComponent("stop.acks")
+        let lines = shardLifecycles(checkouts: 3000, run: "st")
+        try (lines.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
+        let sender = Process()
+        sender.executableURL = Products.url("checkoutbus")
+        sender.arguments = ["send", "--acked", "--to", route.listenAcked, "--ack-log", ackLog.path, "--timeout", "3",
+                            "--window", "2000", input.path]
+        let senderErr = Pipe()
+        sender.standardError = senderErr
+        try sender.run()
+        #expect(try shards.waitForRecords(2_000), "the flood is under way")
+        let stopped = route.stop()
+        #expect(stopped.status == 0, "\(route.stderrText)")
+        waitForExit(sender, timeout: 60)
+        let acks = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
+        #expect(acks.count < lines.count, "the stop came before the end of the flood")
+        func sum(_ key: String) -> Int {
+            (stopped.counts[key] ?? "").split(separator: ",").compactMap { Int($0) }.reduce(0, +)
+        }
+        // Nothing read after the stop was forwarded without its reply reaching the producer.
+        #expect(sum("acknowledged_by_shard") == acks.count, "\(stopped.counts), producer got \(acks.count)")
+        #expect(sum("forwarded_acked_by_shard") == acks.count, "\(stopped.counts)")
+        #expect(sum("unanswered_by_shard") == 0, "\(stopped.counts)")
+    }
+
     @Test("route stopped right after fire-and-forget events with every shard up: exits 0, every event journaled")
     func stopWithShardsUp() throws {
         let shards = try ShardSet(count: 3)
