@@ -369,7 +369,7 @@ struct ShardTests {
         let tmp = shards.daemons[0].dataDirectory.deletingLastPathComponent()
         let input = tmp.appendingPathComponent("stop.jsonl")
         let ackLog = tmp.appendingPathComponent("stop.acks")
-        let lines = shardLifecycles(checkouts: 3000, run: "st")
+        let lines = shardLifecycles(checkouts: 6000, run: "st")
         try (lines.joined(separator: "\n") + "\n").write(to: input, atomically: true, encoding: .utf8)
         let sender = Process()
         sender.executableURL = Products.url("checkoutbus")
@@ -391,6 +391,32 @@ struct ShardTests {
         #expect(sum("acknowledged_by_shard") == acks.count, "\(stopped.counts), producer got \(acks.count)")
         #expect(sum("forwarded_acked_by_shard") == acks.count, "\(stopped.counts)")
         #expect(sum("unanswered_by_shard") == 0, "\(stopped.counts)")
+    }
+
+    @Test("a tail --record file of one daemon is refused with three shards, with or without its recorded shard count")
+    func recordingOfAnotherShardCount() throws {
+        let daemon = try DaemonProcess()
+        let file = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("one.jsonl")
+        let lines = shardLifecycles(checkouts: 2, run: "tr")
+        #expect(try runSend(["--to", daemon.ingest], lines: lines).status == 0)
+        let recorded = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control,
+                                                   "--since", "1", "--count", "\(lines.count)", "--record", file.path,
+                                                   "--timeout", "20"])
+        #expect(recorded.status == 0, "\(recorded.output)")
+        let countFile = URL(fileURLWithPath: file.path + ".shards")
+        #expect(try String(contentsOf: countFile, encoding: .utf8) == "1\n")
+
+        let shards = try ShardSet(count: 3)
+        let arguments = ["tail", "--from", shards.publish, "--control", shards.daemons.map(\.control).joined(separator: ","),
+                         "--record", file.path, "--timeout", "20", "--count", "1"]
+        let refused = try runTool("checkoutbus", arguments)
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("is a recording of 1 shard"), "\(refused.output)")
+        // Made before the shard count was recorded: shard 0's lines alone are not taken as shard 0's of 3.
+        try FileManager.default.removeItem(at: countFile)
+        let legacy = try runTool("checkoutbus", arguments)
+        #expect(legacy.status == 1)
+        #expect(legacy.output.contains("holds envelopes of shard 0 only"), "\(legacy.output)")
     }
 
     @Test("route stopped right after fire-and-forget events with every shard up: exits 0, every event journaled")

@@ -17,6 +17,13 @@ import CheckoutBusCore
 /// is the `seq` of the last complete line of shard `I`, found by reading the file backwards until
 /// every shard's last line is found (or the file's start is reached).
 ///
+/// **The shard count is recorded** in `PATH.shards` (`N` and a newline), written with the first
+/// line: each generation of the bus (another shard count) starts new journals at seq 1, so a
+/// recording's positions mean nothing for another count, and opening it with one is refused. A
+/// recording without that file (made before it existed) is taken as it is for one shard, and for
+/// several only if it holds lines of a shard other than 0; one with shard 0's lines alone (one
+/// daemon's, most likely) is refused for several shards.
+///
 /// Used by `checkoutbus tail --record`. Not `Sendable`: owned by the subscriber's thread; the file
 /// descriptor is closed in `deinit`.
 public final class EnvelopeRecording: SubscriberCursor {
@@ -31,6 +38,11 @@ public final class EnvelopeRecording: SubscriberCursor {
     public private(set) var hasLines: [Bool]
     private let fd: Int32
     private var line: [UInt8] = []
+    /// Whether `PATH.shards` is still to be written (with the next line appended).
+    private var needsShardCountFile = false
+
+    /// The file recording the shard count of the recording at `path`.
+    public static func shardCountPath(_ path: String) -> String { path + ".shards" }
 
     /// The `seq` of the last line appended, or found when the file was opened (0: none); with
     /// several shards, shard 0's.
@@ -59,7 +71,50 @@ public final class EnvelopeRecording: SubscriberCursor {
         fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SubscriberError("cannot open \(path): \(String(cString: strerror(errno)))") }
         try recover()
+        try checkShardCount()
         line.reserveCapacity(4096)
+    }
+
+    /// Refuses a recording made for another shard count (see the type's discussion).
+    private func checkShardCount() throws(SubscriberError) {
+        let countPath = EnvelopeRecording.shardCountPath(path)
+        let advice = "a recording belongs to one shard count (another count is another generation of journals, "
+            + "each from seq 1): record into a new file"
+        if let text = EnvelopeRecording.readSmallFile(countPath), let recorded = Int(text.filter { !$0.isWhitespace }) {
+            guard recorded == shards else {
+                throw SubscriberError("\(path) is a recording of \(recorded) shard\(recorded == 1 ? "" : "s") "
+                                      + "(\(countPath)) but \(shards) were given: \(advice)")
+            }
+            return
+        }
+        if !wasEmpty && shards > 1 && !hasLines.dropFirst().contains(true) {
+            throw SubscriberError("\(path) holds envelopes of shard 0 only and does not record its shard count, "
+                                  + "so it may be one daemon's, whose seqs mean nothing for shard 0 of \(shards): "
+                                  + "\(advice); if it is a recording of these \(shards) shards, write \(shards) into \(countPath)")
+        }
+        needsShardCountFile = true
+    }
+
+    private static func readSmallFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : nil
+    }
+
+    private func writeShardCountFile() throws(SubscriberError) {
+        let countPath = EnvelopeRecording.shardCountPath(path)
+        let bytes = Array("\(shards)\n".utf8)
+        let out = open(countPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard out >= 0 else { throw SubscriberError("cannot create \(countPath): \(String(cString: strerror(errno)))") }
+        defer { close(out) }
+        let n = bytes.withUnsafeBytes { write(out, $0.baseAddress, $0.count) }
+        guard n == bytes.count, fsync(out) == 0 else {
+            throw SubscriberError("cannot write \(countPath): \(String(cString: strerror(errno)))")
+        }
+        needsShardCountFile = false
     }
 
     deinit { close(fd) }
@@ -92,6 +147,7 @@ public final class EnvelopeRecording: SubscriberCursor {
     /// Appends the envelope's bytes and a newline with a single `write(2)`.
     /// - Throws: ``SubscriberError`` when the write fails (disk full, …).
     public func append(_ envelope: BusEnvelope) throws(SubscriberError) {
+        if needsShardCountFile { try writeShardCountFile() }
         line.removeAll(keepingCapacity: true)
         line.append(contentsOf: envelope.bytes)
         line.append(0x0A)
