@@ -217,6 +217,26 @@ struct FulfilmentWorkerTests {
         #expect(rows == ["fulfil": 3, "fulfil.0-of-3": Int64(second.count)], "\(rows)")
     }
 
+    @Test("a store with cursor rows that do not say their shard count (fulfil.shard.I) is refused with the rows named")
+    func storeOfUnknownShardCount() throws {
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        do {
+            let db = try SQLiteDatabase(path: database.path)
+            let create = try db.prepare("CREATE TABLE subscriber_cursor (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
+            try create.bind([])
+            _ = try create.step()
+            let insert = try db.prepare("INSERT INTO subscriber_cursor (name, seq) VALUES ('fulfil', 7), ('fulfil.shard.1', 9)")
+            try insert.bind([])
+            _ = try insert.step()
+        }
+        let refused = try runTool("checkoutbus-fulfil", ["--db", database.path, "--from", daemon.publish,
+                                                         "--control", daemon.control])
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("fulfil.shard.1"), "\(refused.output)")
+        #expect(refused.output.contains("do not say for how many shards"), "\(refused.output)")
+    }
+
     @Test("--cursor is refused with the reason; --help documents every flag")
     func flags() throws {
         let refused = try runTool("checkoutbus-fulfil", ["--cursor", "/tmp/x"])

@@ -47,7 +47,9 @@ public struct TailCommand {
                                last complete line (a torn last line is cut off), so a killed recorder
                                neither loses nor repeats a line. With an empty FILE it starts at --since,
                                else live. With several shards, FILE interleaves them and each shard
-                               resumes after its own last line (one without a line: --since, else live)
+                               resumes after its own last line (one without a line: --since, else live).
+                               FILE.shards records the number of shards; FILE is refused for another
+                               number (another shard count starts new journals: record into a new file)
           --name NAME          the name this tail reports its counts under (daemon `stats`)
                                (default tail-<pid>)
           --receive-buffer BYTES  the kernel receive buffer of each subscription (SO_RCVBUF; default:
