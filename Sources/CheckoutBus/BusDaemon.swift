@@ -471,14 +471,15 @@ extension BusDaemon {
         let path = configuration.dataDirectory + "/shard"
         let mine = configuration.processor.shard
         var recorded: String?
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd >= 0 {
-            defer { close(fd) }
-            var buffer = [UInt8](repeating: 0, count: 64)
-            let n = read(fd, &buffer, buffer.count)
-            if n > 0 { recorded = String(decoding: buffer[..<n].filter { $0 > 0x20 }, as: UTF8.self) }
-        } else if journal.lastSeq > 0 {
-            recorded = ShardMap.single.description
+        do {
+            if let bytes = try AtomicFile.read(path) {
+                let text = bytes.filter { $0 > 0x20 }
+                if !text.isEmpty { recorded = String(decoding: text, as: UTF8.self) }
+            } else if journal.lastSeq > 0 {
+                recorded = ShardMap.single.description
+            }
+        } catch {
+            throw DaemonError(error.description)
         }
         if let recorded {
             guard recorded == mine.description else {
@@ -489,16 +490,12 @@ extension BusDaemon {
             }
             return
         }
-        let text = mine.description + "\n"
-        let tmp = path + ".tmp"
-        let out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard out >= 0 else { throw DaemonError("cannot write \(tmp): errno \(errno)") }
-        let ok = text.utf8.withContiguousStorageIfAvailable { write(out, $0.baseAddress, $0.count) == $0.count } ?? false
-        let synced = fsync(out) == 0
-        close(out)
-        guard ok, synced, rename(tmp, path) == 0 else { throw DaemonError("cannot write \(path): errno \(errno)") }
-        // The rename itself must survive a power loss, or the directory would read as 0/1.
-        Journal.syncDirectory(configuration.dataDirectory)
+        // Durably: the file, and its rename (or the directory would read as 0/1 after a power loss).
+        do {
+            try AtomicFile.write(Array((mine.description + "\n").utf8), to: path, durable: true)
+        } catch {
+            throw DaemonError(error.description)
+        }
     }
 }
 

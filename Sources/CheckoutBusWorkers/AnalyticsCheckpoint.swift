@@ -33,13 +33,15 @@ public enum AnalyticsCheckpoint {
     /// - Throws: ``AnalyticsError`` when the file exists but cannot be read or is not a checkpoint:
     ///   the worker refuses to start rather than count from a wrong position.
     public static func load(path: String, maxCheckouts: Int) throws(AnalyticsError) -> AnalyticsFunnel? {
-        guard let bytes = try AtomicFile.read(path) else { return nil }
+        let read: [UInt8]?
+        do { read = try AtomicFile.read(path) } catch { throw AnalyticsError(error.description) }
+        guard let bytes = read else { return nil }
         return try decode(bytes, maxCheckouts: maxCheckouts, path: path)
     }
 
     /// Replaces the checkpoint at `path` with `funnel` (durably: see the type's discussion).
     public static func save(_ funnel: AnalyticsFunnel, to path: String) throws(AnalyticsError) {
-        try AtomicFile.write(encode(funnel), to: path, durable: true)
+        do { try AtomicFile.write(encode(funnel), to: path, durable: true) } catch { throw AnalyticsError(error.description) }
     }
 
     static func encode(_ f: AnalyticsFunnel) -> [UInt8] {
@@ -48,14 +50,7 @@ public enum AnalyticsCheckpoint {
         w.append(format)
         w.append(#"","seq":"#)
         w.append(int: f.shardSeqs[0])
-        if f.shardSeqs.count > 1 {
-            w.append(#","shard_seqs":["#)
-            for (i, seq) in f.shardSeqs.enumerated() {
-                if i > 0 { w.append(byte: UInt8(ascii: ",")) }
-                w.append(int: seq)
-            }
-            w.append("]")
-        }
+        AnalyticsReport.appendShardSeqs(f.shardSeqs, to: &w)
         w.append(#","max_checkouts":"#)
         w.append(int: f.maxCheckouts)
         w.append(#","counters":"#)
@@ -202,69 +197,4 @@ public enum AnalyticsCheckpoint {
 public struct AnalyticsError: Error, CustomStringConvertible, Sendable {
     public let description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// Whole-file reads, and replacement by write-to-temporary + rename. `Sendable` (no state).
-enum AtomicFile {
-    /// The file's bytes, or nil when it does not exist.
-    static func read(_ path: String) throws(AnalyticsError) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw AnalyticsError("cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw AnalyticsError("cannot read \(path): \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { return out }
-            out.append(contentsOf: chunk[0..<n])
-        }
-    }
-
-    /// Writes `bytes` to `path.tmp`, then renames it over `path`. With `durable`, the file is
-    /// `fsync`ed before the rename and the directory after it.
-    static func write(_ bytes: [UInt8], to path: String, durable: Bool) throws(AnalyticsError) {
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw AnalyticsError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        var failure: String?
-        bytes.withUnsafeBytes { buffer in
-            var off = 0
-            while off < buffer.count {
-                let n = Glibc.write(fd, buffer.baseAddress! + off, buffer.count - off)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = "cannot write \(temporary): \(String(cString: strerror(errno)))"
-                    return
-                }
-                off += n
-            }
-        }
-        if failure == nil && durable && fsync(fd) != 0 {
-            failure = "cannot sync \(temporary): \(String(cString: strerror(errno)))"
-        }
-        close(fd)
-        if let failure {
-            unlink(temporary)
-            throw AnalyticsError(failure)
-        }
-        guard rename(temporary, path) == 0 else {
-            throw AnalyticsError("cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))")
-        }
-        if durable {
-            let slash = path.lastIndex(of: "/")
-            let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if dfd >= 0 {
-                _ = fsync(dfd)
-                close(dfd)
-            }
-        }
-    }
 }

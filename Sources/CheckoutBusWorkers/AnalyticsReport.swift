@@ -19,6 +19,18 @@ import CheckoutBusCore
 ///
 /// `Sendable` (no state).
 public enum AnalyticsReport {
+    /// `,"shard_seqs":[…]`, each shard's position, when there are several (the report and the
+    /// checkpoint write the same member).
+    static func appendShardSeqs(_ seqs: [Int64], to w: inout JSONWriter) {
+        guard seqs.count > 1 else { return }
+        w.append(#","shard_seqs":["#)
+        for (i, seq) in seqs.enumerated() {
+            if i > 0 { w.append(byte: UInt8(ascii: ",")) }
+            w.append(int: seq)
+        }
+        w.append("]")
+    }
+
     /// The report as JSON bytes (one line and a newline).
     public static func encode(_ f: AnalyticsFunnel, generatedAt: Timestamp) -> [UInt8] {
         var w = JSONWriter(capacity: 2048)
@@ -26,14 +38,7 @@ public enum AnalyticsReport {
         generatedAt.write(to: &w)
         w.append(#","last_seq":"#)
         w.append(int: f.lastSeq)
-        if f.shardSeqs.count > 1 {
-            w.append(#","shard_seqs":["#)
-            for (i, seq) in f.shardSeqs.enumerated() {
-                if i > 0 { w.append(byte: UInt8(ascii: ",")) }
-                w.append(int: seq)
-            }
-            w.append("]")
-        }
+        AnalyticsReport.appendShardSeqs(f.shardSeqs, to: &w)
         w.append(#","funnel":"#)
         appendCounters(f.counters, to: &w)
         w.append(#","conversion_rate":"#)

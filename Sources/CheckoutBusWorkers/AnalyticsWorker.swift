@@ -182,7 +182,11 @@ public final class AnalyticsWorker {
 
     private func writeReport() throws {
         guard let path = options.reportPath else { return }
-        try AtomicFile.write(AnalyticsReport.encode(funnel, generatedAt: BusClock.wallClock()), to: path, durable: false)
+        do {
+            try AtomicFile.write(AnalyticsReport.encode(funnel, generatedAt: BusClock.wallClock()), to: path, durable: false)
+        } catch {
+            throw AnalyticsError(error.description)
+        }
     }
 }
 

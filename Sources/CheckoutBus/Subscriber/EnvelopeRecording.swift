@@ -80,7 +80,9 @@ public final class EnvelopeRecording: SubscriberCursor {
         let countPath = EnvelopeRecording.shardCountPath(path)
         let advice = "a recording belongs to one shard count (another count is another generation of journals, "
             + "each from seq 1): record into a new file"
-        if let text = EnvelopeRecording.readSmallFile(countPath), let recorded = Int(text.filter { !$0.isWhitespace }) {
+        if let bytes = try? AtomicFile.read(countPath),
+            let recorded = Int(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
+        {
             guard recorded == shards else {
                 throw SubscriberError("\(path) is a recording of \(recorded) shard\(recorded == 1 ? "" : "s") "
                                       + "(\(countPath)) but \(shards) were given: \(advice)")
@@ -95,24 +97,11 @@ public final class EnvelopeRecording: SubscriberCursor {
         needsShardCountFile = true
     }
 
-    private static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 64)
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : nil
-    }
-
     private func writeShardCountFile() throws(SubscriberError) {
-        let countPath = EnvelopeRecording.shardCountPath(path)
-        let bytes = Array("\(shards)\n".utf8)
-        let out = open(countPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard out >= 0 else { throw SubscriberError("cannot create \(countPath): \(String(cString: strerror(errno)))") }
-        defer { close(out) }
-        let n = bytes.withUnsafeBytes { write(out, $0.baseAddress, $0.count) }
-        guard n == bytes.count, fsync(out) == 0 else {
-            throw SubscriberError("cannot write \(countPath): \(String(cString: strerror(errno)))")
+        do {
+            try AtomicFile.write(Array("\(shards)\n".utf8), to: EnvelopeRecording.shardCountPath(path), durable: true)
+        } catch {
+            throw SubscriberError(error.description)
         }
         needsShardCountFile = false
     }

@@ -1,0 +1,74 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Whole-file reads, and replacement by write-to-temporary + rename. `Sendable` (no state).
+public enum AtomicFile {
+    /// The file's bytes, or nil when it does not exist.
+    public static func read(_ path: String) throws(AtomicFileError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw AtomicFileError("cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AtomicFileError("cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return out }
+            out.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Writes `bytes` to `path.tmp`, then renames it over `path`. With `durable`, the file is
+    /// `fsync`ed before the rename and the directory after it.
+    public static func write(_ bytes: [UInt8], to path: String, durable: Bool) throws(AtomicFileError) {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw AtomicFileError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        var failure: String?
+        bytes.withUnsafeBytes { buffer in
+            var off = 0
+            while off < buffer.count {
+                let n = Glibc.write(fd, buffer.baseAddress! + off, buffer.count - off)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = "cannot write \(temporary): \(String(cString: strerror(errno)))"
+                    return
+                }
+                off += n
+            }
+        }
+        if failure == nil && durable && fsync(fd) != 0 {
+            failure = "cannot sync \(temporary): \(String(cString: strerror(errno)))"
+        }
+        close(fd)
+        if let failure {
+            unlink(temporary)
+            throw AtomicFileError(failure)
+        }
+        guard rename(temporary, path) == 0 else {
+            throw AtomicFileError("cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))")
+        }
+        if durable {
+            let slash = path.lastIndex(of: "/")
+            let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dfd >= 0 {
+                _ = fsync(dfd)
+                close(dfd)
+            }
+        }
+    }
+}
+
+/// A file that cannot be read or replaced: the path and the system's reason. `Sendable`.
+public struct AtomicFileError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
