@@ -112,8 +112,9 @@ public final class EventProcessor {
             return deadLetter(error.reason, error.detail, bytes, receivedAt)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
-        if options.shard.count > 1, !options.shard.owns(event.checkoutID!) {
-            let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count)
+        if options.shard.count > 1,
+            case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
+        {
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
                               bytes, receivedAt)
         }

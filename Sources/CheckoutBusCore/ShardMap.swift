@@ -34,11 +34,6 @@ public struct ShardMap: Sendable, Equatable, CustomStringConvertible {
     /// `I/N`.
     public var description: String { "\(index)/\(count)" }
 
-    /// Whether this shard owns the checkout.
-    public func owns(_ checkoutID: String) -> Bool {
-        count == 1 || ShardMap.owner(of: checkoutID, count: count) == index
-    }
-
     /// The shard (`0..<count`) that owns the checkout.
     public static func owner(of checkoutID: String, count: Int) -> Int {
         var id = checkoutID
