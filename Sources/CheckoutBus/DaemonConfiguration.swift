@@ -87,7 +87,7 @@ public struct DaemonConfiguration: Sendable {
     static let valued: Set<String> = [
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
-        "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
+        "journal-cache-bytes", "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
         "curve-subscribers", "dedupe-window", "shard",
     ]
 
@@ -128,6 +128,15 @@ public struct DaemonConfiguration: Sendable {
         }
         c.journal.fsyncMilliseconds = try args.int("fsync-ms", default: 2, in: 0...10_000)
         c.journal.segmentBytes = try args.int("segment-bytes", default: 64 << 20, in: 4096...(1 << 40))
+        switch args.value("journal-cache-bytes") {
+        case nil: break
+        case "kernel": c.journal.cacheBytes = nil
+        case let v?:
+            guard let n = Int(v), (0...(1 << 40)).contains(n) else {
+                throw .init("--journal-cache-bytes must be a byte count (0...\(1 << 40)) or kernel, got \(v)")
+            }
+            c.journal.cacheBytes = n
+        }
         c.journal.retainBytes = Int64(try args.int("retain-bytes", default: 4 << 30, in: 4096...(1 << 50)))
         c.journal.retainSeconds = try args.int("retain-hours", default: 168, in: 1...87_600) * 3600
         if let v = args.value("data-dir") { c.dataDirectory = v }
@@ -204,6 +213,9 @@ public struct DaemonConfiguration: Sendable {
           --fsync-ms N               group commit: at most one fdatasync per N ms (default 2); acked
                                      producers are answered after the fdatasync covering their event
           --segment-bytes N          close a journal segment at this size (default 67108864)
+          --journal-cache-bytes N    keep only the newest N synced journal bytes in the page cache,
+                                     dropping older pages after each fdatasync and a closed
+                                     segment's at rotation (default 33554432); kernel: never drop
           --retain-bytes N           delete the oldest closed segments beyond this total (default 4294967296)
           --retain-hours N           delete closed segments older than this (default 168)
 

@@ -240,6 +240,65 @@ struct DurabilityTests {
         #expect(next.first?.2["kind_seq"] as? Int == 401)
     }
 
+    @Test("synced journal pages leave the page cache beyond --journal-cache-bytes; with kernel they stay")
+    func journalPageCache() throws {
+        let events = Array((distinctEvents(8000, run: "cache").joined(separator: "\n") + "\n").utf8)
+        var resident: [String: (bytes: Int, size: Int)] = [:]
+        for setting in ["0", "kernel"] {
+            let daemon = try DaemonProcess(["--journal-cache-bytes", setting])
+            // Acknowledged: every event is durable, so the sync that covered the last one has run.
+            #expect(try sendBytes(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+            let journal = daemon.dataDirectory.appendingPathComponent("journal")
+            let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
+                .filter { $0.hasSuffix(".seg") }.sorted().last)
+            let path = journal.appendingPathComponent(segment).path
+            guard try fileSystemType(path) != "tmpfs" else {
+                // tmpfs: the page cache is the file; there is nothing to drop.
+                #expect(daemon.terminate() == 0)
+                return
+            }
+            resident[setting] = try residentBytes(path)
+            #expect(daemon.terminate() == 0)
+        }
+        let dropped = try #require(resident["0"])
+        let kept = try #require(resident["kernel"])
+        #expect(dropped.size > 3 << 20, "the flood should fill more than 3 MiB of journal")
+        // Dropped in steps of at least 1 MiB after each sync: at most that much stays.
+        #expect(dropped.bytes <= (1 << 20) + 8192, "\(dropped.bytes) of \(dropped.size) bytes still cached")
+        #expect(kept.bytes >= kept.size * 9 / 10, "\(kept.bytes) of \(kept.size) bytes cached")
+    }
+
+    /// The type of the file system holding `path` (`stat -f`), e.g. `ext2/ext3`, `xfs`, `tmpfs`.
+    private func fileSystemType(_ path: String) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/stat")
+        p.arguments = ["-f", "-c", "%T", path]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: 10).joined()
+        _ = waitForExit(p, timeout: 10)
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// How many bytes of the file at `path` are in the page cache (`mincore`), and its size.
+    private func residentBytes(_ path: String) throws -> (bytes: Int, size: Int) {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw HarnessError("cannot open \(path)") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size > 0 else { throw HarnessError("cannot stat \(path)") }
+        let size = Int(st.st_size)
+        guard let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+            throw HarnessError("cannot map \(path)")
+        }
+        defer { munmap(map, size) }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var vector = [UInt8](repeating: 0, count: (size + page - 1) / page)
+        guard mincore(map, size, &vector) == 0 else { throw HarnessError("mincore failed on \(path)") }
+        return (vector.reduce(0) { $0 + Int($1 & 1) } * page, size)
+    }
+
     @Test("control socket: replay by prefix in pages, not_retained, stats, report, bad requests")
     func controlProtocol() throws {
         let daemon = try DaemonProcess()

@@ -22,6 +22,9 @@ public final class Journal {
         public var retainSeconds = 168 * 3600
         /// At most one `fdatasync` per this many milliseconds (`--fsync-ms`).
         public var fsyncMilliseconds = 2
+        /// Synced journal bytes kept in the page cache, the newest; older pages are dropped after
+        /// each sync (`--journal-cache-bytes`; nil leaves the page cache to the kernel).
+        public var cacheBytes: Int? = 32 << 20
         public init() {}
     }
 
@@ -55,6 +58,8 @@ public final class Journal {
     private var segments: [Segment] = []
     private var fd: Int32 = -1
     private let syncer: JournalSyncer
+    /// The open segment's generation at the syncer.
+    private var generation: UInt64 = 0
     /// Records appended since the last clear: the bytes, and (offset, header) of each.
     private var pending: UnsafeMutableRawPointer
     private var pendingCapacity = 1 << 20
@@ -93,12 +98,13 @@ public final class Journal {
             JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
         }.sorted { $0.firstSeq < $1.firstSeq }
         for i in segments.indices { segments[i].size = Journal.fileSize(segments[i].path) }
-        syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds)
+        syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds,
+                               cacheBytes: options.cacheBytes)
         try recover()
         // Retention at start too: a restart with a smaller --retain-bytes frees space at once.
         enforceRetention(now: time(nil))
         syncer.reset(seq: writtenSeq)
-        _ = syncer.swapSegment(to: fd)
+        generation = syncer.swapSegment(to: fd).generation
         syncer.start()
     }
 
@@ -329,7 +335,7 @@ public final class Journal {
         segments[active].size += bytes
         isWritable = true
         writtenSeq = pendingRecords[to - 1].seq
-        syncer.written(upTo: writtenSeq)
+        syncer.written(upTo: writtenSeq, generation: generation, bytes: segments[active].size)
         writtenRecords = to
     }
 
@@ -351,7 +357,7 @@ public final class Journal {
 
     private func rotate(firstSeq: UInt64) throws {
         // The closed segment is synced here, on the pipeline thread, once per segment.
-        syncer.syncNow(upTo: writtenSeq)
+        syncer.syncNow(upTo: writtenSeq, closing: true)
         let old = fd
         try openNewSegment(firstSeq: firstSeq, replacing: true)
         Glibc.close(old)
@@ -374,7 +380,7 @@ public final class Journal {
         _ = fdatasync(newFD)
         Journal.syncDirectory(directory)
         fd = newFD
-        if replacing { _ = syncer.swapSegment(to: newFD) }
+        if replacing { generation = syncer.swapSegment(to: newFD).generation }
         segments.append(Segment(firstSeq: firstSeq, path: path, size: JournalFormat.segmentHeaderSize, index: [],
                                 indexed: true))
         recordsSinceIndex = 0

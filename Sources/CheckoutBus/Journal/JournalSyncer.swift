@@ -11,23 +11,44 @@ import Synchronization
 /// after each `write`; the syncer reads it, syncs, and stores ``durableSeq``; the pipeline answers
 /// acknowledged producers up to ``durableSeq``. The mutex guards the segment's file descriptor,
 /// which the pipeline swaps when it rotates segments.
+///
+/// After each sync the syncer also drops the segment's synced pages from the page cache, all but
+/// the newest `cacheBytes` (`POSIX_FADV_DONTNEED`), and a closed segment's at rotation. A journal
+/// is written once and rarely read far back, so its pages would otherwise only grow the page
+/// cache; the writes then take pages the kernel just freed instead of fresh ones, which on a
+/// virtual machine whose balloon returns free memory to the host is several times cheaper
+/// (docs/durability.md, "Page cache").
 final class JournalSyncer: Sendable {
+    /// The open segment and how far its synced pages were dropped from the page cache.
+    struct Segment {
+        var fd: Int32
+        /// Counts segments swapped in, so a written extent of an earlier one is recognised.
+        var generation: UInt64 = 0
+        var droppedUpTo = 0
+    }
+
     let writtenSeq: Atomic<UInt64>
     let durableSeq: Atomic<UInt64>
+    /// `generation << 44 | bytes`: how much of which segment the pipeline has written.
+    private let writtenExtent = Atomic<UInt64>(0)
     let fsyncCount = Atomic<UInt64>(0)
     let fsyncMaxMicros = Atomic<UInt64>(0)
     private let stopRequested = Atomic<Bool>(false)
     /// Every `fdatasync`'s duration, for metrics.
     let fsyncDurations = Mutex(Histogram.fsync())
-    private let fd: Mutex<Int32>
+    private let segment: Mutex<Segment>
     private let intervalNanos: UInt64
+    /// Synced bytes of the open segment kept in the page cache (nil: never dropped).
+    private let cacheBytes: Int?
     private let finished = DispatchSemaphore(value: 0)
+    private static let offsetBits: UInt64 = 44
 
-    init(fd: Int32, seq: UInt64, intervalMilliseconds: Int) {
-        self.fd = Mutex(fd)
+    init(fd: Int32, seq: UInt64, intervalMilliseconds: Int, cacheBytes: Int?) {
+        segment = Mutex(Segment(fd: fd))
         writtenSeq = Atomic(seq)
         durableSeq = Atomic(seq)
         intervalNanos = UInt64(max(0, intervalMilliseconds)) * 1_000_000
+        self.cacheBytes = cacheBytes
     }
 
     var durable: UInt64 { durableSeq.load(ordering: .acquiring) }
@@ -41,8 +62,13 @@ final class JournalSyncer: Sendable {
         durableSeq.store(seq, ordering: .releasing)
     }
 
-    /// Records that every seq up to `seq` is in the file (not yet synced).
-    func written(upTo seq: UInt64) { writtenSeq.store(seq, ordering: .releasing) }
+    /// Records that every seq up to `seq` is in the file (not yet synced), and that the segment
+    /// of `generation` (``swapSegment(to:)``'s) is `bytes` long.
+    func written(upTo seq: UInt64, generation: UInt64, bytes: Int) {
+        let mask: UInt64 = (1 << (64 - JournalSyncer.offsetBits)) - 1
+        writtenExtent.store((generation & mask) << JournalSyncer.offsetBits | UInt64(bytes), ordering: .releasing)
+        writtenSeq.store(seq, ordering: .releasing)
+    }
 
     func start() {
         let thread = Thread { [self] in loop() }
@@ -56,19 +82,36 @@ final class JournalSyncer: Sendable {
         finished.wait()
     }
 
-    /// Replaces the segment being synced (after the caller synced the old one) and returns the old fd.
-    func swapSegment(to newFD: Int32) -> Int32 {
-        fd.withLock { current in
-            let old = current
-            current = newFD
-            return old
+    /// Replaces the segment being synced (after the caller synced the old one).
+    /// - Returns: the old fd, and the new segment's generation for ``written(upTo:generation:bytes:)``.
+    func swapSegment(to newFD: Int32) -> (old: Int32, generation: UInt64) {
+        segment.withLock { s in
+            let old = s.fd
+            s = Segment(fd: newFD, generation: s.generation &+ 1, droppedUpTo: 0)
+            return (old, s.generation)
         }
     }
 
     /// Syncs now on the calling thread (rotation, shutdown), then records `seq` as durable.
-    func syncNow(upTo seq: UInt64) {
-        fd.withLock { current in _ = fdatasync(current) }
+    /// - Parameter closing: the segment is being closed: all of its pages leave the page cache.
+    func syncNow(upTo seq: UInt64, closing: Bool = false) {
+        segment.withLock { s in
+            _ = fdatasync(s.fd)
+            if closing && cacheBytes != nil { _ = posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED) }
+        }
         advanceDurable(to: seq)
+    }
+
+    /// Drops the synced pages of `s` older than the newest ``cacheBytes``, in steps of at least 1 MiB.
+    private func dropSyncedPages(_ s: inout Segment, extent: UInt64) {
+        guard let cacheBytes else { return }
+        let mask: UInt64 = (1 << (64 - JournalSyncer.offsetBits)) - 1
+        guard extent >> JournalSyncer.offsetBits == s.generation & mask else { return }
+        let synced = Int(extent & ((1 << JournalSyncer.offsetBits) - 1))
+        let end = (synced - cacheBytes) & ~4095
+        guard end >= s.droppedUpTo + (1 << 20) else { return }
+        _ = posix_fadvise(s.fd, off_t(s.droppedUpTo), off_t(end - s.droppedUpTo), POSIX_FADV_DONTNEED)
+        s.droppedUpTo = end
     }
 
     private func advanceDurable(to seq: UInt64) {
@@ -85,7 +128,12 @@ final class JournalSyncer: Sendable {
             let written = writtenSeq.load(ordering: .acquiring)
             let start = BusClock.monotonicNanoseconds()
             if written > durableSeq.load(ordering: .acquiring) {
-                fd.withLock { current in _ = fdatasync(current) }
+                // Loaded before the sync: every byte it counts is in the file, and so synced after.
+                let extent = writtenExtent.load(ordering: .acquiring)
+                segment.withLock { s in
+                    _ = fdatasync(s.fd)
+                    dropSyncedPages(&s, extent: extent)
+                }
                 advanceDurable(to: written)
                 let nanos = BusClock.monotonicNanoseconds() - start
                 let micros = nanos / 1000
