@@ -30,6 +30,8 @@ public struct CheckoutStateTable {
     private var next: [Int32] = []
     private var flags: [Flags] = []
     private var completeKeys: [Int32: String] = [:]
+    /// The index: -1 when empty, else an entry (low 27 bits) and 4 bits of its second hash above
+    /// it, so most probes past other checkouts' slots need not read their keys.
     private var slots: [Int32] = []
     private var slotMask = 0
     private var head: Int32 = -1  // most recently used
@@ -47,6 +49,7 @@ public struct CheckoutStateTable {
     ///   - capacity: most checkouts tracked at once (least recently used are evicted first).
     ///   - idleTTL: seconds without an event after which a checkout is forgotten.
     public init(capacity: Int, idleTTL: UInt32) {
+        precondition(capacity < 1 << 27, "a state table holds at most 2^27 - 1 checkouts")
         self.capacity = max(1, capacity)
         self.idleTTL = max(1, idleTTL)
         resizeSlots(16)
@@ -65,9 +68,10 @@ public struct CheckoutStateTable {
                     CanonicalHash.hashBytes(p, buf.count, seed: 0xc2b2_ae3d_27d4_eb4f))
         }
         var s = Int(truncatingIfNeeded: lo) & slotMask
+        let tag = CheckoutStateTable.tag(hi)
         while slots[s] >= 0 {
-            let e = slots[s]
-            if keyLo[Int(e)] == lo && keyHi[Int(e)] == hi {
+            let e = slots[s] & CheckoutStateTable.entryMask
+            if slots[s] & ~CheckoutStateTable.entryMask == tag && keyLo[Int(e)] == lo && keyHi[Int(e)] == hi {
                 var isNew = false
                 if now &- lastSeen[Int(e)] > idleTTL {
                     reset(e)
@@ -159,11 +163,11 @@ public struct CheckoutStateTable {
         if n >= 0 { prev[Int(n)] = p } else { tail = p }
         // Delete from the index with backward-shift, keeping probe chains intact.
         var s = Int(truncatingIfNeeded: keyLo[Int(e)]) & slotMask
-        while slots[s] != e { s = (s + 1) & slotMask }
+        while slots[s] & CheckoutStateTable.entryMask != e { s = (s + 1) & slotMask }
         var hole = s
         var j = (s + 1) & slotMask
         while slots[j] >= 0 {
-            let home = Int(truncatingIfNeeded: keyLo[Int(slots[j])]) & slotMask
+            let home = Int(truncatingIfNeeded: keyLo[Int(slots[j] & CheckoutStateTable.entryMask)]) & slotMask
             let distHole = (hole - home) & slotMask
             let distJ = (j - home) & slotMask
             if distHole < distJ {
@@ -193,8 +197,14 @@ public struct CheckoutStateTable {
     private mutating func insertSlot(_ e: Entry) {
         var s = Int(truncatingIfNeeded: keyLo[Int(e)]) & slotMask
         while slots[s] >= 0 { s = (s + 1) & slotMask }
-        slots[s] = e
+        slots[s] = CheckoutStateTable.tag(keyHi[Int(e)]) | e
     }
+
+    /// Entries fit in 27 bits (`--max-checkouts` is at most 100 million).
+    private static let entryMask: Int32 = (1 << 27) - 1
+
+    /// Four bits of the second hash, in bits 27–30 of a slot.
+    private static func tag(_ hi: UInt64) -> Int32 { Int32(truncatingIfNeeded: hi >> 60) << 27 }
 
     private mutating func resizeSlots(_ size: Int) {
         slots = [Int32](repeating: -1, count: size)

@@ -3,7 +3,9 @@
 ///
 /// Ids are kept as two 64-bit hashes (a false match needs both to collide: about 2⁻¹²⁸ per pair).
 /// A ring holds the entries; an open-addressing table indexes them and is rebuilt from the ring
-/// after every `capacity` inserts, so evicted entries never accumulate. About 40 bytes per id.
+/// after every `capacity` inserts, so evicted entries never accumulate. Each slot also carries 32
+/// bits of the second hash, so a probe past another id's slot — and the miss every new event is —
+/// stays within the table's cache lines instead of reading that id's entry. About 65 bytes per id.
 /// `Sendable` as a value; owned by one ``EventProcessor``.
 public struct EventIDWindow: Sendable {
     public let capacity: Int
@@ -12,7 +14,8 @@ public struct EventIDWindow: Sendable {
     private var seqs: [UInt64]
     private var head = 0
     public private(set) var count = 0
-    private var table: [Int32]
+    /// `tag << 32 | (index + 1)`, 0 when empty; the tag is the second hash's low 32 bits.
+    private var table: [UInt64]
     private let mask: Int
     private var insertsSinceRebuild = 0
 
@@ -23,7 +26,7 @@ public struct EventIDWindow: Sendable {
         seqs = [UInt64](repeating: 0, count: self.capacity)
         var size = 16
         while size < self.capacity * 4 { size <<= 1 }
-        table = [Int32](repeating: -1, count: size)
+        table = [UInt64](repeating: 0, count: size)
         mask = size - 1
     }
 
@@ -40,12 +43,16 @@ public struct EventIDWindow: Sendable {
     /// The seq an id was recorded with (0 for an event that was suppressed), or nil if unknown.
     public func lookup(_ key: (UInt64, UInt64)) -> UInt64? {
         var s = Int(truncatingIfNeeded: key.0) & mask
-        while table[s] >= 0 {
-            let i = Int(table[s])
-            if lo[i] == key.0 && hi[i] == key.1 { return seqs[i] }
+        let tag = key.1 << 32
+        while true {
+            let slot = table[s]
+            if slot == 0 { return nil }
+            if slot & 0xFFFF_FFFF_0000_0000 == tag {
+                let i = Int(truncatingIfNeeded: slot & 0xFFFF_FFFF) - 1
+                if lo[i] == key.0 && hi[i] == key.1 { return seqs[i] }
+            }
             s = (s + 1) & mask
         }
-        return nil
     }
 
     /// Records an id; the oldest is forgotten once `capacity` are held.
@@ -63,13 +70,13 @@ public struct EventIDWindow: Sendable {
 
     private mutating func place(_ i: Int) {
         var s = Int(truncatingIfNeeded: lo[i]) & mask
-        while table[s] >= 0 { s = (s + 1) & mask }
-        table[s] = Int32(i)
+        while table[s] != 0 { s = (s + 1) & mask }
+        table[s] = hi[i] << 32 | UInt64(i + 1)
     }
 
     /// Re-indexes the live entries only: slots of overwritten entries are dropped.
     private mutating func rebuild() {
-        for s in table.indices { table[s] = -1 }
+        for s in table.indices { table[s] = 0 }
         var i = (head - count + capacity) % capacity
         for _ in 0..<count {
             place(i)

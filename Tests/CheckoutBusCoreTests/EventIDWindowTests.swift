@@ -20,6 +20,25 @@ struct EventIDWindowTests {
         #expect((0..<2500).allSatisfy { w.lookup(EventIDWindow.key("e-\($0)")) == nil })
     }
 
+    @Test("keys sharing a slot, a slot tag, or both are told apart by their full hashes")
+    func collidingKeys() {
+        var w = EventIDWindow(capacity: 64)
+        // Same first hash (same home slot); second hashes equal in their low 32 bits (the slot's
+        // tag), in the high 32 bits, or in neither.
+        let a: (UInt64, UInt64) = (0x1234, 0xAAAA_AAAA_0000_0001)
+        let sameTag: (UInt64, UInt64) = (0x1234, 0xBBBB_BBBB_0000_0001)
+        let sameHigh: (UInt64, UInt64) = (0x1234, 0xAAAA_AAAA_0000_0002)
+        w.insert(a, seq: 7)
+        #expect(w.lookup(sameTag) == nil)
+        #expect(w.lookup(sameHigh) == nil)
+        w.insert(sameTag, seq: 8)
+        w.insert(sameHigh, seq: 9)
+        #expect(w.lookup(a) == 7)
+        #expect(w.lookup(sameTag) == 8)
+        #expect(w.lookup(sameHigh) == 9)
+        #expect(w.lookup((0x1235, 0xAAAA_AAAA_0000_0001)) == nil)
+    }
+
     @Test("a processor with a window publishes an event id once and answers its retry with the seq")
     func processorDedupe() {
         var options = EventProcessor.Options()
