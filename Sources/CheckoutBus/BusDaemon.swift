@@ -78,6 +78,7 @@ public final class BusDaemon {
     private var journalFailures = 0
     /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
     private var arrivals: [UInt64] = []
+    private var clock = EventClock()
 
     /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
     public let allowlists: CurveAllowlists?
@@ -265,8 +266,7 @@ public final class BusDaemon {
         var n = 0
         while n < limit, try ingest.receive(into: message, dontWait: true) {
             n += 1
-            let arrival = BusClock.monotonicNanoseconds()
-            let receivedAt = BusClock.wallClock()
+            let (arrival, receivedAt, now) = clock.now()
             let outcome: EventProcessor.Outcome
             if message.hasMore {
                 let first = message.bytes
@@ -280,7 +280,6 @@ public final class BusDaemon {
                                      $0, receivedAt: receivedAt)
                 }
             } else {
-                let now = BusClock.monotonicSeconds()
                 outcome = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
             journalOutput(outcome, arrival: arrival)
@@ -293,14 +292,12 @@ public final class BusDaemon {
         while n < limit, let frames = try acked.receiveMultipart(dontWait: true) {
             n += 1
             guard frames.count >= 2 else { continue }
-            let arrival = BusClock.monotonicNanoseconds()
-            let receivedAt = BusClock.wallClock()
+            let (arrival, receivedAt, now) = clock.now()
             // DEALER: [identity][event]. REQ: [identity][empty][event].
             let delimiter = frames.count >= 3 && frames[1].isEmpty
             let body = frames.dropFirst(delimiter ? 2 : 1)
             let outcome: EventProcessor.Outcome
             if body.count == 1 {
-                let now = BusClock.monotonicSeconds()
                 outcome = body.first!.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             } else {
                 outcome = body.first!.withUnsafeBytes {

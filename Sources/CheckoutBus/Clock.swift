@@ -24,3 +24,23 @@ public enum BusClock {
         UInt32(truncatingIfNeeded: monotonicNanoseconds() / 1_000_000_000)
     }
 }
+
+/// The three times the pipeline takes per event — arrival (monotonic ns), `received_at` (wall
+/// clock, ms) and idle-TTL seconds — from one `clock_gettime`: the wall clock is re-read once the
+/// monotonic clock has moved a millisecond past the last reading, and follows it in between.
+/// Not `Sendable`; one per pipeline.
+struct EventClock {
+    private var wallMilliseconds: Int64 = 0
+    private var readAt: UInt64 = 0
+    private var hasReading = false
+
+    mutating func now() -> (arrival: UInt64, receivedAt: Timestamp, seconds: UInt32) {
+        let mono = BusClock.monotonicNanoseconds()
+        if !hasReading || mono &- readAt >= 1_000_000 {
+            wallMilliseconds = BusClock.wallClock().milliseconds
+            readAt = mono
+            hasReading = true
+        }
+        return (mono, Timestamp(milliseconds: wallMilliseconds), UInt32(truncatingIfNeeded: mono / 1_000_000_000))
+    }
+}

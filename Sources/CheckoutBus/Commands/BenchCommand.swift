@@ -3,8 +3,8 @@ public struct BenchCommand {
     public static let help = """
         checkoutbus bench — measure CheckoutBus on this machine, beside a baseline in the same run.
 
-        USAGE: checkoutbus bench [--rounds N] [--events N] [--latency-rate R] [--latency-events N]
-                                 [--memory-checkouts N]
+        USAGE: checkoutbus bench [--rounds N] [--warmup N] [--events N] [--latency-rate R]
+                                 [--latency-events N] [--memory-checkouts N] [--daemon-args "ARGS"]
                checkoutbus bench parse [--file PATH] [--iterations N] [--only-full-process]
                checkoutbus bench journal [--events N]
 
@@ -14,10 +14,14 @@ public struct BenchCommand {
                                medians and the bus/raw ratio; then p50/p90/p99/p99.9 latency of both at
                                a fixed rate; then the daemon's RSS growth per tracked checkout
           --rounds N           rounds per target (default 5)
+          --warmup N           uncounted rounds per target first (default 1): the daemon's first
+                               round also pays for growing its state table and journal
           --events N           events per round (default 200000)
           --latency-rate R     events per second for the latency run (default 10000)
           --latency-events N   events in the latency run (default 30000)
           --memory-checkouts N distinct checkouts for the memory run (default 1000000; 0 skips it)
+          --daemon-args "ARGS" extra checkoutbusd flags for the throughput and latency runs,
+                               space-separated (e.g. "--fsync-ms 10 --journal-cache-bytes kernel")
 
           parse                hot-path stages on one snapshot: tape scan, scan + canonical hash,
                                full processing (decode, rules, summary, redaction, envelope)
@@ -44,7 +48,8 @@ public struct BenchCommand {
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(
             arguments,
-            valued: ["file", "iterations", "rounds", "events", "latency-rate", "latency-events", "memory-checkouts"],
+            valued: ["file", "iterations", "rounds", "warmup", "events", "latency-rate", "latency-events",
+                     "memory-checkouts", "daemon-args"],
             switches: ["only-full-process"])
         if args.positionals.first == "parse" {
             mode = .parse(file: args.value("file") ?? "bench/snapshot-1k.json",
@@ -61,6 +66,8 @@ public struct BenchCommand {
         guard args.positionals.isEmpty else { throw .init("unknown benchmark \(args.positionals[0])") }
         var b = ThroughputBenchmark()
         b.rounds = try args.int("rounds", default: 5, in: 1...1000)
+        b.warmupRounds = try args.int("warmup", default: 1, in: 0...1000)
+        b.daemonArguments = (args.value("daemon-args") ?? "").split(separator: " ").map(String.init)
         b.events = try args.int("events", default: 200_000, in: 1000...100_000_000)
         b.latencyRate = Double(try args.int("latency-rate", default: 10_000, in: 1...1_000_000))
         b.latencyEvents = try args.int("latency-events", default: 30_000, in: 100...100_000_000)

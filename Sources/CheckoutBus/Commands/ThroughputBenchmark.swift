@@ -11,6 +11,8 @@ import Foundation
 /// spawns the daemon and the forwarder as processes found beside its own executable.
 public struct ThroughputBenchmark {
     public var rounds = 5
+    /// Uncounted rounds per target before the counted ones.
+    public var warmupRounds = 1
     public var events = 200_000
     public var latencyRate = 10_000.0
     public var latencyEvents = 30_000
@@ -101,6 +103,13 @@ public struct ThroughputBenchmark {
             let sample = ThroughputBenchmark.snapshots(1, run: "size")[0].bytes.count
             say("checkoutbus bench: \(rounds) rounds of \(events) distinct ~\(sample)-byte update snapshots, alternating")
             say("  bus = checkoutbusd (decode, rules, envelope, publish); raw = zmq_proxy PULL→PUB doing no work")
+            if !daemonArguments.isEmpty { say("  checkoutbusd \(daemonArguments.joined(separator: " "))") }
+            for round in stride(from: 1, through: warmupRounds, by: 1) {
+                for (name, target) in [("raw", raw), ("bus", daemon)] {
+                    let r = try drive(target, isDaemon: name == "bus", events: events, run: "w\(round)\(name)", rate: nil)
+                    say("  warm-up \(round) \(name): \(Int(Double(r.received) / r.seconds)) msg/s (not counted)")
+                }
+            }
             var busRates: [Double] = []
             var rawRates: [Double] = []
             for round in 1...rounds {
