@@ -39,8 +39,11 @@ struct LoadToolTests {
     func benchSmoke() throws {
         let result = try runTool("checkoutbus", ["bench", "--rounds", "1", "--events", "2000",
                                                  "--latency-events", "200", "--latency-rate", "2000",
-                                                 "--memory-checkouts", "2000"])
+                                                 "--memory-checkouts", "2000", "--warmup", "1",
+                                                 "--daemon-args", "--fsync-ms 5 --journal-cache-bytes kernel"])
         #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains("checkoutbusd --fsync-ms 5 --journal-cache-bytes kernel"))
+        #expect(result.output.contains("warm-up 1 bus:"))
         #expect(result.output.contains("ratio bus/raw"))
         #expect(result.output.contains("(2000/2000 received)"))
         #expect(result.output.contains("bytes per tracked checkout"))
