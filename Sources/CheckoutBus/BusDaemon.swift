@@ -78,6 +78,8 @@ public final class BusDaemon {
     private var journalFailures = 0
     /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
     private var arrivals: [UInt64] = []
+    /// The same for the batch at the journal's writer thread.
+    private var inflightArrivals: [UInt64] = []
     private var clock = EventClock()
 
     /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
@@ -170,6 +172,8 @@ public final class BusDaemon {
         let poller = ZMQPoller()
         let ingestIndex = poller.addReadable(ingest)
         let ackedIndex = poller.addReadable(acked)
+        // Wakes the loop when the journal's writer thread has written a batch, to publish it.
+        poller.addReadable(fileDescriptor: journal.writerWakeFD)
         let sides = SideSockets(poller: poller, publish: publish, control: controlSocket, metrics: metrics?.socket,
                                 authenticator: authenticator?.socket)
         let blockedPoller = ZMQPoller()
@@ -183,13 +187,13 @@ public final class BusDaemon {
 
         while !stop.isRaised {
             let now = BusClock.monotonicNanoseconds()
-            if journal.hasPending && now >= retryAt {
+            if journalFailures > 0 && now >= retryAt {
                 if !(try commitBatch(publish)) { retryAt = now + 100_000_000 }
             }
-            let blocked = journal.hasPending
-            // Heartbeats carry the last seq: none while a batch waits for the journal.
+            let blocked = journalFailures > 0
+            // Heartbeats carry the last seq: sent once everything before them is published.
             if now >= nextHeartbeat && !blocked {
-                try sendHeartbeat(publish)
+                if try settle(publish) { try sendHeartbeat(publish) }
                 processor.tick(now: BusClock.monotonicSeconds())
                 nextHeartbeat = now + heartbeatNanos
             }
@@ -221,7 +225,7 @@ public final class BusDaemon {
         // A journal that still cannot be written gets five more seconds; what it never took was
         // neither published nor acknowledged.
         var attempts = 0
-        while !(try commitBatch(publish)) {
+        while !(try settle(publish)) {
             attempts += 1
             if attempts >= 50 { throw DaemonError("stopping with events the journal could not take (disk full?)") }
             usleep(100_000)
@@ -351,36 +355,84 @@ public final class BusDaemon {
         return w.bytes
     }
 
-    /// Writes the pending batch to the journal with one `write`, then publishes it.
-    /// - Returns: false when the write failed (a full disk, say): nothing of the batch is
-    ///   published, it stays pending, and the caller retries; ingest is not read meanwhile.
+    /// Moves batches through the journal: publishes the batch the writer thread has finished, and
+    /// hands it the pending one when it is free. While a write is failing (a full disk, say),
+    /// writes the pending batch on this thread instead, retried every 100 ms by the loop.
+    /// - Returns: false when a write failed: nothing of that batch is published, it stays
+    ///   pending, and ingest is not read until a retry succeeds.
     private func commitBatch(_ publish: ZMQSocket) throws -> Bool {
-        guard journal.hasPending else { return true }
+        if journalFailures > 0 { return try settle(publish) }
         do {
-            try journal.flush()
-        } catch {
-            if journalFailures % 50 == 0 {
-                logger.error("journal write failed; ingest paused, retrying every 100 ms",
-                             ["error": "\(error)", "failures": String(journalFailures + 1)])
+            if try journal.collect(wait: false) { try publishCollected(publish) }
+            if !journal.hasInflight && journal.hasPending {
+                try journal.submit()
+                swap(&arrivals, &inflightArrivals)
             }
-            journalFailures += 1
+        } catch {
+            journalFailed(error)
             return false
         }
-        if journalFailures > 0 {
-            logger.warning("journal writable again; ingest resumed", ["failed_attempts": String(journalFailures)])
-            journalFailures = 0
+        return true
+    }
+
+    /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
+    /// - Returns: false when a write failed; what it did not take stays pending.
+    private func settle(_ publish: ZMQSocket) throws -> Bool {
+        do {
+            if try journal.collect(wait: true) { try publishCollected(publish) }
+            guard journal.hasPending else {
+                journalRecovered()
+                return true
+            }
+            try journal.flush()
+        } catch {
+            journalFailed(error)
+            return false
         }
+        journalRecovered()
         try journal.forEachPending { topic, envelope in
             _ = try publish.send(topic, more: true)
             _ = try publish.send(envelope)
         }
         journal.clearPending()
-        if let metrics, !arrivals.isEmpty {
-            let now = BusClock.monotonicNanoseconds()
-            for a in arrivals { metrics.pipelineLatency.observe(nanoseconds: now &- a) }
-            arrivals.removeAll(keepingCapacity: true)
-        }
+        observeLatency(&arrivals)
         return true
+    }
+
+    /// Publishes the batch the writer thread has written, then recycles it.
+    private func publishCollected(_ publish: ZMQSocket) throws {
+        try journal.forEachCollected { topic, envelope in
+            _ = try publish.send(topic, more: true)
+            _ = try publish.send(envelope)
+        }
+        journal.recycleCollected()
+        observeLatency(&inflightArrivals)
+    }
+
+    private func journalFailed(_ error: any Error) {
+        if journalFailures == 0 {
+            // The failed batch is pending again, ahead of what was appended since.
+            arrivals = inflightArrivals + arrivals
+            inflightArrivals.removeAll(keepingCapacity: true)
+        }
+        if journalFailures % 50 == 0 {
+            logger.error("journal write failed; ingest paused, retrying every 100 ms",
+                         ["error": "\(error)", "failures": String(journalFailures + 1)])
+        }
+        journalFailures += 1
+    }
+
+    private func journalRecovered() {
+        guard journalFailures > 0 else { return }
+        logger.warning("journal writable again; ingest resumed", ["failed_attempts": String(journalFailures)])
+        journalFailures = 0
+    }
+
+    private func observeLatency(_ batch: inout [UInt64]) {
+        guard let metrics, !batch.isEmpty else { return }
+        let now = BusClock.monotonicNanoseconds()
+        for a in batch { metrics.pipelineLatency.observe(nanoseconds: now &- a) }
+        batch.removeAll(keepingCapacity: true)
     }
 
     /// The sockets served besides ingest, and their indexes in one poller.
@@ -454,7 +506,12 @@ public final class BusDaemon {
                 logger.debug("subscribe", ["topic": String(decoding: first.dropFirst(), as: UTF8.self)])
             }
         }
-        if subscribed { try sendHeartbeat(publish) }
+        // The answer carries the last seq: publish everything before it first (unless the journal
+        // is failing, when the loop retries it and this heartbeat cannot wait).
+        if subscribed {
+            if journalFailures == 0 { _ = try settle(publish) }
+            try sendHeartbeat(publish)
+        }
     }
 }
 

@@ -15,6 +15,13 @@ public final class ZMQPoller {
         return items.count - 1
     }
 
+    /// Adds a plain file descriptor (an eventfd, a pipe) to wait for input on; returns its index.
+    @discardableResult
+    public func addReadable(fileDescriptor: Int32) -> Int {
+        items.append(zmq_pollitem_t(socket: nil, fd: fileDescriptor, events: Int16(ZMQ_POLLIN), revents: 0))
+        return items.count - 1
+    }
+
     /// Waits up to `timeoutMilliseconds` (-1: forever) for any socket to be readable.
     /// - Returns: how many sockets are ready; 0 on timeout or interruption by a signal.
     @discardableResult

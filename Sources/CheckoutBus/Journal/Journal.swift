@@ -6,9 +6,12 @@ import Foundation
 /// The append-only journal of every envelope that takes a `seq`, in segment files under
 /// `<data-dir>/journal` (format and guarantees: `docs/durability.md`).
 ///
-/// The pipeline appends a batch of records (``append(seq:kindSeq:kind:topic:envelope:)``), writes
-/// it with one `write` (``flush()``), publishes it from the same buffer
-/// (``forEachPending(_:)``), then clears it. A ``JournalSyncer`` thread `fdatasync`s behind it.
+/// The pipeline appends a batch of records (``append(seq:kindSeq:kind:topic:envelope:)``) and
+/// hands it to a ``JournalWriter`` thread (``submit()``), which checksums and writes it with one
+/// `write` while the pipeline goes on with the next batch; once ``collect(wait:)`` reports it
+/// written, the pipeline publishes it from the same buffer (``forEachCollected(_:)``) and recycles
+/// it. ``flush()`` writes the pending batch on the calling thread instead (after a failed write,
+/// and whenever everything must be out at once). A ``JournalSyncer`` thread `fdatasync`s behind.
 /// Replay (``read(from:prefixes:limit:_:)``) reads what was written, on the pipeline thread.
 ///
 /// Not `Sendable`: owned by the pipeline thread.
@@ -42,6 +45,21 @@ public final class Journal {
         case notRetained(firstSeq: UInt64)
     }
 
+    typealias PendingRecord = (offset: Int, topicLength: Int, envelopeLength: Int, seq: UInt64)
+
+    /// A batch's bytes and records, as handed to the writer thread.
+    struct Batch {
+        var buffer: UnsafeMutableRawPointer
+        var capacity: Int
+        var bytes = 0
+        var records: [PendingRecord] = []
+        /// Records before this index were written on the pipeline thread (around a rotation).
+        var runStart = 0
+        var runBytes = 0
+        /// The run's offset in the open segment.
+        var startOffset = 0
+    }
+
     struct Segment {
         var firstSeq: UInt64
         var path: String
@@ -64,7 +82,12 @@ public final class Journal {
     private var pending: UnsafeMutableRawPointer
     private var pendingCapacity = 1 << 20
     private var pendingBytes = 0
-    private var pendingRecords: [(offset: Int, topicLength: Int, envelopeLength: Int, seq: UInt64)] = []
+    private var pendingRecords: [PendingRecord] = []
+    /// The batch handed to the writer thread, until collected.
+    private var inflight: Batch?
+    /// A batch buffer to reuse.
+    private var spare: Batch?
+    private let writer: JournalWriter
     private var writtenSeq: UInt64 = 0
     /// How many of the pending records are already in the file.
     private var writtenRecords = 0
@@ -100,6 +123,7 @@ public final class Journal {
         for i in segments.indices { segments[i].size = Journal.fileSize(segments[i].path) }
         syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds,
                                cacheBytes: options.cacheBytes)
+        writer = try JournalWriter()
         try recover()
         // Retention at start too: a restart with a smaller --retain-bytes frees space at once.
         enforceRetention(now: time(nil))
@@ -111,6 +135,8 @@ public final class Journal {
     deinit {
         pending.deallocate()
         readBuffer.deallocate()
+        inflight?.buffer.deallocate()
+        spare?.buffer.deallocate()
     }
 
     /// The last seq written to the journal file (and so safe to publish and to replay).
@@ -127,7 +153,12 @@ public final class Journal {
     public var fsyncHistogram: Histogram { syncer.fsyncHistogram }
     /// False from a failed write until the next successful one (`/healthz`).
     public private(set) var isWritable = true
+    /// Records appended and not yet handed to the writer thread (nor published).
     public var hasPending: Bool { !pendingRecords.isEmpty }
+    /// A batch is with the writer thread, or written and not yet collected.
+    public var hasInflight: Bool { inflight != nil }
+    /// Readable when the writer thread has finished a batch (for the pipeline's poller).
+    public var writerWakeFD: Int32 { writer.wakeFD }
 
     // MARK: Recovery
 
@@ -246,7 +277,7 @@ public final class Journal {
 
     // MARK: Writing
 
-    /// Adds one record to the pending batch. Nothing reaches the file until ``flush()``.
+    /// Adds one record to the pending batch. Nothing reaches the file until ``submit()`` or ``flush()``.
     public func append(seq: UInt64, kindSeq: UInt64, kind: UInt8, topic: UnsafeRawBufferPointer,
                        envelope: UnsafeRawBufferPointer) {
         let body = topic.count + envelope.count
@@ -271,8 +302,7 @@ public final class Journal {
         if let b = envelope.baseAddress {
             (p + JournalFormat.recordHeaderSize + topic.count).copyMemory(from: b, byteCount: envelope.count)
         }
-        let covered = JournalFormat.recordHeaderSize + body
-        JournalFormat.store(JournalFormat.checksum(p, covered), p, covered)
+        // The checksum is stored when the record is written (JournalFormat.seal).
         pendingRecords.append((pendingBytes, topic.count, envelope.count, seq))
         pendingBytes += size
     }
@@ -281,6 +311,7 @@ public final class Journal {
     /// segment is full. After it returns, every pending record may be published.
     /// - Throws: ``DaemonError`` when the write fails (disk full, say); the batch stays pending.
     public func flush() throws {
+        precondition(inflight == nil, "flush() with a batch at the writer thread: collect it first")
         guard writtenRecords < pendingRecords.count else { return }
         // Write runs of records, closing the segment between two records when it is full. After a
         // failed write, a retry starts at the first record not written.
@@ -306,37 +337,158 @@ public final class Journal {
 
     /// Writes pending records `from..<to` (`bytes` long) to the open segment.
     private func writeRun(_ from: Int, _ to: Int, _ bytes: Int) throws {
-        let active = segments.count - 1
-        let startOffset = segments[active].size
+        let startOffset = segments[segments.count - 1].size
         let base = pending + pendingRecords[from].offset
+        JournalFormat.seal(base, bytes)
         var done = 0
         while done < bytes {
-            let n = write(fd, base + done, bytes - done)
+            let n = pwrite(fd, base + done, bytes - done, off_t(startOffset + done))
             if n < 0 {
                 if errno == EINTR { continue }
                 let reason = String(cString: strerror(errno))
                 // Leave the file as it was: a partial run would be a torn tail.
                 _ = ftruncate(fd, off_t(startOffset))
-                _ = lseek(fd, off_t(startOffset), SEEK_SET)
                 isWritable = false
                 throw DaemonError("journal write failed: \(reason)")
             }
             done += n
         }
-        for r in pendingRecords[from..<to] {
-            let header = pending + r.offset
+        noteWritten(pending, pendingRecords, from, to, startOffset: startOffset, bytes: bytes)
+        writtenRecords = to
+    }
+
+    /// Records that `records[from..<to]` of `buffer` are in the open segment at `startOffset`.
+    private func noteWritten(_ buffer: UnsafeMutableRawPointer, _ records: [PendingRecord], _ from: Int, _ to: Int,
+                             startOffset: Int, bytes: Int) {
+        let active = segments.count - 1
+        for r in records[from..<to] {
+            let header = buffer + r.offset
             let kind = Int(JournalFormat.load(header, 24, as: UInt8.self))
             kindSeqs[kind] = max(kindSeqs[kind], JournalFormat.load(header, 16, as: UInt64.self))
             if recordsSinceIndex == 0 {
-                segments[active].index.append((r.seq, startOffset + r.offset - pendingRecords[from].offset))
+                segments[active].index.append((r.seq, startOffset + r.offset - records[from].offset))
             }
             recordsSinceIndex = (recordsSinceIndex + 1) % indexStride
         }
         segments[active].size += bytes
         isWritable = true
-        writtenSeq = pendingRecords[to - 1].seq
+        writtenSeq = records[to - 1].seq
         syncer.written(upTo: writtenSeq, generation: generation, bytes: segments[active].size)
-        writtenRecords = to
+    }
+
+    // MARK: Write-behind
+
+    /// Hands the pending batch to the writer thread and starts a new one. Records that must go to
+    /// the segment being closed when the batch crosses `--segment-bytes` are written here first.
+    /// Call only without a batch in flight.
+    /// - Throws: ``DaemonError`` when writing before a rotation, or the rotation, fails; the
+    ///   batch then stays pending, as after a failed ``flush()``.
+    public func submit() throws {
+        precondition(inflight == nil, "submit() with a batch already at the writer thread")
+        guard writtenRecords < pendingRecords.count else { return }
+        var runStart = writtenRecords
+        var runBytes = 0
+        var i = writtenRecords
+        while i < pendingRecords.count {
+            let r = pendingRecords[i]
+            let size = (i + 1 < pendingRecords.count ? pendingRecords[i + 1].offset : pendingBytes) - r.offset
+            let active = segments[segments.count - 1]
+            if active.size + runBytes > JournalFormat.segmentHeaderSize
+                && active.size + runBytes + size > options.segmentBytes {
+                if runBytes > 0 { try writeRun(runStart, i, runBytes) }
+                try rotate(firstSeq: r.seq)
+                runStart = i
+                runBytes = 0
+            }
+            runBytes += size
+            i += 1
+        }
+        let batch = Batch(buffer: pending, capacity: pendingCapacity, bytes: pendingBytes, records: pendingRecords,
+                          runStart: runStart, runBytes: runBytes, startOffset: segments[segments.count - 1].size)
+        writer.post(JournalWriter.Job(fd: fd, address: Int(bitPattern: pending + pendingRecords[runStart].offset),
+                                      count: runBytes, offset: batch.startOffset))
+        inflight = batch
+        // A fresh batch: the spare buffer when there is one.
+        if var next = spare {
+            spare = nil
+            pending = next.buffer
+            pendingCapacity = next.capacity
+            next.records.removeAll(keepingCapacity: true)
+            pendingRecords = next.records
+        } else {
+            pendingCapacity = 1 << 20
+            pending = .allocate(byteCount: pendingCapacity, alignment: 8)
+            pendingRecords = []
+            pendingRecords.reserveCapacity(batch.records.count)
+        }
+        pendingBytes = 0
+        writtenRecords = 0
+    }
+
+    /// Takes the writer thread's result for the batch in flight.
+    /// - Parameter wait: wait for it rather than return false while it is being written.
+    /// - Returns: true when the batch is written: publish it with ``forEachCollected(_:)``, then
+    ///   ``recycleCollected()``. False when there is none or it is still being written.
+    /// - Throws: ``DaemonError`` when the write failed: the file is as before it, and the batch is
+    ///   pending again ahead of the records appended since, for ``flush()`` to retry.
+    public func collect(wait: Bool) throws -> Bool {
+        guard let batch = inflight else { return false }
+        if batch.records.count == collectedCount { return true }
+        guard let result = wait ? writer.wait() : writer.poll() else { return false }
+        guard result == 0 else {
+            requeue(batch)
+            isWritable = false
+            throw DaemonError("journal write failed: \(String(cString: strerror(result)))")
+        }
+        noteWritten(batch.buffer, batch.records, batch.runStart, batch.records.count, startOffset: batch.startOffset,
+                    bytes: batch.runBytes)
+        collectedCount = batch.records.count
+        return true
+    }
+
+    /// How many records of the batch in flight were collected as written (all, or 0).
+    private var collectedCount = -1
+
+    /// Calls `body` with each record of the collected batch, in order.
+    public func forEachCollected(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        guard let batch = inflight else { return }
+        for r in batch.records {
+            let p = batch.buffer + r.offset + JournalFormat.recordHeaderSize
+            try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
+                     UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
+        }
+    }
+
+    /// Forgets the collected batch after it was published; its buffer is reused.
+    public func recycleCollected() {
+        guard let batch = inflight else { return }
+        inflight = nil
+        collectedCount = -1
+        if let old = spare { old.buffer.deallocate() }
+        spare = batch
+    }
+
+    /// Puts a batch whose write failed back in front of the pending records.
+    private func requeue(_ batch: Batch) {
+        inflight = nil
+        collectedCount = -1
+        var merged = batch
+        let needed = batch.bytes + pendingBytes
+        if needed > merged.capacity {
+            let bigger = UnsafeMutableRawPointer.allocate(byteCount: needed, alignment: 8)
+            bigger.copyMemory(from: merged.buffer, byteCount: merged.bytes)
+            merged.buffer.deallocate()
+            merged.buffer = bigger
+            merged.capacity = needed
+        }
+        (merged.buffer + merged.bytes).copyMemory(from: pending, byteCount: pendingBytes)
+        merged.records += pendingRecords.map { ($0.offset + batch.bytes, $0.topicLength, $0.envelopeLength, $0.seq) }
+        pending.deallocate()
+        pending = merged.buffer
+        pendingCapacity = merged.capacity
+        pendingBytes = needed
+        pendingRecords = merged.records
+        writtenRecords = batch.runStart
     }
 
     /// Calls `body` with each pending record's topic and envelope, in order.
@@ -390,6 +542,9 @@ public final class Journal {
     public func close() {
         guard !closed else { return }
         closed = true
+        // A batch still at the writer is in the file once written (published or not).
+        if inflight != nil { _ = try? collect(wait: true) }
+        writer.stop()
         syncer.stop()
         syncer.syncNow(upTo: writtenSeq)
         Glibc.close(fd)

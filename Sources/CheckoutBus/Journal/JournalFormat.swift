@@ -57,6 +57,17 @@ public enum JournalFormat {
         return mix(h ^ k0, k2)
     }
 
+    /// Stores each record's checksum in a run of `count` bytes of whole records at `p` (appended
+    /// without one). Idempotent.
+    static func seal(_ p: UnsafeMutableRawPointer, _ count: Int) {
+        var offset = 0
+        while offset + recordHeaderSize <= count {
+            let covered = recordHeaderSize + Int(load(p, offset + 4, as: UInt32.self))
+            store(checksum(p + offset, covered), p + offset, covered)
+            offset += covered + checksumSize
+        }
+    }
+
     @inline(__always)
     static func store<T: FixedWidthInteger>(_ v: T, _ p: UnsafeMutableRawPointer, _ offset: Int) {
         p.storeBytes(of: v.littleEndian, toByteOffset: offset, as: T.self)

@@ -1,0 +1,131 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Synchronization
+
+/// Write-behind: a thread that seals (checksums) and `write`s one batch of journal records at a
+/// time, so the pipeline processes the next batch meanwhile; it publishes a batch only once this
+/// thread reports it written (``Journal/collect()``).
+///
+/// `Sendable`: its state is one mutex and two semaphores. The pipeline posts a job only while
+/// none is outstanding and does not touch the job's bytes until it has taken the result, so the
+/// buffer is handed over whole, never shared. Completion is signalled twice: on ``done`` (taken
+/// exactly once per job) and by a byte on the pipe ``wakeFD``, which the pipeline's poller watches.
+final class JournalWriter: Sendable {
+    /// One run of records to append: `count` bytes at address `address`, at `offset` of `fd`.
+    struct Job: Sendable {
+        var fd: Int32
+        var address: Int
+        var count: Int
+        var offset: Int
+    }
+
+    /// 0 when the run was written; else the `errno` of the failed `write` (the file is then cut
+    /// back to the run's start, as if it had never been attempted).
+    typealias Result = Int32
+
+    private struct State {
+        var job: Job?
+        var result: Result?
+        var stopping = false
+    }
+
+    private let state = Mutex(State())
+    private let work = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    /// The read end of a pipe, readable while a finished job's result waits.
+    let wakeFD: Int32
+    private let signalFD: Int32
+
+    init() throws {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else {
+            throw DaemonError("cannot create the journal writer's pipe: \(String(cString: strerror(errno)))")
+        }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeFD = fds[0]
+        signalFD = fds[1]
+        let thread = Thread { [self] in loop() }
+        thread.name = "journal-write"
+        thread.start()
+    }
+
+    /// Hands a run to the thread. Only one job is outstanding at a time.
+    func post(_ job: Job) {
+        state.withLock { s in
+            precondition(s.job == nil && s.result == nil, "a journal write is already outstanding")
+            s.job = job
+        }
+        work.signal()
+    }
+
+    /// The outstanding job's result if it has finished, else nil (never blocks).
+    func poll() -> Result? {
+        guard done.wait(timeout: .now()) == .success else { return nil }
+        return take()
+    }
+
+    /// Waits for the outstanding job and returns its result.
+    func wait() -> Result {
+        done.wait()
+        return take()
+    }
+
+    private func take() -> Result {
+        var bytes: (UInt64, UInt64) = (0, 0)
+        _ = read(wakeFD, &bytes, 16)
+        return state.withLock { s in
+            let r = s.result ?? 0
+            s.result = nil
+            return r
+        }
+    }
+
+    /// Stops the thread (after the outstanding job, if any, was taken) and waits for it.
+    func stop() {
+        state.withLock { $0.stopping = true }
+        work.signal()
+        finished.wait()
+        Glibc.close(wakeFD)
+        Glibc.close(signalFD)
+    }
+
+    private func loop() {
+        while true {
+            work.wait()
+            let (job, stopping) = state.withLock { s in (s.job, s.stopping) }
+            guard let job else {
+                if stopping { break }
+                continue
+            }
+            let base = UnsafeMutableRawPointer(bitPattern: job.address)!
+            JournalFormat.seal(base, job.count)
+            var written = 0
+            var failure: Int32 = 0
+            while written < job.count {
+                let n = pwrite(job.fd, base + written, job.count - written, off_t(job.offset + written))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    // Leave the file as it was: a partial run would be a torn tail.
+                    _ = ftruncate(job.fd, off_t(job.offset))
+                    break
+                }
+                written += n
+            }
+            state.withLock { s in
+                s.job = nil
+                s.result = failure
+            }
+            var one: UInt8 = 1
+            _ = write(signalFD, &one, 1)
+            done.signal()
+        }
+        finished.signal()
+    }
+}
