@@ -155,6 +155,8 @@ public final class Journal {
     public private(set) var isWritable = true
     /// Records appended and not yet handed to the writer thread (nor published).
     public var hasPending: Bool { !pendingRecords.isEmpty }
+    /// How many records are pending.
+    public var pendingCount: Int { pendingRecords.count }
     /// A batch is with the writer thread, or written and not yet collected.
     public var hasInflight: Bool { inflight != nil }
     /// Readable when the writer thread has finished a batch (for the pipeline's poller).
