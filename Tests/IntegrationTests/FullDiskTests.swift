@@ -6,8 +6,11 @@ import Testing
 /// itself once writes succeed — every acknowledged event in the journal, none lost.
 @Suite("full disk", .serialized, .timeLimit(.minutes(2)))
 struct FullDiskTests {
-    @Test("writes fail: ingest pauses, /healthz 503, control answers; space returns: everything is journaled once")
-    func fullDiskRecovers() throws {
+    /// With 20 events in flight the daemon's batches are small and written by the pipeline; with
+    /// 2,000 they go to the journal's writer thread, whose failed write is requeued and retried.
+    @Test("writes fail: ingest pauses, /healthz 503, control answers; space returns: everything is journaled once",
+          arguments: [20, 2000])
+    func fullDiskRecovers(window: Int) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
             Issue.record("prlimit (util-linux) is missing")
             return
@@ -22,7 +25,7 @@ struct FullDiskTests {
         let sender = Process()
         sender.executableURL = Products.url("checkoutbus")
         sender.arguments = ["send", "--acked", "--to", daemon.ingestAcked, "--ack-log", ackLog.path, "--timeout", "60",
-                            "--window", "20", input.path]
+                            "--window", String(window), input.path]
         sender.standardError = FileHandle.nullDevice
         try sender.run()
 
@@ -30,7 +33,9 @@ struct FullDiskTests {
         #expect(try httpGet(address, "/healthz").status == 503)
         let control = try ControlClient(daemon.control)
         let stalled = try #require(try control.request(#"{"op":"stats"}"#).status["last_seq"] as? Int)
-        #expect(stalled > 0 && stalled < 2000)
+        // Small batches fill the file up to the limit; a large one that does not fit is not written at all.
+        #expect(stalled < 2000)
+        if window == 20 { #expect(stalled > 0) }
         #expect(sender.isRunning, "the producer waits for its answers")
 
         // Space comes back.
