@@ -84,6 +84,8 @@ public final class BusDaemon {
     /// The same for the batch at the journal's writer thread.
     private var inflightArrivals: [UInt64] = []
     private var clock = EventClock()
+    private var receivedAtLastHeartbeat: UInt64 = 0
+    private var trimmedSinceInput = true
 
     /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
     public let allowlists: CurveAllowlists?
@@ -199,6 +201,7 @@ public final class BusDaemon {
                 if try settle(publish) { try sendHeartbeat(publish) }
                 processor.tick(now: BusClock.monotonicSeconds())
                 nextHeartbeat = now + heartbeatNanos
+                returnFreedMemoryWhenIdle()
             }
             if now >= nextRetention {
                 journal.enforceRetention(now: time(nil))
@@ -243,6 +246,25 @@ public final class BusDaemon {
             "last_seq": String(processor.lastSeq),
         ])
     }
+
+    /// After a burst, once a whole heartbeat interval passed without input, hands the memory the
+    /// burst's queues freed back to the system (`malloc_trim`), so RSS reflects what is tracked.
+    private func returnFreedMemoryWhenIdle() {
+        let received = processor.counters.received
+        if received != receivedAtLastHeartbeat {
+            receivedAtLastHeartbeat = received
+            trimmedSinceInput = false
+        } else if !trimmedSinceInput {
+            _ = BusDaemon.mallocTrim?(0)
+            trimmedSinceInput = true
+        }
+    }
+
+    /// glibc's `malloc_trim`, which the Glibc module does not import (nil on another libc).
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
 
     /// Refills the processor's event-id window from the journal's most recent records, so a
     /// producer retrying across a restart is still recognised.

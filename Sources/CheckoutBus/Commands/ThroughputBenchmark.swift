@@ -151,6 +151,9 @@ public struct ThroughputBenchmark {
                                         platform: "android", eventNumber: i, runID: "mem", expected: .start)
                 }
                 let r = try driver.run(&starts, rate: nil, expected: { $0 })
+                // The daemon returns the flood's freed queue memory after a heartbeat interval
+                // without input (1 s by default): RSS then holds what it tracks.
+                usleep(2_500_000)
                 let after = ThroughputBenchmark.rssKilobytes(fresh.pid)
                 let perCheckout = Double(after - before) * 1024 / Double(max(1, r.received))
                 say("memory: RSS \(before) kB → \(after) kB over \(r.received) distinct checkouts: \(String(format2: perCheckout)) bytes per tracked checkout")
