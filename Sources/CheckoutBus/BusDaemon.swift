@@ -4,11 +4,12 @@ import Glibc
 import CheckoutBusCore
 import ZeroMQ
 
-/// The daemon's pipeline: ingest → decode → rules → envelope → publish, on one thread.
+/// The daemon's pipeline: ingest → decode → rules → envelope → journal → publish, on one thread.
 ///
 /// Not `Sendable`: ``run(stop:ready:)`` creates every socket on the calling thread and uses them
 /// there until it returns. One thread keeps per-checkout order and the rules' state simple and
-/// lock-free; libzmq's I/O thread does the network work beside it.
+/// lock-free; libzmq's I/O thread does the network work beside it, and the journal's writer and
+/// sync threads write and `fdatasync` each batch behind it (``Journal``).
 public final class BusDaemon {
     /// The endpoints as actually bound (ports resolved), printed as the ready line.
     public struct BoundEndpoints: Sendable {
