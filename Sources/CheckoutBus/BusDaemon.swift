@@ -293,6 +293,8 @@ public final class BusDaemon {
 
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
     private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
+        // One reference for the whole batch, not a load of the property per event.
+        let journal: Journal = self.journal
         var n = 0
         while n < limit, try ingest.receive(into: message, dontWait: true) {
             n += 1
@@ -312,12 +314,13 @@ public final class BusDaemon {
             } else {
                 outcome = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
-            journalOutput(outcome, arrival: arrival)
+            journalOutput(outcome, arrival: arrival, to: journal)
         }
     }
 
     /// Reads and processes acknowledged messages; each one's reply waits in ``acks``.
     private func drainAcked(_ acked: ZMQSocket, limit: Int) throws {
+        let journal: Journal = self.journal
         var n = 0
         while n < limit, let frames = try acked.receiveMultipart(dontWait: true) {
             n += 1
@@ -335,22 +338,20 @@ public final class BusDaemon {
                                      $0, receivedAt: receivedAt)
                 }
             }
-            journalOutput(outcome, arrival: arrival)
+            journalOutput(outcome, arrival: arrival, to: journal)
             acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: processor.lastSeq,
                                    reply: ackReply(outcome)))
         }
     }
 
     /// Appends the processor's output, if any, to the journal's pending batch.
-    private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64) {
+    private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64, to journal: Journal) {
         switch outcome {
         case .published, .deadLettered:
             if metrics != nil { arrivals.append(arrival) }
-            processor.topic.bytes.withUnsafeBytes { topic in
-                processor.envelope.bytes.withUnsafeBytes { envelope in
-                    journal.append(seq: processor.lastSeq, kindSeq: processor.lastOutputKindSeq,
-                                   kind: processor.lastOutputKind, topic: topic, envelope: envelope)
-                }
+            let (seq, kindSeq, kind) = (processor.lastSeq, processor.lastOutputKindSeq, processor.lastOutputKind)
+            processor.withOutput { topic, envelope in
+                journal.append(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, envelope: envelope)
             }
         case .suppressed, .duplicate:
             break

@@ -62,6 +62,16 @@ public final class EventProcessor {
     /// The envelope of the last output.
     public private(set) var envelope = JSONWriter(capacity: 8192)
 
+    /// Calls `body` with the current topic's and envelope's bytes, in place (no copy of either
+    /// buffer, no reference counting on the hot path). `body` must not use this processor.
+    @inline(__always)
+    public func withOutput<R>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        // Mutable access borrows the buffers in place; a read access would retain a copy of each.
+        try topic.bytes.withUnsafeMutableBytes { t in
+            try envelope.bytes.withUnsafeMutableBytes { e in try body(UnsafeRawBufferPointer(t), UnsafeRawBufferPointer(e)) }
+        }
+    }
+
     /// The journal kind of the last output: its ``LifecycleKind`` raw value, or 5 for a dead letter.
     public private(set) var lastOutputKind: UInt8 = 0
     /// The `kind_seq` of the last output.
