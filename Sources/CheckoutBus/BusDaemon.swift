@@ -85,6 +85,13 @@ public final class BusDaemon {
     /// The same for the batch at the journal's writer thread.
     private var inflightArrivals: [UInt64] = []
     private var clock = EventClock()
+    /// The last seq published (every seq up to it is written and was sent); acks wait for it too.
+    private var publishedSeq: UInt64 = 0
+    /// When a failed journal write is next retried (monotonic ns).
+    private var retryAt: UInt64 = 0
+    /// A new subscription arrived while records were unpublished (a failing journal): its
+    /// answering heartbeat goes out once they are.
+    private var subscriptionHeartbeatOwed = false
     private var receivedAtLastHeartbeat: UInt64 = 0
     private var trimmedSinceInput = true
 
@@ -189,21 +196,23 @@ public final class BusDaemon {
         let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
         var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
         var nextRetention = BusClock.monotonicNanoseconds() + 60_000_000_000
-        var retryAt: UInt64 = 0
+        publishedSeq = journal.lastSeq
 
         while !stop.isRaised {
             let now = BusClock.monotonicNanoseconds()
-            if journalFailures > 0 && now >= retryAt {
-                if !(try commitBatch(publish)) { retryAt = now + 100_000_000 }
-            }
-            let blocked = journalFailures > 0
+            if journalFailures > 0 && now >= retryAt { _ = try commitBatch(publish) }
             // Heartbeats carry the last seq: sent once everything before them is published.
-            if now >= nextHeartbeat && !blocked {
+            if now >= nextHeartbeat && journalFailures == 0 {
                 if try settle(publish) { try sendHeartbeat(publish) }
                 processor.tick(now: BusClock.monotonicSeconds())
                 nextHeartbeat = now + heartbeatNanos
                 returnFreedMemoryWhenIdle()
             }
+            if subscriptionHeartbeatOwed && journalFailures == 0, try settle(publish) {
+                try sendHeartbeat(publish)
+                subscriptionHeartbeatOwed = false
+            }
+            let blocked = journalFailures > 0
             if now >= nextRetention {
                 journal.enforceRetention(now: time(nil))
                 nextRetention = now + 60_000_000_000
@@ -220,7 +229,7 @@ public final class BusDaemon {
             if poller.isReadable(sides.publishIndex) { try readSubscriptions(publish) }
             if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
             if poller.isReadable(ackedIndex) { try drainAcked(acked, limit: batchSize) }
-            if !(try commitBatch(publish)) { retryAt = BusClock.monotonicNanoseconds() + 100_000_000 }
+            _ = try commitBatch(publish)
             try serve(sides, subscriptions: false)
         }
 
@@ -389,18 +398,16 @@ public final class BusDaemon {
     ///   pending, and ingest is not read until a retry succeeds.
     private func commitBatch(_ publish: ZMQSocket) throws -> Bool {
         if journalFailures > 0 { return try settle(publish) }
-        do {
-            if try journal.collect(wait: false) { try publishCollected(publish) }
-            if !journal.hasInflight && journal.hasPending {
-                // A small batch — light load — is written here: handing it over would add two
-                // thread wake-ups to its latency and save nothing.
-                if journal.pendingCount < writeBehindMinimum { return try settle(publish) }
-                try journal.submit()
-                swap(&arrivals, &inflightArrivals)
-            }
-        } catch {
-            journalFailed(error)
-            return false
+        // Journal errors pause ingest and are retried; a publish error is the daemon's own.
+        let collected: Bool
+        do { collected = try journal.collect(wait: false) } catch { return journalFailed(error) }
+        if collected { try publishCollected(publish) }
+        if !journal.hasInflight && journal.hasPending {
+            // A small batch — light load — is written here: handing it over would add two
+            // thread wake-ups to its latency and save nothing.
+            if journal.pendingCount < writeBehindMinimum { return try settle(publish) }
+            do { try journal.submit() } catch { return journalFailed(error) }
+            swap(&arrivals, &inflightArrivals)
         }
         return true
     }
@@ -408,23 +415,21 @@ public final class BusDaemon {
     /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
     /// - Returns: false when a write failed; what it did not take stays pending.
     private func settle(_ publish: ZMQSocket) throws -> Bool {
-        do {
-            if try journal.collect(wait: true) { try publishCollected(publish) }
-            guard journal.hasPending else {
-                journalRecovered()
-                return true
-            }
-            try journal.flush()
-        } catch {
-            journalFailed(error)
-            return false
+        let collected: Bool
+        do { collected = try journal.collect(wait: true) } catch { return journalFailed(error) }
+        if collected { try publishCollected(publish) }
+        guard journal.hasPending else {
+            journalRecovered()
+            return true
         }
+        do { try journal.flush() } catch { return journalFailed(error) }
         journalRecovered()
         try journal.forEachPending { topic, envelope in
             _ = try publish.send(topic, more: true)
             _ = try publish.send(envelope)
         }
         journal.clearPending()
+        publishedSeq = journal.lastSeq
         observeLatency(&arrivals)
         return true
     }
@@ -436,10 +441,14 @@ public final class BusDaemon {
             _ = try publish.send(envelope)
         }
         journal.recycleCollected()
+        publishedSeq = journal.lastSeq
         observeLatency(&inflightArrivals)
     }
 
-    private func journalFailed(_ error: any Error) {
+    /// Records a failed journal write: ingest pauses and the loop retries in 100 ms.
+    /// - Returns: false, for the caller to return.
+    private func journalFailed(_ error: any Error) -> Bool {
+        retryAt = BusClock.monotonicNanoseconds() + 100_000_000
         if journalFailures == 0 {
             // The failed batch is pending again, ahead of what was appended since.
             arrivals = inflightArrivals + arrivals
@@ -450,6 +459,7 @@ public final class BusDaemon {
                          ["error": "\(error)", "failures": String(journalFailures + 1)])
         }
         journalFailures += 1
+        return false
     }
 
     private func journalRecovered() {
@@ -497,7 +507,9 @@ public final class BusDaemon {
     /// Answers acknowledged producers whose events are durable, in arrival order.
     private func releaseAcks(_ acked: ZMQSocket) throws {
         guard ackHead < acks.count else { return }
-        let durable = journal.durableSeq
+        // Durable and published: a record written ahead of a rotation is durable before its
+        // batch is published.
+        let durable = min(journal.durableSeq, publishedSeq)
         while ackHead < acks.count && acks[ackHead].durableAt <= durable {
             let a = acks[ackHead]
             _ = try acked.send(a.identity, more: true)
@@ -536,11 +548,14 @@ public final class BusDaemon {
                 logger.debug("subscribe", ["topic": String(decoding: first.dropFirst(), as: UTF8.self)])
             }
         }
-        // The answer carries the last seq: publish everything before it first (unless the journal
-        // is failing, when the loop retries it and this heartbeat cannot wait).
+        // The answer carries the last seq: publish everything before it first. While the journal
+        // is failing that cannot happen, so the answer is owed until a retry succeeds.
         if subscribed {
-            if journalFailures == 0 { _ = try settle(publish) }
-            try sendHeartbeat(publish)
+            if journalFailures == 0, try settle(publish) {
+                try sendHeartbeat(publish)
+            } else {
+                subscriptionHeartbeatOwed = true
+            }
         }
     }
 }

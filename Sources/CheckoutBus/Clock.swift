@@ -27,7 +27,8 @@ public enum BusClock {
 
 /// The three times the pipeline takes per event — arrival (monotonic ns), `received_at` (wall
 /// clock, ms) and idle-TTL seconds — from one `clock_gettime`: the wall clock is re-read once the
-/// monotonic clock has moved a millisecond past the last reading, and follows it in between.
+/// monotonic clock has moved a millisecond past the last reading and held in between, so a
+/// `received_at` is at most a millisecond behind.
 /// Not `Sendable`; one per pipeline.
 struct EventClock {
     private var wallMilliseconds: Int64 = 0

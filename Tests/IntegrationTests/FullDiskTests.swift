@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ZeroMQ
 
 /// A journal that cannot be written (a file size limit stands in for a full disk): the daemon
 /// pauses ingest, publishes nothing unjournaled, keeps answering control and health, and resumes by
@@ -38,6 +39,24 @@ struct FullDiskTests {
         if window == 20 { #expect(stalled > 0) }
         #expect(sender.isRunning, "the producer waits for its answers")
 
+        // A subscriber joining now gets no heartbeat announcing seqs that are not published: its
+        // answer is owed until the journal takes them (else it would skip them as already seen).
+        let context = try ZMQContext()
+        let sub = try ZMQSocket(context: context, type: .sub)
+        try sub.setLinger(milliseconds: 0)
+        try sub.setOption(.receiveTimeout, 100)
+        try sub.connect(daemon.publish)
+        try sub.subscribe("bus.heartbeat")
+        var heartbeatSeqs: [Int] = []
+        let outage = Date().addingTimeInterval(1.5)
+        while Date() < outage {
+            if let frames = try sub.receiveMultipart(), frames.count == 2,
+                let hb = try JSONSerialization.jsonObject(with: Data(frames[1])) as? [String: Any], let seq = hb.int("seq") {
+                heartbeatSeqs.append(seq)
+            }
+        }
+        #expect(heartbeatSeqs.allSatisfy { $0 <= stalled }, "heartbeats during the outage: \(heartbeatSeqs), journal at \(stalled)")
+
         // Space comes back.
         let raise = Process()
         raise.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
@@ -46,6 +65,16 @@ struct FullDiskTests {
         try raise.run()
         #expect(waitForExit(raise, timeout: 10) == 0)
         #expect(waitForExit(sender, timeout: 60) == 0, "every event acknowledged")
+        // The owed answer, or a regular heartbeat after it, reaches the subscriber with every seq.
+        var caughtUp = false
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline && !caughtUp {
+            if let frames = try sub.receiveMultipart(), frames.count == 2,
+                let hb = try JSONSerialization.jsonObject(with: Data(frames[1])) as? [String: Any] {
+                caughtUp = hb.int("seq") == 2000
+            }
+        }
+        #expect(caughtUp)
         #expect(daemon.stderrText.contains("journal writable again"))
         #expect(try httpGet(address, "/healthz").status == 200)
         let records = try control.replayAll()

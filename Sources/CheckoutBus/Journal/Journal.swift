@@ -124,7 +124,14 @@ public final class Journal {
         syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds,
                                cacheBytes: options.cacheBytes)
         writer = try JournalWriter()
-        try recover()
+        do {
+            try recover()
+        } catch {
+            // The sync thread has not started yet; the writer's thread and the lock must not outlive us.
+            writer.stop()
+            Glibc.close(lockFD)
+            throw error
+        }
         // Retention at start too: a restart with a smaller --retain-bytes frees space at once.
         enforceRetention(now: time(nil))
         syncer.reset(seq: writtenSeq)

@@ -80,7 +80,7 @@ final class JournalWriter: Sendable {
         var bytes: (UInt64, UInt64) = (0, 0)
         _ = read(wakeFD, &bytes, 16)
         return state.withLock { s in
-            let r = s.result ?? 0
+            guard let r = s.result else { preconditionFailure("a journal write signalled done without a result") }
             s.result = nil
             return r
         }
