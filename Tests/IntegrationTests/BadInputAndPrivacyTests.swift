@@ -77,6 +77,12 @@ struct BadInputAndPrivacyTests {
         let tail = try TailProcess(from: daemon.publish, topics: ["checkout.dismiss"], count: count)
         let lines = (0..<count).map { #"{"event":"checkoutDidDismiss","checkout_id":"drain-\#($0)"}"# }
         #expect(try send(lines, to: daemon.ingest).status == 0)
+        // "Received" is the daemon's count, not the sender's: bytes still in the kernel's socket
+        // buffer when ingest closes were never received (on a loaded machine they can be).
+        let control = try ControlClient(daemon.control)
+        #expect(try waitUntil(timeout: 20) {
+            (try control.stats()["counters"] as? [String: Any])?.int("received") == count
+        })
         #expect(daemon.terminate() == 0)
         let got = try tail.envelopes()
         #expect(got.count == count)
