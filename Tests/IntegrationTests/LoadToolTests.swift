@@ -46,6 +46,7 @@ struct LoadToolTests {
         #expect(result.output.contains("warm-up 1 bus:"))
         #expect(result.output.contains("ratio bus/raw"))
         #expect(result.output.contains("(2000/2000 received)"))
+        #expect(result.output.contains("CPU per message median: bus "))
         #expect(result.output.contains("bytes per tracked checkout"))
     }
 }

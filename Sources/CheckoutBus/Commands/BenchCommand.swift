@@ -10,7 +10,8 @@ public struct BenchCommand {
 
           (default)            starts checkoutbusd and a raw ZeroMQ PULL→PUB forwarder (zmq_proxy) on
                                ephemeral ports; drives both with the same producer and subscriber and
-                               distinct ~1 KB snapshots in alternating rounds; prints each round, the
+                               distinct ~1 KB snapshots in alternating rounds; prints each round with
+                               the CPU time per message of the target and of the load driver, the
                                medians and the bus/raw ratio; then p50/p90/p99/p99.9 latency of both at
                                a fixed rate; then the daemon's RSS growth per tracked checkout
           --rounds N           rounds per target (default 5)

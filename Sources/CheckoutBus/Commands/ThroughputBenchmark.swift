@@ -112,17 +112,27 @@ public struct ThroughputBenchmark {
             }
             var busRates: [Double] = []
             var rawRates: [Double] = []
+            // CPU per message (µs, user + system, all threads): the target's and the driver's.
+            var cpu: [String: (target: [Double], driver: [Double])] = ["bus": ([], []), "raw": ([], [])]
             for round in 1...rounds {
                 for (name, target) in [("raw", raw), ("bus", daemon)] {
-                    let r = try drive(target, isDaemon: name == "bus", events: events, run: "r\(round)\(name)", rate: nil)
+                    let (r, targetCPU, driverCPU) = try measuredDrive(target, isDaemon: name == "bus", events: events,
+                                                                      run: "r\(round)\(name)")
                     let rate = Double(r.received) / r.seconds
                     if name == "bus" { busRates.append(rate) } else { rawRates.append(rate) }
-                    say("  round \(round) \(name): \(Int(rate)) msg/s (\(r.received)/\(r.sent) received\(r.timedOut ? ", TIMED OUT" : ""))")
+                    let perTarget = targetCPU * 1e6 / Double(max(1, r.received))
+                    let perDriver = driverCPU * 1e6 / Double(max(1, r.received))
+                    cpu[name]!.target.append(perTarget)
+                    cpu[name]!.driver.append(perDriver)
+                    say("  round \(round) \(name): \(Int(rate)) msg/s (\(r.received)/\(r.sent) received\(r.timedOut ? ", TIMED OUT" : "")); CPU per message \(String(format2: perTarget)) µs, driver \(String(format2: perDriver)) µs")
                 }
             }
             let busMedian = ThroughputBenchmark.median(busRates)
             let rawMedian = ThroughputBenchmark.median(rawRates)
             say("throughput median: bus \(Int(busMedian)) msg/s, raw \(Int(rawMedian)) msg/s, ratio bus/raw \(String(format2x: busMedian / rawMedian))")
+            let busCPU = ThroughputBenchmark.median(cpu["bus"]!.target)
+            let rawCPU = ThroughputBenchmark.median(cpu["raw"]!.target)
+            say("CPU per message median: bus \(String(format2: busCPU)) µs, raw \(String(format2: rawCPU)) µs (bus/raw \(String(format2x: busCPU / max(rawCPU, 0.001)))); load driver \(String(format2: ThroughputBenchmark.median(cpu["bus"]!.driver))) µs in bus rounds, \(String(format2: ThroughputBenchmark.median(cpu["raw"]!.driver))) µs in raw rounds")
 
             for (name, target) in [("raw", raw), ("bus", daemon)] {
                 let r = try drive(target, isDaemon: name == "bus", events: latencyEvents, run: "lat\(name)",
@@ -163,6 +173,32 @@ public struct ThroughputBenchmark {
             FileHandleWriter.standardError("checkoutbus bench: \(error)\n")
             return 1
         }
+    }
+
+    /// ``drive(_:isDaemon:events:run:rate:)`` flat out, also returning the CPU seconds the target
+    /// and this process (the load driver) used while it ran.
+    private func measuredDrive(_ target: BusProcess, isDaemon: Bool, events: Int, run: String) throws
+        -> (LoadDriver.Result, Double, Double)
+    {
+        var batch = ThroughputBenchmark.snapshots(events, run: run)
+        let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
+                                    target: isDaemon ? .daemon : .rawForwarder)
+        try driver.synchronize()
+        let (target0, self0) = (ThroughputBenchmark.cpuSeconds(target.pid), ThroughputBenchmark.cpuSeconds(getpid()))
+        let r = try driver.run(&batch, rate: nil, expected: { _ in events })
+        return (r, ThroughputBenchmark.cpuSeconds(target.pid) - target0, ThroughputBenchmark.cpuSeconds(getpid()) - self0)
+    }
+
+    /// CPU seconds, user and system, that process `pid` has used in all its threads
+    /// (`/proc/PID/stat` fields 14 and 15, in clock ticks).
+    static func cpuSeconds(_ pid: Int32) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return 0 }
+        // After the command's closing parenthesis: field 3 (state) onwards.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// Sends `events` fresh snapshots through `target` with a new driver and waits for all of them.
