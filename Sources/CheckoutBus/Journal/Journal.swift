@@ -27,7 +27,7 @@ public final class Journal {
         public var fsyncMilliseconds = 2
         /// Synced journal bytes kept in the page cache, the newest; older pages are dropped after
         /// each sync (`--journal-cache-bytes`; nil leaves the page cache to the kernel).
-        public var cacheBytes: Int? = 32 << 20
+        public var cacheBytes: Int? = 0
         public init() {}
     }
 
