@@ -424,10 +424,7 @@ public final class BusDaemon {
         }
         do { try journal.flush() } catch { return journalFailed(error) }
         journalRecovered()
-        try journal.forEachPending { topic, envelope in
-            _ = try publish.send(topic, more: true)
-            _ = try publish.send(envelope)
-        }
+        try publishRecords(publish, journal.forEachPending)
         journal.clearPending()
         publishedSeq = journal.lastSeq
         observeLatency(&arrivals)
@@ -436,13 +433,22 @@ public final class BusDaemon {
 
     /// Publishes the batch the writer thread has written, then recycles it.
     private func publishCollected(_ publish: ZMQSocket) throws {
-        try journal.forEachCollected { topic, envelope in
-            _ = try publish.send(topic, more: true)
-            _ = try publish.send(envelope)
-        }
+        try publishRecords(publish, journal.forEachCollected)
         journal.recycleCollected()
         publishedSeq = journal.lastSeq
         observeLatency(&inflightArrivals)
+    }
+
+    /// Publishes each record a journal batch iteration (``Journal/forEachPending(_:)``,
+    /// ``Journal/forEachCollected(_:)``) yields, as one two-frame message.
+    private func publishRecords(
+        _ publish: ZMQSocket,
+        _ forEach: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        try forEach { topic, envelope in
+            _ = try publish.send(topic, more: true)
+            _ = try publish.send(envelope)
+        }
     }
 
     /// Records a failed journal write: ingest pauses and the loop retries in 100 ms.

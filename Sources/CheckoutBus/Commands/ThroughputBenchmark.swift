@@ -106,7 +106,7 @@ public struct ThroughputBenchmark {
             if !daemonArguments.isEmpty { say("  checkoutbusd \(daemonArguments.joined(separator: " "))") }
             for round in stride(from: 1, through: warmupRounds, by: 1) {
                 for (name, target) in [("raw", raw), ("bus", daemon)] {
-                    let r = try drive(target, isDaemon: name == "bus", events: events, run: "w\(round)\(name)", rate: nil)
+                    let r = try drive(target, isDaemon: name == "bus", events: events, run: "w\(round)\(name)", rate: nil).result
                     say("  warm-up \(round) \(name): \(Int(Double(r.received) / r.seconds)) msg/s (not counted)")
                 }
             }
@@ -116,8 +116,8 @@ public struct ThroughputBenchmark {
             var cpu: [String: (target: [Double], driver: [Double])] = ["bus": ([], []), "raw": ([], [])]
             for round in 1...rounds {
                 for (name, target) in [("raw", raw), ("bus", daemon)] {
-                    let (r, targetCPU, driverCPU) = try measuredDrive(target, isDaemon: name == "bus", events: events,
-                                                                      run: "r\(round)\(name)")
+                    let (r, targetCPU, driverCPU) = try drive(target, isDaemon: name == "bus", events: events,
+                                                              run: "r\(round)\(name)", rate: nil)
                     let rate = Double(r.received) / r.seconds
                     if name == "bus" { busRates.append(rate) } else { rawRates.append(rate) }
                     let perTarget = targetCPU * 1e6 / Double(max(1, r.received))
@@ -136,7 +136,7 @@ public struct ThroughputBenchmark {
 
             for (name, target) in [("raw", raw), ("bus", daemon)] {
                 let r = try drive(target, isDaemon: name == "bus", events: latencyEvents, run: "lat\(name)",
-                                  rate: latencyRate)
+                                  rate: latencyRate).result
                 let sorted = r.latencies.sorted()
                 say("latency at \(Int(latencyRate))/s \(name): p50 \(String(format2: r.latencyMicros(0.5, sorted: sorted))) µs, p90 \(String(format2: r.latencyMicros(0.9, sorted: sorted))) µs, p99 \(String(format2: r.latencyMicros(0.99, sorted: sorted))) µs, p99.9 \(String(format2: r.latencyMicros(0.999, sorted: sorted))) µs")
             }
@@ -175,20 +175,6 @@ public struct ThroughputBenchmark {
         }
     }
 
-    /// ``drive(_:isDaemon:events:run:rate:)`` flat out, also returning the CPU seconds the target
-    /// and this process (the load driver) used while it ran.
-    private func measuredDrive(_ target: BusProcess, isDaemon: Bool, events: Int, run: String) throws
-        -> (LoadDriver.Result, Double, Double)
-    {
-        var batch = ThroughputBenchmark.snapshots(events, run: run)
-        let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
-                                    target: isDaemon ? .daemon : .rawForwarder)
-        try driver.synchronize()
-        let (target0, self0) = (ThroughputBenchmark.cpuSeconds(target.pid), ThroughputBenchmark.cpuSeconds(getpid()))
-        let r = try driver.run(&batch, rate: nil, expected: { _ in events })
-        return (r, ThroughputBenchmark.cpuSeconds(target.pid) - target0, ThroughputBenchmark.cpuSeconds(getpid()) - self0)
-    }
-
     /// CPU seconds, user and system, that process `pid` has used in all its threads
     /// (`/proc/PID/stat` fields 14 and 15, in clock ticks).
     static func cpuSeconds(_ pid: Int32) -> Double {
@@ -202,14 +188,18 @@ public struct ThroughputBenchmark {
     }
 
     /// Sends `events` fresh snapshots through `target` with a new driver and waits for all of them.
+    /// - Returns: what the driver measured, and the CPU seconds the target and this process (the
+    ///   load driver) used while it ran.
     private func drive(_ target: BusProcess, isDaemon: Bool, events: Int, run: String, rate: Double?) throws
-        -> LoadDriver.Result
+        -> (result: LoadDriver.Result, targetCPU: Double, driverCPU: Double)
     {
         var batch = ThroughputBenchmark.snapshots(events, run: run)
         let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
                                     target: isDaemon ? .daemon : .rawForwarder)
         try driver.synchronize()
-        return try driver.run(&batch, rate: rate, expected: { _ in events })
+        let (target0, self0) = (ThroughputBenchmark.cpuSeconds(target.pid), ThroughputBenchmark.cpuSeconds(getpid()))
+        let r = try driver.run(&batch, rate: rate, expected: { _ in events })
+        return (r, ThroughputBenchmark.cpuSeconds(target.pid) - target0, ThroughputBenchmark.cpuSeconds(getpid()) - self0)
     }
 
     static func median(_ xs: [Double]) -> Double {

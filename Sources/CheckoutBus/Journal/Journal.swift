@@ -322,8 +322,15 @@ public final class Journal {
     public func flush() throws {
         precondition(inflight == nil, "flush() with a batch at the writer thread: collect it first")
         guard writtenRecords < pendingRecords.count else { return }
-        // Write runs of records, closing the segment between two records when it is full. After a
-        // failed write, a retry starts at the first record not written.
+        let last = try writeRunsBeforeLast()
+        try writeRun(last.start, pendingRecords.count, last.bytes)
+    }
+
+    /// Splits the unwritten pending records into runs, one per segment they go to, and writes
+    /// every run but the last, closing the segment between two records when it is full.
+    /// - Returns: the last run (never empty), for the caller to write.
+    private func writeRunsBeforeLast() throws -> (start: Int, bytes: Int) {
+        // After a failed write, a retry starts at the first record not written.
         var runStart = writtenRecords
         var runBytes = 0
         var i = writtenRecords
@@ -341,7 +348,7 @@ public final class Journal {
             runBytes += size
             i += 1
         }
-        if runBytes > 0 { try writeRun(runStart, pendingRecords.count, runBytes) }
+        return (runStart, runBytes)
     }
 
     /// Writes pending records `from..<to` (`bytes` long) to the open segment.
@@ -395,27 +402,11 @@ public final class Journal {
     public func submit() throws {
         precondition(inflight == nil, "submit() with a batch already at the writer thread")
         guard writtenRecords < pendingRecords.count else { return }
-        var runStart = writtenRecords
-        var runBytes = 0
-        var i = writtenRecords
-        while i < pendingRecords.count {
-            let r = pendingRecords[i]
-            let size = (i + 1 < pendingRecords.count ? pendingRecords[i + 1].offset : pendingBytes) - r.offset
-            let active = segments[segments.count - 1]
-            if active.size + runBytes > JournalFormat.segmentHeaderSize
-                && active.size + runBytes + size > options.segmentBytes {
-                if runBytes > 0 { try writeRun(runStart, i, runBytes) }
-                try rotate(firstSeq: r.seq)
-                runStart = i
-                runBytes = 0
-            }
-            runBytes += size
-            i += 1
-        }
+        let last = try writeRunsBeforeLast()
         let batch = Batch(buffer: pending, capacity: pendingCapacity, bytes: pendingBytes, records: pendingRecords,
-                          runStart: runStart, runBytes: runBytes, startOffset: segments[segments.count - 1].size)
-        writer.post(JournalWriter.Job(fd: fd, address: Int(bitPattern: pending + pendingRecords[runStart].offset),
-                                      count: runBytes, offset: batch.startOffset))
+                          runStart: last.start, runBytes: last.bytes, startOffset: segments[segments.count - 1].size)
+        writer.post(JournalWriter.Job(fd: fd, address: Int(bitPattern: pending + pendingRecords[last.start].offset),
+                                      count: last.bytes, offset: batch.startOffset))
         inflight = batch
         // A fresh batch: the spare buffer when there is one.
         if var next = spare {
@@ -442,7 +433,7 @@ public final class Journal {
     ///   pending again ahead of the records appended since, for ``flush()`` to retry.
     public func collect(wait: Bool) throws -> Bool {
         guard let batch = inflight else { return false }
-        if batch.records.count == collectedCount { return true }
+        if inflightWritten { return true }
         guard let result = wait ? writer.wait() : writer.poll() else { return false }
         guard result == 0 else {
             requeue(batch)
@@ -451,28 +442,24 @@ public final class Journal {
         }
         noteWritten(batch.buffer, batch.records, batch.runStart, batch.records.count, startOffset: batch.startOffset,
                     bytes: batch.runBytes)
-        collectedCount = batch.records.count
+        inflightWritten = true
         return true
     }
 
-    /// How many records of the batch in flight were collected as written (all, or 0).
-    private var collectedCount = -1
+    /// The batch in flight was collected as written (and awaits ``recycleCollected()``).
+    private var inflightWritten = false
 
     /// Calls `body` with each record of the collected batch, in order.
     public func forEachCollected(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
         guard let batch = inflight else { return }
-        for r in batch.records {
-            let p = batch.buffer + r.offset + JournalFormat.recordHeaderSize
-            try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
-                     UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
-        }
+        try Journal.forEachRecord(batch.records, in: batch.buffer, body)
     }
 
     /// Forgets the collected batch after it was published; its buffer is reused.
     public func recycleCollected() {
         guard let batch = inflight else { return }
         inflight = nil
-        collectedCount = -1
+        inflightWritten = false
         if let old = spare { old.buffer.deallocate() }
         spare = batch
     }
@@ -480,7 +467,7 @@ public final class Journal {
     /// Puts a batch whose write failed back in front of the pending records.
     private func requeue(_ batch: Batch) {
         inflight = nil
-        collectedCount = -1
+        inflightWritten = false
         var merged = batch
         let needed = batch.bytes + pendingBytes
         if needed > merged.capacity {
@@ -502,8 +489,16 @@ public final class Journal {
 
     /// Calls `body` with each pending record's topic and envelope, in order.
     public func forEachPending(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
-        for r in pendingRecords {
-            let p = pending + r.offset + JournalFormat.recordHeaderSize
+        try Journal.forEachRecord(pendingRecords, in: pending, body)
+    }
+
+    /// Calls `body` with the topic and envelope of each of `records` in `buffer`, in order.
+    private static func forEachRecord(
+        _ records: [PendingRecord], in buffer: UnsafeMutableRawPointer,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) rethrows {
+        for r in records {
+            let p = buffer + r.offset + JournalFormat.recordHeaderSize
             try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
                      UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
         }
