@@ -534,8 +534,8 @@ public final class BusDaemon {
 
     /// Publishes the processor's current topic and envelope as one two-frame message.
     private func send(_ publish: ZMQSocket) throws {
-        try processor.topic.bytes.withUnsafeBytes { _ = try publish.send($0, more: true) }
-        try processor.envelope.bytes.withUnsafeBytes { _ = try publish.send($0) }
+        try processor.topic.withUnsafeBytes { _ = try publish.send($0, more: true) }
+        try processor.envelope.withUnsafeBytes { _ = try publish.send($0) }
     }
 
     private func sendHeartbeat(_ publish: ZMQSocket) throws {

@@ -67,9 +67,7 @@ public final class EventProcessor {
     @inline(__always)
     public func withOutput<R>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         // Mutable access borrows the buffers in place; a read access would retain a copy of each.
-        try topic.bytes.withUnsafeMutableBytes { t in
-            try envelope.bytes.withUnsafeMutableBytes { e in try body(UnsafeRawBufferPointer(t), UnsafeRawBufferPointer(e)) }
-        }
+        try topic.withUnsafeBytes { t in try envelope.withUnsafeBytes { e in try body(t, e) } }
     }
 
     /// The journal kind of the last output: its ``LifecycleKind`` raw value, or 5 for a dead letter.
@@ -201,7 +199,7 @@ public final class EventProcessor {
         topic.append(e.kind.topic)
         if let err = e.error {
             topic.append(byte: UInt8(ascii: "."))
-            topic.bytes.append(contentsOf: err.code.rawValue.utf8)
+            topic.appendRaw(err.code.rawValue)
         }
         rewriteEnvelope { w in
             w.append("{\"v\":1,\"seq\":")
@@ -237,7 +235,7 @@ public final class EventProcessor {
                          to: &w)
             if let err = e.error {
                 w.append(",\"error\":{\"code\":\"")
-                w.bytes.append(contentsOf: err.code.rawValue.utf8)
+                w.appendRaw(err.code.rawValue)
                 w.append("\",\"raw_code\":")
                 if let raw = err.rawCode { w.appendString(raw) } else { w.append("null") }
                 w.append(",\"message\":")
@@ -258,14 +256,11 @@ public final class EventProcessor {
         }
     }
 
-    /// Rewrites ``envelope`` in place. The buffer is moved out for the duration, so the writes
-    /// inside touch a local value rather than a class property, and its capacity is kept.
+    /// Rewrites ``envelope`` in place, keeping its capacity: one exclusive access for the whole
+    /// envelope rather than one per append.
     private func rewriteEnvelope(_ body: (inout JSONWriter) -> Void) {
-        var w = envelope
-        envelope = JSONWriter(capacity: 0)
-        w.reset()
-        body(&w)
-        envelope = w
+        envelope.reset()
+        body(&envelope)
     }
 
     private func writeValue(_ ref: JSONRef?, to w: inout JSONWriter) {

@@ -1,44 +1,102 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Appends JSON text to a reusable byte buffer: no Foundation, no intermediate strings.
 ///
+/// The buffer is memory the writer owns, so an append is a capacity check and a copy — no
+/// uniqueness check, no reference counting. The writer cannot be copied (`~Copyable`): pass it
+/// `inout`, move it, or read it through ``withUnsafeBytes(_:)``; ``bytes`` makes an array copy.
 /// Not `Sendable` by use: each pipeline thread owns one writer and resets it per message.
-public struct JSONWriter {
-    public var bytes: [UInt8] = []
+public struct JSONWriter: ~Copyable {
+    @usableFromInline var base: UnsafeMutablePointer<UInt8>
+    /// Bytes written.
+    public private(set) var count = 0
+    @usableFromInline var capacity: Int
 
-    public init(capacity: Int = 4096) { bytes.reserveCapacity(capacity) }
+    public init(capacity: Int = 4096) {
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
 
-    public mutating func reset() { bytes.removeAll(keepingCapacity: true) }
+    deinit { base.deallocate() }
 
+    /// A copy of what was written.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    /// Calls `body` with what was written, in place.
     @inline(__always)
-    public mutating func append(_ text: StaticString) {
-        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    public mutating func reset() { count = 0 }
+
+    /// Room for `n` more bytes at the end; the caller writes them and adds `n` to ``count``.
+    @inline(__always)
+    @usableFromInline
+    mutating func reserve(_ n: Int) -> UnsafeMutablePointer<UInt8> {
+        if _slowPath(count &+ n > capacity) { grow(count &+ n) }
+        return base + count
+    }
+
+    @usableFromInline
+    mutating func grow(_ needed: Int) {
+        var bigger = capacity &* 2
+        while bigger < needed { bigger &*= 2 }
+        let fresh = UnsafeMutablePointer<UInt8>.allocate(capacity: bigger)
+        fresh.update(from: base, count: count)
+        base.deallocate()
+        base = fresh
+        capacity = bigger
     }
 
     @inline(__always)
-    public mutating func append(byte: UInt8) { bytes.append(byte) }
+    public mutating func append(_ text: StaticString) {
+        appendRaw(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    @inline(__always)
+    public mutating func append(byte: UInt8) {
+        reserve(1).pointee = byte
+        count &+= 1
+    }
 
     /// Appends bytes verbatim (already valid JSON).
     @inline(__always)
     public mutating func appendRaw(_ raw: UnsafeRawBufferPointer) {
-        bytes.append(contentsOf: raw)
+        let n = raw.count
+        guard n > 0 else { return }
+        UnsafeMutableRawPointer(reserve(n)).copyMemory(from: raw.baseAddress!, byteCount: n)
+        count &+= n
+    }
+
+    /// Appends a string's UTF-8 bytes verbatim (already valid JSON text, such as a number or
+    /// an enum's raw value).
+    public mutating func appendRaw(_ text: String) {
+        var s = text
+        s.withUTF8 { appendRaw(UnsafeRawBufferPointer($0)) }
     }
 
     public mutating func append(int value: Int64) {
-        // Digits from the right into a stack buffer, sign included, then one copy.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
-            let b = buf.baseAddress!
-            var v = value.magnitude
-            var at = 20
-            repeat {
-                at &-= 1
-                b[at] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
-                v /= 10
-            } while v > 0
-            if value < 0 {
-                at &-= 1
-                b[at] = UInt8(ascii: "-")
-            }
-            appendRaw(UnsafeRawBufferPointer(start: b + at, count: 20 &- at))
+        // Digits from the right, sign included, into 20 reserved bytes, then moved into place.
+        let b = reserve(20)
+        var v = value.magnitude
+        var at = 20
+        repeat {
+            at &-= 1
+            b[at] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
+            v /= 10
+        } while v > 0
+        if value < 0 {
+            at &-= 1
+            b[at] = UInt8(ascii: "-")
         }
+        let n = 20 &- at
+        if at > 0 { memmove(b, b + at, n) }
+        count &+= n
     }
 
     public mutating func append(int value: Int) { append(int: Int64(value)) }
@@ -47,9 +105,9 @@ public struct JSONWriter {
 
     /// Appends a JSON string literal for UTF-8 `text`, escaping quotes, backslashes and controls.
     public mutating func appendString(utf8 text: UnsafeRawBufferPointer) {
-        // The usual case, a short string with nothing to escape: quoted on the stack, one append.
+        // The usual case, a string with nothing to escape: one scan, one copy between the quotes.
         let n = text.count
-        if n <= 256, let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self) {
+        if let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self) {
             var i = 0
             while i < n {
                 let c = p[i]
@@ -57,22 +115,23 @@ public struct JSONWriter {
                 i &+= 1
             }
             if i == n {
-                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: n &+ 2) { buf in
-                    let b = buf.baseAddress!
-                    b[0] = UInt8(ascii: "\"")
-                    (b + 1).initialize(from: p, count: n)
-                    b[n &+ 1] = UInt8(ascii: "\"")
-                    appendRaw(UnsafeRawBufferPointer(start: b, count: n &+ 2))
-                }
+                let b = reserve(n &+ 2)
+                b[0] = UInt8(ascii: "\"")
+                (b + 1).update(from: p, count: n)
+                b[n &+ 1] = UInt8(ascii: "\"")
+                count &+= n &+ 2
                 return
             }
+        } else {
+            append("\"\"")
+            return
         }
-        bytes.append(UInt8(ascii: "\""))
+        append(byte: UInt8(ascii: "\""))
         var runStart = 0
         for i in 0..<text.count {
             let c = text[i]
             if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { continue }
-            if runStart < i { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: text[runStart..<i])) }
+            if runStart < i { appendRaw(UnsafeRawBufferPointer(rebasing: text[runStart..<i])) }
             runStart = i + 1
             switch c {
             case UInt8(ascii: "\""): append("\\\"")
@@ -82,12 +141,12 @@ public struct JSONWriter {
             case 0x09: append("\\t")
             default:
                 append("\\u00")
-                bytes.append(JSONWriter.hex[Int(c >> 4)])
-                bytes.append(JSONWriter.hex[Int(c & 0xF)])
+                append(byte: JSONWriter.hex[Int(c >> 4)])
+                append(byte: JSONWriter.hex[Int(c & 0xF)])
             }
         }
-        if runStart < text.count { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: text[runStart...])) }
-        bytes.append(UInt8(ascii: "\""))
+        if runStart < text.count { appendRaw(UnsafeRawBufferPointer(rebasing: text[runStart...])) }
+        append(byte: UInt8(ascii: "\""))
     }
 
     public mutating func appendString(_ text: String) {
@@ -102,7 +161,7 @@ public struct JSONWriter {
     /// Appends arbitrary bytes as a JSON string: valid UTF-8 passes through, every other byte becomes
     /// `\u00XX` of its value (so the exact raw bytes of bad input survive in a dead letter).
     public mutating func appendBytesEscaped(_ raw: UnsafeRawBufferPointer) {
-        bytes.append(UInt8(ascii: "\""))
+        append(byte: UInt8(ascii: "\""))
         var i = 0
         while i < raw.count {
             let c = raw[i]
@@ -115,9 +174,9 @@ public struct JSONWriter {
                 case 0x09: append("\\t")
                 case 0..<0x20, 0x7F:
                     append("\\u00")
-                    bytes.append(JSONWriter.hex[Int(c >> 4)])
-                    bytes.append(JSONWriter.hex[Int(c & 0xF)])
-                default: bytes.append(c)
+                    append(byte: JSONWriter.hex[Int(c >> 4)])
+                    append(byte: JSONWriter.hex[Int(c & 0xF)])
+                default: append(byte: c)
                 }
                 i += 1
                 continue
@@ -125,16 +184,16 @@ public struct JSONWriter {
             let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
             let sequence = UTF8Validation.check(p, at: i, count: raw.count)
             if sequence.invalidAt == nil {
-                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[i..<sequence.end]))
+                appendRaw(UnsafeRawBufferPointer(rebasing: raw[i..<sequence.end]))
                 i = sequence.end
             } else {
                 append("\\u00")
-                bytes.append(JSONWriter.hex[Int(c >> 4)])
-                bytes.append(JSONWriter.hex[Int(c & 0xF)])
+                append(byte: JSONWriter.hex[Int(c >> 4)])
+                append(byte: JSONWriter.hex[Int(c & 0xF)])
                 i += 1
             }
         }
-        bytes.append(UInt8(ascii: "\""))
+        append(byte: UInt8(ascii: "\""))
     }
 
     static let hex: [UInt8] = Array("0123456789abcdef".utf8)

@@ -47,8 +47,13 @@ public enum RawFormat: UInt8, Sendable {
 }
 
 /// A value inside one of the pipeline's parsed documents.
+///
+/// Does not keep its document alive (no reference counting as events move through the pipeline):
+/// a `JSONRef` is valid while its document is and until the document parses again. The pipeline's
+/// documents belong to its processor and decoder; elsewhere, hold the document (or use
+/// `withExtendedLifetime`) for as long as its refs are read.
 public struct JSONRef {
-    public let doc: JSONDocument
+    public unowned(unsafe) let doc: JSONDocument
     public let token: Int
 
     public init(_ doc: JSONDocument, _ token: Int) {

@@ -59,7 +59,10 @@ struct SnapshotSummaryTests {
 
     static func summary(_ text: String, kind: LifecycleKind = .update, orderID: String? = nil) -> SnapshotSummary? {
         guard let doc = document(text) else { return nil }
-        return SnapshotSummary.read(kind: kind, snapshot: JSONRef(doc, doc.root), payment: nil, orderID: orderID)
+        // A JSONRef does not keep its document alive.
+        return withExtendedLifetime(doc) {
+            SnapshotSummary.read(kind: kind, snapshot: JSONRef(doc, doc.root), payment: nil, orderID: orderID)
+        }
     }
 
     @Test("v4 snapshot: integer totals are already minor units")
@@ -112,7 +115,9 @@ struct SnapshotSummaryTests {
     @Test("a Primer payment supplies status, currency and an integer minor-unit amount")
     func primerPayment() throws {
         let doc = try #require(document(#"{"paymentId":"p","status":"SUCCESS","amount":1999,"currencyCode":"JPY"}"#))
-        let s = SnapshotSummary.read(kind: .complete, snapshot: nil, payment: JSONRef(doc, doc.root), orderID: nil)
+        let s = withExtendedLifetime(doc) {
+            SnapshotSummary.read(kind: .complete, snapshot: nil, payment: JSONRef(doc, doc.root), orderID: nil)
+        }
         #expect(s.status == "SUCCESS")
         #expect(s.currency == "JPY")
         #expect(s.total == 1999)
@@ -169,5 +174,31 @@ struct TimestampWriterTests {
         try doc.parseOwned(w.bytes)
         #expect(doc.string(doc.root) == text)
         #expect(J.parse(w.bytes) == .string(text))
+    }
+
+    @Test("a writer grows past its initial capacity and keeps every byte, and reset reuses it")
+    func growth() {
+        var w = JSONWriter(capacity: 1)
+        var expected = "["
+        w.append("[")
+        for i in 0..<500 {
+            if i > 0 {
+                w.append(byte: UInt8(ascii: ","))
+                expected += ","
+            }
+            let text = "item \(i) \"quoted\" " + String(repeating: "x", count: i % 40)
+            w.appendString(text)
+            w.append(byte: UInt8(ascii: ","))
+            w.append(int: Int64(-i * 1_000_003))
+            expected += "\"item \(i) \\\"quoted\\\" " + String(repeating: "x", count: i % 40) + "\",\(-i * 1_000_003)"
+        }
+        w.append("]")
+        expected += "]"
+        #expect(w.count == expected.utf8.count)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == expected)
+        #expect(w.withUnsafeBytes { Array($0) } == Array(expected.utf8))
+        w.reset()
+        w.append(bool: true)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == "true")
     }
 }
