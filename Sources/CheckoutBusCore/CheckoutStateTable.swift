@@ -97,8 +97,17 @@ public struct CheckoutStateTable {
         flags[Int(e)].insert(.hasSnapshot)
     }
 
-    public func completeKey(_ e: Entry) -> String? { completeKeys[e] }
-    public mutating func setCompleteKey(_ key: String, _ e: Entry) { completeKeys[e] = key }
+    /// The key a completed checkout's first `complete` was published under (nil for any other
+    /// checkout, without a dictionary lookup).
+    public func completeKey(_ e: Entry) -> String? {
+        flags[Int(e)].contains(.completed) ? completeKeys[e] : nil
+    }
+
+    /// Records the key a checkout's first `complete` was published under; marks it completed.
+    public mutating func setCompleteKey(_ key: String, _ e: Entry) {
+        flags[Int(e)].insert(.completed)
+        completeKeys[e] = key
+    }
 
     /// Forgets checkouts idle longer than the TTL, oldest first. Call about once a second.
     public mutating func expire(now: UInt32) {
@@ -117,9 +126,15 @@ public struct CheckoutStateTable {
     // MARK: Internals
 
     private mutating func reset(_ e: Entry) {
+        forgetCompleteKey(e)
         flags[Int(e)] = []
         snapshotHash[Int(e)] = 0
-        completeKeys.removeValue(forKey: e)
+    }
+
+    /// Only a completed checkout has a key in ``completeKeys``: the others skip the dictionary
+    /// (a hash and a probe per new or forgotten checkout).
+    private mutating func forgetCompleteKey(_ e: Entry) {
+        if flags[Int(e)].contains(.completed) { completeKeys.removeValue(forKey: e) }
     }
 
     private mutating func allocate(lo: UInt64, hi: UInt64, now: UInt32) -> Entry {
@@ -177,7 +192,8 @@ public struct CheckoutStateTable {
             j = (j + 1) & slotMask
         }
         slots[hole] = -1
-        completeKeys.removeValue(forKey: e)
+        forgetCompleteKey(e)
+        flags[Int(e)] = []
         freeList.append(e)
         count -= 1
     }

@@ -17,6 +17,9 @@ public final class RawEventDecoder {
     private let payloadDocument = JSONDocument()
     /// Holds a bridge `body` that arrived as a JSON string.
     private let bodyDocument = JSONDocument()
+    /// The message's ingest wrapper names the checkout, which overrides any id inside the raw
+    /// event: the family decoders then skip reading (and allocating) ids nobody will use.
+    private var wrapperNamesCheckout = false
 
     public init() {}
 
@@ -45,6 +48,7 @@ public final class RawEventDecoder {
                 throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
             }
         }
+        wrapperNamesCheckout = wrapper.checkoutID != nil
         var event = try decodeRaw(raw, wrapper: wrapper)
         if let id = wrapper.checkoutID { event.checkoutID = id }
         if let id = wrapper.eventID { event.eventID = id }
@@ -84,7 +88,10 @@ public final class RawEventDecoder {
             w.occurredAt = JSONRef(doc, v)
         }
         if let v = doc.member(root, "platform") { w.platform = doc.string(v) }
-        if let v = doc.member(root, "sdk") { w.sdk = doc.string(v).map { $0.lowercased() } }
+        if let v = doc.member(root, "sdk"), let sdk = doc.string(v) {
+            // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
+            w.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+        }
         return w
     }
 
@@ -140,7 +147,7 @@ public final class RawEventDecoder {
             throw DecodeRejection(.wrongType, "`\(doc.string(m) ?? "")` carries no `params.checkout` snapshot")
         }
         if let params {
-            if event.checkoutID == nil, let v = doc.member(params, anyOf: "checkout_id", "checkoutId") {
+            if needsCheckoutID(event), let v = doc.member(params, anyOf: "checkout_id", "checkoutId") {
                 event.checkoutID = doc.identifier(v)
             }
         }
@@ -271,7 +278,9 @@ public final class RawEventDecoder {
             }
             guard bd.kind(first) == .object else { throw DecodeRejection(.wrongType, "error body is not an object") }
             event.error = makeError(bd, first, terminal: true)
-            if let v = bd.member(first, anyOf: "checkout_id", "checkoutId") { event.checkoutID = bd.identifier(v) }
+            if !wrapperNamesCheckout, let v = bd.member(first, anyOf: "checkout_id", "checkoutId") {
+                event.checkoutID = bd.identifier(v)
+            }
         case .complete, .start:
             guard bd.kind(b) == .object else { throw DecodeRejection(.wrongType, "`body` is not an object") }
             event.snapshot = bodyRef
@@ -336,7 +345,9 @@ public final class RawEventDecoder {
 
     /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`).
     private func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
-        if let v = doc.member(c, anyOf: "id", "checkout_id", "checkoutId") { event.checkoutID = doc.identifier(v) }
+        if !wrapperNamesCheckout, let v = doc.member(c, anyOf: "id", "checkout_id", "checkoutId") {
+            event.checkoutID = doc.identifier(v)
+        }
         if let order = doc.object(c, "order"), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
         if let details = doc.object(c, "orderDetails") ?? doc.object(c, "order_details") {
             if let v = doc.member(details, "id") { event.orderID = doc.identifier(v) }
@@ -344,9 +355,12 @@ public final class RawEventDecoder {
         if event.orderID == nil, let v = doc.member(c, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
     }
 
+    /// Whether the raw event's own checkout id is still wanted.
+    private func needsCheckoutID(_ event: DecodedEvent) -> Bool { event.checkoutID == nil && !wrapperNamesCheckout }
+
     /// Ids and timestamps written beside the event name.
     private func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {
-        if event.checkoutID == nil, let v = doc.member(r, anyOf: "checkout_id", "checkoutId") {
+        if needsCheckoutID(event), let v = doc.member(r, anyOf: "checkout_id", "checkoutId") {
             event.checkoutID = doc.identifier(v)
         }
         if event.eventID == nil, let v = doc.member(r, anyOf: "event_id", "eventId") { event.eventID = doc.identifier(v) }
