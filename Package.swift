@@ -42,8 +42,12 @@ let package = Package(
             providers: [.apt(["libnats-dev"])]
         ),
         .target(name: "NATS", dependencies: ["CNATS"], swiftSettings: swiftSettings),
+        // A cache prefetch hint for the pipeline's table probes (Swift has none): two inline C
+        // functions, no library.
+        .target(name: "CPrefetch"),
         .target(
             name: "CheckoutBusCore",
+            dependencies: ["CPrefetch"],
             // The hot path's classes (the JSON tape, the state table) are read millions of times a
             // second; release builds drop the runtime exclusivity checks on their stored properties
             // (about a fifth of the pipeline's time under a flood). Debug builds — and so

@@ -1,3 +1,5 @@
+import CPrefetch
+
 /// Per-checkout lifecycle state, bounded: an LRU of at most `capacity` checkouts, each forgotten
 /// after `idleTTL` seconds without an event.
 ///
@@ -58,15 +60,48 @@ public struct CheckoutStateTable {
     /// A handle to one checkout's state, valid until the next insertion.
     public typealias Entry = Int32
 
+    /// A checkout id's two hashes: what the table keeps of it.
+    public struct Key: Sendable {
+        let lo: UInt64
+        let hi: UInt64
+    }
+
+    /// Hashes a checkout id for ``prefetch(_:)`` and ``touch(_:now:)``.
+    public static func key(_ checkoutID: String) -> Key {
+        var id = checkoutID
+        return id.withUTF8 { buf in
+            let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+            return Key(lo: CanonicalHash.hashBytes(p, buf.count, seed: 0x9e37_79b9_7f4a_7c15),
+                       hi: CanonicalHash.hashBytes(p, buf.count, seed: 0xc2b2_ae3d_27d4_eb4f))
+        }
+    }
+
+    /// Starts loading what ``touch(_:now:)`` of `key` will read first — its index slot and, when
+    /// the table is full, the entry it would evict — so the caller's work until then overlaps the
+    /// cache misses (a large table's slots are scattered over megabytes). A hint: no effect on
+    /// state (`mutating` only so its arrays are read in place, without a retain and release each).
+    public mutating func prefetch(_ key: Key) {
+        slots.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: key.lo) & slotMask)) }
+        guard count >= capacity, tail >= 0 else { return }
+        let e = Int(tail)
+        keyLo.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        keyHi.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        prev.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        next.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        lastSeen.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        flags.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        snapshotHash.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+    }
+
     /// Finds or creates the state of `checkoutID`, marking it most recently used at `now`.
     /// - Returns: the entry and whether it was newly created (or had expired and was reset).
     public mutating func touch(_ checkoutID: String, now: UInt32) -> (entry: Entry, isNew: Bool) {
-        var id = checkoutID
-        let (lo, hi) = id.withUTF8 { buf -> (UInt64, UInt64) in
-            let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x9e37_79b9_7f4a_7c15),
-                    CanonicalHash.hashBytes(p, buf.count, seed: 0xc2b2_ae3d_27d4_eb4f))
-        }
+        touch(CheckoutStateTable.key(checkoutID), now: now)
+    }
+
+    /// ``touch(_:now:)`` of a hashed id.
+    public mutating func touch(_ key: Key, now: UInt32) -> (entry: Entry, isNew: Bool) {
+        let (lo, hi) = (key.lo, key.hi)
         var s = Int(truncatingIfNeeded: lo) & slotMask
         let tag = CheckoutStateTable.tag(hi)
         while slots[s] >= 0 {

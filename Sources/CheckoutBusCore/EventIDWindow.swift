@@ -1,3 +1,5 @@
+import CPrefetch
+
 /// The most recent `capacity` event ids (the ingest wrapper's `event_id`) and the `seq` each was
 /// published under, so a producer's retry of an event the bus already has is recognised.
 ///
@@ -38,6 +40,13 @@ public struct EventIDWindow: Sendable {
             return (CanonicalHash.hashBytes(p, buf.count, seed: 0x243f_6a88_85a3_08d3),
                     CanonicalHash.hashBytes(p, buf.count, seed: 0x1319_8a2e_0370_7344))
         }
+    }
+
+    /// Starts loading the index slot ``lookup(_:)`` and ``insert(_:seq:)`` of `key` read first,
+    /// so the caller's work until then overlaps the cache miss. A hint: no effect on the window
+    /// (`mutating` only so its table is read in place, without a retain and release).
+    public mutating func prefetch(_ key: (UInt64, UInt64)) {
+        table.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: key.0) & mask)) }
     }
 
     /// The seq an id was recorded with (0 for an event that was suppressed), or nil if unknown.

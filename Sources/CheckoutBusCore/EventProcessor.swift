@@ -126,15 +126,26 @@ public final class EventProcessor {
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
                               bytes, receivedAt)
         }
-        guard eventIDs != nil, let id = event.eventID else { return apply(&event, receivedAt: receivedAt, now: now) }
-        let key = EventIDWindow.key(id)
-        if let original = eventIDs!.lookup(key) {
-            lastEventID = id
+        // The state table's and the event-id window's slots for this event are far apart in large
+        // tables (a cache miss each): start loading them now and hash the snapshot meanwhile.
+        let checkoutKey = CheckoutStateTable.key(event.checkoutID!)  // the decoder guarantees one
+        state.prefetch(checkoutKey)
+        var idKey: (UInt64, UInt64)?
+        if eventIDs != nil, let id = event.eventID {
+            idKey = EventIDWindow.key(id)
+            eventIDs!.prefetch(idKey!)
+        }
+        let hash = event.snapshot.map { CanonicalHash.hash($0.doc, $0.token) } ?? 0
+        guard let idKey else {
+            return apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
+        }
+        if let original = eventIDs!.lookup(idKey) {
+            lastEventID = event.eventID
             counters.duplicates &+= 1
             return .duplicate(original)
         }
-        let outcome = apply(&event, receivedAt: receivedAt, now: now)
-        eventIDs!.insert(key, seq: outcome == .suppressed ? 0 : lastSeq)
+        let outcome = apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
+        eventIDs!.insert(idKey, seq: outcome == .suppressed ? 0 : lastSeq)
         return outcome
     }
 
@@ -149,13 +160,15 @@ public final class EventProcessor {
 
     // MARK: Lifecycle rules
 
-    private func apply(_ event: inout DecodedEvent, receivedAt: Timestamp, now: UInt32) -> Outcome {
+    /// - Parameters:
+    ///   - checkoutKey: the event's checkout, hashed (``CheckoutStateTable/key(_:)``).
+    ///   - hash: the canonical hash of the event's snapshot (0 without one).
+    private func apply(_ event: inout DecodedEvent, _ checkoutKey: CheckoutStateTable.Key, snapshotHash hash: UInt64,
+                       receivedAt: Timestamp, now: UInt32) -> Outcome {
         let checkoutID = event.checkoutID!  // the decoder guarantees one
         lastEventID = event.eventID
-        let (entry, _) = state.touch(checkoutID, now: now)
+        let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
-        var hash: UInt64 = 0
-        if let s = event.snapshot { hash = CanonicalHash.hash(s.doc, s.token) }
 
         var isRepeat = false
         var afterComplete = false

@@ -176,4 +176,28 @@ struct CheckoutStateTableTests {
         #expect(p.feed(done("c"))["repeat"] == true)
         #expect(p.feed(done("a"))["repeat"] == false)  // forgotten: bounded state accepts this
     }
+
+    @Test("a prefetched, hashed key finds the same entry as the id, also when the touch evicts")
+    func hashedKeyAndPrefetch() {
+        var t = CheckoutStateTable(capacity: 4, idleTTL: 100)
+        var entries: [String: CheckoutStateTable.Entry] = [:]
+        for id in ["a", "b", "c", "d"] {
+            let key = CheckoutStateTable.key(id)
+            t.prefetch(key)
+            let (e, isNew) = t.touch(key, now: 1)
+            #expect(isNew)
+            t.setSnapshotHash(UInt64(id.utf8.first!), e)
+            entries[id] = e
+        }
+        // Full: prefetching a new id reads ahead the entry it will evict ("a", least recently used).
+        let key = CheckoutStateTable.key("e")
+        t.prefetch(key)
+        #expect(t.touch(key, now: 2).isNew)
+        #expect(t.evicted == 1)
+        #expect(t.touch("a", now: 3).isNew)  // "a" was the one forgotten
+        let (b, bNew) = t.touch(CheckoutStateTable.key("d"), now: 4)
+        #expect(!bNew)
+        #expect(b == entries["d"])
+        #expect(t.snapshotHash(b) == UInt64(UInt8(ascii: "d")))
+    }
 }
