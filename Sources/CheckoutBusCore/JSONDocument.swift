@@ -330,21 +330,34 @@ public final class JSONDocument {
                 while true {
                     guard i < length else { throw JSONParseError(.truncated, at: i) }
                     guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
-                    i = skipSpace(try string(i))
-                    guard i < length else { throw JSONParseError(.truncated, at: i) }
-                    guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
-                    i = skipSpace(i + 1)
-                    if i < length && base[i] == UInt8(ascii: "\"") {
-                        i = skipSpace(try string(i))
+                    i = try string(i)
+                    // Compact input (the usual case) has the colon right after the key, and the
+                    // value right after the colon: whitespace is looked for only when it is not.
+                    if i < length && base[i] == UInt8(ascii: ":") {
+                        i &+= 1
                     } else {
-                        i = skipSpace(try parseValue(i))
+                        i = skipSpace(i)
+                        guard i < length else { throw JSONParseError(.truncated, at: i) }
+                        guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
+                        i = skipSpace(i + 1)
                     }
-                    guard i < length else { throw JSONParseError(.truncated, at: i) }
-                    if base[i] == UInt8(ascii: ",") {
+                    if i < length && base[i] == UInt8(ascii: "\"") {
+                        i = try string(i)
+                    } else {
+                        i = try parseValue(skipSpace(i))
+                    }
+                    // The same for the comma or brace after the value.
+                    var c: UInt8 = i < length ? base[i] : 0
+                    if c <= 0x20 {
+                        i = skipSpace(i)
+                        guard i < length else { throw JSONParseError(.truncated, at: i) }
+                        c = base[i]
+                    }
+                    if c == UInt8(ascii: ",") {
                         i = skipSpace(i + 1)
                         continue
                     }
-                    guard base[i] == UInt8(ascii: "}") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                    guard c == UInt8(ascii: "}") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
                     break
                 }
             }
@@ -363,13 +376,18 @@ public final class JSONDocument {
             guard i < length else { throw JSONParseError(.truncated, at: i) }
             if base[i] != UInt8(ascii: "]") {
                 while true {
-                    i = skipSpace(try parseValue(i))
-                    guard i < length else { throw JSONParseError(.truncated, at: i) }
-                    if base[i] == UInt8(ascii: ",") {
+                    i = try parseValue(i)
+                    var c: UInt8 = i < length ? base[i] : 0
+                    if c <= 0x20 {
+                        i = skipSpace(i)
+                        guard i < length else { throw JSONParseError(.truncated, at: i) }
+                        c = base[i]
+                    }
+                    if c == UInt8(ascii: ",") {
                         i = skipSpace(i + 1)
                         continue
                     }
-                    guard base[i] == UInt8(ascii: "]") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                    guard c == UInt8(ascii: "]") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
                     break
                 }
             }
