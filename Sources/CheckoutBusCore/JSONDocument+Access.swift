@@ -134,6 +134,56 @@ extension JSONDocument {
         return found
     }
 
+    /// The values of several members of `object` in one pass over its members, instead of one
+    /// pass per name: `found[i]` becomes the value of the first member named `keys[i]` (at most
+    /// 16 names), or -1. The names are indexed by length first, so a member whose length no name
+    /// has costs one load, and the others are compared only with the names of their length.
+    func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ found: UnsafeMutableBufferPointer<Int>) {
+        precondition(keys.count <= 16 && found.count >= keys.count, "members(_:_:_:) takes at most 16 names")
+        for i in found.indices { found[i] = -1 }
+        guard tokens[object].kind == .object else { return }
+        withUnsafeTemporaryAllocation(of: UInt16.self, capacity: 64) { byLength in
+            byLength.initialize(repeating: 0)
+            for i in 0..<keys.count where keys[i].utf8CodeUnitCount < 64 {
+                byLength[keys[i].utf8CodeUnitCount] |= 1 &<< UInt16(i)
+            }
+            let end = Int(tokens[object].next)
+            var k = object &+ 1
+            while k < end {
+                let tok = tokens[k]
+                if tok.flag {
+                    // An escaped key (rare): its decoded length is not its raw one.
+                    for i in 0..<keys.count where found[i] < 0 && keyEquals(k, tok, keys[i].utf8Start, keys[i].utf8CodeUnitCount) {
+                        found[i] = k &+ 1
+                    }
+                } else {
+                    let n = Int(tok.end &- tok.start) &- 2
+                    var candidates = n < 64 ? byLength[n] : 0
+                    while candidates != 0 {
+                        let i = candidates.trailingZeroBitCount
+                        candidates &= candidates &- 1
+                        if found[i] < 0 && (n == 0 || memcmp(base + (Int(tok.start) &+ 1), keys[i].utf8Start, n) == 0) {
+                            found[i] = k &+ 1
+                        }
+                    }
+                }
+                k = Int(tokens[k &+ 1].next)
+            }
+        }
+    }
+
+    /// ``members(_:_:_:)`` for the names in a homogeneous tuple of `count` `StaticString`s (bytes
+    /// from `withUnsafeBytes(of:)`): `body` gets the values found, -1 where absent.
+    @inline(__always)
+    func members<R>(_ object: Int, names tuple: UnsafeRawBufferPointer, _ count: Int,
+                    _ body: (UnsafeBufferPointer<Int>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { found in
+            members(object, UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self),
+                                                count: count), found)
+            return body(UnsafeBufferPointer(found))
+        }
+    }
+
     /// The first of several spellings of a member that is present.
     public func member(_ object: Int, anyOf keys: StaticString...) -> Int? {
         keys.withUnsafeBufferPointer { member(object, among: $0) }

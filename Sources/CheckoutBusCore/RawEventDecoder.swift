@@ -32,8 +32,35 @@ public final class RawEventDecoder {
         }
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
-        if let payload = doc.member(root, "payload"), isWrapper(doc, root) {
-            wrapper = readWrapper(doc, root)
+        var payloadToken: Int?
+        // The root's members, all found in one pass: the payload, the names that make the root a
+        // raw event itself, and the wrapper's fields.
+        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
+                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
+            ("payload", "jsonrpc", "method", "name", "event", "state", "checkout_id", "checkoutId", "sdk", "platform",
+             "event_id", "eventId", "occurred_at", "occurredAt")
+        withUnsafeBytes(of: &names) { n in
+            doc.members(root, names: n, 14) { found in
+                func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+                // `payload` alone makes a wrapper unless the object is itself a raw event with a
+                // payload field (it names an event and none of the wrapper's own fields).
+                guard let payload = at(0),
+                    (at(1) ?? at(2) ?? at(3) ?? at(4) ?? at(5)) == nil || (at(6) ?? at(8) ?? at(9) ?? at(10)) != nil
+                else { return }
+                payloadToken = payload
+                if let v = at(6) ?? at(7) { wrapper.checkoutID = doc.identifier(v) }
+                if let v = at(10) ?? at(11) { wrapper.eventID = doc.identifier(v) }
+                if let v = at(12) ?? at(13), doc.kind(v) == .string || doc.kind(v) == .number {
+                    wrapper.occurredAt = JSONRef(doc, v)
+                }
+                if let v = at(9) { wrapper.platform = doc.string(v) }
+                if let v = at(8), let sdk = doc.string(v) {
+                    // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
+                    wrapper.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+                }
+            }
+        }
+        if let payload = payloadToken {
             switch doc.kind(payload) {
             case .object: raw = JSONRef(doc, payload)
             case .string:
@@ -72,27 +99,6 @@ public final class RawEventDecoder {
         var occurredAt: JSONRef?
         var platform: String?
         var sdk: String?
-    }
-
-    private func isWrapper(_ doc: JSONDocument, _ root: Int) -> Bool {
-        // `payload` alone is enough unless the object is itself a raw event with a payload field.
-        doc.member(root, anyOf: "jsonrpc", "method", "name", "event", "state") == nil
-            || doc.member(root, anyOf: "checkout_id", "sdk", "platform", "event_id") != nil
-    }
-
-    private func readWrapper(_ doc: JSONDocument, _ root: Int) -> Wrapper {
-        var w = Wrapper()
-        if let v = doc.member(root, anyOf: "checkout_id", "checkoutId") { w.checkoutID = doc.identifier(v) }
-        if let v = doc.member(root, anyOf: "event_id", "eventId") { w.eventID = doc.identifier(v) }
-        if let v = doc.member(root, anyOf: "occurred_at", "occurredAt"), doc.kind(v) == .string || doc.kind(v) == .number {
-            w.occurredAt = JSONRef(doc, v)
-        }
-        if let v = doc.member(root, "platform") { w.platform = doc.string(v) }
-        if let v = doc.member(root, "sdk"), let sdk = doc.string(v) {
-            // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
-            w.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
-        }
-        return w
     }
 
     // MARK: Family detection
@@ -343,16 +349,25 @@ public final class RawEventDecoder {
 
     // MARK: Shared field readers
 
-    /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`).
+    /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),
+    /// its members found in one pass (``JSONDocument/members(_:_:_:)``).
     private func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
-        if !wrapperNamesCheckout, let v = doc.member(c, anyOf: "id", "checkout_id", "checkoutId") {
-            event.checkoutID = doc.identifier(v)
+        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
+                    StaticString) = ("id", "checkout_id", "checkoutId", "order", "orderDetails", "order_details",
+                                     "order_id", "orderId")
+        let skipCheckoutID = wrapperNamesCheckout
+        withUnsafeBytes(of: &names) { n in
+            doc.members(c, names: n, 8) { found in
+                func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+                func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
+                if !skipCheckoutID, let v = at(0) ?? at(1) ?? at(2) { event.checkoutID = doc.identifier(v) }
+                if let order = object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
+                if let details = object(4) ?? object(5), let v = doc.member(details, "id") {
+                    event.orderID = doc.identifier(v)
+                }
+                if event.orderID == nil, let v = at(6) ?? at(7) { event.orderID = doc.identifier(v) }
+            }
         }
-        if let order = doc.object(c, "order"), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
-        if let details = doc.object(c, "orderDetails") ?? doc.object(c, "order_details") {
-            if let v = doc.member(details, "id") { event.orderID = doc.identifier(v) }
-        }
-        if event.orderID == nil, let v = doc.member(c, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
     }
 
     /// Whether the raw event's own checkout id is still wanted.

@@ -26,22 +26,20 @@ public struct SnapshotSummary: Sendable, Equatable {
     }
 
     private mutating func readSnapshot(_ doc: JSONDocument, _ c: Int) {
-        var root = c
-        if let details = doc.object(c, "orderDetails") ?? doc.object(c, "order_details") {
-            root = details
+        var f = Fields(doc, c)
+        if let details = f.orderDetails {
             if let cart = doc.object(details, "cart") {
                 readLines(doc, cart)
                 if let price = doc.object(cart, "price") ?? doc.object(cart, "cost") {
                     readMoneyObject(doc, price)
                 }
             }
+            f = Fields(doc, details)
         }
-        if let v = doc.member(root, "status") { status = doc.string(v) }
-        if let v = doc.member(root, anyOf: "currency", "currencyCode", "currency_code") {
-            currency = doc.string(v) ?? currency
-        }
-        readLines(doc, root)
-        if let totals = doc.member(root, "totals") {
+        if let v = f.status { status = doc.string(v) }
+        if let v = f.currency { currency = doc.string(v) ?? currency }
+        if let lines = f.lines { readLineArray(doc, lines) }
+        if let totals = f.totals {
             switch doc.kind(totals) {
             case .array:
                 doc.forEachElement(totals) { e in
@@ -59,7 +57,46 @@ public struct SnapshotSummary: Sendable, Equatable {
             default: break
             }
         }
-        if let cost = doc.object(root, "cost") { readMoneyObject(doc, cost) }
+        if let cost = f.cost { readMoneyObject(doc, cost) }
+    }
+
+    /// The members of a snapshot (or of its `orderDetails`) a summary reads, found in one pass
+    /// over its members (``JSONDocument/members(_:_:_:)``) rather than one pass per name. Where
+    /// several spellings are accepted, the first in the list that is present wins.
+    private struct Fields {
+        /// `orderDetails`, else `order_details`, when it is an object.
+        var orderDetails: Int?
+        var status: Int?
+        /// `currency`, `currencyCode` or `currency_code`.
+        var currency: Int?
+        /// `line_items`, `lineItems` or `lines`.
+        var lines: Int?
+        var totals: Int?
+        /// `cost`, when it is an object.
+        var cost: Int?
+
+        init(_ doc: JSONDocument, _ o: Int) {
+            var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
+                        StaticString, StaticString, StaticString, StaticString) =
+                ("orderDetails", "order_details", "status", "currency", "currencyCode", "currency_code", "line_items",
+                 "lineItems", "lines", "totals", "cost")
+            var f = Fields()
+            withUnsafeBytes(of: &names) { n in
+                doc.members(o, names: n, 11) { found in
+                    func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+                    func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
+                    f.orderDetails = object(0) ?? object(1)
+                    f.status = at(2)
+                    f.currency = at(3) ?? at(4) ?? at(5)
+                    f.lines = at(6) ?? at(7) ?? at(8)
+                    f.totals = at(9)
+                    f.cost = object(10)
+                }
+            }
+            self = f
+        }
+
+        private init() {}
     }
 
     /// Object of named amounts: `{"total":…,"subtotal":…}` or `totalAmount`/`subtotalAmount`.
@@ -73,9 +110,12 @@ public struct SnapshotSummary: Sendable, Equatable {
     }
 
     private mutating func readLines(_ doc: JSONDocument, _ o: Int) {
-        guard let lines = doc.member(o, anyOf: "line_items", "lineItems", "lines"), doc.kind(lines) == .array else {
-            return
-        }
+        if let lines = doc.member(o, anyOf: "line_items", "lineItems", "lines") { readLineArray(doc, lines) }
+    }
+
+    /// Line count and item quantity from `lines`, when it is an array.
+    private mutating func readLineArray(_ doc: JSONDocument, _ lines: Int) {
+        guard doc.kind(lines) == .array else { return }
         var n = 0
         var q: Int64 = 0
         doc.forEachElement(lines) { e in

@@ -317,6 +317,38 @@ struct DecodingTests {
         Self.checkError(out, c)
     }
 
+    @Test("wrapper and snapshot fields read in one pass keep lookup semantics: first of repeated, spellings in order, escaped names")
+    func onePassFieldSemantics() {
+        let p = EventProcessor()
+        let snap = #"{"id":"snap-id","currencyCode":"EUR","currency":"USD","order":{"id":"O-9"},"#
+            + #""lines":[{"quantity":5}],"line_items":[{"quantity":2},{"quantity":1}],"#
+            + #""totals":[{"type":"total","amount":700}],"status":"incomplete","status":"ignored"}"#
+        let event = #"{"method":"ec.line_items.change","jsonrpc":"2.0","params":{"checkout":\#(snap)}}"#
+        // `checkoutId` before `checkout_id`: the snake-case spelling still wins; the first `sdk`
+        // wins over a repeat; an escaped `event_id` is still the event id.
+        let out = p.feed(#"{"checkoutId":"camel","checkout_id":"snake","sdk":"Shopify","sdk":"primer","#
+            + #""event_id":"evt-9","payload":\#(event)}"#)
+        #expect(out.outcome == .published(.update))
+        #expect(out["checkout_id"] == "snake")
+        #expect(out["event_id"] == "evt-9")
+        #expect(out["source.sdk"] == "shopify")
+        #expect(out["summary.currency"] == "USD")
+        #expect(out["summary.status"] == "incomplete")
+        #expect(out["summary.line_count"] == 2)
+        #expect(out["summary.item_quantity"] == 3)
+        #expect(out["summary.total"] == 700)
+        #expect(out["summary.order_id"] == "O-9")
+        // Without a wrapper the snapshot's own id names the checkout.
+        let bare = EventProcessor().feed(event)
+        #expect(bare["checkout_id"] == "snap-id")
+        // An `orderDetails` that is not an object gives way to `order_details`, which the summary reads.
+        let older = #"{"id":"ck-7","orderDetails":"not an object","order_details":{"id":"O-7","status":"confirmed"}}"#
+        let out7 = EventProcessor().feed(#"{"method":"ec.complete","jsonrpc":"2.0","params":{"checkout":\#(older)}}"#)
+        #expect(out7["checkout_id"] == "ck-7")
+        #expect(out7["summary.order_id"] == "O-7")
+        #expect(out7["summary.status"] == "confirmed")
+    }
+
     @Test("wrapped with the payload as a JSON string decodes the same", arguments: RawCases.all)
     func wrappedString(_ c: RawCase) {
         let platform = c.platform ?? "react_native"
