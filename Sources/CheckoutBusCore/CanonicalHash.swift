@@ -6,6 +6,11 @@
 /// sorting and no re-serialisation happens: one pass over the tape. Two different snapshots share a
 /// hash with probability about 2⁻⁶⁴; the suppressor accepts that risk for an `update` only (a
 /// `complete` is never suppressed). `Sendable`; pure functions.
+///
+/// Every step is one 64×64→128-bit multiply folded to 64 bits (``mum(_:_:)``). A value's hash is
+/// always mixed once more by its container (an array's chain, an object's key/value pair), so a
+/// scalar needs no finalising multiply of its own: a string of up to 16 bytes costs one multiply,
+/// an object key of up to 8 bytes none (its bytes go straight into the pair's multiply).
 public enum CanonicalHash {
     @usableFromInline static let p0: UInt64 = 0xa076_1d64_78bd_642f
     @usableFromInline static let p1: UInt64 = 0xe703_7ed1_a0b4_28db
@@ -26,7 +31,7 @@ public enum CanonicalHash {
         return r.high ^ r.low
     }
 
-    /// Hashes raw bytes (wyhash-style multiply-mix, 8 bytes at a time).
+    /// Hashes raw bytes (wyhash-style multiply-mix, 16 bytes a step).
     @inlinable
     public static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seed: UInt64) -> UInt64 {
         if n <= 16 {
@@ -46,164 +51,253 @@ public enum CanonicalHash {
             }
             return mum(mum(a ^ p1, b ^ seed ^ UInt64(truncatingIfNeeded: n) &* p0) ^ p2, p3 ^ seed)
         }
+        // Longer: 16 bytes per multiply, then the last 16 bytes (overlapping what came before,
+        // which is fine: the length is mixed in first) instead of a byte-by-byte tail.
         var h = seed ^ mum(UInt64(truncatingIfNeeded: n) ^ p0, p1)
         var i = 0
-        while i + 8 <= n {
-            let w = p.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            h = mum(w ^ p1, h ^ p2)
-            i += 8
+        while i &+ 16 < n {
+            h = mum(p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
+                    p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
+            i &+= 16
         }
-        if i < n {
-            var w: UInt64 = 0
-            var shift: UInt64 = 0
-            while i < n {
-                w |= UInt64(p.load(fromByteOffset: i, as: UInt8.self)) << shift
-                shift += 8
-                i += 1
-            }
-            h = mum(w ^ p3, h ^ p0)
-        }
+        h = mum(p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self) ^ p2,
+                p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) ^ h)
         return mum(h ^ p2, p3)
     }
 
     /// The canonical hash of value `t` of `doc`.
     public static func hash(_ doc: JSONDocument, _ t: Int) -> UInt64 {
-        Walker(doc: doc).hash(t)
+        let walker = Walker(doc: doc)
+        return walker.value(t, walker.tokens[t])
     }
 
-    /// A string of at most 16 bytes: `a` holds bytes 0..<8 and `b` bytes 8..<16, zero-padded.
+    // MARK: Strings
+    //
+    // A string's hash depends only on its decoded bytes. The walker reads unescaped strings
+    // straight from the text; ``string(_:_:)`` hashes a decoded copy the same way.
+
+    /// A string of 0…8 bytes, zero-padded into `w` (little-endian): one multiply.
     @inline(__always)
-    static func shortString(_ a: UInt64, _ b: UInt64, _ n: Int) -> UInt64 {
-        mum(mum(a ^ p1, b ^ tagString ^ UInt64(truncatingIfNeeded: n) &* p0) ^ p2, p3 ^ tagString)
+    static func string8(_ w: UInt64, _ n: Int) -> UInt64 {
+        mum(w ^ p1, UInt64(truncatingIfNeeded: n) &* p0 ^ tagString)
     }
 
-    /// The hash of a string's decoded UTF-8 bytes.
+    /// A string of 9…16 bytes: `a` its first eight, `b` its last eight (they overlap below 16, and
+    /// with the length known the pair still determines the string). One multiply.
+    @inline(__always)
+    static func string16(_ a: UInt64, _ b: UInt64, _ n: Int) -> UInt64 {
+        mum(a ^ p2, b ^ UInt64(truncatingIfNeeded: n) &* p0 ^ tagString)
+    }
+
+    /// Longer strings: ``hashBytes(_:_:seed:)``.
+    @inline(never)
+    static func longString(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+        hashBytes(p, n, seed: tagString)
+    }
+
+    /// The hash of a string's decoded UTF-8 bytes (`n` of them at `p`).
     static func string(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
-        if n > 16 { return hashBytes(p, n, seed: tagString) }
-        var words: (UInt64, UInt64) = (0, 0)
-        withUnsafeMutableBytes(of: &words) { $0.baseAddress!.copyMemory(from: p, byteCount: n) }
-        return shortString(UInt64(littleEndian: words.0), UInt64(littleEndian: words.1), n)
+        if n > 16 { return longString(p, n) }
+        if n > 8 {
+            return string16(UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)),
+                            UInt64(littleEndian: p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)), n)
+        }
+        return string8(word(p, n), n)
     }
 
-    /// Walks the tape through local pointers (no per-token class accesses).
+    /// Bytes `0..<n` (n ≤ 8) at `p`, zero-padded into a little-endian word, reading only those.
+    static func word(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+        var w: UInt64 = 0
+        for i in 0..<n { w |= UInt64(p.load(fromByteOffset: i, as: UInt8.self)) << (8 * UInt64(i)) }
+        return w
+    }
+
+    /// An object key as the two operands of its member's multiply (see ``Walker/object(_:)``):
+    /// a key of 0…8 bytes is its zero-padded word and its length, with no multiply of its own;
+    /// a longer key is its string hash (which has the length in it) and a constant.
+    @inline(__always)
+    static func shortKey(_ w: UInt64, _ n: Int) -> (UInt64, UInt64) {
+        (w, UInt64(truncatingIfNeeded: n) &* p0 ^ p2)
+    }
+
+    @inline(__always)
+    static func longKey(_ h: UInt64) -> (UInt64, UInt64) { (h, p3) }
+
+    static func key(_ p: UnsafeRawPointer, _ n: Int) -> (UInt64, UInt64) {
+        n <= 8 ? shortKey(word(p, n), n) : longKey(string(p, n))
+    }
+
+    /// Walks the tape through local pointers (no per-token class accesses). The document is held
+    /// `unowned(unsafe)`: the walker never outlives ``CanonicalHash/hash(_:_:)``, whose caller
+    /// keeps the document alive, so copying the walker into each call costs no retain/release.
     struct Walker {
-        let doc: JSONDocument
+        unowned(unsafe) let doc: JSONDocument
         let tokens: UnsafeMutablePointer<JSONDocument.Token>
         let base: UnsafePointer<UInt8>
-        let length: Int
 
         init(doc: JSONDocument) {
             self.doc = doc
             tokens = doc.tokens
             base = doc.base
-            length = doc.length
         }
 
-        func hash(_ t: Int) -> UInt64 {
-            let tok = tokens[t]
-            switch tok.kind {
-            case .object: return object(t, tok)
-            case .array: return array(t, tok)
-            default: return value(t)
-            }
-        }
-
-        /// Any value; scalars are hashed inline, containers recurse.
+        /// Value `t`, whose token the caller has already loaded. Scalars are hashed inline,
+        /// containers call out (and recurse).
         @inline(__always)
-        func value(_ t: Int) -> UInt64 {
-            let tok = tokens[t]
+        func value(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            if tok.kind == .string { return string(t, tok) }  // the usual case, before a jump table
             switch tok.kind {
             case .string: return string(t, tok)
             case .number: return number(t, tok)
-            case .object: return object(t, tok)
-            case .array: return array(t, tok)
+            case .object: return object(t)
+            case .array: return array(t)
             case .true: return tagTrue
             case .false: return tagFalse
             case .null: return tagNull
             }
         }
 
-        func object(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+        /// The sum of one multiply per member, of the key's two operands (``key(_:_:)``) against
+        /// the value's hash, then one finalising multiply. No member count: each member's term is
+        /// already a full multiply-mix, so different member sets sum apart with probability
+        /// 1 − 2⁻⁶⁴ without it (and the count cost a register across the recursive calls).
+        func object(_ t: Int) -> UInt64 {
             var acc: UInt64 = 0
-            var count: UInt64 = 0
-            let end = Int(tok.next)
-            var k = t + 1
+            let end = Int(tokens[t].next)
+            var k = t &+ 1
             while k < end {
-                let v = k + 1
-                acc &+= mum(string(k, tokens[k]) ^ p1, value(v) ^ p2)
-                count &+= 1
+                let (kw, kn) = key(k, tokens[k])
+                let v = k &+ 1
+                acc &+= mum(kw ^ p1, value(v, tokens[v]) ^ kn)
                 k = Int(tokens[v].next)
             }
-            return mum(acc ^ tagObject, count ^ p3)
+            return mum(acc ^ tagObject, p3)
         }
 
-        func array(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+        /// A chain: each element's hash mixed into the running hash, so order counts.
+        func array(_ t: Int) -> UInt64 {
             var h = tagArray
-            let end = Int(tok.next)
-            var e = t + 1
+            let end = Int(tokens[t].next)
+            var e = t &+ 1
             while e < end {
-                h = mum(h ^ p1, value(e) ^ p2)
-                e = Int(tokens[e].next)
+                let tok = tokens[e]
+                h = mum(h ^ p1, value(e, tok) ^ p2)
+                e = Int(tok.next)
             }
             return mum(h ^ p0, p3)
         }
 
+        /// The 8 bytes just before offset `end` of the text: for a string token, the last eight
+        /// bytes before its closing quote. A string of fewer than eight bytes gets bytes from
+        /// before its opening quote, which the caller shifts out; the load stays inside the
+        /// text as long as `end` ≥ 9 (checked by the callers).
         @inline(__always)
-        func string(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
-            let at = Int(tok.start) &+ 1
-            let n = Int(tok.end &- tok.start) &- 2
-            if tok.flag || UInt(bitPattern: n &- 1) >= 16 || at &+ 16 > length { return stringSlow(t, tok) }
-            // Two words straight from the text (the document has 16 bytes from `at`), masked to
-            // the string's 1…16 bytes by shifts and a sign mask: no branch on the length.
-            let p = UnsafeRawPointer(base + at)
-            let a = UInt64(littleEndian: p.loadUnaligned(as: UInt64.self))
-            let b = UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            let maskA = UInt64.max &>> UInt64(truncatingIfNeeded: 64 &- 8 &* min(n, 8))
-            let maskB = (UInt64.max &>> UInt64(truncatingIfNeeded: 128 &- 8 &* max(n, 9)))
-                & UInt64(bitPattern: Int64(8 &- n) &>> 63)
-            return shortString(a & maskA, b & maskB, n)
+        func last8(_ end: Int) -> UInt64 {
+            UInt64(littleEndian: UnsafeRawPointer(base + (end &- 9)).loadUnaligned(as: UInt64.self))
         }
 
-        func stringSlow(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+        /// A string value. Unescaped strings of 1…16 bytes are read from the text with at most
+        /// two loads that stay inside the string or before it (never past the closing quote, so
+        /// no check against the text's length): the word ending at the closing quote, shifted
+        /// down for a short string, plus the first word for 9…16 bytes.
+        @inline(__always)
+        func string(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            let start = Int(tok.start)
+            let end = Int(tok.end)
+            let n = end &- start &- 2
             if !tok.flag {
-                return CanonicalHash.string(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2)
+                if UInt(bitPattern: n &- 1) < 16 && end >= 9 {
+                    let b = last8(end)
+                    if n <= 8 { return string8(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n) }
+                    return string16(first8(start), b, n)
+                }
+                if n > 16 { return longString(base + (start &+ 1), n) }
             }
-            let decoded = doc.unescapedBytes(t)
-            return decoded.withUnsafeBytes {
+            return stringSlow(t, tok)
+        }
+
+        /// The 8 bytes after the opening quote at `start` (a string of at least 8 bytes).
+        @inline(__always)
+        func first8(_ start: Int) -> UInt64 {
+            UInt64(littleEndian: UnsafeRawPointer(base + (start &+ 1)).loadUnaligned(as: UInt64.self))
+        }
+
+        /// Escaped, empty, or too near the start of the text for ``last8(_:)``.
+        @inline(never)
+        func stringSlow(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+            if !tok.flag { return CanonicalHash.string(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2) }
+            return doc.unescapedBytes(t).withUnsafeBytes {
                 CanonicalHash.string($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count)
             }
         }
 
+        /// An object key's two operands (see ``CanonicalHash/key(_:_:)``), read like
+        /// ``string(_:_:)`` reads a value.
+        @inline(__always)
+        func key(_ t: Int, _ tok: JSONDocument.Token) -> (UInt64, UInt64) {
+            let start = Int(tok.start)
+            let end = Int(tok.end)
+            let n = end &- start &- 2
+            if !tok.flag && UInt(bitPattern: n &- 1) < 16 && end >= 9 {
+                let b = last8(end)
+                if n <= 8 { return shortKey(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n) }
+                return longKey(string16(first8(start), b, n))
+            }
+            return keySlow(t, tok)
+        }
+
+        @inline(never)
+        func keySlow(_ t: Int, _ tok: JSONDocument.Token) -> (UInt64, UInt64) {
+            if !tok.flag { return CanonicalHash.key(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2) }
+            return doc.unescapedBytes(t).withUnsafeBytes {
+                CanonicalHash.key($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count)
+            }
+        }
+
+        /// A number. Plain integers of 1…8 digits (the usual case) are read inline with no loop:
+        /// the word ending at the last digit, shifted so the digits fill its top bytes (the
+        /// zero bytes below count as leading zeros), then summed in SWAR steps of 2, 4 and 8
+        /// digits. Anything else goes through ``hashNumber(_:_:)``, which hashes the same value
+        /// the same way.
         @inline(__always)
         func number(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
-            // Plain integers (the usual case) are read here; anything else goes through hashNumber.
-            var i = Int(tok.start)
+            let start = Int(tok.start)
             let end = Int(tok.end)
-            if !tok.flag && end &- i <= 18 {
-                let negative = base[i] == UInt8(ascii: "-")
-                if negative { i &+= 1 }
-                var v: Int64 = 0
-                while i < end {
-                    v = v &* 10 &+ Int64(base[i] &- UInt8(ascii: "0"))
-                    i &+= 1
-                }
-                return mum(UInt64(bitPattern: negative ? 0 &- v : v) ^ tagNumber, p1)
-            }
-            return hashNumber(doc, t)
+            let negative = base[start] == UInt8(ascii: "-")
+            let digits = end &- start &- (negative ? 1 : 0)
+            if tok.flag || UInt(bitPattern: digits &- 1) >= 8 || end < 8 { return numberSlow(t) }
+            let shift = UInt64(truncatingIfNeeded: 64 &- 8 &* digits)
+            let w = UInt64(littleEndian: UnsafeRawPointer(base + (end &- 8)).loadUnaligned(as: UInt64.self))
+            // Byte i holds digit i (most significant first): clear the bytes before the number,
+            // then subtract "0" from the digits only.
+            var d = (w & (UInt64.max &<< shift)) &- (0x3030_3030_3030_3030 &<< shift)
+            d = d &* 10 &+ (d &>> 8)  // bytes 0, 2, 4, 6: two-digit values
+            let v = ((d & 0x0000_00FF_0000_00FF) &* (100 &+ (1_000_000 &<< 32))
+                &+ ((d &>> 16) & 0x0000_00FF_0000_00FF) &* (1 &+ (10_000 &<< 32))) &>> 32
+            return integer(Int64(bitPattern: negative ? 0 &- v : v))
         }
+
+        @inline(never)
+        func numberSlow(_ t: Int) -> UInt64 { hashNumber(doc, t) }
+    }
+
+    /// An integer's hash, however it was spelled.
+    @inline(__always)
+    static func integer(_ v: Int64) -> UInt64 {
+        mum(UInt64(bitPattern: v) ^ tagNumber, p1)
     }
 
     static func hashNumber(_ doc: JSONDocument, _ t: Int) -> UInt64 {
         let tok = doc.tokens[t]
         if !tok.flag, tok.end - tok.start <= 18, let v = JSONDocument.parseInt(doc.raw(t)) {
-            return mum(UInt64(bitPattern: v) ^ tagNumber, p1)
+            return integer(v)
         }
         guard let d = doc.double(t) else {
             let r = doc.raw(t)
             return hashBytes(r.baseAddress!, r.count, seed: tagNumber)
         }
         if d.rounded() == d && abs(d) < 1.0e18 {
-            return mum(UInt64(bitPattern: Int64(d)) ^ tagNumber, p1)
+            return integer(Int64(d))
         }
         return mum((d == 0 ? 0 : d.bitPattern) ^ tagNumber, p2)
     }

@@ -139,4 +139,58 @@ struct CanonicalHashTests {
             #expect(hashes[0] == alone && hashes[1] == alone && hashes[2] != alone)
         }
     }
+
+    /// Integers of up to 8 digits are read in one word ending at the last digit; longer ones, and
+    /// ones within the first bytes of the text, are parsed another way. Every digit count, sign and
+    /// position must give the value's hash, and the same as its fraction/exponent spelling.
+    @Test("an integer hashes by value at every digit count, sign and position")
+    func integerLengths() throws {
+        for digits in 1...15 {  // beyond 2⁵³ a fraction spelling may round to another double
+            for negative in [false, true] {
+                let text = (negative ? "-" : "") + String("918273645091827364".prefix(digits))
+                let alone = try #require(Self.hash(text))
+                #expect(try #require(Self.hash(text + ".0")) == alone, "\(text)")
+                #expect(try #require(Self.hash(text + "e0")) == alone, "\(text)")
+                let inArray = try #require(document("[\"padding\",\(text),\(text)0,\(text).0]"))
+                var hashes: [UInt64] = []
+                inArray.forEachElement(inArray.root) { hashes.append(CanonicalHash.hash(inArray, $0)) }
+                #expect(hashes[1] == alone && hashes[3] == alone && hashes[2] != alone, "\(text)")
+                let inObject = try #require(Self.hash("{\"k\":\(text),\"padding\":1}"))
+                #expect(try #require(Self.hash("{\"padding\":1,\"k\":\(text).0}")) == inObject, "\(text)")
+            }
+        }
+        #expect(Self.hash("[12345678]") != Self.hash("[12345679]"))
+        #expect(Self.hash("[\"x\",7]") != Self.hash("[\"x\",2]"))
+    }
+
+    /// Keys of up to 8 bytes go into their member's multiply as their bytes and length; longer
+    /// keys as their string hash. Escaped or unescaped, first or later in the text, a key must
+    /// count the same at every length, and keys differing only in length must not.
+    @Test("an object key counts alike wherever it sits and however it is escaped, at every length")
+    func keyLengths() throws {
+        for n in 0...40 {
+            let key = String((0..<n).map { Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+            let escaped = key.isEmpty ? "" : "\\u00" + String(key.utf8.first!, radix: 16) + key.dropFirst()
+            let plain = try #require(Self.hash("{\"\(key)\":1,\"zz\":\"v\"}"))
+            #expect(try #require(Self.hash("{\"zz\":\"v\",\"\(key)\":1}")) == plain, "\(key)")
+            #expect(try #require(Self.hash("{\"\(escaped)\":1,\"zz\":\"v\"}")) == plain, "\(key)")
+            #expect(try #require(Self.hash("{\"zz\":\"v\",\"\(escaped)\":1}")) == plain, "\(key)")
+            #expect(try #require(Self.hash("{\"\(key)\\u0000\":1,\"zz\":\"v\"}")) != plain, "\(key)")
+            #expect(try #require(Self.hash("{\"\(key)\":\"1\",\"zz\":\"v\"}")) != plain, "\(key)")
+        }
+    }
+
+    @Test("strings differing only in trailing NULs or length hash differently", arguments: [
+        (#""""#, #""\u0000""#),
+        (#""a""#, #""a\u0000""#),
+        (#""abcdefgh""#, #""abcdefgh\u0000""#),
+        (#""abcdefg""#, #""abcdefg\u0000""#),
+        (#""abcdefghijklmnop""#, #""abcdefghijklmnop\u0000""#),
+        (#"["abcdefghijklmnopq"]"#, #"["abcdefghijklmnop"]"#),
+        (#"[{"a":[]},{}]"#, #"[{"a":{}},{}]"#),
+        (#"[[],[[]]]"#, #"[[[]],[]]"#),
+    ])
+    func lengthsMatter(a: String, b: String) throws {
+        #expect(try #require(Self.hash(a)) != #require(Self.hash(b)))
+    }
 }
