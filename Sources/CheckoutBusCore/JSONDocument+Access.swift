@@ -159,10 +159,13 @@ extension JSONDocument {
                 } else {
                     let n = Int(tok.end &- tok.start) &- 2
                     var candidates = n < 64 ? byLength[n] : 0
+                    let q = base + (Int(tok.start) &+ 1)
                     while candidates != 0 {
                         let i = candidates.trailingZeroBitCount
                         candidates &= candidates &- 1
-                        if found[i] < 0 && (n == 0 || memcmp(base + (Int(tok.start) &+ 1), keys[i].utf8Start, n) == 0) {
+                        let p = keys[i].utf8Start
+                        // The first byte rules out most names of the same length without a call.
+                        if found[i] < 0 && (n == 0 || (q[0] == p[0] && memcmp(q, p, n) == 0)) {
                             found[i] = k &+ 1
                         }
                     }
