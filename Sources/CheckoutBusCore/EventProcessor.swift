@@ -202,7 +202,7 @@ public final class EventProcessor {
     // MARK: Envelopes
 
     private func writeEnvelope(
-        _ e: DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp
+        _ e: borrowing DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp
     ) {
         lastSeq &+= 1
         kindSeq[Int(e.kind.rawValue)] &+= 1

@@ -75,7 +75,10 @@ public struct DecodedError {
 
 /// One raw event after decoding, before the lifecycle rules. Refers into the pipeline's documents,
 /// so it lives only while the message is being processed.
-public struct DecodedEvent {
+///
+/// Not copyable: the decoder builds it and the processor borrows it, so its strings (an event id
+/// is usually longer than a string stored inline) are never retained and released per copy.
+public struct DecodedEvent: ~Copyable {
     public var kind: LifecycleKind
     public var format: RawFormat
     public var sdk: String

@@ -371,7 +371,7 @@ public final class RawEventDecoder {
     }
 
     /// Whether the raw event's own checkout id is still wanted.
-    private func needsCheckoutID(_ event: DecodedEvent) -> Bool { event.checkoutID == nil && !wrapperNamesCheckout }
+    private func needsCheckoutID(_ event: borrowing DecodedEvent) -> Bool { event.checkoutID == nil && !wrapperNamesCheckout }
 
     /// Ids and timestamps written beside the event name.
     private func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {
