@@ -84,13 +84,16 @@ public struct CheckoutStateTable {
         slots.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: key.lo) & slotMask)) }
         guard count >= capacity, tail >= 0 else { return }
         let e = Int(tail)
-        keyLo.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
         keyHi.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
-        prev.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
         next.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
         lastSeen.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
         flags.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
         snapshotHash.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        // The previous eviction prefetched this entry's key and links (see `remove`), so they can
+        // be read here: the entry's index slot and the next tail's link get a prefetch as well.
+        slots.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: keyLo[e]) & slotMask)) }
+        let p = Int(prev[e])
+        if p >= 0 { next.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + p) } }
     }
 
     /// Finds or creates the state of `checkoutID`, marking it most recently used at `now`.
@@ -211,6 +214,13 @@ public struct CheckoutStateTable {
         let n = next[Int(e)]
         if p >= 0 { next[Int(p)] = n } else { head = n }
         if n >= 0 { prev[Int(n)] = p } else { tail = p }
+        if tail >= 0 && n < 0 {
+            // An eviction: the next one forgets the new tail, whose key and link ``prefetch(_:)``
+            // reads. Start loading them now, an event ahead.
+            let t = Int(tail)
+            keyLo.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + t) }
+            prev.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + t) }
+        }
         // Delete from the index with backward-shift, keeping probe chains intact.
         var s = Int(truncatingIfNeeded: keyLo[Int(e)]) & slotMask
         while slots[s] & CheckoutStateTable.entryMask != e { s = (s + 1) & slotMask }
