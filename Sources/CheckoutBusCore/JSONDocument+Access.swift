@@ -176,15 +176,27 @@ extension JSONDocument {
     }
 
     /// ``members(_:_:_:)`` for the names in a homogeneous tuple of `count` `StaticString`s (bytes
-    /// from `withUnsafeBytes(of:)`): `body` gets the values found, -1 where absent.
+    /// from `withUnsafeBytes(of:)`): `body` reads what was found by each name's index.
     @inline(__always)
     func members<R>(_ object: Int, names tuple: UnsafeRawBufferPointer, _ count: Int,
-                    _ body: (UnsafeBufferPointer<Int>) -> R) -> R {
+                    _ body: (FoundMembers) -> R) -> R {
         withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { found in
             members(object, UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self),
                                                 count: count), found)
-            return body(UnsafeBufferPointer(found))
+            return body(FoundMembers(doc: self, found: UnsafeBufferPointer(found)))
         }
+    }
+
+    /// What ``members(_:names:_:_:)`` found, by each name's index in its list.
+    struct FoundMembers {
+        unowned(unsafe) let doc: JSONDocument
+        let found: UnsafeBufferPointer<Int>
+
+        /// The value of name `i`, if the object has it.
+        func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+
+        /// The value of name `i`, if the object has it and it is an object.
+        func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
     }
 
     /// The first of several spellings of a member that is present.

@@ -319,6 +319,23 @@ public final class JSONDocument {
             return r.end
         }
 
+        /// The comma or closing bracket after a container's member or element, which compact input
+        /// has right after the value: whitespace is skipped only when the byte is not one.
+        /// - Returns: its offset, and whether it is a comma (more follows).
+        @inline(__always)
+        mutating func afterValue(_ start: Int, close: UInt8) throws(JSONParseError) -> (Int, Bool) {
+            var i = start
+            var c: UInt8 = i < length ? base[i] : 0
+            if c <= 0x20 {
+                i = skipSpace(i)
+                guard i < length else { throw JSONParseError(.truncated, at: i) }
+                c = base[i]
+            }
+            if c == UInt8(ascii: ",") { return (i, true) }
+            guard c == close else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+            return (i, false)
+        }
+
         mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
             depth += 1
             if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
@@ -332,7 +349,8 @@ public final class JSONDocument {
                     guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
                     i = try string(i)
                     // Compact input (the usual case) has the colon right after the key, and the
-                    // value right after the colon: whitespace is looked for only when it is not.
+                    // value right after the colon: whitespace is looked for only when it is not
+                    // (and after the value, by `afterValue`).
                     if i < length && base[i] == UInt8(ascii: ":") {
                         i &+= 1
                     } else {
@@ -346,18 +364,12 @@ public final class JSONDocument {
                     } else {
                         i = try parseValue(skipSpace(i))
                     }
-                    // The same for the comma or brace after the value.
-                    var c: UInt8 = i < length ? base[i] : 0
-                    if c <= 0x20 {
-                        i = skipSpace(i)
-                        guard i < length else { throw JSONParseError(.truncated, at: i) }
-                        c = base[i]
-                    }
-                    if c == UInt8(ascii: ",") {
-                        i = skipSpace(i + 1)
+                    let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
+                    if more {
+                        i = skipSpace(at + 1)
                         continue
                     }
-                    guard c == UInt8(ascii: "}") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                    i = at
                     break
                 }
             }
@@ -376,18 +388,12 @@ public final class JSONDocument {
             guard i < length else { throw JSONParseError(.truncated, at: i) }
             if base[i] != UInt8(ascii: "]") {
                 while true {
-                    i = try parseValue(i)
-                    var c: UInt8 = i < length ? base[i] : 0
-                    if c <= 0x20 {
-                        i = skipSpace(i)
-                        guard i < length else { throw JSONParseError(.truncated, at: i) }
-                        c = base[i]
-                    }
-                    if c == UInt8(ascii: ",") {
-                        i = skipSpace(i + 1)
+                    let (at, more) = try afterValue(try parseValue(i), close: UInt8(ascii: "]"))
+                    if more {
+                        i = skipSpace(at + 1)
                         continue
                     }
-                    guard c == UInt8(ascii: "]") else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+                    i = at
                     break
                 }
             }

@@ -40,21 +40,21 @@ public final class RawEventDecoder {
             ("payload", "jsonrpc", "method", "name", "event", "state", "checkout_id", "checkoutId", "sdk", "platform",
              "event_id", "eventId", "occurred_at", "occurredAt")
         withUnsafeBytes(of: &names) { n in
-            doc.members(root, names: n, 14) { found in
-                func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+            doc.members(root, names: n, 14) { m in
                 // `payload` alone makes a wrapper unless the object is itself a raw event with a
                 // payload field (it names an event and none of the wrapper's own fields).
-                guard let payload = at(0),
-                    (at(1) ?? at(2) ?? at(3) ?? at(4) ?? at(5)) == nil || (at(6) ?? at(8) ?? at(9) ?? at(10)) != nil
+                guard let payload = m.at(0),
+                    (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) == nil
+                        || (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
                 else { return }
                 payloadToken = payload
-                if let v = at(6) ?? at(7) { wrapper.checkoutID = doc.identifier(v) }
-                if let v = at(10) ?? at(11) { wrapper.eventID = doc.identifier(v) }
-                if let v = at(12) ?? at(13), doc.kind(v) == .string || doc.kind(v) == .number {
+                if let v = m.at(6) ?? m.at(7) { wrapper.checkoutID = doc.identifier(v) }
+                if let v = m.at(10) ?? m.at(11) { wrapper.eventID = doc.identifier(v) }
+                if let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
                     wrapper.occurredAt = JSONRef(doc, v)
                 }
-                if let v = at(9) { wrapper.platform = doc.string(v) }
-                if let v = at(8), let sdk = doc.string(v) {
+                if let v = m.at(9) { wrapper.platform = doc.string(v) }
+                if let v = m.at(8), let sdk = doc.string(v) {
                     // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
                     wrapper.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
                 }
@@ -357,15 +357,13 @@ public final class RawEventDecoder {
                                      "order_id", "orderId")
         let skipCheckoutID = wrapperNamesCheckout
         withUnsafeBytes(of: &names) { n in
-            doc.members(c, names: n, 8) { found in
-                func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
-                func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
-                if !skipCheckoutID, let v = at(0) ?? at(1) ?? at(2) { event.checkoutID = doc.identifier(v) }
-                if let order = object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
-                if let details = object(4) ?? object(5), let v = doc.member(details, "id") {
+            doc.members(c, names: n, 8) { m in
+                if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
+                if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
+                if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
                     event.orderID = doc.identifier(v)
                 }
-                if event.orderID == nil, let v = at(6) ?? at(7) { event.orderID = doc.identifier(v) }
+                if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
             }
         }
     }

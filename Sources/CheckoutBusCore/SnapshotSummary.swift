@@ -82,15 +82,13 @@ public struct SnapshotSummary: Sendable, Equatable {
                  "lineItems", "lines", "totals", "cost")
             var f = Fields()
             withUnsafeBytes(of: &names) { n in
-                doc.members(o, names: n, 11) { found in
-                    func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
-                    func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
-                    f.orderDetails = object(0) ?? object(1)
-                    f.status = at(2)
-                    f.currency = at(3) ?? at(4) ?? at(5)
-                    f.lines = at(6) ?? at(7) ?? at(8)
-                    f.totals = at(9)
-                    f.cost = object(10)
+                doc.members(o, names: n, 11) { m in
+                    f.orderDetails = m.object(0) ?? m.object(1)
+                    f.status = m.at(2)
+                    f.currency = m.at(3) ?? m.at(4) ?? m.at(5)
+                    f.lines = m.at(6) ?? m.at(7) ?? m.at(8)
+                    f.totals = m.at(9)
+                    f.cost = m.object(10)
                 }
             }
             self = f
