@@ -109,6 +109,13 @@ public struct JSONWriter: ~Copyable {
         let n = text.count
         if let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self) {
             var i = 0
+            // Eight bytes at a time: a word with no control byte, quote or backslash (exact
+            // zero-byte tests; bytes from 0x80 up pass) moves on at once.
+            while i &+ 8 <= n {
+                let w = UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
+                if JSONWriter.needsEscape(w) { break }
+                i &+= 8
+            }
             while i < n {
                 let c = p[i]
                 if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { break }
@@ -147,6 +154,18 @@ public struct JSONWriter: ~Copyable {
         }
         if runStart < text.count { appendRaw(UnsafeRawBufferPointer(rebasing: text[runStart...])) }
         append(byte: UInt8(ascii: "\""))
+    }
+
+    /// Whether any byte of `w` is a control character, a quote or a backslash (the classic
+    /// zero-byte tests: exact for "any", whatever the other bytes are).
+    @inline(__always)
+    static func needsEscape(_ w: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = w ^ (ones &* 0x22)
+        let backslash = w ^ (ones &* 0x5C)
+        let below = (w &- ones &* 0x20) & ~w
+        return (below | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs != 0
     }
 
     public mutating func appendString(_ text: String) {

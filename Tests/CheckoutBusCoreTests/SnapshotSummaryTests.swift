@@ -166,6 +166,9 @@ struct TimestampWriterTests {
 
     @Test("strings are escaped so the output is valid JSON that reads back the same", arguments: [
         "plain", "quote \" backslash \\", "line\nfeed\ttab\rreturn", "\u{0}\u{1}\u{1F}", "héllo €😀", "",
+        // Escapes found by the eight-byte scan, in the first word, a later one and the tail.
+        "12345678", "1234567\"", "12345678\\", "0123456789abcdef\u{1F}", "0123456789abcdefgh\"x",
+        "ñandú-ñandú-ñandú", "\u{7F}\u{80}\u{FF}~~~~~~~~",
     ])
     func strings(text: String) throws {
         var w = JSONWriter()
