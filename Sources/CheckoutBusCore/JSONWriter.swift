@@ -76,6 +76,7 @@ public struct JSONWriter: ~Copyable {
     /// Appends a string's UTF-8 bytes verbatim (already valid JSON text, such as a number or
     /// an enum's raw value).
     public mutating func appendRaw(_ text: String) {
+        if text.utf8.withContiguousStorageIfAvailable({ appendRaw(UnsafeRawBufferPointer($0)) }) != nil { return }
         var s = text
         s.withUTF8 { appendRaw(UnsafeRawBufferPointer($0)) }
     }
@@ -169,6 +170,8 @@ public struct JSONWriter: ~Copyable {
     }
 
     public mutating func appendString(_ text: String) {
+        // A native string's bytes are read in place (no copy of the string, so no retain).
+        if text.utf8.withContiguousStorageIfAvailable({ appendString(utf8: UnsafeRawBufferPointer($0)) }) != nil { return }
         var s = text
         s.withUTF8 { appendString(utf8: UnsafeRawBufferPointer($0)) }
     }
