@@ -31,7 +31,7 @@ public enum CanonicalHash {
         return r.high ^ r.low
     }
 
-    /// Hashes raw bytes (wyhash-style multiply-mix, 16 bytes a step).
+    /// Hashes raw bytes (wyhash-style multiply-mix).
     @inlinable
     public static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seed: UInt64) -> UInt64 {
         if n <= 16 {
@@ -51,17 +51,21 @@ public enum CanonicalHash {
             }
             return mum(mum(a ^ p1, b ^ seed ^ UInt64(truncatingIfNeeded: n) &* p0) ^ p2, p3 ^ seed)
         }
-        // Longer: 16 bytes per multiply, then the last 16 bytes (overlapping what came before,
-        // which is fine: the length is mixed in first) instead of a byte-by-byte tail.
+        // Longer: eight bytes per multiply, each against the running hash. The byte-dependent
+        // operand is `w ^ p1`, which is zero only for w == p1 — not valid UTF-8, so no decoded id
+        // or string can wipe out what came before it (a form mixing `h` into the operand the
+        // input controls could be zeroed by a chosen printable block, and ids made to collide).
         var h = seed ^ mum(UInt64(truncatingIfNeeded: n) ^ p0, p1)
         var i = 0
-        while i &+ 16 < n {
-            h = mum(p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1,
-                    p.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) ^ h)
-            i &+= 16
+        while i &+ 8 <= n {
+            h = mum(p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1, h ^ p2)
+            i &+= 8
         }
-        h = mum(p.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self) ^ p2,
-                p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) ^ h)
+        if i < n {
+            // The last 1…7 bytes: the word ending at the last byte, shifted down to them.
+            let w = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) &>> UInt64(truncatingIfNeeded: 8 &* (8 &- (n &- i)))
+            h = mum(w ^ p3, h ^ p0)
+        }
         return mum(h ^ p2, p3)
     }
 

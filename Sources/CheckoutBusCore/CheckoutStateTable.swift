@@ -66,13 +66,18 @@ public struct CheckoutStateTable {
         let hi: UInt64
     }
 
+    /// Random per process and never stored: a sender cannot choose checkout ids that share an
+    /// index slot (the table is not persisted, so nothing depends on the values).
+    private static let seed = UInt64.random(in: .min ... .max)
+
     /// Hashes a checkout id for ``prefetch(_:)`` and ``touch(_:now:)``.
     public static func key(_ checkoutID: String) -> Key {
         var id = checkoutID
+        let seed = CheckoutStateTable.seed
         return id.withUTF8 { buf in
             let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-            return Key(lo: CanonicalHash.hashBytes(p, buf.count, seed: 0x9e37_79b9_7f4a_7c15),
-                       hi: CanonicalHash.hashBytes(p, buf.count, seed: 0xc2b2_ae3d_27d4_eb4f))
+            return Key(lo: CanonicalHash.hashBytes(p, buf.count, seed: 0x9e37_79b9_7f4a_7c15 ^ seed),
+                       hi: CanonicalHash.hashBytes(p, buf.count, seed: 0xc2b2_ae3d_27d4_eb4f ^ seed))
         }
     }
 

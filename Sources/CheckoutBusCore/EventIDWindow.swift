@@ -32,13 +32,18 @@ public struct EventIDWindow: Sendable {
         mask = size - 1
     }
 
+    /// Random per process: a sender cannot choose event ids that share an index slot. The
+    /// window is never stored (it is refilled from the journal's ids at start).
+    private static let seed = UInt64.random(in: .min ... .max)
+
     /// The two hashes of an id.
     public static func key(_ id: String) -> (UInt64, UInt64) {
         var s = id
+        let seed = EventIDWindow.seed
         return s.withUTF8 { buf in
             let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x243f_6a88_85a3_08d3),
-                    CanonicalHash.hashBytes(p, buf.count, seed: 0x1319_8a2e_0370_7344))
+            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x243f_6a88_85a3_08d3 ^ seed),
+                    CanonicalHash.hashBytes(p, buf.count, seed: 0x1319_8a2e_0370_7344 ^ seed))
         }
     }
 

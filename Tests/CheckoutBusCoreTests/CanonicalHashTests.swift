@@ -193,4 +193,24 @@ struct CanonicalHashTests {
     func lengthsMatter(a: String, b: String) throws {
         #expect(try #require(Self.hash(a)) != #require(Self.hash(b)))
     }
+
+    @Test("hashBytes over 16 bytes reads only its own bytes and every byte counts")
+    func longByteHashes() {
+        for n in 17...64 {
+            let text = (0..<n).map { UInt8(ascii: "a") &+ UInt8($0 % 26) }
+            // The same bytes with other bytes around them hash the same.
+            let padded = [UInt8](repeating: 0xFF, count: 9) + text + [UInt8](repeating: 0xEE, count: 9)
+            let alone = text.withUnsafeBytes { CanonicalHash.hashBytes($0.baseAddress!, n, seed: 7) }
+            let inside = padded.withUnsafeBytes { CanonicalHash.hashBytes($0.baseAddress! + 9, n, seed: 7) }
+            #expect(alone == inside, "length \(n)")
+            // Changing any one byte changes the hash.
+            var seen: Set<UInt64> = [alone]
+            for i in 0..<n {
+                var changed = text
+                changed[i] ^= 0x01
+                seen.insert(changed.withUnsafeBytes { CanonicalHash.hashBytes($0.baseAddress!, n, seed: 7) })
+            }
+            #expect(seen.count == n + 1, "length \(n)")
+        }
+    }
 }
