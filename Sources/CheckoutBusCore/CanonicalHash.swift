@@ -228,11 +228,12 @@ public enum CanonicalHash {
 
         /// Escaped, empty, or too near the start of the text for ``last8(_:)``.
         @inline(never)
-        func stringSlow(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
-            if !tok.flag { return CanonicalHash.string(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2) }
-            return doc.unescapedBytes(t).withUnsafeBytes {
-                CanonicalHash.string($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count)
-            }
+        func stringSlow(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 { decodedBytes(t, tok, CanonicalHash.string) }
+
+        /// Calls `body` with string token `t`'s decoded bytes: in the text when it has no escape.
+        func decodedBytes<R>(_ t: Int, _ tok: JSONDocument.Token, _ body: (UnsafeRawPointer, Int) -> R) -> R {
+            if !tok.flag { return body(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2) }
+            return doc.unescapedBytes(t).withUnsafeBytes { body($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count) }
         }
 
         /// An object key's two operands (see ``CanonicalHash/key(_:_:)``), read like
@@ -251,12 +252,7 @@ public enum CanonicalHash {
         }
 
         @inline(never)
-        func keySlow(_ t: Int, _ tok: JSONDocument.Token) -> (UInt64, UInt64) {
-            if !tok.flag { return CanonicalHash.key(base + Int(tok.start) + 1, Int(tok.end - tok.start) - 2) }
-            return doc.unescapedBytes(t).withUnsafeBytes {
-                CanonicalHash.key($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count)
-            }
-        }
+        func keySlow(_ t: Int, _ tok: JSONDocument.Token) -> (UInt64, UInt64) { decodedBytes(t, tok, CanonicalHash.key) }
 
         /// A number. Plain integers of 1…8 digits (the usual case) are read inline with no loop:
         /// the word ending at the last digit, shifted so the digits fill its top bytes (the

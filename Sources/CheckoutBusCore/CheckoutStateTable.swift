@@ -188,10 +188,10 @@ public struct CheckoutStateTable {
         let e: Entry
         if let f = freeList.popLast() {
             e = f
+            // `remove` reset it when it went on the free list.
             keyLo[Int(e)] = lo
             keyHi[Int(e)] = hi
             lastSeen[Int(e)] = now
-            reset(e)
         } else {
             e = Entry(keyLo.count)
             keyLo.append(lo)
@@ -242,8 +242,7 @@ public struct CheckoutStateTable {
             j = (j + 1) & slotMask
         }
         slots[hole] = -1
-        forgetCompleteKey(e)
-        flags[Int(e)] = []
+        reset(e)
         freeList.append(e)
         count -= 1
     }

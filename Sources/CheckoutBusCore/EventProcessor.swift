@@ -66,7 +66,6 @@ public final class EventProcessor {
     /// buffer, no reference counting on the hot path). `body` must not use this processor.
     @inline(__always)
     public func withOutput<R>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        // Mutable access borrows the buffers in place; a read access would retain a copy of each.
         try topic.withUnsafeBytes { t in try envelope.withUnsafeBytes { e in try body(t, e) } }
     }
 

@@ -181,8 +181,7 @@ extension JSONDocument {
     func members<R>(_ object: Int, names tuple: UnsafeRawBufferPointer, _ count: Int,
                     _ body: (FoundMembers) -> R) -> R {
         withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { found in
-            members(object, UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self),
-                                                count: count), found)
+            members(object, JSONDocument.names(tuple, count), found)
             return body(FoundMembers(doc: self, found: UnsafeBufferPointer(found)))
         }
     }
@@ -210,8 +209,13 @@ extension JSONDocument {
     /// the count is given rather than derived).
     @inline(__always)
     func member(_ object: Int, among tuple: UnsafeRawBufferPointer, _ count: Int) -> Int? {
-        member(object, among: UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self),
-                                                  count: count))
+        member(object, among: JSONDocument.names(tuple, count))
+    }
+
+    /// The `count` `StaticString`s of a homogeneous tuple, from its bytes (`withUnsafeBytes(of:)`).
+    @inline(__always)
+    static func names(_ tuple: UnsafeRawBufferPointer, _ count: Int) -> UnsafeBufferPointer<StaticString> {
+        UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self), count: count)
     }
 
     public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString) -> Int? {

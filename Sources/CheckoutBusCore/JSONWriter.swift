@@ -76,9 +76,16 @@ public struct JSONWriter: ~Copyable {
     /// Appends a string's UTF-8 bytes verbatim (already valid JSON text, such as a number or
     /// an enum's raw value).
     public mutating func appendRaw(_ text: String) {
-        if text.utf8.withContiguousStorageIfAvailable({ appendRaw(UnsafeRawBufferPointer($0)) }) != nil { return }
+        JSONWriter.withUTF8(of: text) { appendRaw($0) }
+    }
+
+    /// Calls `body` with a string's UTF-8 bytes: a native string's in place (no copy of the
+    /// string, so no retain), any other's after making it contiguous.
+    @inline(__always)
+    static func withUTF8(of text: String, _ body: (UnsafeRawBufferPointer) -> Void) {
+        if text.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) != nil { return }
         var s = text
-        s.withUTF8 { appendRaw(UnsafeRawBufferPointer($0)) }
+        s.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
 
     public mutating func append(int value: Int64) {
@@ -148,9 +155,7 @@ public struct JSONWriter: ~Copyable {
             case 0x0D: append("\\r")
             case 0x09: append("\\t")
             default:
-                append("\\u00")
-                append(byte: JSONWriter.hex[Int(c >> 4)])
-                append(byte: JSONWriter.hex[Int(c & 0xF)])
+                appendUnicodeEscape(c)
             }
         }
         if runStart < text.count { appendRaw(UnsafeRawBufferPointer(rebasing: text[runStart...])) }
@@ -170,10 +175,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     public mutating func appendString(_ text: String) {
-        // A native string's bytes are read in place (no copy of the string, so no retain).
-        if text.utf8.withContiguousStorageIfAvailable({ appendString(utf8: UnsafeRawBufferPointer($0)) }) != nil { return }
-        var s = text
-        s.withUTF8 { appendString(utf8: UnsafeRawBufferPointer($0)) }
+        JSONWriter.withUTF8(of: text) { appendString(utf8: $0) }
     }
 
     public mutating func appendString(_ text: StaticString) {
@@ -195,9 +197,7 @@ public struct JSONWriter: ~Copyable {
                 case 0x0D: append("\\r")
                 case 0x09: append("\\t")
                 case 0..<0x20, 0x7F:
-                    append("\\u00")
-                    append(byte: JSONWriter.hex[Int(c >> 4)])
-                    append(byte: JSONWriter.hex[Int(c & 0xF)])
+                    appendUnicodeEscape(c)
                 default: append(byte: c)
                 }
                 i += 1
@@ -209,13 +209,18 @@ public struct JSONWriter: ~Copyable {
                 appendRaw(UnsafeRawBufferPointer(rebasing: raw[i..<sequence.end]))
                 i = sequence.end
             } else {
-                append("\\u00")
-                append(byte: JSONWriter.hex[Int(c >> 4)])
-                append(byte: JSONWriter.hex[Int(c & 0xF)])
+                appendUnicodeEscape(c)
                 i += 1
             }
         }
         append(byte: UInt8(ascii: "\""))
+    }
+
+    /// `\u00XX` for byte `c`.
+    private mutating func appendUnicodeEscape(_ c: UInt8) {
+        append("\\u00")
+        append(byte: JSONWriter.hex[Int(c >> 4)])
+        append(byte: JSONWriter.hex[Int(c & 0xF)])
     }
 
     static let hex: [UInt8] = Array("0123456789abcdef".utf8)

@@ -32,35 +32,7 @@ public final class RawEventDecoder {
         }
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
-        var payloadToken: Int?
-        // The root's members, all found in one pass: the payload, the names that make the root a
-        // raw event itself, and the wrapper's fields.
-        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
-            ("payload", "jsonrpc", "method", "name", "event", "state", "checkout_id", "checkoutId", "sdk", "platform",
-             "event_id", "eventId", "occurred_at", "occurredAt")
-        withUnsafeBytes(of: &names) { n in
-            doc.members(root, names: n, 14) { m in
-                // `payload` alone makes a wrapper unless the object is itself a raw event with a
-                // payload field (it names an event and none of the wrapper's own fields).
-                guard let payload = m.at(0),
-                    (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) == nil
-                        || (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
-                else { return }
-                payloadToken = payload
-                if let v = m.at(6) ?? m.at(7) { wrapper.checkoutID = doc.identifier(v) }
-                if let v = m.at(10) ?? m.at(11) { wrapper.eventID = doc.identifier(v) }
-                if let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
-                    wrapper.occurredAt = JSONRef(doc, v)
-                }
-                if let v = m.at(9) { wrapper.platform = doc.string(v) }
-                if let v = m.at(8), let sdk = doc.string(v) {
-                    // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
-                    wrapper.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
-                }
-            }
-        }
-        if let payload = payloadToken {
+        if let payload = readWrapper(doc, root, into: &wrapper) {
             switch doc.kind(payload) {
             case .object: raw = JSONRef(doc, payload)
             case .string:
@@ -99,6 +71,36 @@ public final class RawEventDecoder {
         var occurredAt: JSONRef?
         var platform: String?
         var sdk: String?
+    }
+
+    /// Whether `root` is an ingest wrapper around the raw event: its payload, with its fields read
+    /// into `w` — every member the decision and the fields need found in one pass.
+    private func readWrapper(_ doc: JSONDocument, _ root: Int, into w: inout Wrapper) -> Int? {
+        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
+                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
+            ("payload", "jsonrpc", "method", "name", "event", "state", "checkout_id", "checkoutId", "sdk", "platform",
+             "event_id", "eventId", "occurred_at", "occurredAt")
+        return withUnsafeBytes(of: &names) { n in
+            doc.members(root, names: n, 14) { m -> Int? in
+                // `payload` alone makes a wrapper unless the object is itself a raw event with a
+                // payload field (it names an event and none of the wrapper's own fields).
+                guard let payload = m.at(0),
+                    (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) == nil
+                        || (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
+                else { return nil }
+                if let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
+                if let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
+                if let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
+                    w.occurredAt = JSONRef(doc, v)
+                }
+                if let v = m.at(9) { w.platform = doc.string(v) }
+                if let v = m.at(8), let sdk = doc.string(v) {
+                    // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
+                    w.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+                }
+                return payload
+            }
+        }
     }
 
     // MARK: Family detection
