@@ -9,24 +9,30 @@ import NATS
 /// Not `Sendable`; runs on the calling thread.
 public struct StreamInspection {
     public static let help = """
-        usage: checkoutbus-jetstream verify --nats URLS --stream NAME
-               checkoutbus-jetstream dump --nats URLS --stream NAME [--from SEQ]
+        usage: checkoutbus-jetstream verify --nats URLS --stream NAME [--wait DURATION]
+               checkoutbus-jetstream dump --nats URLS --stream NAME [--from SEQ] [--wait DURATION]
 
         verify prints one JSON object: the stream's message count, how many distinct Nats-Msg-Id
         values it holds, how many messages repeat an id, and per shard the count, lowest and
         highest seq and how many seqs between them are missing. Exit 0 when no id repeats.
         dump prints each message as a JSON line: stream_seq, subject, id, envelope.
+        A read that times out (a cluster that has just lost a node may place the reading consumer on
+        the lost node until it notices the loss) is tried again, a second apart, for up to --wait
+        (default 2m); dump tries again only before its first line.
         """
 
     let servers: [String]
     let stream: String
     let from: UInt64
+    /// How long timed-out reads are tried again, in nanoseconds.
+    let waitNanoseconds: Int64
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["nats", "stream", "from"], switches: [])
+        let args = try CommandLineArguments(arguments, valued: ["nats", "stream", "from", "wait"], switches: [])
         servers = try BridgeOptions.list(args.value("nats") ?? "nats://127.0.0.1:4222", flag: "nats")
         stream = args.value("stream") ?? "CHECKOUTS"
         from = UInt64(try args.int("from", default: 1, in: 1...Int.max))
+        waitNanoseconds = try BridgeOptions.duration(args.value("wait") ?? "2m", flag: "wait")
     }
 
     private func open() throws -> JetStream {
@@ -35,13 +41,15 @@ public struct StreamInspection {
         return try JetStream(connection: NATSConnection(options: options))
     }
 
-    /// Runs `read` again (up to five times, a second apart) when it times out: a cluster that just
-    /// lost a node answers consumer requests only once it has elected new leaders.
+    /// Runs `read` again, a second apart, while it times out and `--wait` has not passed.
+    ///
+    /// An ordered consumer is R1 and placed on one of the stream's peers at random; a cluster that
+    /// has just lost a node by `kill -9` goes on choosing that node until it notices the loss, and
+    /// such a consumer never answers. Each new try is a new placement.
     private func retryingTimeouts<T>(_ read: () throws -> T) throws -> T {
-        var attempt = 0
+        let deadline = BusClock.monotonicNanoseconds() + UInt64(waitNanoseconds)
         while true {
-            attempt += 1
-            do { return try read() } catch let error as NATSError where error.isTimeout && attempt < 5 {
+            do { return try read() } catch let error as NATSError where error.isTimeout && BusClock.monotonicNanoseconds() < deadline {
                 FileHandleWriter.standardError("checkoutbus-jetstream: \(error); trying again\n")
                 sleep(1)
             }
@@ -86,8 +94,7 @@ public struct StreamInspection {
 
     /// Prints every message as a JSON line.
     public func dump() throws -> Int32 {
-        let js = try open()
-        let reader = try StreamReader(jetStream: js, stream: stream, from: from)
+        let reader = try retryingTimeouts { try StreamReader(jetStream: open(), stream: stream, from: from) }
         while let message = try reader.next() {
             var line = Array("{\"stream_seq\":\(message.sequence),\"subject\":\"\(message.subject)\",\"id\":".utf8)
             line += Array((message.messageID.map { "\"\($0)\"" } ?? "null").utf8)

@@ -8,6 +8,8 @@ import CNATS
 ///
 /// Not `Sendable`: used on the connection's thread. The subscription is destroyed in `deinit`.
 public final class StreamReader {
+    /// Kept so the context and its connection outlive the subscription.
+    private let jetStream: JetStream
     private let subscription: OpaquePointer
     /// The stream's last sequence when the reader was created: ``next(timeoutMilliseconds:)`` returns
     /// nil after it.
@@ -23,6 +25,7 @@ public final class StreamReader {
             throw NATSError(status: NATS_NOT_FOUND.rawValue, jetStreamCode: Int(JSStreamNotFoundErr.rawValue),
                             function: "js_GetStreamInfo", message: "no stream \(stream)")
         }
+        self.jetStream = jetStream
         lastSequence = info.lastSequence
         done = info.messages == 0 || from > info.lastSequence
         var options = jsSubOptions()

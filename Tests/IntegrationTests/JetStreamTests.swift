@@ -609,6 +609,14 @@ struct JetStreamBridgeUnitTests {
         #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--duplicate-window", "0"]) }
     }
 
+    @Test("verify and dump try timed-out reads again for --wait, two minutes unless told")
+    func inspectionWait() throws {
+        #expect(try StreamInspection(arguments: ["--stream", "S"]).waitNanoseconds == 120 * 1_000_000_000)
+        #expect(try StreamInspection(arguments: ["--wait", "5s"]).waitNanoseconds == 5 * 1_000_000_000)
+        #expect(try StreamInspection(arguments: ["--wait", "0"]).waitNanoseconds == 0)
+        #expect(throws: CommandLineArguments.UsageError.self) { try StreamInspection(arguments: ["--wait", "soon"]) }
+    }
+
     @Test("flags: --shard-ids names one shard of --shard-count per endpoint; --subject-prefix prefixes every subject")
     func shardIDsAndPrefix() throws {
         let o = try BridgeOptions.parse(["--from", "tcp://a:1,tcp://b:1", "--control", "tcp://a:2,tcp://b:2",
