@@ -289,9 +289,9 @@ public final class BusDaemon {
             let page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
                                         maxExamined: 100_000) { seq, _, envelope in
                 guard (try? doc.parse(envelope)) != nil, let t = doc.member(doc.root, "event_id"),
-                    let id = doc.string(t)
+                    let id = doc.string(t), let c = doc.member(doc.root, "checkout_id"), let checkoutID = doc.string(c)
                 else { return }
-                processor.rememberEventID(id, seq: seq)
+                processor.rememberEventID(id, checkoutID: checkoutID, seq: seq)
                 remembered += 1
             }
             if page.next <= next { break }

@@ -1,7 +1,8 @@
 import CPrefetch
 
-/// The most recent `capacity` event ids (the ingest wrapper's `event_id`) and the `seq` each was
-/// published under, so a producer's retry of an event the bus already has is recognised.
+/// The most recent `capacity` event ids (the ingest wrapper's `event_id`, each within its checkout)
+/// and the `seq` each was published under, so a producer's retry of an event the bus already has
+/// is recognised.
 ///
 /// Ids are kept as two 64-bit hashes (a false match needs both to collide: about 2⁻¹²⁸ per pair).
 /// A ring holds the entries; an open-addressing table indexes them and is rebuilt from the ring
@@ -36,14 +37,16 @@ public struct EventIDWindow: Sendable {
     /// window is never stored (it is refilled from the journal's ids at start).
     private static let seed = UInt64.random(in: .min ... .max)
 
-    /// The two hashes of an id.
-    public static func key(_ id: String) -> (UInt64, UInt64) {
+    /// The two hashes of an event id within its checkout (`checkout`: the checkout id's
+    /// ``CheckoutStateTable/key(_:)``): the same id sent for two checkouts is two events, so
+    /// producers that number each checkout's events alike are never taken for retries.
+    public static func key(_ id: String, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
         var s = id
         let seed = EventIDWindow.seed
         return s.withUTF8 { buf in
             let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x243f_6a88_85a3_08d3 ^ seed),
-                    CanonicalHash.hashBytes(p, buf.count, seed: 0x1319_8a2e_0370_7344 ^ seed))
+            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x243f_6a88_85a3_08d3 ^ seed ^ checkout.lo),
+                    CanonicalHash.hashBytes(p, buf.count, seed: 0x1319_8a2e_0370_7344 ^ seed ^ checkout.hi))
         }
     }
 

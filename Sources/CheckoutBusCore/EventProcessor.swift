@@ -131,7 +131,7 @@ public final class EventProcessor {
         state.prefetch(checkoutKey)
         var idKey: (UInt64, UInt64)?
         if eventIDs != nil, let id = event.eventID {
-            idKey = EventIDWindow.key(id)
+            idKey = EventIDWindow.key(id, checkout: checkoutKey)
             eventIDs!.prefetch(idKey!)
         }
         let hash = event.snapshot.map { CanonicalHash.hash($0.doc, $0.token) } ?? 0
@@ -148,10 +148,10 @@ public final class EventProcessor {
         return outcome
     }
 
-    /// Remembers an event id published under `seq` (the daemon refills the window from the
-    /// journal at start, so a retry after a restart is still recognised).
-    public func rememberEventID(_ id: String, seq: UInt64) {
-        eventIDs?.insert(EventIDWindow.key(id), seq: seq)
+    /// Remembers an event id of `checkoutID` published under `seq` (the daemon refills the window
+    /// from the journal at start, so a retry after a restart is still recognised).
+    public func rememberEventID(_ id: String, checkoutID: String, seq: UInt64) {
+        eventIDs?.insert(EventIDWindow.key(id, checkout: CheckoutStateTable.key(checkoutID)), seq: seq)
     }
 
     /// Expires idle checkouts; call about once a second.

@@ -93,7 +93,7 @@ public final class RawEventDecoder {
                 if let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
                     w.occurredAt = JSONRef(doc, v)
                 }
-                if let v = m.at(9) { w.platform = doc.string(v) }
+                if let v = m.at(9), let platform = doc.string(v) { w.platform = RawEventDecoder.platformSpelling(platform) }
                 if let v = m.at(8), let sdk = doc.string(v) {
                     // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
                     w.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
@@ -315,8 +315,13 @@ public final class RawEventDecoder {
             readSnapshotIDs(doc, holder, into: &event)
         }
         if kind == .fail {
-            let e = doc.object(holder, "error") ?? doc.object(r, "error") ?? holder
-            event.error = makeError(doc, e, terminal: true)
+            if let e = doc.object(holder, "error") ?? doc.object(r, "error") {
+                event.error = makeError(doc, e, terminal: true)
+            } else if let text = errorString(doc, holder) ?? errorString(doc, r) {
+                event.error = makeError(text: text, terminal: true)
+            } else {
+                event.error = makeError(doc, holder, terminal: true)
+            }
         }
         readEventIDs(doc, r, into: &event)
         if holder != r { readEventIDs(doc, holder, into: &event) }
@@ -337,12 +342,23 @@ public final class RawEventDecoder {
             event.payment = JSONRef(doc, payment)
             if let v = doc.member(payment, anyOf: "orderId", "order_id") { event.orderID = doc.identifier(v) }
         }
+        // A PaymentResult names no order; the checkout data's payment beside it may.
+        if event.orderID == nil, let p = checkoutData.flatMap({ doc.object($0, "payment") }),
+            let v = doc.member(p, anyOf: "orderId", "order_id")
+        {
+            event.orderID = doc.identifier(v)
+        }
         if kind == .fail {
-            let e = doc.object(holder, "error") ?? doc.object(holder, "primerError") ?? holder
             var terminal = false
             if let p = doc.member(holder, "phase"), doc.stringEquals(p, "initializing") { terminal = true }
             if let t = doc.member(holder, "terminal"), doc.bool(t) == true { terminal = true }
-            event.error = makeError(doc, e, terminal: terminal)
+            if let e = doc.object(holder, "error") ?? doc.object(holder, "primerError") {
+                event.error = makeError(doc, e, terminal: terminal)
+            } else if let text = errorString(doc, holder) {
+                event.error = makeError(text: text, terminal: terminal)
+            } else {
+                event.error = makeError(doc, holder, terminal: terminal)
+            }
         }
         readEventIDs(doc, r, into: &event)
         if holder != r { readEventIDs(doc, holder, into: &event) }
@@ -385,6 +401,23 @@ public final class RawEventDecoder {
         {
             event.occurredAt = JSONRef(doc, v)
         }
+    }
+
+    /// An `error` given as a bare string (`"error":"network_error"`, or a sentence), if any.
+    private func errorString(_ doc: JSONDocument, _ o: Int) -> String? {
+        guard let v = doc.member(o, anyOf: "error", "primerError"), doc.kind(v) == .string,
+            let text = doc.string(v), !text.isEmpty
+        else { return nil }
+        return text
+    }
+
+    /// The error of an event whose `error` is a bare string: normalised as a code (`network_error`,
+    /// `CheckoutError.cartExpired`, …) and kept whole as `message`; also as `raw_code` when it
+    /// reads as a code (no whitespace, at most 128 bytes) rather than a sentence.
+    private func makeError(text: String, terminal: Bool) -> DecodedError {
+        let codeLike = text.utf8.count <= 128 && !text.utf8.contains { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        return DecodedError(code: ErrorCodeNormalizer.normalize(rawCode: codeLike ? text : nil),
+                            rawCode: codeLike ? text : nil, message: text, httpStatus: nil, terminal: terminal)
     }
 
     /// Builds a normalised error from any SDK's error object.
@@ -460,6 +493,18 @@ public final class RawEventDecoder {
         "primerDidTokenizePaymentMethod", "onBeforeClientSessionUpdate", "onClientSessionUpdate",
         "primerClientSessionWillUpdate", "primerClientSessionDidUpdate",
     ].map(ErrorCodeNormalizer.fold))
+
+    /// A wrapper's `platform` in the spelling the decoder infers (`ios`, `android`, `react_native`):
+    /// lower-cased, spaces and dashes as `_`, and `reactnative` as `react_native`, so analytics
+    /// never splits one platform by how a producer capitalised it. Usually already so: returned as is.
+    static func platformSpelling(_ raw: String) -> String {
+        guard raw.utf8.contains(where: { ($0 >= 0x41 && $0 <= 0x5A) || $0 == 0x20 || $0 == 0x2D || $0 >= 0x80 }) else {
+            return raw == "reactnative" ? "react_native" : raw
+        }
+        var folded = ""
+        for c in raw.lowercased().unicodeScalars { folded.unicodeScalars.append(c == " " || c == "-" ? "_" : c) }
+        return folded == "reactnative" ? "react_native" : folded
+    }
 
     static func platform(forCallback name: String) -> String? {
         if name.hasPrefix("checkoutDid") { return "ios" }

@@ -38,7 +38,7 @@ public enum ErrorCodeNormalizer {
         }
         add(.storefrontPasswordRequired, ["storefront_password_required", "password_required"])
         add(.customerAccountRequired, ["customer_account_required", "authentication", "authentication_required"])
-        add(.cartExpired, ["cart_expired", "expired", "checkout_expired"])
+        add(.cartExpired, ["cart_expired", "expired", "checkout_expired", "checkout_expired_error"])
         add(.cartCompleted, ["cart_completed", "checkout_completed"])
         add(.invalidCart, ["invalid_cart", "cart_invalid"])
         add(.httpError, ["http_error", "checkout_http_error", "bad_request", "not_found", "server_error"])
@@ -117,11 +117,17 @@ public enum ErrorCodeNormalizer {
                 code = c
             } else if let status = Int(key), (100...599).contains(status) {
                 code = fromHTTP(status)
+            } else if let dot = rawCode.utf8.lastIndex(of: UInt8(ascii: ".")),
+                case let last = fold(String(rawCode[rawCode.index(after: dot)...])), !last.isEmpty, let c = table[last]
+            {
+                // An enum case as a platform prints it: `CheckoutError.cartExpired`.
+                code = c
             }
         }
         if let httpStatus, code == nil || code == .httpError || code == .unknown {
             if httpStatus == 410 { return .cartExpired }
-            if code == nil, (400...599).contains(httpStatus) { code = .httpError }
+            // A code that says only "unknown" is no better than none.
+            if code == nil || code == .unknown, (400...599).contains(httpStatus) { code = .httpError }
         }
         if code == nil || code == .unknown, let group, let g = table[fold(group)] {
             code = g

@@ -492,6 +492,63 @@ struct DecodingTests {
         #expect(out["error.terminal"] == false)
     }
 
+    @Test("Primer success with a PaymentResult and checkoutData.payment: the order id comes from the latter, also without a checkout id")
+    func primerSuccessOrderFromCheckoutData() {
+        let p = EventProcessor()
+        let body = #"{"state":"success","paymentResult":{"paymentId":"pay_10","status":"SETTLED","amount":1500,"currencyCode":"GBP"},"checkoutData":{"payment":{"id":"pay_10","orderId":"ord-10"}}}"#
+        let bare = p.feed(body)
+        #expect(bare.outcome == .published(.complete))
+        #expect(bare["checkout_id"] == "order:ord-10")
+        #expect(bare["summary.order_id"] == "ord-10")
+        #expect(bare["idempotency_key"] == "ord-10")
+        #expect(bare["payment.paymentId"] == "pay_10")
+        let wrapped = p.feed(wrap(body, checkoutID: "cs-9", sdk: "primer"))
+        #expect(wrapped.outcome == .published(.complete))
+        #expect(wrapped["checkout_id"] == "cs-9")
+        #expect(wrapped["summary.order_id"] == "ord-10")
+        #expect(wrapped["idempotency_key"] == "ord-10")
+    }
+
+    @Test("a wrapper's platform is spelled as the decoder infers it: iOS, React Native, react-native, ReactNative")
+    func platformSpellings() {
+        let p = EventProcessor()
+        let cases = [("iOS", "ios"), ("ios", "ios"), ("Android", "android"), ("React Native", "react_native"),
+                     ("react-native", "react_native"), ("ReactNative", "react_native"), ("reactnative", "react_native"),
+                     ("react_native", "react_native"), ("Flutter", "flutter")]
+        for (i, (given, published)) in cases.enumerated() {
+            let out = p.feed(wrap(#"{"event":"dismiss"}"#, checkoutID: "pf-\(i)", platform: given))
+            #expect(out["source.platform"] == .string(published), "\(given)")
+        }
+    }
+
+    @Test("an error given as a bare string: a code is normalised and kept as raw_code, a sentence is kept as the message")
+    func stringErrors() {
+        let p = EventProcessor()
+        let code = p.feed(#"{"event":"fail","checkout_id":"ck-1","error":"network_error"}"#)
+        #expect(code.topic == "checkout.fail.network_error")
+        #expect(code["error.raw_code"] == "network_error")
+        #expect(code["error.message"] == "network_error")
+        let dotted = p.feed(#"{"event":"checkoutDidFail","checkout_id":"ck-2","error":"CheckoutError.cartExpired"}"#)
+        #expect(dotted.topic == "checkout.fail.cart_expired")
+        #expect(dotted["error.raw_code"] == "CheckoutError.cartExpired")
+        let sentence = p.feed(#"{"event":"onCheckoutFailed","checkout_id":"ck-3","error":"The operation couldn’t be completed. (NSURLErrorDomain error -1009.)"}"#)
+        #expect(sentence.topic == "checkout.fail.unknown")
+        #expect(sentence["error.raw_code"] == .null)
+        #expect(sentence["error.message"] == "The operation couldn’t be completed. (NSURLErrorDomain error -1009.)")
+        #expect(sentence["error.terminal"] == true)
+        let primer = p.feed(wrap(#"{"state":"failure","error":"Payment declined by issuer"}"#, checkoutID: "cs-5", sdk: "primer"))
+        #expect(primer.outcome == .published(.fail))
+        #expect(primer["error.message"] == "Payment declined by issuer")
+        #expect(primer["error.terminal"] == false)
+        let primerCode = p.feed(wrap(#"{"state":"failure","error":"payment-failed"}"#, checkoutID: "cs-6", sdk: "primer"))
+        #expect(primerCode.topic == "checkout.fail.payment_failed")
+        #expect(primerCode["error.raw_code"] == "payment-failed")
+        // An error object still wins, and a typename alone is read as the group.
+        let typename = p.feed(#"{"event":"error","checkout_id":"ck-7","error":{"__typename":"CheckoutExpiredError","message":"Cart expired","recoverable":false}}"#)
+        #expect(typename.topic == "checkout.fail.cart_expired")
+        #expect(typename["error.raw_code"] == "CheckoutExpiredError")
+    }
+
     @Test("Primer: an inline session's initialisation failure is terminal")
     func primerInitFailure() {
         let p = EventProcessor()

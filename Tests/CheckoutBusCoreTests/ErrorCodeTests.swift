@@ -54,6 +54,9 @@ struct ErrorCodeTests {
         Row("unknown", http: 410, .cartExpired),
         Row("cart_completed", http: 410, .cartCompleted),  // a known code wins over the status
         Row("network_error", http: 500, .networkError),
+        Row("unknown", http: 503, .httpError),  // "unknown" is no better than no code
+        Row("UNKNOWN", http: 502, .httpError),
+        Row("unknown", group: "expired", .cartExpired),
         // Legacy Checkout Sheet Kit error groups, used when the code is missing or unknown.
         Row("some_new_code", group: "expired", .cartExpired),
         Row(nil, group: "configuration", .configurationError),
@@ -71,6 +74,16 @@ struct ErrorCodeTests {
         Row("unsupported-payment-method-type", .paymentMethodUnavailable),
         Row("missing-primer-configuration", .configurationError),
         Row("invalid-merchant-identifier", .configurationError),
+        // React Native's __typename names, and enum cases as a platform prints them.
+        Row("CheckoutExpiredError", .cartExpired),
+        Row("CheckoutHTTPError", .httpError),
+        Row("CheckoutClientError", .sdkError),
+        Row("ConfigurationError", .configurationError),
+        Row("InternalError", .sdkError),
+        Row("CheckoutError.cartExpired", .cartExpired),
+        Row("ShopifyCheckoutSheetKit.CheckoutError.checkoutUnavailable", .sdkError),
+        Row("CheckoutError.quantumFlux", .unknown),
+        Row("trailing.", .unknown),
         // Unknown stays unknown.
         Row("brand_new_code", .unknown),
         Row("", .unknown),

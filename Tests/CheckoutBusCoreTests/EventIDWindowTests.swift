@@ -4,20 +4,48 @@ import CheckoutBusCore
 
 @Suite("event id window: a producer's retry is recognised")
 struct EventIDWindowTests {
+    /// An event id's key within one checkout.
+    func k(_ id: String, checkout: String = "c-1") -> (UInt64, UInt64) {
+        EventIDWindow.key(id, checkout: CheckoutStateTable.key(checkout))
+    }
+
+    @Test("an event id is keyed within its checkout: the same id of another checkout is another event")
+    func keyedByCheckout() {
+        var w = EventIDWindow(capacity: 100)
+        w.insert(k("1", checkout: "ck-a"), seq: 5)
+        #expect(w.lookup(k("1", checkout: "ck-a")) == 5)
+        #expect(w.lookup(k("1", checkout: "ck-b")) == nil)
+        #expect(w.lookup(k("1a", checkout: "ck-")) == nil)
+
+        var options = EventProcessor.Options()
+        options.dedupeWindow = 100
+        let p = EventProcessor(options: options)
+        func send(_ checkout: String) -> EventProcessor.Outcome {
+            let text = #"{"event_id":"1","checkout_id":""# + checkout + #"","payload":{"event":"checkoutDidComplete","checkout":{"id":"x","status":"completed"}}}"#
+            return Array(text.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+        }
+        #expect(send("ck-a") == .published(.complete))
+        #expect(send("ck-b") == .published(.complete))
+        #expect(send("ck-a") == .duplicate(1))
+        #expect(send("ck-b") == .duplicate(2))
+        p.rememberEventID("1", checkoutID: "ck-c", seq: 40)
+        #expect(send("ck-c") == .duplicate(40))
+    }
+
     @Test("ids are found with their seq; the oldest beyond capacity are forgotten; rebuilds keep the rest")
     func window() {
         var w = EventIDWindow(capacity: 1000)
-        for i in 0..<1000 { w.insert(EventIDWindow.key("e-\(i)"), seq: UInt64(i + 1)) }
-        #expect(w.lookup(EventIDWindow.key("e-0")) == 1)
-        #expect(w.lookup(EventIDWindow.key("e-999")) == 1000)
-        #expect(w.lookup(EventIDWindow.key("never")) == nil)
+        for i in 0..<1000 { w.insert(k("e-\(i)"), seq: UInt64(i + 1)) }
+        #expect(w.lookup(k("e-0")) == 1)
+        #expect(w.lookup(k("e-999")) == 1000)
+        #expect(w.lookup(k("never")) == nil)
         // 2,500 more: several rebuilds; only the last 1,000 remain.
-        for i in 1000..<3500 { w.insert(EventIDWindow.key("e-\(i)"), seq: UInt64(i + 1)) }
+        for i in 1000..<3500 { w.insert(k("e-\(i)"), seq: UInt64(i + 1)) }
         #expect(w.count == 1000)
-        #expect(w.lookup(EventIDWindow.key("e-2499")) == nil)
-        #expect(w.lookup(EventIDWindow.key("e-2500")) == 2501)
-        #expect((2500..<3500).allSatisfy { w.lookup(EventIDWindow.key("e-\($0)")) == UInt64($0 + 1) })
-        #expect((0..<2500).allSatisfy { w.lookup(EventIDWindow.key("e-\($0)")) == nil })
+        #expect(w.lookup(k("e-2499")) == nil)
+        #expect(w.lookup(k("e-2500")) == 2501)
+        #expect((2500..<3500).allSatisfy { w.lookup(k("e-\($0)")) == UInt64($0 + 1) })
+        #expect((0..<2500).allSatisfy { w.lookup(k("e-\($0)")) == nil })
     }
 
     @Test("keys sharing a slot, a slot tag, or both are told apart by their full hashes")
