@@ -317,7 +317,7 @@ public final class RawEventDecoder {
         if kind == .fail {
             if let e = doc.object(holder, "error") ?? doc.object(r, "error") {
                 event.error = makeError(doc, e, terminal: true)
-            } else if let text = errorString(doc, holder) ?? errorString(doc, r) {
+            } else if !hasErrorFields(doc, holder), let text = errorString(doc, holder) ?? errorString(doc, r) {
                 event.error = makeError(text: text, terminal: true)
             } else {
                 event.error = makeError(doc, holder, terminal: true)
@@ -354,7 +354,7 @@ public final class RawEventDecoder {
             if let t = doc.member(holder, "terminal"), doc.bool(t) == true { terminal = true }
             if let e = doc.object(holder, "error") ?? doc.object(holder, "primerError") {
                 event.error = makeError(doc, e, terminal: terminal)
-            } else if let text = errorString(doc, holder) {
+            } else if !hasErrorFields(doc, holder), let text = errorString(doc, holder) {
                 event.error = makeError(text: text, terminal: terminal)
             } else {
                 event.error = makeError(doc, holder, terminal: terminal)
@@ -403,6 +403,14 @@ public final class RawEventDecoder {
         }
     }
 
+    /// Whether the event carries an error's code or status on itself: then those are read as
+    /// before, and a bare-string `error` beside them is only the message.
+    private func hasErrorFields(_ doc: JSONDocument, _ o: Int) -> Bool {
+        doc.member(o, anyOf: "code", "errorId", "error_id", "errorCode", "error_code") != nil
+            || doc.member(o, anyOf: "statusCode", "http_status", "httpStatus", "status_code") != nil
+            || doc.member(o, anyOf: "group", "__typename") != nil
+    }
+
     /// An `error` given as a bare string (`"error":"network_error"`, or a sentence), if any.
     private func errorString(_ doc: JSONDocument, _ o: Int) -> String? {
         guard let v = doc.member(o, anyOf: "error", "primerError"), doc.kind(v) == .string,
@@ -431,6 +439,8 @@ public final class RawEventDecoder {
         var message: String?
         if let v = doc.member(e, anyOf: "message", "description", "content", "reason", "errorDescription") {
             message = doc.string(v)
+        } else if let text = errorString(doc, e) {
+            message = text
         }
         var status: Int?
         if let v = doc.member(e, anyOf: "statusCode", "http_status", "httpStatus", "status_code", "status") {

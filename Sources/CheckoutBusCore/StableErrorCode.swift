@@ -117,11 +117,6 @@ public enum ErrorCodeNormalizer {
                 code = c
             } else if let status = Int(key), (100...599).contains(status) {
                 code = fromHTTP(status)
-            } else if let dot = rawCode.utf8.lastIndex(of: UInt8(ascii: ".")),
-                case let last = fold(String(rawCode[rawCode.index(after: dot)...])), !last.isEmpty, let c = table[last]
-            {
-                // An enum case as a platform prints it: `CheckoutError.cartExpired`.
-                code = c
             }
         }
         if let httpStatus, code == nil || code == .httpError || code == .unknown {
@@ -132,7 +127,18 @@ public enum ErrorCodeNormalizer {
         if code == nil || code == .unknown, let group, let g = table[fold(group)] {
             code = g
         }
+        if code == nil || code == .unknown, let rawCode, let c = enumCase(rawCode) { code = c }
         return code ?? .unknown
+    }
+
+    /// An enum case as a platform prints it (`CheckoutError.cartExpired`): the part after the last
+    /// `.`, when the part before it names an error type (ends in `Error`).
+    static func enumCase(_ raw: String) -> StableErrorCode? {
+        guard let dot = raw.utf8.lastIndex(of: UInt8(ascii: ".")) else { return nil }
+        let type = raw[..<dot]
+        guard type.utf8.count >= 5, type.utf8.suffix(5).elementsEqual("Error".utf8) else { return nil }
+        let last = fold(String(raw[raw.index(after: dot)...]))
+        return last.isEmpty ? nil : table[last]
     }
 
     static func fromHTTP(_ status: Int) -> StableErrorCode {

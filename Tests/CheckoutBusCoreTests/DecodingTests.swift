@@ -543,6 +543,17 @@ struct DecodingTests {
         let primerCode = p.feed(wrap(#"{"state":"failure","error":"payment-failed"}"#, checkoutID: "cs-6", sdk: "primer"))
         #expect(primerCode.topic == "checkout.fail.payment_failed")
         #expect(primerCode["error.raw_code"] == "payment-failed")
+        // A code or status on the event itself still wins over a string beside it.
+        let own = p.feed(#"{"event":"fail","checkout_id":"ck-8","code":"storefront_password_required","error":"Storefront password required"}"#)
+        #expect(own.topic == "checkout.fail.storefront_password_required")
+        #expect(own["error.raw_code"] == "storefront_password_required")
+        #expect(own["error.message"] == "Storefront password required")
+        let status = p.feed(#"{"event":"onCheckoutFailed","checkout_id":"ck-9","statusCode":410,"error":"Gone"}"#)
+        #expect(status.topic == "checkout.fail.cart_expired")
+        #expect(status["error.http_status"] == 410)
+        let primerOwn = p.feed(wrap(#"{"state":"failure","errorId":"payment-failed","description":"Card declined","error":"Card declined"}"#,
+                                    checkoutID: "cs-10", sdk: "primer"))
+        #expect(primerOwn.topic == "checkout.fail.payment_failed")
         // An error object still wins, and a typename alone is read as the group.
         let typename = p.feed(#"{"event":"error","checkout_id":"ck-7","error":{"__typename":"CheckoutExpiredError","message":"Cart expired","recoverable":false}}"#)
         #expect(typename.topic == "checkout.fail.cart_expired")

@@ -84,6 +84,9 @@ struct ErrorCodeTests {
         Row("ShopifyCheckoutSheetKit.CheckoutError.checkoutUnavailable", .sdkError),
         Row("CheckoutError.quantumFlux", .unknown),
         Row("trailing.", .unknown),
+        Row("token.expired", http: 401, .httpError),  // not an error type's case: the status decides
+        Row("card.expired", .unknown),
+        Row("CheckoutError.quantumFlux", http: 503, .httpError),
         // Unknown stays unknown.
         Row("brand_new_code", .unknown),
         Row("", .unknown),
