@@ -315,13 +315,8 @@ public final class RawEventDecoder {
             readSnapshotIDs(doc, holder, into: &event)
         }
         if kind == .fail {
-            if let e = doc.object(holder, "error") ?? doc.object(r, "error") {
-                event.error = makeError(doc, e, terminal: true)
-            } else if !hasErrorFields(doc, holder), let text = errorString(doc, holder) ?? errorString(doc, r) {
-                event.error = makeError(text: text, terminal: true)
-            } else {
-                event.error = makeError(doc, holder, terminal: true)
-            }
+            event.error = failureError(doc, object: doc.object(holder, "error") ?? doc.object(r, "error"), fields: holder,
+                                       orStringIn: r, terminal: true)
         }
         readEventIDs(doc, r, into: &event)
         if holder != r { readEventIDs(doc, holder, into: &event) }
@@ -352,13 +347,8 @@ public final class RawEventDecoder {
             var terminal = false
             if let p = doc.member(holder, "phase"), doc.stringEquals(p, "initializing") { terminal = true }
             if let t = doc.member(holder, "terminal"), doc.bool(t) == true { terminal = true }
-            if let e = doc.object(holder, "error") ?? doc.object(holder, "primerError") {
-                event.error = makeError(doc, e, terminal: terminal)
-            } else if !hasErrorFields(doc, holder), let text = errorString(doc, holder) {
-                event.error = makeError(text: text, terminal: terminal)
-            } else {
-                event.error = makeError(doc, holder, terminal: terminal)
-            }
+            event.error = failureError(doc, object: doc.object(holder, "error") ?? doc.object(holder, "primerError"),
+                                       fields: holder, terminal: terminal)
         }
         readEventIDs(doc, r, into: &event)
         if holder != r { readEventIDs(doc, holder, into: &event) }
@@ -401,6 +391,18 @@ public final class RawEventDecoder {
         {
             event.occurredAt = JSONRef(doc, v)
         }
+    }
+
+    /// A failure's error: the error object when there is one; else a bare-string `error` (on
+    /// `fields`, then on `orStringIn`) when `fields` carries no code, status or group of its own;
+    /// else `fields` read as the error.
+    private func failureError(_ doc: JSONDocument, object: Int?, fields: Int, orStringIn other: Int? = nil,
+                              terminal: Bool) -> DecodedError {
+        if let object { return makeError(doc, object, terminal: terminal) }
+        if !hasErrorFields(doc, fields), let text = errorString(doc, fields) ?? other.flatMap({ errorString(doc, $0) }) {
+            return makeError(text: text, terminal: terminal)
+        }
+        return makeError(doc, fields, terminal: terminal)
     }
 
     /// Whether the event carries an error's code or status on itself: then those are read as

@@ -18,7 +18,7 @@ public struct StreamInspection {
         dump prints each message as a JSON line: stream_seq, subject, id, envelope.
         A read that times out (a cluster that has just lost a node may place the reading consumer on
         the lost node until it notices the loss) is tried again, a second apart, for up to --wait
-        (default 2m); dump tries again only before its first line.
+        (default 2m); dump tries again only while opening the stream, before it reads a message.
         """
 
     let servers: [String]
