@@ -125,7 +125,7 @@ public final class BusDaemon {
         defer { journal.close() }
         try claimShard()
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
-        try refillEventIDs()
+        try restoreState()
         control = ControlService(journal: journal, processor: processor)
 
         let context = try ZMQContext(ioThreads: 1)
@@ -276,28 +276,40 @@ public final class BusDaemon {
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
 
-    /// Refills the processor's event-id window from the journal's most recent records, so a
-    /// producer retrying across a restart is still recognised.
-    private func refillEventIDs() throws {
-        let window = configuration.processor.dedupeWindow
-        guard window > 0, journal.lastSeq > 0 else { return }
-        let from = max(journal.firstSeq, journal.lastSeq >= UInt64(window) ? journal.lastSeq - UInt64(window) + 1 : 1)
-        let doc = JSONDocument()
+    /// Rebuilds the processor's state from the journal's most recent records: per-checkout state
+    /// from the last `--restore-records`, and the event-id window from the last `--dedupe-window`,
+    /// so a complete repeated after a restart keeps its idempotency key and `repeat: true`, an
+    /// unchanged update is still suppressed, and a producer's retry is still recognised.
+    private func restoreState() throws {
+        let window = UInt64(configuration.processor.dedupeWindow)
+        let records = max(window, UInt64(configuration.restoreRecords))
+        guard records > 0, journal.lastSeq > 0 else { return }
+        let last = journal.lastSeq
+        let from = max(journal.firstSeq, last >= records ? last - records + 1 : 1)
+        let idsFrom = last >= window ? last - window + 1 : 1
+        let started = BusClock.monotonicNanoseconds()
+        let wallNow = BusClock.wallClock()
+        let now = BusClock.monotonicSeconds()
+        let restoreFrom = last >= UInt64(configuration.restoreRecords) ? last - UInt64(configuration.restoreRecords) + 1 : 1
         var next = from
-        var remembered = 0
-        while next <= journal.lastSeq {
+        var read = 0
+        while next <= last {
             let page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
                                         maxExamined: 100_000) { seq, _, envelope in
-                guard (try? doc.parse(envelope)) != nil, let t = doc.member(doc.root, "event_id"),
-                    let id = doc.string(t), let c = doc.member(doc.root, "checkout_id"), let checkoutID = doc.string(c)
-                else { return }
-                processor.rememberEventID(id, checkoutID: checkoutID, seq: seq)
-                remembered += 1
+                read += 1
+                processor.restore(envelope: envelope, seq: seq, rememberEventID: window > 0 && seq >= idsFrom,
+                                  rebuildState: seq >= restoreFrom, wallNow: wallNow, now: now)
             }
             if page.next <= next { break }
             next = page.next
         }
-        if remembered > 0 { logger.info("event ids remembered from the journal", ["count": String(remembered)]) }
+        processor.tick(now: now)
+        if read > 0 {
+            let ms = (BusClock.monotonicNanoseconds() - started) / 1_000_000
+            logger.info("state rebuilt from the journal", [
+                "records": String(read), "checkouts": String(processor.state.count), "ms": String(ms),
+            ])
+        }
     }
 
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.

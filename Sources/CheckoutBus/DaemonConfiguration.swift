@@ -23,6 +23,8 @@ public struct DaemonConfiguration: Sendable {
     public var publishHighWaterMark: Int32 = 100_000
     /// Milliseconds between `bus.heartbeat` messages.
     public var heartbeatMilliseconds = 1000
+    /// Journal records replayed at start to rebuild per-checkout state (`--restore-records`).
+    public var restoreRecords = 1_000_000
     public var logLevel = Logger.Level.info
     /// The configuration file read at start and again on SIGHUP (`--config`).
     public var configPath: String?
@@ -88,7 +90,7 @@ public struct DaemonConfiguration: Sendable {
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
         "journal-cache-bytes", "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
-        "curve-subscribers", "dedupe-window", "shard",
+        "curve-subscribers", "dedupe-window", "shard", "restore-records",
     ]
 
     /// Parses the daemon's flags.
@@ -149,6 +151,7 @@ public struct DaemonConfiguration: Sendable {
         c.processor.maxCheckouts = try args.int("max-checkouts", default: 1_000_000, in: 1...100_000_000)
         c.processor.checkoutTTLSeconds = UInt32(try args.int("checkout-ttl", default: 86_400, in: 1...31_536_000))
         c.processor.dedupeWindow = try args.int("dedupe-window", default: 200_000, in: 0...50_000_000)
+        c.restoreRecords = try args.int("restore-records", default: 1_000_000, in: 0...100_000_000)
         if let v = args.value("shard") {
             guard let m = ShardMap(v) else {
                 throw .init("--shard must be I/N with 0 <= I < N <= \(ShardMap.maxCount) (shard 1 of 3 is 1/3), got \(v)")
@@ -231,6 +234,9 @@ public struct DaemonConfiguration: Sendable {
         Per-checkout state (suppression, repeat, after_complete):
           --max-checkouts N          checkouts tracked at once, least recently used evicted (default 1000000)
           --checkout-ttl SECONDS     forget a checkout idle this long (default 86400)
+          --restore-records N        at start, rebuild this state from the journal's last N records:
+                                     a repeated complete keeps its idempotency key, an unchanged
+                                     update stays suppressed across a restart (default 1000000)
 
         Sharding (docs/sharding.md):
           --shard I/N                this daemon is shard I of N (0-based; default 0/1): it publishes

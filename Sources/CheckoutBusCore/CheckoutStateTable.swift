@@ -19,6 +19,9 @@ public struct CheckoutStateTable {
         public static let hasSnapshot = Flags(rawValue: 1)
         /// A `complete` was published for it.
         public static let completed = Flags(rawValue: 2)
+        /// `snapshotHash` is the hash of the snapshot as the journal holds it, buyer data redacted
+        /// (state rebuilt at start): compare a new snapshot's redacted form with it.
+        public static let redactedHash = Flags(rawValue: 4)
     }
 
     public let capacity: Int
@@ -137,7 +140,13 @@ public struct CheckoutStateTable {
 
     public mutating func setSnapshotHash(_ h: UInt64, _ e: Entry) {
         snapshotHash[Int(e)] = h
-        flags[Int(e)].insert(.hasSnapshot)
+        flags[Int(e)] = Flags(rawValue: flags[Int(e)].rawValue & ~Flags.redactedHash.rawValue | Flags.hasSnapshot.rawValue)
+    }
+
+    /// Sets the hash of the snapshot as published with buyer data redacted (``Flags/redactedHash``).
+    public mutating func setRedactedSnapshotHash(_ h: UInt64, _ e: Entry) {
+        snapshotHash[Int(e)] = h
+        flags[Int(e)].formUnion([.hasSnapshot, .redactedHash])
     }
 
     /// The key a completed checkout's first `complete` was published under (nil for any other

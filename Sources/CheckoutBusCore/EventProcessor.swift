@@ -56,6 +56,9 @@ public final class EventProcessor {
     public private(set) var state: CheckoutStateTable
 
     private let document = JSONDocument()
+    /// For ``redactedHash(_:)``: a snapshot written redacted and parsed again.
+    private var scratch = JSONWriter(capacity: 0)
+    private let scratchDocument = JSONDocument()
     private let decoder = RawEventDecoder()
     /// The topic of the last output.
     public private(set) var topic = JSONWriter(capacity: 64)
@@ -154,6 +157,64 @@ public final class EventProcessor {
         eventIDs?.insert(EventIDWindow.key(id, checkout: CheckoutStateTable.key(checkoutID)), seq: seq)
     }
 
+    /// Rebuilds state from one envelope the journal holds, oldest first (the daemon replays its
+    /// most recent records at start): the event id is remembered for retries, and the checkout's
+    /// state is what publishing that envelope left — completed with its order's idempotency key,
+    /// and the hash of its last published snapshot, so after a restart a repeated `complete`
+    /// keeps its key and `repeat: true`, and an unchanged `update` is still suppressed.
+    ///
+    /// The journal holds snapshots as published: with buyer data redacted the restored hash is of
+    /// the redacted form (``CheckoutStateTable/Flags/redactedHash``), and the checkout's next
+    /// update is compared in that form once. Checkouts whose envelope was received more than the
+    /// idle TTL before `wallNow` are not restored; the others keep their age.
+    /// - Parameters:
+    ///   - remember: whether to remember the event id (the daemon does for the last `--dedupe-window` records).
+    ///   - rebuildState: whether to rebuild the checkout's state (for the last `--restore-records`).
+    ///   - wallNow: the wall-clock time now, to age the envelope by its `received_at`.
+    ///   - now: monotonic seconds, as ``process(_:receivedAt:now:)`` takes them.
+    /// - Returns: whether the envelope was a lifecycle event this processor could read.
+    @discardableResult
+    public func restore(envelope bytes: UnsafeRawBufferPointer, seq: UInt64, rememberEventID remember: Bool = true,
+                        rebuildState: Bool = true, wallNow: Timestamp, now: UInt32) -> Bool {
+        let doc = document
+        guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object,
+            let c = doc.member(doc.root, "checkout_id"), let checkoutID = doc.string(c),
+            let k = doc.member(doc.root, "kind"),
+            let kind = LifecycleKind.allCases.first(where: { doc.stringEquals(k, $0.name) })
+        else { return false }
+        if remember, let t = doc.member(doc.root, "event_id"), let id = doc.string(t) {
+            rememberEventID(id, checkoutID: checkoutID, seq: seq)
+        }
+        guard rebuildState else { return true }
+        var age: Int64 = 0
+        if let r = doc.member(doc.root, "received_at"), doc.kind(r) == .string,
+            case let quoted = doc.raw(r), let at = Timestamp(rfc3339: UnsafeRawBufferPointer(rebasing: quoted.dropFirst().dropLast()))
+        {
+            age = max(0, (wallNow.milliseconds - at.milliseconds) / 1000)
+        }
+        guard age <= Int64(state.idleTTL) else { return true }
+        let (entry, _) = state.touch(CheckoutStateTable.key(checkoutID), now: now &- UInt32(age))
+        if kind == .complete, !state.flags(entry).contains(.completed) {
+            let key = doc.member(doc.root, "idempotency_key").flatMap { doc.string($0) } ?? checkoutID
+            state.setCompleteKey(key, entry)
+        }
+        if kind != .fail, let s = doc.member(doc.root, "checkout"), doc.kind(s) != .null {
+            let h = CanonicalHash.hash(doc, s)
+            if options.keepBuyerData { state.setSnapshotHash(h, entry) } else { state.setRedactedSnapshotHash(h, entry) }
+        }
+        return true
+    }
+
+    /// The canonical hash of `snapshot` as published with buyer data redacted: the slow path, taken
+    /// only for a checkout whose state was rebuilt from the journal (``restore(envelope:seq:rememberEventID:rebuildState:wallNow:now:)``).
+    private func redactedHash(_ snapshot: JSONRef) -> UInt64? {
+        scratch.reset()
+        BuyerDataRedactor.write(snapshot.doc, snapshot.token, to: &scratch)
+        return scratch.withUnsafeBytes { b in
+            (try? scratchDocument.parse(b)) != nil ? CanonicalHash.hash(scratchDocument, scratchDocument.root) : nil
+        }
+    }
+
     /// Expires idle checkouts; call about once a second.
     public func tick(now: UInt32) { state.expire(now: now) }
 
@@ -173,9 +234,14 @@ public final class EventProcessor {
         var afterComplete = false
         switch event.kind {
         case .update:
-            if event.snapshot != nil && flags.contains(.hasSnapshot) && state.snapshotHash(entry) == hash {
-                counters.suppressed &+= 1
-                return .suppressed
+            if let snapshot = event.snapshot, flags.contains(.hasSnapshot) {
+                let previous = state.snapshotHash(entry)
+                if previous == hash || (flags.contains(.redactedHash) && previous == redactedHash(snapshot)) {
+                    // A match on the redacted form keeps this snapshot's own hash from now on.
+                    if previous != hash { state.setSnapshotHash(hash, entry) }
+                    counters.suppressed &+= 1
+                    return .suppressed
+                }
             }
         case .complete:
             isRepeat = flags.contains(.completed)

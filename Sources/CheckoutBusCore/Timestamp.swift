@@ -45,6 +45,36 @@ public struct Timestamp: Sendable, Equatable, Comparable {
         }
     }
 
+    /// Reads the text ``write(to:)`` writes, without its quotes (`2026-12-02T11:39:01.123Z`); nil
+    /// for anything else.
+    public init?(rfc3339 text: UnsafeRawBufferPointer) {
+        guard text.count == 24, text[4] == UInt8(ascii: "-"), text[7] == UInt8(ascii: "-"),
+            text[10] == UInt8(ascii: "T"), text[13] == UInt8(ascii: ":"), text[16] == UInt8(ascii: ":"),
+            text[19] == UInt8(ascii: "."), text[23] == UInt8(ascii: "Z")
+        else { return nil }
+        func number(_ from: Int, _ width: Int) -> Int64? {
+            var v: Int64 = 0
+            for i in from..<(from + width) {
+                let d = text[i] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                v = v * 10 + Int64(d)
+            }
+            return v
+        }
+        guard let y0 = number(0, 4), let m = number(5, 2), let d = number(8, 2), let h = number(11, 2),
+            let mi = number(14, 2), let s = number(17, 2), let ms = number(20, 3),
+            (1...12).contains(m), (1...31).contains(d), h < 24, mi < 60, s < 61
+        else { return nil }
+        // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm).
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        milliseconds = days * 86_400_000 + h * 3_600_000 + mi * 60_000 + s * 1000 + ms
+    }
+
     /// Writes the last `width` decimal digits of `v` (`top` is 10^(width-1)) to `out`.
     @inline(__always)
     private static func digits(_ v: Int64, _ top: Int64, _ width: Int, _ out: UnsafeMutablePointer<UInt8>) {

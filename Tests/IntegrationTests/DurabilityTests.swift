@@ -151,6 +151,40 @@ struct DurabilityTests {
         #expect(restarted.terminate() == 0)
     }
 
+    @Test("after kill -9 and restart, checkout state comes back from the journal: a repeated complete keeps its key, an unchanged update stays suppressed")
+    func stateSurvivesRestart() throws {
+        let daemon = try DaemonProcess()
+        func event(_ id: String, _ name: String, _ checkout: String) -> String {
+            #"{"event_id":"\#(id)","checkout_id":"ck-r","platform":"ios","sdk":"shopify","payload":{"event":"\#(name)","checkout":\#(checkout)}}"#
+        }
+        let snapshot = #"{"id":"ck-r","status":"incomplete","currency":"USD","buyer":{"email":"r@example.com"},"line_items":[{"id":"l1","quantity":2}]}"#
+        let done = #"{"id":"ck-r","status":"completed","currency":"USD","buyer":{"email":"r@example.com"},"line_items":[{"id":"l1","quantity":2}]}"#
+        let withOrder = String(done.dropLast()) + #","order":{"id":"gid://shopify/Order/501"}}"#
+        let before = [event("e1", "checkoutDidStart", snapshot), event("e2", "checkoutDidUpdate", snapshot),
+                      event("e3", "checkoutDidComplete", done)]
+        #expect(try sendBytes(Array((before.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
+                              arguments: ["--acked"]).status == 0)
+        daemon.kill9()
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        // The unchanged update (a new event id: not a retry) and the complete again, now naming its order.
+        let after = [event("e4", "checkoutDidUpdate", done), event("e5", "checkoutDidComplete", withOrder),
+                     event("e6", "checkoutDidUpdate", withOrder)]
+        #expect(try sendBytes(Array((after.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
+                              arguments: ["--acked"]).status == 0)
+        let records = try ControlClient(restarted.control).replayAll()
+        // start, complete before; the repeated complete after (the update after start, e4 and e6 suppressed).
+        #expect(records.map(\.1) == ["checkout.start", "checkout.complete", "checkout.complete"])
+        let repeated = try #require(records.last?.2)
+        #expect(repeated["repeat"] as? Bool == true)
+        #expect(repeated["idempotency_key"] as? String == "ck-r")
+        #expect(repeated["event_id"] as? String == "e5")
+        let stats = try ControlClient(restarted.control).stats()
+        #expect((stats["counters"] as? [String: Any])?["suppressed"] as? Int == 2)
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("state rebuilt from the journal"))
+    }
+
     @Test("a journal with a torn last record recovers: the tear is cut off, everything before it replays")
     func tornTail() throws {
         let daemon = try DaemonProcess()

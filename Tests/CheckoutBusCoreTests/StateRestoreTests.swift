@@ -1,0 +1,157 @@
+import Testing
+
+import CheckoutBusCore
+
+/// The daemon replays its journal's last envelopes into a fresh processor at start
+/// (`EventProcessor.restore(envelope:…)`). These tests publish with one processor, restore its
+/// envelopes into a second, and check the second behaves as the first would have.
+@Suite("state rebuilt from published envelopes (restart)")
+struct StateRestoreTests {
+    static let wallNow = Timestamp(milliseconds: fixedReceivedAt + 60_000)
+
+    /// A snapshot with buyer details, which the default (redacted) envelope hides.
+    static func snapshotWithBuyer(email: String, quantity: Int = 2) -> String {
+        let base = Fixture.snapshot(quantity: quantity)
+        return String(base.dropLast()) + #","buyer":{"email":""# + email + #""},"shipping_address":{"zip":"94107"}}"#
+    }
+
+    static func update(_ checkout: String) -> String { Fixture.ecp("ec.line_items.change", checkout: checkout) }
+
+    /// Restores `outputs` (envelopes of published events, in order) into a new processor.
+    static func restored(_ outputs: [Output], options: EventProcessor.Options = .init(),
+                         wallNow: Timestamp = wallNow, now: UInt32 = 2_000) -> EventProcessor {
+        let p = EventProcessor(options: options)
+        for (i, o) in outputs.enumerated() where !o.text.isEmpty {
+            let ok = Array(o.text.utf8).withUnsafeBytes {
+                p.restore(envelope: $0, seq: UInt64(i + 1), wallNow: wallNow, now: now)
+            }
+            #expect(ok)
+        }
+        return p
+    }
+
+    @Test("a complete repeated after a restart is a repeat under the first complete's key, even with an order id now")
+    func completeKeepsKey() {
+        let a = EventProcessor()
+        let first = a.feed(#"{"event":"onComplete","checkout":{"id":"ck-8","status":"completed"}}"#)
+        #expect(first["idempotency_key"] == "ck-8")
+        let b = Self.restored([first])
+        let again = b.feed(#"{"event":"onComplete","checkout":{"id":"ck-8","status":"completed","order":{"id":"gid://shopify/Order/77"}}}"#, now: 2_001)
+        #expect(again.outcome == .published(.complete))
+        #expect(again["repeat"] == true)
+        #expect(again["idempotency_key"] == "ck-8")
+        let failed = b.feed(#"{"event":"onFail","checkout":{"id":"ck-8"},"error":{"code":"payment_failed"}}"#, now: 2_002)
+        #expect(failed["after_complete"] == true)
+    }
+
+    @Test("a checkout the journal never completed is not completed after a restart")
+    func notCompletedStaysOpen() {
+        let a = EventProcessor()
+        let start = a.feed(Fixture.ecp("ec.start", checkout: Fixture.snapshot(id: "ck-9")))
+        let b = Self.restored([start])
+        let done = b.feed(Fixture.ecp("ec.complete", checkout: Fixture.snapshot(id: "ck-9", status: "completed", orderID: "O-9")), now: 2_001)
+        #expect(done["repeat"] == false)
+        #expect(done["idempotency_key"] == "O-9")
+    }
+
+    @Test("with buyer data redacted, an unchanged update after a restart is suppressed and a changed one published")
+    func redactedSnapshotSuppressed() {
+        let a = EventProcessor()
+        let snap = Self.snapshotWithBuyer(email: "a@example.com")
+        let published = a.feed(Self.update(snap))
+        #expect(published.text.contains("[redacted]"))
+        #expect(!published.text.contains("a@example.com"))
+
+        let b = Self.restored([published])
+        #expect(b.feed(Self.update(snap), now: 2_001).outcome == .suppressed)
+        // Matched once in redacted form; the raw hash is kept from then on.
+        #expect(b.feed(Self.update(snap), now: 2_002).outcome == .suppressed)
+        #expect(b.feed(Self.update(Self.snapshotWithBuyer(email: "a@example.com", quantity: 5)), now: 2_003).outcome
+            == .published(.update))
+        #expect(b.counters.suppressed == 2)
+
+        let c = Self.restored([published])
+        #expect(c.feed(Self.update(Self.snapshotWithBuyer(email: "a@example.com", quantity: 3)), now: 2_001).outcome
+            == .published(.update))
+    }
+
+    @Test("with buyer data kept, an unchanged update after a restart is suppressed")
+    func fullSnapshotSuppressed() {
+        var options = EventProcessor.Options()
+        options.keepBuyerData = true
+        let a = EventProcessor(options: options)
+        let snap = Self.snapshotWithBuyer(email: "a@example.com")
+        let published = a.feed(Self.update(snap))
+        #expect(published.text.contains("a@example.com"))
+        let b = Self.restored([published], options: options)
+        #expect(b.feed(Self.update(snap), now: 2_001).outcome == .suppressed)
+        #expect(b.feed(Self.update(Self.snapshotWithBuyer(email: "b@example.com")), now: 2_002).outcome == .published(.update))
+    }
+
+    @Test("a fail's snapshot is not what later updates are compared with, after a restart as before it")
+    func failSnapshotNotRestored() {
+        let a = EventProcessor()
+        let one = Fixture.snapshot(quantity: 1)
+        let two = Fixture.snapshot(quantity: 2)
+        let outs = [
+            a.feed(Self.update(one)),
+            a.feed(#"{"jsonrpc":"2.0","method":"ec.error","params":{"checkout":"# + two + #","error":{"code":"payment_failed"}}}"#),
+        ]
+        #expect(outs[1].outcome == .published(.fail))
+        #expect(a.feed(Self.update(two)).outcome == .published(.update))
+        let b = Self.restored(outs)
+        #expect(b.feed(Self.update(two), now: 2_001).outcome == .published(.update))
+        let c = Self.restored(outs)
+        #expect(c.feed(Self.update(one), now: 2_001).outcome == .suppressed)
+    }
+
+    @Test("an envelope received longer ago than the idle TTL restores no state, but its event id")
+    func expiredNotRestored() {
+        var options = EventProcessor.Options()
+        options.checkoutTTLSeconds = 30
+        options.dedupeWindow = 100
+        let a = EventProcessor(options: options)
+        let text = #"{"event_id":"e-1","checkout_id":"ck-5","payload":{"event":"checkoutDidComplete","checkout":{"id":"ck-5","status":"completed"}}}"#
+        let first = a.feed(text)
+        #expect(first.outcome == .published(.complete))
+        // Restored 60 s after it was received: older than the TTL.
+        let b = Self.restored([first], options: options)
+        #expect(b.state.count == 0)
+        let retry = Array(text.utf8).withUnsafeBytes { b.process($0, receivedAt: Self.wallNow, now: 2_001) }
+        #expect(retry == .duplicate(1))
+        let other = b.feed(#"{"event":"onComplete","checkout":{"id":"ck-5","status":"completed"}}"#, now: 2_001)
+        #expect(other["repeat"] == false)
+        // Restored 10 s after: within the TTL, and it keeps its age (expires 20 s later).
+        let c = Self.restored([first], options: options, wallNow: Timestamp(milliseconds: fixedReceivedAt + 10_000))
+        #expect(c.state.count == 1)
+        c.tick(now: 2_015)
+        #expect(c.state.count == 1)
+        c.tick(now: 2_025)
+        #expect(c.state.count == 0)
+    }
+
+    @Test("what is not a lifecycle envelope is skipped")
+    func notAnEnvelope() {
+        let p = EventProcessor()
+        for text in ["", "{", "[]", #"{"kind":"update"}"#, #"{"kind":"heartbeat","checkout_id":"x"}"#] {
+            let ok = Array(text.utf8).withUnsafeBytes { p.restore(envelope: $0, seq: 1, wallNow: Self.wallNow, now: 1) }
+            #expect(!ok, "\(text)")
+        }
+        #expect(p.state.count == 0)
+    }
+
+    @Test("received_at is read back exactly as it is written")
+    func timestampRoundTrip() {
+        for ms: Int64 in [0, 1, 951_782_400_000, 1_764_675_541_123, 4_107_542_399_999, 1_709_164_800_000] {
+            var w = JSONWriter()
+            Timestamp(milliseconds: ms).write(to: &w)
+            let text = w.bytes
+            let parsed = text.withUnsafeBytes { Timestamp(rfc3339: UnsafeRawBufferPointer(rebasing: $0.dropFirst().dropLast())) }
+            #expect(parsed?.milliseconds == ms, "\(String(decoding: text, as: UTF8.self))")
+        }
+        for bad in ["2026-12-02T11:39:01Z", "2026-13-02T11:39:01.123Z", "2026-12-02 11:39:01.123Z", "2026-12-02T11:39:01.12xZ"] {
+            let parsed = Array(bad.utf8).withUnsafeBytes { Timestamp(rfc3339: $0) }
+            #expect(parsed == nil, "\(bad)")
+        }
+    }
+}
