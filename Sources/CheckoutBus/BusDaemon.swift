@@ -292,22 +292,28 @@ public final class BusDaemon {
         let now = BusClock.monotonicSeconds()
         let restoreFrom = last >= UInt64(configuration.restoreRecords) ? last - UInt64(configuration.restoreRecords) + 1 : 1
         var next = from
-        var read = 0
+        var (ids, rebuilt) = (0, 0)
         while next <= last {
             let page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
                                         maxExamined: 100_000) { seq, _, envelope in
-                read += 1
-                processor.restore(envelope: envelope, seq: seq, rememberEventID: window > 0 && seq >= idsFrom,
-                                  rebuildState: seq >= restoreFrom, wallNow: wallNow, now: now)
+                let remember = window > 0 && seq >= idsFrom
+                let rebuild = seq >= restoreFrom
+                if processor.restore(envelope: envelope, seq: seq, rememberEventID: remember, rebuildState: rebuild,
+                                     wallNow: wallNow, now: now)
+                {
+                    if remember { ids += 1 }
+                    if rebuild { rebuilt += 1 }
+                }
             }
             if page.next <= next { break }
             next = page.next
         }
-        processor.tick(now: now)
-        if read > 0 {
+        processor.finishRestore(now: now)
+        if ids + rebuilt > 0 {
             let ms = (BusClock.monotonicNanoseconds() - started) / 1_000_000
             logger.info("state rebuilt from the journal", [
-                "records": String(read), "checkouts": String(processor.state.count), "ms": String(ms),
+                "envelopes": String(rebuilt), "checkouts": String(processor.state.count), "event_id_envelopes": String(ids),
+                "ms": String(ms),
             ])
         }
     }

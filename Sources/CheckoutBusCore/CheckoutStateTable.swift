@@ -169,6 +169,12 @@ public struct CheckoutStateTable {
         }
     }
 
+    /// Zeroes ``evicted`` and ``expired`` (after the table was rebuilt at start).
+    public mutating func clearCounts() {
+        evicted = 0
+        expired = 0
+    }
+
     /// Bytes of memory the table holds now (arrays at their capacity, index, order ids).
     public var approximateBytes: Int {
         let perEntry = 8 * 3 + 4 * 3 + 1

@@ -59,6 +59,8 @@ public final class EventProcessor {
     /// For ``redactedHash(_:)``: a snapshot written redacted and parsed again.
     private var scratch = JSONWriter(capacity: 0)
     private let scratchDocument = JSONDocument()
+    /// The monotonic time the last restored envelope was taken to arrive at.
+    private var restoreClock: UInt32?
     private let decoder = RawEventDecoder()
     /// The topic of the last output.
     public private(set) var topic = JSONWriter(capacity: 64)
@@ -165,8 +167,8 @@ public final class EventProcessor {
     ///
     /// The journal holds snapshots as published: with buyer data redacted the restored hash is of
     /// the redacted form (``CheckoutStateTable/Flags/redactedHash``), and the checkout's next
-    /// update is compared in that form once. Checkouts whose envelope was received more than the
-    /// idle TTL before `wallNow` are not restored; the others keep their age.
+    /// update is compared in that form once. Each envelope keeps its age (from its `received_at`);
+    /// call ``finishRestore(now:)`` after the last one to forget checkouts idle past the TTL.
     /// - Parameters:
     ///   - remember: whether to remember the event id (the daemon does for the last `--dedupe-window` records).
     ///   - rebuildState: whether to rebuild the checkout's state (for the last `--restore-records`).
@@ -192,17 +194,33 @@ public final class EventProcessor {
         {
             age = max(0, (wallNow.milliseconds - at.milliseconds) / 1000)
         }
-        guard age <= Int64(state.idleTTL) else { return true }
-        let (entry, _) = state.touch(CheckoutStateTable.key(checkoutID), now: now &- UInt32(age))
-        if kind == .complete, !state.flags(entry).contains(.completed) {
+        // Every envelope touches its checkout at the time it was received (never earlier than the
+        // one before: a wall clock stepped back must not open a gap), so a checkout idle longer
+        // than the TTL between two envelopes is reset just as it was live, and ``finishRestore(now:)``
+        // forgets those idle too long before the restart.
+        var at = now &- UInt32(clamping: age)
+        if let last = restoreClock, Int32(bitPattern: at &- last) < 0 { at = last }
+        restoreClock = at
+        let (entry, _) = state.touch(CheckoutStateTable.key(checkoutID), now: at)
+        // A complete leaves its key behind (a repeat carries the same one); a fail published after
+        // a complete carries it too, should the complete be older than the replayed records.
+        if kind == .complete || (kind == .fail && doc.member(doc.root, "after_complete").map { doc.kind($0) == .true } == true) {
             let key = doc.member(doc.root, "idempotency_key").flatMap { doc.string($0) } ?? checkoutID
-            state.setCompleteKey(key, entry)
+            if state.completeKey(entry) != key { state.setCompleteKey(key, entry) }
         }
         if kind != .fail, let s = doc.member(doc.root, "checkout"), doc.kind(s) != .null {
             let h = CanonicalHash.hash(doc, s)
             if options.keepBuyerData { state.setSnapshotHash(h, entry) } else { state.setRedactedSnapshotHash(h, entry) }
         }
         return true
+    }
+
+    /// Ends a restore: forgets checkouts idle longer than the TTL at `now`, and zeroes the table's
+    /// eviction and expiry counts (they count live operation, not the replay).
+    public func finishRestore(now: UInt32) {
+        state.expire(now: now)
+        state.clearCounts()
+        restoreClock = nil
     }
 
     /// The canonical hash of `snapshot` as published with buyer data redacted: the slow path, taken

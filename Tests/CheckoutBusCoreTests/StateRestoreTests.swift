@@ -27,6 +27,7 @@ struct StateRestoreTests {
             }
             #expect(ok)
         }
+        p.finishRestore(now: now)
         return p
     }
 
@@ -128,6 +129,62 @@ struct StateRestoreTests {
         #expect(c.state.count == 1)
         c.tick(now: 2_025)
         #expect(c.state.count == 0)
+    }
+
+    @Test("a checkout kept alive by later envelopes stays completed, though its complete is older than the TTL")
+    func oldCompleteKeptByLaterEvents() {
+        var options = EventProcessor.Options()
+        options.checkoutTTLSeconds = 30
+        let a = EventProcessor(options: options)
+        let done = a.feed(#"{"event":"onComplete","checkout":{"id":"ck-6","status":"completed"}}"#, now: 1_000)
+        let dismissed = a.feed(#"{"event":"onDismiss","checkout":{"id":"ck-6"}}"#,
+                               receivedAt: fixedReceivedAt + 20_000, now: 1_020)
+        // Restarted 35 s after the complete, 15 s after the dismiss: live, and completed.
+        let b = Self.restored([done, dismissed], options: options, wallNow: Timestamp(milliseconds: fixedReceivedAt + 35_000))
+        #expect(b.state.count == 1)
+        let again = b.feed(#"{"event":"onComplete","checkout":{"id":"ck-6","status":"completed","order":{"id":"O-6"}}}"#, now: 2_001)
+        #expect(again["repeat"] == true)
+        #expect(again["idempotency_key"] == "ck-6")
+        #expect(b.counters.publishedByKind[Int(LifecycleKind.complete.rawValue)] == 1)
+        #expect(b.state.expired == 0 && b.state.evicted == 0)
+    }
+
+    @Test("a checkout idle past the TTL between two envelopes starts afresh, as it did live")
+    func gapPastTTLResets() {
+        var options = EventProcessor.Options()
+        options.checkoutTTLSeconds = 30
+        let a = EventProcessor(options: options)
+        let done = a.feed(#"{"event":"onComplete","checkout":{"id":"ck-4","status":"completed"}}"#, now: 1_000)
+        let started = a.feed(#"{"event":"onStart","checkout":{"id":"ck-4","status":"open"}}"#,
+                             receivedAt: fixedReceivedAt + 40_000, now: 1_040)
+        let b = Self.restored([done, started], options: options, wallNow: Timestamp(milliseconds: fixedReceivedAt + 45_000))
+        let complete = b.feed(#"{"event":"onComplete","checkout":{"id":"ck-4","status":"completed","order":{"id":"O-4"}}}"#, now: 2_001)
+        #expect(complete["repeat"] == false)
+        #expect(complete["idempotency_key"] == "O-4")
+    }
+
+    @Test("the key restored is the last complete's; a fail after a complete restores completion on its own")
+    func lastKeyAndFailAfterComplete() {
+        let a = EventProcessor()
+        #expect(a.feed(#"{"event":"onComplete","checkout":{"id":"ck-3","status":"completed","order":{"id":"O-3"}}}"#).outcome
+            == .published(.complete))
+        let failed = a.feed(#"{"event":"onFail","checkout":{"id":"ck-3"},"error":{"code":"payment_failed"}}"#)
+        #expect(failed["after_complete"] == true)
+        #expect(failed["idempotency_key"] == "O-3")
+        // Only the fail is within the replayed records.
+        let b = Self.restored([failed])
+        let again = b.feed(#"{"event":"onComplete","checkout":{"id":"ck-3","status":"completed"}}"#, now: 2_001)
+        #expect(again["repeat"] == true)
+        #expect(again["idempotency_key"] == "O-3")
+
+        // A checkout evicted live and completed again under a new key: the newer key wins.
+        let c = EventProcessor()
+        let first = c.feed(#"{"event":"onComplete","checkout":{"id":"ck-2","status":"completed","order":{"id":"O-1"}}}"#)
+        let fresh = EventProcessor()
+        let second = fresh.feed(#"{"event":"onComplete","checkout":{"id":"ck-2","status":"completed","order":{"id":"O-2"}}}"#)
+        #expect(second["repeat"] == false)
+        let d = Self.restored([first, second])
+        #expect(d.feed(#"{"event":"onComplete","checkout":{"id":"ck-2","status":"completed"}}"#, now: 2_001)["idempotency_key"] == "O-2")
     }
 
     @Test("what is not a lifecycle envelope is skipped")
