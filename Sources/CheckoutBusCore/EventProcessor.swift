@@ -111,8 +111,13 @@ public final class EventProcessor {
             return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
                               bytes, receivedAt)
         }
+        // A UTF-8 byte order mark (some Windows and .NET producers write one) is not part of the JSON.
+        var json = bytes
+        if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
+            json = UnsafeRawBufferPointer(rebasing: bytes[3...])
+        }
         do {
-            try document.parse(bytes)
+            try document.parse(json)
         } catch {
             return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
                               bytes, receivedAt)

@@ -344,11 +344,26 @@ extension JSONDocument {
     public func identifier(_ t: Int) -> String? {
         switch tokens[t].kind {
         case .string:
-            let s = string(t)
-            return s?.isEmpty == true ? nil : s
+            return JSONDocument.isPlaceholder(raw(t)) ? nil : string(t)
         case .number: return String(decoding: raw(t), as: UTF8.self)
         default: return nil
         }
+    }
+
+    /// Whether a quoted string's raw bytes hold no id: empty, blank, or a JavaScript bridge's
+    /// stringified nothing (`undefined`, `null`, `NaN`; `nil`, `None` from Swift and Python). Such
+    /// an id would merge every checkout that sent it into one.
+    static func isPlaceholder(_ quoted: UnsafeRawBufferPointer) -> Bool {
+        let text = UnsafeRawBufferPointer(rebasing: quoted.dropFirst().dropLast())
+        if text.count > 9 || text.isEmpty || text[0] <= 0x20 {
+            return text.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        }
+        func isWord(_ w: StaticString) -> Bool {
+            guard w.utf8CodeUnitCount == text.count else { return false }
+            for i in 0..<text.count where text[i] | 0x20 != w.utf8Start[i] { return false }
+            return true
+        }
+        return isWord("undefined") || isWord("null") || isWord("nan") || isWord("nil") || isWord("none")
     }
 
     /// An integer value: an integral number, or a string holding one.

@@ -13,10 +13,10 @@ import Darwin
 ///
 /// Not `Sendable`: owns the reusable documents for JSON nested in strings; one per pipeline thread.
 public final class RawEventDecoder {
-    /// Holds a wrapper `payload` that arrived as a JSON string.
-    private let payloadDocument = JSONDocument()
-    /// Holds a bridge `body` that arrived as a JSON string.
-    private let bodyDocument = JSONDocument()
+    /// Documents for JSON that arrived inside strings (a wrapper's `payload`, a bridge's `body`, a
+    /// `data` or `checkout` a bridge serialised): handed out in turn for each message, kept for reuse.
+    private var embeddedDocuments: [JSONDocument] = []
+    private var embeddedUsed = 0
     /// The message's ingest wrapper names the checkout, which overrides any id inside the raw
     /// event: the family decoders then skip reading (and allocating) ids nobody will use.
     private var wrapperNamesCheckout = false
@@ -30,19 +30,25 @@ public final class RawEventDecoder {
         guard doc.kind(root) == .object else {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")
         }
+        embeddedUsed = 0
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
-        if let payload = readWrapper(doc, root, into: &wrapper) {
-            switch doc.kind(payload) {
-            case .object: raw = JSONRef(doc, payload)
+        // A relay may wrap a wrapper: the outer one's fields win, the inner one's fill the gaps.
+        var depth = 0
+        while depth < 3, let payload = readWrapper(raw.doc, raw.token, into: &wrapper) {
+            depth += 1
+            let pd = raw.doc
+            switch pd.kind(payload) {
+            case .object: raw = JSONRef(pd, payload)
             case .string:
-                do { try payloadDocument.parseOwned(doc.unescapedBytes(payload)) } catch {
+                let inner: JSONRef?
+                do { inner = try embedded(pd, payload, always: true) } catch {
                     throw DecodeRejection(.invalidEmbeddedJSON, "payload string is not JSON: \(error.reason.name)")
                 }
-                guard payloadDocument.kind(payloadDocument.root) == .object else {
+                guard let inner, inner.doc.kind(inner.token) == .object else {
                     throw DecodeRejection(.unknownShape, "payload is not an object")
                 }
-                raw = JSONRef(payloadDocument, payloadDocument.root)
+                raw = inner
             default:
                 throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
             }
@@ -71,35 +77,101 @@ public final class RawEventDecoder {
         var occurredAt: JSONRef?
         var platform: String?
         var sdk: String?
+        /// The event name written on the wrapper itself, for a payload that names none.
+        var name: JSONRef?
     }
 
     /// Whether `root` is an ingest wrapper around the raw event: its payload, with its fields read
-    /// into `w` — every member the decision and the fields need found in one pass.
+    /// into `w` where `w` has none yet (an outer wrapper's win) — every member the decision and the
+    /// fields need found in one pass.
+    ///
+    /// `payload` makes a wrapper unless the object is itself a raw event with a payload field (it
+    /// names an event and none of the wrapper's own fields). Without `payload`, an object with
+    /// wrapper fields and no event name of its own wraps its `data` or `body`.
     private func readWrapper(_ doc: JSONDocument, _ root: Int, into w: inout Wrapper) -> Int? {
         var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
+                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
+                    StaticString, StaticString) =
             ("payload", "jsonrpc", "method", "name", "event", "state", "checkout_id", "checkoutId", "sdk", "platform",
-             "event_id", "eventId", "occurred_at", "occurredAt")
+             "event_id", "eventId", "occurred_at", "occurredAt", "type", "callback")
         return withUnsafeBytes(of: &names) { n in
-            doc.members(root, names: n, 14) { m -> Int? in
-                // `payload` alone makes a wrapper unless the object is itself a raw event with a
-                // payload field (it names an event and none of the wrapper's own fields).
-                guard let payload = m.at(0),
-                    (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) == nil
-                        || (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
-                else { return nil }
-                if let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
-                if let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
-                if let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
+            doc.members(root, names: n, 16) { m -> Int? in
+                let named = (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5) ?? m.at(14) ?? m.at(15)) != nil
+                let ownFields = (m.at(6) ?? m.at(7) ?? m.at(8) ?? m.at(9) ?? m.at(10) ?? m.at(11)) != nil
+                guard ownFields || !named else { return nil }
+                guard let payload = m.at(0) ?? (named ? nil : doc.member(root, anyOf: "data", "body")) else { return nil }
+                if w.checkoutID == nil, let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
+                if w.eventID == nil, let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
+                if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
                     w.occurredAt = JSONRef(doc, v)
                 }
-                if let v = m.at(9), let platform = doc.string(v) { w.platform = RawEventDecoder.platformSpelling(platform) }
-                if let v = m.at(8), let sdk = doc.string(v) {
+                if w.platform == nil, let v = m.at(9), let platform = doc.string(v) {
+                    w.platform = RawEventDecoder.platformSpelling(platform)
+                }
+                if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
                     // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
                     w.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
                 }
+                if w.name == nil, named {
+                    for i in [4, 14, 5, 3, 15, 2] {
+                        if let v = m.at(i), doc.kind(v) == .string {
+                            w.name = JSONRef(doc, v)
+                            break
+                        }
+                    }
+                }
                 return payload
             }
+        }
+    }
+
+    /// The object or array JSON-encoded in string `t` — twice at most, as bridges that serialise an
+    /// already serialised value send it — parsed into a spare document. Nil when `t` is not a string,
+    /// or (unless `always`) when its text does not start like an object, an array or a string.
+    /// - Throws: the parse error of a string that does not hold JSON.
+    private func embedded(_ doc: JSONDocument, _ t: Int, always: Bool = false) throws(JSONParseError) -> JSONRef? {
+        guard doc.kind(t) == .string else { return nil }
+        var bytes = doc.unescapedBytes(t)
+        for _ in 0..<2 {
+            if !always {
+                guard let first = bytes.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }),
+                    first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || first == UInt8(ascii: "\"")
+                else { return nil }
+            }
+            if embeddedUsed == embeddedDocuments.count { embeddedDocuments.append(JSONDocument()) }
+            let d = embeddedDocuments[embeddedUsed]
+            embeddedUsed += 1
+            try d.parseOwned(bytes)
+            guard d.kind(d.root) == .string else { return JSONRef(d, d.root) }
+            bytes = d.unescapedBytes(d.root)
+        }
+        return nil
+    }
+
+    /// Whether `t` is a string whose text starts like JSON (`{`, `[`, or an escaped quote), read on
+    /// its raw bytes: an event name is not unescaped just to find it is not JSON.
+    private func looksEmbedded(_ doc: JSONDocument, _ t: Int) -> Bool {
+        guard doc.kind(t) == .string else { return false }
+        for b in doc.raw(t).dropFirst() {
+            switch b {
+            case 0x20, 0x09, 0x0A, 0x0D: continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["), UInt8(ascii: "\\"): return true
+            default: return false
+            }
+        }
+        return false
+    }
+
+    /// The object at `t`, or the object JSON-encoded in the string at `t`; nil for anything else
+    /// (a string that is not JSON included).
+    private func objectValue(_ doc: JSONDocument, _ t: Int?) -> JSONRef? {
+        guard let t else { return nil }
+        switch doc.kind(t) {
+        case .object: return JSONRef(doc, t)
+        case .string:
+            guard let e = try? embedded(doc, t), e.doc.kind(e.token) == .object else { return nil }
+            return e
+        default: return nil
         }
     }
 
@@ -114,10 +186,18 @@ public final class RawEventDecoder {
         if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body") {
             return try decodeSheetBridge(doc, r, name: name, body: body)
         }
-        guard let nameToken = doc.member(r, anyOf: "event", "type", "state", "name", "callback", "method"),
-            let name = doc.string(nameToken)
-        else {
-            throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event` or `state`)")
+        // The first of these that is a string names the event (an `event` object beside a `type`
+        // name is the event's data); else the wrapper's own name.
+        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
+            ("event", "type", "state", "name", "callback", "method")
+        let nameToken = withUnsafeBytes(of: &names) { n in
+            doc.members(r, names: n, 6) { m -> Int? in
+                for i in 0..<6 { if let v = m.at(i), doc.kind(v) == .string { return v } }
+                return nil
+            }
+        }
+        guard let name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
+            throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
         let folded = ErrorCodeNormalizer.fold(name)
         if RawEventDecoder.nonLifecycleNames.contains(folded) {
@@ -143,24 +223,31 @@ public final class RawEventDecoder {
     private func decodeECP(_ doc: JSONDocument, _ r: Int, method m: Int) throws(DecodeRejection) -> DecodedEvent {
         let kind = try ecpKind(doc, r, method: m)
         var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
-        let params = doc.member(r, "params")
-        if let params, doc.kind(params) != .object {
-            throw DecodeRejection(.wrongType, "`params` is not an object")
+        // `params` null is no params (an `ec.error` needs none); a bridge may send it, or the
+        // checkout in it, JSON-encoded in a string.
+        var params = doc.member(r, "params")
+        var pd = doc
+        if let p = params, doc.kind(p) == .null { params = nil }
+        if let p = params, doc.kind(p) != .object {
+            guard let inner = objectValue(doc, p) else { throw DecodeRejection(.wrongType, "`params` is not an object") }
+            (pd, params) = (inner.doc, inner.token)
         }
-        if let params, let checkout = doc.member(params, "checkout") {
-            guard doc.kind(checkout) == .object else { throw DecodeRejection(.wrongType, "`params.checkout` is not an object") }
-            event.snapshot = JSONRef(doc, checkout)
-            readSnapshotIDs(doc, checkout, into: &event)
+        if let params, let checkout = pd.member(params, "checkout"), pd.kind(checkout) != .null || kind != .fail {
+            guard let c = objectValue(pd, checkout) else {
+                throw DecodeRejection(.wrongType, "`params.checkout` is not an object")
+            }
+            event.snapshot = c
+            readSnapshotIDs(c.doc, c.token, into: &event)
         } else if kind != .fail {
             throw DecodeRejection(.wrongType, "`\(doc.string(m) ?? "")` carries no `params.checkout` snapshot")
         }
         if let params {
-            if needsCheckoutID(event), let v = doc.member(params, anyOf: "checkout_id", "checkoutId") {
-                event.checkoutID = doc.identifier(v)
+            if needsCheckoutID(event), let v = pd.member(params, anyOf: "checkout_id", "checkoutId") {
+                event.checkoutID = pd.identifier(v)
             }
         }
         if kind == .fail {
-            event.error = ecpError(doc, params)
+            event.error = ecpError(pd, params)
         }
         return event
     }
@@ -265,10 +352,12 @@ public final class RawEventDecoder {
             if bytes.isEmpty && kind == .dismiss {
                 bodyRef = JSONRef(doc, r)
             } else {
-                do { try bodyDocument.parseOwned(bytes) } catch {
+                let inner: JSONRef?
+                do { inner = try embedded(doc, body, always: true) } catch {
                     throw DecodeRejection(.invalidEmbeddedJSON, "`body` string is not JSON: \(error.reason.name)")
                 }
-                bodyRef = JSONRef(bodyDocument, bodyDocument.root)
+                guard let inner else { throw DecodeRejection(.wrongType, "`body` holds a string, not an object or array") }
+                bodyRef = inner
             }
         }
         var event = DecodedEvent(kind: kind, format: .sheetBridge, sdk: "shopify")
@@ -304,31 +393,42 @@ public final class RawEventDecoder {
     private func decodeCallback(_ doc: JSONDocument, _ r: Int, kind: LifecycleKind, name: String) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .callback, sdk: "shopify")
         event.platform = RawEventDecoder.platform(forCallback: name)
-        let holder = doc.object(r, "data") ?? doc.object(r, "detail") ?? doc.object(r, "event") ?? r
-        if let c = doc.object(holder, "checkout") ?? doc.object(r, "checkout") {
-            event.snapshot = JSONRef(doc, c)
-            readSnapshotIDs(doc, c, into: &event)
+        let h = holder(doc, r)
+        let hd = h.doc
+        let atTop = hd === doc && h.token == r
+        var snapshot = objectValue(hd, hd.member(h.token, "checkout"))
+        if snapshot == nil && !atTop { snapshot = objectValue(doc, doc.member(r, "checkout")) }
+        if let c = snapshot {
+            event.snapshot = c
+            readSnapshotIDs(c.doc, c.token, into: &event)
         } else if kind == .complete || kind == .start || kind == .update,
-            doc.object(holder, "orderDetails") != nil || doc.object(holder, "order_details") != nil
+            hd.object(h.token, "orderDetails") != nil || hd.object(h.token, "order_details") != nil
         {
-            event.snapshot = JSONRef(doc, holder)
-            readSnapshotIDs(doc, holder, into: &event)
+            event.snapshot = h
+            readSnapshotIDs(hd, h.token, into: &event)
         }
         if kind == .fail {
-            event.error = failureError(doc, object: doc.object(holder, "error") ?? doc.object(r, "error"), fields: holder,
-                                       orStringIn: r, terminal: true)
+            if let e = hd.object(h.token, "error") {
+                event.error = failureError(hd, object: e, fields: h.token, terminal: true)
+            } else if hd === doc {
+                event.error = failureError(doc, object: doc.object(r, "error"), fields: h.token, orStringIn: r, terminal: true)
+            } else {
+                event.error = failureError(hd, object: nil, fields: h.token, terminal: true)
+            }
         }
         readEventIDs(doc, r, into: &event)
-        if holder != r { readEventIDs(doc, holder, into: &event) }
+        if !atTop { readEventIDs(hd, h.token, into: &event) }
         return event
     }
 
     // MARK: Primer
 
-    private func decodePrimer(_ doc: JSONDocument, _ r: Int, kind: LifecycleKind, name: String) -> DecodedEvent {
+    private func decodePrimer(_ outer: JSONDocument, _ r: Int, kind: LifecycleKind, name: String) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .primer, sdk: "primer")
         event.platform = RawEventDecoder.platform(forPrimer: name)
-        let holder = doc.object(r, "data") ?? r
+        let h = holder(outer, r)
+        let doc = h.doc
+        let holder = h.token
         let checkoutData = doc.object(holder, "checkoutData") ?? doc.object(holder, "checkout_data")
         let payment = doc.object(holder, "paymentResult") ?? doc.object(holder, "payment_result")
             ?? doc.object(holder, "result") ?? checkoutData.flatMap { doc.object($0, "payment") }
@@ -350,12 +450,29 @@ public final class RawEventDecoder {
             event.error = failureError(doc, object: doc.object(holder, "error") ?? doc.object(holder, "primerError"),
                                        fields: holder, terminal: terminal)
         }
-        readEventIDs(doc, r, into: &event)
-        if holder != r { readEventIDs(doc, holder, into: &event) }
+        readEventIDs(outer, r, into: &event)
+        if doc !== outer || holder != r { readEventIDs(doc, holder, into: &event) }
         return event
     }
 
     // MARK: Shared field readers
+
+    /// Where a callback's fields are: the first object (or object in a JSON string) among `data`,
+    /// `detail`, `event`, `payload`, `body`, `arguments` (Flutter's method channel), `args` and
+    /// `params`, else the event itself.
+    private func holder(_ doc: JSONDocument, _ r: Int) -> JSONRef {
+        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
+                    StaticString) = ("data", "detail", "event", "payload", "body", "arguments", "args", "params")
+        let found = withUnsafeBytes(of: &names) { n in
+            doc.members(r, names: n, 8) { m -> Int? in
+                for i in 0..<8 {
+                    if let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) { return v }
+                }
+                return nil
+            }
+        }
+        return objectValue(doc, found) ?? JSONRef(doc, r)
+    }
 
     /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),
     /// its members found in one pass (``JSONDocument/members(_:_:_:)``).
@@ -426,8 +543,10 @@ public final class RawEventDecoder {
     /// reads as a code (no whitespace, at most 128 bytes) rather than a sentence.
     private func makeError(text: String, terminal: Bool) -> DecodedError {
         let codeLike = text.utf8.count <= 128 && !text.utf8.contains { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
-        return DecodedError(code: ErrorCodeNormalizer.normalize(rawCode: codeLike ? text : nil),
-                            rawCode: codeLike ? text : nil, message: text, httpStatus: nil, terminal: terminal)
+        var code = ErrorCodeNormalizer.normalize(rawCode: codeLike ? text : nil)
+        // A Swift case printed with its values (`cartExpired(message: "…")`) has spaces, yet names a code.
+        if !codeLike, text.utf8.count <= 1024, let c = ErrorCodeNormalizer.enumCase(text) { code = c }
+        return DecodedError(code: code, rawCode: codeLike ? text : nil, message: text, httpStatus: nil, terminal: terminal)
     }
 
     /// Builds a normalised error from any SDK's error object.
@@ -459,22 +578,22 @@ public final class RawEventDecoder {
 
     static let callbackNames: [String: LifecycleKind] = {
         var t: [String: LifecycleKind] = [:]
-        for n in ["checkoutDidStart", "onStart", "onCheckoutStarted", "start", "started", "checkoutStarted"] {
+        for n in ["checkoutDidStart", "onStart", "onCheckoutStarted", "start", "started", "checkoutStarted", "checkoutStart"] {
             t[ErrorCodeNormalizer.fold(n)] = .start
         }
-        for n in ["checkoutDidUpdate", "onUpdate", "onCheckoutUpdated", "update", "updated", "checkoutUpdated"] {
+        for n in ["checkoutDidUpdate", "onUpdate", "onCheckoutUpdated", "update", "updated", "checkoutUpdated", "checkoutUpdate"] {
             t[ErrorCodeNormalizer.fold(n)] = .update
         }
-        for n in ["checkoutDidComplete", "onComplete", "onCheckoutCompleted", "complete", "completed", "checkoutCompleted"] {
+        for n in ["checkoutDidComplete", "onComplete", "onCheckoutCompleted", "complete", "completed", "checkoutCompleted", "checkoutComplete"] {
             t[ErrorCodeNormalizer.fold(n)] = .complete
         }
         for n in ["checkoutDidFail", "checkoutDidFailWithError", "onFail", "onCheckoutFailed", "fail", "failed",
-                  "error", "checkoutFailed", "onError"] {
+                  "error", "checkoutFailed", "onError", "checkoutFail", "checkoutError"] {
             t[ErrorCodeNormalizer.fold(n)] = .fail
         }
         for n in ["checkoutDidDismiss", "onDismiss", "onCheckoutDismissed", "dismiss", "checkoutDismissed",
                   "checkoutDidCancel", "onCheckoutCanceled", "onCheckoutCancelled", "onCancel", "cancel",
-                  "close", "closed", "checkoutClosed"] {
+                  "close", "closed", "checkoutClosed", "checkoutDismiss", "checkoutClose"] {
             t[ErrorCodeNormalizer.fold(n)] = .dismiss
         }
         return t
@@ -513,8 +632,11 @@ public final class RawEventDecoder {
         guard raw.utf8.contains(where: { ($0 >= 0x41 && $0 <= 0x5A) || $0 == 0x20 || $0 == 0x2D || $0 >= 0x80 }) else {
             return raw == "reactnative" ? "react_native" : raw
         }
+        var trimmed = Substring(raw)
+        while trimmed.first?.isWhitespace == true { trimmed.removeFirst() }
+        while trimmed.last?.isWhitespace == true { trimmed.removeLast() }
         var folded = ""
-        for c in raw.lowercased().unicodeScalars { folded.unicodeScalars.append(c == " " || c == "-" ? "_" : c) }
+        for c in trimmed.lowercased().unicodeScalars { folded.unicodeScalars.append(c == " " || c == "-" ? "_" : c) }
         return folded == "reactnative" ? "react_native" : folded
     }
 

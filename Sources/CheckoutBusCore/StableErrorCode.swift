@@ -131,13 +131,22 @@ public enum ErrorCodeNormalizer {
         return code ?? .unknown
     }
 
-    /// An enum case as a platform prints it (`CheckoutError.cartExpired`): the part after the last
-    /// `.`, when the part before it names an error type (ends in `Error`).
+    /// An enum case as a platform prints it (`CheckoutError.cartExpired`,
+    /// `CheckoutErrorCode.CART_EXPIRED`, `cartExpired(message: "…")`): the part after the last `.`
+    /// when the part before it names an error type (ends in `Error` or `ErrorCode`), without the
+    /// associated values a Swift case prints in parentheses.
     static func enumCase(_ raw: String) -> StableErrorCode? {
-        guard let dot = raw.utf8.lastIndex(of: UInt8(ascii: ".")) else { return nil }
-        let type = raw[..<dot]
-        guard type.utf8.count >= 5, type.utf8.suffix(5).elementsEqual("Error".utf8) else { return nil }
-        let last = fold(String(raw[raw.index(after: dot)...]))
+        var text = Substring(raw)
+        // A Swift case printed with its associated values: `cartExpired(message: "…")`.
+        if text.last == ")", let paren = text.firstIndex(of: "(") { text = text[..<paren] }
+        if let dot = text.lastIndex(of: ".") {
+            let type = text[..<dot]
+            guard type.hasSuffix("Error") || type.hasSuffix("ErrorCode") else { return nil }
+            text = text[text.index(after: dot)...]
+        } else if text.count == raw.count {
+            return nil
+        }
+        let last = fold(String(text))
         return last.isEmpty ? nil : table[last]
     }
 

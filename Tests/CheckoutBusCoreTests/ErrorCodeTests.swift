@@ -147,4 +147,23 @@ struct ErrorCodeTests {
         #expect(out["error.raw_code"] == "410")
         #expect(out["error.http_status"] == 410)
     }
+
+    @Test("enum cases as Kotlin and Swift print them map to their code", arguments: [
+        #"{"code":"CheckoutErrorCode.CART_EXPIRED","message":"Cart expired"}"#,
+        #"{"code":"ShopifyCheckoutKit.CheckoutErrorCode.cartExpired"}"#,
+        #""cartExpired(message: \"Cart expired\")""#,
+        #"{"code":"CheckoutError.cartExpired(message: \"x\")"}"#,
+    ])
+    func printedEnumCases(_ error: String) {
+        let out = EventProcessor().feed(#"{"event":"onFail","checkout_id":"ck-1","error":"# + error + "}")
+        #expect(out["error.code"] == "cart_expired", "\(out.text)")
+    }
+
+    @Test("a printed case of a type that names no error is not read as one")
+    func notEnumCases() {
+        for code in ["Checkout.cartExpired", "Shipping.cart_expired_notice", "Cart.expired(x)"] {
+            let out = EventProcessor().feed(#"{"event":"onFail","checkout_id":"ck-1","error":{"code":"# + jsonStringLiteral(code) + "}}")
+            #expect(out["error.code"] == "unknown", "\(code)")
+        }
+    }
 }
