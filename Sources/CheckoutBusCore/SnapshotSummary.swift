@@ -1,9 +1,19 @@
 /// What analytics needs from any SDK's snapshot, in one shape (`summary` in the envelope).
 ///
-/// Amounts are integer minor units. Checkout Kit v4 snapshots already carry integers (minor units);
-/// `MoneyV2`-style `{"amount":"12.34","currencyCode":"USD"}` values and decimal strings are major
-/// units and are scaled by the currency's exponent (0 for JPY and the like, 3 for BHD and the
-/// like, 2 otherwise). `Sendable`.
+/// Amounts are integer minor units. Which unit an amount was *sent* in is decided by the schema it
+/// belongs to, never by its JSON type (a producer's `2500.0` or `"2500"` means what `2500` means):
+///
+/// - Minor units: Checkout Kit v4 / Embedded Checkout Protocol `totals` (`[{"type","amount"}]`, or
+///   the same names in an object) and a Primer payment's `amount`.
+/// - Major units, scaled by the currency's exponent (0 for JPY and the like, 3 for KWD and the
+///   like, 2 otherwise): a Storefront `MoneyV2` object (`amount` beside `currencyCode`) wherever it
+///   appears, and every amount in the older kit's `orderDetails.cart.price`/`cost` and a
+///   Storefront-style `cost` object.
+///
+/// Either unit is read exactly from the number's text, as a JSON number (`2500`, `2500.0`,
+/// `2.5e3`) or a string holding one (`"2500"`); digits below the minor unit round half away from
+/// zero. A value that is not a number (`"abc"`, `true`, an escaped string) leaves the field null.
+/// `Sendable`.
 public struct SnapshotSummary: Sendable, Equatable {
     public var status: String?
     public var currency: String?
@@ -14,6 +24,14 @@ public struct SnapshotSummary: Sendable, Equatable {
     public var orderID: String?
 
     public init() {}
+
+    /// The unit a schema writes its amounts in (see the type's discussion).
+    enum AmountUnit {
+        /// Integer minor units already (v4 `totals`, Primer `amount`).
+        case minor
+        /// Major units to be scaled by the currency's exponent (`MoneyV2`, the older `orderDetails`).
+        case major
+    }
 
     /// Reads a summary from a snapshot (v4 `Checkout`, older `orderDetails`) and/or a Primer payment.
     public static func read(kind: LifecycleKind, snapshot: JSONRef?, payment: JSONRef?, orderID: String?) -> SnapshotSummary {
@@ -27,37 +45,42 @@ public struct SnapshotSummary: Sendable, Equatable {
 
     private mutating func readSnapshot(_ doc: JSONDocument, _ c: Int) {
         var f = Fields(doc, c)
+        var cart: Int?
         if let details = f.orderDetails {
-            if let cart = doc.object(details, "cart") {
-                readLines(doc, cart)
-                if let price = doc.object(cart, "price") ?? doc.object(cart, "cost") {
-                    readMoneyObject(doc, price)
-                }
-            }
+            cart = doc.object(details, "cart")
             f = Fields(doc, details)
         }
+        // The currency first: a major-unit amount is scaled by it.
         if let v = f.status { status = doc.string(v) }
         if let v = f.currency { currency = doc.string(v) ?? currency }
+        if let cart {
+            readLines(doc, cart)
+            if let price = doc.object(cart, "price") ?? doc.object(cart, "cost") {
+                readMoneyObject(doc, price, .major)
+            }
+        }
         if let lines = f.lines { readLineArray(doc, lines) }
         if let totals = f.totals {
             switch doc.kind(totals) {
             case .array:
                 doc.forEachElement(totals) { e in
                     guard let type = doc.member(e, "type"), let amount = doc.member(e, "amount") else { return }
-                    if doc.stringEquals(type, "total") {
-                        total = minorUnits(doc, amount, integersAreMinor: true)
-                    } else if doc.stringEquals(type, "subtotal") {
-                        subtotal = minorUnits(doc, amount, integersAreMinor: true)
-                    }
                     if currency == nil, let cur = doc.member(e, anyOf: "currency", "currencyCode") {
                         currency = doc.string(cur)
                     }
+                    // A v4 entry's amount is minor units even beside a `currencyCode`: the entry is
+                    // not a MoneyV2 object (its `amount` may be one, and is then read as such).
+                    if doc.stringEquals(type, "total") {
+                        total = minorUnits(doc, amount, .minor)
+                    } else if doc.stringEquals(type, "subtotal") {
+                        subtotal = minorUnits(doc, amount, .minor)
+                    }
                 }
-            case .object: readMoneyObject(doc, totals)
+            case .object: readMoneyObject(doc, totals, .minor)
             default: break
             }
         }
-        if let cost = f.cost { readMoneyObject(doc, cost) }
+        if let cost = f.cost { readMoneyObject(doc, cost, .major) }
     }
 
     /// The members of a snapshot (or of its `orderDetails`) a summary reads, found in one pass
@@ -97,13 +120,14 @@ public struct SnapshotSummary: Sendable, Equatable {
         private init() {}
     }
 
-    /// Object of named amounts: `{"total":…,"subtotal":…}` or `totalAmount`/`subtotalAmount`.
-    private mutating func readMoneyObject(_ doc: JSONDocument, _ o: Int) {
+    /// Object of named amounts: `{"total":…,"subtotal":…}` or `totalAmount`/`subtotalAmount`, whose
+    /// bare values are in `unit` (a `MoneyV2` value is major units whatever `unit` says).
+    private mutating func readMoneyObject(_ doc: JSONDocument, _ o: Int, _ unit: AmountUnit) {
         if let v = doc.member(o, anyOf: "total", "totalAmount", "total_amount", "totalPrice") {
-            total = minorUnits(doc, v, integersAreMinor: doc.kind(v) == .number) ?? total
+            total = minorUnits(doc, v, unit) ?? total
         }
         if let v = doc.member(o, anyOf: "subtotal", "subtotalAmount", "subtotal_amount", "subtotalPrice") {
-            subtotal = minorUnits(doc, v, integersAreMinor: doc.kind(v) == .number) ?? subtotal
+            subtotal = minorUnits(doc, v, unit) ?? subtotal
         }
     }
 
@@ -111,14 +135,15 @@ public struct SnapshotSummary: Sendable, Equatable {
         if let lines = doc.member(o, anyOf: "line_items", "lineItems", "lines") { readLineArray(doc, lines) }
     }
 
-    /// Line count and item quantity from `lines`, when it is an array.
+    /// Line count and item quantity from `lines`, when it is an array. A quantity is read like a
+    /// minor-unit amount (``integer(_:_:)``): `2`, `2.0`, `"2"` are 2; one that is not a number adds nothing.
     private mutating func readLineArray(_ doc: JSONDocument, _ lines: Int) {
         guard doc.kind(lines) == .array else { return }
         var n = 0
         var q: Int64 = 0
         doc.forEachElement(lines) { e in
             n += 1
-            if let v = doc.member(e, "quantity"), let qty = doc.int64(v) { q &+= qty }
+            if let v = doc.member(e, "quantity"), let qty = SnapshotSummary.integer(doc, v) { q &+= qty }
         }
         lineCount = n
         itemQuantity = q
@@ -130,30 +155,51 @@ public struct SnapshotSummary: Sendable, Equatable {
             currency = doc.string(v) ?? currency
         }
         if let v = doc.member(p, "amount"), total == nil {
-            total = minorUnits(doc, v, integersAreMinor: true)
+            total = minorUnits(doc, v, .minor)
         }
     }
 
-    /// An amount in minor units: an integer as is (when `integersAreMinor`), a decimal string or
-    /// fractional number scaled by the currency's exponent, or a `MoneyV2` object.
-    private mutating func minorUnits(_ doc: JSONDocument, _ v: Int, integersAreMinor: Bool) -> Int64? {
-        switch doc.kind(v) {
-        case .object:
-            if currency == nil, let cur = doc.member(v, anyOf: "currencyCode", "currency_code", "currency") {
-                currency = doc.string(cur)
-            }
+    /// An amount in minor units, from a value sent in `unit`: a number or numeric string, or a money
+    /// object `{"amount":…}`. A `MoneyV2` object (one with `currencyCode`) is major units whatever
+    /// `unit` says and is scaled by its own currency; another money object (`{"amount","currency"}`)
+    /// is in `unit`. A money object's currency becomes the summary's when it has none yet.
+    private mutating func minorUnits(_ doc: JSONDocument, _ v: Int, _ unit: AmountUnit) -> Int64? {
+        var value = v
+        var unit = unit
+        var ownCurrency: String?
+        if doc.kind(v) == .object {
             guard let a = doc.member(v, "amount") else { return nil }
-            if doc.kind(a) == .number && !doc.tokens[a].flag && integersAreMinor && doc.member(v, "currencyCode") == nil {
-                return doc.int64(a)
+            let code = doc.member(v, "currencyCode")
+            if code != nil { unit = .major }
+            if let cur = code ?? doc.member(v, anyOf: "currency_code", "currency") {
+                ownCurrency = doc.string(cur)
+                if currency == nil { currency = ownCurrency }
             }
-            return SnapshotSummary.scaleDecimal(doc.raw(a), exponent: SnapshotSummary.exponent(currency))
-        case .number:
-            if integersAreMinor && !doc.tokens[v].flag { return doc.int64(v) }
-            return SnapshotSummary.scaleDecimal(doc.raw(v), exponent: SnapshotSummary.exponent(currency))
-        case .string:
-            return SnapshotSummary.scaleDecimal(doc.raw(v), exponent: SnapshotSummary.exponent(currency))
-        default:
-            return nil
+            value = a
+        }
+        switch unit {
+        case .minor:
+            return SnapshotSummary.integer(doc, value)
+        case .major:
+            return SnapshotSummary.decimal(doc, value, exponent: SnapshotSummary.exponent(ownCurrency ?? currency))
+        }
+    }
+
+    /// An integer (minor units, a quantity) from a number or a string holding one, read exactly
+    /// from its text: `2500`, `2500.0`, `2.5e3` and `"2500"` are all 2500; a fraction rounds half
+    /// away from zero (`2500.5` is 2501). Nil for anything else.
+    @inline(__always)
+    static func integer(_ doc: JSONDocument, _ v: Int) -> Int64? {
+        // The usual case, a plain JSON integer, costs what it always did.
+        if doc.kind(v) == .number && !doc.tokens[v].flag { return doc.int64(v) }
+        return decimal(doc, v, exponent: 0)
+    }
+
+    /// A number or a string holding one, scaled by 10^`exponent` (``scaleDecimal(_:exponent:)``).
+    static func decimal(_ doc: JSONDocument, _ v: Int, exponent: Int) -> Int64? {
+        switch doc.kind(v) {
+        case .number, .string: return scaleDecimal(doc.raw(v), exponent: exponent)
+        default: return nil
         }
     }
 
@@ -168,11 +214,15 @@ public struct SnapshotSummary: Sendable, Equatable {
         }
     }
 
-    /// Exact decimal → minor units ("12.345" with exponent 2 rounds half up to 1235); quotes skipped.
+    /// Exact decimal text → integer scaled by 10^`exponent` ("12.345" with exponent 2 rounds half
+    /// up to 1235, away from zero when negative). JSON number syntax, leniently: a leading `-`,
+    /// digits with an optional `.` fraction (`5.` and `.5` pass), an optional `e`/`E` exponent
+    /// (`2.5e3`); surrounding quotes are skipped. Nil for other text, and for a value with more than
+    /// 15 digits before the point once the `e` exponent is applied (before `exponent`).
     static func scaleDecimal(_ r: UnsafeRawBufferPointer, exponent: Int) -> Int64? {
         var i = 0
         var end = r.count
-        if end >= 2 && r[0] == UInt8(ascii: "\"") {
+        if end >= 2 && r[0] == UInt8(ascii: "\"") && r[end - 1] == UInt8(ascii: "\"") {
             i = 1
             end -= 1
         }
@@ -181,40 +231,72 @@ public struct SnapshotSummary: Sendable, Equatable {
             negative = true
             i += 1
         }
-        var whole: Int64 = 0
-        var digits = 0
-        while i < end, r[i] &- UInt8(ascii: "0") < 10 {
-            guard digits < 15 else { return nil }
-            whole = whole * 10 + Int64(r[i] - UInt8(ascii: "0"))
-            digits += 1
-            i += 1
-        }
-        var frac: Int64 = 0
-        var fracDigits = 0
-        var roundUp = false
+        // First the shape: whole digits, fraction digits, exponent.
+        let wholeStart = i
+        while i < end, r[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+        let wholeEnd = i
+        var fracStart = i
         if i < end && r[i] == UInt8(ascii: ".") {
             i += 1
-            while i < end, r[i] &- UInt8(ascii: "0") < 10 {
-                if fracDigits < exponent {
-                    frac = frac * 10 + Int64(r[i] - UInt8(ascii: "0"))
-                    fracDigits += 1
-                } else if fracDigits == exponent {
-                    roundUp = r[i] >= UInt8(ascii: "5")
-                    fracDigits += 1
-                }
+            fracStart = i
+            while i < end, r[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+        }
+        let fracEnd = i
+        guard wholeEnd > wholeStart || fracEnd > fracStart else { return nil }
+        var shift = 0
+        if i < end && (r[i] | 0x20) == UInt8(ascii: "e") {
+            i += 1
+            var shiftNegative = false
+            if i < end && (r[i] == UInt8(ascii: "+") || r[i] == UInt8(ascii: "-")) {
+                shiftNegative = r[i] == UInt8(ascii: "-")
                 i += 1
             }
+            let digits = i
+            while i < end, r[i] &- UInt8(ascii: "0") < 10 {
+                shift = min(shift * 10 + Int(r[i] &- UInt8(ascii: "0")), 100_000)
+                i += 1
+            }
+            guard i > digits else { return nil }
+            if shiftNegative { shift = -shift }
         }
-        guard i == end, digits > 0 || fracDigits > 0 else { return nil }
-        var scale: Int64 = 1
-        for _ in 0..<exponent { scale *= 10 }
-        var used = min(fracDigits, exponent)
-        while used < exponent {
-            frac *= 10
-            used += 1
+        guard i == end else { return nil }
+
+        // Then the value: the significant digits D (whole digits without leading zeros, then the
+        // fraction's), of which the first `keep` make the integer result; the next one rounds.
+        var first = wholeStart
+        while first < wholeEnd && r[first] == UInt8(ascii: "0") { first += 1 }
+        let wholeCount = wholeEnd - first
+        let count = wholeCount + (fracEnd - fracStart)
+        @inline(__always) func digit(_ k: Int) -> Int64 {
+            Int64(r[k < wholeCount ? first + k : fracStart + (k - wholeCount)] &- UInt8(ascii: "0"))
         }
-        var value = whole * scale + frac + (roundUp ? 1 : 0)
-        if negative { value = -value }
-        return value
+        var limit: Int64 = 1
+        for _ in 0..<(15 + max(exponent, 0)) {
+            let (next, overflow) = limit.multipliedReportingOverflow(by: 10)
+            limit = overflow ? Int64.max : next
+        }
+        let keep = wholeCount + shift + exponent
+        var value: Int64 = 0
+        @inline(__always) func append(_ d: Int64) -> Bool {
+            let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times10.addingReportingOverflow(d)
+            guard !o1 && !o2 && sum < limit else { return false }
+            value = sum
+            return true
+        }
+        if keep > 0 {
+            let taken = min(keep, count)
+            for k in 0..<taken {
+                guard append(digit(k)) else { return nil }
+            }
+            // Zeros past the last digit (a whole number, or `e` moving the point right).
+            if value != 0 {
+                for _ in taken..<keep {
+                    guard append(0) else { return nil }
+                }
+            }
+        }
+        if keep >= 0 && keep < count && digit(keep) >= 5 { value += 1 }
+        return negative ? -value : value
     }
 }
