@@ -73,6 +73,8 @@ public final class BusDaemon {
     /// written by the pipeline itself.
     private let writeBehindMinimum = 32
     var journal: Journal!
+    /// Event ids of suppressed updates, for retries across a restart (nil with `--dedupe-window 0`).
+    private var suppressedLog: SuppressedLog?
     private var acks: [PendingAck] = []
     private var ackHead = 0
     var control: ControlService!
@@ -126,6 +128,10 @@ public final class BusDaemon {
         try claimShard()
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
         try restoreState()
+        if configuration.processor.dedupeWindow > 0 {
+            suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, logger: logger)
+        }
+        defer { suppressedLog?.close() }
         control = ControlService(journal: journal, processor: processor)
 
         let context = try ZMQContext(ioThreads: 1)
@@ -205,6 +211,7 @@ public final class BusDaemon {
             if now >= nextHeartbeat && journalFailures == 0 {
                 if try settle(publish) { try sendHeartbeat(publish) }
                 processor.tick(now: BusClock.monotonicSeconds())
+                suppressedLog?.sync()
                 nextHeartbeat = now + heartbeatNanos
                 returnFreedMemoryWhenIdle()
             }
@@ -230,6 +237,7 @@ public final class BusDaemon {
             if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
             if poller.isReadable(ackedIndex) { try drainAcked(acked, limit: batchSize) }
             _ = try commitBatch(publish)
+            suppressedLog?.flush()
             try serve(sides, subscriptions: false)
         }
 
@@ -238,6 +246,7 @@ public final class BusDaemon {
         try? ingest.unbind(bound.ingest)
         try drainIngest(ingest, message, limit: Int.max)
         try drainAcked(acked, limit: Int.max)
+        suppressedLog?.close()
         // A journal that still cannot be written gets five more seconds; what it never took was
         // neither published nor acknowledged.
         var attempts = 0
@@ -283,7 +292,7 @@ public final class BusDaemon {
     private func restoreState() throws {
         let window = UInt64(configuration.processor.dedupeWindow)
         let records = max(window, UInt64(configuration.restoreRecords))
-        guard records > 0, journal.lastSeq > 0 else { return }
+        guard records > 0 else { return }
         let last = journal.lastSeq
         let from = max(journal.firstSeq, last >= records ? last - records + 1 : 1)
         let idsFrom = last >= window ? last - window + 1 : 1
@@ -291,11 +300,23 @@ public final class BusDaemon {
         let wallNow = BusClock.wallClock()
         let now = BusClock.monotonicSeconds()
         let restoreFrom = last >= UInt64(configuration.restoreRecords) ? last - UInt64(configuration.restoreRecords) + 1 : 1
-        var next = from
         var (ids, rebuilt) = (0, 0)
+        // Suppressed updates' ids (not in the journal), each after the record published before it.
+        let suppressed = window > 0 ? SuppressedLog.read(directory: configuration.dataDirectory) : []
+        var nextSuppressed = suppressed.firstIndex { $0.seq + 1 >= idsFrom } ?? suppressed.count
+        func rememberSuppressed(before seq: UInt64) {
+            while nextSuppressed < suppressed.count && suppressed[nextSuppressed].seq < seq {
+                let e = suppressed[nextSuppressed]
+                processor.rememberEventID(e.eventID, checkoutID: e.checkoutID, seq: 0)
+                nextSuppressed += 1
+                ids += 1
+            }
+        }
+        var next = from
         while next <= last {
             let page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
                                         maxExamined: 100_000) { seq, _, envelope in
+                rememberSuppressed(before: seq)
                 let remember = window > 0 && seq >= idsFrom
                 let rebuild = seq >= restoreFrom
                 if processor.restore(envelope: envelope, seq: seq, rememberEventID: remember, rebuildState: rebuild,
@@ -308,6 +329,7 @@ public final class BusDaemon {
             if page.next <= next { break }
             next = page.next
         }
+        rememberSuppressed(before: .max)
         processor.finishRestore(now: now)
         if ids + rebuilt > 0 {
             let ms = (BusClock.monotonicNanoseconds() - started) / 1_000_000
@@ -380,7 +402,11 @@ public final class BusDaemon {
             processor.withOutput { topic, envelope in
                 journal.append(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, envelope: envelope)
             }
-        case .suppressed, .duplicate:
+        case .suppressed:
+            if let log = suppressedLog, let id = processor.lastEventID, let checkout = processor.lastSuppressedCheckoutID {
+                log.append(seq: processor.lastSeq, checkoutID: checkout, eventID: id)
+            }
+        case .duplicate:
             break
         }
     }

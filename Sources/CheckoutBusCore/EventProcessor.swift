@@ -80,6 +80,9 @@ public final class EventProcessor {
     public private(set) var lastOutputKindSeq: UInt64 = 0
     /// The ingest wrapper's `event_id` of the last input that decoded (nil for a dead letter).
     public private(set) var lastEventID: String?
+    /// The checkout of the last suppressed update that had an event id (the daemon keeps such ids
+    /// beside the journal, which holds only what was published).
+    public private(set) var lastSuppressedCheckoutID: String?
 
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
@@ -263,6 +266,7 @@ public final class EventProcessor {
                     // A match on the redacted form keeps this snapshot's own hash from now on.
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     counters.suppressed &+= 1
+                    if event.eventID != nil { lastSuppressedCheckoutID = checkoutID }
                     return .suppressed
                 }
             }

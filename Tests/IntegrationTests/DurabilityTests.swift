@@ -185,6 +185,45 @@ struct DurabilityTests {
         #expect(restarted.stderrText.contains("state rebuilt from the journal"))
     }
 
+    @Test("a retry of a suppressed update after kill -9 is recognised, not published as a stale snapshot; a torn suppressed-id log is cut")
+    func suppressedRetryAfterRestart() throws {
+        let daemon = try DaemonProcess()
+        func event(_ id: String, _ name: String, quantity: Int) -> String {
+            #"{"event_id":"\#(id)","checkout_id":"ck-s","sdk":"shopify","payload":{"event":"\#(name)","checkout":{"id":"ck-s","line_items":[{"id":"l1","quantity":\#(quantity)}]}}}"#
+        }
+        let before = [event("e0", "checkoutDidStart", quantity: 1), event("e1", "checkoutDidUpdate", quantity: 1),
+                      event("e2", "checkoutDidUpdate", quantity: 2)]
+        #expect(try sendBytes(Array((before.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
+                              arguments: ["--acked"]).status == 0)
+        #expect((try ControlClient(daemon.control).stats()["counters"] as? [String: Any])?["suppressed"] as? Int == 1)
+        daemon.kill9()
+        // A torn record after the intact one (a write cut short): ignored and cut off.
+        let log = daemon.dataDirectory.appendingPathComponent("suppressed.log")
+        let handle = try FileHandle(forWritingTo: log)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([0x43, 0x42, 0x53, 0x31, 9, 0]))
+        try handle.close()
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        // The producer never saw its answers and sends everything again, then something new.
+        let again = before + [event("e3", "checkoutDidUpdate", quantity: 2)]
+        let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("again.acks")
+        #expect(try sendBytes(Array((again.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
+                              arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
+        let lines = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
+        #expect(lines == ["1 e0", "- e1", "2 e2", "- e3"])
+        let records = try ControlClient(restarted.control).replayAll()
+        #expect(records.count == 2)
+        let counters = try ControlClient(restarted.control).stats()["counters"] as? [String: Any]
+        #expect(counters?["duplicates"] as? Int == 3)
+        #expect(counters?["suppressed"] as? Int == 1)
+        #expect(restarted.terminate() == 0)
+        // The log holds e1 (before the restart) and e3 (after), the torn bytes gone.
+        let size = try FileManager.default.attributesOfItem(atPath: log.path)[.size] as? Int
+        let e1 = 16 + "ck-s".utf8.count + "e1".utf8.count + 8
+        #expect(size == 2 * e1)
+    }
+
     @Test("a journal with a torn last record recovers: the tear is cut off, everything before it replays")
     func tornTail() throws {
         let daemon = try DaemonProcess()

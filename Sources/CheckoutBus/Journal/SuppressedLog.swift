@@ -1,0 +1,142 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The event ids of suppressed updates, kept beside the journal (which holds only what was
+/// published) so that a producer's retry of one after a restart is still recognised as a retry —
+/// not compared with a snapshot that has moved on since and published as a stale one.
+///
+/// `<data-dir>/suppressed.log`, renamed to `suppressed.log.1` when it passes `rotateBytes` (the
+/// previous `.1` is dropped). Each record: magic `CBS1`, the checkout id's and the event id's
+/// lengths (u16 each), the `seq` last published before the suppression (u64), the two ids, and a
+/// checksum (``JournalFormat/checksum(_:_:)``) over all of it; little-endian. A torn or corrupt
+/// record ends the read. Records are buffered and written by the pipeline once per loop turn (so
+/// they survive `kill -9` before the producer's acknowledgement is sent), and `fdatasync`ed with
+/// each heartbeat: a power loss forgets at most the last second's. Not `Sendable`: the pipeline's.
+final class SuppressedLog {
+    struct Entry: Equatable {
+        var seq: UInt64
+        var checkoutID: String
+        var eventID: String
+    }
+
+    static let magic: UInt32 = 0x3153_4243  // "CBS1" read little-endian
+    static let headerSize = 16
+
+    let path: String
+    private let rotateBytes: Int
+    private var fd: Int32
+    private var size: Int
+    private var buffer: [UInt8] = []
+    private var unsynced = false
+    private let logger: Logger
+
+    init(directory: String, rotateBytes: Int = 16 << 20, logger: Logger) throws {
+        path = directory + "/suppressed.log"
+        self.rotateBytes = rotateBytes
+        self.logger = logger
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        // Records end where the last intact one does: cut a torn tail so new ones follow it.
+        let intact = SuppressedLog.readFile(path).intactBytes
+        var st = stat()
+        size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
+        if intact < size, ftruncate(fd, off_t(intact)) == 0 { size = intact }
+    }
+
+    deinit { close() }
+
+    /// Buffers one record; ids longer than 65,535 bytes are not kept.
+    func append(seq: UInt64, checkoutID: String, eventID: String) {
+        let c = checkoutID.utf8.count
+        let e = eventID.utf8.count
+        guard c <= 0xFFFF, e <= 0xFFFF else { return }
+        let start = buffer.count
+        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { buffer.append(contentsOf: $0) } }
+        put(SuppressedLog.magic)
+        put(UInt16(c))
+        put(UInt16(e))
+        put(seq)
+        buffer.append(contentsOf: checkoutID.utf8)
+        buffer.append(contentsOf: eventID.utf8)
+        let sum = buffer.withUnsafeBytes { JournalFormat.checksum($0.baseAddress! + start, buffer.count - start) }
+        put(sum)
+    }
+
+    /// Writes what is buffered (one `write`), rotating first when the file is full. A failed write
+    /// (a full disk) is logged and its records are dropped: a retry of one is then compared by its
+    /// snapshot, as before this log existed.
+    func flush() {
+        guard !buffer.isEmpty, fd >= 0 else { return }
+        if size + buffer.count > rotateBytes { rotate() }
+        let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n == buffer.count {
+            size += n
+            unsynced = true
+        } else {
+            logger.warning("suppressed-id log write failed; those ids are not remembered across a restart",
+                           ["error": String(cString: strerror(errno)), "records_bytes": String(buffer.count)])
+            if n > 0, ftruncate(fd, off_t(size)) != 0 { size += n }
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// `fdatasync`s what was written since the last call.
+    func sync() {
+        guard unsynced, fd >= 0 else { return }
+        _ = fdatasync(fd)
+        unsynced = false
+    }
+
+    func close() {
+        guard fd >= 0 else { return }
+        flush()
+        sync()
+        _ = Glibc.close(fd)
+        fd = -1
+    }
+
+    private func rotate() {
+        sync()
+        _ = rename(path, path + ".1")
+        let newFD = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC | O_CLOEXEC, 0o644)
+        guard newFD >= 0 else {
+            logger.warning("cannot reopen the suppressed-id log", ["path": path, "error": String(cString: strerror(errno))])
+            return
+        }
+        _ = Glibc.close(fd)
+        fd = newFD
+        size = 0
+    }
+
+    /// The records of `directory`'s log, oldest first (`.1`, then the current file), each file's up
+    /// to its first torn or corrupt record.
+    static func read(directory: String) -> [Entry] {
+        let base = directory + "/suppressed.log"
+        return readFile(base + ".1").entries + readFile(base).entries
+    }
+
+    static func readFile(_ path: String) -> (entries: [Entry], intactBytes: Int) {
+        guard let bytes = (try? AtomicFile.read(path)) ?? nil else { return ([], 0) }
+        var entries: [Entry] = []
+        var offset = 0
+        bytes.withUnsafeBytes { raw in
+            guard let p = raw.baseAddress else { return }
+            while offset + headerSize + 8 <= raw.count {
+                guard JournalFormat.load(p, offset, as: UInt32.self) == magic else { break }
+                let c = Int(JournalFormat.load(p, offset + 4, as: UInt16.self))
+                let e = Int(JournalFormat.load(p, offset + 6, as: UInt16.self))
+                let covered = headerSize + c + e
+                guard offset + covered + 8 <= raw.count,
+                    JournalFormat.load(p, offset + covered, as: UInt64.self) == JournalFormat.checksum(p + offset, covered)
+                else { break }
+                let ids = UnsafeRawBufferPointer(start: p + offset + headerSize, count: c + e)
+                entries.append(Entry(seq: JournalFormat.load(p, offset + 8, as: UInt64.self),
+                                     checkoutID: String(decoding: ids.prefix(c), as: UTF8.self),
+                                     eventID: String(decoding: ids.dropFirst(c), as: UTF8.self)))
+                offset += covered + 8
+            }
+        }
+        return (entries, offset)
+    }
+}
