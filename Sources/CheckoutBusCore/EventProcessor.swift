@@ -129,14 +129,14 @@ public final class EventProcessor {
         do {
             event = try decoder.decode(document)
         } catch {
-            return deadLetter(error.reason, error.detail, bytes, receivedAt)
+            return deadLetter(error.reason, error.detail, bytes, receivedAt, parsed: true)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
         if options.shard.count > 1,
             case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
-                              bytes, receivedAt)
+                              bytes, receivedAt, parsed: true)
         }
         // The state table's and the event-id window's slots for this event are far apart in large
         // tables (a cache miss each): start loading them now and hash the snapshot meanwhile.
@@ -406,9 +406,18 @@ public final class EventProcessor {
         return deadLetter(reason, detail, bytes, receivedAt)
     }
 
+    /// - Parameter parsed: ``document`` holds `bytes` parsed: with buyer data redacted, `raw` is
+    ///   then the input as the redactor rewrites it.
     private func deadLetter(
-        _ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer, _ receivedAt: Timestamp
+        _ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer, _ receivedAt: Timestamp,
+        parsed: Bool = false
     ) -> Outcome {
+        var redacted = false
+        if parsed && !options.keepBuyerData {
+            scratch.reset()
+            BuyerDataRedactor.write(document, document.root, to: &scratch)
+            redacted = scratch.withUnsafeBytes { !$0.elementsEqual(document.bytes) }
+        }
         counters.deadLettered[reason.code, default: 0] &+= 1
         counters.deadLetteredTotal &+= 1
         lastSeq &+= 1
@@ -432,11 +441,16 @@ public final class EventProcessor {
             receivedAt.write(to: &w)
             w.append(",\"size\":")
             w.append(int: bytes.count)
-            let kept = min(bytes.count, options.deadLetterRawLimit)
-            w.append(",\"raw_truncated\":")
-            w.append(bool: kept < bytes.count)
-            w.append(",\"raw\":")
-            w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: bytes[0..<kept]))
+            scratch.withUnsafeBytes { rewritten in
+                let raw = redacted ? rewritten : bytes
+                let kept = min(raw.count, options.deadLetterRawLimit)
+                w.append(",\"raw_truncated\":")
+                w.append(bool: kept < raw.count)
+                w.append(",\"raw_redacted\":")
+                w.append(bool: redacted)
+                w.append(",\"raw\":")
+                w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: raw[0..<kept]))
+            }
             w.append("}")
         }
         return .deadLettered(reason)

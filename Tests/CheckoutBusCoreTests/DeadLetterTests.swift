@@ -81,6 +81,30 @@ struct DeadLetterTests {
         #expect(out["detail"]?.stringValue?.contains("41") == true)
     }
 
+    @Test("with buyer data redacted, a dead letter that parsed carries its raw redacted; one that did not, as received")
+    func rawRedacted() {
+        let text = #"{"event":"checkoutDidExplode","checkout_id":"ck-1","checkout":{"buyer":{"email":"a@example.com"},"id":"ck-1"}}"#
+        let p = EventProcessor()
+        let out = p.feed(text)
+        Self.expectDeadLetter(out, .unknownEvent, size: text.utf8.count)
+        #expect(out["raw_redacted"] == true)
+        #expect(!out.text.contains("a@example.com"))
+        #expect(out["raw"]?.stringValue?.contains(#""buyer":"[redacted]""#) == true)
+        #expect(out["raw"]?.stringValue?.contains(#""event":"checkoutDidExplode""#) == true)
+
+        var full = EventProcessor.Options()
+        full.keepBuyerData = true
+        let kept = EventProcessor(options: full).feed(text)
+        #expect(kept["raw_redacted"] == false)
+        #expect(kept["raw"] == .string(text))
+
+        let broken = #"{"email":"a@example.com","#
+        let unparsed = p.feed(broken)
+        #expect(unparsed.outcome == .deadLettered(.invalidJSON))
+        #expect(unparsed["raw_redacted"] == false)
+        #expect(unparsed["raw"] == .string(broken))
+    }
+
     @Test("raw is cut at deadLetterRawLimit and flagged raw_truncated")
     func rawLimit() {
         var options = EventProcessor.Options()
