@@ -354,13 +354,21 @@ extension JSONDocument {
     /// stringified nothing (`undefined`, `null`, `NaN`; `nil`, `None` from Swift and Python). Such
     /// an id would merge every checkout that sent it into one.
     static func isPlaceholder(_ quoted: UnsafeRawBufferPointer) -> Bool {
-        let text = UnsafeRawBufferPointer(rebasing: quoted.dropFirst().dropLast())
-        if text.count > 9 || text.isEmpty || text[0] <= 0x20 {
-            return text.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        let n = quoted.count &- 2
+        guard n >= 0, let base = quoted.baseAddress else { return true }
+        let p = base.assumingMemoryBound(to: UInt8.self) + 1
+        // The usual id: longer than any placeholder word, starting with a visible character.
+        if n > 9 && p[0] > 0x20 { return false }
+        var blank = true
+        for i in 0..<n where p[i] != 0x20 && p[i] != 0x09 && p[i] != 0x0A && p[i] != 0x0D {
+            blank = false
+            break
         }
+        if blank { return true }
+        guard n <= 9 else { return false }
         func isWord(_ w: StaticString) -> Bool {
-            guard w.utf8CodeUnitCount == text.count else { return false }
-            for i in 0..<text.count where text[i] | 0x20 != w.utf8Start[i] { return false }
+            guard w.utf8CodeUnitCount == n else { return false }
+            for i in 0..<n where p[i] | 0x20 != w.utf8Start[i] { return false }
             return true
         }
         return isWord("undefined") || isWord("null") || isWord("nan") || isWord("nil") || isWord("none")

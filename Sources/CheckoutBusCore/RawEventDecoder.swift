@@ -34,8 +34,12 @@ public final class RawEventDecoder {
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
         // A relay may wrap a wrapper: the outer one's fields win, the inner one's fill the gaps.
+        // (An inner wrapper is looked for only when the payload has a `payload` of its own: the
+        // usual payload, a raw event, costs one member lookup rather than a wrapper's scan.)
         var depth = 0
-        while depth < 3, let payload = readWrapper(raw.doc, raw.token, into: &wrapper) {
+        while depth < 3, depth == 0 || raw.doc.member(raw.token, "payload") != nil,
+            let payload = readWrapper(raw.doc, raw.token, into: &wrapper)
+        {
             depth += 1
             let pd = raw.doc
             switch pd.kind(payload) {
@@ -186,16 +190,32 @@ public final class RawEventDecoder {
         if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body") {
             return try decodeSheetBridge(doc, r, name: name, body: body)
         }
-        // The first of these that is a string names the event (an `event` object beside a `type`
-        // name is the event's data); else the wrapper's own name.
-        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
-            ("event", "type", "state", "name", "callback", "method")
-        let nameToken = withUnsafeBytes(of: &names) { n in
-            doc.members(r, names: n, 6) { m -> Int? in
-                for i in 0..<6 { if let v = m.at(i), doc.kind(v) == .string { return v } }
-                return nil
+        // A callback's name and the member a bridge may have put its fields in, found in one pass.
+        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
+                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
+            ("event", "type", "state", "name", "callback", "method", "body", "data", "detail", "payload",
+             "arguments", "args", "params")
+        let (nameToken, holderToken) = withUnsafeBytes(of: &names) { n in
+            doc.members(r, names: n, 13) { m -> (Int?, Int?) in
+                // The first of these that is a string names the event (an `event` object beside a
+                // `type` name is the event's data).
+                var nameToken: Int?
+                for i in 0..<6 {
+                    if let v = m.at(i), doc.kind(v) == .string {
+                        nameToken = v
+                        break
+                    }
+                }
+                func holder(_ i: Int) -> Int? {
+                    guard let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) else { return nil }
+                    return v
+                }
+                let h = holder(7) ?? holder(8) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10) ?? holder(11)
+                    ?? holder(12)
+                return (nameToken, h)
             }
         }
+        // Else the wrapper's own name.
         guard let name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
@@ -207,13 +227,16 @@ public final class RawEventDecoder {
         let shopifyKind = RawEventDecoder.callbackNames[folded]
         let saysPrimer = wrapper.sdk.map { $0.hasPrefix("primer") } ?? false
         let saysShopify = wrapper.sdk.map { $0.hasPrefix("shopify") } ?? false
-        let looksPrimer = doc.member(r, anyOf: "paymentResult", "checkoutData", "primerError", "payment_result") != nil
-            || (doc.object(r, "error").flatMap { doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") } != nil)
-        if let kind = primerKind, saysPrimer || (!saysShopify && (shopifyKind == nil || looksPrimer)) {
-            return decodePrimer(doc, r, kind: kind, name: name)
+        // Only a name both SDKs use, with no `sdk` to settle it, needs the payload's look.
+        func looksPrimer() -> Bool {
+            doc.member(r, anyOf: "paymentResult", "checkoutData", "primerError", "payment_result") != nil
+                || (doc.object(r, "error").flatMap { doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") } != nil)
+        }
+        if let kind = primerKind, saysPrimer || (!saysShopify && (shopifyKind == nil || looksPrimer())) {
+            return decodePrimer(doc, r, holder: holderToken, kind: kind, name: name)
         }
         if let kind = shopifyKind {
-            return decodeCallback(doc, r, kind: kind, name: name)
+            return decodeCallback(doc, r, holder: holderToken, kind: kind, name: name)
         }
         throw DecodeRejection(.unknownEvent, "unknown event name `\(name)`")
     }
@@ -390,10 +413,12 @@ public final class RawEventDecoder {
 
     // MARK: SDK callback events
 
-    private func decodeCallback(_ doc: JSONDocument, _ r: Int, kind: LifecycleKind, name: String) -> DecodedEvent {
+    /// - Parameter holderToken: where a bridge put the event's fields (``holder(_:_:_:)``).
+    private func decodeCallback(_ doc: JSONDocument, _ r: Int, holder holderToken: Int?, kind: LifecycleKind,
+                                name: String) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .callback, sdk: "shopify")
         event.platform = RawEventDecoder.platform(forCallback: name)
-        let h = holder(doc, r)
+        let h = holder(doc, r, holderToken)
         let hd = h.doc
         let atTop = hd === doc && h.token == r
         var snapshot = objectValue(hd, hd.member(h.token, "checkout"))
@@ -423,10 +448,11 @@ public final class RawEventDecoder {
 
     // MARK: Primer
 
-    private func decodePrimer(_ outer: JSONDocument, _ r: Int, kind: LifecycleKind, name: String) -> DecodedEvent {
+    private func decodePrimer(_ outer: JSONDocument, _ r: Int, holder holderToken: Int?, kind: LifecycleKind,
+                              name: String) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .primer, sdk: "primer")
         event.platform = RawEventDecoder.platform(forPrimer: name)
-        let h = holder(outer, r)
+        let h = holder(outer, r, holderToken)
         let doc = h.doc
         let holder = h.token
         let checkoutData = doc.object(holder, "checkoutData") ?? doc.object(holder, "checkout_data")
@@ -459,19 +485,9 @@ public final class RawEventDecoder {
 
     /// Where a callback's fields are: the first object (or object in a JSON string) among `data`,
     /// `detail`, `event`, `payload`, `body`, `arguments` (Flutter's method channel), `args` and
-    /// `params`, else the event itself.
-    private func holder(_ doc: JSONDocument, _ r: Int) -> JSONRef {
-        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                    StaticString) = ("data", "detail", "event", "payload", "body", "arguments", "args", "params")
-        let found = withUnsafeBytes(of: &names) { n in
-            doc.members(r, names: n, 8) { m -> Int? in
-                for i in 0..<8 {
-                    if let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) { return v }
-                }
-                return nil
-            }
-        }
-        return objectValue(doc, found) ?? JSONRef(doc, r)
+    /// `params` — `token`, as ``decodeRaw(_:wrapper:)`` found it — else the event itself.
+    private func holder(_ doc: JSONDocument, _ r: Int, _ token: Int?) -> JSONRef {
+        objectValue(doc, token) ?? JSONRef(doc, r)
     }
 
     /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),

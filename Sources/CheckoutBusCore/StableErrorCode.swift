@@ -87,17 +87,26 @@ public enum ErrorCodeNormalizer {
 
     /// Folds a spelling to the lookup key: ASCII letters and digits only, lower-cased.
     public static func fold(_ raw: String) -> String {
-        var out = ""
-        out.reserveCapacity(raw.utf8.count)
-        for c in raw.utf8 {
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): out.unicodeScalars.append(Unicode.Scalar(c | 0x20))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                out.unicodeScalars.append(Unicode.Scalar(c))
-            default: break
+        // One string built from a buffer, not one append per character (each a capacity check and
+        // a UTF-8 re-encode): this runs on every event's name.
+        var raw = raw
+        return raw.withUTF8 { src in
+            String(unsafeUninitializedCapacity: src.count) { dst in
+                var n = 0
+                for c in src {
+                    switch c {
+                    case UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                        dst[n] = c | 0x20
+                        n += 1
+                    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                        dst[n] = c
+                        n += 1
+                    default: break
+                    }
+                }
+                return n
             }
         }
-        return out
     }
 
     /// Normalises what a failure event carried.
