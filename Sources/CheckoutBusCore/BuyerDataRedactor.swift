@@ -7,118 +7,295 @@ import Darwin
 /// Writes a JSON value with buyer and payment details replaced by `"[redacted]"`.
 ///
 /// Redacted by default (`--buyer-data redacted`): any member named for buyer identity or contact
-/// (email, phone, names, `buyer`), addresses (billing, shipping, delivery), payment instrument
-/// details (`instruments`, `credential`, `card`, `paymentMethodData`), the cart token, and in the
-/// older `orderDetails`, `details` under `paymentMethods`/`deliveries` and `token` under `cart`.
-/// The key stays so consumers see the field existed; its value, whatever its type, becomes the
-/// string `"[redacted]"`. The list is in `docs/envelope.md`. `Sendable`; pure.
+/// (email, phone, names, `buyer`, IP addresses), addresses and their parts, payment instrument
+/// details (`instruments`, `credential`, `card`, `cardholderName`, `paymentMethodData`, …), the
+/// cart token, and in the older `orderDetails`, `details` under `paymentMethods`/`deliveries` and
+/// `token` under `cart`. The key stays so consumers see the field existed; its value, whatever its
+/// type, becomes the string `"[redacted]"`.
+///
+/// Names are compared *folded*: ASCII letters lower-cased, `_` and `-` removed, so `email`,
+/// `Email` and `EMAIL` all fold to `email`, and `email_address`, `emailAddress` and
+/// `Email-Address` to `emailaddress`. A member is redacted when its folded name is one of ``listedNames``,
+/// or is or ends in one of ``listedEndings`` (`customer_email`, `billingPhone`, `ipAddress`). The
+/// list is in `docs/envelope.md`. `Sendable`; pure.
 public enum BuyerDataRedactor {
-    /// Member names redacted wherever they appear, bucketed by byte length: the reference list.
-    /// The hot path checks names with ``isListed(_:_:)`` behind the prefilter; tests check both
-    /// against this list.
-    static let always: [[[UInt8]]] = bucket([
-        "email", "emailAddress", "email_address", "phone", "phone_number", "phoneNumber", "first_name",
-        "last_name", "firstName", "lastName", "full_name", "fullName", "buyer", "billing_address",
-        "billingAddress", "shipping_address", "shippingAddress", "delivery_address", "deliveryAddress",
-        "address", "addresses", "address1", "address2", "instruments", "instrument", "credential",
-        "credentials", "card", "cardDetails", "card_details", "billing", "cart_token", "cartToken",
-        "paymentMethodData", "payment_method_data", "browser_ip", "ip_address", "customer_ip",
-        "street_address", "extended_address", "postal_code", "postalCode", "zip", "address_locality",
-        "address_region",
-    ])
+    /// Folded names redacted wherever they appear: the reference list. The hot path checks names
+    /// with ``isListed(_:_:)`` behind the prefilter; tests check both against this list.
+    static let listedNames: [String] = [
+        // Buyer identity and contact (names and numbers that end in a listed ending are below).
+        "buyer", "emails", "phones", "phonenumbers", "mobile", "givenname", "middlename", "familyname", "surname",
+        "dateofbirth", "birthdate", "nationaldocumentid",
+        // The buyer's network address (`ipAddress` and the like end in `address`).
+        "ip", "browserip", "clientip", "customerip", "remoteip", "shopperip", "userip",
+        // Addresses and their parts (`billing_address`, `street_address`, … end in `address`).
+        "addresses", "address1", "address2", "addressline1", "addressline2", "addresslocality", "addressregion",
+        "postalcode", "postcode", "zip", "zipcode", "billing",
+        // Payment instruments.
+        "instrument", "instruments", "credential", "credentials", "card", "carddetails", "paymentmethoddata",
+        "cardholder", "cardholdername", "nameoncard", "cardnumber", "cvc", "cvv", "securitycode", "iban",
+        // The cart token (a bearer credential for the cart).
+        "carttoken",
+    ]
 
-    static func bucket(_ names: [String]) -> [[[UInt8]]] {
-        var b = [[[UInt8]]](repeating: [], count: 33)
-        for n in names { b[n.utf8.count].append(Array(n.utf8)) }
-        return b
+    /// Folded endings: a name that is, or ends in, one of these is redacted (`customerEmail`,
+    /// `billing_phone`, `shippingAddress`, `telephoneNumber`, `cardholderFirstName`). Only words
+    /// that name contact data and little else; `emailVerified` or `email_marketing_consent` do not
+    /// end in one and are kept, while a flag that does (`isEmail`) loses its value too.
+    static let listedEndings: [String] = [
+        "email", "address", "phone", "phonenumber", "mobilenumber", "firstname", "lastname", "fullname",
+    ]
+
+    /// Folded names redacted only under a given parent (the older kit's `orderDetails`).
+    static let contextualNames: [String] = ["details", "token"]
+
+    /// Whether `b` is dropped by folding (`_` or `-`).
+    @inline(__always)
+    static func isSeparator(_ b: UInt8) -> Bool { b == UInt8(ascii: "_") || b == UInt8(ascii: "-") }
+
+    /// `b` folded: an ASCII capital lower-cased, any other byte as it is.
+    @inline(__always)
+    static func folded(_ b: UInt8) -> UInt8 { b &- UInt8(ascii: "A") < 26 ? b | 0x20 : b }
+
+    /// Eight bytes with their ASCII capitals lower-cased, all at once (bytes of 0x80 and above are
+    /// left alone: adding to their low seven bits never carries into the next byte).
+    @inline(__always)
+    static func lowerCased(_ w: UInt64) -> UInt64 {
+        let low = w & 0x7F7F_7F7F_7F7F_7F7F
+        let atLeastA = low &+ 0x3F3F_3F3F_3F3F_3F3F  // bit 7 set where the byte is 0x41 ("A") or more
+        let pastZ = low &+ 0x2525_2525_2525_2525  // bit 7 set where it is 0x5B (past "Z") or more
+        let capitals = atLeastA & ~pastZ & ~w & 0x8080_8080_8080_8080
+        return w | (capitals >> 2)
     }
 
-    /// Whether `key` is one of ``always`` (`n` = its length, 3…32): the list unrolled into a
-    /// switch on the length and byte compares, so a check touches no array (no retain, no release).
-    /// A test checks it against the list.
-    static func isListed(_ key: UnsafeRawPointer, _ n: Int) -> Bool {
-        @inline(__always) func eq(_ name: StaticString) -> Bool { memcmp(key, name.utf8Start, n) == 0 }
+    /// Bit 7 set in each byte of `w` that is zero, and nowhere else.
+    @inline(__always)
+    static func zeroBytes(_ w: UInt64) -> UInt64 {
+        ~(((w & 0x7F7F_7F7F_7F7F_7F7F) &+ 0x7F7F_7F7F_7F7F_7F7F) | w | 0x7F7F_7F7F_7F7F_7F7F)
+    }
+
+    /// The `n` bytes (at most 8) at `p` as a word, the first in its lowest byte and the rest zero:
+    /// two loads that may overlap (the overlapping bytes are the same, so or-ing them is harmless),
+    /// instead of a call to copy them.
+    @inline(__always)
+    static func loadWord(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+        if n >= 8 { return UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)) }
+        if n >= 4 {
+            let low = UInt64(UInt32(littleEndian: p.loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
+            return low | high << UInt64((n &- 4) &* 8)
+        }
+        if n >= 2 {
+            let low = UInt64(UInt16(littleEndian: p.loadUnaligned(as: UInt16.self)))
+            let high = UInt64(UInt16(littleEndian: p.loadUnaligned(fromByteOffset: n &- 2, as: UInt16.self)))
+            return low | high << UInt64((n &- 2) &* 8)
+        }
+        return n == 1 ? UInt64(p.load(as: UInt8.self)) : 0
+    }
+
+    /// Folds `key` into `buffer`: 32 zero-filled bytes bound to `UInt64` (four words).
+    ///
+    /// A key of up to 32 bytes is read and lower-cased eight bytes at a time, and closed up over
+    /// its separators only if it has any (from the first one on), so a `camelCase` name costs a
+    /// few word operations. A longer key is folded from its end, byte by byte, so the buffer holds
+    /// the last 32 folded bytes (enough to check the endings).
+    ///
+    /// - Returns: where the folded bytes end in `buffer`, and the folded length, which may exceed
+    ///   the 32 bytes held.
+    static func fold(
+        _ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer
+    ) -> (end: UnsafeRawPointer, count: Int) {
+        let base = buffer.baseAddress!
+        let n = key.count
+        guard n <= buffer.count else {
+            let count = foldTail(key, into: buffer)
+            return (UnsafeRawPointer(base + buffer.count), count)
+        }
+        guard n > 0 else { return (UnsafeRawPointer(base), 0) }
+        let source = key.baseAddress!
+        let words = base.assumingMemoryBound(to: UInt64.self)
+        var firstSeparator = n
+        var i = 0
+        while i < n {
+            let w = loadWord(source + i, min(8, n &- i))
+            // The zero bytes past the key are neither separators nor capitals.
+            let separators = zeroBytes(w ^ 0x5F5F_5F5F_5F5F_5F5F) | zeroBytes(w ^ 0x2D2D_2D2D_2D2D_2D2D)
+            if separators != 0 && firstSeparator == n { firstSeparator = i &+ separators.trailingZeroBitCount >> 3 }
+            words[i >> 3] = lowerCased(w).littleEndian
+            i &+= 8
+        }
+        var j = firstSeparator
+        for i in firstSeparator..<n {
+            let b = base.load(fromByteOffset: i, as: UInt8.self)
+            base.storeBytes(of: b, toByteOffset: j, as: UInt8.self)
+            j &+= isSeparator(b) ? 0 : 1
+        }
+        return (UnsafeRawPointer(base + j), j)
+    }
+
+    /// Folds `key` from its end into `buffer`, so the last folded byte lands at the buffer's end.
+    ///
+    /// - Returns: the folded length; when it exceeds `buffer.count` only the last `buffer.count`
+    ///   folded bytes are written.
+    static func foldTail(_ key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        var i = key.count
+        var j = buffer.count
+        var n = 0
+        while i > 0 {
+            i &-= 1
+            let b = key[i]
+            if isSeparator(b) { continue }
+            n &+= 1
+            if j > 0 {
+                j &-= 1
+                buffer[j] = folded(b)
+            }
+        }
+        return n
+    }
+
+    /// Whether `key`, folded, is exactly `name` (folded already).
+    static func foldedEquals(_ key: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
+        let count = name.utf8CodeUnitCount
+        var j = 0
+        for b in key where !isSeparator(b) {
+            guard j < count && folded(b) == name.utf8Start[j] else { return false }
+            j &+= 1
+        }
+        return j == count
+    }
+
+    /// Whether the folded name at `name` (`n` bytes) is one of ``listedNames``: the list
+    /// unrolled into a switch on the length and byte compares, so a check touches no array (no
+    /// retain, no release). A test checks it against the list.
+    static func isListed(_ name: UnsafeRawPointer, _ n: Int) -> Bool {
+        @inline(__always) func eq(_ listed: StaticString) -> Bool { memcmp(name, listed.utf8Start, n) == 0 }
         switch n {
-        case 3: return eq("zip")
-        case 4: return eq("card")
-        case 5: return eq("email") || eq("phone") || eq("buyer")
-        case 7: return eq("address") || eq("billing")
-        case 8: return eq("lastName") || eq("fullName") || eq("address1") || eq("address2")
-        case 9: return eq("last_name") || eq("firstName") || eq("full_name") || eq("addresses") || eq("cartToken")
+        case 2: return eq("ip")
+        case 3: return eq("zip") || eq("cvc") || eq("cvv")
+        case 4: return eq("card") || eq("iban")
+        case 5: return eq("buyer")
+        case 6: return eq("emails") || eq("phones") || eq("mobile") || eq("userip")
+        case 7: return eq("surname") || eq("zipcode") || eq("billing")
+        case 8: return eq("clientip") || eq("remoteip") || eq("address1") || eq("address2") || eq("postcode")
+        case 9:
+            return eq("givenname") || eq("birthdate") || eq("browserip") || eq("shopperip") || eq("addresses")
+                || eq("carttoken")
         case 10:
-            return eq("first_name") || eq("instrument") || eq("credential") || eq("cart_token") || eq("browser_ip")
-                || eq("ip_address") || eq("postalCode")
-        case 11:
-            return eq("phoneNumber") || eq("instruments") || eq("credentials") || eq("cardDetails")
-                || eq("customer_ip") || eq("postal_code")
-        case 12: return eq("emailAddress") || eq("phone_number") || eq("card_details")
-        case 13: return eq("email_address")
-        case 14: return eq("billingAddress") || eq("street_address") || eq("address_region")
-        case 15: return eq("billing_address") || eq("shippingAddress") || eq("deliveryAddress")
-        case 16:
-            return eq("shipping_address") || eq("delivery_address") || eq("extended_address")
-                || eq("address_locality")
-        case 17: return eq("paymentMethodData")
-        case 19: return eq("payment_method_data")
+            return eq("middlename") || eq("familyname") || eq("customerip") || eq("postalcode") || eq("instrument")
+                || eq("credential") || eq("cardholder") || eq("nameoncard") || eq("cardnumber")
+        case 11: return eq("dateofbirth") || eq("instruments") || eq("credentials") || eq("carddetails")
+        case 12: return eq("phonenumbers") || eq("addressline1") || eq("addressline2") || eq("securitycode")
+        case 13: return eq("addressregion")
+        case 14: return eq("cardholdername")
+        case 15: return eq("addresslocality")
+        case 17: return eq("paymentmethoddata")
+        case 18: return eq("nationaldocumentid")
         default: return false
         }
     }
 
-    /// The prefilter's bit for a name of at least 3 bytes: length and three of its bytes mixed.
-    @inline(__always)
-    static func filterBit(_ key: UnsafeRawBufferPointer) -> Int {
-        let n = key.count
-        let p = key.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        return (n &* 37 &+ Int(p[0]) &* 7 &+ Int(p[n &- 1]) &* 3 &+ Int(p[1])) & 255
-    }
-
-    /// Whether `key` is exactly `name`.
-    @inline(__always)
-    static func equals(_ key: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
-        key.count == name.utf8CodeUnitCount && memcmp(key.baseAddress!, name.utf8Start, key.count) == 0
-    }
-
-    /// A 256-bit prefilter over ``always``: the bit of every listed name is set, so most keys of a
-    /// snapshot (`id`, `quantity`, `amount`, …) are cleared without comparing bytes. A test checks
-    /// that these words match the list.
-    @inline(__always)
-    static func filterWord(_ i: Int) -> UInt64 {
-        switch i {
-        case 0: return 0x2044_2801_0c82_0240
-        case 1: return 0x4040_04a1_0808_8020
-        case 2: return 0x0802_b020_0840_0400
-        default: return 0x0100_0014_2056_0640
+    /// Whether the folded bytes ending at `end` (`n` of them, at least 1) end in one of
+    /// ``listedEndings``. A test checks it against the list.
+    static func hasListedEnding(_ end: UnsafeRawPointer, _ n: Int) -> Bool {
+        @inline(__always) func ends(_ ending: StaticString) -> Bool {
+            let count = ending.utf8CodeUnitCount
+            return n >= count && memcmp(end - count, ending.utf8Start, count) == 0
+        }
+        switch end.load(fromByteOffset: -1, as: UInt8.self) {
+        case UInt8(ascii: "l"): return ends("email")
+        case UInt8(ascii: "s"): return ends("address")
+        case UInt8(ascii: "e"): return ends("phone") || ends("firstname") || ends("lastname") || ends("fullname")
+        case UInt8(ascii: "r"): return ends("phonenumber") || ends("mobilenumber")
+        default: return false
         }
     }
 
-    /// A cheap, inlined pre-check for ``isRedacted(_:parent:)``: false for most keys (the
-    /// prefilter's bit is clear and the key cannot be `details` or `token`), so the full check is
-    /// called only for the few that remain.
+    /// A name's first, second-to-last and last bytes in one word, for the prefilters.
     @inline(__always)
-    static func mayBeRedacted(_ key: UnsafeRawBufferPointer, hasParent: Bool) -> Bool {
+    static func packed(_ first: UInt8, _ penultimate: UInt8, _ last: UInt8) -> UInt64 {
+        UInt64(penultimate) | UInt64(last) << 8 | UInt64(first) << 16
+    }
+
+    /// The name prefilter's bit (0…255): the top byte of a multiplicative hash of ``packed(_:_:_:)``.
+    @inline(__always)
+    static func nameBit(_ packed: UInt64) -> Int { Int(truncatingIfNeeded: (packed &* 0x13BD_4568_471F_C643) >> 56) }
+
+    /// The ending prefilter's bit (0…63): the same kind of hash of the last two bytes alone.
+    @inline(__always)
+    static func endingBit(_ packed: UInt64) -> Int {
+        Int(truncatingIfNeeded: ((packed & 0xFFFF) &* 0x5217_2DAB_7A58_50AF) >> 58)
+    }
+
+    /// A 256-bit prefilter over ``listedNames`` and ``contextualNames``: the ``nameBit(_:)`` of
+    /// every one is set, so most keys of a snapshot (`id`, `quantity`, `amount`, …) are cleared
+    /// without folding them. A test checks that these words match the lists, and that a
+    /// snapshot's common keys miss them.
+    @inline(__always)
+    static func nameFilterWord(_ i: Int) -> UInt64 {
+        switch i {
+        case 0: return 0x0013_E804_1010_2041
+        case 1: return 0x0140_8010_4001_0042
+        case 2: return 0xD850_0012_8001_3000
+        default: return 0x0414_0A00_0400_8000
+        }
+    }
+
+    /// A 64-bit prefilter over ``listedEndings``: the ``endingBit(_:)`` of every one is set.
+    /// A test checks it against the list.
+    @inline(__always)
+    static var endingFilterWord: UInt64 { 0x0000_2000_1404_0040 }
+
+    /// A cheap, inlined pre-check for ``isRedacted(_:parent:)``: false for most keys, so the full
+    /// check (which folds the key) is called only for the few that remain.
+    ///
+    /// Unless a separator stands there, a key's first and last two bytes are its folded name's,
+    /// up to case; `| 0x20` lower-cases them (and leaves the digits and lower-case letters the
+    /// lists are made of alone), so both prefilters read the raw bytes and never clear a listed
+    /// name, however long. A key with a separator in one of those places goes to the full check
+    /// (rare).
+    @inline(__always)
+    static func mayBeRedacted(_ key: UnsafeRawBufferPointer) -> Bool {
         let n = key.count
-        guard n >= 3 && n <= 32 else { return false }
-        let first = key.baseAddress!.load(as: UInt8.self)
-        if hasParent && ((n == 7 && first == UInt8(ascii: "d")) || (n == 5 && first == UInt8(ascii: "t"))) {
+        guard n >= 2 else { return false }
+        let p = key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let first = p[0]
+        let penultimate = p[n &- 2]
+        let last = p[n &- 1]
+        if isSeparator(first) || isSeparator(penultimate) || isSeparator(last) { return true }
+        let bytes = packed(first, penultimate, last) | 0x20_2020
+        if endingFilterWord & (1 << UInt64(endingBit(bytes))) != 0 { return true }
+        let bit = nameBit(bytes)
+        return nameFilterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0
+    }
+
+    /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is
+    /// redacted: its folded name is listed or ends in a listed ending, or it is `details` under
+    /// `paymentMethods`/`deliveries` or `token` under `cart` (each folded too).
+    static func isRedacted(_ key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> Bool {
+        // Most listed names arrive spelled as listed (`buyer`, `instruments`, `billing_address`):
+        // as written, such a name already is, or ends in, its folded form.
+        if let start = key.baseAddress, key.count > 0,
+            isListed(start, key.count) || hasListedEnding(start + key.count, key.count)
+        {
             return true
         }
-        let bit = filterBit(key)
-        return filterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0
-    }
-
-    /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is redacted.
-    static func isRedacted(_ key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> Bool {
-        let n = key.count
-        if n >= 3 && n <= 32 {
-            let bit = filterBit(key)
-            if filterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0 && isListed(key.baseAddress!, n) { return true }
+        // A 32-byte stack buffer for the folded name (its last 32 bytes, if longer).
+        var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        return withUnsafeMutableBytes(of: &buffer) { b in
+            let (end, n) = fold(key, into: b)
+            guard n > 0 else { return false }
+            let kept = min(n, b.count)
+            if n == kept && isListed(end - n, n) { return true }
+            if hasListedEnding(end, kept) { return true }
+            guard let parent else { return false }
+            if n == 7 && memcmp(end - 7, ("details" as StaticString).utf8Start, 7) == 0 {
+                return foldedEquals(parent, "paymentmethods") || foldedEquals(parent, "deliveries")
+            }
+            if n == 5 && memcmp(end - 5, ("token" as StaticString).utf8Start, 5) == 0 {
+                return foldedEquals(parent, "cart")
+            }
+            return false
         }
-        guard let parent else { return false }
-        if n == 7 && equals(key, "details") {
-            return equals(parent, "paymentMethods") || equals(parent, "payment_methods") || equals(parent, "deliveries")
-        }
-        if n == 5 && equals(key, "token") { return equals(parent, "cart") }
-        return false
     }
 
     /// Appends value `t` of `doc` to `out`, redacting as described above.
@@ -203,9 +380,7 @@ public enum BuyerDataRedactor {
         @inline(__always)
         mutating func member(_ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?,
                              to out: inout JSONWriter) {
-            if BuyerDataRedactor.mayBeRedacted(key, hasParent: parent != nil)
-                && BuyerDataRedactor.isRedacted(key, parent: parent)
-            {
+            if BuyerDataRedactor.mayBeRedacted(key) && BuyerDataRedactor.isRedacted(key, parent: parent) {
                 copy(upTo: Int(tokens[v].start), to: &out)
                 out.append("\"[redacted]\"")
                 from = Int(tokens[v].end)

@@ -18,6 +18,8 @@ struct RedactionPathTests {
             #"[{"address1":"a","ok":"keep \"quoted\" \\ text"},{"zip":"12345"},[],{}]"#,
             #"{"a":{"b":{"c":{"first_name":"Ada","last_name":"L","list":[{"card":{"n":"4242"}}]}}}}"#,
             #"{"email":null,"phone":[],"buyer":{},"card":0,"token":"not under cart"}"#,
+            #"{"Email":"a","_card_":{"n":1},"customer_email":"b","aVeryLongPrefixThatGoesOnAndOnCustomerEmail":"c"}"#,
+            #"{"__typename":"X","PaymentMethods":[{"Details":{"x":1}}],"Cart":{"Token":"t"},"e-mail":"d","ip":"e"}"#,
         ]
     }()
 
@@ -82,38 +84,207 @@ struct RedactionPathTests {
         #expect(String(decoding: w.bytes, as: UTF8.self) == #"{"email":"[redacted]","items":[1,2]}"#)
     }
 
-    @Test("the prefilter's constant words have the bit of every listed name set")
-    func prefilterMatchesList() {
-        var words = [UInt64](repeating: 0, count: 4)
-        var names = 0
-        for bucket in BuyerDataRedactor.always {
-            for name in bucket {
-                names += 1
-                let bit = name.withUnsafeBytes { BuyerDataRedactor.filterBit($0) }
-                words[bit >> 6] |= 1 << UInt64(bit & 63)
-            }
+    /// Folds `key` as the redactor does, with `String`: ASCII letters lower-cased, `_` and `-` dropped.
+    static func fold(_ key: [UInt8]) -> [UInt8] {
+        key.compactMap { b in
+            b == UInt8(ascii: "_") || b == UInt8(ascii: "-") ? nil : (b >= 0x41 && b <= 0x5A ? b | 0x20 : b)
         }
-        #expect(names > 40)
-        #expect(words == (0..<4).map { BuyerDataRedactor.filterWord($0) })
     }
 
-    @Test("the unrolled name check accepts exactly the listed names")
-    func unrolledCheckMatchesList() {
-        let listed = Set(BuyerDataRedactor.always.joined())
+    /// The rule written plainly: the folded name is listed, or ends in a listed ending.
+    static func reference(_ key: [UInt8]) -> Bool {
+        let folded = fold(key)
+        return BuyerDataRedactor.listedNames.contains { Array($0.utf8) == folded }
+            || BuyerDataRedactor.listedEndings.contains { ending in
+                folded.count >= ending.utf8.count && folded.suffix(ending.utf8.count).elementsEqual(ending.utf8)
+            }
+    }
+
+    static func isRedacted(_ key: [UInt8], parent: String? = nil) -> Bool {
+        key.withUnsafeBytes { k in
+            guard let parent else { return BuyerDataRedactor.isRedacted(k, parent: nil) }
+            return Array(parent.utf8).withUnsafeBytes { BuyerDataRedactor.isRedacted(k, parent: $0) }
+        }
+    }
+
+    static func mayBeRedacted(_ key: [UInt8]) -> Bool { key.withUnsafeBytes { BuyerDataRedactor.mayBeRedacted($0) } }
+
+    /// Spellings of folded `name` that fold back to it: upper case, capitalised, camel-ish, and
+    /// with separators before, between and after its letters.
+    static func spellings(_ name: String) -> [[UInt8]] {
+        let n = Array(name.utf8)
+        func upper(_ b: UInt8) -> UInt8 { b >= 0x61 && b <= 0x7A ? b & ~0x20 : b }
+        var out: [[UInt8]] = [n, n.map(upper), [upper(n[0])] + n.dropFirst(), n.dropLast() + [upper(n[n.count - 1])]]
+        for i in 1..<n.count {
+            out.append(Array(n[..<i]) + [UInt8(ascii: "_")] + n[i...])
+            out.append(Array(n[..<i]) + [UInt8(ascii: "-")] + [upper(n[i])] + n[(i + 1)...])
+            out.append(Array(n[..<i]) + [upper(n[i])] + n[(i + 1)...])
+        }
+        out.append([UInt8(ascii: "_")] + n)
+        out.append(n + [UInt8(ascii: "_")])
+        out.append(Array("__".utf8) + n.map(upper) + Array("--".utf8))
+        return out
+    }
+
+    @Test("folding agrees with the plain rule for every byte value, at every place in a word, short or long")
+    func foldEveryByte() {
+        for length in [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 40] {
+            for b in 0...255 {
+                for at in Set([0, length / 2, length - 1]) {
+                    var key = (0..<length).map { UInt8(ascii: "a") &+ UInt8($0 % 26) }
+                    key[at] = UInt8(b)
+                    let expected = Self.fold(key)
+                    var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+                    let (folded, count) = key.withUnsafeBytes { k in
+                        withUnsafeMutableBytes(of: &buffer) { out in
+                            let (end, count) = BuyerDataRedactor.fold(k, into: out)
+                            let kept = min(count, 32)
+                            return (Array(UnsafeRawBufferPointer(start: end - kept, count: kept)), count)
+                        }
+                    }
+                    #expect(count == expected.count, "length \(length), byte \(b) at \(at)")
+                    #expect(folded == Array(expected.suffix(32)), "length \(length), byte \(b) at \(at)")
+                }
+            }
+        }
+    }
+
+    @Test("the prefilters' constant words have the bit of every listed name and ending set")
+    func prefilterMatchesList() {
+        var words = [UInt64](repeating: 0, count: 4)
+        for name in BuyerDataRedactor.listedNames + BuyerDataRedactor.contextualNames {
+            let n = Array(name.utf8)
+            let bit = BuyerDataRedactor.nameBit(BuyerDataRedactor.packed(n[0], n[n.count - 2], n[n.count - 1]))
+            words[bit >> 6] |= 1 << UInt64(bit & 63)
+        }
+        var ending: UInt64 = 0
+        for name in BuyerDataRedactor.listedEndings {
+            let n = Array(name.utf8)
+            let bit = BuyerDataRedactor.endingBit(BuyerDataRedactor.packed(n[0], n[n.count - 2], n[n.count - 1]))
+            ending |= 1 << UInt64(bit)
+        }
+        #expect(BuyerDataRedactor.listedNames.count > 40)
+        #expect(words == (0..<4).map { BuyerDataRedactor.nameFilterWord($0) })
+        #expect(ending == BuyerDataRedactor.endingFilterWord)
+    }
+
+    @Test("the lists are folded, and no listed name is also matched by an ending")
+    func listsAreFolded() {
+        let all = BuyerDataRedactor.listedNames + BuyerDataRedactor.listedEndings + BuyerDataRedactor.contextualNames
+        for name in all {
+            #expect(Self.fold(Array(name.utf8)) == Array(name.utf8), "\(name)")
+            #expect(name.utf8.count >= 2 && name.utf8.count <= 32, "\(name)")
+        }
+        #expect(Set(all).count == all.count)
+        for name in BuyerDataRedactor.listedNames {
+            #expect(!BuyerDataRedactor.listedEndings.contains { name.hasSuffix($0) }, "\(name) is already an ending")
+        }
+    }
+
+    @Test("every spelling of a listed name or ending is redacted and passes the prefilter",
+          arguments: BuyerDataRedactor.listedNames + BuyerDataRedactor.listedEndings)
+    func listedSpellings(name: String) {
+        for spelling in Self.spellings(name) {
+            let text = String(decoding: spelling, as: UTF8.self)
+            #expect(Self.isRedacted(spelling), "\(text)")
+            #expect(Self.mayBeRedacted(spelling), "\(text)")
+        }
+    }
+
+    @Test("a name ending in a listed ending is redacted, however long", arguments: BuyerDataRedactor.listedEndings)
+    func endings(ending: String) {
+        let prefixes = ["customer", "billing_", "Contact", "x", "primary-", "buyer", String(repeating: "a", count: 40)]
+        for prefix in prefixes {
+            for spelling in Self.spellings(ending) {
+                let key = Array(prefix.utf8) + spelling
+                let text = String(decoding: key, as: UTF8.self)
+                #expect(Self.isRedacted(key), "\(text)")
+                #expect(Self.mayBeRedacted(key), "\(text)")
+                // Something after the ending makes it another word.
+                let longer = key + Array("Verified".utf8)
+                #expect(Self.isRedacted(longer) == Self.reference(longer), "\(text)Verified")
+            }
+        }
+    }
+
+    @Test("the unrolled checks agree with the plain rule on every one-byte change of a listed name")
+    func unrolledCheckMatchesRule() {
         var checked = 0
-        for name in listed {
-            #expect(name.withUnsafeBytes { BuyerDataRedactor.isListed($0.baseAddress!, $0.count) })
-            // Every one-byte change of a listed name is rejected unless that name is listed too.
-            for i in name.indices {
-                for replacement in [UInt8(ascii: "_"), UInt8(ascii: "x"), name[i] ^ 0x20] where replacement != name[i] {
-                    var other = name
+        var redacted = 0
+        let names = BuyerDataRedactor.listedNames + BuyerDataRedactor.listedEndings + BuyerDataRedactor.contextualNames
+        for name in names {
+            let n = Array(name.utf8)
+            for i in n.indices {
+                for replacement in [UInt8(ascii: "_"), UInt8(ascii: "x"), UInt8(ascii: "1"), n[i] ^ 0x20, n[i] &+ 1]
+                where replacement != n[i] {
+                    var other = n
                     other[i] = replacement
-                    let isListed = other.withUnsafeBytes { BuyerDataRedactor.isListed($0.baseAddress!, $0.count) }
-                    #expect(isListed == listed.contains(other))
+                    let expected = Self.reference(other)
+                    #expect(Self.isRedacted(other) == expected, "\(String(decoding: other, as: UTF8.self))")
+                    if expected {
+                        #expect(Self.mayBeRedacted(other), "\(String(decoding: other, as: UTF8.self))")
+                        redacted += 1
+                    }
                     checked += 1
                 }
             }
         }
-        #expect(checked > 1000)
+        #expect(checked > 2000)
+        #expect(redacted > 300)
+    }
+
+    @Test("kept: names about contact data rather than the data, and ordinary keys",
+          arguments: ["id", "title", "status", "name", "emailVerified", "email_verified", "emailMarketingConsent",
+                      "email_marketing_consent", "phoneVerified", "acceptsMarketing", "customer", "customerId",
+                      "customer_id", "shipping", "cart", "token", "details", "ipCountry", "addressType",
+                      "emailAddressVerified", "cardBrand", "last_digits", "Zone", "currency", "e", "", "__", "_-_"])
+    func kept(key: String) {
+        #expect(!Self.isRedacted(Array(key.utf8)))
+        #expect(!Self.reference(Array(key.utf8)))
+    }
+
+    @Test("a flag whose name ends in a listed ending loses its value too (the lesser harm)")
+    func endingFlags() {
+        #expect(Self.isRedacted(Array("isEmail".utf8)))
+        #expect(Self.isRedacted(Array("requires_phone".utf8)))
+    }
+
+    @Test("a snapshot's common keys are cleared by the prefilter without folding",
+          arguments: ["id", "quantity", "title", "price", "amount", "currency", "line_items", "type", "totals", "item",
+                      "image_url", "status", "messages", "code", "content", "severity", "links", "url", "fulfillment",
+                      "methods", "method", "selected_option_id", "jsonrpc", "params", "checkout", "Id", "Quantity",
+                      "LineItems", "subtotal", "total", "lineItems", "currencyCode", "paymentId", "orderId"])
+    func commonKeysAreCheap(key: String) {
+        #expect(!Self.mayBeRedacted(Array(key.utf8)))
+    }
+
+    @Test("details and token are redacted only under their parents, folded too")
+    func contextual() {
+        for parent in ["paymentMethods", "payment_methods", "PaymentMethods", "deliveries", "Deliveries"] {
+            #expect(Self.isRedacted(Array("details".utf8), parent: parent), "\(parent)")
+            #expect(Self.isRedacted(Array("Details".utf8), parent: parent), "\(parent)")
+        }
+        #expect(Self.isRedacted(Array("token".utf8), parent: "cart"))
+        #expect(Self.isRedacted(Array("Token".utf8), parent: "CART"))
+        for parent in ["lineItems", "links", "paymentMethod", "deliveriesX", "carts"] {
+            #expect(!Self.isRedacted(Array("details".utf8), parent: parent), "\(parent)")
+            #expect(!Self.isRedacted(Array("token".utf8), parent: parent), "\(parent)")
+        }
+        #expect(Self.mayBeRedacted(Array("details".utf8)))
+        #expect(Self.mayBeRedacted(Array("Token".utf8)))
+    }
+
+    @Test("every name the list held before folding is still redacted",
+          arguments: ["email", "emailAddress", "email_address", "phone", "phone_number", "phoneNumber", "first_name",
+                      "last_name", "firstName", "lastName", "full_name", "fullName", "buyer", "billing_address",
+                      "billingAddress", "shipping_address", "shippingAddress", "delivery_address", "deliveryAddress",
+                      "address", "addresses", "address1", "address2", "instruments", "instrument", "credential",
+                      "credentials", "card", "cardDetails", "card_details", "billing", "cart_token", "cartToken",
+                      "paymentMethodData", "payment_method_data", "browser_ip", "ip_address", "customer_ip",
+                      "street_address", "extended_address", "postal_code", "postalCode", "zip", "address_locality",
+                      "address_region"])
+    func formerList(key: String) {
+        #expect(Self.isRedacted(Array(key.utf8)))
+        #expect(Self.mayBeRedacted(Array(key.utf8)))
     }
 }

@@ -177,6 +177,83 @@ struct RedactionTests {
         #expect(out["checkout.fulfillment.methods.0.groups.0.options.0.title"] == "Standard")
     }
 
+    /// Spellings that reached subscribers before names were folded: PascalCase and upper case from
+    /// .NET and other bridges, and names the list did not hold.
+    static let leakedKeys = [
+        "Email", "EMAIL", "PhoneNumber", "LastName", "FirstName", "EmailAddress", "mobile", "mobileNumber",
+        "mobile_number", "cardholderName", "cardholder_name", "nameOnCard", "customer_email", "customerEmail",
+        "buyerEmail", "contactEmail", "contact_email", "billingEmail", "clientIp", "client_ip", "remoteIp",
+        "ipAddress", "IPAddress", "BillingAddress", "default_address", "Phone", "telephone", "zipCode",
+    ]
+
+    @Test("a member named for buyer data in any case or separator spelling is redacted", arguments: leakedKeys)
+    func foldedSpellings(key: String) {
+        let secret = "v-\(key)-4242@example.com"
+        let (k, v) = (jsonStringLiteral(key), jsonStringLiteral(secret))
+        let checkout = #"{"id":"ck-fold","status":"incomplete","currency":"USD",\#(k):\#(v),"nested":{\#(k):{"v":\#(v)}}}"#
+        let out = EventProcessor().feed(Fixture.ecp("ec.buyer.change", checkout: checkout))
+        #expect(out.outcome == .published(.update))
+        #expect(out["checkout.\(key)"] == "[redacted]")
+        #expect(out["checkout.nested.\(key)"] == "[redacted]")
+        #expect(out["checkout.status"] == "incomplete")
+        #expect(!out.text.contains(secret))
+    }
+
+    @Test("a Primer payment's customer keeps no contact detail (mobileNumber beside emailAddress and the names)")
+    func primerCustomer() {
+        let p = EventProcessor()
+        let payload = #"""
+            {"state":"success",
+             "paymentResult":{"paymentId":"pay_7","status":"SUCCESS","amount":1999,"currencyCode":"GBP",
+             "customer":{"customerId":"cus_42","emailAddress":"p@example.com","mobileNumber":"+447700900123",
+                         "firstName":"Pat","lastName":"Primer","nationalDocumentId":"AB123456C"},
+             "cardholderName":"Pat Primer","clientIp":"203.0.113.9"}}
+            """#
+        let out = p.feed(wrap(payload, sdk: "primer"))
+        #expect(out.outcome == .published(.complete))
+        for secret in ["p@example.com", "+447700900123", "Pat", "Primer", "AB123456C", "203.0.113.9"] {
+            #expect(!out.text.contains(secret), "\(secret)")
+        }
+        #expect(out["payment.customer.mobileNumber"] == "[redacted]")
+        #expect(out["payment.customer.emailAddress"] == "[redacted]")
+        #expect(out["payment.cardholderName"] == "[redacted]")
+        #expect(out["payment.clientIp"] == "[redacted]")
+        #expect(out["payment.customer.customerId"] == "cus_42")
+        #expect(out["payment.paymentId"] == "pay_7")
+    }
+
+    @Test("names about contact data, not the data itself, are kept with their values")
+    func keptNeighbours() {
+        let checkout = #"""
+            {"id":"ck-keep","status":"incomplete","currency":"USD","title":"Order","name":"Summer sale",
+             "emailVerified":true,"email_verified":false,"emailMarketingConsent":{"state":"subscribed"},
+             "customer_id":"cus_1","shipping":{"amount":500},"line_items":[{"id":"li_1","quantity":2,"title":"Mug"}]}
+            """#
+        let out = EventProcessor().feed(Fixture.ecp("ec.buyer.change", checkout: checkout))
+        #expect(out.outcome == .published(.update))
+        #expect(out["checkout.id"] == "ck-keep")
+        #expect(out["checkout.title"] == "Order")
+        #expect(out["checkout.name"] == "Summer sale")
+        #expect(out["checkout.emailVerified"] == true)
+        #expect(out["checkout.email_verified"] == false)
+        #expect(out["checkout.emailMarketingConsent.state"] == "subscribed")
+        #expect(out["checkout.customer_id"] == "cus_1")
+        #expect(out["checkout.shipping.amount"] == 500)
+        #expect(out["checkout.line_items.0.title"] == "Mug")
+    }
+
+    @Test("escaped spellings are folded too")
+    func escapedFoldedKeys() {
+        let p = EventProcessor()
+        let out = p.feed(
+            #"{"event":"onUpdate","checkout":{"id":"ck-2","\u0045MAIL":"upper@example.com","#
+                + #""customer\u005femail":"under@example.com","Mobile\u004eumber":"+15550000"}}"#)
+        #expect(out.outcome == .published(.update))
+        #expect(!out.text.contains("upper@example.com"))
+        #expect(!out.text.contains("under@example.com"))
+        #expect(!out.text.contains("+15550000"))
+    }
+
     @Test("BuyerDataRedactor.write copies non-buyer JSON verbatim")
     func writerVerbatim() throws {
         let text = #"{"a":[1,2.50,{"b":"c\n"}],"d":null,"e":true}"#
