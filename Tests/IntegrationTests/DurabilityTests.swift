@@ -257,6 +257,45 @@ struct DurabilityTests {
         #expect(restarted.stderrText.contains("journal recovered"))
     }
 
+    @Test("a corrupt byte with intact records after it: those are set aside, kept in a file, and their seqs never reused")
+    func corruptMiddle() throws {
+        let daemon = try DaemonProcess()
+        let events = distinctEvents(50, run: "mid")
+        #expect(try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
+                              arguments: ["--acked"]).status == 0)
+        daemon.kill9()
+        let journal = daemon.dataDirectory.appendingPathComponent("journal")
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
+            .filter { $0.hasSuffix(".seg") }.sorted().last)
+        let path = journal.appendingPathComponent(segment).path
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        // One flipped byte about two fifths in: a record in the middle fails its checksum.
+        let at = bytes.count * 2 / 5
+        bytes[at] ^= 0x5A
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(restarted.ready["last_seq"] as? Int == 50)
+        let before = try ControlClient(restarted.control).replayAll()
+        let kept = before.map(\.0)
+        #expect(!kept.isEmpty && kept.count < 50)
+        #expect(kept == Array(1...kept.count))
+        // The next event is 51: no subscriber that saw 20…50 is told a different event under one of them.
+        #expect(try sendBytes(Array((distinctEvents(1, run: "after")[0] + "\n").utf8), to: restarted.ingestAcked,
+                              arguments: ["--acked"]).status == 0)
+        let after = try ControlClient(restarted.control).replayAll(from: kept.count + 1)
+        #expect(after.map(\.0) == [51])
+        #expect(after.first?.2["event_id"] as? String == "after-0")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: journal.path).filter { $0.contains(".damaged-at-") }
+        #expect(aside.count == 1)
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("set aside"))
+        // And a second restart keeps it so.
+        let third = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(third.ready["last_seq"] as? Int == 51)
+        #expect(third.terminate() == 0)
+    }
+
     @Test("garbage after the last record is cut off too, and a garbage-only new segment is ignored")
     func garbageTail() throws {
         let daemon = try DaemonProcess()

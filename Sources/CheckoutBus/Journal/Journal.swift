@@ -38,6 +38,8 @@ public final class Journal {
         public var kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         public var segments = 0
         public var truncatedBytes = 0
+        /// Intact records found past damage in the last segment, set aside (their seqs not reused).
+        public var skippedRecords = 0
     }
 
     /// Why a replay was refused.
@@ -203,8 +205,23 @@ public final class Journal {
         let i = segments.count - 1
         fd = open(last.path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw DaemonError("cannot open journal segment \(last.path): \(String(cString: strerror(errno)))") }
+        // Intact records past the damage mean it was no torn append: a corrupt byte, or a hole a
+        // power loss left. Their seqs may have been published, so new events must not take them
+        // again: numbering goes on after the highest, in a new segment, and the cut bytes are
+        // kept beside the segment for inspection.
+        var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
         if intact < last.size {
             recovery.truncatedBytes = last.size - intact
+            beyond = Journal.intactRecords(path: last.path, from: intact, size: last.size)
+            if beyond.count > 0 {
+                let aside = last.path + ".damaged-at-\(intact)"
+                let tail = Journal.readRange(last.path, from: intact, count: last.size - intact)
+                try? AtomicFile.write(tail, to: aside, durable: true)
+                logger.error("journal: a damaged record with intact records after it; they are set aside and their seqs not reused", [
+                    "segment": last.path, "offset": String(intact), "intact_after": String(beyond.count),
+                    "highest_seq_after": String(beyond.maxSeq), "set_aside": aside,
+                ])
+            }
             guard ftruncate(fd, off_t(intact)) == 0 else {
                 throw DaemonError("cannot truncate the torn tail of \(last.path): \(String(cString: strerror(errno)))")
             }
@@ -215,14 +232,70 @@ public final class Journal {
         segments[i].index = index
         segments[i].indexed = true
         recordsSinceIndex = n % indexStride
+        if beyond.count > 0 && beyond.maxSeq > seq {
+            recovery.skippedRecords = beyond.count
+            seq = beyond.maxSeq
+            for k in kindSeqs.indices { kindSeqs[k] = max(kindSeqs[k], beyond.kindSeqs[k]) }
+            Glibc.close(fd)
+            try openNewSegment(firstSeq: seq + 1)
+        }
         writtenSeq = seq
         recovery.lastSeq = seq
         recovery.kindSeqs = kindSeqs
         recovery.segments = segments.count
         if recovery.truncatedBytes > 0 {
             logger.warning("journal recovered", ["last_seq": String(seq), "truncated_bytes": String(recovery.truncatedBytes),
+                                                 "set_aside_records": String(recovery.skippedRecords),
                                                  "segment": last.path])
         }
+    }
+
+    /// The intact records anywhere in `[from, size)` of a segment, found by their magic and
+    /// checksum (after damage, not by walking from record to record): how many, the highest seq,
+    /// and each kind's highest `kind_seq`.
+    static func intactRecords(path: String, from: Int, size: Int)
+        -> (count: Int, maxSeq: UInt64, kindSeqs: [UInt64])
+    {
+        var result = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
+        let bytes = readRange(path, from: from, count: size - from)
+        bytes.withUnsafeBytes { raw in
+            guard let p = raw.baseAddress else { return }
+            var offset = 1  // the damaged record itself does not count
+            while offset + JournalFormat.recordHeaderSize + JournalFormat.checksumSize <= raw.count {
+                if JournalFormat.load(p, offset, as: UInt32.self) == JournalFormat.recordMagic,
+                    let h = JournalFormat.readRecord(p + offset, available: raw.count - offset)
+                {
+                    result.count += 1
+                    result.maxSeq = max(result.maxSeq, h.seq)
+                    result.kindSeqs[Int(h.kind)] = max(result.kindSeqs[Int(h.kind)], h.kindSeq)
+                    offset += h.recordSize
+                } else {
+                    offset += 1
+                }
+            }
+        }
+        return result
+    }
+
+    /// `count` bytes of a file from `from` (fewer at its end or on an error).
+    static func readRange(_ path: String, from: Int, count: Int) -> [UInt8] {
+        let rfd = open(path, O_RDONLY | O_CLOEXEC)
+        guard rfd >= 0, count > 0 else {
+            if rfd >= 0 { Glibc.close(rfd) }
+            return []
+        }
+        defer { Glibc.close(rfd) }
+        var out = [UInt8](repeating: 0, count: count)
+        var got = 0
+        out.withUnsafeMutableBytes { b in
+            while got < count {
+                let r = pread(rfd, b.baseAddress! + got, count - got, off_t(from + got))
+                if r < 0 && errno == EINTR { continue }
+                if r <= 0 { break }
+                got += r
+            }
+        }
+        return Array(out.prefix(got))
     }
 
     /// Reads records of a segment from `from` to `size`, calling `body` with each valid one and
