@@ -314,17 +314,23 @@ public final class BusDaemon {
         }
         var next = from
         while next <= last {
-            let page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
+            let page: (next: UInt64, count: Int)
+            do {
+                page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
                                         maxExamined: 100_000) { seq, _, envelope in
-                rememberSuppressed(before: seq)
-                let remember = window > 0 && seq >= idsFrom
-                let rebuild = seq >= restoreFrom
-                if processor.restore(envelope: envelope, seq: seq, rememberEventID: remember, rebuildState: rebuild,
-                                     wallNow: wallNow, now: now)
-                {
-                    if remember { ids += 1 }
-                    if rebuild { rebuilt += 1 }
+                    rememberSuppressed(before: seq)
+                    let remember = window > 0 && seq >= idsFrom
+                    let rebuild = seq >= restoreFrom
+                    if processor.restore(envelope: envelope, seq: seq, rememberEventID: remember, rebuildState: rebuild,
+                                         wallNow: wallNow, now: now)
+                    {
+                        if remember { ids += 1 }
+                        if rebuild { rebuilt += 1 }
+                    }
                 }
+            } catch Journal.ReplayError.notRetained(let first) where first > next {
+                next = first  // seqs a recovery set aside
+                continue
             }
             if page.next <= next { break }
             next = page.next

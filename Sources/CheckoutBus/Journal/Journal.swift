@@ -652,7 +652,8 @@ public final class Journal {
     /// Calls `body` with each written record from `from` whose topic starts with one of
     /// `prefixes` (all when empty), at most `limit` of them.
     /// - Returns: the seq the next page starts at, and how many records matched.
-    /// - Throws: ``ReplayError/notRetained(firstSeq:)`` when `from` is older than the journal.
+    /// - Throws: ``ReplayError/notRetained(firstSeq:)`` when `from` is older than the journal, or
+    ///   falls in seqs a recovery set aside (`firstSeq` is then where the journal goes on).
     /// - Parameter maxExamined: at most this many records are read, matched or not, so a narrow
     ///   prefix over a long journal takes several short pages rather than one long scan.
     public func read(
@@ -692,7 +693,13 @@ public final class Journal {
             }
             if count >= limit || examined >= maxExamined { break }
             s += 1
-            if s < segments.count && next < segments[s].firstSeq { next = segments[s].firstSeq }
+            if s < segments.count && next < segments[s].firstSeq {
+                // A gap: seqs set aside by a recovery (records past damage). A page ends before it;
+                // a read starting in it is told where the journal goes on, as for seqs no longer
+                // retained, so a reader counts them as lost rather than skipping them unnoticed.
+                if examined == 0 { throw ReplayError.notRetained(firstSeq: segments[s].firstSeq) }
+                break
+            }
         }
         return (next, count)
     }
