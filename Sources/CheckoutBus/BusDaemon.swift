@@ -302,7 +302,8 @@ public final class BusDaemon {
         let restoreFrom = last >= UInt64(configuration.restoreRecords) ? last - UInt64(configuration.restoreRecords) + 1 : 1
         var (ids, rebuilt) = (0, 0)
         // Suppressed updates' ids (not in the journal), each after the record published before it.
-        let suppressed = window > 0 ? SuppressedLog.read(directory: configuration.dataDirectory) : []
+        // (Entries past the journal's end belong to a journal since removed.)
+        let suppressed = window > 0 ? SuppressedLog.read(directory: configuration.dataDirectory).filter { $0.seq <= last } : []
         var nextSuppressed = suppressed.firstIndex { $0.seq + 1 >= idsFrom } ?? suppressed.count
         func rememberSuppressed(before seq: UInt64) {
             while nextSuppressed < suppressed.count && suppressed[nextSuppressed].seq < seq {

@@ -26,9 +26,10 @@ public enum BuyerDataRedactor {
         "buyer", "emails", "phones", "phonenumbers", "mobile", "givenname", "middlename", "familyname", "surname",
         "dateofbirth", "birthdate", "nationaldocumentid",
         // The buyer's network address (`ipAddress` and the like end in `address`).
-        "ip", "browserip", "clientip", "customerip", "remoteip", "shopperip", "userip",
+        "ip", "browserip", "clientip", "customerip", "remoteip", "shopperip", "userip", "buyerip", "deviceip",
         // Addresses and their parts (`billing_address`, `street_address`, … end in `address`).
-        "addresses", "address1", "address2", "addressline1", "addressline2", "addresslocality", "addressregion",
+        "addresses", "address1", "address2", "addressline1", "addressline2", "addresslocality",
+        "addressregion", "street", "street1", "street2",
         "postalcode", "postcode", "zip", "zipcode", "billing",
         // Payment instruments.
         "instrument", "instruments", "credential", "credentials", "card", "carddetails", "paymentmethoddata",
@@ -174,9 +175,11 @@ public enum BuyerDataRedactor {
         case 3: return eq("zip") || eq("cvc") || eq("cvv")
         case 4: return eq("card") || eq("iban")
         case 5: return eq("buyer")
-        case 6: return eq("emails") || eq("phones") || eq("mobile") || eq("userip")
-        case 7: return eq("surname") || eq("zipcode") || eq("billing")
-        case 8: return eq("clientip") || eq("remoteip") || eq("address1") || eq("address2") || eq("postcode")
+        case 6: return eq("emails") || eq("phones") || eq("mobile") || eq("userip") || eq("street")
+        case 7: return eq("surname") || eq("zipcode") || eq("billing") || eq("buyerip") || eq("street1") || eq("street2")
+        case 8:
+            return eq("clientip") || eq("remoteip") || eq("address1") || eq("address2") || eq("postcode")
+                || eq("deviceip")
         case 9:
             return eq("givenname") || eq("birthdate") || eq("browserip") || eq("shopperip") || eq("addresses")
                 || eq("carttoken")
@@ -184,7 +187,8 @@ public enum BuyerDataRedactor {
             return eq("middlename") || eq("familyname") || eq("customerip") || eq("postalcode") || eq("instrument")
                 || eq("credential") || eq("cardholder") || eq("nameoncard") || eq("cardnumber")
         case 11: return eq("dateofbirth") || eq("instruments") || eq("credentials") || eq("carddetails")
-        case 12: return eq("phonenumbers") || eq("addressline1") || eq("addressline2") || eq("securitycode")
+        case 12:
+            return eq("phonenumbers") || eq("addressline1") || eq("addressline2") || eq("securitycode")
         case 13: return eq("addressregion")
         case 14: return eq("cardholdername")
         case 15: return eq("addresslocality")
@@ -233,9 +237,9 @@ public enum BuyerDataRedactor {
     @inline(__always)
     static func nameFilterWord(_ i: Int) -> UInt64 {
         switch i {
-        case 0: return 0x0013_E804_1010_2041
-        case 1: return 0x0140_8010_4001_0042
-        case 2: return 0xD850_0012_8001_3000
+        case 0: return 0x0013_E804_1090_2049
+        case 1: return 0x0140_8010_4201_0042
+        case 2: return 0xDC50_0012_8001_3000
         default: return 0x0414_0A00_0400_8000
         }
     }

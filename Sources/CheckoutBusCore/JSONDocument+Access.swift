@@ -344,7 +344,10 @@ extension JSONDocument {
     public func identifier(_ t: Int) -> String? {
         switch tokens[t].kind {
         case .string:
-            return JSONDocument.isPlaceholder(raw(t)) ? nil : string(t)
+            // An escaped id (rare) is checked as its decoded text.
+            guard tokens[t].flag else { return JSONDocument.isPlaceholder(raw(t)) ? nil : string(t) }
+            guard var s = string(t) else { return nil }
+            return s.withUTF8 { JSONDocument.isPlaceholderText(UnsafeRawBufferPointer($0)) } ? nil : s
         case .number: return String(decoding: raw(t), as: UTF8.self)
         default: return nil
         }
@@ -354,24 +357,34 @@ extension JSONDocument {
     /// stringified nothing (`undefined`, `null`, `NaN`; `nil`, `None` from Swift and Python). Such
     /// an id would merge every checkout that sent it into one.
     static func isPlaceholder(_ quoted: UnsafeRawBufferPointer) -> Bool {
-        let n = quoted.count &- 2
-        guard n >= 0, let base = quoted.baseAddress else { return true }
-        let p = base.assumingMemoryBound(to: UInt8.self) + 1
-        // The usual id: longer than any placeholder word, starting with a visible character.
-        if n > 9 && p[0] > 0x20 { return false }
-        var blank = true
-        for i in 0..<n where p[i] != 0x20 && p[i] != 0x09 && p[i] != 0x0A && p[i] != 0x0D {
-            blank = false
-            break
-        }
-        if blank { return true }
-        guard n <= 9 else { return false }
+        guard quoted.count >= 2, let base = quoted.baseAddress else { return true }
+        return isPlaceholderText(UnsafeRawBufferPointer(start: base + 1, count: quoted.count - 2))
+    }
+
+    /// ``isPlaceholder(_:)`` of an id's text: blank, or one of the words, any case, spaces around.
+    static func isPlaceholderText(_ text: UnsafeRawBufferPointer) -> Bool {
+        guard let base = text.baseAddress else { return true }
+        let p = base.assumingMemoryBound(to: UInt8.self)
+        var n = text.count
+        // The usual id: longer than any placeholder word, no space at either end.
+        if n > 15 && p[0] > 0x20 && p[n - 1] > 0x20 { return false }
+        @inline(__always) func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D }
+        var start = 0
+        while start < n && isSpace(p[start]) { start += 1 }
+        while n > start && isSpace(p[n - 1]) { n -= 1 }
+        let count = n - start
+        if count == 0 { return true }
+        guard count <= 15 else { return false }
         func isWord(_ w: StaticString) -> Bool {
-            guard w.utf8CodeUnitCount == n else { return false }
-            for i in 0..<n where p[i] | 0x20 != w.utf8Start[i] { return false }
+            guard w.utf8CodeUnitCount == count else { return false }
+            for i in 0..<count {
+                let c = p[start + i]
+                if (c >= 0x41 && c <= 0x5A ? c | 0x20 : c) != w.utf8Start[i] { return false }
+            }
             return true
         }
         return isWord("undefined") || isWord("null") || isWord("nan") || isWord("nil") || isWord("none")
+            || isWord("(null)") || isWord("<null>") || isWord("[object object]")
     }
 
     /// An integer value: an integral number, or a string holding one.

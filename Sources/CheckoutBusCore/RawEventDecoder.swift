@@ -100,10 +100,14 @@ public final class RawEventDecoder {
              "event_id", "eventId", "occurred_at", "occurredAt", "type", "callback")
         return withUnsafeBytes(of: &names) { n in
             doc.members(root, names: n, 16) { m -> Int? in
-                let named = (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5) ?? m.at(14) ?? m.at(15)) != nil
-                let ownFields = (m.at(6) ?? m.at(7) ?? m.at(8) ?? m.at(9) ?? m.at(10) ?? m.at(11)) != nil
+                // `type` and `callback` often tag a relay's message rather than name the event: they
+                // do not stop `payload` from making a wrapper (whose name a nameless payload takes).
+                let named = (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) != nil
+                let ownFields = (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
                 guard ownFields || !named else { return nil }
-                guard let payload = m.at(0) ?? (named ? nil : doc.member(root, anyOf: "data", "body")) else { return nil }
+                let anyName = named || (m.at(14) ?? m.at(15)) != nil
+                guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
+                else { return nil }
                 if w.checkoutID == nil, let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
                 if w.eventID == nil, let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
                 if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
@@ -116,7 +120,7 @@ public final class RawEventDecoder {
                     // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
                     w.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
                 }
-                if w.name == nil, named {
+                if w.name == nil, anyName {
                     for i in [4, 14, 5, 3, 15, 2] {
                         if let v = m.at(i), doc.kind(v) == .string {
                             w.name = JSONRef(doc, v)
@@ -146,10 +150,22 @@ public final class RawEventDecoder {
             let d = embeddedDocuments[embeddedUsed]
             embeddedUsed += 1
             try d.parseOwned(bytes)
-            guard d.kind(d.root) == .string else { return JSONRef(d, d.root) }
+            guard d.kind(d.root) == .string, looksEmbedded(d, d.root) else { return JSONRef(d, d.root) }
             bytes = d.unescapedBytes(d.root)
         }
         return nil
+    }
+
+    /// ``objectValue(_:_:)``, except that a string that starts like JSON and is not JSON is a dead
+    /// letter (`invalid_embedded_json`) rather than a snapshot dropped without a word.
+    private func checkedObject(_ doc: JSONDocument, _ t: Int?, _ field: StaticString) throws(DecodeRejection) -> JSONRef? {
+        guard let t, doc.kind(t) == .string, looksEmbedded(doc, t) else { return objectValue(doc, t) }
+        do {
+            guard let e = try embedded(doc, t), e.doc.kind(e.token) == .object else { return nil }
+            return e
+        } catch {
+            throw DecodeRejection(.invalidEmbeddedJSON, "`\(field)` string is not JSON: \(error.reason.name)")
+        }
     }
 
     /// Whether `t` is a string whose text starts like JSON (`{`, `[`, or an escaped quote), read on
@@ -201,7 +217,7 @@ public final class RawEventDecoder {
                 // `type` name is the event's data).
                 var nameToken: Int?
                 for i in 0..<6 {
-                    if let v = m.at(i), doc.kind(v) == .string {
+                    if let v = m.at(i), doc.kind(v) == .string, !looksEmbedded(doc, v) {
                         nameToken = v
                         break
                     }
@@ -216,10 +232,18 @@ public final class RawEventDecoder {
             }
         }
         // Else the wrapper's own name.
-        guard let name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
+        guard var name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
-        let folded = ErrorCodeNormalizer.fold(name)
+        var folded = ErrorCodeNormalizer.fold(name)
+        // A payload's `type` may be its error's kind (`"network"`) under a wrapper that names the
+        // event: a name no table knows gives way to the wrapper's.
+        if nameToken != nil, let w = wrapper.name, let wrapperName = w.doc.string(w.token),
+            !RawEventDecoder.isKnownName(folded)
+        {
+            let f = ErrorCodeNormalizer.fold(wrapperName)
+            if RawEventDecoder.isKnownName(f) { (name, folded) = (wrapperName, f) }
+        }
         if RawEventDecoder.nonLifecycleNames.contains(folded) {
             throw DecodeRejection(.notLifecycle, "`\(name)` is not a lifecycle event")
         }
@@ -228,15 +252,20 @@ public final class RawEventDecoder {
         let saysPrimer = wrapper.sdk.map { $0.hasPrefix("primer") } ?? false
         let saysShopify = wrapper.sdk.map { $0.hasPrefix("shopify") } ?? false
         // Only a name both SDKs use, with no `sdk` to settle it, needs the payload's look.
+        func looksPrimer(_ d: JSONDocument, _ o: Int) -> Bool {
+            d.member(o, anyOf: "paymentResult", "checkoutData", "primerError", "payment_result") != nil
+                || (d.object(o, "error").flatMap { d.member($0, anyOf: "errorId", "diagnosticsId", "error_id") } != nil)
+        }
         func looksPrimer() -> Bool {
-            doc.member(r, anyOf: "paymentResult", "checkoutData", "primerError", "payment_result") != nil
-                || (doc.object(r, "error").flatMap { doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") } != nil)
+            if looksPrimer(doc, r) { return true }
+            guard let h = objectValue(doc, holderToken) else { return false }
+            return looksPrimer(h.doc, h.token)
         }
         if let kind = primerKind, saysPrimer || (!saysShopify && (shopifyKind == nil || looksPrimer())) {
             return decodePrimer(doc, r, holder: holderToken, kind: kind, name: name)
         }
         if let kind = shopifyKind {
-            return decodeCallback(doc, r, holder: holderToken, kind: kind, name: name)
+            return try decodeCallback(doc, r, holder: holderToken, kind: kind, name: name)
         }
         throw DecodeRejection(.unknownEvent, "unknown event name `\(name)`")
     }
@@ -256,7 +285,7 @@ public final class RawEventDecoder {
             (pd, params) = (inner.doc, inner.token)
         }
         if let params, let checkout = pd.member(params, "checkout"), pd.kind(checkout) != .null || kind != .fail {
-            guard let c = objectValue(pd, checkout) else {
+            guard let c = try checkedObject(pd, checkout, "params.checkout") else {
                 throw DecodeRejection(.wrongType, "`params.checkout` is not an object")
             }
             event.snapshot = c
@@ -270,7 +299,7 @@ public final class RawEventDecoder {
             }
         }
         if kind == .fail {
-            event.error = ecpError(pd, params)
+            event.error = ecpError(pd, params, snapshot: event.snapshot)
         }
         return event
     }
@@ -325,23 +354,23 @@ public final class RawEventDecoder {
 
     /// The failure of an `ec.error`: the first `error` message of severity `unrecoverable`, else the
     /// first `error` message, in `params.messages` or the snapshot's `messages`; else `params.error`.
-    private func ecpError(_ doc: JSONDocument, _ params: Int?) -> DecodedError {
-        var chosen: Int?
-        var fallback: Int?
-        var candidates: [Int] = []
-        if let params {
-            if let m = doc.member(params, "messages") { candidates.append(m) }
-            if let c = doc.object(params, "checkout"), let m = doc.member(c, "messages") { candidates.append(m) }
-        }
+    private func ecpError(_ doc: JSONDocument, _ params: Int?, snapshot: JSONRef?) -> DecodedError {
+        var chosen: JSONRef?
+        var fallback: JSONRef?
+        var candidates: [JSONRef] = []
+        if let params, let m = doc.member(params, "messages") { candidates.append(JSONRef(doc, m)) }
+        // The snapshot's messages, also when its checkout came as JSON in a string.
+        if let c = snapshot, let m = c.doc.member(c.token, "messages") { candidates.append(JSONRef(c.doc, m)) }
         for list in candidates where chosen == nil {
-            doc.forEachElement(list) { msg in
-                guard chosen == nil, let t = doc.member(msg, "type"), doc.stringEquals(t, "error") else { return }
-                if fallback == nil { fallback = msg }
-                if let s = doc.member(msg, "severity"), doc.stringEquals(s, "unrecoverable") { chosen = msg }
+            let d = list.doc
+            d.forEachElement(list.token) { msg in
+                guard chosen == nil, let t = d.member(msg, "type"), d.stringEquals(t, "error") else { return }
+                if fallback == nil { fallback = JSONRef(d, msg) }
+                if let s = d.member(msg, "severity"), d.stringEquals(s, "unrecoverable") { chosen = JSONRef(d, msg) }
             }
         }
         if let msg = chosen ?? fallback {
-            return makeError(doc, msg, terminal: true)
+            return makeError(msg.doc, msg.token, terminal: true)
         }
         if let params, let e = doc.object(params, "error") {
             return makeError(doc, e, terminal: true)
@@ -415,14 +444,14 @@ public final class RawEventDecoder {
 
     /// - Parameter holderToken: where a bridge put the event's fields (``holder(_:_:_:)``).
     private func decodeCallback(_ doc: JSONDocument, _ r: Int, holder holderToken: Int?, kind: LifecycleKind,
-                                name: String) -> DecodedEvent {
+                                name: String) throws(DecodeRejection) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .callback, sdk: "shopify")
         event.platform = RawEventDecoder.platform(forCallback: name)
         let h = holder(doc, r, holderToken)
         let hd = h.doc
         let atTop = hd === doc && h.token == r
-        var snapshot = objectValue(hd, hd.member(h.token, "checkout"))
-        if snapshot == nil && !atTop { snapshot = objectValue(doc, doc.member(r, "checkout")) }
+        var snapshot = try checkedObject(hd, hd.member(h.token, "checkout"), "checkout")
+        if snapshot == nil && !atTop { snapshot = try checkedObject(doc, doc.member(r, "checkout"), "checkout") }
         if let c = snapshot {
             event.snapshot = c
             readSnapshotIDs(c.doc, c.token, into: &event)
@@ -437,8 +466,11 @@ public final class RawEventDecoder {
                 event.error = failureError(hd, object: e, fields: h.token, terminal: true)
             } else if hd === doc {
                 event.error = failureError(doc, object: doc.object(r, "error"), fields: h.token, orStringIn: r, terminal: true)
-            } else {
+            } else if hasErrorFields(hd, h.token) || doc.member(r, "error") == nil {
                 event.error = failureError(hd, object: nil, fields: h.token, terminal: true)
+            } else {
+                // The holder was JSON in a string without the error: the event's own `error`.
+                event.error = failureError(doc, object: doc.object(r, "error"), fields: r, orStringIn: r, terminal: true)
             }
         }
         readEventIDs(doc, r, into: &event)
@@ -452,7 +484,10 @@ public final class RawEventDecoder {
                               name: String) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .primer, sdk: "primer")
         event.platform = RawEventDecoder.platform(forPrimer: name)
-        let h = holder(outer, r, holderToken)
+        // Primer's own fields on the event itself win over a bridge's holder.
+        let own = outer.member(r, anyOf: "paymentResult", "payment_result", "checkoutData", "checkout_data", "result",
+                               "payment", "error", "primerError") != nil
+        let h = own ? JSONRef(outer, r) : holder(outer, r, holderToken)
         let doc = h.doc
         let holder = h.token
         let checkoutData = doc.object(holder, "checkoutData") ?? doc.object(holder, "checkout_data")
@@ -644,6 +679,11 @@ public final class RawEventDecoder {
     /// A wrapper's `platform` in the spelling the decoder infers (`ios`, `android`, `react_native`):
     /// lower-cased, spaces and dashes as `_`, and `reactnative` as `react_native`, so analytics
     /// never splits one platform by how a producer capitalised it. Usually already so: returned as is.
+    /// Whether a folded event name is in any table (lifecycle or not).
+    static func isKnownName(_ folded: String) -> Bool {
+        callbackNames[folded] != nil || primerNames[folded] != nil || nonLifecycleNames.contains(folded)
+    }
+
     static func platformSpelling(_ raw: String) -> String {
         guard raw.utf8.contains(where: { ($0 >= 0x41 && $0 <= 0x5A) || $0 == 0x20 || $0 == 0x2D || $0 >= 0x80 }) else {
             return raw == "reactnative" ? "react_native" : raw

@@ -140,10 +140,14 @@ public struct SnapshotSummary: Sendable, Equatable {
     private mutating func readLineArray(_ doc: JSONDocument, _ lines: Int) {
         guard doc.kind(lines) == .array else { return }
         var n = 0
-        var q: Int64 = 0
+        var q: Int64? = 0
         doc.forEachElement(lines) { e in
             n += 1
-            if let v = doc.member(e, "quantity"), let qty = SnapshotSummary.integer(doc, v) { q &+= qty }
+            if let v = doc.member(e, "quantity"), let qty = SnapshotSummary.integer(doc, v), let sum = q {
+                // A sum past 64 bits is no quantity: null rather than a wrapped negative.
+                let (r, overflow) = sum.addingReportingOverflow(qty)
+                q = overflow ? nil : r
+            }
         }
         lineCount = n
         itemQuantity = q

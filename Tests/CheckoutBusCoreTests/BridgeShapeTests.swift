@@ -110,4 +110,91 @@ struct BridgeShapeTests {
         let out = EventProcessor().feed(#"{"checkout_id":"ck-p","platform":" Android ","payload":{"event":"onDismiss"}}"#)
         #expect(out["source.platform"] == "android")
     }
+
+    @Test("a relay's message tagged by `type` still wraps its payload")
+    func relayTaggedByType() {
+        let out = EventProcessor().feed(#"{"type":"checkout/message","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":\#(Self.snapshot)}}}"#)
+        #expect(out.outcome == .published(.complete))
+        #expect(out["idempotency_key"] == "O-b")
+    }
+
+    @Test("a payload's unknown `type` gives way to the wrapper's event name")
+    func wrapperNameWins() {
+        let out = EventProcessor().feed(#"{"event":"checkoutDidFail","checkout_id":"c","payload":{"type":"network","message":"timeout"}}"#)
+        #expect(out.outcome == .published(.fail))
+        #expect(out["error.message"] == "timeout")
+    }
+
+    @Test("an `event` holding JSON text is not taken for the name")
+    func embeddedEventIsNotAName() {
+        let out = EventProcessor().feed(#"{"type":"checkoutDidComplete","event":\#(jsonStringLiteral(#"{"checkout":\#(Self.snapshot)}"#))}"#)
+        #expect(out.outcome == .published(.complete))
+        #expect(out["checkout_id"] == "ck-b")
+    }
+
+    @Test("the event's own error is kept when its holder is JSON text without one")
+    func topLevelErrorKept() {
+        let out = EventProcessor().feed(#"{"event":"checkoutDidFail","checkout_id":"c","error":{"code":"cart_expired"},"data":"{\"reason\":\"x\"}"}"#)
+        #expect(out["error.code"] == "cart_expired")
+    }
+
+    @Test("Primer events under a bridge's holder are Primer's; Primer's own fields beside a holder are kept")
+    func primerInHolders() {
+        let p = EventProcessor()
+        let complete = p.feed(#"{"event":"onCheckoutCompleted","data":{"checkoutData":{"payment":{"id":"pay_f3","orderId":"ord-f3"}}}}"#)
+        #expect(complete.outcome == .published(.complete))
+        #expect(complete["checkout_id"] == "order:ord-f3")
+        #expect(complete["source.sdk"] == "primer")
+        let fail = p.feed(#"{"method":"onError","checkout_id":"c-p","arguments":{"error":{"errorId":"payment-failed","description":"Declined"}}}"#)
+        #expect(fail["source.sdk"] == "primer")
+        #expect(fail["error.terminal"] == false)
+        let top = p.feed(#"{"state":"failure","checkout_id":"c-q","error":{"errorId":"payment-failed"},"params":{"x":1}}"#)
+        #expect(top["error.raw_code"] == "payment-failed")
+    }
+
+    @Test("ec.error reads the messages of a checkout sent as JSON text")
+    func ecpErrorFromEmbeddedCheckout() {
+        let checkout = #"{"id":"ck-e","messages":[{"type":"error","code":"payment_declined","severity":"unrecoverable"}]}"#
+        let out = EventProcessor().feed(#"{"jsonrpc":"2.0","method":"ec.error","params":{"checkout":\#(jsonStringLiteral(checkout))}}"#)
+        #expect(out.outcome == .published(.fail))
+        #expect(out["error.raw_code"] == "payment_declined")
+    }
+
+    @Test("a bridge `close` with an empty string body is still a dismiss")
+    func emptyStringBody() {
+        let out = EventProcessor().feed(#"{"checkout_id":"c-d","payload":{"name":"close","body":"\"\""}}"#)
+        #expect(out.outcome == .published(.dismiss))
+    }
+
+    @Test("a `checkout` that starts like JSON and is not is a dead letter, not a snapshot dropped without a word")
+    func brokenEmbeddedCheckout() {
+        let p = EventProcessor()
+        #expect(p.feed(#"{"event":"onUpdate","checkout_id":"c-g","checkout":"{not json"}"#).outcome
+            == .deadLettered(.invalidEmbeddedJSON))
+        #expect(p.feed(#"{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":"{\"id\":"}}"#).outcome
+            == .deadLettered(.invalidEmbeddedJSON))
+        // A string that is not JSON-like at all is simply not a snapshot.
+        #expect(p.feed(#"{"event":"onDismiss","checkout_id":"c-g","checkout":"closed by user"}"#).outcome == .published(.dismiss))
+    }
+
+    @Test("more placeholder spellings, escaped or padded, are no ids")
+    func morePlaceholders() {
+        let p = EventProcessor()
+        for raw in [#""(null)""#, #""<null>""#, #"" null ""#, #""\u0020""#, #""\u006eull""#, #""[object Object]""#] {
+            #expect(p.feed(#"{"event":"onDismiss","checkout_id":"# + raw + "}").outcome == .deadLettered(.missingCheckoutID), "\(raw)")
+        }
+    }
+
+    @Test("an item quantity summing past 64 bits is null, not a wrapped negative")
+    func quantityOverflow() {
+        let out = EventProcessor().feed(#"{"event":"onUpdate","checkout":{"id":"q","line_items":[{"id":"a","quantity":9223372036854775807},{"id":"b","quantity":1}]}}"#)
+        #expect(out["summary.item_quantity"] == .null)
+        #expect(out["summary.line_count"] == 2)
+    }
+
+    @Test("network identifiers and street lines of other spellings are redacted")
+    func moreRedactedNames() {
+        let out = EventProcessor().feed(#"{"event":"onUpdate","checkout":{"id":"r","buyer_ip":"1.2.3.4","deviceIp":"5.6.7.8","street":"1 Main St","street2":"Apt 4"}}"#)
+        for secret in ["1.2.3.4", "5.6.7.8", "1 Main St", "Apt 4"] { #expect(!out.text.contains(secret), "\(secret)") }
+    }
 }

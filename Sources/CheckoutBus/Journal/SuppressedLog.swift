@@ -29,6 +29,8 @@ final class SuppressedLog {
     private var size: Int
     private var buffer: [UInt8] = []
     private var unsynced = false
+    /// Failed writes, for logging one in a thousand.
+    private var failures = 0
     private let logger: Logger
 
     init(directory: String, rotateBytes: Int = 16 << 20, logger: Logger) throws {
@@ -74,8 +76,12 @@ final class SuppressedLog {
             size += n
             unsynced = true
         } else {
-            logger.warning("suppressed-id log write failed; those ids are not remembered across a restart",
-                           ["error": String(cString: strerror(errno)), "records_bytes": String(buffer.count)])
+            let error = String(cString: strerror(errno))
+            if failures % 1000 == 0 {
+                logger.warning("suppressed-id log write failed; those ids are not remembered across a restart",
+                               ["error": error, "failures": String(failures + 1)])
+            }
+            failures += 1
             if n > 0, ftruncate(fd, off_t(size)) != 0 { size += n }
         }
         buffer.removeAll(keepingCapacity: true)
@@ -98,7 +104,8 @@ final class SuppressedLog {
 
     private func rotate() {
         sync()
-        _ = rename(path, path + ".1")
+        // Keep appending to the full file rather than lose it.
+        guard rename(path, path + ".1") == 0 else { return }
         let newFD = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC | O_CLOEXEC, 0o644)
         guard newFD >= 0 else {
             logger.warning("cannot reopen the suppressed-id log", ["path": path, "error": String(cString: strerror(errno))])
