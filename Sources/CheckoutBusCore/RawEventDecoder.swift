@@ -118,7 +118,9 @@ public final class RawEventDecoder {
                 }
                 if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
                     // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
-                    w.sdk = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+                    let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+                    // `shopify-checkout-kit`, `Primer iOS`: the SDK family, as envelopes name it.
+                    w.sdk = lower.hasPrefix("shopify") ? "shopify" : lower.hasPrefix("primer") ? "primer" : lower
                 }
                 if w.name == nil, anyName {
                     for i in [4, 14, 5, 3, 15, 2] {

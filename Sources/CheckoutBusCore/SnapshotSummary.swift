@@ -40,6 +40,8 @@ public struct SnapshotSummary: Sendable, Equatable {
         if let snapshot { s.readSnapshot(snapshot.doc, snapshot.token) }
         if let payment { s.readPayment(payment.doc, payment.token) }
         if s.status == nil && kind == .complete { s.status = "completed" }
+        // ISO 4217 codes are upper case; a bridge's `eur` is EUR (the exponent lookup folds too).
+        if let c = s.currency, c.utf8.contains(where: { $0 >= 0x61 && $0 <= 0x7A }) { s.currency = c.uppercased() }
         return s
     }
 

@@ -197,4 +197,16 @@ struct BridgeShapeTests {
         let out = EventProcessor().feed(#"{"event":"onUpdate","checkout":{"id":"r","buyer_ip":"1.2.3.4","deviceIp":"5.6.7.8","street":"1 Main St","street2":"Apt 4"}}"#)
         for secret in ["1.2.3.4", "5.6.7.8", "1 Main St", "Apt 4"] { #expect(!out.text.contains(secret), "\(secret)") }
     }
+
+    @Test("a wrapper's sdk is published as its family; a currency in lower case is upper-cased")
+    func sdkFamilyAndCurrency() {
+        let p = EventProcessor()
+        let kit = p.feed(#"{"checkout_id":"c-s","sdk":"shopify-checkout-kit","payload":{"event":"onUpdate","checkout":{"id":"c-s","currency":"eur"}}}"#)
+        #expect(kit["source.sdk"] == "shopify")
+        #expect(kit["summary.currency"] == "EUR")
+        let primer = p.feed(#"{"checkout_id":"c-t","sdk":"Primer iOS","payload":{"state":"dismissed"}}"#)
+        #expect(primer["source.sdk"] == "primer")
+        let other = p.feed(#"{"checkout_id":"c-u","sdk":"Acme","payload":{"event":"onDismiss"}}"#)
+        #expect(other["source.sdk"] == "acme")
+    }
 }
