@@ -6,23 +6,37 @@ import Testing
 /// and every outcome is either a well-formed envelope or a dead letter with a known reason.
 @Suite("mutation fuzz")
 struct MutationFuzzTests {
-    static let seeds: [String] = {
+    static func sample(_ name: String) -> [String] {
         let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("samples/tour.jsonl")
+            .deletingLastPathComponent().appendingPathComponent("samples/" + name)
         let text = (try? String(contentsOf: sample, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").map(String.init)
-    }()
+    }
+
+    static let seeds = sample("tour.jsonl")
+    /// Bridge and relay packaging: JSON in strings, nested wrappers, holders, placeholder ids.
+    static let bridgeSeeds = sample("bridges.jsonl")
 
     @Test("20,000 mutants of the tour sample: no trap, every output valid JSON")
     func mutants() throws {
         #expect(Self.seeds.count == 13)
-        var rng = SplitMix64(seed: 0xC0FFEE)
+        try Self.run(Self.seeds, seed: 0xC0FFEE)
+    }
+
+    @Test("20,000 mutants of bridge and relay packaging: no trap, every output valid JSON")
+    func bridgeMutants() throws {
+        #expect(Self.bridgeSeeds.count == 48)
+        try Self.run(Self.bridgeSeeds, seed: 0xB1D6E5)
+    }
+
+    static func run(_ seeds: [String], seed: UInt64) throws {
+        var rng = SplitMix64(seed: seed)
         let processor = EventProcessor()
         let interesting: [UInt8] = Array("{}[]\",:\\0123456789.-eEtrufalsn \u{7F}".utf8) + [0x00, 0x80, 0xC3, 0xFF, 0xED, 0xF4]
         var deadLetters = 0
         var published = 0
         for i in 0..<20_000 {
-            var bytes = Array(Self.seeds[i % Self.seeds.count].utf8)
+            var bytes = Array(seeds[i % seeds.count].utf8)
             for _ in 0..<(1 + Int(rng.next() % 4)) {
                 let at = Int(rng.next() % UInt64(bytes.count))
                 switch rng.next() % 4 {
