@@ -237,7 +237,6 @@ public final class BusDaemon {
             if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
             if poller.isReadable(ackedIndex) { try drainAcked(acked, limit: batchSize) }
             _ = try commitBatch(publish)
-            suppressedLog?.flush()
             try serve(sides, subscriptions: false)
         }
 
@@ -448,6 +447,9 @@ public final class BusDaemon {
     /// - Returns: false when a write failed: nothing of that batch is published, it stays
     ///   pending, and ingest is not read until a retry succeeds.
     private func commitBatch(_ publish: ZMQSocket) throws -> Bool {
+        // Suppressed ids reach their log before the records processed after them reach the
+        // journal: after a kill -9 the log is never behind the journal.
+        suppressedLog?.flush()
         if journalFailures > 0 { return try settle(publish) }
         // Journal errors pause ingest and are retried; a publish error is the daemon's own.
         let collected: Bool
@@ -466,6 +468,7 @@ public final class BusDaemon {
     /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
     /// - Returns: false when a write failed; what it did not take stays pending.
     private func settle(_ publish: ZMQSocket) throws -> Bool {
+        suppressedLog?.flush()
         let collected: Bool
         do { collected = try journal.collect(wait: true) } catch { return journalFailed(error) }
         if collected { try publishCollected(publish) }

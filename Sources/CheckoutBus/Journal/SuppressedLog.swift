@@ -9,10 +9,12 @@ import Glibc
 /// `<data-dir>/suppressed.log`, renamed to `suppressed.log.1` when it passes `rotateBytes` (the
 /// previous `.1` is dropped). Each record: magic `CBS1`, the checkout id's and the event id's
 /// lengths (u16 each), the `seq` last published before the suppression (u64), the two ids, and a
-/// checksum (``JournalFormat/checksum(_:_:)``) over all of it; little-endian. A torn or corrupt
-/// record ends the read. Records are buffered and written by the pipeline once per loop turn (so
-/// they survive `kill -9` before the producer's acknowledgement is sent), and `fdatasync`ed with
-/// each heartbeat: a power loss forgets at most the last second's. Not `Sendable`: the pipeline's.
+/// checksum (``JournalFormat/checksum(_:_:)``) over all of it; little-endian. Damaged bytes are
+/// skipped (records are found again by magic and checksum) and a torn tail is cut, both logged.
+/// Records are buffered and written by the pipeline before the journal is given anything
+/// processed after them (so after `kill -9` the log is never behind the journal, and a record is
+/// written before its producer's acknowledgement is sent), and `fdatasync`ed with each heartbeat:
+/// a power loss forgets at most the last second's. Not `Sendable`: the pipeline's.
 final class SuppressedLog {
     struct Entry: Equatable {
         var seq: UInt64
@@ -40,10 +42,17 @@ final class SuppressedLog {
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
         // Records end where the last intact one does: cut a torn tail so new ones follow it.
-        let intact = SuppressedLog.readFile(path).intactBytes
+        let read = SuppressedLog.readFile(path)
         var st = stat()
         size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
-        if intact < size, ftruncate(fd, off_t(intact)) == 0 { size = intact }
+        if read.intactBytes < size, ftruncate(fd, off_t(read.intactBytes)) == 0 {
+            logger.warning("suppressed-id log: cut a torn tail", ["path": path, "bytes": String(size - read.intactBytes)])
+            size = read.intactBytes
+        }
+        if read.skippedBytes > 0 {
+            logger.warning("suppressed-id log: skipped damaged bytes; the ids in them are not remembered",
+                           ["path": path, "bytes": String(read.skippedBytes), "records_kept": String(read.entries.count)])
+        }
     }
 
     deinit { close() }
@@ -123,27 +132,44 @@ final class SuppressedLog {
         return readFile(base + ".1").entries + readFile(base).entries
     }
 
-    static func readFile(_ path: String) -> (entries: [Entry], intactBytes: Int) {
-        guard let bytes = (try? AtomicFile.read(path)) ?? nil else { return ([], 0) }
+    /// A file's intact records; damaged bytes between them are skipped (found again by magic and
+    /// checksum). `intactBytes` is where the last intact record ends, `skippedBytes` what was
+    /// skipped before it.
+    static func readFile(_ path: String) -> (entries: [Entry], intactBytes: Int, skippedBytes: Int) {
+        guard let bytes = (try? AtomicFile.read(path)) ?? nil else { return ([], 0, 0) }
         var entries: [Entry] = []
         var offset = 0
+        var intact = 0
+        var skipped = 0
         bytes.withUnsafeBytes { raw in
             guard let p = raw.baseAddress else { return }
             while offset + headerSize + 8 <= raw.count {
-                guard JournalFormat.load(p, offset, as: UInt32.self) == magic else { break }
-                let c = Int(JournalFormat.load(p, offset + 4, as: UInt16.self))
-                let e = Int(JournalFormat.load(p, offset + 6, as: UInt16.self))
-                let covered = headerSize + c + e
-                guard offset + covered + 8 <= raw.count,
-                    JournalFormat.load(p, offset + covered, as: UInt64.self) == JournalFormat.checksum(p + offset, covered)
-                else { break }
-                let ids = UnsafeRawBufferPointer(start: p + offset + headerSize, count: c + e)
-                entries.append(Entry(seq: JournalFormat.load(p, offset + 8, as: UInt64.self),
-                                     checkoutID: String(decoding: ids.prefix(c), as: UTF8.self),
-                                     eventID: String(decoding: ids.dropFirst(c), as: UTF8.self)))
-                offset += covered + 8
+                if let (entry, size) = record(p, at: offset, count: raw.count) {
+                    entries.append(entry)
+                    skipped += offset - intact
+                    offset += size
+                    intact = offset
+                } else {
+                    offset += 1
+                }
             }
         }
-        return (entries, offset)
+        return (entries, intact, skipped)
+    }
+
+    /// The intact record at `offset` and its size, or nil.
+    private static func record(_ p: UnsafeRawPointer, at offset: Int, count: Int) -> (Entry, Int)? {
+        guard JournalFormat.load(p, offset, as: UInt32.self) == magic else { return nil }
+        let c = Int(JournalFormat.load(p, offset + 4, as: UInt16.self))
+        let e = Int(JournalFormat.load(p, offset + 6, as: UInt16.self))
+        let covered = headerSize + c + e
+        guard offset + covered + 8 <= count,
+            JournalFormat.load(p, offset + covered, as: UInt64.self) == JournalFormat.checksum(p + offset, covered)
+        else { return nil }
+        let ids = UnsafeRawBufferPointer(start: p + offset + headerSize, count: c + e)
+        let entry = Entry(seq: JournalFormat.load(p, offset + 8, as: UInt64.self),
+                          checkoutID: String(decoding: ids.prefix(c), as: UTF8.self),
+                          eventID: String(decoding: ids.dropFirst(c), as: UTF8.self))
+        return (entry, covered + 8)
     }
 }
