@@ -129,7 +129,8 @@ public final class BusDaemon {
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
         try restoreState()
         if configuration.processor.dedupeWindow > 0 {
-            suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, logger: logger)
+            suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, journalSeq: journal.lastSeq,
+                                              logger: logger)
         }
         defer { suppressedLog?.close() }
         control = ControlService(journal: journal, processor: processor)

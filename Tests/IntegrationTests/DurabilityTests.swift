@@ -1,3 +1,4 @@
+import CheckoutBus
 import Foundation
 import Testing
 import ZeroMQ
@@ -257,6 +258,46 @@ struct DurabilityTests {
         #expect(lines == ["1 e0", "4 e1", "2 e2", "- e3", "3 e4"])
         #expect(restarted.terminate() == 0)
         #expect(restarted.stderrText.contains("skipped damaged bytes"))
+    }
+
+    @Test("suppressed-id records past the journal's end (the log runs ahead of it) are dropped at start")
+    func suppressedLogAhead() throws {
+        let daemon = try DaemonProcess()
+        func event(_ id: String, quantity: Int) -> String {
+            #"{"event_id":"\#(id)","checkout_id":"ck-a","sdk":"shopify","payload":{"event":"checkoutDidUpdate","checkout":{"id":"ck-a","line_items":[{"id":"l1","quantity":\#(quantity)}]}}}"#
+        }
+        #expect(try sendBytes(Array((event("e0", quantity: 1) + "\n").utf8), to: daemon.ingestAcked,
+                              arguments: ["--acked"]).status == 0)
+        daemon.kill9()
+        // A record the daemon logged for seq 7 although the journal ended at 1: e9 was never journaled.
+        var record: [UInt8] = []
+        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { record.append(contentsOf: $0) } }
+        put(UInt32(0x3153_4243))
+        put(UInt16(4))
+        put(UInt16(2))
+        put(UInt64(7))
+        record += Array("ck-a".utf8) + Array("e9".utf8)
+        let sum = record.withUnsafeBytes { JournalFormat.checksum($0.baseAddress!, $0.count) }
+        put(sum)
+        try Data(record).write(to: daemon.dataDirectory.appendingPathComponent("suppressed.log"))
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("ahead.acks")
+        #expect(try sendBytes(Array((event("e9", quantity: 2) + "\n").utf8), to: restarted.ingestAcked,
+                              arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
+        #expect(try String(contentsOf: ackLog, encoding: .utf8) == "2 e9\n")
+        // The journal goes past seq 7; after another restart, e9's retry names its seq 2.
+        let more = (3...8).map { event("m\($0)", quantity: $0) }
+        #expect(try sendBytes(Array((more.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
+                              arguments: ["--acked"]).status == 0)
+        restarted.kill9()
+        #expect(restarted.stderrText.contains("dropped records past the journal's end"))
+        let third = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        let again = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("again.acks")
+        #expect(try sendBytes(Array((event("e9", quantity: 2) + "\n").utf8), to: third.ingestAcked,
+                              arguments: ["--acked", "--ack-log", again.path]).status == 0)
+        #expect(try String(contentsOf: again, encoding: .utf8) == "2 e9\n")
+        #expect(third.terminate() == 0)
     }
 
     @Test("a journal with a torn last record recovers: the tear is cut off, everything before it replays")

@@ -27,22 +27,37 @@ final class SuppressedLog {
 
     let path: String
     private let rotateBytes: Int
-    private var fd: Int32
-    private var size: Int
+    private var fd: Int32 = -1
+    private var size = 0
     private var buffer: [UInt8] = []
     private var unsynced = false
     /// Failed writes, for logging one in a thousand.
     private var failures = 0
     private let logger: Logger
 
-    init(directory: String, rotateBytes: Int = 16 << 20, logger: Logger) throws {
+    /// - Parameter journalSeq: the journal's last seq: records past it (the log is written ahead
+    ///   of the journal, and a `kill -9` may leave it so) are dropped, as the journal will number
+    ///   new events with those seqs.
+    init(directory: String, journalSeq: UInt64, rotateBytes: Int = 16 << 20, logger: Logger) throws {
         path = directory + "/suppressed.log"
         self.rotateBytes = rotateBytes
         self.logger = logger
+        var read = SuppressedLog.readFile(path)
+        if read.entries.contains(where: { $0.seq > journalSeq }) {
+            let kept = read.entries.filter { $0.seq <= journalSeq }
+            buffer.removeAll()
+            for e in kept { append(seq: e.seq, checkoutID: e.checkoutID, eventID: e.eventID) }
+            do { try AtomicFile.write(buffer, to: path, durable: true) } catch {
+                throw DaemonError("cannot rewrite \(path): \(error)")
+            }
+            logger.info("suppressed-id log: dropped records past the journal's end",
+                        ["dropped": String(read.entries.count - kept.count)])
+            buffer.removeAll()
+            read = SuppressedLog.readFile(path)
+        }
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
         // Records end where the last intact one does: cut a torn tail so new ones follow it.
-        let read = SuppressedLog.readFile(path)
         var st = stat()
         size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
         if read.intactBytes < size, ftruncate(fd, off_t(read.intactBytes)) == 0 {
