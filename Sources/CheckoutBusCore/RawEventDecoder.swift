@@ -213,15 +213,19 @@ public final class RawEventDecoder {
                     StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
             ("event", "type", "state", "name", "callback", "method", "body", "data", "detail", "payload",
              "arguments", "args", "params")
-        let (nameToken, holderToken) = withUnsafeBytes(of: &names) { n in
-            doc.members(r, names: n, 13) { m -> (Int?, Int?) in
-                // The first of these that is a string names the event (an `event` object beside a
-                // `type` name is the event's data).
-                var nameToken: Int?
-                for i in 0..<6 {
-                    if let v = m.at(i), doc.kind(v) == .string, !looksEmbedded(doc, v) {
-                        nameToken = v
-                        break
+        let (nameTokens, holderToken) = withUnsafeBytes(of: &names) { n in
+            doc.members(r, names: n, 13) { m -> ((Int, Int, Int, Int, Int, Int), Int?) in
+                // The strings among these, in this order, may name the event (an `event` object
+                // beside a `type` name is the event's data); -1 pads.
+                var t = (-1, -1, -1, -1, -1, -1)
+                var k = 0
+                withUnsafeMutableBytes(of: &t) { raw in
+                    let slots = raw.bindMemory(to: Int.self)
+                    for i in 0..<6 {
+                        if let v = m.at(i), doc.kind(v) == .string, !looksEmbedded(doc, v) {
+                            slots[k] = v
+                            k += 1
+                        }
                     }
                 }
                 func holder(_ i: Int) -> Int? {
@@ -230,21 +234,34 @@ public final class RawEventDecoder {
                 }
                 let h = holder(7) ?? holder(8) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10) ?? holder(11)
                     ?? holder(12)
-                return (nameToken, h)
+                return (t, h)
             }
         }
         // Else the wrapper's own name.
+        let nameToken = nameTokens.0 >= 0 ? nameTokens.0 : nil
         guard var name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
         var folded = ErrorCodeNormalizer.fold(name)
-        // A payload's `type` may be its error's kind (`"network"`) under a wrapper that names the
-        // event: a name no table knows gives way to the wrapper's.
-        if nameToken != nil, let w = wrapper.name, let wrapperName = w.doc.string(w.token),
-            !RawEventDecoder.isKnownName(folded)
-        {
-            let f = ErrorCodeNormalizer.fold(wrapperName)
-            if RawEventDecoder.isKnownName(f) { (name, folded) = (wrapperName, f) }
+        // A name no table knows gives way to one that is known: a Swift case printed with its
+        // values (`success(PrimerSDK.PaymentResult(…))`), another name field (an `onCompletion`
+        // callback with its `state`), or the wrapper's (a payload's `type` may be its error's kind).
+        if !RawEventDecoder.isKnownName(folded) {
+            var others: [String] = []
+            if let paren = name.firstIndex(of: "(") { others.append(String(name[..<paren])) }
+            withUnsafeBytes(of: nameTokens) { raw in
+                for v in raw.bindMemory(to: Int.self).dropFirst() where v >= 0 {
+                    if let text = doc.string(v) { others.append(text) }
+                }
+            }
+            if nameToken != nil, let w = wrapper.name, let text = w.doc.string(w.token) { others.append(text) }
+            for other in others {
+                let f = ErrorCodeNormalizer.fold(other)
+                if RawEventDecoder.isKnownName(f) {
+                    (name, folded) = (other, f)
+                    break
+                }
+            }
         }
         if RawEventDecoder.nonLifecycleNames.contains(folded) {
             throw DecodeRejection(.notLifecycle, "`\(name)` is not a lifecycle event")
@@ -654,7 +671,7 @@ public final class RawEventDecoder {
 
     static let primerNames: [String: LifecycleKind] = {
         var t: [String: LifecycleKind] = [:]
-        for n in ["success", "primerDidCompleteCheckoutWithData", "onCheckoutComplete", "onCheckoutCompleted",
+        for n in ["success", "primerDidCompleteCheckoutWithData", "onCheckoutComplete", "onCheckoutCompleted", "onPaid",
                   "primerCheckoutSuccess"] {
             t[ErrorCodeNormalizer.fold(n)] = .complete
         }

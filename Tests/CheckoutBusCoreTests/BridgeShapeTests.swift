@@ -209,4 +209,22 @@ struct BridgeShapeTests {
         let other = p.feed(#"{"checkout_id":"c-u","sdk":"Acme","payload":{"event":"onDismiss"}}"#)
         #expect(other["source.sdk"] == "acme")
     }
+
+    @Test("Primer's onCompletion with its state, a state printed with its values, and an onPaid closure are completes")
+    func primerCompletionShapes() {
+        let p = EventProcessor()
+        let completion = p.feed(#"{"event":"onCompletion","state":"success","checkout_id":"c-o","paymentResult":{"paymentId":"p1","orderId":"o-1"}}"#)
+        #expect(completion.outcome == .published(.complete))
+        #expect(completion["source.sdk"] == "primer")
+        #expect(completion["idempotency_key"] == "o-1")
+        let failure = p.feed(#"{"event":"onCompletion","state":"failure","checkout_id":"c-o","error":{"errorId":"payment-failed"}}"#)
+        #expect(failure.outcome == .published(.fail))
+        let printed = p.feed(#"{"checkout_id":"c-o2","state":"success(PrimerSDK.PaymentResult(paymentId: \"p\"))"}"#)
+        #expect(printed.outcome == .published(.complete))
+        let paid = p.feed(#"{"event":"onPaid","checkout_id":"c-o3","paymentId":"p3","orderId":"o-3"}"#)
+        #expect(paid.outcome == .published(.complete))
+        #expect(paid["summary.order_id"] == "o-3")
+        // A name nobody knows is still reported as such.
+        #expect(p.feed(#"{"event":"onSomething","checkout_id":"c-o4"}"#).outcome == .deadLettered(.unknownEvent))
+    }
 }
