@@ -254,6 +254,12 @@ public final class RawEventDecoder {
                     if let text = doc.string(v) { others.append(text) }
                 }
             }
+            // The holder's own state (`{"event":"onCompletion","data":{"state":"failure",…}}`).
+            if let h = objectValue(doc, holderToken), let v = h.doc.member(h.token, anyOf: "state", "event", "type"),
+                let text = h.doc.string(v)
+            {
+                others.append(text)
+            }
             if nameToken != nil, let w = wrapper.name, let text = w.doc.string(w.token) { others.append(text) }
             for other in others {
                 let f = ErrorCodeNormalizer.fold(other)
@@ -648,22 +654,27 @@ public final class RawEventDecoder {
 
     static let callbackNames: [String: LifecycleKind] = {
         var t: [String: LifecycleKind] = [:]
-        for n in ["checkoutDidStart", "onStart", "onCheckoutStarted", "start", "started", "checkoutStarted", "checkoutStart"] {
+        for n in ["checkoutDidStart", "onStart", "onCheckoutStarted", "start", "started", "checkoutStarted", "checkoutStart",
+                  "CheckoutStartEvent", "CheckoutStartedEvent"] {
             t[ErrorCodeNormalizer.fold(n)] = .start
         }
-        for n in ["checkoutDidUpdate", "onUpdate", "onCheckoutUpdated", "update", "updated", "checkoutUpdated", "checkoutUpdate"] {
+        for n in ["checkoutDidUpdate", "onUpdate", "onCheckoutUpdated", "update", "updated", "checkoutUpdated", "checkoutUpdate",
+                  "CheckoutUpdateEvent", "CheckoutUpdatedEvent"] {
             t[ErrorCodeNormalizer.fold(n)] = .update
         }
-        for n in ["checkoutDidComplete", "onComplete", "onCheckoutCompleted", "complete", "completed", "checkoutCompleted", "checkoutComplete"] {
+        for n in ["checkoutDidComplete", "onComplete", "onCheckoutCompleted", "complete", "completed", "checkoutCompleted", "checkoutComplete",
+                  "CheckoutCompleteEvent", "CheckoutCompletedEvent"] {
             t[ErrorCodeNormalizer.fold(n)] = .complete
         }
         for n in ["checkoutDidFail", "checkoutDidFailWithError", "onFail", "onCheckoutFailed", "fail", "failed",
-                  "error", "checkoutFailed", "onError", "checkoutFail", "checkoutError"] {
+                  "error", "checkoutFailed", "onError", "checkoutFail", "checkoutError", "CheckoutFailureEvent",
+                  "CheckoutFailedEvent", "CheckoutErrorEvent"] {
             t[ErrorCodeNormalizer.fold(n)] = .fail
         }
         for n in ["checkoutDidDismiss", "onDismiss", "onCheckoutDismissed", "dismiss", "checkoutDismissed",
                   "checkoutDidCancel", "onCheckoutCanceled", "onCheckoutCancelled", "onCancel", "cancel",
-                  "close", "closed", "checkoutClosed", "checkoutDismiss", "checkoutClose"] {
+                  "close", "closed", "checkoutClosed", "checkoutDismiss", "checkoutClose",
+                  "CheckoutDismissEvent", "CheckoutDismissedEvent", "CheckoutCanceledEvent"] {
             t[ErrorCodeNormalizer.fold(n)] = .dismiss
         }
         return t

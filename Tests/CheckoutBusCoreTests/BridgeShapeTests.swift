@@ -227,4 +227,22 @@ struct BridgeShapeTests {
         // A name nobody knows is still reported as such.
         #expect(p.feed(#"{"event":"onSomething","checkout_id":"c-o4"}"#).outcome == .deadLettered(.unknownEvent))
     }
+
+    @Test("Checkout Kit's event class names (CheckoutCompleteEvent, CheckoutFailureEvent, …) name their kinds")
+    func eventClassNames() {
+        let p = EventProcessor()
+        let done = p.feed(#"{"type":"CheckoutCompleteEvent","checkout":{"id":"ce-1","status":"completed","order":{"id":"o-ce1"}}}"#)
+        #expect(done.outcome == .published(.complete))
+        #expect(done["idempotency_key"] == "o-ce1")
+        let failed = p.feed(#"{"checkout_id":"ce-2","payload":{"type":"CheckoutFailureEvent","error":{"code":"cart_expired","message":"x"}}}"#)
+        #expect(failed["error.code"] == "cart_expired")
+        #expect(p.feed(#"{"type":"CheckoutStartEvent","checkout":{"id":"ce-3"}}"#).outcome == .published(.start))
+        // A relay's own `type` before the callback's name.
+        #expect(p.feed(#"{"type":"lifecycle","callback":"onComplete","checkout":{"id":"ce-4","order":{"id":"o-ce4"}}}"#).outcome
+            == .published(.complete))
+        // Primer's onCompletion with its state one level down.
+        let nested = p.feed(#"{"event":"onCompletion","checkout_id":"ce-5","data":{"state":"failure","error":{"errorId":"payment-failed"}}}"#)
+        #expect(nested.outcome == .published(.fail))
+        #expect(nested["source.sdk"] == "primer")
+    }
 }

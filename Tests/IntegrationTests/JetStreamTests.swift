@@ -159,7 +159,10 @@ func bridgeIsBusy(flood: Process, controls: [String], cursors: [URL]) -> Bool {
 
 /// `checkoutbus-jetstream verify` against `nats`: the stream's counts, parsed.
 func verifyStream(_ nats: String, stream: String = "CHECKOUTS") throws -> [String: Any] {
-    let (status, output) = try runTool("checkoutbus-jetstream", ["verify", "--nats", nats, "--stream", stream])
+    // A cluster that has just lost a node may take a while to place the reading consumer on a live
+    // one: verify retries for up to its --wait, and is read for longer than that.
+    let (status, output) = try runTool("checkoutbus-jetstream", ["verify", "--nats", nats, "--stream", stream, "--wait", "80s"],
+                                       timeout: 95)
     guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
         let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
     else { throw HarnessError("verify printed no report (status \(status)): \(output)") }

@@ -225,7 +225,7 @@ func sendBytes(_ bytes: [UInt8], to endpoint: String, arguments: [String] = []) 
 }
 
 /// Runs an executable to completion and returns (status, stdout).
-func runTool(_ name: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+func runTool(_ name: String, _ arguments: [String], timeout: Double = 30) throws -> (status: Int32, output: String) {
     let p = Process()
     p.executableURL = Products.url(name)
     p.arguments = arguments
@@ -233,7 +233,7 @@ func runTool(_ name: String, _ arguments: [String]) throws -> (status: Int32, ou
     p.standardOutput = out
     p.standardError = out
     try p.run()
-    let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: 30).joined(separator: "\n")
+    let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: timeout).joined(separator: "\n")
     return (waitForExit(p, timeout: 30), text)
 }
 
