@@ -65,14 +65,19 @@ public struct Timestamp: Sendable, Equatable, Comparable {
             let mi = number(14, 2), let s = number(17, 2), let ms = number(20, 3),
             (1...12).contains(m), (1...31).contains(d), h < 24, mi < 60, s < 61
         else { return nil }
-        // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm).
-        let y = m <= 2 ? y0 - 1 : y0
+        milliseconds = Timestamp.daysSinceEpoch(year: y0, month: m, day: d) * 86_400_000 + h * 3_600_000
+            + mi * 60_000 + s * 1000 + ms
+    }
+
+    /// Days since 1970-01-01 of a civil (proleptic Gregorian) date, month 1…12 (Howard Hinnant's
+    /// algorithm): the one date computation every RFC 3339 reader here uses.
+    public static func daysSinceEpoch(year: Int64, month m: Int64, day d: Int64) -> Int64 {
+        let y = m <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
         let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
-        milliseconds = days * 86_400_000 + h * 3_600_000 + mi * 60_000 + s * 1000 + ms
+        return era * 146_097 + doe - 719_468
     }
 
     /// Writes the last `width` decimal digits of `v` (`top` is 10^(width-1)) to `out`.

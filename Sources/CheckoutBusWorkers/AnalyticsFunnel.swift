@@ -250,13 +250,7 @@ public final class AnalyticsFunnel {
         }
         guard i < b.count, b[i] == UInt8(ascii: "Z") || b[i] == UInt8(ascii: "z") || text.utf8.dropFirst(i).elementsEqual("+00:00".utf8)
         else { return nil }
-        // Days from the civil date (Howard Hinnant's algorithm).
-        let yy = m <= 2 ? y - 1 : y
-        let era = (yy >= 0 ? yy : yy - 399) / 400
-        let yoe = yy - era * 400
-        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
+        let days = Timestamp.daysSinceEpoch(year: y, month: m, day: d)
         return ((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms
     }
 }

@@ -206,13 +206,7 @@ public struct ReplayCommand {
         if i < b.count && (b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-")), let oh = num(i + 1, 2), let om = num(i + 4, 2) {
             offset = (oh * 60 + om) * 60_000 * (b[i] == UInt8(ascii: "+") ? 1 : -1)
         }
-        // Days from civil (Howard Hinnant).
-        let yy = mo <= 2 ? y - 1 : y
-        let era = (yy >= 0 ? yy : yy - 399) / 400
-        let yoe = yy - era * 400
-        let doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
+        let days = Timestamp.daysSinceEpoch(year: y, month: mo, day: d)
         return ((days * 24 + h) * 60 + mi) * 60_000 + se * 1000 + ms - offset
     }
 }
