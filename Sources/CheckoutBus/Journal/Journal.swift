@@ -176,7 +176,7 @@ public final class Journal {
     private func recover() throws {
         // Drop newest segments whose header never made it to disk.
         while let last = segments.last {
-            let header = Journal.readPrefix(last.path, JournalFormat.segmentHeaderSize)
+            let header = Journal.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
             if header.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) != nil { break }
             logger.warning("journal: removing a segment with a torn header", ["path": last.path, "bytes": String(last.size)])
             unlink(last.path)
@@ -186,7 +186,7 @@ public final class Journal {
             try openNewSegment(firstSeq: 1)
             return
         }
-        let header = Journal.readPrefix(last.path, JournalFormat.segmentHeaderSize)
+        let header = Journal.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
         let (firstSeq, startKinds) = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0)! }
         kindSeqs = startKinds
         var seq = firstSeq - 1
@@ -212,10 +212,10 @@ public final class Journal {
         var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
         if intact < last.size {
             recovery.truncatedBytes = last.size - intact
-            beyond = Journal.intactRecords(path: last.path, from: intact, size: last.size)
+            let tail = Journal.readRange(last.path, from: intact, count: last.size - intact)
+            beyond = Journal.intactRecords(in: tail)
             if beyond.count > 0 {
                 let aside = last.path + ".damaged-at-\(intact)"
-                let tail = Journal.readRange(last.path, from: intact, count: last.size - intact)
                 try? AtomicFile.write(tail, to: aside, durable: true)
                 logger.error("journal: a damaged record with intact records after it; they are set aside and their seqs not reused", [
                     "segment": last.path, "offset": String(intact), "intact_after": String(beyond.count),
@@ -250,14 +250,11 @@ public final class Journal {
         }
     }
 
-    /// The intact records anywhere in `[from, size)` of a segment, found by their magic and
-    /// checksum (after damage, not by walking from record to record): how many, the highest seq,
-    /// and each kind's highest `kind_seq`.
-    static func intactRecords(path: String, from: Int, size: Int)
-        -> (count: Int, maxSeq: UInt64, kindSeqs: [UInt64])
-    {
+    /// The intact records anywhere in `bytes` (a segment's tail from a damaged record on), found
+    /// by their magic and checksum, not by walking from record to record: how many, the highest
+    /// seq, and each kind's highest `kind_seq`.
+    static func intactRecords(in bytes: [UInt8]) -> (count: Int, maxSeq: UInt64, kindSeqs: [UInt64]) {
         var result = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        let bytes = readRange(path, from: from, count: size - from)
         bytes.withUnsafeBytes { raw in
             guard let p = raw.baseAddress else { return }
             var offset = 1  // the damaged record itself does not count
@@ -760,15 +757,6 @@ public final class Journal {
     static func fileSize(_ path: String) -> Int {
         var st = stat()
         return stat(path, &st) == 0 ? Int(st.st_size) : 0
-    }
-
-    static func readPrefix(_ path: String, _ count: Int) -> [UInt8] {
-        let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0 else { return [] }
-        defer { Glibc.close(rfd) }
-        var out = [UInt8](repeating: 0, count: count)
-        let n = out.withUnsafeMutableBytes { pread(rfd, $0.baseAddress, count, 0) }
-        return n > 0 ? Array(out.prefix(n)) : []
     }
 
     static func syncDirectory(_ path: String) {
