@@ -127,12 +127,12 @@ public final class BusDaemon {
         defer { journal.close() }
         try claimShard()
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
-        try restoreState()
         if configuration.processor.dedupeWindow > 0 {
             suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, journalSeq: journal.lastSeq,
                                               logger: logger)
         }
         defer { suppressedLog?.close() }
+        try restoreState(suppressed: suppressedLog?.takeRecovered() ?? [])
         control = ControlService(journal: journal, processor: processor)
 
         let context = try ZMQContext(ioThreads: 1)
@@ -289,21 +289,22 @@ public final class BusDaemon {
     /// from the last `--restore-records`, and the event-id window from the last `--dedupe-window`,
     /// so a complete repeated after a restart keeps its idempotency key and `repeat: true`, an
     /// unchanged update is still suppressed, and a producer's retry is still recognised.
-    private func restoreState() throws {
+    /// - Parameter suppressed: the suppressed-id log's records (``SuppressedLog``), oldest first.
+    private func restoreState(suppressed: [SuppressedLog.Entry]) throws {
         let window = UInt64(configuration.processor.dedupeWindow)
-        let records = max(window, UInt64(configuration.restoreRecords))
-        guard records > 0 else { return }
+        let records = UInt64(configuration.restoreRecords)
+        guard max(window, records) > 0 else { return }
         let last = journal.lastSeq
-        let from = max(journal.firstSeq, last >= records ? last - records + 1 : 1)
-        let idsFrom = last >= window ? last - window + 1 : 1
+        /// The first seq of the journal's last `n` (`last + 1` for none).
+        func firstOfLast(_ n: UInt64) -> UInt64 { last >= n ? last - n + 1 : 1 }
+        let idsFrom = firstOfLast(window)
+        let restoreFrom = firstOfLast(records)
+        let from = max(journal.firstSeq, min(idsFrom, restoreFrom))
         let started = BusClock.monotonicNanoseconds()
         let wallNow = BusClock.wallClock()
         let now = BusClock.monotonicSeconds()
-        let restoreFrom = last >= UInt64(configuration.restoreRecords) ? last - UInt64(configuration.restoreRecords) + 1 : 1
         var (ids, rebuilt) = (0, 0)
         // Suppressed updates' ids (not in the journal), each after the record published before it.
-        // (Entries past the journal's end belong to a journal since removed.)
-        let suppressed = window > 0 ? SuppressedLog.read(directory: configuration.dataDirectory).filter { $0.seq <= last } : []
         var nextSuppressed = suppressed.firstIndex { $0.seq + 1 >= idsFrom } ?? suppressed.count
         func rememberSuppressed(before seq: UInt64) {
             while nextSuppressed < suppressed.count && suppressed[nextSuppressed].seq < seq {

@@ -35,39 +35,51 @@ final class SuppressedLog {
     private var failures = 0
     private let logger: Logger
 
-    /// - Parameter journalSeq: the journal's last seq: records past it (the log is written ahead
-    ///   of the journal, and a `kill -9` may leave it so) are dropped, as the journal will number
-    ///   new events with those seqs.
+    /// The records found at start, oldest first (`.1`, then the current file), for the daemon to
+    /// refill its event-id window with; ``takeRecovered()`` hands them over once.
+    private var recovered: [Entry] = []
+
+    /// Reads the log once: its records are kept for ``takeRecovered()``, a torn tail is cut,
+    /// damaged bytes are reported, and records past `journalSeq` — the journal's last seq (the log
+    /// is written ahead of the journal, and a `kill -9` may leave it so) — are dropped from the
+    /// file, as the journal will number new events with those seqs.
     init(directory: String, journalSeq: UInt64, rotateBytes: Int = 16 << 20, logger: Logger) throws {
         path = directory + "/suppressed.log"
         self.rotateBytes = rotateBytes
         self.logger = logger
-        var read = SuppressedLog.readFile(path)
-        if read.entries.contains(where: { $0.seq > journalSeq }) {
-            let kept = read.entries.filter { $0.seq <= journalSeq }
-            buffer.removeAll()
+        let read = SuppressedLog.readFile(path)
+        if read.skippedBytes > 0 {
+            logger.warning("suppressed-id log: skipped damaged bytes; the ids in them are not remembered",
+                           ["path": path, "bytes": String(read.skippedBytes), "records_kept": String(read.entries.count)])
+        }
+        if read.totalBytes > read.intactBytes {
+            logger.warning("suppressed-id log: cut a torn tail", ["path": path, "bytes": String(read.totalBytes - read.intactBytes)])
+        }
+        let kept = read.entries.filter { $0.seq <= journalSeq }
+        var intactBytes = read.intactBytes
+        if kept.count < read.entries.count {
             for e in kept { append(seq: e.seq, checkoutID: e.checkoutID, eventID: e.eventID) }
             do { try AtomicFile.write(buffer, to: path, durable: true) } catch {
                 throw DaemonError("cannot rewrite \(path): \(error)")
             }
             logger.info("suppressed-id log: dropped records past the journal's end",
                         ["dropped": String(read.entries.count - kept.count)])
+            intactBytes = buffer.count
             buffer.removeAll()
-            read = SuppressedLog.readFile(path)
         }
+        recovered = SuppressedLog.readFile(path + ".1").entries.filter { $0.seq <= journalSeq } + kept
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
-        // Records end where the last intact one does: cut a torn tail so new ones follow it.
+        // Records end where the last intact one does: new ones follow it.
         var st = stat()
         size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
-        if read.intactBytes < size, ftruncate(fd, off_t(read.intactBytes)) == 0 {
-            logger.warning("suppressed-id log: cut a torn tail", ["path": path, "bytes": String(size - read.intactBytes)])
-            size = read.intactBytes
-        }
-        if read.skippedBytes > 0 {
-            logger.warning("suppressed-id log: skipped damaged bytes; the ids in them are not remembered",
-                           ["path": path, "bytes": String(read.skippedBytes), "records_kept": String(read.entries.count)])
-        }
+        if intactBytes < size, ftruncate(fd, off_t(intactBytes)) == 0 { size = intactBytes }
+    }
+
+    /// The records read at start (see ``init(directory:journalSeq:rotateBytes:logger:)``), once.
+    func takeRecovered() -> [Entry] {
+        defer { recovered = [] }
+        return recovered
     }
 
     deinit { close() }
@@ -140,18 +152,11 @@ final class SuppressedLog {
         size = 0
     }
 
-    /// The records of `directory`'s log, oldest first (`.1`, then the current file), each file's up
-    /// to its first torn or corrupt record.
-    static func read(directory: String) -> [Entry] {
-        let base = directory + "/suppressed.log"
-        return readFile(base + ".1").entries + readFile(base).entries
-    }
-
     /// A file's intact records; damaged bytes between them are skipped (found again by magic and
     /// checksum). `intactBytes` is where the last intact record ends, `skippedBytes` what was
-    /// skipped before it.
-    static func readFile(_ path: String) -> (entries: [Entry], intactBytes: Int, skippedBytes: Int) {
-        guard let bytes = (try? AtomicFile.read(path)) ?? nil else { return ([], 0, 0) }
+    /// skipped before it, `totalBytes` the file's size.
+    static func readFile(_ path: String) -> (entries: [Entry], intactBytes: Int, skippedBytes: Int, totalBytes: Int) {
+        guard let bytes = (try? AtomicFile.read(path)) ?? nil else { return ([], 0, 0, 0) }
         var entries: [Entry] = []
         var offset = 0
         var intact = 0
@@ -169,7 +174,7 @@ final class SuppressedLog {
                 }
             }
         }
-        return (entries, intact, skipped)
+        return (entries, intact, skipped, bytes.count)
     }
 
     /// The intact record at `offset` and its size, or nil.
