@@ -187,17 +187,25 @@ public final class EventProcessor {
     public func restore(envelope bytes: UnsafeRawBufferPointer, seq: UInt64, rememberEventID remember: Bool = true,
                         rebuildState: Bool = true, wallNow: Timestamp, now: UInt32) -> Bool {
         let doc = document
-        guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object,
-            let c = doc.member(doc.root, "checkout_id"), let checkoutID = doc.string(c),
-            let k = doc.member(doc.root, "kind"),
+        guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object else { return false }
+        // The envelope's members this needs, found in one pass (this runs for a million records at start).
+        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
+            ("checkout_id", "kind", "event_id", "received_at", "after_complete", "idempotency_key", "checkout")
+        let f = withUnsafeBytes(of: &names) { n in
+            doc.members(doc.root, names: n, 7) { m in
+                (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
+                 key: m.at(5), checkout: m.at(6))
+            }
+        }
+        guard let c = f.checkoutID, let checkoutID = doc.string(c), let k = f.kind,
             let kind = LifecycleKind.allCases.first(where: { doc.stringEquals(k, $0.name) })
         else { return false }
-        if remember, let t = doc.member(doc.root, "event_id"), let id = doc.string(t) {
+        if remember, let t = f.eventID, let id = doc.string(t) {
             rememberEventID(id, checkoutID: checkoutID, seq: seq)
         }
         guard rebuildState else { return true }
         var age: Int64 = 0
-        if let r = doc.member(doc.root, "received_at"), doc.kind(r) == .string,
+        if let r = f.receivedAt, doc.kind(r) == .string,
             case let quoted = doc.raw(r), let at = Timestamp(rfc3339: UnsafeRawBufferPointer(rebasing: quoted.dropFirst().dropLast()))
         {
             age = max(0, (wallNow.milliseconds - at.milliseconds) / 1000)
@@ -212,11 +220,11 @@ public final class EventProcessor {
         let (entry, _) = state.touch(CheckoutStateTable.key(checkoutID), now: at)
         // A complete leaves its key behind (a repeat carries the same one); a fail published after
         // a complete carries it too, should the complete be older than the replayed records.
-        if kind == .complete || (kind == .fail && doc.member(doc.root, "after_complete").map { doc.kind($0) == .true } == true) {
-            let key = doc.member(doc.root, "idempotency_key").flatMap { doc.string($0) } ?? checkoutID
+        if kind == .complete || (kind == .fail && f.afterComplete.map { doc.kind($0) == .true } == true) {
+            let key = f.key.flatMap { doc.string($0) } ?? checkoutID
             if state.completeKey(entry) != key { state.setCompleteKey(key, entry) }
         }
-        if kind != .fail, let s = doc.member(doc.root, "checkout"), doc.kind(s) != .null {
+        if kind != .fail, let s = f.checkout, doc.kind(s) != .null {
             let h = CanonicalHash.hash(doc, s)
             if options.keepBuyerData { state.setSnapshotHash(h, entry) } else { state.setRedactedSnapshotHash(h, entry) }
         }
