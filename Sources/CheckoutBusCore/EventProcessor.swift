@@ -56,6 +56,10 @@ public final class EventProcessor {
     public private(set) var state: CheckoutStateTable
 
     private let document = JSONDocument()
+    /// The current event's snapshot as the envelope carries it (redacted), written while it was
+    /// hashed; valid while ``redactedSnapshotToken`` is the snapshot's token.
+    private var redactedSnapshot = JSONWriter(capacity: 4096)
+    private var redactedSnapshotToken: Int?
     /// For ``redactedHash(_:)``: a snapshot written redacted and parsed again.
     private var scratch = JSONWriter(capacity: 0)
     private let scratchDocument = JSONDocument()
@@ -147,7 +151,7 @@ public final class EventProcessor {
             idKey = EventIDWindow.key(id, checkout: checkoutKey)
             eventIDs!.prefetch(idKey!)
         }
-        let hash = event.snapshot.map { CanonicalHash.hash($0.doc, $0.token) } ?? 0
+        let hash = snapshotHash(event.snapshot)
         guard let idKey else {
             return apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
         }
@@ -159,6 +163,21 @@ public final class EventProcessor {
         let outcome = apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
         eventIDs!.insert(idKey, seq: outcome == .suppressed ? 0 : lastSeq)
         return outcome
+    }
+
+    /// The canonical hash of `snapshot` (0 without one). With buyer data redacted and compact
+    /// input (the usual case), the redacted copy the envelope will carry is written in the same
+    /// walk, into ``redactedSnapshot``.
+    @inline(__always)
+    private func snapshotHash(_ snapshot: JSONRef?) -> UInt64 {
+        redactedSnapshotToken = nil
+        guard let snapshot else { return 0 }
+        guard !options.keepBuyerData && snapshot.doc.isCompact else {
+            return CanonicalHash.hash(snapshot.doc, snapshot.token)
+        }
+        redactedSnapshot.reset()
+        redactedSnapshotToken = snapshot.token
+        return CanonicalHash.hashRedacting(snapshot.doc, snapshot.token, to: &redactedSnapshot)
     }
 
     /// Remembers an event id of `checkoutID` published under `seq` (the daemon refills the window
@@ -364,7 +383,11 @@ public final class EventProcessor {
             w.append(",\"payment\":")
             writeValue(e.payment, to: &w)
             w.append(",\"checkout\":")
-            writeValue(e.snapshot, to: &w)
+            if let snapshot = e.snapshot, snapshot.token == redactedSnapshotToken {
+                redactedSnapshot.withUnsafeBytes { w.appendRaw($0) }
+            } else {
+                writeValue(e.snapshot, to: &w)
+            }
             w.append("}")
         }
     }

@@ -73,6 +73,23 @@ struct RedactionPathTests {
         #expect(String(decoding: spans.bytes, as: UTF8.self) == String(decoding: tokens.bytes, as: UTF8.self))
     }
 
+    @Test("the one-walk hash-and-redact gives the hash and the bytes of the two separate walks",
+          arguments: inputs.indices)
+    func fusedWalk(index: Int) throws {
+        let compact = try #require(Self.compact(Self.inputs[index]))
+        let doc = JSONDocument()
+        try compact.withUnsafeBytes { try doc.parse($0) }
+        // The whole line, and every container in it (the pipeline hands over a snapshot inside).
+        for t in 0..<doc.tokenCount where doc.kind(t) == .object || doc.kind(t) == .array {
+            var fused = JSONWriter(capacity: 64)
+            var spans = JSONWriter(capacity: 64)
+            let hash = CanonicalHash.hashRedacting(doc, t, to: &fused)
+            BuyerDataRedactor.writeSpans(doc, t, to: &spans)
+            #expect(hash == CanonicalHash.hash(doc, t))
+            #expect(String(decoding: fused.bytes, as: UTF8.self) == String(decoding: spans.bytes, as: UTF8.self))
+        }
+    }
+
     @Test("input with whitespace is written compact, on one line")
     func whitespaceInput() throws {
         let doc = JSONDocument()
