@@ -113,10 +113,13 @@ public final class RawEventDecoder {
                 if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
                     w.occurredAt = JSONRef(doc, v)
                 }
-                if w.platform == nil, let v = m.at(9), let platform = doc.string(v) {
-                    w.platform = RawEventDecoder.platformSpelling(platform)
+                if w.platform == nil, let v = m.at(9) {
+                    w.platform = RawEventDecoder.usualPlatform(doc, v)
+                        ?? doc.string(v).map(RawEventDecoder.platformSpelling)
                 }
-                if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
+                if w.sdk == nil, let v = m.at(8), let usual = RawEventDecoder.usualSDK(doc, v) {
+                    w.sdk = usual
+                } else if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
                     // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
                     let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
                     // `shopify-checkout-kit`, `Primer iOS`: the SDK family, as envelopes name it.
@@ -712,6 +715,25 @@ public final class RawEventDecoder {
     /// Whether a folded event name is in any table (lifecycle or not).
     static func isKnownName(_ folded: String) -> Bool {
         callbackNames[folded] != nil || primerNames[folded] != nil || nonLifecycleNames.contains(folded)
+    }
+
+    /// A wrapper's `platform` already in the published spelling (the usual case), as a literal:
+    /// no string is built from the input. Nil for any other value.
+    @inline(__always)
+    static func usualPlatform(_ doc: JSONDocument, _ v: Int) -> String? {
+        if doc.stringEquals(v, "ios") { return "ios" }
+        if doc.stringEquals(v, "android") { return "android" }
+        if doc.stringEquals(v, "react_native") { return "react_native" }
+        if doc.stringEquals(v, "flutter") { return "flutter" }
+        return nil
+    }
+
+    /// A wrapper's `sdk` that is exactly a family's name (the usual case), as a literal.
+    @inline(__always)
+    static func usualSDK(_ doc: JSONDocument, _ v: Int) -> String? {
+        if doc.stringEquals(v, "shopify") { return "shopify" }
+        if doc.stringEquals(v, "primer") { return "primer" }
+        return nil
     }
 
     static func platformSpelling(_ raw: String) -> String {
