@@ -70,6 +70,8 @@ public final class EventProcessor {
     public private(set) var topic = JSONWriter(capacity: 64)
     /// The envelope of the last output.
     public private(set) var envelope = JSONWriter(capacity: 8192)
+    /// Writes `received_at`, remembering the text of its last minute.
+    private var receivedAtFormatter = TimestampFormatter()
 
     /// Calls `body` with the current topic's and envelope's bytes, in place (no copy of either
     /// buffer, no reference counting on the hot path). `body` must not use this processor.
@@ -355,7 +357,7 @@ public final class EventProcessor {
             w.append(",\"format\":\"")
             w.append(e.format.name)
             w.append("\"},\"received_at\":")
-            receivedAt.write(to: &w)
+            receivedAtFormatter.write(receivedAt, to: &w)
             w.append(",\"occurred_at\":")
             if let at = e.occurredAt { w.appendRaw(at.doc.raw(at.token)) } else { w.append("null") }
             w.append(",\"repeat\":")
@@ -469,7 +471,7 @@ public final class EventProcessor {
             w.append(",\"detail\":")
             w.appendString(detail)
             w.append(",\"received_at\":")
-            receivedAt.write(to: &w)
+            receivedAtFormatter.write(receivedAt, to: &w)
             w.append(",\"size\":")
             w.append(int: bytes.count)
             scratch.withUnsafeBytes { rewritten in

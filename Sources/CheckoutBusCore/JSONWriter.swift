@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Appends JSON text to a reusable byte buffer: no Foundation, no intermediate strings.
 ///
 /// The buffer is memory the writer owns, so an append is a capacity check and a copy — no
@@ -88,23 +82,89 @@ public struct JSONWriter: ~Copyable {
         s.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
 
+    /// Appends `value` in decimal (`-` before a negative one), written in place: its digits are
+    /// counted first, then written from the right two at a time.
     public mutating func append(int value: Int64) {
-        // Digits from the right, sign included, into 20 reserved bytes, then moved into place.
-        let b = reserve(20)
-        var v = value.magnitude
-        var at = 20
-        repeat {
-            at &-= 1
-            b[at] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
-            v /= 10
-        } while v > 0
-        if value < 0 {
-            at &-= 1
-            b[at] = UInt8(ascii: "-")
-        }
-        let n = 20 &- at
-        if at > 0 { memmove(b, b + at, n) }
+        // No call on the usual path (room for the longest, 20 bytes, is there), so no register saves.
+        guard _fastPath(count &+ 20 <= capacity) else { return appendGrowing(int: value) }
+        let b = base + count
+        let v = value.magnitude
+        let sign = value < 0 ? 1 : 0
+        let n = JSONWriter.decimalDigitCount(v)
+        count &+= n &+ sign
+        b.pointee = UInt8(ascii: "-")  // overwritten by the first digit when not negative
+        JSONWriter.writeDecimal(v, digits: n, to: b + sign)
+    }
+
+    /// ``append(int:)`` when the buffer must grow first.
+    @inline(never)
+    private mutating func appendGrowing(int value: Int64) {
+        grow(count &+ 20)
+        append(int: value)
+    }
+
+    /// Appends exactly `n` bytes, which `body` writes at the pointer it is given.
+    @inline(__always)
+    mutating func append(exactly n: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Void) {
+        body(reserve(n))
         count &+= n
+    }
+
+    /// The number of decimal digits of `v` (1 for 0).
+    @inline(__always)
+    static func decimalDigitCount(_ v: UInt64) -> Int {
+        if v < 10_000 {
+            if v < 100 { return v < 10 ? 1 : 2 }
+            return v < 1000 ? 3 : 4
+        }
+        if v < 100_000_000 {
+            if v < 1_000_000 { return v < 100_000 ? 5 : 6 }
+            return v < 10_000_000 ? 7 : 8
+        }
+        var n = 9
+        var x = v / 100_000_000
+        while x >= 10 {
+            x /= 10
+            n &+= 1
+        }
+        return n
+    }
+
+    /// Writes the `n` decimal digits of `v` (``decimalDigitCount(_:)``) at `out`.
+    @inline(__always)
+    static func writeDecimal(_ v: UInt64, digits n: Int, to out: UnsafeMutablePointer<UInt8>) {
+        var x = v
+        var end = out + n
+        while x >= 100 {
+            let q = x / 100
+            end -= 2
+            storeDigitPair(Int(truncatingIfNeeded: x &- q &* 100), at: end)
+            x = q
+        }
+        if x >= 10 {
+            storeDigitPair(Int(truncatingIfNeeded: x), at: out)
+        } else {
+            out.pointee = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: x)
+        }
+    }
+
+    /// Writes the two decimal digits of `v` (0...99) at `out`.
+    @inline(__always)
+    static func storeDigitPair(_ v: Int, at out: UnsafeMutablePointer<UInt8>) {
+        let pair = UnsafeRawPointer(digitPairs.utf8Start).loadUnaligned(fromByteOffset: v &* 2, as: UInt16.self)
+        UnsafeMutableRawPointer(out).storeBytes(of: pair, as: UInt16.self)
+    }
+
+    /// "00", "01" … "99", back to back: the two digits of `v` start at byte `2 * v`.
+    @inline(__always)
+    static var digitPairs: StaticString {
+        """
+        0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
     }
 
     public mutating func append(int value: Int) { append(int: Int64(value)) }
