@@ -316,6 +316,22 @@ public enum BuyerDataRedactor {
         }
     }
 
+    /// Appends compact value `t` of `doc` to `out` with the values at `redactions` (offset pairs
+    /// from ``CanonicalHash/hashNotingRedactions(_:_:into:)`` on the same value) replaced by
+    /// `"[redacted]"`: the bytes ``write(_:_:to:)`` appends, in a few copies and no walk.
+    public static func write(_ doc: JSONDocument, _ t: Int, redactions: [Int], to out: inout JSONWriter) {
+        let base = doc.base
+        var from = Int(doc.tokens[t].start)
+        var i = 0
+        while i &+ 1 < redactions.count {
+            out.appendRaw(UnsafeRawBufferPointer(start: base + from, count: redactions[i] &- from))
+            out.append("\"[redacted]\"")
+            from = redactions[i &+ 1]
+            i &+= 2
+        }
+        out.appendRaw(UnsafeRawBufferPointer(start: base + from, count: Int(doc.tokens[t].end) &- from))
+    }
+
     /// The token-by-token writer, for any input (also used by tests as the reference).
     static func writeTokens(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
         write(doc, t, parent: nil, to: &out)

@@ -281,40 +281,38 @@ public enum CanonicalHash {
         func numberSlow(_ t: Int) -> UInt64 { hashNumber(doc, t) }
     }
 
-    /// The canonical hash of value `t` of `doc` (as ``hash(_:_:)``) while appending the value,
-    /// redacted, to `out` (as ``BuyerDataRedactor/write(_:_:to:)``): one walk of the tape for both,
-    /// where the pipeline would otherwise walk a published snapshot twice. `doc` must be compact
-    /// (``JSONDocument/isCompact``). The hash is of the value as sent, redacted members included.
-    public static func hashRedacting(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) -> UInt64 {
-        var walker = RedactingWalker(doc: doc, from: Int(doc.tokens[t].start))
-        let h = walker.value(t, walker.plain.tokens[t], parent: nil, to: &out)
-        walker.copier.copy(upTo: Int(doc.tokens[t].end), to: &out)
+    /// The canonical hash of value `t` of `doc` (as ``hash(_:_:)``), noting on the way which
+    /// members ``BuyerDataRedactor`` redacts: the text offsets of each such member's value, in
+    /// pairs (`start`, `end`) and in document order, are appended to `redactions`. One walk of the
+    /// tape serves both the comparison and, when the snapshot is published, its redacted copy
+    /// (``BuyerDataRedactor/write(_:_:redactions:to:)``, a few copies and no walk). The hash is of the
+    /// value as sent, redacted members included. `doc` must be compact (``JSONDocument/isCompact``).
+    public static func hashNotingRedactions(_ doc: JSONDocument, _ t: Int, into redactions: inout [Int]) -> UInt64 {
+        // The caller's array moves in and back out, keeping its capacity (no copy, no allocation).
+        var walker = RedactingWalker(plain: Walker(doc: doc), redactions: [])
+        swap(&walker.redactions, &redactions)
+        walker.redactions.removeAll(keepingCapacity: true)
+        let h = walker.value(t, walker.plain.tokens[t], parent: nil)
+        swap(&walker.redactions, &redactions)
         return h
     }
 
-    /// ``Walker``'s object and array steps with ``BuyerDataRedactor/SpanCopier``'s member check
-    /// beside each key: scalars, and the values of redacted members, are hashed by the plain
-    /// walker; the text between redacted values is copied in spans.
+    /// ``Walker``'s object and array steps with ``BuyerDataRedactor``'s member check beside each
+    /// key: scalars, and the values of redacted members, are hashed by the plain walker.
     struct RedactingWalker {
         let plain: Walker
-        var copier: BuyerDataRedactor.SpanCopier
-
-        init(doc: JSONDocument, from: Int) {
-            plain = Walker(doc: doc)
-            copier = BuyerDataRedactor.SpanCopier(doc: doc, from: from)
-        }
+        var redactions: [Int]
 
         @inline(__always)
-        mutating func value(_ t: Int, _ tok: JSONDocument.Token, parent: UnsafeRawBufferPointer?,
-                            to out: inout JSONWriter) -> UInt64 {
+        mutating func value(_ t: Int, _ tok: JSONDocument.Token, parent: UnsafeRawBufferPointer?) -> UInt64 {
             switch tok.kind {
-            case .object: return object(t, parent: parent, to: &out)
-            case .array: return array(t, parent: parent, to: &out)
+            case .object: return object(t, parent: parent)
+            case .array: return array(t, parent: parent)
             default: return plain.value(t, tok)
             }
         }
 
-        mutating func object(_ t: Int, parent: UnsafeRawBufferPointer?, to out: inout JSONWriter) -> UInt64 {
+        mutating func object(_ t: Int, parent: UnsafeRawBufferPointer?) -> UInt64 {
             let tokens = plain.tokens
             var acc: UInt64 = 0
             let end = Int(tokens[t].next)
@@ -326,11 +324,11 @@ public enum CanonicalHash {
                 let h: UInt64
                 if keyToken.flag {
                     // An escaped key: its decoded form is checked (rare).
-                    h = plain.doc.unescapedBytes(k).withUnsafeBytes { member(v, key: $0, parent: parent, to: &out) }
+                    h = plain.doc.unescapedBytes(k).withUnsafeBytes { member(v, key: $0, parent: parent) }
                 } else {
                     let key = UnsafeRawBufferPointer(start: plain.base + (Int(keyToken.start) &+ 1),
                                                      count: Int(keyToken.end &- keyToken.start) &- 2)
-                    h = member(v, key: key, parent: parent, to: &out)
+                    h = member(v, key: key, parent: parent)
                 }
                 acc &+= mum(kw ^ p1, h ^ kn)
                 k = Int(tokens[v].next)
@@ -338,28 +336,33 @@ public enum CanonicalHash {
             return mum(acc ^ tagObject, p3)
         }
 
-        /// Member value `v` under `key`: its hash, redacted in `out` or walked further.
+        /// Member value `v` under `key`: its hash, noted as redacted or walked further.
         @inline(__always)
-        mutating func member(_ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?,
-                             to out: inout JSONWriter) -> UInt64 {
+        mutating func member(_ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> UInt64 {
             let tok = plain.tokens[v]
             if BuyerDataRedactor.mayBeRedacted(key) && BuyerDataRedactor.isRedacted(key, parent: parent) {
-                copier.copy(upTo: Int(tok.start), to: &out)
-                out.append("\"[redacted]\"")
-                copier.from = Int(tok.end)
+                note(Int(tok.start), Int(tok.end))
                 return plain.value(v, tok)
             }
-            return value(v, tok, parent: key, to: &out)
+            return value(v, tok, parent: key)
         }
 
-        mutating func array(_ t: Int, parent: UnsafeRawBufferPointer?, to out: inout JSONWriter) -> UInt64 {
+        /// Out of line: a redaction is rare, and the array append kept inline costs the walk's
+        /// every member more than it saves.
+        @inline(never)
+        mutating func note(_ start: Int, _ end: Int) {
+            redactions.append(start)
+            redactions.append(end)
+        }
+
+        mutating func array(_ t: Int, parent: UnsafeRawBufferPointer?) -> UInt64 {
             let tokens = plain.tokens
             var h = tagArray
             let end = Int(tokens[t].next)
             var e = t &+ 1
             while e < end {
                 let tok = tokens[e]
-                h = mum(h ^ p1, value(e, tok, parent: parent, to: &out) ^ p2)
+                h = mum(h ^ p1, value(e, tok, parent: parent) ^ p2)
                 e = Int(tok.next)
             }
             return mum(h ^ p0, p3)

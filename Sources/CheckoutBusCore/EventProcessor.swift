@@ -56,10 +56,10 @@ public final class EventProcessor {
     public private(set) var state: CheckoutStateTable
 
     private let document = JSONDocument()
-    /// The current event's snapshot as the envelope carries it (redacted), written while it was
-    /// hashed; valid while ``redactedSnapshotToken`` is the snapshot's token.
-    private var redactedSnapshot = JSONWriter(capacity: 4096)
-    private var redactedSnapshotToken: Int?
+    /// Where the current event's snapshot is redacted (offset pairs), noted while it was hashed;
+    /// valid while ``redactionsToken`` is the snapshot's token.
+    private var redactions: [Int] = []
+    private var redactionsToken: Int?
     /// For ``redactedHash(_:)``: a snapshot written redacted and parsed again.
     private var scratch = JSONWriter(capacity: 0)
     private let scratchDocument = JSONDocument()
@@ -168,18 +168,18 @@ public final class EventProcessor {
     }
 
     /// The canonical hash of `snapshot` (0 without one). With buyer data redacted and compact
-    /// input (the usual case), the redacted copy the envelope will carry is written in the same
-    /// walk, into ``redactedSnapshot``.
+    /// input (the usual case), the same walk notes where the snapshot is redacted, so publishing
+    /// it takes a few copies and no second walk (``BuyerDataRedactor/write(_:_:redactions:to:)``);
+    /// a suppressed update pays only for the notes' checks.
     @inline(__always)
     private func snapshotHash(_ snapshot: JSONRef?) -> UInt64 {
-        redactedSnapshotToken = nil
+        redactionsToken = nil
         guard let snapshot else { return 0 }
         guard !options.keepBuyerData && snapshot.doc.isCompact else {
             return CanonicalHash.hash(snapshot.doc, snapshot.token)
         }
-        redactedSnapshot.reset()
-        redactedSnapshotToken = snapshot.token
-        return CanonicalHash.hashRedacting(snapshot.doc, snapshot.token, to: &redactedSnapshot)
+        redactionsToken = snapshot.token
+        return CanonicalHash.hashNotingRedactions(snapshot.doc, snapshot.token, into: &redactions)
     }
 
     /// Remembers an event id of `checkoutID` published under `seq` (the daemon refills the window
@@ -385,8 +385,8 @@ public final class EventProcessor {
             w.append(",\"payment\":")
             writeValue(e.payment, to: &w)
             w.append(",\"checkout\":")
-            if let snapshot = e.snapshot, snapshot.token == redactedSnapshotToken {
-                redactedSnapshot.withUnsafeBytes { w.appendRaw($0) }
+            if let snapshot = e.snapshot, snapshot.token == redactionsToken {
+                BuyerDataRedactor.write(snapshot.doc, snapshot.token, redactions: redactions, to: &w)
             } else {
                 writeValue(e.snapshot, to: &w)
             }
