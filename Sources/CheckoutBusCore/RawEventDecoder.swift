@@ -242,14 +242,21 @@ public final class RawEventDecoder {
         }
         // Else the wrapper's own name.
         let nameToken = nameTokens.0 >= 0 ? nameTokens.0 : nil
+        // A name seen lately (a stream repeats a handful): its string and what the tables say of
+        // it, without building, folding and looking it up again.
+        if let t = nameToken, let seen = recentName(doc, t) {
+            return try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: seen.name, info: seen.info)
+        }
         guard var name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
         var folded = ErrorCodeNormalizer.fold(name)
+        var info = NameInfo(folded)
+        if info.isKnown, let t = nameToken { rememberName(doc, t, name, info) }
         // A name no table knows gives way to one that is known: a Swift case printed with its
         // values (`success(PrimerSDK.PaymentResult(…))`), another name field (an `onCompletion`
         // callback with its `state`), or the wrapper's (a payload's `type` may be its error's kind).
-        if !RawEventDecoder.isKnownName(folded) {
+        if !info.isKnown {
             var others: [String] = []
             if let paren = name.firstIndex(of: "(") { others.append(String(name[..<paren])) }
             withUnsafeBytes(of: nameTokens) { raw in
@@ -266,17 +273,70 @@ public final class RawEventDecoder {
             if nameToken != nil, let w = wrapper.name, let text = w.doc.string(w.token) { others.append(text) }
             for other in others {
                 let f = ErrorCodeNormalizer.fold(other)
-                if RawEventDecoder.isKnownName(f) {
-                    (name, folded) = (other, f)
+                let i = NameInfo(f)
+                if i.isKnown {
+                    (name, folded, info) = (other, f, i)
                     break
                 }
             }
         }
-        if RawEventDecoder.nonLifecycleNames.contains(folded) {
+        return try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: name, info: info)
+    }
+
+    /// What the name tables say of one folded event name.
+    struct NameInfo {
+        var callback: LifecycleKind?
+        var primer: LifecycleKind?
+        var nonLifecycle: Bool
+
+        init(_ folded: String) {
+            callback = RawEventDecoder.callbackNames[folded]
+            primer = RawEventDecoder.primerNames[folded]
+            nonLifecycle = RawEventDecoder.nonLifecycleNames.contains(folded)
+        }
+
+        var isKnown: Bool { callback != nil || primer != nil || nonLifecycle }
+    }
+
+    /// Known names lately read from a name token, by their raw bytes (quotes included): at most
+    /// ``recentNameLimit``, the oldest replaced first.
+    private var recentNames: [(raw: [UInt8], name: String, info: NameInfo)] = []
+    private var recentNameNext = 0
+    private static let recentNameLimit = 16
+
+    /// The remembered name whose raw text is string token `t`'s, if any. An escaped token (whose
+    /// decoded text is another byte string) is never looked up.
+    private func recentName(_ doc: JSONDocument, _ t: Int) -> (name: String, info: NameInfo)? {
+        guard doc.kind(t) == .string, !doc.tokens[t].flag else { return nil }
+        let raw = doc.raw(t)
+        for entry in recentNames where entry.raw.count == raw.count {
+            if entry.raw.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
+                return (entry.name, entry.info)
+            }
+        }
+        return nil
+    }
+
+    /// Remembers known name `name`, read from string token `t`, and what the tables say of it.
+    private func rememberName(_ doc: JSONDocument, _ t: Int, _ name: String, _ info: NameInfo) {
+        guard doc.kind(t) == .string, !doc.tokens[t].flag else { return }
+        let entry = (raw: Array(doc.raw(t)), name: name, info: info)
+        if recentNames.count < RawEventDecoder.recentNameLimit {
+            recentNames.append(entry)
+        } else {
+            recentNames[recentNameNext] = entry
+            recentNameNext = (recentNameNext + 1) % RawEventDecoder.recentNameLimit
+        }
+    }
+
+    /// The rest of ``decodeRaw(_:wrapper:)`` once the event's name is settled.
+    private func decodeNamed(_ doc: JSONDocument, _ r: Int, holder holderToken: Int?, wrapper: Wrapper, name: String,
+                             info: NameInfo) throws(DecodeRejection) -> DecodedEvent {
+        if info.nonLifecycle {
             throw DecodeRejection(.notLifecycle, "`\(name)` is not a lifecycle event")
         }
-        let primerKind = RawEventDecoder.primerNames[folded]
-        let shopifyKind = RawEventDecoder.callbackNames[folded]
+        let primerKind = info.primer
+        let shopifyKind = info.callback
         let saysPrimer = wrapper.sdk.map { $0.hasPrefix("primer") } ?? false
         let saysShopify = wrapper.sdk.map { $0.hasPrefix("shopify") } ?? false
         // Only a name both SDKs use, with no `sdk` to settle it, needs the payload's look.

@@ -658,3 +658,46 @@ struct DecodingTests {
         #expect(p.counters.received == 5)
     }
 }
+
+/// The decoder remembers the names it has lately read (their string and what the name tables say
+/// of them): a long-lived processor must publish exactly what a fresh one does, whatever names
+/// came before, including more distinct names than it remembers and names it must not take.
+@Suite("Decoding: remembered event names change nothing")
+struct RememberedNameTests {
+    /// Callback and Primer names of every platform, unknown and non-lifecycle ones, an escaped
+    /// spelling, and a printed Swift case that gives way to its known prefix: 24 in all.
+    static let names: [String] = [
+        "checkoutDidStart", "checkoutDidUpdate", "checkoutDidComplete", "checkoutDidFail", "checkoutDidDismiss",
+        "onCheckoutStarted", "onCheckoutUpdated", "onCheckoutCompleted", "onCheckoutFailed", "onCheckoutDismissed",
+        "onStart", "onUpdate", "onComplete", "onFail", "onDismiss", "primerDidCompleteCheckoutWithData",
+        "primerDidFailWithError", "primerDidDismiss", "onCheckoutComplete", "someUnknownCallback",
+        "primerDidTokenizePaymentMethod", "onCheck\\u006futStarted", "completed", "success(PrimerSDK.PaymentResult(id: 1))",
+    ]
+
+    static func event(_ name: String, _ i: Int) -> String {
+        let snapshot = Fixture.snapshot(id: "rn-\(i % 7)", quantity: 1 + i % 3)
+        return wrap(#"{"event":"\#(name)","checkout":\#(snapshot)}"#, checkoutID: "rn-\(i % 7)", eventID: "e-\(i)")
+    }
+
+    @Test("a long-lived processor publishes what a fresh one does, name after name")
+    func sameAsFresh() {
+        let longLived = EventProcessor()
+        // Three passes in different orders: every name is met cold, remembered, and after eviction.
+        let order = Array(Self.names.indices) + Array(Self.names.indices.reversed()) + Array(Self.names.indices)
+        for (i, n) in order.enumerated() {
+            let text = Self.event(Self.names[n], i)
+            let fresh = EventProcessor().feed(text)
+            let kept = longLived.feed(text)
+            if case .suppressed = kept.outcome { continue }  // the long-lived one has seen this checkout
+            #expect(kept.topic == fresh.topic, "\(Self.names[n])")
+            #expect(kept["kind"] == fresh["kind"], "\(Self.names[n])")
+            #expect(kept["source.format"] == fresh["source.format"], "\(Self.names[n])")
+            #expect(kept["source.platform"] == fresh["source.platform"], "\(Self.names[n])")
+            #expect(kept["source.sdk"] == fresh["source.sdk"], "\(Self.names[n])")
+            if case .deadLettered(let reason) = fresh.outcome {
+                #expect(kept.outcome == .deadLettered(reason), "\(Self.names[n])")
+                #expect(kept["reason"] == fresh["reason"], "\(Self.names[n])")
+            }
+        }
+    }
+}
