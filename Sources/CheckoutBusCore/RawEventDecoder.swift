@@ -303,6 +303,8 @@ public final class RawEventDecoder {
     private var recentNames: [(raw: [UInt8], name: String, info: NameInfo)] = []
     private var recentNameNext = 0
     private static let recentNameLimit = 16
+    /// The longest name token remembered, quotes included (the longest listed name is 34 bytes).
+    private static let recentNameMaxBytes = 66
 
     /// The remembered name whose raw text is string token `t`'s, if any. An escaped token (whose
     /// decoded text is another byte string) is never looked up.
@@ -319,7 +321,10 @@ public final class RawEventDecoder {
 
     /// Remembers known name `name`, read from string token `t`, and what the tables say of it.
     private func rememberName(_ doc: JSONDocument, _ t: Int, _ name: String, _ info: NameInfo) {
-        guard doc.kind(t) == .string, !doc.tokens[t].flag else { return }
+        // Folding drops everything but letters and digits, so a known name can be padded to any
+        // length: only names of a real name's length are kept (the cache stays a few KB).
+        guard doc.kind(t) == .string, !doc.tokens[t].flag, doc.raw(t).count <= RawEventDecoder.recentNameMaxBytes
+        else { return }
         let entry = (raw: Array(doc.raw(t)), name: name, info: info)
         if recentNames.count < RawEventDecoder.recentNameLimit {
             recentNames.append(entry)

@@ -665,13 +665,16 @@ struct DecodingTests {
 @Suite("Decoding: remembered event names change nothing")
 struct RememberedNameTests {
     /// Callback and Primer names of every platform, unknown and non-lifecycle ones, an escaped
-    /// spelling, and a printed Swift case that gives way to its known prefix: 24 in all.
+    /// spelling, a printed Swift case that gives way to its known prefix, and a known name padded past
+    /// what is remembered: 25 in all.
     static let names: [String] = [
         "checkoutDidStart", "checkoutDidUpdate", "checkoutDidComplete", "checkoutDidFail", "checkoutDidDismiss",
         "onCheckoutStarted", "onCheckoutUpdated", "onCheckoutCompleted", "onCheckoutFailed", "onCheckoutDismissed",
         "onStart", "onUpdate", "onComplete", "onFail", "onDismiss", "primerDidCompleteCheckoutWithData",
         "primerDidFailWithError", "primerDidDismiss", "onCheckoutComplete", "someUnknownCallback",
         "primerDidTokenizePaymentMethod", "onCheck\\u006futStarted", "completed", "success(PrimerSDK.PaymentResult(id: 1))",
+        // Known once folded, but too long to be remembered.
+        "onCheckoutUpdated" + String(repeating: " ", count: 100),
     ]
 
     static func event(_ name: String, _ i: Int) -> String {
