@@ -53,8 +53,8 @@ public struct SnapshotSummary: Sendable, Equatable {
             f = Fields(doc, details)
         }
         // The currency first: a major-unit amount is scaled by it.
-        if let v = f.status { status = doc.string(v) }
-        if let v = f.currency { currency = doc.string(v) ?? currency }
+        if let v = f.status { status = SnapshotSummary.usualStatus(doc, v) ?? doc.string(v) }
+        if let v = f.currency { currency = SnapshotSummary.usualCurrency(doc, v) ?? doc.string(v) ?? currency }
         if let cart {
             readLines(doc, cart)
             if let price = doc.object(cart, "price") ?? doc.object(cart, "cost") {
@@ -83,6 +83,30 @@ public struct SnapshotSummary: Sendable, Equatable {
             }
         }
         if let cost = f.cost { readMoneyObject(doc, cost, .major) }
+    }
+
+    /// A Checkout Kit v4 status (the usual case), as a literal: no string is built from the input.
+    @inline(__always)
+    static func usualStatus(_ doc: JSONDocument, _ v: Int) -> String? {
+        if doc.stringEquals(v, "incomplete") { return "incomplete" }
+        if doc.stringEquals(v, "ready_for_complete") { return "ready_for_complete" }
+        if doc.stringEquals(v, "requires_escalation") { return "requires_escalation" }
+        if doc.stringEquals(v, "complete_in_progress") { return "complete_in_progress" }
+        if doc.stringEquals(v, "completed") { return "completed" }
+        if doc.stringEquals(v, "canceled") { return "canceled" }
+        return nil
+    }
+
+    /// One of the most used currency codes, upper case already (the usual case), as a literal.
+    @inline(__always)
+    static func usualCurrency(_ doc: JSONDocument, _ v: Int) -> String? {
+        if doc.stringEquals(v, "USD") { return "USD" }
+        if doc.stringEquals(v, "EUR") { return "EUR" }
+        if doc.stringEquals(v, "GBP") { return "GBP" }
+        if doc.stringEquals(v, "CAD") { return "CAD" }
+        if doc.stringEquals(v, "AUD") { return "AUD" }
+        if doc.stringEquals(v, "JPY") { return "JPY" }
+        return nil
     }
 
     /// The members of a snapshot (or of its `orderDetails`) a summary reads, found in one pass
