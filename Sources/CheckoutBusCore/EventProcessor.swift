@@ -188,6 +188,10 @@ public final class EventProcessor {
         eventIDs?.insert(EventIDWindow.key(id, checkout: CheckoutStateTable.key(checkoutID)), seq: seq)
     }
 
+    /// The envelope members ``restore(envelope:seq:rememberEventID:rebuildState:wallNow:now:)`` reads.
+    private static let envelopeNames = MemberNames(
+        "checkout_id", "kind", "event_id", "received_at", "after_complete", "idempotency_key", "checkout")
+
     /// Rebuilds state from one envelope the journal holds, oldest first (the daemon replays its
     /// most recent records at start): the event id is remembered for retries, and the checkout's
     /// state is what publishing that envelope left — completed with its order's idempotency key,
@@ -210,13 +214,9 @@ public final class EventProcessor {
         let doc = document
         guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object else { return false }
         // The envelope's members this needs, found in one pass (this runs for a million records at start).
-        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
-            ("checkout_id", "kind", "event_id", "received_at", "after_complete", "idempotency_key", "checkout")
-        let f = withUnsafeBytes(of: &names) { n in
-            doc.members(doc.root, names: n, 7) { m in
-                (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
-                 key: m.at(5), checkout: m.at(6))
-            }
+        let f = doc.members(doc.root, EventProcessor.envelopeNames) { m in
+            (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
+             key: m.at(5), checkout: m.at(6))
         }
         guard let c = f.checkoutID, let checkoutID = doc.string(c), let k = f.kind,
             let kind = LifecycleKind.allCases.first(where: { doc.stringEquals(k, $0.name) })

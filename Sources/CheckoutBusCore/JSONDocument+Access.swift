@@ -140,48 +140,56 @@ extension JSONDocument {
     /// has costs one load, and the others are compared only with the names of their length.
     func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ found: UnsafeMutableBufferPointer<Int>) {
         precondition(keys.count <= 16 && found.count >= keys.count, "members(_:_:_:) takes at most 16 names")
-        for i in found.indices { found[i] = -1 }
-        guard tokens[object].kind == .object else { return }
         withUnsafeTemporaryAllocation(of: UInt16.self, capacity: 64) { byLength in
             byLength.initialize(repeating: 0)
             for i in 0..<keys.count where keys[i].utf8CodeUnitCount < 64 {
                 byLength[keys[i].utf8CodeUnitCount] |= 1 &<< UInt16(i)
             }
-            let end = Int(tokens[object].next)
-            var k = object &+ 1
-            while k < end {
-                let tok = tokens[k]
-                if tok.flag {
-                    // An escaped key (rare): its decoded length is not its raw one.
-                    for i in 0..<keys.count where found[i] < 0 && keyEquals(k, tok, keys[i].utf8Start, keys[i].utf8CodeUnitCount) {
-                        found[i] = k &+ 1
-                    }
-                } else {
-                    let n = Int(tok.end &- tok.start) &- 2
-                    var candidates = n < 64 ? byLength[n] : 0
-                    let q = base + (Int(tok.start) &+ 1)
-                    while candidates != 0 {
-                        let i = candidates.trailingZeroBitCount
-                        candidates &= candidates &- 1
-                        let p = keys[i].utf8Start
-                        // The first byte rules out most names of the same length without a call.
-                        if found[i] < 0 && (n == 0 || (q[0] == p[0] && memcmp(q, p, n) == 0)) {
-                            found[i] = k &+ 1
-                        }
-                    }
-                }
-                k = Int(tokens[k &+ 1].next)
-            }
+            members(object, keys, UnsafePointer(byLength.baseAddress!), found)
         }
     }
 
-    /// ``members(_:_:_:)`` for the names in a homogeneous tuple of `count` `StaticString`s (bytes
-    /// from `withUnsafeBytes(of:)`): `body` reads what was found by each name's index.
+    /// ``members(_:_:_:)`` with the names' length index given (`byLength[n]`: a bit per name of
+    /// `n` bytes, for n < 64).
+    func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
+                 _ found: UnsafeMutableBufferPointer<Int>) {
+        for i in found.indices { found[i] = -1 }
+        guard tokens[object].kind == .object else { return }
+        let end = Int(tokens[object].next)
+        var k = object &+ 1
+        while k < end {
+            let tok = tokens[k]
+            if tok.flag {
+                // An escaped key (rare): its decoded length is not its raw one.
+                for i in 0..<keys.count where found[i] < 0 && keyEquals(k, tok, keys[i].utf8Start, keys[i].utf8CodeUnitCount) {
+                    found[i] = k &+ 1
+                }
+            } else {
+                let n = Int(tok.end &- tok.start) &- 2
+                var candidates = n < 64 ? byLength[n] : 0
+                let q = base + (Int(tok.start) &+ 1)
+                while candidates != 0 {
+                    let i = candidates.trailingZeroBitCount
+                    candidates &= candidates &- 1
+                    let p = keys[i].utf8Start
+                    // The first byte rules out most names of the same length without a call.
+                    if found[i] < 0 && (n == 0 || (q[0] == p[0] && memcmp(q, p, n) == 0)) {
+                        found[i] = k &+ 1
+                    }
+                }
+            }
+            k = Int(tokens[k &+ 1].next)
+        }
+    }
+
+    /// ``members(_:_:_:)`` for a fixed list of names, indexed once (``MemberNames``): `body` reads
+    /// what was found by each name's index in the list.
     @inline(__always)
-    func members<R>(_ object: Int, names tuple: UnsafeRawBufferPointer, _ count: Int,
-                    _ body: (FoundMembers) -> R) -> R {
-        withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { found in
-            members(object, JSONDocument.names(tuple, count), found)
+    func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: names.keys.count) { found in
+            names.keys.withUnsafeBufferPointer { keys in
+                names.byLength.withUnsafeBufferPointer { members(object, keys, $0.baseAddress!, found) }
+            }
             return body(FoundMembers(doc: self, found: UnsafeBufferPointer(found)))
         }
     }
@@ -449,5 +457,24 @@ extension JSONDocument {
         case .false: return false
         default: return nil
         }
+    }
+}
+
+/// Up to 16 member names and their length index, built once — a `static let` beside the code that
+/// looks them up for every event — so `members(_:_:_:)` does not
+/// index the names again for each object it reads. `Sendable`; immutable.
+struct MemberNames: Sendable {
+    let keys: [StaticString]
+    /// A bit per name of each length below 64 (bit `i`: `keys[i]`).
+    let byLength: [UInt16]
+
+    init(_ keys: StaticString...) {
+        precondition(keys.count <= 16, "MemberNames takes at most 16 names")
+        var index = [UInt16](repeating: 0, count: 64)
+        for (i, key) in keys.enumerated() where key.utf8CodeUnitCount < 64 {
+            index[key.utf8CodeUnitCount] |= 1 &<< UInt16(i)
+        }
+        self.keys = keys
+        byLength = index
     }
 }

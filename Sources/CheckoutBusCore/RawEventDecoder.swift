@@ -85,6 +85,11 @@ public final class RawEventDecoder {
         var name: JSONRef?
     }
 
+    /// The members ``readWrapper(_:_:into:)`` reads, indexed once.
+    private static let wrapperNames = MemberNames(
+        "payload", "jsonrpc", "method", "name", "event", "state", "checkout_id", "checkoutId", "sdk", "platform",
+        "event_id", "eventId", "occurred_at", "occurredAt", "type", "callback")
+
     /// Whether `root` is an ingest wrapper around the raw event: its payload, with its fields read
     /// into `w` where `w` has none yet (an outer wrapper's win) — every member the decision and the
     /// fields need found in one pass.
@@ -93,48 +98,41 @@ public final class RawEventDecoder {
     /// names an event and none of the wrapper's own fields). Without `payload`, an object with
     /// wrapper fields and no event name of its own wraps its `data` or `body`.
     private func readWrapper(_ doc: JSONDocument, _ root: Int, into w: inout Wrapper) -> Int? {
-        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                    StaticString, StaticString) =
-            ("payload", "jsonrpc", "method", "name", "event", "state", "checkout_id", "checkoutId", "sdk", "platform",
-             "event_id", "eventId", "occurred_at", "occurredAt", "type", "callback")
-        return withUnsafeBytes(of: &names) { n in
-            doc.members(root, names: n, 16) { m -> Int? in
-                // `type` and `callback` often tag a relay's message rather than name the event: they
-                // do not stop `payload` from making a wrapper (whose name a nameless payload takes).
-                let named = (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) != nil
-                let ownFields = (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
-                guard ownFields || !named else { return nil }
-                let anyName = named || (m.at(14) ?? m.at(15)) != nil
-                guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
-                else { return nil }
-                if w.checkoutID == nil, let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
-                if w.eventID == nil, let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
-                if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
-                    w.occurredAt = JSONRef(doc, v)
-                }
-                if w.platform == nil, let v = m.at(9) {
-                    w.platform = RawEventDecoder.usualPlatform(doc, v)
-                        ?? doc.string(v).map(RawEventDecoder.platformSpelling)
-                }
-                if w.sdk == nil, let v = m.at(8), let usual = RawEventDecoder.usualSDK(doc, v) {
-                    w.sdk = usual
-                } else if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
-                    // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
-                    let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
-                    // `shopify-checkout-kit`, `Primer iOS`: the SDK family, as envelopes name it.
-                    w.sdk = lower.hasPrefix("shopify") ? "shopify" : lower.hasPrefix("primer") ? "primer" : lower
-                }
-                if w.name == nil, anyName {
-                    for i in [4, 14, 5, 3, 15, 2] {
-                        if let v = m.at(i), doc.kind(v) == .string {
-                            w.name = JSONRef(doc, v)
-                            break
-                        }
+        return doc.members(root, RawEventDecoder.wrapperNames) { m -> Int? in
+            // `type` and `callback` often tag a relay's message rather than name the event: they
+            // do not stop `payload` from making a wrapper (whose name a nameless payload takes).
+            let named = (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) != nil
+            let ownFields = (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
+            guard ownFields || !named else { return nil }
+            let anyName = named || (m.at(14) ?? m.at(15)) != nil
+            guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
+            else { return nil }
+            if w.checkoutID == nil, let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
+            if w.eventID == nil, let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
+            if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
+                w.occurredAt = JSONRef(doc, v)
+            }
+            if w.platform == nil, let v = m.at(9) {
+                w.platform = RawEventDecoder.usualPlatform(doc, v)
+                    ?? doc.string(v).map(RawEventDecoder.platformSpelling)
+            }
+            if w.sdk == nil, let v = m.at(8), let usual = RawEventDecoder.usualSDK(doc, v) {
+                w.sdk = usual
+            } else if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
+                // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
+                let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+                // `shopify-checkout-kit`, `Primer iOS`: the SDK family, as envelopes name it.
+                w.sdk = lower.hasPrefix("shopify") ? "shopify" : lower.hasPrefix("primer") ? "primer" : lower
+            }
+            if w.name == nil, anyName {
+                for i in [4, 14, 5, 3, 15, 2] {
+                    if let v = m.at(i), doc.kind(v) == .string {
+                        w.name = JSONRef(doc, v)
+                        break
                     }
                 }
-                return payload
             }
+            return payload
         }
     }
 
@@ -202,6 +200,11 @@ public final class RawEventDecoder {
 
     // MARK: Family detection
 
+    /// A raw event's possible name fields and holders, read in one pass by ``decodeRaw(_:wrapper:)``.
+    private static let rawEventNames = MemberNames(
+        "event", "type", "state", "name", "callback", "method", "body", "data", "detail", "payload", "arguments",
+        "args", "params")
+
     private func decodeRaw(_ raw: JSONRef, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
         let doc = raw.doc
         let r = raw.token
@@ -212,33 +215,28 @@ public final class RawEventDecoder {
             return try decodeSheetBridge(doc, r, name: name, body: body)
         }
         // A callback's name and the member a bridge may have put its fields in, found in one pass.
-        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                    StaticString, StaticString, StaticString, StaticString, StaticString, StaticString) =
-            ("event", "type", "state", "name", "callback", "method", "body", "data", "detail", "payload",
-             "arguments", "args", "params")
-        let (nameTokens, holderToken) = withUnsafeBytes(of: &names) { n in
-            doc.members(r, names: n, 13) { m -> ((Int, Int, Int, Int, Int, Int), Int?) in
-                // The strings among these, in this order, may name the event (an `event` object
-                // beside a `type` name is the event's data); -1 pads.
-                var t = (-1, -1, -1, -1, -1, -1)
-                var k = 0
-                withUnsafeMutableBytes(of: &t) { raw in
-                    let slots = raw.bindMemory(to: Int.self)
-                    for i in 0..<6 {
-                        if let v = m.at(i), doc.kind(v) == .string, !looksEmbedded(doc, v) {
-                            slots[k] = v
-                            k += 1
-                        }
+        let (nameTokens, holderToken) = doc.members(r, RawEventDecoder.rawEventNames) {
+            m -> ((Int, Int, Int, Int, Int, Int), Int?) in
+            // The strings among these, in this order, may name the event (an `event` object
+            // beside a `type` name is the event's data); -1 pads.
+            var t = (-1, -1, -1, -1, -1, -1)
+            var k = 0
+            withUnsafeMutableBytes(of: &t) { raw in
+                let slots = raw.bindMemory(to: Int.self)
+                for i in 0..<6 {
+                    if let v = m.at(i), doc.kind(v) == .string, !looksEmbedded(doc, v) {
+                        slots[k] = v
+                        k += 1
                     }
                 }
-                func holder(_ i: Int) -> Int? {
-                    guard let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) else { return nil }
-                    return v
-                }
-                let h = holder(7) ?? holder(8) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10) ?? holder(11)
-                    ?? holder(12)
-                return (t, h)
             }
+            func holder(_ i: Int) -> Int? {
+                guard let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) else { return nil }
+                return v
+            }
+            let h = holder(7) ?? holder(8) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10) ?? holder(11)
+                ?? holder(12)
+            return (t, h)
         }
         // Else the wrapper's own name.
         let nameToken = nameTokens.0 >= 0 ? nameTokens.0 : nil
@@ -618,22 +616,21 @@ public final class RawEventDecoder {
         objectValue(doc, token) ?? JSONRef(doc, r)
     }
 
+    /// The members ``readSnapshotIDs(_:_:into:)`` reads, indexed once.
+    private static let snapshotIDNames = MemberNames(
+        "id", "checkout_id", "checkoutId", "order", "orderDetails", "order_details", "order_id", "orderId")
+
     /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),
     /// its members found in one pass (``JSONDocument/members(_:_:_:)``).
     private func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
-        var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                    StaticString) = ("id", "checkout_id", "checkoutId", "order", "orderDetails", "order_details",
-                                     "order_id", "orderId")
         let skipCheckoutID = wrapperNamesCheckout
-        withUnsafeBytes(of: &names) { n in
-            doc.members(c, names: n, 8) { m in
-                if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
-                if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
-                if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
-                    event.orderID = doc.identifier(v)
-                }
-                if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
+        doc.members(c, RawEventDecoder.snapshotIDNames) { m in
+            if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
+            if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
+            if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
+                event.orderID = doc.identifier(v)
             }
+            if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
         }
     }
 

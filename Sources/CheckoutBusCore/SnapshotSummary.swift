@@ -124,21 +124,20 @@ public struct SnapshotSummary: Sendable, Equatable {
         /// `cost`, when it is an object.
         var cost: Int?
 
+        /// The names, indexed once.
+        static let fieldNames = MemberNames(
+            "orderDetails", "order_details", "status", "currency", "currencyCode", "currency_code", "line_items",
+            "lineItems", "lines", "totals", "cost")
+
         init(_ doc: JSONDocument, _ o: Int) {
-            var names: (StaticString, StaticString, StaticString, StaticString, StaticString, StaticString, StaticString,
-                        StaticString, StaticString, StaticString, StaticString) =
-                ("orderDetails", "order_details", "status", "currency", "currencyCode", "currency_code", "line_items",
-                 "lineItems", "lines", "totals", "cost")
             var f = Fields()
-            withUnsafeBytes(of: &names) { n in
-                doc.members(o, names: n, 11) { m in
-                    f.orderDetails = m.object(0) ?? m.object(1)
-                    f.status = m.at(2)
-                    f.currency = m.at(3) ?? m.at(4) ?? m.at(5)
-                    f.lines = m.at(6) ?? m.at(7) ?? m.at(8)
-                    f.totals = m.at(9)
-                    f.cost = m.object(10)
-                }
+            doc.members(o, SnapshotSummary.Fields.fieldNames) { m in
+                f.orderDetails = m.object(0) ?? m.object(1)
+                f.status = m.at(2)
+                f.currency = m.at(3) ?? m.at(4) ?? m.at(5)
+                f.lines = m.at(6) ?? m.at(7) ?? m.at(8)
+                f.totals = m.at(9)
+                f.cost = m.object(10)
             }
             self = f
         }
