@@ -136,21 +136,9 @@ extension JSONDocument {
 
     /// The values of several members of `object` in one pass over its members, instead of one
     /// pass per name: `found[i]` becomes the value of the first member named `keys[i]` (at most
-    /// 16 names), or -1. The names are indexed by length first, so a member whose length no name
-    /// has costs one load, and the others are compared only with the names of their length.
-    func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ found: UnsafeMutableBufferPointer<Int>) {
-        precondition(keys.count <= 16 && found.count >= keys.count, "members(_:_:_:) takes at most 16 names")
-        withUnsafeTemporaryAllocation(of: UInt16.self, capacity: 64) { byLength in
-            byLength.initialize(repeating: 0)
-            for i in 0..<keys.count where keys[i].utf8CodeUnitCount < 64 {
-                byLength[keys[i].utf8CodeUnitCount] |= 1 &<< UInt16(i)
-            }
-            members(object, keys, UnsafePointer(byLength.baseAddress!), found)
-        }
-    }
-
-    /// ``members(_:_:_:)`` with the names' length index given (`byLength[n]`: a bit per name of
-    /// `n` bytes, for n < 64).
+    /// 16 names), or -1. The names are indexed by length (`byLength[n]`: a bit per name of `n`
+    /// bytes, for n < 64; ``MemberNames`` builds it once), so a member whose length no name has
+    /// costs one load, and the others are compared only with the names of their length.
     func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
                  _ found: UnsafeMutableBufferPointer<Int>) {
         for i in found.indices { found[i] = -1 }
@@ -182,7 +170,7 @@ extension JSONDocument {
         }
     }
 
-    /// ``members(_:_:_:)`` for a fixed list of names, indexed once (``MemberNames``): `body` reads
+    /// ``members(_:_:_:_:)`` for a fixed list of names, indexed once (``MemberNames``): `body` reads
     /// what was found by each name's index in the list.
     @inline(__always)
     func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
@@ -461,7 +449,7 @@ extension JSONDocument {
 }
 
 /// Up to 16 member names and their length index, built once — a `static let` beside the code that
-/// looks them up for every event — so `members(_:_:_:)` does not
+/// looks them up for every event — so `members(_:_:_:_:)` does not
 /// index the names again for each object it reads. `Sendable`; immutable.
 struct MemberNames: Sendable {
     let keys: [StaticString]
