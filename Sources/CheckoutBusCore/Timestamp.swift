@@ -50,21 +50,28 @@ public struct Timestamp: Sendable, Equatable, Comparable {
             text[10] == UInt8(ascii: "T"), text[13] == UInt8(ascii: ":"), text[16] == UInt8(ascii: ":"),
             text[19] == UInt8(ascii: "."), text[23] == UInt8(ascii: "Z")
         else { return nil }
-        func number(_ from: Int, _ width: Int) -> Int64? {
-            var v: Int64 = 0
-            for i in from..<(from + width) {
-                let d = text[i] &- UInt8(ascii: "0")
-                guard d < 10 else { return nil }
-                v = v * 10 + Int64(d)
-            }
-            return v
-        }
+        func number(_ from: Int, _ width: Int) -> Int64? { Timestamp.decimalField(text, from: from, count: width) }
         guard let y0 = number(0, 4), let m = number(5, 2), let d = number(8, 2), let h = number(11, 2),
             let mi = number(14, 2), let s = number(17, 2), let ms = number(20, 3),
             (1...12).contains(m), (1...31).contains(d), h < 24, mi < 60, s < 61
         else { return nil }
         milliseconds = Timestamp.daysSinceEpoch(year: y0, month: m, day: d) * 86_400_000 + h * 3_600_000
             + mi * 60_000 + s * 1000 + ms
+    }
+
+    /// The value of the `count` decimal digits of `text` from offset `from`; nil when one of them
+    /// is not a digit or the run does not fit in `text`. The field reader every RFC 3339 reader
+    /// here uses.
+    public static func decimalField<Text: RandomAccessCollection>(_ text: Text, from: Int, count: Int) -> Int64?
+    where Text.Element == UInt8, Text.Index == Int {
+        guard from >= text.startIndex, from + count <= text.endIndex else { return nil }
+        var v: Int64 = 0
+        for i in from..<(from + count) {
+            let d = text[i] &- UInt8(ascii: "0")
+            guard d < 10 else { return nil }
+            v = v * 10 + Int64(d)
+        }
+        return v
     }
 
     /// Days since 1970-01-01 of a civil (proleptic Gregorian) date, month 1…12 (Howard Hinnant's

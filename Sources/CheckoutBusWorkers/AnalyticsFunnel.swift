@@ -225,15 +225,7 @@ public final class AnalyticsFunnel {
             b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t") || b[10] == UInt8(ascii: " "),
             b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":")
         else { return nil }
-        func number(_ from: Int, _ count: Int) -> Int64? {
-            var v: Int64 = 0
-            for i in from..<from + count {
-                let d = b[i] &- UInt8(ascii: "0")
-                guard d < 10 else { return nil }
-                v = v * 10 + Int64(d)
-            }
-            return v
-        }
+        func number(_ from: Int, _ count: Int) -> Int64? { Timestamp.decimalField(b, from: from, count: count) }
         guard let y = number(0, 4), let m = number(5, 2), let d = number(8, 2), let hh = number(11, 2),
             let mm = number(14, 2), let ss = number(17, 2), (1...12).contains(m), (1...31).contains(d)
         else { return nil }

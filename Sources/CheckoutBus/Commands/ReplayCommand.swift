@@ -174,16 +174,7 @@ public struct ReplayCommand {
         if doc.kind(t) == .number { return doc.int64(t) }
         guard let s = doc.string(t) else { return nil }
         let b = Array(s.utf8)
-        func num(_ from: Int, _ n: Int) -> Int64? {
-            guard from + n <= b.count else { return nil }
-            var v: Int64 = 0
-            for k in from..<(from + n) {
-                let d = b[k] &- UInt8(ascii: "0")
-                guard d < 10 else { return nil }
-                v = v * 10 + Int64(d)
-            }
-            return v
-        }
+        func num(_ from: Int, _ n: Int) -> Int64? { Timestamp.decimalField(b, from: from, count: n) }
         guard b.count >= 19, let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2),
             let mi = num(14, 2), let se = num(17, 2)
         else { return nil }
