@@ -21,6 +21,9 @@ public struct DaemonConfiguration: Sendable {
     public var processor = EventProcessor.Options()
     /// Messages queued per subscriber before ZeroMQ drops for that subscriber (`ZMQ_SNDHWM`).
     public var publishHighWaterMark: Int32 = 100_000
+    /// Messages received and queued per producer connection, on both ingest sockets, before the
+    /// daemon stops reading from that producer (`ZMQ_RCVHWM`): backpressure, never a drop.
+    public var ingestHighWaterMark: Int32 = 1000
     /// Milliseconds between `bus.heartbeat` messages.
     public var heartbeatMilliseconds = 1000
     /// Journal records replayed at start to rebuild per-checkout state (`--restore-records`).
@@ -88,7 +91,7 @@ public struct DaemonConfiguration: Sendable {
 
     static let valued: Set<String> = [
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
-        "max-checkouts", "checkout-ttl", "publish-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
+        "max-checkouts", "checkout-ttl", "publish-hwm", "ingest-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
         "journal-cache-bytes", "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
         "curve-subscribers", "dedupe-window", "shard", "restore-records",
     ]
@@ -159,6 +162,7 @@ public struct DaemonConfiguration: Sendable {
             c.processor.shard = m
         }
         c.publishHighWaterMark = Int32(try args.int("publish-hwm", default: 100_000, in: 0...10_000_000))
+        c.ingestHighWaterMark = Int32(try args.int("ingest-hwm", default: 1000, in: 1...10_000_000))
         c.heartbeatMilliseconds = try args.int("heartbeat-ms", default: 1000, in: 10...60_000)
         if let v = args.value("log-level") {
             guard let l = Logger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
@@ -227,6 +231,9 @@ public struct DaemonConfiguration: Sendable {
           --buyer-data MODE          redacted (default): buyer and payment details become "[redacted]";
                                      full: envelopes keep them
           --max-message-bytes N      larger messages are dead-lettered as `oversized` (default 1048576)
+          --ingest-hwm N             messages taken in per producer connection ahead of processing;
+                                     past it the daemon stops reading from that producer, whose own
+                                     queue then fills: backpressure, never a drop (default 1000)
           --dedupe-window N          remember the last N event ids (the wrapper's event_id): a retry of
                                      one is not published again, an acked producer gets the original
                                      seq with "duplicate":true (default 200000; 0 turns it off)

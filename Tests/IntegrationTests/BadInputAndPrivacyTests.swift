@@ -94,7 +94,7 @@ struct BadInputAndPrivacyTests {
         let help = try runTool("checkoutbusd", ["--help"])
         #expect(help.status == 0)
         for flag in ["--ingest", "--publish", "--data-dir", "--buyer-data", "--max-message-bytes", "--max-checkouts",
-                     "--checkout-ttl", "--publish-hwm", "--heartbeat-ms", "--log-level", "--help", "--version"] {
+                     "--checkout-ttl", "--publish-hwm", "--ingest-hwm", "--heartbeat-ms", "--log-level", "--help", "--version"] {
             #expect(help.output.contains(flag), "\(flag) missing from --help")
         }
         let bad = try runTool("checkoutbusd", ["--no-such-flag"])

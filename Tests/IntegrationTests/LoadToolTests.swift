@@ -22,6 +22,29 @@ struct LoadToolTests {
         #expect((report.int("sent") ?? 0) > 8000)
     }
 
+    @Test("--ingest-hwm 10: producers faster than the daemon are held back, never dropped")
+    func smallIngestQueueHoldsProducersBack() throws {
+        let daemon = try DaemonProcess(["--ingest-hwm", "10"])
+        // Fire and forget, flat out: the flood's queue fills while the daemon reads ten at a time.
+        let result = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish,
+                                                 "--checkouts", "3000", "--seed", "11", "--json"])
+        #expect(result.status == 0, "\(result.output)")
+        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(report.bool("ok") == true)
+        #expect(report.int("published") == report.int("expected_published"))
+        let sent = try #require(report.int("sent"))
+        #expect(sent > 12000)
+        // Acknowledged, many in flight on one connection: every one answered.
+        let lines = (0..<3000).map { #"{"checkout_id":"hwm-\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
+        let acked = try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
+                                  arguments: ["--acked"])
+        #expect(acked.status == 0, "\(acked.stderr)")
+        #expect(acked.stderr.contains("sent=3000 acked=3000 rejected=0"))
+        let counters = try #require(try ControlClient(daemon.control).stats()["counters"] as? [String: Any])
+        #expect(counters.int("received") == sent + 3000)
+    }
+
     @Test("flood at a fixed rate with a count limit stops where told and still matches")
     func floodPacedAndLimited() throws {
         let daemon = try DaemonProcess()
