@@ -63,9 +63,13 @@ struct LoadToolTests {
         let result = try runTool("checkoutbus", ["bench", "--rounds", "1", "--events", "2000",
                                                  "--latency-events", "200", "--latency-rate", "2000",
                                                  "--memory-checkouts", "2000", "--warmup", "1",
-                                                 "--daemon-args", "--fsync-ms 5 --journal-cache-bytes kernel"])
+                                                 "--daemon-args", "--fsync-ms 5 --journal-cache-bytes kernel",
+                                                 "--producer-queue", "50"])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains("checkoutbusd --fsync-ms 5 --journal-cache-bytes kernel"))
+        // A producer that blocks every fifty messages still delivers every one, to either target.
+        #expect(result.output.contains("PUSH, a queue of 50"))
+        #expect(result.output.contains("round 1 raw: "))
         #expect(result.output.contains("warm-up 1 bus:"))
         #expect(result.output.contains("ratio bus/raw"))
         #expect(result.output.contains("(2000/2000 received)"))

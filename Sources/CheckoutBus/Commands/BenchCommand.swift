@@ -5,6 +5,7 @@ public struct BenchCommand {
 
         USAGE: checkoutbus bench [--rounds N] [--warmup N] [--events N] [--latency-rate R]
                                  [--latency-events N] [--memory-checkouts N] [--daemon-args "ARGS"]
+                                 [--producer-queue N]
                checkoutbus bench parse [--file PATH] [--iterations N] [--only-full-process]
                checkoutbus bench journal [--events N]
 
@@ -23,6 +24,10 @@ public struct BenchCommand {
           --memory-checkouts N distinct checkouts for the memory run (default 1000000; 0 skips it)
           --daemon-args "ARGS" extra checkoutbusd flags for the throughput and latency runs,
                                space-separated (e.g. "--fsync-ms 10 --journal-cache-bytes kernel")
+          --producer-queue N   messages the load driver's producer may queue ahead of either target
+                               (default 10000; its subscriber's queue stays 1000000, so nothing is
+                               dropped). A much larger queue slows the raw rounds more than the
+                               daemon's and flatters the ratio
 
           parse                hot-path stages on one snapshot: tape scan, scan + canonical hash,
                                full processing (decode, rules, summary, redaction, envelope)
@@ -50,7 +55,7 @@ public struct BenchCommand {
         let args = try CommandLineArguments(
             arguments,
             valued: ["file", "iterations", "rounds", "warmup", "events", "latency-rate", "latency-events",
-                     "memory-checkouts", "daemon-args"],
+                     "memory-checkouts", "daemon-args", "producer-queue"],
             switches: ["only-full-process"])
         if args.positionals.first == "parse" {
             mode = .parse(file: args.value("file") ?? "bench/snapshot-1k.json",
@@ -73,6 +78,7 @@ public struct BenchCommand {
         b.latencyRate = Double(try args.int("latency-rate", default: 10_000, in: 1...1_000_000))
         b.latencyEvents = try args.int("latency-events", default: 30_000, in: 100...100_000_000)
         b.memoryCheckouts = try args.int("memory-checkouts", default: 1_000_000, in: 0...100_000_000)
+        b.producerQueue = Int32(try args.int("producer-queue", default: 10_000, in: 1...10_000_000))
         mode = .throughput(b)
     }
 

@@ -56,16 +56,19 @@ public final class LoadDriver {
 
     /// - Parameter curve: CURVE client keys for both sockets (the key must be in both of the
     ///   daemon's allowlists).
+    /// - Parameter sendHighWaterMark: the producer's queue (`ZMQ_SNDHWM`) when it should differ
+    ///   from `highWaterMark`, which then bounds only the subscriber's.
     public convenience init(ingest: String, publish: String, target: Target, highWaterMark: Int32 = 1_000_000,
-                            curve: CurveClientKeys? = nil) throws {
-        try self.init(ingest: [ingest], publish: [publish], target: target, highWaterMark: highWaterMark, curve: curve)
+                            sendHighWaterMark: Int32? = nil, curve: CurveClientKeys? = nil) throws {
+        try self.init(ingest: [ingest], publish: [publish], target: target, highWaterMark: highWaterMark,
+                      sendHighWaterMark: sendHighWaterMark, curve: curve)
     }
 
     /// Drives shards: `ingest` lists the shards' `--ingest` endpoints in shard order (one: no
     /// routing; a `route` front counts as one), `publish` every publish endpoint to receive from.
     /// - Parameter curve: CURVE client keys for every socket.
     public init(ingest: [String], publish: [String], target: Target, highWaterMark: Int32 = 1_000_000,
-                curve: CurveClientKeys? = nil) throws {
+                sendHighWaterMark: Int32? = nil, curve: CurveClientKeys? = nil) throws {
         precondition(!ingest.isEmpty && !publish.isEmpty, "LoadDriver needs an ingest and a publish endpoint")
         self.target = target
         context = try ZMQContext()
@@ -80,7 +83,7 @@ public final class LoadDriver {
         }
         pushes = try ingest.map { endpoint in
             let push = try ZMQSocket(context: context, type: .push)
-            try push.setOption(.sendHighWaterMark, highWaterMark)
+            try push.setOption(.sendHighWaterMark, sendHighWaterMark ?? highWaterMark)
             try push.setLinger(milliseconds: 0)
             try curve?.apply(to: push)
             try push.connect(endpoint)
