@@ -8,11 +8,8 @@ struct LoadToolTests {
     @Test("flood: every family's lifecycles, published exactly as the generator expects")
     func floodMatchesGenerator() throws {
         let daemon = try DaemonProcess()
-        let result = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish,
-                                                 "--checkouts", "2000", "--seed", "7", "--json"])
-        #expect(result.status == 0, "\(result.output)")
-        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let report = try floodReport(["--to", daemon.ingest, "--from", daemon.publish,
+                                       "--checkouts", "2000", "--seed", "7"])
         #expect(report.bool("ok") == true)
         #expect(report.int("published") == report.int("expected_published"))
         #expect(report.int("suppressed") == report.int("expected_suppressed"))
@@ -26,11 +23,8 @@ struct LoadToolTests {
     func smallIngestQueueHoldsProducersBack() throws {
         let daemon = try DaemonProcess(["--ingest-hwm", "10"])
         // Fire and forget, flat out: the flood's queue fills while the daemon reads ten at a time.
-        let result = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish,
-                                                 "--checkouts", "3000", "--seed", "11", "--json"])
-        #expect(result.status == 0, "\(result.output)")
-        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let report = try floodReport(["--to", daemon.ingest, "--from", daemon.publish,
+                                       "--checkouts", "3000", "--seed", "11"])
         #expect(report.bool("ok") == true)
         #expect(report.int("published") == report.int("expected_published"))
         let sent = try #require(report.int("sent"))
@@ -48,11 +42,8 @@ struct LoadToolTests {
     @Test("flood at a fixed rate with a count limit stops where told and still matches")
     func floodPacedAndLimited() throws {
         let daemon = try DaemonProcess()
-        let result = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish,
-                                                 "--rate", "5000", "--count", "3000", "--json"])
-        #expect(result.status == 0, "\(result.output)")
-        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let report = try floodReport(["--to", daemon.ingest, "--from", daemon.publish,
+                                       "--rate", "5000", "--count", "3000"])
         #expect(report.int("sent") == 3000)
         #expect(report.bool("ok") == true)
         #expect((report.object("latency_us")?["p99"] as? Double ?? 0) > 0)

@@ -237,6 +237,16 @@ func runTool(_ name: String, _ arguments: [String], timeout: Double = 30) throws
     return (waitForExit(p, timeout: 30), text)
 }
 
+/// Runs `checkoutbus flood ARGUMENTS --json` to completion, expects it to exit 0, and returns its
+/// report (the last line of its output).
+func floodReport(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
+    let result = try runTool("checkoutbus", ["flood"] + arguments + ["--json"])
+    #expect(result.status == 0, "\(result.output)", sourceLocation: sourceLocation)
+    let line = try #require(result.output.split(separator: "\n").last.map(String.init), sourceLocation: sourceLocation)
+    return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                        sourceLocation: sourceLocation)
+}
+
 extension Dictionary where Key == String, Value == Any {
     func object(_ key: String) -> [String: Any]? { self[key] as? [String: Any] }
     func string(_ key: String) -> String? { self[key] as? String }

@@ -178,11 +178,8 @@ struct ShardTests {
         let route = try RouteProcess(shards)
         // flood sends through route and subscribes to every shard's publish endpoint (it waits for
         // each one's heartbeat); it checks what all of them publish against what it generated.
-        let result = try runTool("checkoutbus", ["flood", "--to", route.listen, "--from", shards.publish,
-                                                 "--checkouts", "2500", "--seed", "11", "--json"])
-        #expect(result.status == 0, "\(result.output)")
-        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let report = try floodReport(["--to", route.listen, "--from", shards.publish,
+                                       "--checkouts", "2500", "--seed", "11"])
         #expect(report.bool("ok") == true)
         #expect(report.int("deadletters") == 0, "no wrong_shard: route sent every event to its owner")
         let sent = try #require(report.int("sent"))
@@ -300,11 +297,8 @@ struct ShardTests {
     @Test("flood --shards routes by itself and counts what every shard publishes")
     func floodWithShards() throws {
         let shards = try ShardSet(count: 2)
-        let result = try runTool("checkoutbus", ["flood", "--shards", shards.ingest, "--from", shards.publish,
-                                                 "--checkouts", "1500", "--seed", "5", "--json"])
-        #expect(result.status == 0, "\(result.output)")
-        let line = try #require(result.output.split(separator: "\n").last.map(String.init))
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let report = try floodReport(["--shards", shards.ingest, "--from", shards.publish,
+                                       "--checkouts", "1500", "--seed", "5"])
         #expect(report.bool("ok") == true)
         #expect(report.int("deadletters") == 0)
         let counts = try (0..<2).map { try shards.journal($0).count }
