@@ -76,6 +76,18 @@ extension JSONDocument {
         return memcmp(base + Int(tok.start) + 1, text.utf8Start, n) == 0
     }
 
+    /// Whether string token `t` holds `text` (ASCII lower-case) up to ASCII case: `TOTAL`, `Total`.
+    public func stringEqualsIgnoringCase(_ t: Int, _ text: StaticString) -> Bool {
+        let tok = tokens[t]
+        guard tok.kind == .string else { return false }
+        if tok.flag { return string(t)?.lowercased() == text.description }
+        let n = Int(tok.end - tok.start) - 2
+        guard n == text.utf8CodeUnitCount else { return false }
+        let p = base + Int(tok.start) + 1
+        for i in 0..<n where BuyerDataRedactor.folded(p[i]) != text.utf8Start[i] { return false }
+        return true
+    }
+
     /// Whether string token `t` holds exactly the bytes `text`.
     public func stringEquals(_ t: Int, bytes text: UnsafeRawBufferPointer) -> Bool {
         let tok = tokens[t]

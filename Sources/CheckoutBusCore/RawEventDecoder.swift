@@ -42,6 +42,11 @@ public final class RawEventDecoder {
         {
             depth += 1
             let pd = raw.doc
+            if pd.kind(payload) == .null {
+                // `"payload": null` is no payload (a dismiss needs none): the wrapper's own name
+                // and fields are the event.
+                break
+            }
             switch pd.kind(payload) {
             case .object: raw = JSONRef(pd, payload)
             case .string:
@@ -203,7 +208,7 @@ public final class RawEventDecoder {
     /// A raw event's possible name fields and holders, read in one pass by ``decodeRaw(_:wrapper:)``.
     private static let rawEventNames = MemberNames(
         "event", "type", "state", "name", "callback", "method", "body", "data", "detail", "payload", "arguments",
-        "args", "params")
+        "args", "params", "nativeEvent")
 
     private func decodeRaw(_ raw: JSONRef, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
         let doc = raw.doc
@@ -211,8 +216,10 @@ public final class RawEventDecoder {
         if let m = doc.member(r, "method"), doc.member(r, "jsonrpc") != nil || (doc.string(m)?.hasPrefix("ec.") ?? false) {
             return try decodeECP(doc, r, method: m)
         }
-        if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body") {
-            return try decodeSheetBridge(doc, r, name: name, body: body)
+        if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body"),
+            let event = try decodeSheetBridge(doc, r, name: name, body: body)
+        {
+            return event
         }
         // A callback's name and the member a bridge may have put its fields in, found in one pass.
         let (nameTokens, holderToken) = doc.members(r, RawEventDecoder.rawEventNames) {
@@ -234,8 +241,8 @@ public final class RawEventDecoder {
                 guard let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) else { return nil }
                 return v
             }
-            let h = holder(7) ?? holder(8) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10) ?? holder(11)
-                ?? holder(12)
+            let h = holder(7) ?? holder(8) ?? holder(13) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10)
+                ?? holder(11) ?? holder(12)
             return (t, h)
         }
         // Else the wrapper's own name.
@@ -257,6 +264,14 @@ public final class RawEventDecoder {
         if !info.isKnown {
             var others: [String] = []
             if let paren = name.firstIndex(of: "(") { others.append(String(name[..<paren])) }
+            // A class or event name under a qualifier: kotlinx's polymorphic `type`
+            // (`com.shopify.checkoutkit.lifecycle.CheckoutStartEvent`), a nested class
+            // (`CheckoutEvent$Started`), a web event (`shopify:checkout:dismiss`).
+            if let cut = name.lastIndex(where: { $0 == "." || $0 == "$" || $0 == ":" || $0 == "/" }),
+                name.index(after: cut) < name.endIndex
+            {
+                others.append(String(name[name.index(after: cut)...]))
+            }
             withUnsafeBytes(of: nameTokens) { raw in
                 for v in raw.bindMemory(to: Int.self).dropFirst() where v >= 0 {
                     if let text = doc.string(v) { others.append(text) }
@@ -474,7 +489,9 @@ public final class RawEventDecoder {
 
     // MARK: Checkout Sheet Kit bridge
 
-    private func decodeSheetBridge(_ doc: JSONDocument, _ r: Int, name n: Int, body: Int) throws(DecodeRejection) -> DecodedEvent {
+    /// - Returns: nil when `name` is not one of the bridge's names but a callback's (a React Native
+    ///   or Flutter emitter's `{"name":"checkoutDidComplete","body":{…}}`): decoded as a callback.
+    private func decodeSheetBridge(_ doc: JSONDocument, _ r: Int, name n: Int, body: Int) throws(DecodeRejection) -> DecodedEvent? {
         let name = doc.string(n) ?? ""
         let folded = ErrorCodeNormalizer.fold(name)
         let kind: LifecycleKind
@@ -484,9 +501,7 @@ public final class RawEventDecoder {
         case "started", "checkoutstarted": kind = .start
         case "close", "closed", "checkoutclosed": kind = .dismiss
         default:
-            if RawEventDecoder.nonLifecycleNames.contains(folded) {
-                throw DecodeRejection(.notLifecycle, "`\(name)` is not a lifecycle event")
-            }
+            if NameInfo(folded).isKnown { return nil }
             throw DecodeRejection(.unknownEvent, "unknown bridge event `\(name)`")
         }
         var bodyRef = JSONRef(doc, body)
@@ -581,6 +596,28 @@ public final class RawEventDecoder {
         let h = own ? JSONRef(outer, r) : holder(outer, r, holderToken)
         let doc = h.doc
         let holder = h.token
+        // The payment, and the order it names: on the event, else (iOS's
+        // `primerDidFailWithError(_:data:)` relayed as `{"error":…,"data":{"payment":…}}`) in the
+        // holder beside its own fields.
+        readPrimerPayment(doc, holder, into: &event)
+        if own, event.payment == nil, let other = objectValue(outer, holderToken) {
+            readPrimerPayment(other.doc, other.token, into: &event)
+        }
+        if kind == .fail {
+            var terminal = false
+            if let p = doc.member(holder, "phase"), doc.stringEquals(p, "initializing") { terminal = true }
+            if let t = doc.member(holder, "terminal"), doc.bool(t) == true { terminal = true }
+            event.error = failureError(doc, object: doc.object(holder, "error") ?? doc.object(holder, "primerError"),
+                                       fields: holder, terminal: terminal)
+        }
+        readEventIDs(outer, r, into: &event)
+        if doc !== outer || holder != r { readEventIDs(doc, holder, into: &event) }
+        return event
+    }
+
+    /// A Primer event's payment (`paymentResult`, `result`, `checkoutData.payment` or `payment`)
+    /// and order id, from the object at `holder`.
+    private func readPrimerPayment(_ doc: JSONDocument, _ holder: Int, into event: inout DecodedEvent) {
         let checkoutData = doc.object(holder, "checkoutData") ?? doc.object(holder, "checkout_data")
         let payment = doc.object(holder, "paymentResult") ?? doc.object(holder, "payment_result")
             ?? doc.object(holder, "result") ?? checkoutData.flatMap { doc.object($0, "payment") }
@@ -595,22 +632,13 @@ public final class RawEventDecoder {
         {
             event.orderID = doc.identifier(v)
         }
-        if kind == .fail {
-            var terminal = false
-            if let p = doc.member(holder, "phase"), doc.stringEquals(p, "initializing") { terminal = true }
-            if let t = doc.member(holder, "terminal"), doc.bool(t) == true { terminal = true }
-            event.error = failureError(doc, object: doc.object(holder, "error") ?? doc.object(holder, "primerError"),
-                                       fields: holder, terminal: terminal)
-        }
-        readEventIDs(outer, r, into: &event)
-        if doc !== outer || holder != r { readEventIDs(doc, holder, into: &event) }
-        return event
     }
 
     // MARK: Shared field readers
 
     /// Where a callback's fields are: the first object (or object in a JSON string) among `data`,
-    /// `detail`, `event`, `payload`, `body`, `arguments` (Flutter's method channel), `args` and
+    /// `detail`, `nativeEvent` (a React Native synthetic event), `event`, `payload`, `body`,
+    /// `arguments` (Flutter's method channel), `args` and
     /// `params` — `token`, as ``decodeRaw(_:wrapper:)`` found it — else the event itself.
     private func holder(_ doc: JSONDocument, _ r: Int, _ token: Int?) -> JSONRef {
         objectValue(doc, token) ?? JSONRef(doc, r)
@@ -695,6 +723,13 @@ public final class RawEventDecoder {
         var rawCode: String?
         if let v = doc.member(e, anyOf: "code", "errorId", "error_id", "errorCode", "error_code") {
             rawCode = doc.identifier(v)
+            // `"code": null` beside an `errorId` (a bridge that copies every field it knows):
+            // the first of them with a value.
+            if rawCode == nil {
+                for name: StaticString in ["code", "errorId", "error_id", "errorCode", "error_code"] where rawCode == nil {
+                    if let v = doc.member(e, name) { rawCode = doc.identifier(v) }
+                }
+            }
         }
         var group: String?
         if let v = doc.member(e, anyOf: "group", "__typename") { group = doc.string(v) }

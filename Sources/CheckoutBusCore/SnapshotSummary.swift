@@ -76,6 +76,11 @@ public struct SnapshotSummary: Sendable, Equatable {
                         total = minorUnits(doc, amount, .minor)
                     } else if doc.stringEquals(type, "subtotal") {
                         subtotal = minorUnits(doc, amount, .minor)
+                    } else if doc.stringEqualsIgnoringCase(type, "total") {
+                        // Android's enum names (`TOTAL`) and other casings: checked after the usual spelling.
+                        total = minorUnits(doc, amount, .minor)
+                    } else if doc.stringEqualsIgnoringCase(type, "subtotal") {
+                        subtotal = minorUnits(doc, amount, .minor)
                     }
                 }
             case .object: readMoneyObject(doc, totals, .minor)
