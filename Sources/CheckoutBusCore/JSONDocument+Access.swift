@@ -77,12 +77,13 @@ extension JSONDocument {
     }
 
     /// Whether string token `t` holds `text` (ASCII lower-case) up to ASCII case: `TOTAL`, `Total`.
+    /// (Inlined: most calls end at the length.)
+    @inline(__always)
     public func stringEqualsIgnoringCase(_ t: Int, _ text: StaticString) -> Bool {
         let tok = tokens[t]
-        guard tok.kind == .string else { return false }
+        guard Int(tok.end - tok.start) - 2 == text.utf8CodeUnitCount || tok.flag, tok.kind == .string else { return false }
         if tok.flag { return string(t)?.lowercased() == text.description }
-        let n = Int(tok.end - tok.start) - 2
-        guard n == text.utf8CodeUnitCount else { return false }
+        let n = text.utf8CodeUnitCount
         let p = base + Int(tok.start) + 1
         for i in 0..<n where BuyerDataRedactor.folded(p[i]) != text.utf8Start[i] { return false }
         return true
