@@ -470,9 +470,11 @@ public final class RawEventDecoder {
         for list in candidates where chosen == nil {
             let d = list.doc
             d.forEachElement(list.token) { msg in
-                guard chosen == nil, let t = d.member(msg, "type"), d.stringEquals(t, "error") else { return }
+                guard chosen == nil, let t = d.member(msg, "type"), d.stringEqualsIgnoringCase(t, "error") else { return }
                 if fallback == nil { fallback = JSONRef(d, msg) }
-                if let s = d.member(msg, "severity"), d.stringEquals(s, "unrecoverable") { chosen = JSONRef(d, msg) }
+                if let s = d.member(msg, "severity"), d.stringEqualsIgnoringCase(s, "unrecoverable") {
+                    chosen = JSONRef(d, msg)
+                }
             }
         }
         if let msg = chosen ?? fallback {
@@ -720,6 +722,16 @@ public final class RawEventDecoder {
 
     /// Builds a normalised error from any SDK's error object.
     private func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {
+        // Swift's synthesised `Codable` for an error enum with associated values: one member naming
+        // the case, its values inside (`{"checkoutExpired":{"message":…,"recoverable":false}}`).
+        if let (key, inner) = RawEventDecoder.codableEnumCase(doc, e) {
+            var error = makeError(doc, inner, terminal: terminal)
+            if error.rawCode == nil || error.code == .unknown, let name = doc.string(key) {
+                let code = ErrorCodeNormalizer.normalize(rawCode: name, httpStatus: error.httpStatus)
+                if error.rawCode == nil || code != .unknown { (error.code, error.rawCode) = (code, name) }
+            }
+            return error
+        }
         var rawCode: String?
         if let v = doc.member(e, anyOf: "code", "errorId", "error_id", "errorCode", "error_code") {
             rawCode = doc.identifier(v)
@@ -745,9 +757,36 @@ public final class RawEventDecoder {
         }
         var isTerminal = terminal
         if let v = doc.member(e, anyOf: "recoverable", "isRecoverable"), doc.bool(v) == true { isTerminal = false }
-        let code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
+        // A code that is itself an enum case encoded by `Codable` (`"code":{"cartExpired":{}}`).
+        if rawCode == nil, let v = doc.member(e, "code"), let (key, _) = RawEventDecoder.codableEnumCase(doc, v) {
+            rawCode = doc.string(key)
+        }
+        var code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
+        // An `NSError` from Foundation's URL loading (`NSURLErrorDomain`, `-1009` offline, `-1001`
+        // timed out): every code of that domain is the network's.
+        if code == .unknown, let v = doc.member(e, "domain"), doc.stringEquals(v, "NSURLErrorDomain") {
+            code = .networkError
+        }
         return DecodedError(code: code, rawCode: rawCode ?? group ?? status.map { String($0) },
                             message: message, httpStatus: status, terminal: isTerminal)
+    }
+
+    /// The case name and values of an enum case encoded by Swift's synthesised `Codable`: an
+    /// object whose only member holds an object, under a name that is not one of an error's own
+    /// fields. Nil for anything else.
+    static func codableEnumCase(_ doc: JSONDocument, _ o: Int) -> (key: Int, value: Int)? {
+        guard doc.kind(o) == .object, doc.count(o) == 1 else { return nil }
+        var found: (key: Int, value: Int)?
+        doc.forEachMember(o) { k, v in
+            guard doc.kind(v) == .object, let name = doc.string(k) else { return }
+            switch ErrorCodeNormalizer.fold(name) {
+            case "error", "primererror", "data", "details", "userinfo", "cause", "underlyingerror", "code", "errorcode",
+                 "errorid", "message", "status", "statuscode", "httpstatus", "response":
+                return
+            default: found = (k, v)
+            }
+        }
+        return found
     }
 
     // MARK: Name tables (folded: lower-case letters and digits)

@@ -132,3 +132,53 @@ struct IntegrationShapeTests {
             == .deadLettered(.unknownEvent))
     }
 }
+
+@Suite("Errors as platforms encode them")
+struct PlatformErrorShapeTests {
+    @Test("an error enum encoded by Swift's Codable names its code by its case")
+    func codableEnumErrors() {
+        let p = EventProcessor()
+        let cased = p.feed(#"""
+            {"event":"checkoutDidFail","checkoutId":"ck-e1","error":{"checkoutExpired":{"message":"Cart expired","code":"cart_expired","recoverable":false}}}
+            """#)
+        #expect(cased.topic == "checkout.fail.cart_expired", "\(cased.text)")
+        #expect(cased["error.message"] == "Cart expired")
+        #expect(cased["error.raw_code"] == "cart_expired")
+        let bare = p.feed(#"{"event":"checkoutDidFail","checkoutId":"ck-e2","error":{"checkoutExpired":{"_0":"expired"}}}"#)
+        #expect(bare.topic == "checkout.fail.cart_expired", "\(bare.text)")
+        #expect(bare["error.raw_code"] == "checkoutExpired")
+        let codeCase = p.feed(#"{"event":"checkoutDidFail","checkoutId":"ck-e3","error":{"code":{"cartExpired":{}},"message":"expired"}}"#)
+        #expect(codeCase.topic == "checkout.fail.cart_expired", "\(codeCase.text)")
+        #expect(codeCase["error.raw_code"] == "cartExpired")
+        // An error's own nested fields are not taken for a case.
+        let nested = p.feed(#"{"event":"checkoutDidFail","checkoutId":"ck-e4","error":{"details":{"reason":"x"}}}"#)
+        #expect(nested.topic == "checkout.fail.unknown", "\(nested.text)")
+        #expect(nested["error.raw_code"] == .null)
+    }
+
+    @Test("an NSError of NSURLErrorDomain is a network error")
+    func urlErrorDomain() {
+        let p = EventProcessor()
+        let out = p.feed(#"""
+            {"event":"checkoutDidFail","checkoutId":"ck-u","error":{"domain":"NSURLErrorDomain","code":-1009,"localizedDescription":"The Internet connection appears to be offline."}}
+            """#)
+        #expect(out.topic == "checkout.fail.network_error", "\(out.text)")
+        #expect(out["error.raw_code"] == "-1009")
+        // Another domain's unknown code stays unknown.
+        let other = p.feed(#"{"event":"checkoutDidFail","checkoutId":"ck-v","error":{"domain":"WKErrorDomain","code":-7}}"#)
+        #expect(other.topic == "checkout.fail.unknown")
+    }
+
+    @Test("Embedded Checkout Protocol messages typed in upper case are read")
+    func upperCaseECPMessages() {
+        let p = EventProcessor()
+        let out = p.feed(#"""
+            {"jsonrpc":"2.0","method":"ec.error","params":{"checkout":{"id":"ck-x","messages":[
+             {"type":"WARNING","code":"low_stock","content":"2 left"},
+             {"type":"ERROR","code":"CART_EXPIRED","severity":"UNRECOVERABLE","content":"expired"}]}}}
+            """#)
+        #expect(out.outcome == .published(.fail), "\(out.text)")
+        #expect(out.topic == "checkout.fail.cart_expired")
+        #expect(out["error.raw_code"] == "CART_EXPIRED")
+    }
+}
