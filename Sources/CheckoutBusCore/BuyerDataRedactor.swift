@@ -46,8 +46,16 @@ public enum BuyerDataRedactor {
         "email", "address", "phone", "phonenumber", "mobilenumber", "firstname", "lastname", "fullname",
     ]
 
-    /// Folded names redacted only under a given parent (the older kit's `orderDetails`).
-    static let contextualNames: [String] = ["details", "token"]
+    /// Folded names redacted only under a given parent (the older kit's `orderDetails`; a person's
+    /// `name` in a fulfilment destination or a recipient).
+    static let contextualNames: [String] = ["details", "token", "name"]
+
+    /// Folded parents under which `name` is a person's (a shipping destination's addressee, a
+    /// gift's recipient, the customer): a product's or a shipping method's `name` is kept.
+    static let personParents: [StaticString] = [
+        "destinations", "destination", "recipient", "recipients", "customer", "contact", "contacts", "shopper",
+        "person", "addressee", "deliveryaddress",
+    ]
 
     /// Whether `b` is dropped by folding (`_` or `-`).
     @inline(__always)
@@ -222,7 +230,7 @@ public enum BuyerDataRedactor {
 
     /// The name prefilter's bit (0…255): the top byte of a multiplicative hash of ``packed(_:_:_:)``.
     @inline(__always)
-    static func nameBit(_ packed: UInt64) -> Int { Int(truncatingIfNeeded: (packed &* 0x13BD_4568_471F_C643) >> 56) }
+    static func nameBit(_ packed: UInt64) -> Int { Int(truncatingIfNeeded: (packed &* 0x78E4_B98D_4787_F93B) >> 56) }
 
     /// The ending prefilter's bit (0…63): the same kind of hash of the last two bytes alone.
     @inline(__always)
@@ -237,10 +245,10 @@ public enum BuyerDataRedactor {
     @inline(__always)
     static func nameFilterWord(_ i: Int) -> UInt64 {
         switch i {
-        case 0: return 0x0013_E804_1090_2049
-        case 1: return 0x0140_8010_4201_0042
-        case 2: return 0xDC50_0012_8001_3000
-        default: return 0x0414_0A00_0400_8000
+        case 0: return 0x4802_4004_0012_7002
+        case 1: return 0x0112_0110_4000_4280
+        case 2: return 0x0883_A212_8010_0002
+        default: return 0x0010_C308_0002_410B
         }
     }
 
@@ -297,6 +305,9 @@ public enum BuyerDataRedactor {
             }
             if n == 5 && memcmp(end - 5, ("token" as StaticString).utf8Start, 5) == 0 {
                 return foldedEquals(parent, "cart")
+            }
+            if n == 4 && memcmp(end - 4, ("name" as StaticString).utf8Start, 4) == 0 {
+                return personParents.contains { foldedEquals(parent, $0) }
             }
             return false
         }

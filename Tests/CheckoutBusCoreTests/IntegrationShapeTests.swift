@@ -182,3 +182,24 @@ struct PlatformErrorShapeTests {
         #expect(out["error.raw_code"] == "CART_EXPIRED")
     }
 }
+
+@Suite("A person's name in a snapshot")
+struct PersonNameRedactionTests {
+    @Test("an Embedded Checkout Protocol destination's addressee is redacted; the method's and items' names are kept")
+    func destinationName() {
+        let p = EventProcessor()
+        let out = p.feed(#"""
+            {"jsonrpc":"2.0","method":"ec.fulfillment.change","params":{"checkout":{"id":"ck-d","currency":"USD",
+             "line_items":[{"id":"li_1","item":{"id":"v1","name":"Socks","title":"Socks"},"quantity":2}],
+             "fulfillment":{"methods":[{"id":"m1","type":"shipping","name":"Standard",
+               "destinations":[{"id":"d1","name":"Cy Lopez","street_address":"1 Main St","address_country":"US"}],
+               "selected_destination_id":"d1"}]}}}}
+            """#)
+        #expect(out.outcome == .published(.update), "\(out.text)")
+        #expect(!out.text.contains("Cy Lopez"))
+        #expect(out["checkout.fulfillment.methods.0.destinations.0.name"] == "[redacted]")
+        #expect(out["checkout.fulfillment.methods.0.destinations.0.id"] == "d1")
+        #expect(out["checkout.fulfillment.methods.0.name"] == "Standard")
+        #expect(out["checkout.line_items.0.item.name"] == "Socks")
+    }
+}
