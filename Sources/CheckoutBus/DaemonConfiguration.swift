@@ -222,8 +222,8 @@ public struct DaemonConfiguration: Sendable {
           --segment-bytes N          close a journal segment at this size (default 67108864)
           --journal-cache-bytes N    keep only the newest N synced journal bytes in the page cache,
                                      dropping older pages after each fdatasync and a closed
-                                     segment's at rotation (default 0: all, in steps of at
-                                     least 1 MiB); kernel: never drop
+                                     segment's at rotation, in steps of at least 1 MiB
+                                     (default 0: all but about the last MiB); kernel: never drop
           --retain-bytes N           delete the oldest closed segments beyond this total (default 4294967296)
           --retain-hours N           delete closed segments older than this (default 168)
 

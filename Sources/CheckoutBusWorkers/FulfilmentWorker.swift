@@ -13,9 +13,8 @@ import SQLite
 /// the cursors consistent: on restart each shard replays from its cursor, and every order is
 /// neither lost nor doubled.
 ///
-/// The cursors are rows of `subscriber_cursor`: ``cursorName(shard:)`` is `fulfil` for shard 0
-/// (the only row of a worker of one daemon, so an existing store is shard 0's as it is) and
-/// `fulfil.shard.I` for shard `I`.
+/// The cursors are rows of `subscriber_cursor`: ``cursorName(shard:of:)`` is `fulfil` for a
+/// single daemon (as in stores made before shards) and `fulfil.I-of-N` for shard `I` of `N`.
 ///
 /// - A first `complete` inserts a row keyed by `idempotency_key`.
 /// - A repeated `complete` (or the same one replayed) only raises `last_seen_seq`.
@@ -232,7 +231,7 @@ public final class FulfilmentWorker {
 
           --db PATH            the order store, created if missing (default ./orders.sqlite): table
                                `orders` (one row per idempotency_key) and the worker's cursors (one
-                               row per shard: fulfil for shard 0, fulfil.shard.I for shard I)
+                               row per shard: fulfil for a single daemon, fulfil.I-of-N for shard I of N)
           --sync MODE          normal (default) or full: SQLite's synchronous setting. normal is
                                exactly-once already (the cursor rolls back with the orders and the
                                journal replays them); full also makes each order durable on its own

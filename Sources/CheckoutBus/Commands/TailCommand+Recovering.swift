@@ -45,8 +45,8 @@ extension TailCommand {
                 if !file.wasEmpty {
                     let positions = shardCount == 1
                         ? "seq \(file.lastSeq)"
-                        : (0..<shardCount).filter { file.hasLines[$0] }.map { "\($0):\(file.lastSeqs[$0])" }.joined(separator: ",")
-                    FileHandleWriter.standardError("tail: resuming \(recordPath) after seq \(positions)\n")
+                        : "seq " + (0..<shardCount).filter { file.hasLines[$0] }.map { "\($0):\(file.lastSeqs[$0])" }.joined(separator: ",")
+                    FileHandleWriter.standardError("tail: resuming \(recordPath) after \(positions)\n")
                 }
             } else {
                 recording = nil
