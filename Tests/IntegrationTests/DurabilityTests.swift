@@ -318,19 +318,65 @@ struct DurabilityTests {
         #expect(truncate(path, off_t(size - 100)) == 0)
 
         let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
-        #expect(restarted.ready["last_seq"] as? Int == 49)
+        // Seq 50 was published (and acknowledged) before the tear: it is not given to another event.
+        #expect(restarted.ready["last_seq"] as? Int == 50)
         let records = try ControlClient(restarted.control).replayAll()
         #expect(records.map(\.0) == Array(1...49))
         #expect(records.map { $0.2["event_id"] as? String } == (0..<49).map { "torn-\($0)" })
-        // The next event takes the torn one's seq: it was never acknowledged twice.
+        let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("torn.acks")
         let again = try sendBytes(Array((distinctEvents(1, run: "next")[0] + "\n").utf8), to: restarted.ingestAcked,
-                                  arguments: ["--acked"])
+                                  arguments: ["--acked", "--ack-log", ackLog.path])
         #expect(again.status == 0)
-        let after = try ControlClient(restarted.control).replayAll(from: 50)
-        #expect(after.map(\.0) == [50])
+        #expect(try String(contentsOf: ackLog, encoding: .utf8) == "51 next-0\n")
+        // A subscriber whose cursor is at 50 is told that 50 is gone, and goes on at 51.
+        let gap = try ControlClient(restarted.control).request(#"{"op":"replay","from":50}"#).status
+        #expect(gap["error"] as? String == "not_retained")
+        #expect(gap["first_seq"] as? Int == 51)
+        let after = try ControlClient(restarted.control).replayAll(from: 51)
+        #expect(after.map(\.0) == [51])
         #expect(after.first?.2["event_id"] as? String == "next-0")
         #expect(restarted.terminate() == 0)
         #expect(restarted.stderrText.contains("journal recovered"))
+        #expect(restarted.stderrText.contains("not reused"))
+    }
+
+    @Test("kill -9, then a cut tail: new events are numbered after every seq that may have been published, and a plain kill -9 skips none")
+    func cutTailAfterKill() throws {
+        let daemon = try DaemonProcess()
+        #expect(try sendBytes(Array((distinctEvents(50, run: "cut").joined(separator: "\n") + "\n").utf8),
+                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        daemon.kill9()
+        // A plain kill -9: the kernel kept every written record, so numbering goes straight on.
+        let plain = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(plain.ready["last_seq"] as? Int == 50)
+        #expect(try sendBytes(Array((distinctEvents(10, run: "more").joined(separator: "\n") + "\n").utf8),
+                              to: plain.ingestAcked, arguments: ["--acked"]).status == 0)
+        plain.kill9()
+        // Then the tail is cut (a disk that lost it): how many records went is unknown, so the
+        // journal goes on after its reservation, at most a block of seqs further.
+        let journal = daemon.dataDirectory.appendingPathComponent("journal")
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
+            .filter { $0.hasSuffix(".seg") }.sorted().last)
+        let path = journal.appendingPathComponent(segment).path
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(truncate(path, off_t(size - 100)) == 0)
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        let resumed = try #require(restarted.ready["last_seq"] as? Int)
+        #expect(resumed > 60 && resumed <= 60 + 100_000, "\(resumed)")
+        let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("cut.acks")
+        #expect(try sendBytes(Array((distinctEvents(1, run: "new")[0] + "\n").utf8), to: restarted.ingestAcked,
+                              arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
+        #expect(try String(contentsOf: ackLog, encoding: .utf8) == "\(resumed + 1) new-0\n")
+        let all = try ControlClient(restarted.control).replayAll()
+        #expect(all.map(\.0) == Array(1...59) + [resumed + 1])
+        // Every kind_seq goes on after the skipped seqs too: the new update's is past any the lost records had.
+        #expect((all.last?.2["kind_seq"] as? Int ?? 0) > 60)
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("not reused"))
+        // A clean stop: the next start goes on at once.
+        let fourth = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(fourth.ready["last_seq"] as? Int == resumed + 1)
+        #expect(fourth.terminate() == 0)
     }
 
     @Test("a corrupt byte with intact records after it: those are set aside, kept in a file, and their seqs never reused")

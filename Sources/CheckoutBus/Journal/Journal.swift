@@ -40,6 +40,9 @@ public final class Journal {
         public var truncatedBytes = 0
         /// Intact records found past damage in the last segment, set aside (their seqs not reused).
         public var skippedRecords = 0
+        /// Seqs skipped after the last intact record because they may have been published before
+        /// the stop (``SeqReservation``): 0 unless the tail was cut or the machine crashed.
+        public var skippedSeqs: UInt64 = 0
     }
 
     /// Why a replay was refused.
@@ -103,6 +106,8 @@ public final class Journal {
     private var closed = false
     /// Held (flock) for the journal's life.
     private var lockFD: Int32 = -1
+    /// The highest seq that may be published, durable ahead of publication.
+    private var reservation: SeqReservation!
 
     /// Opens (creating if needed) the journal in `directory`, recovering from a crash: a torn or
     /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
@@ -127,6 +132,7 @@ public final class Journal {
                                cacheBytes: options.cacheBytes)
         writer = try JournalWriter()
         do {
+            reservation = try SeqReservation(directory: directory)
             try recover()
         } catch {
             // The sync thread has not started yet; the writer's thread and the lock must not outlive us.
@@ -232,10 +238,30 @@ public final class Journal {
         segments[i].index = index
         segments[i].indexed = true
         recordsSinceIndex = n % indexStride
+        var newSegment = false
         if beyond.count > 0 && beyond.maxSeq > seq {
             recovery.skippedRecords = beyond.count
             seq = beyond.maxSeq
             for k in kindSeqs.indices { kindSeqs[k] = max(kindSeqs[k], beyond.kindSeqs[k]) }
+            newSegment = true
+        }
+        // Records past the intact ones that a subscriber may have seen (a cut tail, or unsynced
+        // records a crash of the machine took): new events are numbered after every seq that may
+        // have been published, and each kind_seq after every one that may have been.
+        let resume = SeqReservation.resumeAfter(intact: seq, cutTail: recovery.truncatedBytes > 0 && beyond.count == 0,
+                                                previous: reservation.previous, boot: reservation.boot)
+        if resume > seq {
+            let skipped = resume - seq
+            logger.warning("journal: records after the last intact one may have been published before the stop; their seqs are not reused", [
+                "last_intact_seq": String(seq), "resume_after_seq": String(resume), "skipped_seqs": String(skipped),
+                "previous_stop": reservation.previous?.clean == true ? "clean" : "unclean",
+            ])
+            recovery.skippedSeqs = skipped
+            for k in kindSeqs.indices { kindSeqs[k] += skipped }
+            seq = resume
+            newSegment = true
+        }
+        if newSegment {
             Glibc.close(fd)
             try openNewSegment(firstSeq: seq + 1)
         }
@@ -246,7 +272,7 @@ public final class Journal {
         if recovery.truncatedBytes > 0 {
             logger.warning("journal recovered", ["last_seq": String(seq), "truncated_bytes": String(recovery.truncatedBytes),
                                                  "set_aside_records": String(recovery.skippedRecords),
-                                                 "segment": last.path])
+                                                 "skipped_seqs": String(recovery.skippedSeqs), "segment": last.path])
         }
     }
 
@@ -392,6 +418,7 @@ public final class Journal {
     public func flush() throws {
         precondition(inflight == nil, "flush() with a batch at the writer thread: collect it first")
         guard writtenRecords < pendingRecords.count else { return }
+        try reservation.reserve(through: pendingRecords[pendingRecords.count - 1].seq)
         let last = try writeRunsBeforeLast()
         try writeRun(last.start, pendingRecords.count, last.bytes)
     }
@@ -472,6 +499,7 @@ public final class Journal {
     public func submit() throws {
         precondition(inflight == nil, "submit() with a batch already at the writer thread")
         guard writtenRecords < pendingRecords.count else { return }
+        try reservation.reserve(through: pendingRecords[pendingRecords.count - 1].seq)
         let last = try writeRunsBeforeLast()
         let batch = Batch(buffer: pending, capacity: pendingCapacity, bytes: pendingBytes, records: pendingRecords,
                           runStart: last.start, runBytes: last.bytes, startOffset: segments[segments.count - 1].size)
@@ -621,6 +649,9 @@ public final class Journal {
         writer.stop()
         syncer.stop()
         syncer.syncNow(upTo: writtenSeq)
+        // Every record is synced and nothing past the last was published: a restart (on any
+        // boot) goes on after it, unless the file loses records after all.
+        if syncer.durable >= writtenSeq { reservation.markClean(lastSeq: writtenSeq) }
         Glibc.close(fd)
         if let r = readFD { Glibc.close(r.fd) }
         readFD = nil
