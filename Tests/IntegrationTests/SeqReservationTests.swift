@@ -19,11 +19,11 @@ struct SeqReservationTests {
         #expect(SeqReservation.resumeAfter(intact: 49, cutTail: true, previous: s, boot: "boot-b") == 50)
     }
 
-    @Test("kill -9 on this boot: straight on (the kernel kept every record), unless the tail was cut")
+    @Test("kill -9 on this boot: straight on — the kernel kept every written record, and a torn tail is a write the kill cut short, never published")
     func killedThisBoot() {
         let s = Self.state(100_040, clean: false)
         #expect(SeqReservation.resumeAfter(intact: 60, cutTail: false, previous: s, boot: "boot-a") == 60)
-        #expect(SeqReservation.resumeAfter(intact: 59, cutTail: true, previous: s, boot: "boot-a") == 100_040)
+        #expect(SeqReservation.resumeAfter(intact: 59, cutTail: true, previous: s, boot: "boot-a") == 59)
     }
 
     @Test("an unclean stop on an earlier boot (power loss, kernel crash): after the reservation, cut tail or not")

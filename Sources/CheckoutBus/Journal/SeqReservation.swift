@@ -11,7 +11,8 @@ import Glibc
 /// given to new events, a subscriber resuming after them would take each new one for the one it
 /// saw, and skip it. At start the journal goes on after the reservation instead when it cannot
 /// know the file holds every published record: after an unclean stop on an earlier boot, and after
-/// a cut tail. The seqs in between are a hole, answered `not_retained` like set-aside records.
+/// a clean stop whose tail was cut since. The seqs in between are a hole, answered `not_retained`
+/// like set-aside records.
 ///
 /// The file holds two 128-byte slots written in turn, each with a counter and a checksum: a write
 /// torn by a crash leaves the other intact. Not `Sendable`: the pipeline thread's (through
@@ -73,12 +74,15 @@ final class SeqReservation {
     ///   - boot: this boot's id.
     static func resumeAfter(intact: UInt64, cutTail: Bool, previous: State?, boot: String) -> UInt64 {
         guard let p = previous, p.reserved > intact else { return intact }
-        // After a clean stop the reservation is the last seq exactly; after `kill -9` on this boot
-        // the kernel still held every written record, so only a cut tail (damage, not the kill)
-        // can have lost any; after a crash of the machine, unsynced records may be gone whole.
+        // After a clean stop the reservation is the last seq exactly, and everything up to it was
+        // synced: a cut tail is records lost after the fact (a disk's fault, a file cut by hand).
         if p.clean { return cutTail ? p.reserved : intact }
+        // After a crash of the machine, unsynced records may be gone, whole or torn.
         if p.boot != boot { return p.reserved }
-        return cutTail ? p.reserved : intact
+        // After `kill -9` on this boot the kernel still holds every written record; a torn tail is
+        // a write the kill cut short (Linux stops a write between pages for a fatal signal),
+        // whose records were never published: numbering goes straight on.
+        return intact
     }
 
     /// Makes every seq up to `seq` publishable: when `seq` is past the reservation, reserves
