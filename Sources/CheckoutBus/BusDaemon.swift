@@ -331,7 +331,12 @@ public final class BusDaemon {
                     }
                 }
             } catch Journal.ReplayError.notRetained(let first) where first > next {
-                next = first  // seqs a recovery set aside
+                // Seqs a recovery set aside or skipped, or a damaged record in a closed segment.
+                logger.warning("state rebuild: seqs not readable in the journal, skipped", [
+                    "from_seq": String(next), "to_seq": String(first - 1),
+                    "note": "their event ids and checkout state are not restored; retries of them are published again",
+                ])
+                next = first
                 continue
             }
             if page.next <= next { break }
@@ -339,6 +344,14 @@ public final class BusDaemon {
         }
         rememberSuppressed(before: .max)
         processor.finishRestore(now: now)
+        // Retention deleted records the event-id window needs: retries of them are not recognised.
+        if window > 0, journal.firstSeq > idsFrom {
+            logger.warning("the journal retains fewer records than --dedupe-window: the event-id window restored reaches back only to its first seq", [
+                "first_retained_seq": String(journal.firstSeq), "window_from_seq": String(idsFrom),
+                "dedupe_window": String(window),
+                "note": "a producer's retry of an older event is published again; raise --retain-bytes/--retain-hours",
+            ])
+        }
         if ids + rebuilt > 0 {
             let ms = (BusClock.monotonicNanoseconds() - started) / 1_000_000
             logger.info("state rebuilt from the journal", [

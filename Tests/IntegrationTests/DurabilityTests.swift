@@ -430,6 +430,8 @@ struct DurabilityTests {
         #expect(aside.count == 1)
         #expect(restarted.terminate() == 0)
         #expect(restarted.stderrText.contains("set aside"))
+        // Rebuilding state at start says which seqs it could not read.
+        #expect(restarted.stderrText.contains("state rebuild: seqs not readable in the journal, skipped\" from_seq=\(kept.count + 1) to_seq=50"))
         // And a second restart keeps it so.
         let third = try DaemonProcess(dataDirectory: daemon.dataDirectory)
         #expect(third.ready["last_seq"] as? Int == 51)
@@ -490,6 +492,10 @@ struct DurabilityTests {
         let next = try ControlClient(restarted.control).replayAll(from: 401)
         #expect(next.map(\.0) == [401])
         #expect(next.first?.2["kind_seq"] as? Int == 401)
+        // The event-id window (200,000 by default) wanted records retention deleted: said at start.
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("retains fewer records than --dedupe-window"))
+        #expect(!daemon.stderrText.contains("retains fewer records than --dedupe-window"))
     }
 
     @Test("synced journal pages leave the page cache beyond --journal-cache-bytes; with kernel they stay")
