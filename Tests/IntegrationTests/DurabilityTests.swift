@@ -438,6 +438,38 @@ struct DurabilityTests {
         #expect(third.terminate() == 0)
     }
 
+    @Test("a damaged record in a closed segment: a replay is told its seq is gone and reads on from the next record, not from the next segment")
+    func damagedClosedSegment() throws {
+        let daemon = try DaemonProcess(["--segment-bytes", "8192"])
+        #expect(try sendBytes(Array((distinctEvents(100, run: "closed").joined(separator: "\n") + "\n").utf8),
+                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(daemon.terminate() == 0)
+        let journal = daemon.dataDirectory.appendingPathComponent("journal")
+        let segments = try FileManager.default.contentsOfDirectory(atPath: journal.path).filter { $0.hasSuffix(".seg") }.sorted()
+        #expect(segments.count >= 3)
+        // The first segment's fifth record gets a flipped byte in its envelope.
+        let path = journal.appendingPathComponent(segments[0]).path
+        let sizes = try journalRecordSizes(segment: path)
+        #expect(sizes.count > 10)
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes[64 + sizes.prefix(4).reduce(0, +) + 100] ^= 0x5A
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+
+        let restarted = try DaemonProcess(["--segment-bytes", "8192"], dataDirectory: daemon.dataDirectory)
+        let control = try ControlClient(restarted.control)
+        let gone = try control.request(#"{"op":"replay","from":5}"#).status
+        #expect(gone["error"] as? String == "not_retained")
+        #expect(gone["first_seq"] as? Int == 6)
+        // Everything else replays, the rest of the damaged segment included.
+        #expect(try control.replayAll(from: 2).map(\.0) == Array(2...4) + Array(6...100))
+        // A page that reaches the damage ends before it.
+        let page = try control.request(#"{"op":"replay","from":1,"limit":10}"#).status
+        #expect(page["next"] as? Int == 5)
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("a damaged record in a segment; read on at the next intact record"))
+        #expect(restarted.stderrText.contains("skipped\" from_seq=5 to_seq=5"))
+    }
+
     @Test("garbage after the last record is cut off too, and a garbage-only new segment is ignored")
     func garbageTail() throws {
         let daemon = try DaemonProcess()

@@ -704,7 +704,24 @@ public final class Journal {
             if let at = seg.index.lastIndex(where: { $0.seq <= next }) { offset = seg.index[at].offset }
             guard let rfd = readDescriptor(seg.path) else { break }
             var window = ReadWindow()
-            while offset < seg.size, let (h, p) = record(rfd, at: offset, size: seg.size, &window) {
+            var endPage = false
+            while offset < seg.size {
+                var found = record(rfd, at: offset, size: seg.size, &window)
+                if found == nil {
+                    // A damaged record (a corrupt byte in a closed segment): the reader goes on at
+                    // the next intact record rather than losing the rest of the segment.
+                    guard let (at, r) = nextIntactRecord(rfd, after: offset, size: seg.size, &window) else { break }
+                    noteDamage(seg.path, from: offset, to: at, nextSeq: r.0.seq)
+                    offset = at
+                    found = r
+                    if r.0.seq > next {
+                        // The damaged records' seqs: told as not retained, as for a recovery's gap.
+                        if examined == 0 { throw ReplayError.notRetained(firstSeq: r.0.seq) }
+                        endPage = true
+                        break
+                    }
+                }
+                guard let (h, p) = found else { break }
                 offset += h.recordSize
                 guard h.seq >= next else { continue }
                 if h.seq > writtenSeq { break }
@@ -719,7 +736,7 @@ public final class Journal {
                 examined += 1
                 if count >= limit || examined >= maxExamined { break }
             }
-            if count >= limit || examined >= maxExamined { break }
+            if count >= limit || examined >= maxExamined || endPage { break }
             s += 1
             if s < segments.count && next < segments[s].firstSeq {
                 // A gap: seqs set aside by a recovery (records past damage). A page ends before it;
@@ -730,6 +747,34 @@ public final class Journal {
             }
         }
         return (next, count)
+    }
+
+    /// The first intact record after the damaged one at `offset` (found by its magic and checksum),
+    /// and its offset; nil when none follows in the segment.
+    private func nextIntactRecord(_ rfd: Int32, after offset: Int, size: Int, _ w: inout ReadWindow)
+        -> (Int, (JournalFormat.RecordHeader, UnsafeRawPointer))?
+    {
+        var at = offset + 1
+        while at + JournalFormat.recordHeaderSize <= size {
+            guard let p = bytes(rfd, at: at, 4, size: size, &w) else { return nil }
+            if JournalFormat.load(p, 0, as: UInt32.self) == JournalFormat.recordMagic,
+                let r = record(rfd, at: at, size: size, &w)
+            {
+                return (at, r)
+            }
+            at += 1
+        }
+        return nil
+    }
+
+    /// Damage already logged (segment path and offset), so a replay that meets it again is quiet.
+    private var damageLogged: Set<String> = []
+
+    private func noteDamage(_ path: String, from: Int, to: Int, nextSeq: UInt64) {
+        guard damageLogged.insert("\(path)@\(from)").inserted else { return }
+        logger.error("journal: a damaged record in a segment; read on at the next intact record", [
+            "segment": path, "offset": String(from), "skipped_bytes": String(to - from), "next_seq": String(nextSeq),
+        ])
     }
 
     private func readDescriptor(_ path: String) -> Int32? {
