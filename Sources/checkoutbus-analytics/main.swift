@@ -19,7 +19,7 @@ do {
 }
 let logger = Logger(label: "checkoutbus-analytics", level: options.worker.logLevel)
 let stop = StopSignal()
-let signalSources = stop.trapTerminationSignals()
+stop.trapTerminationSignals()
 let worker = AnalyticsWorker(options: options, logger: logger)
 do {
     try worker.run(stop: stop)

@@ -19,7 +19,7 @@ do {
 }
 let logger = Logger(label: "checkoutbus-fulfil", level: options.worker.logLevel)
 let stop = StopSignal()
-let signalSources = stop.trapTerminationSignals()
+stop.trapTerminationSignals()
 do {
     let worker = try FulfilmentWorker(options: options, logger: logger)
     try worker.run(stop: stop) { FileHandleWriter.standardError("fulfil: subscribed\n") }

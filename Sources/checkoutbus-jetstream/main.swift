@@ -34,7 +34,7 @@ do {
 }
 let logger = Logger(label: "checkoutbus-jetstream", level: options.logLevel)
 let stop = StopSignal()
-let signalSources = stop.trapTerminationSignals()
+stop.trapTerminationSignals()
 do {
     let bridge = JetStreamBridge(options: options, logger: logger)
     try bridge.run(stop: stop) { fields in

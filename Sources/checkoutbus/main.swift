@@ -31,7 +31,7 @@ guard let command = allArguments.first else {
 let arguments = Array(allArguments.dropFirst())
 let stop = StopSignal()
 // Only `tail` and `route` run until told to stop; every other command keeps the default signal behaviour.
-let signalSources = command == "tail" || command == "route" ? stop.trapTerminationSignals() : []
+if command == "tail" || command == "route" { stop.trapTerminationSignals() }
 
 @MainActor
 func runCommand(_ help: String, _ body: () throws -> Int32) -> Int32 {

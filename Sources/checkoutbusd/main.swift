@@ -32,8 +32,8 @@ do {
     logger.error("fatal", ["error": "\(error)"])
     exit(1)
 }
-let signalSources = stop.trapTerminationSignals()
-    + ReloadSignal.trap(configuration: configuration, logger: logger, allowlists: daemon.allowlists)
+stop.trapTerminationSignals()
+let reloadSources = ReloadSignal.trap(configuration: configuration, logger: logger, allowlists: daemon.allowlists)
 do {
     try daemon.run(stop: stop) { bound in
         FileHandleWriter.standardOutput(bound.readyLine + "\n")

@@ -113,8 +113,7 @@ final class BridgeProcess {
 
 /// The `seq` a bridge's cursor file holds (the larger valid slot), 0 when there is none yet.
 func committedSeq(_ cursor: URL) -> Int64 {
-    guard FileManager.default.fileExists(atPath: cursor.path), let c = try? FileCursor(path: cursor.path) else { return 0 }
-    return c.load()
+    (try? FileCursor.committed(at: cursor.path)) ?? 0
 }
 
 /// Starts `checkoutbus flood` against a daemon; the caller waits for it.

@@ -283,9 +283,15 @@ struct SubscriberCursorTests {
     func fileCursor() throws {
         let path = try temporaryPath("cursor")
         #expect(try FileCursor(path: path).load() == 0)
-        let cursor = try FileCursor(path: path)
-        for seq in [5, 6, 7] as [Int64] { try cursor.commit(seq) }
-        #expect(try FileCursor(path: path).load() == 7)
+        do {
+            let cursor = try FileCursor(path: path)
+            for seq in [5, 6, 7] as [Int64] { try cursor.commit(seq) }
+            #expect(try FileCursor.committed(at: path) == 7)
+            // One subscriber per cursor file: a second one on it is refused while the first holds it.
+            #expect(throws: SubscriberError.self) { try FileCursor(path: path) }
+            withExtendedLifetime(cursor) {}
+        }
+        #expect(try FileCursor.committed(at: temporaryPath("no-such-cursor")) == 0)
         // Tear the slot holding 7 (the one written last) as a crash in the middle of a write would.
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         let slot = bytes.count / 2
@@ -295,7 +301,7 @@ struct SubscriberCursorTests {
         let reopened = try FileCursor(path: path)
         #expect(reopened.load() == 6)
         try reopened.commit(8)
-        #expect(try FileCursor(path: path).load() == 8)
+        #expect(try FileCursor.committed(at: path) == 8)
     }
 
     @Test("EnvelopeRecording: a torn last line is cut off and the last complete line is the cursor")

@@ -47,6 +47,9 @@ public final class MemoryCursor: SubscriberCursor {
 /// in the kernel when ``commit(_:)`` returns, so it survives `kill -9`; with `durable` each commit
 /// is also `fdatasync`ed and survives a power loss (at the cost of a disk flush per event).
 ///
+/// One subscriber per cursor file: the file is locked (`flock`) while a ``FileCursor`` holds it,
+/// and a second one on the same file throws. ``committed(at:)`` reads it without the lock.
+///
 /// Not `Sendable`: owned by the subscriber's thread. The file descriptor is closed in `deinit`.
 public final class FileCursor: SubscriberCursor {
     public let path: String
@@ -67,9 +70,31 @@ public final class FileCursor: SubscriberCursor {
         self.durable = durable
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SubscriberError("cannot open cursor file \(path): \(String(cString: strerror(errno)))") }
+        // One subscriber per cursor: two would both handle every envelope and overwrite each
+        // other's commits. Held until this cursor is released (or the process ends).
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw SubscriberError("cursor file \(path) is in use by another subscriber")
+        }
+        (seq, generation) = try FileCursor.read(fd, path)
+    }
+
+    /// The position committed in the cursor file at `path` (0 when it has none), read without
+    /// taking the cursor: for monitoring a subscriber that holds it.
+    public static func committed(at path: String) throws(SubscriberError) -> Int64 {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 && errno == ENOENT { return 0 }
+        guard fd >= 0 else { throw SubscriberError("cannot open cursor file \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        return try read(fd, path).seq
+    }
+
+    /// The larger valid slot's `seq`, and the generation the next commit follows.
+    private static func read(_ fd: Int32, _ path: String) throws(SubscriberError) -> (seq: Int64, generation: Int) {
         var buffer = [UInt8](repeating: 0, count: 2 * FileCursor.slotSize)
         let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard n >= 0 else { throw SubscriberError("cannot read cursor file \(path): \(String(cString: strerror(errno)))") }
+        var (seq, generation): (Int64, Int) = (0, 0)
         for slot in 0..<2 {
             let start = slot * FileCursor.slotSize
             guard start + FileCursor.slotSize <= n,
@@ -80,6 +105,7 @@ public final class FileCursor: SubscriberCursor {
                 generation = slot + 1
             }
         }
+        return (seq, generation)
     }
 
     deinit { close(fd) }
