@@ -11,12 +11,22 @@ struct SeqReservationTests {
         SeqReservation.State(counter: 7, reserved: reserved, clean: clean, boot: boot)
     }
 
-    @Test("a clean stop: straight on, unless the tail was cut (then after the last seq, exactly)")
+    @Test("a clean stop: straight on, unless records were lost since (then after the last seq, exactly, however they were cut)")
     func clean() {
         let s = Self.state(50, clean: true)
         #expect(SeqReservation.resumeAfter(intact: 50, cutTail: false, previous: s, boot: "boot-b") == 50)
         #expect(SeqReservation.resumeAfter(intact: 49, cutTail: true, previous: s, boot: "boot-a") == 50)
         #expect(SeqReservation.resumeAfter(intact: 49, cutTail: true, previous: s, boot: "boot-b") == 50)
+        // Cut at a record's boundary: nothing torn, yet the last seqs are gone.
+        #expect(SeqReservation.resumeAfter(intact: 47, cutTail: false, previous: s, boot: "boot-a") == 50)
+    }
+
+    @Test("a damaged slot and a cut tail: a whole block past the surviving slot; a damaged slot alone changes nothing")
+    func damagedSlot() {
+        let s = Self.state(100_040, clean: false)
+        #expect(SeqReservation.resumeAfter(intact: 59, cutTail: true, previous: s, damaged: true, boot: "boot-a")
+            == 100_040 + SeqReservation.block)
+        #expect(SeqReservation.resumeAfter(intact: 60, cutTail: false, previous: s, damaged: true, boot: "boot-a") == 60)
     }
 
     @Test("kill -9 on this boot: straight on — the kernel kept every written record, and a torn tail is a write the kill cut short, never published")
@@ -66,5 +76,7 @@ struct SeqReservationTests {
         let torn = try SeqReservation(directory: dir)
         #expect(torn.previous?.reserved == 2 * SeqReservation.block + 10)
         #expect(torn.previous?.clean == false)
+        #expect(torn.damaged)
+        #expect(!reopened.damaged)
     }
 }

@@ -248,8 +248,16 @@ public final class Journal {
         // Records past the intact ones that a subscriber may have seen (a cut tail, or unsynced
         // records a crash of the machine took): new events are numbered after every seq that may
         // have been published, and each kind_seq after every one that may have been.
+        if reservation.damaged {
+            logger.error("journal: a slot of the seq reservation is damaged; the other is used", ["file": directory + "/" + SeqReservation.fileName])
+        } else if reservation.previous == nil && writtenSeq == 0 && seq > 0 {
+            logger.warning("journal: no seq reservation beside an existing journal (written before it existed, or deleted); numbering goes on from the last record", [
+                "file": directory + "/" + SeqReservation.fileName,
+            ])
+        }
         let resume = SeqReservation.resumeAfter(intact: seq, cutTail: recovery.truncatedBytes > 0 && beyond.count == 0,
-                                                previous: reservation.previous, boot: reservation.boot)
+                                                previous: reservation.previous, damaged: reservation.damaged,
+                                                boot: reservation.boot)
         if resume > seq {
             let skipped = resume - seq
             logger.warning("journal: records after the last intact one may have been published before the stop; their seqs are not reused", [

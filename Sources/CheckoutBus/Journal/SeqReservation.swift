@@ -39,6 +39,8 @@ final class SeqReservation {
 
     /// What the file said when the journal was opened (nil: no file, a journal from before it).
     let previous: State?
+    /// A slot the file holds failed its checksum: the newest commit may be the damaged one.
+    let damaged: Bool
     /// The current boot's id.
     let boot: String
     private(set) var reserved: UInt64
@@ -60,6 +62,7 @@ final class SeqReservation {
             return bytes.withUnsafeBytes { SeqReservation.decode($0.baseAddress! + i * SeqReservation.slotSize) }
         }
         previous = slots.max { $0.counter < $1.counter }
+        damaged = slots.count < min(2, max(0, n) / SeqReservation.slotSize)
         reserved = previous?.reserved ?? 0
         counter = previous?.counter ?? 0
     }
@@ -71,12 +74,19 @@ final class SeqReservation {
     ///   - intact: the last intact record's seq (after any records set aside past damage).
     ///   - cutTail: the newest segment's end was cut off (a torn or damaged tail, nothing intact after it).
     ///   - previous: what the reservation said (nil: no reservation yet).
+    ///   - damaged: a slot of the reservation failed its checksum (the newest may be lost).
     ///   - boot: this boot's id.
-    static func resumeAfter(intact: UInt64, cutTail: Bool, previous: State?, boot: String) -> UInt64 {
-        guard let p = previous, p.reserved > intact else { return intact }
+    static func resumeAfter(intact: UInt64, cutTail: Bool, previous: State?, damaged: Bool = false,
+                            boot: String) -> UInt64 {
+        guard let p = previous else { return intact }
+        // A damaged slot may have been the newest: with records lost too, the surviving one is
+        // not to be trusted to cover them, so numbering goes a whole block past it.
+        if damaged && cutTail { return max(intact, p.reserved) + block }
+        guard p.reserved > intact else { return intact }
         // After a clean stop the reservation is the last seq exactly, and everything up to it was
-        // synced: a cut tail is records lost after the fact (a disk's fault, a file cut by hand).
-        if p.clean { return cutTail ? p.reserved : intact }
+        // synced: any record missing below it was lost after the fact (a disk's fault, a file cut
+        // by hand, at a record's boundary or inside one).
+        if p.clean { return p.reserved }
         // After a crash of the machine, unsynced records may be gone, whole or torn.
         if p.boot != boot { return p.reserved }
         // After `kill -9` on this boot the kernel still holds every written record; a torn tail is
