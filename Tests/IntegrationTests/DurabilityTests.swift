@@ -472,6 +472,37 @@ struct DurabilityTests {
         #expect(restarted.stderrText.contains("skipped\" from_seq=5 to_seq=5"))
     }
 
+    @Test("a corrupt byte in the newest segment's header: the header is rebuilt and every record kept")
+    func damagedNewestHeader() throws {
+        let daemon = try DaemonProcess(["--segment-bytes", "8192"])
+        #expect(try sendBytes(Array((distinctEvents(60, run: "hdr").joined(separator: "\n") + "\n").utf8),
+                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(daemon.terminate() == 0)
+        let journal = daemon.dataDirectory.appendingPathComponent("journal")
+        let segments = try FileManager.default.contentsOfDirectory(atPath: journal.path).filter { $0.hasSuffix(".seg") }.sorted()
+        #expect(segments.count >= 2)
+        let newest = journal.appendingPathComponent(segments.last!)
+        var bytes = try [UInt8](Data(contentsOf: newest))
+        let original = Array(bytes.prefix(64))
+        bytes[3] ^= 0x20  // the magic
+        try Data(bytes).write(to: newest)
+
+        let restarted = try DaemonProcess(["--segment-bytes", "8192"], dataDirectory: daemon.dataDirectory)
+        #expect(restarted.ready["last_seq"] as? Int == 60)
+        #expect(try ControlClient(restarted.control).replayAll().map(\.0) == Array(1...60))
+        let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("hdr.acks")
+        #expect(try sendBytes(Array((distinctEvents(1, run: "after")[0] + "\n").utf8), to: restarted.ingestAcked,
+                              arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
+        #expect(try String(contentsOf: ackLog, encoding: .utf8) == "61 after-0\n")
+        let after = try ControlClient(restarted.control).replayAll(from: 61)
+        #expect(after.first?.2["kind_seq"] as? Int == 61)
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("header was damaged; rebuilt from its name and records"))
+        // The rebuilt header is the one the daemon wrote.
+        #expect(Array(try Data(contentsOf: newest).prefix(64)) == original)
+        #expect(FileManager.default.fileExists(atPath: newest.path + ".damaged-header"))
+    }
+
     @Test("garbage after the last record is cut off too, and a garbage-only new segment is ignored")
     func garbageTail() throws {
         let daemon = try DaemonProcess()

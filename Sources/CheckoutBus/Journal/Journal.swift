@@ -183,7 +183,14 @@ public final class Journal {
         // Drop newest segments whose header never made it to disk.
         while let last = segments.last {
             let header = Journal.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
-            if header.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) != nil { break }
+            let read = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0) }
+            if let read, read.firstSeq == last.firstSeq { break }
+            // A header is written before any record: records after a bad one mean the header was
+            // damaged later (a corrupt byte), not torn by a crash. The records are kept.
+            if last.size > JournalFormat.segmentHeaderSize {
+                try repairHeader(of: segments.count - 1, damaged: header)
+                break
+            }
             logger.warning("journal: removing a segment with a torn header", ["path": last.path, "bytes": String(last.size)])
             unlink(last.path)
             segments.removeLast()
@@ -282,6 +289,45 @@ public final class Journal {
                                                  "set_aside_records": String(recovery.skippedRecords),
                                                  "skipped_seqs": String(recovery.skippedSeqs), "segment": last.path])
         }
+    }
+
+    /// Rewrites the damaged header of segment `i` (which holds records): its first seq from the
+    /// file name, each `kind_seq` before it from the segment's own records (the first of a kind,
+    /// less one) or, for a kind it lacks, from the segment before it. The damaged bytes are kept
+    /// beside it.
+    private func repairHeader(of i: Int, damaged: [UInt8]) throws {
+        let seg = segments[i]
+        var before = [UInt64](repeating: 0, count: JournalFormat.kindCount)
+        if i > 0 {
+            let prev = segments[i - 1]
+            let h = Journal.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
+            if let (_, kinds) = h.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) { before = kinds }
+            scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
+                before[Int(r.kind)] = max(before[Int(r.kind)], r.kindSeq)
+                return true
+            }
+        }
+        var seen = [Bool](repeating: false, count: JournalFormat.kindCount)
+        scanRecords(path: seg.path, from: JournalFormat.segmentHeaderSize, size: seg.size) { r, _, _ in
+            let k = Int(r.kind)
+            if !seen[k] {
+                seen[k] = true
+                before[k] = r.kindSeq &- 1
+            }
+            return true
+        }
+        try? AtomicFile.write(damaged, to: seg.path + ".damaged-header", durable: true)
+        let header = JournalFormat.segmentHeader(firstSeq: seg.firstSeq, kindSeqs: before)
+        let rfd = open(seg.path, O_RDWR | O_CLOEXEC)
+        guard rfd >= 0 else { throw DaemonError("cannot open journal segment \(seg.path): \(String(cString: strerror(errno)))") }
+        defer { Glibc.close(rfd) }
+        let n = header.withUnsafeBytes { pwrite(rfd, $0.baseAddress, $0.count, 0) }
+        guard n == header.count, fdatasync(rfd) == 0 else {
+            throw DaemonError("cannot rewrite the header of \(seg.path): \(String(cString: strerror(errno)))")
+        }
+        logger.error("journal: the newest segment's header was damaged; rebuilt from its name and records", [
+            "segment": seg.path, "first_seq": String(seg.firstSeq), "damaged_header": seg.path + ".damaged-header",
+        ])
     }
 
     /// The intact records anywhere in `bytes` (a segment's tail from a damaged record on), found
