@@ -59,6 +59,15 @@ struct SeqReservationTests {
             #expect(r.previous == nil)
             try r.reserve(through: 5)
             #expect(r.reserved == 5 + SeqReservation.block)
+        }
+        do {
+            // One commit: the other slot was never written (zeros), which is no damage.
+            let once = try SeqReservation(directory: dir)
+            #expect(once.previous?.reserved == 5 + SeqReservation.block)
+            #expect(!once.damaged)
+        }
+        do {
+            let r = try SeqReservation(directory: dir)
             try r.reserve(through: 6)  // inside the reservation: nothing written
             try r.reserve(through: SeqReservation.block + 10)
             #expect(r.reserved == 2 * SeqReservation.block + 10)

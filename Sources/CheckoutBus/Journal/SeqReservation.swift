@@ -62,7 +62,13 @@ final class SeqReservation {
             return bytes.withUnsafeBytes { SeqReservation.decode($0.baseAddress! + i * SeqReservation.slotSize) }
         }
         previous = slots.max { $0.counter < $1.counter }
-        damaged = slots.count < min(2, max(0, n) / SeqReservation.slotSize)
+        // A slot never written is zeros (the first commit goes to the second slot): only one with
+        // bytes that fail their checksum is damaged.
+        damaged = (0..<2).contains { i in
+            let range = i * SeqReservation.slotSize..<(i + 1) * SeqReservation.slotSize
+            guard n >= range.upperBound, bytes[range].contains(where: { $0 != 0 }) else { return false }
+            return bytes.withUnsafeBytes { SeqReservation.decode($0.baseAddress! + range.lowerBound) } == nil
+        }
         reserved = previous?.reserved ?? 0
         counter = previous?.counter ?? 0
     }
