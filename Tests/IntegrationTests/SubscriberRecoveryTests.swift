@@ -279,6 +279,23 @@ struct SubscriberCursorTests {
         return dir.appendingPathComponent(name).path
     }
 
+    @Test("a subscriber whose cursor is past the daemon's last seq is warned (a reset journal); one behind it is not")
+    func cursorAheadOfDaemon() throws {
+        let daemon = try DaemonProcess()
+        #expect(try sendBytes(Array((distinctEvents(5, run: "ahead").joined(separator: "\n") + "\n").utf8),
+                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let common = ["tail", "--from", daemon.publish, "--control", daemon.control, "--count", "1", "--timeout", "3"]
+        // Resuming after seq 99 of a journal that ends at 5: the first heartbeat says so.
+        let ahead = try runTool("checkoutbus", common + ["--since", "100"])
+        #expect(ahead.output.contains("the daemon's last seq is behind this subscriber's cursor"), "\(ahead.output)")
+        #expect(ahead.output.contains("daemon_seq=5 cursor=99"), "\(ahead.output)")
+        // Resuming inside the journal: the replay hands over 3, the warning stays quiet.
+        let inside = try runTool("checkoutbus", common + ["--since", "3"])
+        #expect(inside.status == 0)
+        #expect(!inside.output.contains("behind this subscriber's cursor"), "\(inside.output)")
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("FileCursor: commits survive reopening; a torn slot falls back to the previous commit")
     func fileCursor() throws {
         let path = try temporaryPath("cursor")

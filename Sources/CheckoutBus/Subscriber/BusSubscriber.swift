@@ -261,6 +261,7 @@ public final class BusSubscriber {
         case .cursor:
             let from = try cursor.load()
             verified = from
+            startedAt = from
             statistics.lastSeq = from
             needReplay = true
         case .live:
@@ -328,6 +329,7 @@ public final class BusSubscriber {
         released = expectedShard == nil
         identityRequest = nil
         verified = nil
+        startedAt = nil
         exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
         checkedKindSeq = [Int64](repeating: -1, count: JournaledKind.allCases.count)
         pending = []
@@ -401,6 +403,9 @@ public final class BusSubscriber {
         }
     }
 
+    /// The cursor's position when the subscriber started (nil when it started live).
+    private var startedAt: Int64?
+
     /// Whether `envelope` provably follows the last handled matching envelope, with nothing between.
     private func isProvablyNext(_ envelope: BusEnvelope) -> Bool {
         guard let verified else { return false }
@@ -422,9 +427,11 @@ public final class BusSubscriber {
             verified = heartbeat.seq
             statistics.lastSeq = heartbeat.seq
         }
-        if let v = verified, heartbeat.seq < v, statistics.heartbeats == 1 {
+        // Against the cursor the subscriber started from, not what it has handled since: a replay
+        // can hand over envelopes published after this heartbeat was sent, before it is read.
+        if let start = startedAt, heartbeat.seq < start, statistics.heartbeats == 1 {
             logger.warning("the daemon's last seq is behind this subscriber's cursor (was its journal reset?)",
-                           ["daemon_seq": String(heartbeat.seq), "cursor": String(v)])
+                           ["daemon_seq": String(heartbeat.seq), "cursor": String(start)])
         }
         lastHeartbeat = heartbeat
         if inFlight == nil && !needReplay && pendingHead == pending.count { evaluateHeartbeat() }
