@@ -135,12 +135,16 @@ public final class EventProcessor {
         do {
             event = try decoder.decode(document)
         } catch {
+            // The reply to an acknowledged producer names the event its wrapper gave, if any.
+            lastEventID = decoder.wrapperEventID
+                ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
             return deadLetter(error.reason, error.detail, bytes, receivedAt, parsed: true)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
         if options.shard.count > 1,
             case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
+            lastEventID = event.eventID
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
                               bytes, receivedAt, parsed: true)
         }

@@ -21,6 +21,10 @@ public final class RawEventDecoder {
     /// event: the family decoders then skip reading (and allocating) ids nobody will use.
     private var wrapperNamesCheckout = false
 
+    /// The event id the message's ingest wrapper gave (nil without one), kept for a message the
+    /// decoder then rejects: the producer's reply still names its event.
+    public private(set) var wrapperEventID: String?
+
     public init() {}
 
     /// Decodes the message parsed into `doc`.
@@ -31,6 +35,7 @@ public final class RawEventDecoder {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")
         }
         embeddedUsed = 0
+        wrapperEventID = nil
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
         // A relay may wrap a wrapper: the outer one's fields win, the inner one's fill the gaps.
@@ -41,6 +46,7 @@ public final class RawEventDecoder {
             let payload = readWrapper(raw.doc, raw.token, into: &wrapper)
         {
             depth += 1
+            wrapperEventID = wrapper.eventID
             let pd = raw.doc
             if pd.kind(payload) == .null {
                 // `"payload": null` is no payload (a dismiss needs none): the wrapper's own name

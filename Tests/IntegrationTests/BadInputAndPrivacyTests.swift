@@ -45,6 +45,22 @@ struct BadInputAndPrivacyTests {
         {"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":{"id":"gid://shopify/Checkout/p-1","status":"completed","currency":"USD","buyer":{"email":"ada@example.com","first_name":"Ada","last_name":"Lovelace","phone_number":"+15555550100"},"line_items":[{"id":"li_1","item":{"id":"v1","title":"Canvas Tote","price":2500},"quantity":1}],"fulfillment":{"methods":[{"id":"m1","type":"shipping","destinations":[{"id":"d1","address":{"street_address":"12 Analytical Row","address_locality":"London","postal_code":"N1 9GU","first_name":"Ada"}}]}]},"payment":{"selected_instrument_id":"pi_1","instruments":[{"id":"pi_1","handler_id":"card","type":"card","brand":"visa","last_digits":"4242","billing_address":{"street_address":"12 Analytical Row"}}]},"totals":[{"type":"subtotal","amount":2500},{"type":"total","amount":2500}],"order":{"id":"gid://shopify/Order/77","permalink_url":"https://shop.example/orders/77"}}}}
         """#
 
+    @Test("a rejected event's acknowledgement names the event id its wrapper or body gave, so a producer can match it")
+    func rejectionNamesEventID() throws {
+        let daemon = try DaemonProcess()
+        let wrapped = try sendBytes(Array(#"{"checkout_id":"c-1","event_id":"dl-1","payload":{"name":"webPixels","body":"{}"}}"#.utf8) + [0x0A],
+                                    to: daemon.ingestAcked, arguments: ["--acked"])
+        #expect(wrapped.status != 0)
+        #expect(wrapped.stderr.contains("first rejection: not_lifecycle (seq 1, event_id dl-1)"), "\(wrapped.stderr)")
+        let bare = try sendBytes(Array(#"{"event":"somethingNew","event_id":"dl-2","checkout":{"id":"c-2"}}"#.utf8) + [0x0A],
+                                 to: daemon.ingestAcked, arguments: ["--acked"])
+        #expect(bare.stderr.contains("first rejection: unknown_event (seq 2, event_id dl-2)"), "\(bare.stderr)")
+        // Input that is not JSON has no id to give.
+        let broken = try sendBytes(Array(#"{"event_id":"dl-3","#.utf8) + [0x0A], to: daemon.ingestAcked, arguments: ["--acked"])
+        #expect(broken.stderr.contains("first rejection: invalid_json (seq 3, event_id -)"), "\(broken.stderr)")
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("buyer and payment details are redacted by default")
     func redactedByDefault() throws {
         let daemon = try DaemonProcess()
