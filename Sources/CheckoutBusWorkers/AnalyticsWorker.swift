@@ -176,6 +176,9 @@ public final class AnalyticsWorker {
     private func checkpoint() throws {
         eventsSinceCheckpoint = 0
         guard let path = options.cursorPath, funnel.shardSeqs != lastCheckpointSeqs else { return }
+        // Nothing counted and no checkpoint yet (a refused shard list, say): no file, so the
+        // corrected command starts clean instead of meeting a checkpoint for the wrong shards.
+        if lastCheckpointSeqs.isEmpty && funnel.shardSeqs.allSatisfy({ $0 == 0 }) { return }
         try AnalyticsCheckpoint.save(funnel, to: path)
         lastCheckpointSeqs = funnel.shardSeqs
     }

@@ -219,13 +219,24 @@ struct ShardedSubscriberTests {
         }
         // The workers refuse the same way (here: the analytics worker with two shards swapped).
         let report = shards.directory.appendingPathComponent("wrong-analytics.json")
+        let checkpoint = shards.directory.appendingPathComponent("wrong-analytics.state")
         let (status, output) = try runTool("checkoutbus-analytics", [
             "--from", [d[0], d[2], d[1]].map(\.publish).joined(separator: ","),
             "--control", [d[0], d[2], d[1]].map(\.control).joined(separator: ","), "--report", report.path,
+            "--cursor", checkpoint.path,
         ])
         #expect(status == 1, "\(output)")
         #expect(output.contains("answered as shard 2/3, not shard 1/3") || output.contains("answered as shard 1/3, not shard 2/3"),
                 "\(output)")
+        // A refused list leaves no checkpoint behind, so the corrected command is not told it is
+        // for another generation. With a list one short, the same.
+        #expect(!FileManager.default.fileExists(atPath: checkpoint.path))
+        let short = try runTool("checkoutbus-analytics", [
+            "--from", [d[0], d[1]].map(\.publish).joined(separator: ","),
+            "--control", [d[0], d[1]].map(\.control).joined(separator: ","), "--cursor", checkpoint.path,
+        ])
+        #expect(short.status == 1, "\(short.output)")
+        #expect(!FileManager.default.fileExists(atPath: checkpoint.path))
     }
 
 
