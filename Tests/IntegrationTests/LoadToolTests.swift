@@ -1,10 +1,27 @@
 import Foundation
 import Testing
 
+import CheckoutBus
+
 /// The load tools against the real daemon: flood's generator knows what must be published, and
 /// the daemon must publish exactly that; bench runs end to end (its figures are never asserted).
 @Suite("flood and bench", .serialized, .timeLimit(.minutes(3)))
 struct LoadToolTests {
+    @Test("flood's order ids belong to their run: two runs (another seed, or the same seed again) never share one")
+    func floodOrderIDsPerRun() {
+        func orderIDs(_ runID: String, seed: UInt64) -> Set<String> {
+            let text = FloodGenerator(checkouts: 300, seed: seed, runID: runID).makeEvents()
+                .map { String(decoding: $0.bytes, as: UTF8.self) }.joined(separator: "\n")
+            let pattern = try! NSRegularExpression(pattern: #"(Order/|ord-)[A-Za-z0-9-]+"#)
+            let range = NSRange(text.startIndex..., in: text)
+            return Set(pattern.matches(in: text, range: range).map { String(text[Range($0.range, in: text)!]) })
+        }
+        let first = orderIDs("flood3-100", seed: 3)
+        #expect(first.count > 100)
+        #expect(first.isDisjoint(with: orderIDs("flood4-101", seed: 4)))
+        #expect(first.isDisjoint(with: orderIDs("flood3-102", seed: 3)))
+    }
+
     @Test("flood: every family's lifecycles, published exactly as the generator expects")
     func floodMatchesGenerator() throws {
         let daemon = try DaemonProcess()

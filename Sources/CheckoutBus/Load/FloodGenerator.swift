@@ -83,11 +83,11 @@ public struct FloodGenerator: Sendable {
             let names = FloodGenerator.primerNames[platform]!
             for attempt in 0..<Int(rng.next() % 3) {
                 let code = ["payment-failed", "bad-network", "payment-cancelled"][Int(rng.next() % 3)]
-                add(#"{"event":"\#(names.fail)","error":{"errorId":"\#(code)","description":"attempt \#(attempt) failed","diagnosticsId":"diag-\#(index)-\#(attempt)"},"checkoutData":{"payment":{"id":"pay-\#(index)-\#(attempt)","orderId":"ord-\#(index)","status":"DECLINED"}}}"#,
+                add(#"{"event":"\#(names.fail)","error":{"errorId":"\#(code)","description":"attempt \#(attempt) failed","diagnosticsId":"diag-\#(index)-\#(attempt)"},"checkoutData":{"payment":{"id":"pay-\#(index)-\#(attempt)","orderId":"ord-\#(id)","status":"DECLINED"}}}"#,
                     sdk: "primer", platform: platform, .fail)
             }
             if rng.next() % 10 < 8 {
-                add(#"{"event":"\#(names.complete)","paymentResult":{"paymentId":"pay-\#(index)","status":"SUCCESS","amount":\#(1000 + index % 9000),"currencyCode":"EUR","paymentMethodType":"PAYMENT_CARD","orderId":"ord-\#(index)"}}"#,
+                add(#"{"event":"\#(names.complete)","paymentResult":{"paymentId":"pay-\#(index)","status":"SUCCESS","amount":\#(1000 + index % 9000),"currencyCode":"EUR","paymentMethodType":"PAYMENT_CARD","orderId":"ord-\#(id)"}}"#,
                     sdk: "primer", platform: platform, .complete)
             } else {
                 add(#"{"event":"\#(names.dismiss)"}"#, sdk: "primer", platform: platform, .dismiss)
@@ -128,7 +128,7 @@ public struct FloodGenerator: Sendable {
         }
         let outcome = rng.next() % 20
         if outcome < 12 {
-            let order = "gid://shopify/Order/\(index)"
+            let order = "gid://shopify/Order/\(id)"
             if family == 7 {
                 let body = #"{\"orderDetails\":{\"id\":\"\#(order)\",\"cart\":{\"lines\":[{\"title\":\"Tote\",\"quantity\":\#(quantity)}],\"price\":{\"total\":{\"amount\":\"\#(quantity * 25).00\",\"currencyCode\":\"USD\"}}}}}"#
                 add(#"{"name":"completed","body":"\#(body)"}"#, sdk: "shopify", platform: platform, .complete)
