@@ -128,7 +128,7 @@ public struct DaemonConfiguration: Sendable {
                 guard let colon = v.lastIndex(of: ":"), colon != v.startIndex, !v[v.index(after: colon)...].isEmpty,
                     !v.contains("/")
                 else { throw .init("--metrics must be HOST:PORT (PORT may be *) or off, got \(v)") }
-                c.metrics = v
+                c.metrics = v.hasPrefix("localhost:") ? "127.0.0.1:" + v.dropFirst("localhost:".count) : v
             }
         }
         c.journal.fsyncMilliseconds = try args.int("fsync-ms", default: 2, in: 0...10_000)
@@ -176,8 +176,12 @@ public struct DaemonConfiguration: Sendable {
             }
             if let m = c.metrics { plain.append(("metrics", "tcp://" + m)) }
             for (flag, endpoint) in plain where !isLoopback(endpoint) {
+                // CURVE does not cover the metrics' HTTP: only the flag can allow it off loopback.
+                let remedy = flag == "metrics" && c.curveEnabled
+                    ? "bind it to loopback, or pass --allow-insecure-remote"
+                    : "enable CURVE (--curve-secret-key, --curve-producers, --curve-subscribers) or pass --allow-insecure-remote"
                 throw .init("--\(flag) \(endpoint) is not a loopback address and would carry plain text\(flag == "metrics" ? " (HTTP)" : ""); "
-                    + "enable CURVE (--curve-secret-key, --curve-producers, --curve-subscribers) or pass --allow-insecure-remote")
+                    + remedy)
             }
         }
         return c
@@ -196,8 +200,11 @@ public struct DaemonConfiguration: Sendable {
         guard v.hasPrefix("tcp://") || v.hasPrefix("ipc://") || v.hasPrefix("inproc://") else {
             throw .init("--\(flag) must be tcp://HOST:PORT (PORT may be *) or ipc://PATH, got \(v)")
         }
+        // libzmq binds interface names and addresses, not host names: `localhost` is 127.0.0.1.
+        if v.hasPrefix("tcp://localhost:") { return "tcp://127.0.0.1:" + v.dropFirst("tcp://localhost:".count) }
         return v
     }
+
 
     public static let help = """
         checkoutbusd — the CheckoutBus daemon: ingests raw checkout lifecycle events over ZeroMQ,

@@ -48,11 +48,18 @@ public final class ZMQSocket {
 
     /// Binds to `endpoint` (`tcp://127.0.0.1:*` picks a free port; read ``lastEndpoint``).
     public func bind(_ endpoint: String) throws {
+        try enableIPv6(for: endpoint)
         try zmqCheck("zmq_bind(\(endpoint))") { zmq_bind(handle, endpoint) }
+    }
+
+    /// An IPv6 address (`tcp://[::1]:…`) needs libzmq's IPv6 option, off by default.
+    private func enableIPv6(for endpoint: String) throws {
+        if endpoint.hasPrefix("tcp://[") { try setOption(.ipv6, 1) }
     }
 
     /// Connects to `endpoint`; libzmq connects in the background and reconnects on its own.
     public func connect(_ endpoint: String) throws {
+        try enableIPv6(for: endpoint)
         try zmqCheck("zmq_connect(\(endpoint))") { zmq_connect(handle, endpoint) }
     }
 
@@ -214,6 +221,8 @@ public struct ZMQOption: Sendable, Equatable {
     public static let routerMandatory = ZMQOption(rawValue: ZMQ_ROUTER_MANDATORY)
     /// The kernel's receive buffer for the socket's connections (`SO_RCVBUF`), in bytes; -1: the OS default.
     public static let receiveBuffer = ZMQOption(rawValue: ZMQ_RCVBUF)
+    /// IPv6 on the socket (libzmq's default is IPv4 only): needed to bind or connect `tcp://[::1]:…`.
+    public static let ipv6 = ZMQOption(rawValue: ZMQ_IPV6)
 }
 
 extension ZMQSocket {

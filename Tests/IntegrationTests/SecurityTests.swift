@@ -139,5 +139,29 @@ struct SecurityTests {
         let incomplete = try runTool("checkoutbusd", ["--curve-secret-key", "/tmp/x.key"])
         #expect(incomplete.status == 2)
         #expect(incomplete.output.contains("CURVE needs all three"))
+        // With CURVE on, the metrics' HTTP off loopback is not fixed by CURVE: the message says so.
+        let keys = try TestKeys()
+        let curveMetrics = try runTool("checkoutbusd", [
+            "--curve-secret-key", keys.path("server.key").path, "--curve-producers", keys.producers.path,
+            "--curve-subscribers", keys.subscribers.path, "--metrics", "0.0.0.0:*",
+        ])
+        #expect(curveMetrics.status == 2)
+        #expect(curveMetrics.output.contains("bind it to loopback, or pass --allow-insecure-remote"), "\(curveMetrics.output)")
+        #expect(!curveMetrics.output.contains("enable CURVE"), "\(curveMetrics.output)")
+    }
+
+    @Test("loopback by name or IPv6 binds: localhost is 127.0.0.1, [::1] gets libzmq's IPv6 option, clients connect to it")
+    func loopbackSpellings() throws {
+        let ipv6 = ((try? String(contentsOfFile: "/proc/net/if_inet6", encoding: .utf8)) ?? "")
+            .contains("00000000000000000000000000000001")
+        let acked = ipv6 ? "tcp://[::1]:*" : "tcp://localhost:*"
+        let daemon = try DaemonProcess(["--ingest", "tcp://localhost:*", "--ingest-acked", acked, "--metrics", "localhost:*"])
+        #expect(daemon.ingest.hasPrefix("tcp://127.0.0.1:"))
+        #expect((daemon.ready["metrics"] as? String)?.hasPrefix("127.0.0.1:") == true)
+        #expect(daemon.ingestAcked.hasPrefix(ipv6 ? "tcp://[::1]:" : "tcp://127.0.0.1:"), "\(daemon.ingestAcked)")
+        let sent = try sendBytes(Array(#"{"checkout_id":"v6-1","event":"checkoutDidStart","checkout":{"id":"v6-1"}}"#.utf8) + [0x0A],
+                                 to: daemon.ingestAcked, arguments: ["--acked"])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(daemon.terminate() == 0)
     }
 }
