@@ -282,6 +282,11 @@ public final class JetStreamBridge {
                                                "replicas": String(options.replicas)])
                 return info
             } catch let error as NATSError {
+                // A stream that cannot be created as configured stays so: no retry will help.
+                if JetStreamBridge.permanentStreamErrors.contains(error.jetStreamCode) {
+                    throw BridgeError("cannot create stream \(options.stream): \(error.message) (jetstream error \(error.jetStreamCode)); "
+                                      + "another stream takes these subjects: use --subject-prefix, or bridge into that stream")
+                }
                 // JetStream answers "unavailable" while a cluster elects its meta leader.
                 logger.warning("jetstream not ready; retrying", ["error": "\(error)"])
                 sleepUnlessStopped(stop, milliseconds: 500)
@@ -289,6 +294,11 @@ public final class JetStreamBridge {
         }
         return nil
     }
+
+    /// JetStream errors that creating the stream will meet again however often it is retried:
+    /// subjects that overlap another stream's (10065), a stream name already in use with another
+    /// configuration (10058).
+    static let permanentStreamErrors: Set<Int> = [10065, 10058]
 
     /// Finds the ids already stored beyond each cursor, reading the stream's tail backwards in
     /// growing steps until each cursor's own message is in view.

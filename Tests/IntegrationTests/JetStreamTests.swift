@@ -501,6 +501,12 @@ struct JetStreamTests {
             "--from", shards[0].publish, "--control", shards[0].control, "--nats", nats.clientURL, "--cursor", base.path,
         ] + arguments(0, prefix: "g0", stream: "CHECKOUTS_G1"))
         #expect(refused == 1 && text.contains("stream CHECKOUTS_G1 does not take g0.checkout.>"), "\(text)")
+        // A new stream whose subjects another stream already takes cannot be created, ever: the
+        // bridge says so and exits rather than retrying.
+        let (overlap, overlapText) = try runTool("checkoutbus-jetstream", [
+            "--from", shards[0].publish, "--control", shards[0].control, "--nats", nats.clientURL, "--cursor", base.path,
+        ] + arguments(0, prefix: "g0", stream: "CHECKOUTS_OTHER"), timeout: 20)
+        #expect(overlap == 1 && overlapText.contains("cannot create stream CHECKOUTS_OTHER"), "\(overlapText)")
     }
 
     /// Three JetStream nodes routed to each other on loopback. JetStream clustering needs the routes
