@@ -129,10 +129,12 @@ final class IngestPusher {
     let endpoint: String
     let timeoutSeconds: Int
     private let socket: ZMQSocket
+    private let usesCurve: Bool
 
     init(endpoint: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws {
         self.endpoint = endpoint
         self.timeoutSeconds = timeoutSeconds
+        usesCurve = curve != nil
         socket = try ZMQSocket(context: try ZMQContext(), type: .push)
         try curve?.apply(to: socket)
         // Queue only on a completed connection: a daemon that refuses us (a CURVE key it does not
@@ -151,7 +153,9 @@ final class IngestPusher {
 
     /// The message for a daemon that did not take events.
     func unreachable(command: String, sent: Int) -> String {
-        "checkoutbus \(command): no daemon took events at \(endpoint) within \(timeoutSeconds)s; sent=\(sent)\n"
+        "checkoutbus \(command): no daemon took events at \(endpoint) within \(timeoutSeconds)s"
+            + (usesCurve ? " (with CURVE, a key the daemon refused looks the same: its log names refused keys)" : "")
+            + "; sent=\(sent)\n"
     }
 }
 
