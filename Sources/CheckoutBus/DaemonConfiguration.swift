@@ -128,7 +128,7 @@ public struct DaemonConfiguration: Sendable {
                 guard let colon = v.lastIndex(of: ":"), colon != v.startIndex, !v[v.index(after: colon)...].isEmpty,
                     !v.contains("/")
                 else { throw .init("--metrics must be HOST:PORT (PORT may be *) or off, got \(v)") }
-                c.metrics = v.hasPrefix("localhost:") ? "127.0.0.1:" + v.dropFirst("localhost:".count) : v
+                c.metrics = bindable(v)
             }
         }
         c.journal.fsyncMilliseconds = try args.int("fsync-ms", default: 2, in: 0...10_000)
@@ -200,11 +200,14 @@ public struct DaemonConfiguration: Sendable {
         guard v.hasPrefix("tcp://") || v.hasPrefix("ipc://") || v.hasPrefix("inproc://") else {
             throw .init("--\(flag) must be tcp://HOST:PORT (PORT may be *) or ipc://PATH, got \(v)")
         }
-        // libzmq binds interface names and addresses, not host names: `localhost` is 127.0.0.1.
-        if v.hasPrefix("tcp://localhost:") { return "tcp://127.0.0.1:" + v.dropFirst("tcp://localhost:".count) }
-        return v
+        return v.hasPrefix("tcp://") ? "tcp://" + bindable(String(v.dropFirst(6))) : v
     }
 
+    /// `HOST:PORT` as libzmq can bind it: libzmq binds interface names and addresses, not host
+    /// names, so `localhost` is 127.0.0.1.
+    static func bindable(_ hostAndPort: String) -> String {
+        hostAndPort.hasPrefix("localhost:") ? "127.0.0.1:" + hostAndPort.dropFirst("localhost:".count) : hostAndPort
+    }
 
     public static let help = """
         checkoutbusd — the CheckoutBus daemon: ingests raw checkout lifecycle events over ZeroMQ,

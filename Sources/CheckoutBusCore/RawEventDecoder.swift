@@ -738,16 +738,11 @@ public final class RawEventDecoder {
             }
             return error
         }
+        // The first of the code fields with a value: `"code": null` beside an `errorId` (a bridge
+        // that copies every field it knows) does not hide it.
         var rawCode: String?
-        if let v = doc.member(e, anyOf: "code", "errorId", "error_id", "errorCode", "error_code") {
-            rawCode = doc.identifier(v)
-            // `"code": null` beside an `errorId` (a bridge that copies every field it knows):
-            // the first of them with a value.
-            if rawCode == nil {
-                for name: StaticString in ["code", "errorId", "error_id", "errorCode", "error_code"] where rawCode == nil {
-                    if let v = doc.member(e, name) { rawCode = doc.identifier(v) }
-                }
-            }
+        for name: StaticString in ["code", "errorId", "error_id", "errorCode", "error_code"] where rawCode == nil {
+            if let v = doc.member(e, name) { rawCode = doc.identifier(v) }
         }
         var group: String?
         if let v = doc.member(e, anyOf: "group", "__typename") { group = doc.string(v) }

@@ -63,7 +63,13 @@ final class ControlClient {
     }
 }
 
-/// Wrapped `onCheckoutUpdated` events with distinct snapshots and event ids: nothing is suppressed.
+/// The daemon's journal segment files, oldest first.
+func journalSegments(_ daemon: DaemonProcess) throws -> [URL] {
+    let journal = daemon.dataDirectory.appendingPathComponent("journal")
+    return try FileManager.default.contentsOfDirectory(atPath: journal.path).filter { $0.hasSuffix(".seg") }.sorted()
+        .map { journal.appendingPathComponent($0) }
+}
+
 /// The byte size of each record in a journal segment file, in order (docs/durability.md: a 64-byte
 /// segment header, then records of a 32-byte header, the body its bytes 4–7 count, and an 8-byte checksum).
 func journalRecordSizes(segment path: String) throws -> [Int] {
@@ -78,6 +84,7 @@ func journalRecordSizes(segment path: String) throws -> [Int] {
     return sizes
 }
 
+/// Wrapped `onCheckoutUpdated` events with distinct snapshots and event ids: nothing is suppressed.
 func distinctEvents(_ n: Int, run: String) -> [String] {
     (0..<n).map { i in
         #"{"event_id":"\#(run)-\#(i)","checkout_id":"\#(run)-c\#(i % 997)","platform":"android","sdk":"shopify","payload":{"event":"onCheckoutUpdated","checkout":{"id":"\#(run)-c\#(i % 997)","n":\#(i),"currency":"USD"}}}"#
@@ -324,10 +331,7 @@ struct DurabilityTests {
         #expect(daemon.terminate() == 0)
 
         // Tear the last record in half, as a crash in the middle of a write would.
-        let journal = daemon.dataDirectory.appendingPathComponent("journal")
-        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
-            .filter { $0.hasSuffix(".seg") }.sorted().last)
-        let path = journal.appendingPathComponent(segment).path
+        let path = try #require(try journalSegments(daemon).last).path
         let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
         #expect(truncate(path, off_t(size - 100)) == 0)
 
@@ -371,10 +375,7 @@ struct DurabilityTests {
         #expect(again.terminate() == 0)
         // After the clean stop the tail loses three records (a disk's fault): their seqs were
         // published, and stay theirs.
-        let journal = daemon.dataDirectory.appendingPathComponent("journal")
-        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
-            .filter { $0.hasSuffix(".seg") }.sorted().last)
-        let path = journal.appendingPathComponent(segment).path
+        let path = try #require(try journalSegments(daemon).last).path
         let records = try journalRecordSizes(segment: path)
         let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
         // Cut at the third-to-last record's first byte: a clean cut, nothing torn to notice.
@@ -402,9 +403,7 @@ struct DurabilityTests {
                               arguments: ["--acked"]).status == 0)
         daemon.kill9()
         let journal = daemon.dataDirectory.appendingPathComponent("journal")
-        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
-            .filter { $0.hasSuffix(".seg") }.sorted().last)
-        let path = journal.appendingPathComponent(segment).path
+        let path = try #require(try journalSegments(daemon).last).path
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         // One flipped byte about two fifths in: a record in the middle fails its checksum.
         let at = bytes.count * 2 / 5
@@ -446,11 +445,10 @@ struct DurabilityTests {
         #expect(try sendBytes(Array((distinctEvents(100, run: "closed").joined(separator: "\n") + "\n").utf8),
                               to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect(daemon.terminate() == 0)
-        let journal = daemon.dataDirectory.appendingPathComponent("journal")
-        let segments = try FileManager.default.contentsOfDirectory(atPath: journal.path).filter { $0.hasSuffix(".seg") }.sorted()
+        let segments = try journalSegments(daemon)
         #expect(segments.count >= 3)
         // The first segment's fifth record gets a flipped byte in its envelope.
-        let path = journal.appendingPathComponent(segments[0]).path
+        let path = segments[0].path
         let sizes = try journalRecordSizes(segment: path)
         #expect(sizes.count > 10)
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -478,10 +476,9 @@ struct DurabilityTests {
         #expect(try sendBytes(Array((distinctEvents(60, run: "hdr").joined(separator: "\n") + "\n").utf8),
                               to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect(daemon.terminate() == 0)
-        let journal = daemon.dataDirectory.appendingPathComponent("journal")
-        let segments = try FileManager.default.contentsOfDirectory(atPath: journal.path).filter { $0.hasSuffix(".seg") }.sorted()
+        let segments = try journalSegments(daemon)
         #expect(segments.count >= 2)
-        let newest = journal.appendingPathComponent(segments.last!)
+        let newest = segments.last!
         var bytes = try [UInt8](Data(contentsOf: newest))
         let original = Array(bytes.prefix(64))
         bytes[3] ^= 0x20  // the magic
@@ -511,9 +508,7 @@ struct DurabilityTests {
         #expect(first.status == 0)
         #expect(daemon.terminate() == 0)
         let journal = daemon.dataDirectory.appendingPathComponent("journal")
-        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
-            .filter { $0.hasSuffix(".seg") }.sorted().last)
-        let handle = try FileHandle(forWritingTo: journal.appendingPathComponent(segment))
+        let handle = try FileHandle(forWritingTo: try #require(try journalSegments(daemon).last))
         try handle.seekToEnd()
         try handle.write(contentsOf: Data((0..<300).map { UInt8(truncatingIfNeeded: $0 &* 37) }))
         try handle.close()
@@ -571,10 +566,7 @@ struct DurabilityTests {
             let daemon = try DaemonProcess(["--journal-cache-bytes", setting])
             // Acknowledged: every event is durable, so the sync that covered the last one has run.
             #expect(try sendBytes(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
-            let journal = daemon.dataDirectory.appendingPathComponent("journal")
-            let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: journal.path)
-                .filter { $0.hasSuffix(".seg") }.sorted().last)
-            let path = journal.appendingPathComponent(segment).path
+            let path = try #require(try journalSegments(daemon).last).path
             guard try fileSystemType(path) != "tmpfs" else {
                 // tmpfs: the page cache is the file; there is nothing to drop.
                 #expect(daemon.terminate() == 0)

@@ -154,7 +154,7 @@ final class IngestPusher {
     /// The message for a daemon that did not take events.
     func unreachable(command: String, sent: Int) -> String {
         "checkoutbus \(command): no daemon took events at \(endpoint) within \(timeoutSeconds)s"
-            + (usesCurve ? " (with CURVE, a key the daemon refused looks the same: its log names refused keys)" : "")
+            + (usesCurve ? CurveClientKeys.refusalHint : "")
             + "; sent=\(sent)\n"
     }
 }

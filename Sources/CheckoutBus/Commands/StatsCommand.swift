@@ -45,7 +45,7 @@ public struct StatsCommand {
             try dealer.connect(control)
             _ = try dealer.send(#"{"op":"stats"}"#)
             guard let frames = try dealer.receiveMultipart(), let reply = frames.first else {
-                let why = curve == nil ? "" : " (with CURVE, a key the daemon refused looks the same: its log names refused keys)"
+                let why = curve == nil ? "" : CurveClientKeys.refusalHint
                 FileHandleWriter.standardError("checkoutbus stats: no answer from \(control) within \(timeoutSeconds)s\(why)\n")
                 return 1
             }

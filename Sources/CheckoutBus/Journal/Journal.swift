@@ -257,7 +257,7 @@ public final class Journal {
         // have been published, and each kind_seq after every one that may have been.
         if reservation.damaged {
             logger.error("journal: a slot of the seq reservation is damaged; the other is used", ["file": directory + "/" + SeqReservation.fileName])
-        } else if reservation.previous == nil && writtenSeq == 0 && seq > 0 {
+        } else if reservation.previous == nil && seq > 0 {
             logger.warning("journal: no seq reservation beside an existing journal (written before it existed, or deleted); numbering goes on from the last record", [
                 "file": directory + "/" + SeqReservation.fileName,
             ])

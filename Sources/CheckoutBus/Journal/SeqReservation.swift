@@ -57,18 +57,21 @@ final class SeqReservation {
         boot = SeqReservation.currentBoot()
         var bytes = [UInt8](repeating: 0, count: 2 * SeqReservation.slotSize)
         let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        let slots = (0..<2).compactMap { i -> State? in
-            guard n >= (i + 1) * SeqReservation.slotSize else { return nil }
-            return bytes.withUnsafeBytes { SeqReservation.decode($0.baseAddress! + i * SeqReservation.slotSize) }
-        }
-        previous = slots.max { $0.counter < $1.counter }
         // A slot never written is zeros (the first commit goes to the second slot): only one with
         // bytes that fail their checksum is damaged.
-        damaged = (0..<2).contains { i in
+        var slots: [State] = []
+        var damaged = false
+        for i in 0..<2 {
             let range = i * SeqReservation.slotSize..<(i + 1) * SeqReservation.slotSize
-            guard n >= range.upperBound, bytes[range].contains(where: { $0 != 0 }) else { return false }
-            return bytes.withUnsafeBytes { SeqReservation.decode($0.baseAddress! + range.lowerBound) } == nil
+            guard n >= range.upperBound, bytes[range].contains(where: { $0 != 0 }) else { continue }
+            if let s = bytes.withUnsafeBytes({ SeqReservation.decode($0.baseAddress! + range.lowerBound) }) {
+                slots.append(s)
+            } else {
+                damaged = true
+            }
         }
+        self.damaged = damaged
+        previous = slots.max { $0.counter < $1.counter }
         reserved = previous?.reserved ?? 0
         counter = previous?.counter ?? 0
     }

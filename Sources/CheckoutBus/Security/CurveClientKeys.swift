@@ -5,6 +5,10 @@ import ZeroMQ
 /// `--curve-key FILE` (the client's secret key) and `--curve-server FILE` (the daemon's public
 /// key), or `CHECKOUTBUS_CURVE_KEY` / `CHECKOUTBUS_CURVE_SERVER`. `Sendable`.
 public struct CurveClientKeys: Sendable {
+    /// Added to a client's timeout: ZeroMQ gives a refused CURVE handshake no answer, so it looks
+    /// like a daemon that is down.
+    static let refusalHint = " (with CURVE, a key the daemon refused looks the same: its log names refused keys)"
+
     public let keys: ZMQCurveKeyPair
     public let serverKey: String
 
