@@ -48,6 +48,8 @@ let package = Package(
         // A cache prefetch hint for the pipeline's table probes (Swift has none): two inline C
         // functions, no library.
         .target(name: "CPrefetch"),
+        // `O_DIRECT` for the journal's writes, which Glibc's Swift module does not export: one C function.
+        .target(name: "CFileIO"),
         .target(
             name: "CheckoutBusCore",
             dependencies: ["CPrefetch"],
@@ -60,7 +62,7 @@ let package = Package(
         // The daemon's loop and journal touch their own stored properties several times per event
         // (the pending batch, the arrival times): the same release-only setting (about 460
         // instructions per event).
-        .target(name: "CheckoutBus", dependencies: ["CheckoutBusCore", "ZeroMQ"], swiftSettings: swiftSettings + hotPathSettings),
+        .target(name: "CheckoutBus", dependencies: ["CheckoutBusCore", "ZeroMQ", "CFileIO"], swiftSettings: swiftSettings + hotPathSettings),
         .target(name: "CheckoutBusWorkers", dependencies: ["CheckoutBus", "SQLite"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbusd", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),

@@ -184,7 +184,8 @@ public final class BusDaemon {
         logger.info("started", [
             "ingest": bound.ingest, "ingest_acked": bound.ingestAcked, "publish": bound.publish, "control": bound.control,
             "metrics": bound.metrics ?? "off",
-            "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount), "zmq": ZMQContext.version,
+            "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount),
+            "journal_writes": journal.writesDirect ? "direct" : "page_cache", "zmq": ZMQContext.version,
         ])
 
         // Two pollers: everything, and — while a journal write is failing — everything but ingest,

@@ -243,6 +243,7 @@ final class ControlService {
         w.append(int: Int64(journal.fsyncCount))
         w.append(",\"fsync_max_us\":")
         w.append(int: Int64(journal.fsyncMaxMicros))
+        w.append(journal.writesDirect ? ",\"writes\":\"direct\"" : ",\"writes\":\"page_cache\"")
         w.append("},\"subscribers\":{")
         for (i, name) in subscribers.keys.sorted().enumerated() {
             let r = subscribers[name]!

@@ -358,6 +358,48 @@ struct DurabilityTests {
         #expect(restarted.stderrText.contains("not reused"))
     }
 
+    @Test("direct writes: after kill -9 the segment ends in zero padding that recovery cuts without a warning; after a clean stop it ends at its last record")
+    func directWritePadding() throws {
+        let daemon = try DaemonProcess()
+        let journal = try ControlClient(daemon.control).stats()["journal"] as? [String: Any]
+        let writes = try #require(journal?["writes"] as? String)
+        #expect(writes == "direct" || writes == "page_cache")
+        #expect(daemon.stderrText.contains("journal_writes=\(writes)"))
+        #expect(try sendBytes(Array((distinctEvents(300, run: "pad").joined(separator: "\n") + "\n").utf8),
+                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        daemon.kill9()
+        let path = try #require(try journalSegments(daemon).last).path
+        let killed = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        // The records end where the 300th does (the helper reads zeros as empty records past it).
+        let end = 64 + (try journalRecordSizes(segment: path)).prefix(300).reduce(0, +)
+        if writes == "direct" {
+            #expect(killed.count % 4096 == 0)
+            #expect(killed.count >= end && killed.count - end < 4096)
+            #expect(!killed[end...].contains { $0 != 0 })
+        } else {
+            #expect(killed.count == end)
+        }
+
+        let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(restarted.ready["last_seq"] as? Int == 300)
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == end)
+        #expect(try sendBytes(Array((distinctEvents(200, run: "pad2").joined(separator: "\n") + "\n").utf8),
+                              to: restarted.ingestAcked, arguments: ["--acked"]).status == 0)
+        let records = try ControlClient(restarted.control).replayAll()
+        #expect(records.map(\.0) == Array(1...500))
+        #expect(records.map { $0.2["event_id"] as? String }
+                == (0..<300).map { "pad-\($0)" } + (0..<200).map { "pad2-\($0)" })
+        #expect(restarted.terminate() == 0)
+        // Padding is no damage: nothing to warn about, nothing set aside.
+        #expect(!restarted.stderrText.contains("journal recovered"))
+        #expect(!restarted.stderrText.contains("level=warning"))
+        #expect(!restarted.stderrText.contains("level=error"))
+        // After the clean stop the file is its header and its 500 records, nothing after them.
+        let sizes = try journalRecordSizes(segment: path)
+        #expect(sizes.count == 500)
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == 64 + sizes.reduce(0, +))
+    }
+
     @Test("kill -9 twice, then a clean stop and a cut tail: straight on after each kill, after the last seq before the stop once records are lost")
     func cutTailAfterKill() throws {
         let daemon = try DaemonProcess()
@@ -558,11 +600,12 @@ struct DurabilityTests {
         #expect(!daemon.stderrText.contains("retains fewer records than --dedupe-window"))
     }
 
-    @Test("synced journal pages leave the page cache beyond --journal-cache-bytes; with kernel they stay")
+    @Test("journal pages in the page cache: none with direct writes (0), the newest N bytes with N, all with kernel")
     func journalPageCache() throws {
         let events = Array((distinctEvents(8000, run: "cache").joined(separator: "\n") + "\n").utf8)
         var resident: [String: (bytes: Int, size: Int)] = [:]
-        for setting in ["0", "kernel"] {
+        var writes: [String: String] = [:]
+        for setting in ["0", "1048576", "kernel"] {
             let daemon = try DaemonProcess(["--journal-cache-bytes", setting])
             // Acknowledged: every event is durable, so the sync that covered the last one has run.
             #expect(try sendBytes(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
@@ -573,13 +616,25 @@ struct DurabilityTests {
                 return
             }
             resident[setting] = try residentBytes(path)
+            writes[setting] = (try ControlClient(daemon.control).stats()["journal"] as? [String: Any])?["writes"] as? String
             #expect(daemon.terminate() == 0)
         }
-        let dropped = try #require(resident["0"])
+        // Only 0 asks for direct writes; a file system may refuse them (then pages are dropped).
+        #expect(writes["1048576"] == "page_cache" && writes["kernel"] == "page_cache")
+        let none = try #require(resident["0"])
+        let newest = try #require(resident["1048576"])
         let kept = try #require(resident["kernel"])
-        #expect(dropped.size > 3 << 20, "the flood should fill more than 3 MiB of journal")
-        // Dropped in steps of at least 1 MiB after each sync: at most that much stays.
-        #expect(dropped.bytes <= (1 << 20) + 8192, "\(dropped.bytes) of \(dropped.size) bytes still cached")
+        #expect(newest.size > 3 << 20, "the flood should fill more than 3 MiB of journal")
+        if writes["0"] == "direct" {
+            // The records never entered the page cache: at most the block read back at the start.
+            #expect(none.bytes <= 8192, "\(none.bytes) of \(none.size) bytes cached")
+        } else {
+            #expect(writes["0"] == "page_cache")
+            #expect(none.bytes <= (1 << 20) + 8192, "\(none.bytes) of \(none.size) bytes still cached")
+        }
+        // Dropped in steps of at least 1 MiB after each sync, all but the newest 1 MiB.
+        #expect(newest.bytes <= (2 << 20) + 8192, "\(newest.bytes) of \(newest.size) bytes still cached")
+        #expect(newest.bytes >= 1 << 20, "\(newest.bytes) of \(newest.size) bytes cached")
         #expect(kept.bytes >= kept.size * 9 / 10, "\(kept.bytes) of \(kept.size) bytes cached")
     }
 

@@ -86,7 +86,7 @@ public struct StatsCommand {
         line("dead-lettered", dead.isEmpty ? "0" : dead.keys.sorted().map { "\($0) \(int(dead[$0]))" }.joined(separator: ", "))
         line("checkouts", "tracked \(int(counters["tracked_checkouts"])), evicted \(int(counters["evicted_checkouts"])), expired \(int(counters["expired_checkouts"]))")
         let journal = dict(s["journal"])
-        line("journal", "\(int(journal["segments"])) segment(s), \(int(journal["bytes"])) bytes, \(int(journal["fsyncs"])) fsyncs (max \(int(journal["fsync_max_us"])) µs)")
+        line("journal", "\(int(journal["segments"])) segment(s), \(int(journal["bytes"])) bytes, \(int(journal["fsyncs"])) fsyncs (max \(int(journal["fsync_max_us"])) µs), \(journal["writes"] as? String == "direct" ? "direct writes" : "writes through the page cache")")
         let subscribers = dict(s["subscribers"])
         if subscribers.isEmpty {
             line("subscribers", "none reported")

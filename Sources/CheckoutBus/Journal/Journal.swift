@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFileIO
 import Foundation
 
 /// The append-only journal of every envelope that takes a `seq`, in segment files under
@@ -38,6 +39,9 @@ public final class Journal {
         public var kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         public var segments = 0
         public var truncatedBytes = 0
+        /// Zeros cut after the last record: the padding of a direct write, left by a stop without
+        /// a clean close (kill -9, a crash). Not damage.
+        public var paddingBytes = 0
         /// Intact records found past damage in the last segment, set aside (their seqs not reused).
         public var skippedRecords = 0
         /// Seqs skipped after the last intact record because they may have been published before
@@ -93,6 +97,10 @@ public final class Journal {
     /// A batch buffer to reuse.
     private var spare: Batch?
     private let writer: JournalWriter
+    /// Writes the open segment (the pipeline's runs, and the writer thread's with each job).
+    private let appender: SegmentAppender
+    /// The write mode was logged as having fallen back.
+    private var fallbackLogged = false
     private var writtenSeq: UInt64 = 0
     /// How many of the pending records are already in the file.
     private var writtenRecords = 0
@@ -128,8 +136,21 @@ public final class Journal {
             JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
         }.sorted { $0.firstSeq < $1.firstSeq }
         for i in segments.indices { segments[i].size = Journal.fileSize(segments[i].path) }
+        // Direct writes keep nothing in the page cache, which is what `--journal-cache-bytes 0`
+        // asks; a cache of N bytes, or the kernel's choice, is the page cache's to keep.
+        var direct = false
+        if options.cacheBytes == 0 {
+            if let refusal = Journal.probeDirectWrites(in: directory) {
+                logger.info("journal: the file system refuses direct writes; writing through the page cache", [
+                    "directory": directory, "reason": refusal,
+                ])
+            } else {
+                direct = true
+            }
+        }
+        appender = SegmentAppender(direct: direct)
         syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds,
-                               cacheBytes: options.cacheBytes)
+                               cacheBytes: direct ? nil : options.cacheBytes)
         writer = try JournalWriter()
         do {
             reservation = try SeqReservation(directory: directory)
@@ -166,6 +187,8 @@ public final class Journal {
     public var fsyncMaxMicros: UInt64 { syncer.fsyncMaxMicroseconds }
     /// Durations of the sync thread's `fdatasync` calls.
     public var fsyncHistogram: Histogram { syncer.fsyncHistogram }
+    /// Records go to the disk with `O_DIRECT`, past the page cache (stats: `journal.writes`).
+    public var writesDirect: Bool { appender.isDirect }
     /// False from a failed write until the next successful one (`/healthz`).
     public private(set) var isWritable = true
     /// Records appended and not yet handed to the writer thread (nor published).
@@ -223,9 +246,16 @@ public final class Journal {
         // again: numbering goes on after the highest, in a new segment, and the cut bytes are
         // kept beside the segment for inspection.
         var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        if intact < last.size {
+        let tail = intact < last.size ? Journal.readRange(last.path, from: intact, count: last.size - intact) : []
+        if Journal.isPadding(tail, end: last.size) {
+            // The zeros a direct write put after the last record (a stop without ``close()``).
+            recovery.paddingBytes = tail.count
+            guard ftruncate(fd, off_t(intact)) == 0 else {
+                throw DaemonError("cannot cut the padding of \(last.path): \(String(cString: strerror(errno)))")
+            }
+            _ = fdatasync(fd)
+        } else if intact < last.size {
             recovery.truncatedBytes = last.size - intact
-            let tail = Journal.readRange(last.path, from: intact, count: last.size - intact)
             beyond = Journal.intactRecords(in: tail)
             if beyond.count > 0 {
                 let aside = last.path + ".damaged-at-\(intact)"
@@ -279,6 +309,8 @@ public final class Journal {
         if newSegment {
             Glibc.close(fd)
             try openNewSegment(firstSeq: seq + 1)
+        } else if let e = appender.open(path: last.path, fd: fd, size: intact) {
+            throw DaemonError("cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
         }
         writtenSeq = seq
         recovery.lastSeq = seq
@@ -289,6 +321,13 @@ public final class Journal {
                                                  "set_aside_records": String(recovery.skippedRecords),
                                                  "skipped_seqs": String(recovery.skippedSeqs), "segment": last.path])
         }
+    }
+
+    /// Whether `tail`, the bytes after a segment's last intact record up to the file's `end`, is
+    /// only the zero padding of a direct write: fewer than a block of zeros, ending on a block.
+    static func isPadding(_ tail: [UInt8], end: Int) -> Bool {
+        !tail.isEmpty && tail.count < SegmentAppender.blockSize && end % SegmentAppender.blockSize == 0
+            && !tail.contains { $0 != 0 }
     }
 
     /// Rewrites the damaged header of segment `i` (which holds records): its first seq from the
@@ -507,18 +546,11 @@ public final class Journal {
         let startOffset = segments[segments.count - 1].size
         let base = pending + pendingRecords[from].offset
         JournalFormat.seal(base, bytes)
-        var done = 0
-        while done < bytes {
-            let n = pwrite(fd, base + done, bytes - done, off_t(startOffset + done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                let reason = String(cString: strerror(errno))
-                // Leave the file as it was: a partial run would be a torn tail.
-                _ = ftruncate(fd, off_t(startOffset))
-                isWritable = false
-                throw DaemonError("journal write failed: \(reason)")
-            }
-            done += n
+        let failure = appender.append(base, bytes)
+        noteFallback()
+        guard failure == 0 else {
+            isWritable = false
+            throw DaemonError("journal write failed: \(String(cString: strerror(failure)))")
         }
         noteWritten(pending, pendingRecords, from, to, startOffset: startOffset, bytes: bytes)
         writtenRecords = to
@@ -557,8 +589,8 @@ public final class Journal {
         let last = try writeRunsBeforeLast()
         let batch = Batch(buffer: pending, capacity: pendingCapacity, bytes: pendingBytes, records: pendingRecords,
                           runStart: last.start, runBytes: last.bytes, startOffset: segments[segments.count - 1].size)
-        writer.post(JournalWriter.Job(fd: fd, address: Int(bitPattern: pending + pendingRecords[last.start].offset),
-                                      count: last.bytes, offset: batch.startOffset))
+        writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: pending + pendingRecords[last.start].offset),
+                                      count: last.bytes))
         inflight = batch
         // A fresh batch: the spare buffer when there is one.
         if var next = spare {
@@ -587,6 +619,7 @@ public final class Journal {
         guard let batch = inflight else { return false }
         if inflightWritten { return true }
         guard let result = wait ? writer.wait() : writer.poll() else { return false }
+        noteFallback()
         guard result == 0 else {
             requeue(batch)
             isWritable = false
@@ -664,7 +697,9 @@ public final class Journal {
     }
 
     private func rotate(firstSeq: UInt64) throws {
-        // The closed segment is synced here, on the pipeline thread, once per segment.
+        // The closed segment is synced here, on the pipeline thread, once per segment, without
+        // the padding of its last direct write.
+        appender.finish()
         syncer.syncNow(upTo: writtenSeq, closing: true)
         let old = fd
         try openNewSegment(firstSeq: firstSeq, replacing: true)
@@ -687,6 +722,12 @@ public final class Journal {
         }
         _ = fdatasync(newFD)
         Journal.syncDirectory(directory)
+        if let e = appender.open(path: path, fd: newFD, size: header.count) {
+            Glibc.close(newFD)
+            unlink(path)
+            throw DaemonError("cannot read back journal segment header \(path): \(String(cString: strerror(e)))")
+        }
+        noteFallback()
         fd = newFD
         if replacing { generation = syncer.swapSegment(to: newFD).generation }
         segments.append(Segment(firstSeq: firstSeq, path: path, size: JournalFormat.segmentHeaderSize, index: [],
@@ -702,6 +743,7 @@ public final class Journal {
         if inflight != nil { _ = try? collect(wait: true) }
         writer.stop()
         syncer.stop()
+        appender.finish()
         syncer.syncNow(upTo: writtenSeq)
         // Every record is synced and nothing past the last was published: a restart (on any
         // boot) goes on after it, unless the file loses records after all.
@@ -882,6 +924,31 @@ public final class Journal {
         _ = ftruncate(lockFD, 0)
         _ = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
         return lockFD
+    }
+
+    /// Whether `directory`'s file system takes a direct write (`O_DIRECT`, 4 KiB aligned), tried
+    /// on a scratch file.
+    /// - Returns: nil when it does, else why not.
+    static func probeDirectWrites(in directory: String) -> String? {
+        let path = directory + "/.direct-probe"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | cb_o_direct(), 0o600)
+        guard fd >= 0 else { return "open: " + String(cString: strerror(errno)) }
+        defer {
+            Glibc.close(fd)
+            unlink(path)
+        }
+        let block = UnsafeMutableRawPointer.allocate(byteCount: SegmentAppender.blockSize, alignment: SegmentAppender.blockSize)
+        defer { block.deallocate() }
+        block.initializeMemory(as: UInt8.self, repeating: 0, count: SegmentAppender.blockSize)
+        let n = pwrite(fd, block, SegmentAppender.blockSize, 0)
+        return n == SegmentAppender.blockSize ? nil : "pwrite: " + (n < 0 ? String(cString: strerror(errno)) : "short write")
+    }
+
+    /// Logs, once, that direct writes stopped and the journal writes through the page cache.
+    private func noteFallback() {
+        guard !fallbackLogged, let reason = appender.fallbackReason else { return }
+        fallbackLogged = true
+        logger.warning("journal: direct writes refused; writing through the page cache from now on", ["reason": reason])
     }
 
     static func fileSize(_ path: String) -> Int {

@@ -4,7 +4,7 @@ import Glibc
 import Foundation
 import Synchronization
 
-/// Write-behind: a thread that seals (checksums) and `write`s one batch of journal records at a
+/// Write-behind: a thread that seals (checksums) and writes one batch of journal records at a
 /// time, so the pipeline processes the next batch meanwhile; it publishes a batch only once this
 /// thread reports it written (``Journal/collect()``).
 ///
@@ -13,15 +13,15 @@ import Synchronization
 /// buffer is handed over whole, never shared. Completion is signalled twice: on ``done`` (taken
 /// exactly once per job) and by a byte on the pipe ``wakeFD``, which the pipeline's poller watches.
 final class JournalWriter: Sendable {
-    /// One run of records to append: `count` bytes at address `address`, at `offset` of `fd`.
+    /// One run of records to append: `count` bytes at address `address`, through `appender`
+    /// (which the pipeline does not touch until it has taken the result).
     struct Job: Sendable {
-        var fd: Int32
+        var appender: SegmentAppender
         var address: Int
         var count: Int
-        var offset: Int
     }
 
-    /// 0 when the run was written; else the `errno` of the failed `write` (the file is then cut
+    /// 0 when the run was written; else the `errno` of the failed write (the file is then cut
     /// back to the run's start, as if it had never been attempted).
     typealias Result = Int32
 
@@ -105,19 +105,7 @@ final class JournalWriter: Sendable {
             }
             let base = UnsafeMutableRawPointer(bitPattern: job.address)!
             JournalFormat.seal(base, job.count)
-            var written = 0
-            var failure: Int32 = 0
-            while written < job.count {
-                let n = pwrite(job.fd, base + written, job.count - written, off_t(job.offset + written))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    // Leave the file as it was: a partial run would be a torn tail.
-                    _ = ftruncate(job.fd, off_t(job.offset))
-                    break
-                }
-                written += n
-            }
+            let failure = job.appender.append(base, job.count)
             state.withLock { s in
                 s.job = nil
                 s.result = failure

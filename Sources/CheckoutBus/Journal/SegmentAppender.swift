@@ -1,0 +1,168 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFileIO
+
+/// Appends journal records to the open segment file, with `O_DIRECT` when the file system takes
+/// it: the bytes go from a block-aligned staging buffer to the device, with no copy into the page
+/// cache and no writeback later (docs/durability.md, "Direct writes").
+///
+/// A direct write covers whole blocks at block offsets, so each append writes the segment's last
+/// partial block again — the bytes already there, kept at the head of the staging buffer, then
+/// the new ones — and pads the block with zeros. While a segment is open, its file may end with up
+/// to 4095 zero bytes past the last record; ``finish()`` cuts them when the segment is closed,
+/// and recovery after a crash cuts them as padding (``Journal/Recovery/paddingBytes``).
+///
+/// `@unchecked Sendable`: one thread at a time uses it, handed over with a journal batch — the
+/// pipeline thread while no batch is at the writer thread, the writer thread while one is
+/// (``JournalWriter/Job``) — and every hand-over passes the writer's mutex and semaphores.
+final class SegmentAppender: @unchecked Sendable {
+    /// The unit of a direct write: its offset, length and buffer address are multiples of it.
+    /// 4 KiB serves devices of 512-byte and of 4 KiB logical blocks.
+    static let blockSize = 4096
+    /// Most bytes one `pwrite` carries: the staging buffer's size.
+    static let chunkBytes = 1 << 20
+
+    /// Whether appends go through `O_DIRECT`; false when the file system refused it.
+    private(set) var isDirect: Bool
+    /// Why direct writes stopped after they had started (a `pwrite` refused with `EINVAL`), once.
+    private(set) var fallbackReason: String?
+    /// The open segment (opened by the journal, buffered): reads, truncation, buffered appends.
+    private var fd: Int32 = -1
+    /// The same file opened with `O_DIRECT`, or -1.
+    private var directFD: Int32 = -1
+    private let staging: UnsafeMutableRawPointer
+    /// The block offset of the segment's last partial block, whose first ``tailBytes`` bytes are
+    /// at the head of ``staging``; the segment's records end at `tailStart + tailBytes`.
+    private var tailStart = 0
+    private var tailBytes = 0
+
+    /// - Parameter direct: try `O_DIRECT` (see ``Journal/probeDirectWrites(in:)``).
+    init(direct: Bool) {
+        isDirect = direct
+        staging = .allocate(byteCount: SegmentAppender.chunkBytes, alignment: SegmentAppender.blockSize)
+    }
+
+    deinit {
+        if directFD >= 0 { close(directFD) }
+        staging.deallocate()
+    }
+
+    /// The end of the records written so far.
+    var size: Int { tailStart + tailBytes }
+
+    /// Appends to segment `fd` at `path` from now on; its records end at `size`.
+    /// - Returns: nil, or why the segment's last partial block could not be read (`errno`).
+    func open(path: String, fd: Int32, size: Int) -> Int32? {
+        if directFD >= 0 { close(directFD) }
+        directFD = -1
+        self.fd = fd
+        tailStart = size & ~(SegmentAppender.blockSize - 1)
+        tailBytes = size - tailStart
+        guard isDirect else { return nil }
+        directFD = Glibc.open(path, O_WRONLY | cb_o_direct() | O_CLOEXEC)
+        if directFD < 0 {
+            fallBack("open with O_DIRECT: \(String(cString: strerror(errno)))")
+            return nil
+        }
+        return loadTail()
+    }
+
+    /// Reads the bytes of the last partial block into the head of the staging buffer.
+    private func loadTail() -> Int32? {
+        var done = 0
+        while done < tailBytes {
+            let n = pread(fd, staging + done, tailBytes - done, off_t(tailStart + done))
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return n < 0 ? errno : EIO }
+            done += n
+        }
+        return nil
+    }
+
+    /// Appends `count` bytes at `base` at the end of the segment.
+    /// - Returns: 0, or the `errno` of the failed write; the file then ends where it did before.
+    func append(_ base: UnsafeRawPointer, _ count: Int) -> Int32 {
+        let start = size
+        let failure = isDirect ? appendDirect(base, count) : appendBuffered(base, count, at: start)
+        if failure != 0 {
+            // Leave the file as it was: a partial run would be a torn tail.
+            _ = ftruncate(fd, off_t(start))
+            tailStart = start & ~(SegmentAppender.blockSize - 1)
+            tailBytes = start - tailStart
+            if isDirect, loadTail() != nil { fallBack("the last block could not be read back after a failed write") }
+        }
+        return failure
+    }
+
+    private func appendBuffered(_ base: UnsafeRawPointer, _ count: Int, at offset: Int) -> Int32 {
+        var done = 0
+        while done < count {
+            let n = pwrite(fd, base + done, count - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            done += n
+        }
+        let end = offset + count
+        tailStart = end & ~(SegmentAppender.blockSize - 1)
+        tailBytes = end - tailStart
+        return 0
+    }
+
+    private func appendDirect(_ base: UnsafeRawPointer, _ count: Int) -> Int32 {
+        let mask = SegmentAppender.blockSize - 1
+        var from = 0
+        while from < count {
+            let n = min(count - from, SegmentAppender.chunkBytes - tailBytes)
+            (staging + tailBytes).copyMemory(from: base + from, byteCount: n)
+            let used = tailBytes + n
+            let padded = (used + mask) & ~mask
+            (staging + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
+            var done = 0
+            while done < padded {
+                let w = pwrite(directFD, staging + done, padded - done, off_t(tailStart + done))
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    let e = errno
+                    // A file system that opened with O_DIRECT and yet refuses its writes (an
+                    // alignment beyond 4 KiB): the rest of the run, and every later one, buffered.
+                    if e == EINVAL && done == 0 {
+                        fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))")
+                        return appendBuffered(base + from, count - from, at: tailStart + tailBytes)
+                    }
+                    return e
+                }
+                // A short direct write ends on a block: go on from there.
+                let step = w & ~mask
+                if step == 0 { return EIO }
+                done += step
+            }
+            let end = tailStart + used
+            let newStart = end & ~mask
+            let keep = end - newStart
+            if newStart > tailStart { staging.copyMemory(from: staging + (newStart - tailStart), byteCount: keep) }
+            tailStart = newStart
+            tailBytes = keep
+            from += n
+        }
+        return 0
+    }
+
+    /// Cuts the zero padding past the last record (the segment is being closed, or the journal).
+    func finish() {
+        guard fd >= 0 else { return }
+        if isDirect && tailBytes > 0 { _ = ftruncate(fd, off_t(size)) }
+    }
+
+    /// Writes through the page cache from now on. The file is cut to its records first: an
+    /// earlier direct write's padding would otherwise stay past the end.
+    private func fallBack(_ reason: String) {
+        isDirect = false
+        fallbackReason = reason
+        if directFD >= 0 { close(directFD) }
+        directFD = -1
+        if fd >= 0 { _ = ftruncate(fd, off_t(size)) }
+    }
+}
