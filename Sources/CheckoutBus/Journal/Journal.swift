@@ -149,8 +149,9 @@ public final class Journal {
             }
         }
         appender = SegmentAppender(direct: direct)
+        // The short runs written through the page cache leave pages there, dropped as before.
         syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds,
-                               cacheBytes: direct ? nil : options.cacheBytes)
+                               cacheBytes: options.cacheBytes)
         writer = try JournalWriter()
         do {
             reservation = try SeqReservation(directory: directory)

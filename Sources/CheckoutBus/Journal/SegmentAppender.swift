@@ -3,15 +3,19 @@ import Glibc
 #endif
 import CFileIO
 
-/// Appends journal records to the open segment file, with `O_DIRECT` when the file system takes
-/// it: the bytes go from a block-aligned staging buffer to the device, with no copy into the page
-/// cache and no writeback later (docs/durability.md, "Direct writes").
+/// Appends journal records to the open segment file, a whole block at a time, and a long run
+/// with `O_DIRECT` when the file system takes it: its bytes go from a block-aligned staging buffer
+/// to the disk, with no copy into the page cache and no writeback later (docs/durability.md,
+/// "Direct writes"). A short run — light load's batch of a few records — goes through the page
+/// cache, so the pipeline does not wait for the device on each one.
 ///
-/// A direct write covers whole blocks at block offsets, so each append writes the segment's last
-/// partial block again — the bytes already there, kept at the head of the staging buffer, then
-/// the new ones — and pads the block with zeros. While a segment is open, its file may end with up
-/// to 4095 zero bytes past the last record; ``finish()`` cuts them when the segment is closed,
-/// and recovery after a crash cuts them as padding (``Journal/Recovery/paddingBytes``).
+/// Every append writes the segment's last partial block again, from its start: the bytes already
+/// there, kept at the head of the staging buffer, then the new ones, and zeros to the block's
+/// end. A direct write needs whole blocks; a buffered one that covers whole pages never has the
+/// kernel read a page back from the disk first (which a direct write would have left uncached).
+/// While a segment is open, its file may therefore end with up to 4095 zero bytes past the last
+/// record; ``finish()`` cuts them when the segment is closed, and recovery after a crash cuts them
+/// as padding (``Journal/Recovery/paddingBytes``).
 ///
 /// `@unchecked Sendable`: one thread at a time uses it, handed over with a journal batch — the
 /// pipeline thread while no batch is at the writer thread, the writer thread while one is
@@ -22,8 +26,10 @@ final class SegmentAppender: @unchecked Sendable {
     static let blockSize = 4096
     /// Most bytes one `pwrite` carries: the staging buffer's size.
     static let chunkBytes = 1 << 20
+    /// Runs at least this long are written directly; shorter ones through the page cache.
+    static let directMinimum = 32 << 10
 
-    /// Whether appends go through `O_DIRECT`; false when the file system refused it.
+    /// Whether long runs go through `O_DIRECT`; false when the file system refused it.
     private(set) var isDirect: Bool
     /// Why direct writes stopped after they had started (a `pwrite` refused with `EINVAL`), once.
     private(set) var fallbackReason: String?
@@ -36,6 +42,8 @@ final class SegmentAppender: @unchecked Sendable {
     /// at the head of ``staging``; the segment's records end at `tailStart + tailBytes`.
     private var tailStart = 0
     private var tailBytes = 0
+    /// The head of ``staging`` holds the last partial block's bytes.
+    private var tailLoaded = false
 
     /// - Parameter direct: try `O_DIRECT` (see ``Journal/probeDirectWrites(in:)``).
     init(direct: Bool) {
@@ -59,17 +67,18 @@ final class SegmentAppender: @unchecked Sendable {
         self.fd = fd
         tailStart = size & ~(SegmentAppender.blockSize - 1)
         tailBytes = size - tailStart
-        guard isDirect else { return nil }
-        directFD = Glibc.open(path, O_WRONLY | cb_o_direct() | O_CLOEXEC)
-        if directFD < 0 {
-            fallBack("open with O_DIRECT: \(String(cString: strerror(errno)))")
-            return nil
+        if let e = loadTail() { return e }
+        if isDirect {
+            directFD = Glibc.open(path, O_WRONLY | cb_o_direct() | O_CLOEXEC)
+            if directFD < 0 { fallBack("open with O_DIRECT: \(String(cString: strerror(errno)))") }
         }
-        return loadTail()
+        return nil
     }
 
     /// Reads the bytes of the last partial block into the head of the staging buffer.
+    /// - Returns: nil, or the `errno` of the failed read (appends fail until a read succeeds).
     private func loadTail() -> Int32? {
+        tailLoaded = false
         var done = 0
         while done < tailBytes {
             let n = pread(fd, staging + done, tailBytes - done, off_t(tailStart + done))
@@ -77,42 +86,30 @@ final class SegmentAppender: @unchecked Sendable {
             if n <= 0 { return n < 0 ? errno : EIO }
             done += n
         }
+        tailLoaded = true
         return nil
     }
 
     /// Appends `count` bytes at `base` at the end of the segment.
     /// - Returns: 0, or the `errno` of the failed write; the file then ends where it did before.
     func append(_ base: UnsafeRawPointer, _ count: Int) -> Int32 {
+        // The last block is written again from the head of the staging buffer: never without it.
+        if !tailLoaded, let e = loadTail() { return e }
         let start = size
-        let failure = isDirect ? appendDirect(base, count) : appendBuffered(base, count, at: start)
+        let failure = writeBlocks(base, count, direct: isDirect && count >= SegmentAppender.directMinimum)
         if failure != 0 {
             // Leave the file as it was: a partial run would be a torn tail.
             _ = ftruncate(fd, off_t(start))
             tailStart = start & ~(SegmentAppender.blockSize - 1)
             tailBytes = start - tailStart
-            if isDirect, loadTail() != nil { fallBack("the last block could not be read back after a failed write") }
+            _ = loadTail()
         }
         return failure
     }
 
-    private func appendBuffered(_ base: UnsafeRawPointer, _ count: Int, at offset: Int) -> Int32 {
-        var done = 0
-        while done < count {
-            let n = pwrite(fd, base + done, count - done, off_t(offset + done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            done += n
-        }
-        let end = offset + count
-        tailStart = end & ~(SegmentAppender.blockSize - 1)
-        tailBytes = end - tailStart
-        return 0
-    }
-
-    private func appendDirect(_ base: UnsafeRawPointer, _ count: Int) -> Int32 {
+    private func writeBlocks(_ base: UnsafeRawPointer, _ count: Int, direct: Bool) -> Int32 {
         let mask = SegmentAppender.blockSize - 1
+        let target = direct ? directFD : fd
         var from = 0
         while from < count {
             let n = min(count - from, SegmentAppender.chunkBytes - tailBytes)
@@ -122,19 +119,19 @@ final class SegmentAppender: @unchecked Sendable {
             (staging + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
             var done = 0
             while done < padded {
-                let w = pwrite(directFD, staging + done, padded - done, off_t(tailStart + done))
+                let w = pwrite(target, staging + done, padded - done, off_t(tailStart + done))
                 if w < 0 {
                     if errno == EINTR { continue }
                     let e = errno
                     // A file system that opened with O_DIRECT and yet refuses its writes (an
-                    // alignment beyond 4 KiB): the rest of the run, and every later one, buffered.
-                    if e == EINVAL && done == 0 {
+                    // alignment beyond 4 KiB): this run and every later one through the page cache.
+                    if direct && e == EINVAL && done == 0 {
                         fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))")
-                        return appendBuffered(base + from, count - from, at: tailStart + tailBytes)
+                        return writeBlocks(base + from, count - from, direct: false)
                     }
                     return e
                 }
-                // A short direct write ends on a block: go on from there.
+                // A short write ends on a block (direct) or a page: go on from there.
                 let step = w & ~mask
                 if step == 0 { return EIO }
                 done += step
@@ -152,17 +149,14 @@ final class SegmentAppender: @unchecked Sendable {
 
     /// Cuts the zero padding past the last record (the segment is being closed, or the journal).
     func finish() {
-        guard fd >= 0 else { return }
-        if isDirect && tailBytes > 0 { _ = ftruncate(fd, off_t(size)) }
+        if fd >= 0 && tailBytes > 0 { _ = ftruncate(fd, off_t(size)) }
     }
 
-    /// Writes through the page cache from now on. The file is cut to its records first: an
-    /// earlier direct write's padding would otherwise stay past the end.
+    /// Writes through the page cache from now on.
     private func fallBack(_ reason: String) {
         isDirect = false
         fallbackReason = reason
         if directFD >= 0 { close(directFD) }
         directFD = -1
-        if fd >= 0 { _ = ftruncate(fd, off_t(size)) }
     }
 }
