@@ -232,8 +232,10 @@ public struct DaemonConfiguration: Sendable {
           --segment-bytes N          close a journal segment at this size (default 67108864)
           --journal-cache-bytes N    keep only the newest N synced journal bytes in the page cache,
                                      dropping older pages after each fdatasync and a closed
-                                     segment's at rotation, in steps of at least 1 MiB
-                                     (default 0: all but about the last MiB); kernel: never drop
+                                     segment's at rotation, in steps of at least 1 MiB; kernel:
+                                     never drop. Default 0: batches of 32 KiB or more are written
+                                     with O_DIRECT, past the page cache, where the file system
+                                     allows; smaller ones' pages are dropped but about the last MiB
           --retain-bytes N           delete the oldest closed segments beyond this total (default 4294967296)
           --retain-hours N           delete closed segments older than this (default 168)
 

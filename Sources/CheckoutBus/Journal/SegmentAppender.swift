@@ -131,10 +131,15 @@ final class SegmentAppender: @unchecked Sendable {
                     }
                     return e
                 }
-                // A short write ends on a block (direct) or a page: go on from there.
-                let step = w & ~mask
-                if step == 0 { return EIO }
-                done += step
+                if direct {
+                    // A short direct write ends on a block: go on from there.
+                    let step = w & ~mask
+                    if step == 0 { return EIO }
+                    done += step
+                } else {
+                    // A short buffered one (a file size limit): the next call says why.
+                    done += w
+                }
             }
             let end = tailStart + used
             let newStart = end & ~mask
