@@ -82,6 +82,11 @@ struct FullDiskTests {
         #expect(Set(records.compactMap { $0.2["event_id"] as? String }).count == 2000)
         let acked = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
         #expect(acked.count == 2000)
+        // A direct write the size limit cut short fails with EINVAL: that is the limit's
+        // `File too large`, not a file system refusing direct writes, which stay on.
+        #expect(!daemon.stderrText.contains("direct writes refused"))
+        let writes = (try control.stats()["journal"] as? [String: Any])?["writes"] as? String
+        #expect(writes == (daemon.stderrText.contains("journal_writes=direct") ? "direct" : "page_cache"))
         #expect(daemon.terminate() == 0)
     }
 }

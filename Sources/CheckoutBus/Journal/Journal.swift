@@ -700,7 +700,7 @@ public final class Journal {
     private func rotate(firstSeq: UInt64) throws {
         // The closed segment is synced here, on the pipeline thread, once per segment, without
         // the padding of its last direct write.
-        appender.finish()
+        finishSegment()
         syncer.syncNow(upTo: writtenSeq, closing: true)
         let old = fd
         try openNewSegment(firstSeq: firstSeq, replacing: true)
@@ -744,7 +744,7 @@ public final class Journal {
         if inflight != nil { _ = try? collect(wait: true) }
         writer.stop()
         syncer.stop()
-        appender.finish()
+        finishSegment()
         syncer.syncNow(upTo: writtenSeq)
         // Every record is synced and nothing past the last was published: a restart (on any
         // boot) goes on after it, unless the file loses records after all.
@@ -943,6 +943,16 @@ public final class Journal {
         block.initializeMemory(as: UInt8.self, repeating: 0, count: SegmentAppender.blockSize)
         let n = pwrite(fd, block, SegmentAppender.blockSize, 0)
         return n == SegmentAppender.blockSize ? nil : "pwrite: " + (n < 0 ? String(cString: strerror(errno)) : "short write")
+    }
+
+    /// Cuts the open segment's padding before it is closed; a failure is logged (the padding stays,
+    /// read as the segment's end).
+    private func finishSegment() {
+        if let e = appender.finish() {
+            logger.warning("journal: the zero padding after a segment's last record could not be cut", [
+                "segment": segments.last?.path ?? "", "error": String(cString: strerror(e)),
+            ])
+        }
     }
 
     /// Logs, once, that direct writes stopped and the journal writes through the page cache.

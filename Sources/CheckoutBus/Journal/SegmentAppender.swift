@@ -67,7 +67,11 @@ final class SegmentAppender: @unchecked Sendable {
         self.fd = fd
         tailStart = size & ~(SegmentAppender.blockSize - 1)
         tailBytes = size - tailStart
-        if let e = loadTail() { return e }
+        if let e = loadTail() {
+            // The journal closes `fd` after a failure: nothing may touch it again.
+            self.fd = -1
+            return e
+        }
         if isDirect {
             directFD = Glibc.open(path, O_WRONLY | cb_o_direct() | O_CLOEXEC)
             if directFD < 0 { fallBack("open with O_DIRECT: \(String(cString: strerror(errno)))") }
@@ -123,11 +127,15 @@ final class SegmentAppender: @unchecked Sendable {
                 if w < 0 {
                     if errno == EINTR { continue }
                     let e = errno
-                    // A file system that opened with O_DIRECT and yet refuses its writes (an
-                    // alignment beyond 4 KiB): this run and every later one through the page cache.
+                    // EINVAL from a direct write: a file system that opened with O_DIRECT and
+                    // yet refuses its writes (an alignment beyond 4 KiB) — or a write the file
+                    // size limit cut short of a block. The same bytes through the page cache
+                    // tell which: written, direct writes stop for good; refused, that error
+                    // (`File too large`) is the run's, and direct writes go on once it passes.
                     if direct && e == EINVAL && done == 0 {
-                        fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))")
-                        return writeBlocks(base + from, count - from, direct: false)
+                        let buffered = writeBlocks(base + from, count - from, direct: false)
+                        if buffered == 0 { fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))") }
+                        return buffered
                     }
                     return e
                 }
@@ -153,8 +161,11 @@ final class SegmentAppender: @unchecked Sendable {
     }
 
     /// Cuts the zero padding past the last record (the segment is being closed, or the journal).
-    func finish() {
-        if fd >= 0 && tailBytes > 0 { _ = ftruncate(fd, off_t(size)) }
+    /// - Returns: nil, or the `errno` of the failed `ftruncate` (the padding then stays; a reader
+    ///   stops at it as at the end).
+    func finish() -> Int32? {
+        guard fd >= 0 && tailBytes > 0 else { return nil }
+        return ftruncate(fd, off_t(size)) == 0 ? nil : errno
     }
 
     /// Writes through the page cache from now on.
