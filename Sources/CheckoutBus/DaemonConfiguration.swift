@@ -235,7 +235,9 @@ public struct DaemonConfiguration: Sendable {
                                      segment's at rotation, in steps of at least 1 MiB; kernel:
                                      never drop. Default 0: batches of 32 KiB or more are written
                                      with O_DIRECT, past the page cache, where the file system
-                                     allows; smaller ones' pages are dropped but about the last MiB
+                                     allows; smaller ones' pages are dropped, all but about the
+                                     last MiB. Any other value writes every batch through the
+                                     page cache
           --retain-bytes N           delete the oldest closed segments beyond this total (default 4294967296)
           --retain-hours N           delete closed segments older than this (default 168)
 
