@@ -625,8 +625,10 @@ struct DurabilityTests {
         // Long runs skip the page cache (direct); short ones' pages are dropped in steps of 1 MiB.
         #expect(writes["0"] == "direct" || writes["0"] == "page_cache")
         #expect(none.bytes <= (1 << 20) + 8192, "\(none.bytes) of \(none.size) bytes still cached")
-        // Dropped in steps of at least 1 MiB after each sync, all but the newest 1 MiB.
-        #expect(newest.bytes <= (2 << 20) + 8192, "\(newest.bytes) of \(newest.size) bytes still cached")
+        // Dropped in steps of at least 1 MiB after each sync, all but the newest 1 MiB: at most
+        // N + 1 MiB, and the pages of the last batches, written after the last step was dropped
+        // (a CI run saw 72 KiB of them).
+        #expect(newest.bytes <= (2 << 20) + (256 << 10), "\(newest.bytes) of \(newest.size) bytes still cached")
         #expect(newest.bytes >= 1 << 20, "\(newest.bytes) of \(newest.size) bytes cached")
         #expect(kept.bytes >= kept.size * 9 / 10, "\(kept.bytes) of \(kept.size) bytes cached")
     }
