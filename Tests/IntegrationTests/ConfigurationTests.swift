@@ -24,8 +24,7 @@ struct ConfigurationTests {
 
         // max-checkouts = 2: a third checkout evicts the least recently used one.
         let lines = (1...3).map { #"{"checkout_id":"cfg-\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
-        #expect(try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                              arguments: ["--acked"]).status == 0)
+        #expect(try send(lines, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         let stats = try ControlClient(daemon.control).request(#"{"op":"stats"}"#).status
         let counters = try #require(stats["counters"] as? [String: Any])
         #expect(counters["evicted_checkouts"] as? Int == 1)

@@ -155,13 +155,11 @@ struct DurabilityTests {
     func retryIsRecognised() throws {
         let daemon = try DaemonProcess()
         let events = distinctEvents(20, run: "retry")
-        let first = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                                  arguments: ["--acked"])
+        let first = try send(events, to: daemon.ingestAcked, arguments: ["--acked"])
         #expect(first.status == 0)
         // The same events again (a producer that never saw its answers): acknowledged, not republished.
         let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("retry.acks")
-        let again = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                                  arguments: ["--acked", "--ack-log", ackLog.path])
+        let again = try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--ack-log", ackLog.path])
         #expect(again.status == 0)
         let lines = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
         #expect(lines == (1...20).map { "\($0) retry-\($0 - 1)"[...] })
@@ -171,8 +169,7 @@ struct DurabilityTests {
 
         daemon.kill9()
         let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
-        let afterRestart = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
-                                         arguments: ["--acked"])
+        let afterRestart = try send(events, to: restarted.ingestAcked, arguments: ["--acked"])
         #expect(afterRestart.status == 0)
         #expect(try ControlClient(restarted.control).request(#"{"op":"stats"}"#).status["last_seq"] as? Int == 20)
         #expect(restarted.terminate() == 0)
@@ -189,16 +186,14 @@ struct DurabilityTests {
         let withOrder = String(done.dropLast()) + #","order":{"id":"gid://shopify/Order/501"}}"#
         let before = [event("e1", "checkoutDidStart", snapshot), event("e2", "checkoutDidUpdate", snapshot),
                       event("e3", "checkoutDidComplete", done)]
-        #expect(try sendBytes(Array((before.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                              arguments: ["--acked"]).status == 0)
+        #expect(try send(before, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         daemon.kill9()
 
         let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
         // The unchanged update (a new event id: not a retry) and the complete again, now naming its order.
         let after = [event("e4", "checkoutDidUpdate", done), event("e5", "checkoutDidComplete", withOrder),
                      event("e6", "checkoutDidUpdate", withOrder)]
-        #expect(try sendBytes(Array((after.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
-                              arguments: ["--acked"]).status == 0)
+        #expect(try send(after, to: restarted.ingestAcked, arguments: ["--acked"]).status == 0)
         let records = try ControlClient(restarted.control).replayAll()
         // start, complete before; the repeated complete after (the update after start, e4 and e6 suppressed).
         #expect(records.map(\.1) == ["checkout.start", "checkout.complete", "checkout.complete"])
@@ -220,8 +215,7 @@ struct DurabilityTests {
         }
         let before = [event("e0", "checkoutDidStart", quantity: 1), event("e1", "checkoutDidUpdate", quantity: 1),
                       event("e2", "checkoutDidUpdate", quantity: 2)]
-        #expect(try sendBytes(Array((before.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                              arguments: ["--acked"]).status == 0)
+        #expect(try send(before, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect((try ControlClient(daemon.control).stats()["counters"] as? [String: Any])?["suppressed"] as? Int == 1)
         daemon.kill9()
         // A torn record after the intact one (a write cut short): ignored and cut off.
@@ -235,8 +229,8 @@ struct DurabilityTests {
         // The producer never saw its answers and sends everything again, then something new.
         let again = before + [event("e3", "checkoutDidUpdate", quantity: 2)]
         let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("again.acks")
-        #expect(try sendBytes(Array((again.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
-                              arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
+        #expect(try send(again, to: restarted.ingestAcked,
+                         arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
         let lines = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
         #expect(lines == ["1 e0", "- e1", "2 e2", "- e3"])
         let records = try ControlClient(restarted.control).replayAll()
@@ -259,8 +253,7 @@ struct DurabilityTests {
         }
         let events = [event("e0", quantity: 1), event("e1", quantity: 1), event("e2", quantity: 2), event("e3", quantity: 2),
                       event("e4", quantity: 3)]
-        #expect(try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                              arguments: ["--acked"]).status == 0)
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         daemon.kill9()
         // Damage e1's record (the first): its checksum fails.
         let log = daemon.dataDirectory.appendingPathComponent("suppressed.log")
@@ -271,8 +264,8 @@ struct DurabilityTests {
 
         let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
         let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("damaged.acks")
-        #expect(try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
-                              arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
+        #expect(try send(events, to: restarted.ingestAcked,
+                         arguments: ["--acked", "--ack-log", ackLog.path]).status == 0)
         let lines = try String(contentsOf: ackLog, encoding: .utf8).split(separator: "\n")
         // e1's id was in the damaged record: its stale snapshot is published again (the documented
         // price); e3's record, after the damage, still makes its retry a duplicate.
@@ -309,8 +302,7 @@ struct DurabilityTests {
         #expect(try String(contentsOf: ackLog, encoding: .utf8) == "2 e9\n")
         // The journal goes past seq 7; after another restart, e9's retry names its seq 2.
         let more = (3...8).map { event("m\($0)", quantity: $0) }
-        #expect(try sendBytes(Array((more.joined(separator: "\n") + "\n").utf8), to: restarted.ingestAcked,
-                              arguments: ["--acked"]).status == 0)
+        #expect(try send(more, to: restarted.ingestAcked, arguments: ["--acked"]).status == 0)
         restarted.kill9()
         #expect(restarted.stderrText.contains("dropped records past the journal's end"))
         let third = try DaemonProcess(dataDirectory: daemon.dataDirectory)
@@ -325,8 +317,7 @@ struct DurabilityTests {
     func tornTail() throws {
         let daemon = try DaemonProcess()
         let events = distinctEvents(50, run: "torn")
-        let first = try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                                  arguments: ["--acked"])
+        let first = try send(events, to: daemon.ingestAcked, arguments: ["--acked"])
         #expect(first.status == 0)
         #expect(daemon.terminate() == 0)
 
@@ -365,8 +356,7 @@ struct DurabilityTests {
         let writes = try #require(journal?["writes"] as? String)
         #expect(writes == "direct" || writes == "page_cache")
         #expect(daemon.stderrText.contains("journal_writes=\(writes)"))
-        #expect(try sendBytes(Array((distinctEvents(300, run: "pad").joined(separator: "\n") + "\n").utf8),
-                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(distinctEvents(300, run: "pad"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         daemon.kill9()
         let path = try #require(try journalSegments(daemon).last).path
         let killed = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -380,8 +370,8 @@ struct DurabilityTests {
         let restarted = try DaemonProcess(dataDirectory: daemon.dataDirectory)
         #expect(restarted.ready["last_seq"] as? Int == 300)
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == end)
-        #expect(try sendBytes(Array((distinctEvents(200, run: "pad2").joined(separator: "\n") + "\n").utf8),
-                              to: restarted.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(distinctEvents(200, run: "pad2"),
+                         to: restarted.ingestAcked, arguments: ["--acked"]).status == 0)
         let records = try ControlClient(restarted.control).replayAll()
         #expect(records.map(\.0) == Array(1...500))
         #expect(records.map { $0.2["event_id"] as? String }
@@ -400,14 +390,12 @@ struct DurabilityTests {
     @Test("kill -9 twice, then a clean stop and a cut tail: straight on after each kill, after the last seq before the stop once records are lost")
     func cutTailAfterKill() throws {
         let daemon = try DaemonProcess()
-        #expect(try sendBytes(Array((distinctEvents(50, run: "cut").joined(separator: "\n") + "\n").utf8),
-                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(distinctEvents(50, run: "cut"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         daemon.kill9()
         // A plain kill -9: the kernel kept every written record, so numbering goes straight on.
         let plain = try DaemonProcess(dataDirectory: daemon.dataDirectory)
         #expect(plain.ready["last_seq"] as? Int == 50)
-        #expect(try sendBytes(Array((distinctEvents(10, run: "more").joined(separator: "\n") + "\n").utf8),
-                              to: plain.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(distinctEvents(10, run: "more"), to: plain.ingestAcked, arguments: ["--acked"]).status == 0)
         plain.kill9()
         let again = try DaemonProcess(dataDirectory: daemon.dataDirectory)
         #expect(again.ready["last_seq"] as? Int == 60)
@@ -438,8 +426,7 @@ struct DurabilityTests {
     func corruptMiddle() throws {
         let daemon = try DaemonProcess()
         let events = distinctEvents(50, run: "mid")
-        #expect(try sendBytes(Array((events.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                              arguments: ["--acked"]).status == 0)
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         daemon.kill9()
         let journal = daemon.dataDirectory.appendingPathComponent("journal")
         let path = try #require(try journalSegments(daemon).last).path
@@ -481,8 +468,8 @@ struct DurabilityTests {
     @Test("a damaged record in a closed segment: a replay is told its seq is gone and reads on from the next record, not from the next segment")
     func damagedClosedSegment() throws {
         let daemon = try DaemonProcess(["--segment-bytes", "8192"])
-        #expect(try sendBytes(Array((distinctEvents(100, run: "closed").joined(separator: "\n") + "\n").utf8),
-                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(distinctEvents(100, run: "closed"),
+                         to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect(daemon.terminate() == 0)
         let segments = try journalSegments(daemon)
         #expect(segments.count >= 3)
@@ -512,8 +499,7 @@ struct DurabilityTests {
     @Test("a corrupt byte in the newest segment's header: the header is rebuilt and every record kept")
     func damagedNewestHeader() throws {
         let daemon = try DaemonProcess(["--segment-bytes", "8192"])
-        #expect(try sendBytes(Array((distinctEvents(60, run: "hdr").joined(separator: "\n") + "\n").utf8),
-                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(distinctEvents(60, run: "hdr"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect(daemon.terminate() == 0)
         let segments = try journalSegments(daemon)
         #expect(segments.count >= 2)
@@ -542,8 +528,7 @@ struct DurabilityTests {
     @Test("garbage after the last record is cut off too, and a garbage-only new segment is ignored")
     func garbageTail() throws {
         let daemon = try DaemonProcess()
-        let first = try sendBytes(Array((distinctEvents(10, run: "g").joined(separator: "\n") + "\n").utf8),
-                                  to: daemon.ingestAcked, arguments: ["--acked"])
+        let first = try send(distinctEvents(10, run: "g"), to: daemon.ingestAcked, arguments: ["--acked"])
         #expect(first.status == 0)
         #expect(daemon.terminate() == 0)
         let journal = daemon.dataDirectory.appendingPathComponent("journal")
@@ -564,8 +549,7 @@ struct DurabilityTests {
     @Test("retention deletes the oldest closed segments; a replay from before them is refused as not_retained")
     func retention() throws {
         let daemon = try DaemonProcess(["--segment-bytes", "8192", "--retain-bytes", "32768"])
-        let sent = try sendBytes(Array((distinctEvents(400, run: "ret").joined(separator: "\n") + "\n").utf8),
-                                 to: daemon.ingestAcked, arguments: ["--acked"])
+        let sent = try send(distinctEvents(400, run: "ret"), to: daemon.ingestAcked, arguments: ["--acked"])
         #expect(sent.status == 0)
         let control = try ControlClient(daemon.control)
         let stats = try control.request(#"{"op":"stats"}"#).status

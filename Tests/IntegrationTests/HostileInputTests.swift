@@ -5,8 +5,7 @@ import Testing
 struct HostileInputTests {
     /// Every acknowledged event gets an answer, and the daemon's counters add up.
     static func sendAll(_ lines: [String], to daemon: DaemonProcess) throws -> (acked: Int, rejected: Int) {
-        let result = try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                                   arguments: ["--acked", "--timeout", "10"])
+        let result = try send(lines, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "10"])
         let summary = result.stderr.split(separator: "\n").first { $0.hasPrefix("sent=") } ?? ""
         var acked = 0
         var rejected = 0

@@ -48,8 +48,7 @@ struct LoadToolTests {
         #expect(sent > 12000)
         // Acknowledged, many in flight on one connection: every one answered.
         let lines = (0..<3000).map { #"{"checkout_id":"hwm-\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
-        let acked = try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                                  arguments: ["--acked"])
+        let acked = try send(lines, to: daemon.ingestAcked, arguments: ["--acked"])
         #expect(acked.status == 0, "\(acked.stderr)")
         #expect(acked.stderr.contains("sent=3000 acked=3000 rejected=0"))
         let counters = try #require(try ControlClient(daemon.control).stats()["counters"] as? [String: Any])

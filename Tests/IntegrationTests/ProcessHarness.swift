@@ -200,10 +200,11 @@ func waitForExit(_ process: Process, timeout: Double) -> Int32 {
     return process.terminationStatus
 }
 
-/// Runs `checkoutbus send --to ENDPOINT` with `lines` on stdin; returns its exit status and stderr.
+/// Runs `checkoutbus send --to ENDPOINT [ARGUMENTS]` with `lines` on stdin, one per line; returns
+/// its exit status and stderr.
 @discardableResult
-func send(_ lines: [String], to endpoint: String) throws -> (status: Int32, stderr: String) {
-    try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: endpoint)
+func send(_ lines: [String], to endpoint: String, arguments: [String] = []) throws -> (status: Int32, stderr: String) {
+    try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: endpoint, arguments: arguments)
 }
 
 /// Runs `checkoutbus send` with raw bytes on stdin (for invalid UTF-8 and the like).

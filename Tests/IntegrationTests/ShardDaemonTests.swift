@@ -15,8 +15,7 @@ struct ShardDaemonTests {
         let owned = ids.filter { ShardMap.owner(of: $0, count: 3) == 1 }
         #expect(owned.count > 5 && owned.count < 55)
         let ackLog = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("acks")
-        let sent = try sendBytes(Array((lines.joined(separator: "\n") + "\n").utf8), to: daemon.ingestAcked,
-                                 arguments: ["--acked", "--ack-log", ackLog.path])
+        let sent = try send(lines, to: daemon.ingestAcked, arguments: ["--acked", "--ack-log", ackLog.path])
         // Rejections make `send --acked` exit 1 and say the first reason.
         #expect(sent.status == 1)
         #expect(sent.stderr.contains("sent=60 acked=\(owned.count) rejected=\(60 - owned.count)"), "\(sent.stderr)")

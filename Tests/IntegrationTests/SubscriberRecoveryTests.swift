@@ -282,8 +282,7 @@ struct SubscriberCursorTests {
     @Test("a subscriber whose cursor is past the daemon's last seq is warned (a reset journal); one behind it is not")
     func cursorAheadOfDaemon() throws {
         let daemon = try DaemonProcess()
-        #expect(try sendBytes(Array((distinctEvents(5, run: "ahead").joined(separator: "\n") + "\n").utf8),
-                              to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(distinctEvents(5, run: "ahead"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         let common = ["tail", "--from", daemon.publish, "--control", daemon.control, "--count", "1", "--timeout", "3"]
         // Resuming after seq 99 of a journal that ends at 5: the first heartbeat says so.
         let ahead = try runTool("checkoutbus", common + ["--since", "100"])
