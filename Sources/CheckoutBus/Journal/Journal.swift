@@ -251,10 +251,6 @@ public final class Journal {
         if Journal.isPadding(tail, end: last.size) {
             // The zeros a direct write put after the last record (a stop without ``close()``).
             recovery.paddingBytes = tail.count
-            guard ftruncate(fd, off_t(intact)) == 0 else {
-                throw DaemonError("cannot cut the padding of \(last.path): \(String(cString: strerror(errno)))")
-            }
-            _ = fdatasync(fd)
         } else if intact < last.size {
             recovery.truncatedBytes = last.size - intact
             beyond = Journal.intactRecords(in: tail)
@@ -266,8 +262,11 @@ public final class Journal {
                     "highest_seq_after": String(beyond.maxSeq), "set_aside": aside,
                 ])
             }
+        }
+        // Padding or a torn tail: either way the file ends at the last intact record.
+        if intact < last.size {
             guard ftruncate(fd, off_t(intact)) == 0 else {
-                throw DaemonError("cannot truncate the torn tail of \(last.path): \(String(cString: strerror(errno)))")
+                throw DaemonError("cannot truncate the tail of \(last.path): \(String(cString: strerror(errno)))")
             }
             _ = fdatasync(fd)
         }
