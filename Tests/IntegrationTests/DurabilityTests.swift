@@ -605,15 +605,17 @@ struct DurabilityTests {
         let none = try #require(resident["0"])
         let newest = try #require(resident["1048576"])
         let kept = try #require(resident["kernel"])
-        #expect(newest.size > 3 << 20, "the flood should fill more than 3 MiB of journal")
+        #expect(newest.size > 4 << 20, "the flood should fill more than 4 MiB of journal")
         // Long runs skip the page cache (direct); short ones' pages are dropped in steps of 1 MiB.
         #expect(writes["0"] == "direct" || writes["0"] == "page_cache")
         // (With the same allowance for the last batches as for N below.)
         #expect(none.bytes <= (1 << 20) + (256 << 10), "\(none.bytes) of \(none.size) bytes still cached")
-        // Dropped in steps of at least 1 MiB after each sync, all but the newest 1 MiB: at most
-        // N + 1 MiB, and the pages of the last batches, written after the last step was dropped
-        // (a CI run saw 72 KiB of them).
-        #expect(newest.bytes <= (2 << 20) + (256 << 10), "\(newest.bytes) of \(newest.size) bytes still cached")
+        // Dropped in steps of at least 1 MiB after each sync, all but the newest 1 MiB: under
+        // N + 1 MiB by the daemon's rule. The kernel may keep a few hundred KiB more for a while
+        // (pages just written are skipped by POSIX_FADV_DONTNEED until its per-CPU LRU batches are
+        // drained; up to 270 KiB over seen), so the bound is N + 2 MiB: still well under the
+        // whole file (`kernel`, below, keeps over 90% of its 4+ MiB).
+        #expect(newest.bytes <= 3 << 20, "\(newest.bytes) of \(newest.size) bytes still cached")
         #expect(newest.bytes >= 1 << 20, "\(newest.bytes) of \(newest.size) bytes cached")
         #expect(kept.bytes >= kept.size * 9 / 10, "\(kept.bytes) of \(kept.size) bytes cached")
     }
