@@ -65,8 +65,7 @@ final class SegmentAppender: @unchecked Sendable {
         if directFD >= 0 { close(directFD) }
         directFD = -1
         self.fd = fd
-        tailStart = size & ~(SegmentAppender.blockSize - 1)
-        tailBytes = size - tailStart
+        setEnd(size)
         if let e = loadTail() {
             // The journal closes `fd` after a failure: nothing may touch it again.
             self.fd = -1
@@ -77,6 +76,12 @@ final class SegmentAppender: @unchecked Sendable {
             if directFD < 0 { fallBack("open with O_DIRECT: \(String(cString: strerror(errno)))") }
         }
         return nil
+    }
+
+    /// Makes `end` the end of the segment's records: its block, and the bytes of it in use.
+    private func setEnd(_ end: Int) {
+        tailStart = end & ~(SegmentAppender.blockSize - 1)
+        tailBytes = end - tailStart
     }
 
     /// Reads the bytes of the last partial block into the head of the staging buffer.
@@ -104,8 +109,7 @@ final class SegmentAppender: @unchecked Sendable {
         if failure != 0 {
             // Leave the file as it was: a partial run would be a torn tail.
             _ = ftruncate(fd, off_t(start))
-            tailStart = start & ~(SegmentAppender.blockSize - 1)
-            tailBytes = start - tailStart
+            setEnd(start)
             _ = loadTail()
         }
         return failure
@@ -153,8 +157,7 @@ final class SegmentAppender: @unchecked Sendable {
             let newStart = end & ~mask
             let keep = end - newStart
             if newStart > tailStart { staging.copyMemory(from: staging + (newStart - tailStart), byteCount: keep) }
-            tailStart = newStart
-            tailBytes = keep
+            setEnd(end)
             from += n
         }
         return 0
