@@ -67,6 +67,12 @@ public final class BusDaemon {
     public let configuration: DaemonConfiguration
     public let logger: Logger
     let processor: EventProcessor
+    /// Bytes a subscription message may have on the publish socket (a topic prefix); a larger one
+    /// disconnects its subscriber.
+    static let maxSubscriptionBytes: Int64 = 64 * 1024
+    /// A peer that has not finished its ZeroMQ handshake this long after connecting is cut off
+    /// (`ZMQ_HANDSHAKE_IVL`): junk and idle connections on the ZeroMQ ports do not accumulate.
+    static let handshakeTimeoutMilliseconds: Int32 = 10_000
     /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
     private let batchSize = 512
     /// Batches of at least this many records go to the journal's writer thread; smaller ones are
@@ -77,9 +83,16 @@ public final class BusDaemon {
     private var suppressedLog: SuppressedLog?
     private var acks: [PendingAck] = []
     private var ackHead = 0
-    var control: ControlService!
-    var metrics: MetricsService?
-    private var authenticatorRef: CurveAuthenticator?
+    /// Where the threads that serve clients get the pipeline's figures (set while running).
+    private var snapshots: SnapshotExchange?
+    /// Subscribers' drop reports, recorded by the control thread, shown by stats and metrics.
+    private let reports = SubscriberReportBook()
+    /// Connections and refusals counted by the threads that serve clients.
+    private let serviceCounters = ServiceCounters()
+    /// Time from an event's arrival to its publication (with `--metrics` on).
+    private var pipelineLatency = Histogram.pipeline()
+    /// Measure ``pipelineLatency`` (with `--metrics` on).
+    private let measuresLatency: Bool
     /// Consecutive failed journal writes (0 when the journal is writable).
     private var journalFailures = 0
     /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
@@ -106,6 +119,7 @@ public final class BusDaemon {
         self.configuration = configuration
         self.logger = logger
         self.processor = EventProcessor(options: configuration.processor)
+        measuresLatency = configuration.metrics != nil
         if let keyPath = configuration.curveSecretKeyPath, let producers = configuration.curveProducersDirectory,
             let subscribers = configuration.curveSubscribersDirectory
         {
@@ -133,52 +147,66 @@ public final class BusDaemon {
         }
         defer { suppressedLog?.close() }
         try restoreState(suppressed: suppressedLog?.takeRecovered() ?? [])
-        control = ControlService(journal: journal, processor: processor)
+        let exchange = try SnapshotExchange()
+        snapshots = exchange
+        defer { exchange.requests.close() }
 
+        // Two contexts: the pipeline's sockets, and the control socket with an I/O thread of its
+        // own, so replay pages never queue behind live envelopes.
         let context = try ZMQContext(ioThreads: 1)
         defer { context.shutdown() }
-        // The ZAP handler must be bound before any CURVE socket accepts a connection.
-        var authenticator: CurveAuthenticator?
-        if let allowlists { authenticator = try CurveAuthenticator(context: context, allowlists: allowlists, logger: logger) }
-        authenticatorRef = authenticator
+        let controlContext = try ZMQContext(ioThreads: 1)
+        defer { controlContext.shutdown() }
         let ingest = try ZMQSocket(context: context, type: .pull)
         let acked = try ZMQSocket(context: context, type: .router)
         let publish = try ZMQSocket(context: context, type: .xpub)
-        let controlSocket = try ZMQSocket(context: context, type: .router)
-        try ingest.setOption(.receiveHighWaterMark, configuration.ingestHighWaterMark)
+        let wireLimit = Int64(configuration.maxWireBytes)
+        for socket in [ingest, acked] {
+            try socket.setOption(.receiveHighWaterMark, configuration.ingestHighWaterMark)
+            // A message past the wire limit disconnects its producer as its size arrives, before
+            // libzmq allocates it; one up to it is dead-lettered `oversized` with its head kept.
+            try socket.setMaxMessageSize(wireLimit)
+        }
         try ingest.setLinger(milliseconds: 0)
-        try acked.setOption(.receiveHighWaterMark, configuration.ingestHighWaterMark)
         try acked.setOption(.sendHighWaterMark, 1_000_000)
         try acked.setLinger(milliseconds: 2000)
         try publish.setOption(.sendHighWaterMark, configuration.publishHighWaterMark)
         try publish.setOption(.xpubVerbose, 1)
+        try publish.setMaxMessageSize(BusDaemon.maxSubscriptionBytes)
         try publish.setLinger(milliseconds: 2000)
-        try controlSocket.setOption(.sendHighWaterMark, 100_000)
-        try controlSocket.setLinger(milliseconds: 1000)
+        var monitors: [(socket: ServiceCounters.Socket, endpoint: String)] = []
+        for (socket, kind) in [(ingest, ServiceCounters.Socket.ingest), (acked, .ingestAcked), (publish, .publish)] {
+            try socket.setHandshakeTimeout(milliseconds: BusDaemon.handshakeTimeoutMilliseconds)
+            let endpoint = "inproc://checkoutbus-monitor-\(kind.name)"
+            try socket.monitor(endpoint)
+            monitors.append((kind, endpoint))
+        }
         if let curveKeys {
             try ingest.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.producersDomain)
             try acked.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.producersDomain)
             try publish.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.subscribersDomain)
-            try controlSocket.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.subscribersDomain)
         }
+        // The control thread binds the ZAP handlers (before any CURVE socket accepts) and the
+        // monitors' readers (before the sockets bind), then the control socket.
+        let controlServer = try ControlServer(ControlServer.Settings(
+            endpoint: configuration.control, liveContext: context, controlContext: controlContext,
+            allowlists: allowlists, curveSecretKey: curveKeys?.secretKey, shard: configuration.processor.shard,
+            monitors: monitors, catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
+            logger: logger))
+        defer { controlServer.stop() }
         try ingest.bind(configuration.ingest)
         try acked.bind(configuration.ingestAcked)
         try publish.bind(configuration.publish)
-        try controlSocket.bind(configuration.control)
-        var metricsAddress: String?
+        var metricsServer: MetricsHTTPServer?
         if let address = configuration.metrics {
-            let stream = try ZMQSocket(context: context, type: .stream)
-            try stream.setLinger(milliseconds: 0)
-            try stream.bind("tcp://" + address)
-            let endpoint = try stream.lastEndpoint
-            metricsAddress = endpoint.hasPrefix("tcp://") ? String(endpoint.dropFirst(6)) : endpoint
-            metrics = MetricsService(socket: stream, journal: journal, processor: processor) { [unowned self] in
-                control.reportSummaries()
-            }
+            metricsServer = try MetricsHTTPServer(MetricsHTTPServer.Settings(
+                address: address, exchange: exchange, reports: reports, counters: serviceCounters,
+                startedAt: BusClock.monotonicNanoseconds(), logger: logger))
         }
+        defer { metricsServer?.stop() }
         let bound = BoundEndpoints(
             ingest: try ingest.lastEndpoint, ingestAcked: try acked.lastEndpoint, publish: try publish.lastEndpoint,
-            control: try controlSocket.lastEndpoint, metrics: metricsAddress, dataDirectory: configuration.dataDirectory,
+            control: controlServer.endpoint, metrics: metricsServer?.boundAddress, dataDirectory: configuration.dataDirectory,
             lastSeq: journal.lastSeq, curvePublicKey: curveKeys?.publicKey, shard: configuration.processor.shard)
         ready(bound)
         logger.info("started", [
@@ -186,20 +214,19 @@ public final class BusDaemon {
             "metrics": bound.metrics ?? "off",
             "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount),
             "journal_writes": journal.writesDirect ? "direct" : "page_cache", "zmq": ZMQContext.version,
+            "max_wire_bytes": String(configuration.maxWireBytes),
         ])
 
         // Two pollers: everything, and — while a journal write is failing — everything but ingest,
-        // so the daemon stops taking input yet still answers control, metrics and CURVE handshakes.
+        // so the daemon stops taking input yet still answers subscriptions and snapshot requests.
         let poller = ZMQPoller()
         let ingestIndex = poller.addReadable(ingest)
         let ackedIndex = poller.addReadable(acked)
         // Wakes the loop when the journal's writer thread has written a batch, to publish it.
         poller.addReadable(fileDescriptor: journal.writerWakeFD)
-        let sides = SideSockets(poller: poller, publish: publish, control: controlSocket, metrics: metrics?.socket,
-                                authenticator: authenticator?.socket)
+        let sides = SideSockets(poller: poller, publish: publish, snapshotRequests: exchange.requests.readFD)
         let blockedPoller = ZMQPoller()
-        let blockedSides = SideSockets(poller: blockedPoller, publish: publish, control: controlSocket,
-                                       metrics: metrics?.socket, authenticator: authenticator?.socket)
+        let blockedSides = SideSockets(poller: blockedPoller, publish: publish, snapshotRequests: exchange.requests.readFD)
         let message = ZMQMessage()
         let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
         var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
@@ -286,6 +313,10 @@ public final class BusDaemon {
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
 
+    /// The topics whose envelopes rebuild state at start: lifecycle events, and dead letters for
+    /// their event ids.
+    static let restoredTopics = [Array("checkout.".utf8), Array("bus.deadletter".utf8)]
+
     /// Rebuilds the processor's state from the journal's most recent records: per-checkout state
     /// from the last `--restore-records`, and the event-id window from the last `--dedupe-window`,
     /// so a complete repeated after a restart keeps its idempotency key and `repeat: true`, an
@@ -319,7 +350,7 @@ public final class BusDaemon {
         while next <= last {
             let page: (next: UInt64, count: Int)
             do {
-                page = try journal.read(from: next, prefixes: [Array("checkout.".utf8)], limit: 10_000,
+                page = try journal.read(from: next, prefixes: BusDaemon.restoredTopics, limit: 10_000,
                                         maxExamined: 100_000) { seq, _, envelope in
                     rememberSuppressed(before: seq)
                     let remember = window > 0 && seq >= idsFrom
@@ -419,7 +450,7 @@ public final class BusDaemon {
     private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64, to journal: Journal) {
         switch outcome {
         case .published, .deadLettered:
-            if metrics != nil { arrivals.append(arrival) }
+            if measuresLatency { arrivals.append(arrival) }
             let (seq, kindSeq, kind) = (processor.lastSeq, processor.lastOutputKindSeq, processor.lastOutputKind)
             processor.withOutput { topic, envelope in
                 journal.append(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, envelope: envelope)
@@ -428,7 +459,7 @@ public final class BusDaemon {
             if let log = suppressedLog, let id = processor.lastEventID, let checkout = processor.lastSuppressedCheckoutID {
                 log.append(seq: processor.lastSeq, checkoutID: checkout, eventID: id)
             }
-        case .duplicate:
+        case .duplicate, .duplicateDeadLetter:
             break
         }
     }
@@ -444,6 +475,12 @@ public final class BusDaemon {
         case .duplicate(let seq):
             w.append("{\"ok\":true,\"seq\":")
             if seq > 0 { w.append(int: Int64(seq)) } else { w.append("null") }
+            w.append(",\"duplicate\":true")
+        case .duplicateDeadLetter(let seq, let reason):
+            w.append("{\"ok\":false,\"seq\":")
+            w.append(int: Int64(seq))
+            w.append(",\"reason\":")
+            w.appendString(reason.code)
             w.append(",\"duplicate\":true")
         case .deadLettered(let reason):
             w.append("{\"ok\":false,\"seq\":")
@@ -545,39 +582,47 @@ public final class BusDaemon {
     }
 
     private func observeLatency(_ batch: inout [UInt64]) {
-        guard let metrics, !batch.isEmpty else { return }
+        guard measuresLatency, !batch.isEmpty else { return }
         let now = BusClock.monotonicNanoseconds()
-        for a in batch { metrics.pipelineLatency.observe(nanoseconds: now &- a) }
+        for a in batch { pipelineLatency.observe(nanoseconds: now &- a) }
         batch.removeAll(keepingCapacity: true)
     }
 
-    /// The sockets served besides ingest, and their indexes in one poller.
+    /// What the pipeline serves besides ingest, and their indexes in one poller: subscriptions,
+    /// and the snapshot requests of the threads that serve clients (``SnapshotExchange``).
     struct SideSockets {
         let poller: ZMQPoller
         let publishIndex: Int
-        let controlIndex: Int
-        let metricsIndex: Int?
-        let authenticatorIndex: Int?
+        let snapshotIndex: Int
         let publish: ZMQSocket
-        let control: ZMQSocket
 
-        init(poller: ZMQPoller, publish: ZMQSocket, control: ZMQSocket, metrics: ZMQSocket?, authenticator: ZMQSocket?) {
+        init(poller: ZMQPoller, publish: ZMQSocket, snapshotRequests: Int32) {
             self.poller = poller
             self.publish = publish
-            self.control = control
             publishIndex = poller.addReadable(publish)
-            controlIndex = poller.addReadable(control)
-            metricsIndex = metrics.map { poller.addReadable($0) }
-            authenticatorIndex = authenticator.map { poller.addReadable($0) }
+            snapshotIndex = poller.addReadable(fileDescriptor: snapshotRequests)
         }
     }
 
     /// Serves what is readable among the side sockets after a poll.
     private func serve(_ s: SideSockets, subscriptions: Bool = true) throws {
         if subscriptions && s.poller.isReadable(s.publishIndex) { try readSubscriptions(s.publish) }
-        if s.poller.isReadable(s.controlIndex) { try control.serve(s.control, limit: 64) }
-        if let i = s.metricsIndex, s.poller.isReadable(i) { try metrics?.serve() }
-        if let i = s.authenticatorIndex, s.poller.isReadable(i) { try authenticatorRef?.serve() }
+        if s.poller.isReadable(s.snapshotIndex), let snapshots, snapshots.takeRequest() {
+            snapshots.publish(takeSnapshot())
+        }
+    }
+
+    /// The pipeline's figures at this instant (between two batches): a few copies of counters.
+    private func takeSnapshot() -> DaemonSnapshot {
+        let c = processor.counters
+        return DaemonSnapshot(
+            takenAt: BusClock.monotonicNanoseconds(), counters: c, kindSeqs: processor.kindSeqs, lastSeq: journal.lastSeq,
+            durableSeq: journal.durableSeq, firstSeq: journal.firstSeq, journalSegments: journal.segmentCount,
+            journalBytes: journal.totalBytes, fsyncs: journal.fsyncCount, fsyncMaxMicros: journal.fsyncMaxMicros,
+            fsyncHistogram: journal.fsyncHistogram, writesDirect: journal.writesDirect,
+            journalWritable: journal.isWritable && journalFailures == 0, trackedCheckouts: processor.state.count,
+            evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
+            pipelineLatency: pipelineLatency)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.

@@ -21,6 +21,11 @@ public struct DaemonConfiguration: Sendable {
     public var processor = EventProcessor.Options()
     /// Messages queued per subscriber before ZeroMQ drops for that subscriber (`ZMQ_SNDHWM`).
     public var publishHighWaterMark: Int32 = 100_000
+    /// The largest message the ingest sockets take off the wire (`ZMQ_MAXMSGSIZE`); a producer that
+    /// sends a larger one is disconnected as its size arrives. Messages between
+    /// `--max-message-bytes` and this are dead-lettered `oversized` (`--max-wire-bytes`; default
+    /// twice `--max-message-bytes`).
+    public var maxWireBytes = 2 << 20
     /// Messages received and queued per producer connection, on both ingest sockets, before the
     /// daemon stops reading from that producer (`ZMQ_RCVHWM`): backpressure, never a drop.
     public var ingestHighWaterMark: Int32 = 1000
@@ -93,7 +98,7 @@ public struct DaemonConfiguration: Sendable {
         "ingest", "ingest-acked", "publish", "control", "data-dir", "buyer-data", "max-message-bytes",
         "max-checkouts", "checkout-ttl", "publish-hwm", "ingest-hwm", "heartbeat-ms", "log-level", "fsync-ms", "segment-bytes",
         "journal-cache-bytes", "retain-bytes", "retain-hours", "metrics", "config", "curve-secret-key", "curve-producers",
-        "curve-subscribers", "dedupe-window", "shard", "restore-records",
+        "curve-subscribers", "dedupe-window", "shard", "restore-records", "max-wire-bytes",
     ]
 
     /// Parses the daemon's flags.
@@ -151,6 +156,8 @@ public struct DaemonConfiguration: Sendable {
         case let other?: throw .init("--buyer-data must be redacted or full, got \(other)")
         }
         c.processor.maxMessageBytes = try args.int("max-message-bytes", default: 1 << 20, in: 64...(256 << 20))
+        let maxMessage = c.processor.maxMessageBytes
+        c.maxWireBytes = try args.int("max-wire-bytes", default: 2 * maxMessage, in: maxMessage...(512 << 20))
         c.processor.maxCheckouts = try args.int("max-checkouts", default: 1_000_000, in: 1...100_000_000)
         c.processor.checkoutTTLSeconds = UInt32(try args.int("checkout-ttl", default: 86_400, in: 1...31_536_000))
         c.processor.dedupeWindow = try args.int("dedupe-window", default: 200_000, in: 0...50_000_000)
@@ -245,6 +252,10 @@ public struct DaemonConfiguration: Sendable {
           --buyer-data MODE          redacted (default): buyer and payment details become "[redacted]";
                                      full: envelopes keep them
           --max-message-bytes N      larger messages are dead-lettered as `oversized` (default 1048576)
+          --max-wire-bytes N         a message larger than this disconnects its producer as soon as
+                                     its size arrives, before it is read (default twice
+                                     --max-message-bytes): one connection holds at most
+                                     (--ingest-hwm + 1) of them in the daemon
           --ingest-hwm N             messages taken in per producer connection ahead of processing;
                                      past it the daemon stops reading from that producer, whose own
                                      queue then fills: backpressure, never a drop (default 1000)

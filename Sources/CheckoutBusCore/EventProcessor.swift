@@ -33,6 +33,9 @@ public final class EventProcessor {
         case deadLettered(DeadLetterReason)
         /// The event's `event_id` was already taken: published under this seq (0: it was suppressed).
         case duplicate(UInt64)
+        /// The event's `event_id` was dead-lettered before, under this seq and for this reason, and
+        /// this input fails the same way: a retry of that dead letter, not published again.
+        case duplicateDeadLetter(UInt64, DeadLetterReason)
     }
 
     /// Running counts, read by stats and metrics.
@@ -138,15 +141,19 @@ public final class EventProcessor {
             // The reply to an acknowledged producer names the event its wrapper gave, if any.
             lastEventID = decoder.wrapperEventID
                 ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
-            return deadLetter(error.reason, error.detail, bytes, receivedAt, parsed: true)
+            if let retry = deadLetterRetry() { return retry }
+            let checkoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
+                .flatMap { document.identifier($0) }
+            return deadLetter(error.reason, error.detail, bytes, receivedAt, parsed: true, checkoutID: checkoutID)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
         if options.shard.count > 1,
             case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
             lastEventID = event.eventID
+            if let retry = deadLetterRetry() { return retry }
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
-                              bytes, receivedAt, parsed: true)
+                              bytes, receivedAt, parsed: true, checkoutID: event.checkoutID)
         }
         // The state table's and the event-id window's slots for this event are far apart in large
         // tables (a cache miss each): start loading them now and hash the snapshot meanwhile.
@@ -186,6 +193,30 @@ public final class EventProcessor {
         return CanonicalHash.hashNotingRedactions(snapshot.doc, snapshot.token, into: &redactions)
     }
 
+    /// Dead letters' event ids are kept under this checkout key, apart from every checkout's own
+    /// events: a retry that fails again is found whatever checkout it names, and a corrected
+    /// event under the same id (which decodes) is published as the event it always meant to be.
+    private static let deadLetterIDs = CheckoutStateTable.key("")
+    /// The window's value for a dead letter: its seq, and its reason's index + 1 in the top byte.
+    private static let deadLetterTagShift: UInt64 = 56
+
+    /// A retry of a dead-lettered event: the input's ``lastEventID`` was dead-lettered before.
+    private func deadLetterRetry() -> Outcome? {
+        guard eventIDs != nil, let id = lastEventID,
+            let value = eventIDs!.lookup(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs)),
+            case let tag = Int(value >> EventProcessor.deadLetterTagShift), tag > 0, tag <= DeadLetterReason.all.count
+        else { return nil }
+        counters.duplicates &+= 1
+        return .duplicateDeadLetter(value & ((1 << EventProcessor.deadLetterTagShift) - 1), DeadLetterReason.all[tag - 1])
+    }
+
+    /// Remembers that event `id` was dead-lettered under `seq` for `reason`.
+    public func rememberDeadLetter(_ id: String, seq: UInt64, reason: DeadLetterReason) {
+        guard let index = DeadLetterReason.all.firstIndex(of: reason) else { return }
+        eventIDs?.insert(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs),
+                         seq: seq | UInt64(index + 1) << EventProcessor.deadLetterTagShift)
+    }
+
     /// Remembers an event id of `checkoutID` published under `seq` (the daemon refills the window
     /// from the journal at start, so a retry after a restart is still recognised).
     public func rememberEventID(_ id: String, checkoutID: String, seq: UInt64) {
@@ -197,7 +228,7 @@ public final class EventProcessor {
         "checkout_id", "kind", "event_id", "received_at", "after_complete", "idempotency_key", "checkout")
 
     /// Rebuilds state from one envelope the journal holds, oldest first (the daemon replays its
-    /// most recent records at start): the event id is remembered for retries, and the checkout's
+    /// most recent records at start): the event id is remembered for retries (a dead letter's too), and the checkout's
     /// state is what publishing that envelope left — completed with its order's idempotency key,
     /// and the hash of its last published snapshot, so after a restart a repeated `complete`
     /// keeps its key and `repeat: true`, and an unchanged `update` is still suppressed.
@@ -221,6 +252,14 @@ public final class EventProcessor {
         let f = doc.members(doc.root, EventProcessor.envelopeNames) { m in
             (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
              key: m.at(5), checkout: m.at(6))
+        }
+        if let k = f.kind, doc.stringEquals(k, "deadletter") {
+            // A dead letter's event id: a retry that fails again is still a duplicate after a restart.
+            guard remember, let t = f.eventID, let id = doc.string(t),
+                let reason = doc.member(doc.root, "reason").flatMap({ doc.string($0) })
+            else { return false }
+            rememberDeadLetter(id, seq: seq, reason: DeadLetterReason(reason))
+            return true
         }
         guard let c = f.checkoutID, let checkoutID = doc.string(c), let k = f.kind,
             let kind = LifecycleKind.allCases.first(where: { doc.stringEquals(k, $0.name) })
@@ -445,9 +484,10 @@ public final class EventProcessor {
 
     /// - Parameter parsed: ``document`` holds `bytes` parsed: with buyer data redacted, `raw` is
     ///   then the input as the redactor rewrites it.
+    /// - Parameter checkoutID: the checkout the input names, when it names one (the envelope shows it).
     private func deadLetter(
         _ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer, _ receivedAt: Timestamp,
-        parsed: Bool = false
+        parsed: Bool = false, checkoutID: String? = nil
     ) -> Outcome {
         var redacted = false
         if parsed && !options.keepBuyerData {
@@ -474,6 +514,10 @@ public final class EventProcessor {
             w.appendString(reason.code)
             w.append(",\"detail\":")
             w.appendString(detail)
+            w.append(",\"event_id\":")
+            if let id = lastEventID { w.appendString(id) } else { w.append("null") }
+            w.append(",\"checkout_id\":")
+            if let checkoutID { w.appendString(checkoutID) } else { w.append("null") }
             w.append(",\"received_at\":")
             receivedAtFormatter.write(receivedAt, to: &w)
             w.append(",\"size\":")
@@ -490,6 +534,7 @@ public final class EventProcessor {
             }
             w.append("}")
         }
+        if let id = lastEventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
         return .deadLettered(reason)
     }
 
@@ -528,27 +573,41 @@ public final class EventProcessor {
     /// Writes each kind's last `kind_seq` as a JSON object, dead letters last:
     /// `{"start":…,"update":…,"complete":…,"fail":…,"dismiss":…,"deadletter":…}` (heartbeats, stats).
     public func writeKindSeqs(to w: inout JSONWriter) {
+        EventProcessor.writeKindSeqs(kindSeqs, to: &w)
+    }
+
+    /// Each kind's last `kind_seq`, dead letters last (as ``writeKindSeqs(to:)`` writes them).
+    public var kindSeqs: [UInt64] { kindSeq + [deadLetterSeq] }
+
+    /// Writes `seqs` (each kind's last `kind_seq`, dead letters last) as the JSON object of
+    /// ``writeKindSeqs(to:)``.
+    public static func writeKindSeqs(_ seqs: [UInt64], to w: inout JSONWriter) {
         w.append("{")
         for (i, k) in LifecycleKind.allCases.enumerated() {
             if i > 0 { w.append(",") }
             w.append("\"")
             w.append(k.name)
             w.append("\":")
-            w.append(int: Int64(bitPattern: kindSeq[i]))
+            w.append(int: Int64(bitPattern: i < seqs.count ? seqs[i] : 0))
         }
         w.append(",\"deadletter\":")
-        w.append(int: Int64(bitPattern: deadLetterSeq))
+        w.append(int: Int64(bitPattern: seqs.count > LifecycleKind.allCases.count ? seqs[LifecycleKind.allCases.count] : 0))
         w.append("}")
     }
 
     /// Writes the dead-letter counts by reason as a JSON object, reasons sorted (heartbeats, stats).
     public func writeDeadLetterCounts(to w: inout JSONWriter) {
+        EventProcessor.writeDeadLetterCounts(counters.deadLettered, to: &w)
+    }
+
+    /// Writes dead-letter counts by reason as a JSON object, reasons sorted.
+    public static func writeDeadLetterCounts(_ counts: [String: UInt64], to w: inout JSONWriter) {
         w.append("{")
-        for (i, reason) in counters.deadLettered.keys.sorted().enumerated() {
+        for (i, reason) in counts.keys.sorted().enumerated() {
             if i > 0 { w.append(",") }
             w.appendString(reason)
             w.append(":")
-            w.append(int: Int64(bitPattern: counters.deadLettered[reason] ?? 0))
+            w.append(int: Int64(bitPattern: counts[reason] ?? 0))
         }
         w.append("}")
     }

@@ -49,7 +49,7 @@ struct MutationFuzzTests {
             }
             let outcome = bytes.withUnsafeBytes { processor.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
             switch outcome {
-            case .suppressed, .duplicate: continue
+            case .suppressed, .duplicate, .duplicateDeadLetter: continue
             case .deadLettered(let reason):
                 deadLetters += 1
                 #expect(DeadLetterReason.all.contains(reason))

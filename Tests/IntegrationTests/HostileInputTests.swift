@@ -79,7 +79,8 @@ struct HostileInputTests {
     @Test("huge and deeply nested messages are dead-lettered with their reason, the daemon lives on")
     func hugeAndDeep() throws {
         let daemon = try DaemonProcess()
-        let huge = #"{"checkout_id":"big","payload":{"event":"onCheckoutUpdated","checkout":{"id":"big","pad":""# + String(repeating: "x", count: 5 << 20) + #""}}}"#
+        // Over --max-message-bytes (1 MiB), under the wire limit (twice that): dead-lettered, head kept.
+        let huge = #"{"checkout_id":"big","payload":{"event":"onCheckoutUpdated","checkout":{"id":"big","pad":""# + String(repeating: "x", count: 3 << 19) + #""}}}"#
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         let (acked, rejected) = try Self.sendAll([huge, deep, #"{"checkout_id":"ok","payload":{"event":"onCheckoutStarted"}}"#], to: daemon)
         #expect(acked == 1)

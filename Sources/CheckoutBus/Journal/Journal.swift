@@ -13,7 +13,9 @@ import Foundation
 /// written, the pipeline publishes it from the same buffer (``forEachCollected(_:)``) and recycles
 /// it. ``flush()`` writes the pending batch on the calling thread instead (after a failed write,
 /// and whenever everything must be out at once). A ``JournalSyncer`` thread `fdatasync`s behind.
-/// Replay (``read(from:prefixes:limit:_:)``) reads what was written, on the pipeline thread.
+/// What was written is read back by a ``JournalReader`` on its own descriptors: the control
+/// thread's replays, and this journal's own reads at start (``read(from:prefixes:limit:maxExamined:_:)``),
+/// both bounded by the ``catalog`` the pipeline updates as batches are written.
 ///
 /// Not `Sendable`: owned by the pipeline thread.
 public final class Journal {
@@ -65,18 +67,9 @@ public final class Journal {
         /// Records before this index were written on the pipeline thread (around a rotation).
         var runStart = 0
         var runBytes = 0
-        /// The run's offset in the open segment.
-        var startOffset = 0
     }
 
-    struct Segment {
-        var firstSeq: UInt64
-        var path: String
-        var size: Int
-        /// Every `indexStride`-th record's (seq, offset), for seeking; built lazily for old segments.
-        var index: [(seq: UInt64, offset: Int)] = []
-        var indexed = false
-    }
+    typealias Segment = JournalCatalog.Segment
 
     public let directory: String
     public let options: Options
@@ -106,11 +99,10 @@ public final class Journal {
     private var writtenRecords = 0
     /// Each kind's last `kind_seq` in the file (pending records not included): a new segment's header.
     private var kindSeqs: [UInt64]
-    private var recordsSinceIndex = 0
-    private let indexStride = 256
-    private var readBuffer: UnsafeMutableRawPointer
-    private var readCapacity = 1 << 20
-    private var readFD: (path: String, fd: Int32)?
+    /// What is written, for readers on other threads (the control thread's replays).
+    let catalog = JournalCatalog()
+    /// This thread's reader: recovery's scans and the state rebuild at start.
+    private let reader: JournalReader
     private var closed = false
     /// Held (flock) for the journal's life.
     private var lockFD: Int32 = -1
@@ -126,7 +118,7 @@ public final class Journal {
         self.options = options
         self.logger = logger
         pending = .allocate(byteCount: pendingCapacity, alignment: 8)
-        readBuffer = .allocate(byteCount: readCapacity, alignment: 8)
+        reader = JournalReader(catalog: catalog, logger: logger)
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         try Journal.makeDirectory(directory)
         // One daemon per journal: a second one on the same directory would interleave seqs.
@@ -164,6 +156,7 @@ public final class Journal {
         }
         // Retention at start too: a restart with a smaller --retain-bytes frees space at once.
         enforceRetention(now: time(nil))
+        catalog.replace(JournalCatalog.Contents(segments: segments, lastSeq: writtenSeq))
         syncer.reset(seq: writtenSeq)
         generation = syncer.swapSegment(to: fd).generation
         syncer.start()
@@ -171,7 +164,6 @@ public final class Journal {
 
     deinit {
         pending.deallocate()
-        readBuffer.deallocate()
         inflight?.buffer.deallocate()
         spare?.buffer.deallocate()
     }
@@ -228,14 +220,10 @@ public final class Journal {
         kindSeqs = startKinds
         var seq = firstSeq - 1
         var intact = JournalFormat.segmentHeaderSize
-        var index: [(seq: UInt64, offset: Int)] = []
-        var n = 0
-        scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
+        reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
             guard h.seq == seq + 1 else { return false }
             seq = h.seq
             kindSeqs[Int(h.kind)] = max(kindSeqs[Int(h.kind)], h.kindSeq)
-            if n % indexStride == 0 { index.append((h.seq, offset)) }
-            n += 1
             intact = offset + h.recordSize
             return true
         }
@@ -272,9 +260,6 @@ public final class Journal {
         }
         _ = lseek(fd, off_t(intact), SEEK_SET)
         segments[i].size = intact
-        segments[i].index = index
-        segments[i].indexed = true
-        recordsSinceIndex = n % indexStride
         var newSegment = false
         if beyond.count > 0 && beyond.maxSeq > seq {
             recovery.skippedRecords = beyond.count
@@ -341,13 +326,13 @@ public final class Journal {
             let prev = segments[i - 1]
             let h = Journal.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
             if let (_, kinds) = h.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) { before = kinds }
-            scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
+            reader.scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
                 before[Int(r.kind)] = max(before[Int(r.kind)], r.kindSeq)
                 return true
             }
         }
         var seen = [Bool](repeating: false, count: JournalFormat.kindCount)
-        scanRecords(path: seg.path, from: JournalFormat.segmentHeaderSize, size: seg.size) { r, _, _ in
+        reader.scanRecords(path: seg.path, from: JournalFormat.segmentHeaderSize, size: seg.size) { r, _, _ in
             let k = Int(r.kind)
             if !seen[k] {
                 seen[k] = true
@@ -412,65 +397,6 @@ public final class Journal {
             }
         }
         return Array(out.prefix(got))
-    }
-
-    /// Reads records of a segment from `from` to `size`, calling `body` with each valid one and
-    /// its offset until it returns false or a record is torn or corrupt.
-    private func scanRecords(
-        path: String, from: Int, size: Int,
-        _ body: (JournalFormat.RecordHeader, Int, UnsafeRawPointer) -> Bool
-    ) {
-        let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0 else { return }
-        defer { Glibc.close(rfd) }
-        var window = ReadWindow()
-        var offset = from
-        while offset < size {
-            guard let (h, p) = record(rfd, at: offset, size: size, &window) else { return }
-            guard body(h, offset, p) else { return }
-            offset += h.recordSize
-        }
-    }
-
-    /// The bytes of the file currently in ``readBuffer``.
-    struct ReadWindow {
-        var start = 0
-        var count = 0
-    }
-
-    /// Makes `[offset, offset + n)` of the file available in ``readBuffer``; nil past its end.
-    private func bytes(_ rfd: Int32, at offset: Int, _ n: Int, size: Int, _ w: inout ReadWindow) -> UnsafeRawPointer? {
-        guard offset + n <= size else { return nil }
-        if offset >= w.start && offset + n <= w.start + w.count { return UnsafeRawPointer(readBuffer + (offset - w.start)) }
-        if n > readCapacity {
-            readBuffer.deallocate()
-            readCapacity = n
-            readBuffer = .allocate(byteCount: n, alignment: 8)
-        }
-        let want = min(readCapacity, size - offset)
-        var got = 0
-        while got < want {
-            let r = pread(rfd, readBuffer + got, want - got, off_t(offset + got))
-            if r < 0 && errno == EINTR { continue }
-            if r <= 0 { break }
-            got += r
-        }
-        w = ReadWindow(start: offset, count: got)
-        return got >= n ? UnsafeRawPointer(readBuffer) : nil
-    }
-
-    /// The valid record at `offset`, or nil when it is torn, corrupt or past `size`.
-    private func record(_ rfd: Int32, at offset: Int, size: Int, _ w: inout ReadWindow)
-        -> (JournalFormat.RecordHeader, UnsafeRawPointer)?
-    {
-        guard let head = bytes(rfd, at: offset, JournalFormat.recordHeaderSize, size: size, &w) else { return nil }
-        let body = Int(JournalFormat.load(head, 4, as: UInt32.self))
-        guard body <= JournalFormat.maxBodySize else { return nil }
-        let total = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
-        guard let p = bytes(rfd, at: offset, total, size: size, &w),
-            let h = JournalFormat.readRecord(p, available: total)
-        else { return nil }
-        return (h, p)
     }
 
     // MARK: Writing
@@ -543,7 +469,6 @@ public final class Journal {
 
     /// Writes pending records `from..<to` (`bytes` long) to the open segment.
     private func writeRun(_ from: Int, _ to: Int, _ bytes: Int) throws {
-        let startOffset = segments[segments.count - 1].size
         let base = pending + pendingRecords[from].offset
         JournalFormat.seal(base, bytes)
         let failure = appender.append(base, bytes)
@@ -552,26 +477,23 @@ public final class Journal {
             isWritable = false
             throw DaemonError("journal write failed: \(String(cString: strerror(failure)))")
         }
-        noteWritten(pending, pendingRecords, from, to, startOffset: startOffset, bytes: bytes)
+        noteWritten(pending, pendingRecords, from, to, bytes: bytes)
         writtenRecords = to
     }
 
-    /// Records that `records[from..<to]` of `buffer` are in the open segment at `startOffset`.
+    /// Records that `records[from..<to]` of `buffer` were appended to the open segment.
     private func noteWritten(_ buffer: UnsafeMutableRawPointer, _ records: [PendingRecord], _ from: Int, _ to: Int,
-                             startOffset: Int, bytes: Int) {
+                             bytes: Int) {
         let active = segments.count - 1
         for r in records[from..<to] {
             let header = buffer + r.offset
             let kind = Int(JournalFormat.load(header, 24, as: UInt8.self))
             kindSeqs[kind] = max(kindSeqs[kind], JournalFormat.load(header, 16, as: UInt64.self))
-            if recordsSinceIndex == 0 {
-                segments[active].index.append((r.seq, startOffset + r.offset - records[from].offset))
-            }
-            recordsSinceIndex = (recordsSinceIndex + 1) % indexStride
         }
         segments[active].size += bytes
         isWritable = true
         writtenSeq = records[to - 1].seq
+        catalog.written(size: segments[active].size, lastSeq: writtenSeq)
         syncer.written(upTo: writtenSeq, generation: generation, bytes: segments[active].size)
     }
 
@@ -588,7 +510,7 @@ public final class Journal {
         try reservation.reserve(through: pendingRecords[pendingRecords.count - 1].seq)
         let last = try writeRunsBeforeLast()
         let batch = Batch(buffer: pending, capacity: pendingCapacity, bytes: pendingBytes, records: pendingRecords,
-                          runStart: last.start, runBytes: last.bytes, startOffset: segments[segments.count - 1].size)
+                          runStart: last.start, runBytes: last.bytes)
         writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: pending + pendingRecords[last.start].offset),
                                       count: last.bytes))
         inflight = batch
@@ -625,8 +547,7 @@ public final class Journal {
             isWritable = false
             throw DaemonError("journal write failed: \(String(cString: strerror(result)))")
         }
-        noteWritten(batch.buffer, batch.records, batch.runStart, batch.records.count, startOffset: batch.startOffset,
-                    bytes: batch.runBytes)
+        noteWritten(batch.buffer, batch.records, batch.runStart, batch.records.count, bytes: batch.runBytes)
         inflightWritten = true
         return true
     }
@@ -730,9 +651,9 @@ public final class Journal {
         noteFallback()
         fd = newFD
         if replacing { generation = syncer.swapSegment(to: newFD).generation }
-        segments.append(Segment(firstSeq: firstSeq, path: path, size: JournalFormat.segmentHeaderSize, index: [],
-                                indexed: true))
-        recordsSinceIndex = 0
+        let segment = Segment(firstSeq: firstSeq, path: path, size: JournalFormat.segmentHeaderSize)
+        segments.append(segment)
+        catalog.appendSegment(segment)
     }
 
     /// Syncs what was written and stops the sync thread (shutdown).
@@ -749,8 +670,7 @@ public final class Journal {
         // boot) goes on after it, unless the file loses records after all.
         if syncer.durable >= writtenSeq { reservation.markClean(lastSeq: writtenSeq) }
         Glibc.close(fd)
-        if let r = readFD { Glibc.close(r.fd) }
-        readFD = nil
+        reader.close()
         Glibc.close(lockFD)
     }
 
@@ -762,139 +682,21 @@ public final class Journal {
             let age = stat(oldest.path, &st) == 0 ? Int(now - st.st_mtim.tv_sec) : 0
             guard totalBytes > options.retainBytes || age > options.retainSeconds else { break }
             unlink(oldest.path)
-            if readFD?.path == oldest.path, let r = readFD {
-                Glibc.close(r.fd)
-                readFD = nil
-            }
             segments.removeFirst()
+            catalog.removeOldestSegment()
             logger.info("journal: segment retired", ["path": oldest.path, "bytes": String(oldest.size), "age_s": String(age)])
         }
     }
 
     // MARK: Reading
 
-    /// Calls `body` with each written record from `from` whose topic starts with one of
-    /// `prefixes` (all when empty), at most `limit` of them.
-    /// - Returns: the seq the next page starts at, and how many records matched.
-    /// - Throws: ``ReplayError/notRetained(firstSeq:)`` when `from` is older than the journal, or
-    ///   falls in seqs a recovery set aside (`firstSeq` is then where the journal goes on).
-    /// - Parameter maxExamined: at most this many records are read, matched or not, so a narrow
-    ///   prefix over a long journal takes several short pages rather than one long scan.
+    /// Reads written records on the calling (pipeline) thread: the state rebuild at start. See
+    /// ``JournalReader/read(from:prefixes:limit:maxExamined:maxBytes:_:)``.
     public func read(
         from: UInt64, prefixes: [[UInt8]], limit: Int, maxExamined: Int = .max,
         _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws -> (next: UInt64, count: Int) {
-        let start = max(from, 1)
-        if start > writtenSeq { return (start, 0) }
-        guard let first = segments.first, start >= first.firstSeq else {
-            throw ReplayError.notRetained(firstSeq: firstSeq)
-        }
-        var s = segments.lastIndex { $0.firstSeq <= start }!
-        var next = start
-        var count = 0
-        var examined = 0
-        while s < segments.count && count < limit && examined < maxExamined && next <= writtenSeq {
-            if !segments[s].indexed { buildIndex(s) }
-            let seg = segments[s]
-            var offset = JournalFormat.segmentHeaderSize
-            if let at = seg.index.lastIndex(where: { $0.seq <= next }) { offset = seg.index[at].offset }
-            guard let rfd = readDescriptor(seg.path) else { break }
-            var window = ReadWindow()
-            var endPage = false
-            while offset < seg.size {
-                var found = record(rfd, at: offset, size: seg.size, &window)
-                if found == nil {
-                    // A damaged record (a corrupt byte in a closed segment): the reader goes on at
-                    // the next intact record rather than losing the rest of the segment.
-                    guard let (at, r) = nextIntactRecord(rfd, after: offset, size: seg.size, &window) else { break }
-                    noteDamage(seg.path, from: offset, to: at, nextSeq: r.0.seq)
-                    offset = at
-                    found = r
-                    if r.0.seq > next {
-                        // The damaged records' seqs: told as not retained, as for a recovery's gap.
-                        if examined == 0 { throw ReplayError.notRetained(firstSeq: r.0.seq) }
-                        endPage = true
-                        break
-                    }
-                }
-                guard let (h, p) = found else { break }
-                offset += h.recordSize
-                guard h.seq >= next else { continue }
-                if h.seq > writtenSeq { break }
-                let topic = UnsafeRawBufferPointer(start: p + JournalFormat.recordHeaderSize, count: h.topicLength)
-                if prefixes.isEmpty || prefixes.contains(where: { topic.starts(with: $0) }) {
-                    let envelope = UnsafeRawBufferPointer(start: p + JournalFormat.recordHeaderSize + h.topicLength,
-                                                          count: h.bodyLength - h.topicLength)
-                    try body(h.seq, topic, envelope)
-                    count += 1
-                }
-                next = h.seq + 1
-                examined += 1
-                if count >= limit || examined >= maxExamined { break }
-            }
-            if count >= limit || examined >= maxExamined || endPage { break }
-            s += 1
-            if s < segments.count && next < segments[s].firstSeq {
-                // A gap: seqs set aside by a recovery (records past damage). A page ends before it;
-                // a read starting in it is told where the journal goes on, as for seqs no longer
-                // retained, so a reader counts them as lost rather than skipping them unnoticed.
-                if examined == 0 { throw ReplayError.notRetained(firstSeq: segments[s].firstSeq) }
-                break
-            }
-        }
-        return (next, count)
-    }
-
-    /// The first intact record after the damaged one at `offset` (found by its magic and checksum),
-    /// and its offset; nil when none follows in the segment.
-    private func nextIntactRecord(_ rfd: Int32, after offset: Int, size: Int, _ w: inout ReadWindow)
-        -> (Int, (JournalFormat.RecordHeader, UnsafeRawPointer))?
-    {
-        var at = offset + 1
-        while at + JournalFormat.recordHeaderSize <= size {
-            guard let p = bytes(rfd, at: at, 4, size: size, &w) else { return nil }
-            if JournalFormat.load(p, 0, as: UInt32.self) == JournalFormat.recordMagic,
-                let r = record(rfd, at: at, size: size, &w)
-            {
-                return (at, r)
-            }
-            at += 1
-        }
-        return nil
-    }
-
-    /// Damage already logged (segment path and offset), so a replay that meets it again is quiet.
-    private var damageLogged: Set<String> = []
-
-    private func noteDamage(_ path: String, from: Int, to: Int, nextSeq: UInt64) {
-        guard damageLogged.insert("\(path)@\(from)").inserted else { return }
-        logger.error("journal: a damaged record in a segment; read on at the next intact record", [
-            "segment": path, "offset": String(from), "skipped_bytes": String(to - from), "next_seq": String(nextSeq),
-        ])
-    }
-
-    private func readDescriptor(_ path: String) -> Int32? {
-        if let r = readFD, r.path == path { return r.fd }
-        if let r = readFD { Glibc.close(r.fd) }
-        let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0 else {
-            readFD = nil
-            return nil
-        }
-        readFD = (path, rfd)
-        return rfd
-    }
-
-    private func buildIndex(_ s: Int) {
-        var index: [(seq: UInt64, offset: Int)] = []
-        var n = 0
-        scanRecords(path: segments[s].path, from: JournalFormat.segmentHeaderSize, size: segments[s].size) { h, offset, _ in
-            if n % indexStride == 0 { index.append((h.seq, offset)) }
-            n += 1
-            return true
-        }
-        segments[s].index = index
-        segments[s].indexed = true
+        try reader.read(from: from, prefixes: prefixes, limit: limit, maxExamined: maxExamined, body)
     }
 
     // MARK: Files

@@ -35,21 +35,12 @@ final class JournalWriter: Sendable {
     private let work = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
-    /// The read end of a pipe, readable while a finished job's result waits.
-    let wakeFD: Int32
-    private let signalFD: Int32
+    /// Readable while a finished job's result waits.
+    private let wake: WakePipe
+    var wakeFD: Int32 { wake.readFD }
 
     init() throws {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else {
-            throw DaemonError("cannot create the journal writer's pipe: \(String(cString: strerror(errno)))")
-        }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        }
-        wakeFD = fds[0]
-        signalFD = fds[1]
+        wake = try WakePipe("journal writer's")
         let thread = Thread { [self] in loop() }
         thread.name = "journal-write"
         thread.start()
@@ -77,8 +68,7 @@ final class JournalWriter: Sendable {
     }
 
     private func take() -> Result {
-        var bytes: (UInt64, UInt64) = (0, 0)
-        _ = read(wakeFD, &bytes, 16)
+        wake.drain()
         return state.withLock { s in
             guard let r = s.result else { preconditionFailure("a journal write signalled done without a result") }
             s.result = nil
@@ -91,8 +81,7 @@ final class JournalWriter: Sendable {
         state.withLock { $0.stopping = true }
         work.signal()
         finished.wait()
-        Glibc.close(wakeFD)
-        Glibc.close(signalFD)
+        wake.close()
     }
 
     private func loop() {
@@ -110,8 +99,7 @@ final class JournalWriter: Sendable {
                 s.job = nil
                 s.result = failure
             }
-            var one: UInt8 = 1
-            _ = write(signalFD, &one, 1)
+            wake.signal()
             done.signal()
         }
         finished.signal()
