@@ -5,7 +5,8 @@ public struct BenchCommand {
 
         USAGE: checkoutbus bench [--rounds N] [--warmup N] [--events N] [--latency-rate R]
                                  [--latency-events N] [--memory-checkouts N] [--daemon-args "ARGS"]
-                                 [--producer-queue N]
+                                 [--producer-queue N] [--abuse-rate R] [--abuse-events N] [--abuse-rounds N]
+               checkoutbus bench abuse [--abuse-rate R] [--abuse-events N] [--abuse-rounds N] [--abuse-prefill N]
                checkoutbus bench parse [--file PATH] [--iterations N] [--only-full-process]
                checkoutbus bench journal [--events N]
 
@@ -14,7 +15,8 @@ public struct BenchCommand {
                                distinct ~1 KB snapshots in alternating rounds; prints each round with
                                the CPU time per message of the target and of the load driver, the
                                medians and the bus/raw ratio; then p50/p90/p99/p99.9 latency of both at
-                               a fixed rate; then the daemon's RSS growth per tracked checkout
+                               a fixed rate; then the daemon's RSS growth per tracked checkout; then
+                               the abuse round (below)
           --rounds N           rounds per target (default 5)
           --warmup N           uncounted rounds per target first (default 1): the daemon's first
                                round also pays for growing its state table and journal
@@ -28,6 +30,16 @@ public struct BenchCommand {
                                (default 10000; its subscriber's queue stays 1000000, so nothing is
                                dropped). A much larger queue slows the raw rounds more than the
                                daemon's and flatters the ratio
+
+          abuse                (also the last part of the default run) live latency at a fixed rate
+                               with no storm, with four clients replaying the journal's first
+                               10,000 records in a loop and a /metrics scraper aimed at a twin
+                               daemon on a copy of the journal (the host's CPU contention alone),
+                               and with the same storm aimed at the measured daemon, alternating
+          --abuse-rate R       live events per second (default 5000; 0 skips the round)
+          --abuse-events N     live events per measurement (default 15000)
+          --abuse-rounds N     twin/bus alternations (default 2)
+          --abuse-prefill N    records written before the round, for the storm to replay (default 50000)
 
           parse                hot-path stages on one snapshot: tape scan, scan + canonical hash,
                                full processing (decode, rules, summary, redaction, envelope)
@@ -47,6 +59,7 @@ public struct BenchCommand {
         case parse(file: String, iterations: Int, onlyFullProcess: Bool)
         case throughput(ThroughputBenchmark)
         case journal(JournalBenchmark)
+        case abuse(AbuseBenchmark)
     }
 
     let mode: Mode
@@ -55,7 +68,8 @@ public struct BenchCommand {
         let args = try CommandLineArguments(
             arguments,
             valued: ["file", "iterations", "rounds", "warmup", "events", "latency-rate", "latency-events",
-                     "memory-checkouts", "daemon-args", "producer-queue"],
+                     "memory-checkouts", "daemon-args", "producer-queue", "abuse-rate", "abuse-events", "abuse-rounds",
+                     "abuse-prefill"],
             switches: ["only-full-process"])
         if args.positionals.first == "parse" {
             mode = .parse(file: args.value("file") ?? "bench/snapshot-1k.json",
@@ -69,6 +83,17 @@ public struct BenchCommand {
             mode = .journal(j)
             return
         }
+        var abuse = AbuseBenchmark()
+        abuse.rate = Double(try args.int("abuse-rate", default: 5000, in: 0...1_000_000))
+        abuse.events = try args.int("abuse-events", default: 15_000, in: 100...100_000_000)
+        abuse.rounds = try args.int("abuse-rounds", default: 2, in: 1...100)
+        abuse.prefill = try args.int("abuse-prefill", default: 50_000, in: 1000...100_000_000)
+        abuse.daemonArguments = (args.value("daemon-args") ?? "").split(separator: " ").map(String.init)
+        abuse.producerQueue = Int32(try args.int("producer-queue", default: 10_000, in: 1...10_000_000))
+        if args.positionals.first == "abuse" {
+            mode = .abuse(abuse)
+            return
+        }
         guard args.positionals.isEmpty else { throw .init("unknown benchmark \(args.positionals[0])") }
         var b = ThroughputBenchmark()
         b.rounds = try args.int("rounds", default: 5, in: 1...1000)
@@ -79,6 +104,7 @@ public struct BenchCommand {
         b.latencyEvents = try args.int("latency-events", default: 30_000, in: 100...100_000_000)
         b.memoryCheckouts = try args.int("memory-checkouts", default: 1_000_000, in: 0...100_000_000)
         b.producerQueue = Int32(try args.int("producer-queue", default: 10_000, in: 1...10_000_000))
+        b.abuse = abuse
         mode = .throughput(b)
     }
 
@@ -88,6 +114,7 @@ public struct BenchCommand {
             ParseBenchmark(file: file, iterations: iterations, onlyFullProcess: only).run()
         case .throughput(let b): b.run()
         case .journal(let j): j.run()
+        case .abuse(let a): a.runAlone()
         }
     }
 }

@@ -23,6 +23,8 @@ public struct ThroughputBenchmark {
     /// a 1,000,000-message queue slowed the raw forwarder's rounds by about a fifth (the driver's
     /// CPU per message rose from ~2.4 to ~3.2 µs) and the daemon's hardly at all.
     public var producerQueue: Int32 = 10_000
+    /// The abuse round that ends the run (its `rate` 0 skips it).
+    public var abuse = AbuseBenchmark()
 
     public init() {}
 
@@ -174,6 +176,7 @@ public struct ThroughputBenchmark {
                 let perCheckout = Double(after - before) * 1024 / Double(max(1, r.received))
                 say("memory: RSS \(before) kB → \(after) kB over \(r.received) distinct checkouts: \(String(format2: perCheckout)) bytes per tracked checkout")
             }
+            try abuse.run(in: tmp)
             return 0
         } catch {
             FileHandleWriter.standardError("checkoutbus bench: \(error)\n")

@@ -94,7 +94,7 @@ final class MetricsHTTPServer: Sendable {
         guard fd >= 0 else { throw DaemonError("cannot create the metrics socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0, Glibc.listen(fd, 128) == 0 else {
+        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0, Glibc.listen(fd, 1024) == 0 else {
             let e = errno
             Glibc.close(fd)
             throw DaemonError("cannot bind the metrics address \(address): \(String(cString: strerror(e)))")
@@ -190,45 +190,51 @@ final class MetricsHTTPServer: Sendable {
     /// Accepts every pending connection: kept while fewer than ``maxConnections`` are open,
     /// otherwise answered 503 and closed at once.
     private func accept(into connections: inout [Connection], now: UInt64, _ s: Settings) {
+        var (accepted, refused, evicted) = (UInt64(0), UInt64(0), UInt64(0))
+        defer {
+            let open = connections.count
+            s.counters.update {
+                $0.httpAccepted += accepted
+                $0.httpRefused += refused
+                $0.httpEvicted += evicted
+                $0.httpOpen = open
+            }
+        }
         while true {
             let fd = Glibc.accept(listenFD, nil, nil)
-            if fd >= 0 {
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            }
             if fd < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 // EAGAIN: none left. EMFILE/ENFILE: the process is out of descriptors; the
                 // pending ones stay in the backlog until some close.
                 return
             }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             if connections.count >= MetricsHTTPServer.maxConnections {
                 // Full: the connection that has waited longest without sending a whole request
-                // makes room (held-open idle connections cannot lock health checks out); if every
-                // one is being answered, the newcomer is told 503.
-                let idle = connections.indices.filter {
-                    if case .reading = connections[$0].phase { return true }
-                    return false
-                }
-                guard let oldest = idle.min(by: { connections[$0].acceptedAt < connections[$1].acceptedAt }) else {
-                    let busy = MetricsHTTPServer.response(status: "503 Service Unavailable", type: "text/plain",
-                                                          body: "too many connections\n", head: false)
-                    _ = busy.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                // makes room (connections are kept in the order they came, so it is the first
+                // still reading), and held-open idle connections cannot lock health checks out.
+                // If every one is being answered, the newcomer is told 503.
+                guard let oldest = connections.firstIndex(where: { if case .reading = $0.phase { true } else { false } })
+                else {
+                    _ = MetricsHTTPServer.busy.withUnsafeBytes {
+                        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                    }
                     Glibc.close(fd)
-                    s.counters.update { $0.httpRefused += 1 }
+                    refused += 1
                     continue
                 }
                 Glibc.close(connections[oldest].fd)
                 connections.remove(at: oldest)
-                s.counters.update { $0.httpEvicted += 1 }
+                evicted += 1
             }
             connections.append(Connection(fd: fd, acceptedAt: now, deadline: now + MetricsHTTPServer.requestTimeoutNanoseconds))
-            s.counters.update {
-                $0.httpAccepted += 1
-                $0.httpOpen = connections.count
-            }
+            accepted += 1
         }
     }
+
+    private static let busy = response(status: "503 Service Unavailable", type: "text/plain",
+                                       body: "too many connections\n", head: false)
 
     /// Moves one connection on after a poll; sets its `fd` to -1 once it is closed.
     private func step(_ c: inout Connection, revents: Int16, now: UInt64, _ s: Settings) {
