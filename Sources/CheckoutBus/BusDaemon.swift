@@ -135,6 +135,7 @@ public final class BusDaemon {
     /// stops accepting, journals and publishes everything already received, syncs, and returns.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
+        BusDaemon.raiseDescriptorLimit(logger)
         try Journal.makeDirectory(configuration.dataDirectory)
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
@@ -292,6 +293,19 @@ public final class BusDaemon {
             "suppressed": String(c.suppressed), "deadlettered": String(c.deadLetteredTotal),
             "last_seq": String(processor.lastSeq),
         ])
+    }
+
+    /// Raises the soft limit on open files to the hard one: every connection on the ZeroMQ ports
+    /// holds a descriptor until it leaves (or fails its handshake within
+    /// ``handshakeTimeoutMilliseconds``), and the journal needs some of its own.
+    static func raiseDescriptorLimit(_ logger: Logger) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        let before = limit.rlim_cur
+        limit.rlim_cur = limit.rlim_max
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            logger.debug("open-file limit raised", ["from": String(before), "to": String(limit.rlim_max)])
+        }
     }
 
     /// After a burst, once a whole heartbeat interval passed without input, hands the memory the

@@ -25,6 +25,8 @@ let stop = StopSignal()
 // A file size limit (ulimit -f) makes a journal write fail with EFBIG, handled like a full disk,
 // instead of killing the daemon.
 signal(SIGXFSZ, SIG_IGN)
+// A peer that has gone is an error on the write that meets it, never a signal that kills the daemon.
+signal(SIGPIPE, SIG_IGN)
 let daemon: BusDaemon
 do {
     daemon = try BusDaemon(configuration: configuration, logger: logger)

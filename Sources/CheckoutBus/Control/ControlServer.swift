@@ -128,7 +128,7 @@ extension ControlServer {
                     if poller.isReadable(snapshotIndex) { snapshots.drain() }
                     try service.answerPendingStats(sockets.control)
                     // One request per client and turn: a page each, then the next client's.
-                    if poller.isReadable(controlIndex) { try service.serve(sockets.control, limit: 64) }
+                    if poller.isReadable(controlIndex) { try service.serve(sockets.control, limit: 4) }
                 } catch let e as ZMQError where e.isContextTerminated {
                     break
                 } catch {
