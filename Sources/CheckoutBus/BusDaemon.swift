@@ -85,6 +85,11 @@ public final class BusDaemon {
     private var ackHead = 0
     /// Where the threads that serve clients get the pipeline's figures (set while running).
     private var snapshots: SnapshotExchange?
+    /// A reader asked for a snapshot that is not yet published.
+    private var snapshotOwed = false
+    private var lastSnapshotAt: UInt64 = 0
+    /// The least time between two snapshots (ns).
+    static let snapshotInterval: UInt64 = 2_000_000
     /// Subscribers' drop reports, recorded by the control thread, shown by stats and metrics.
     private let reports = SubscriberReportBook()
     /// Connections and refusals counted by the threads that serve clients.
@@ -195,6 +200,8 @@ public final class BusDaemon {
             monitors: monitors, catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
             logger: logger))
         defer { controlServer.stop() }
+        // Runs first: the monitors stop before the control thread closes their readers.
+        defer { for socket in [ingest, acked, publish] { try? socket.stopMonitor() } }
         try ingest.bind(configuration.ingest)
         try acked.bind(configuration.ingestAcked)
         try publish.bind(configuration.publish)
@@ -255,13 +262,14 @@ public final class BusDaemon {
                 nextRetention = now + 60_000_000_000
             }
             try releaseAcks(acked)
+            answerSnapshotIfDue(now)
             if blocked {
-                if try blockedPoller.poll(timeoutMilliseconds: 100) > 0 { try serve(blockedSides) }
+                if try blockedPoller.poll(timeoutMilliseconds: snapshotOwed ? 2 : 100) > 0 { try serve(blockedSides) }
                 continue
             }
             // Waiting acks are released as the sync thread advances: look again within a millisecond.
             let untilHeartbeat = Int((nextHeartbeat - min(now, nextHeartbeat)) / 1_000_000) + 1
-            let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, 200)
+            let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, snapshotOwed ? 2 : 200)
             guard try poller.poll(timeoutMilliseconds: wait) > 0 else { continue }
             if poller.isReadable(sides.publishIndex) { try readSubscriptions(publish) }
             if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
@@ -622,8 +630,19 @@ public final class BusDaemon {
     private func serve(_ s: SideSockets, subscriptions: Bool = true) throws {
         if subscriptions && s.poller.isReadable(s.publishIndex) { try readSubscriptions(s.publish) }
         if s.poller.isReadable(s.snapshotIndex), let snapshots, snapshots.takeRequest() {
-            snapshots.publish(takeSnapshot())
+            snapshotOwed = true
+            answerSnapshotIfDue(BusClock.monotonicNanoseconds())
         }
+    }
+
+    /// Publishes the snapshot a reader asked for, at most one per ``snapshotInterval``: a storm of
+    /// scrapes or `stats` costs the pipeline at most 500 small copies a second, and each request
+    /// is still answered with figures taken after it arrived, within ~2 ms.
+    private func answerSnapshotIfDue(_ now: UInt64) {
+        guard snapshotOwed, let snapshots, now &- lastSnapshotAt >= BusDaemon.snapshotInterval else { return }
+        snapshots.publish(takeSnapshot())
+        lastSnapshotAt = now
+        snapshotOwed = false
     }
 
     /// The pipeline's figures at this instant (between two batches): a few copies of counters.

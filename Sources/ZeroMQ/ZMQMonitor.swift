@@ -30,8 +30,20 @@ extension ZMQSocket {
     /// Starts reporting `events` of this socket on a PAIR socket bound at `endpoint` (`inproc://…`),
     /// which another socket of the same context connects to and reads (``ZMQMonitorEvent``).
     /// Call on the thread that owns this socket, and connect the reader before this socket binds.
+    ///
+    /// - Important: libzmq sends each event with a *blocking* send from whichever thread saw it
+    ///   (often its I/O thread): the reader must connect with no receive high-water mark
+    ///   (`ZMQ_RCVHWM` 0, which makes the inproc pipe unbounded) so that a burst of connections
+    ///   never blocks libzmq while the reader is busy, and ``stopMonitor()`` must run before the
+    ///   reader closes.
     public func monitor(_ endpoint: String, events: Int32 = ZMQMonitorEvent.connectionEvents) throws {
         try zmqCheck("zmq_socket_monitor(\(endpoint))") { zmq_socket_monitor(handle, endpoint, events) }
+    }
+
+    /// Stops this socket's monitor. Call before its reader closes: libzmq sends events to the
+    /// monitor's PAIR socket with a blocking send, which would wait forever once no reader is there.
+    public func stopMonitor() throws {
+        try zmqCheck("zmq_socket_monitor(stop)") { zmq_socket_monitor(handle, nil, 0) }
     }
 
     /// Disconnects a peer whose handshake has not finished in `milliseconds` (`ZMQ_HANDSHAKE_IVL`;

@@ -277,6 +277,38 @@ struct NoClientStallsTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("connection churn on every ZeroMQ port during a replay storm: counted, never blocking libzmq; SIGTERM exits 0")
+    func connectionChurn() throws {
+        let daemon = try DaemonProcess()
+        let fill = try floodReport(["--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "2000", "--count", "10000"])
+        #expect(fill["sent"] as? Int == 10_000)
+        // The control thread reads the monitors between replay pages: keep it busy meanwhile.
+        let storm = ClientStorm(control: daemon.control, metrics: nil, replayClients: 4, scrapers: 0)
+        let ports = try [daemon.ingest, daemon.ingestAcked, daemon.publish, daemon.control].map {
+            try #require($0.split(separator: ":").last.flatMap { UInt16($0) })
+        }
+        for i in 0..<3000 {
+            let fd = try tcpConnect(port: ports[i % ports.count], source: UInt8(2 + i % 16))
+            if i % 3 == 0 { tcpWrite(fd, [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F]) }  // half a greeting
+            close(fd)
+        }
+        let tally = storm.stop()
+        #expect(tally.pages > 0)
+        var accepted = 0
+        for _ in 0..<100 {
+            let connections = try ControlClient(daemon.control).stats()["connections"] as? [String: Any] ?? [:]
+            accepted = ["ingest", "ingest_acked", "publish", "control"].reduce(0) {
+                $0 + ((connections[$1] as? [String: Any])?["accepted"] as? Int ?? 0)
+            }
+            if accepted >= 3000 { break }
+            usleep(100_000)
+        }
+        print("connection churn: \(accepted) connections accepted and counted, \(tally.pages) replay pages meanwhile")
+        #expect(accepted >= 3000)
+        try expectServing(daemon, "churn")
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("a control client that sends and never reads loses its own replies, counted; other clients are answered")
     func controlClientNotReading() throws {
         let daemon = try DaemonProcess()
@@ -322,7 +354,8 @@ struct NoClientStallsTests {
         for (kind, replayers, scrapers) in [("replay", 4, 0), ("metrics", 0, 4)] {
             var onTwin: [Double] = []
             var onBus: [Double] = []
-            for _ in 0..<3 {
+            // Alternating, five each: medians, so one unlucky second on this shared host decides nothing.
+            for _ in 0..<5 {
                 for target in [twin, bus] {
                     let storm = ClientStorm(control: target.control, metrics: target.ready["metrics"] as? String,
                                             replayClients: replayers, scrapers: scrapers)
@@ -332,8 +365,8 @@ struct NoClientStallsTests {
                     if target === twin { onTwin.append(p99) } else { onBus.append(p99) }
                 }
             }
-            let t = onTwin.sorted()[1]
-            let b = onBus.sorted()[1]
+            let t = onTwin.sorted()[2]
+            let b = onBus.sorted()[2]
             print("\(kind) storm: live p99 at 5000/s without a storm \(quiet) µs; storm on the twin \(onTwin) µs (median \(t)); storm on this daemon \(onBus) µs (median \(b)); ratio \(b / t)")
             // The storm on this daemon costs it no more than the CPU it takes from the machine
             // (what the twin shows); before the control thread, a replay storm made it ~14x.

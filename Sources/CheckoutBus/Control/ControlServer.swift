@@ -135,6 +135,8 @@ extension ControlServer {
                     s.logger.error("control: request failed", ["error": "\(error)"])
                 }
             }
+            // Before the monitors' readers close (libzmq's monitor sends block without a reader).
+            try? sockets.control.stopMonitor()
         }
 
         /// Creates the ZAP handlers, the monitors' readers and the control socket, and binds it.
@@ -149,10 +151,7 @@ extension ControlServer {
             }
             var monitors: [(ServiceCounters.Socket, ZMQSocket)] = []
             for (socket, endpoint) in s.monitors {
-                let pair = try ZMQSocket(context: s.liveContext, type: .pair)
-                try pair.setLinger(milliseconds: 0)
-                try pair.connect(endpoint)
-                monitors.append((socket, pair))
+                monitors.append((socket, try Runner.monitorReader(s.liveContext, endpoint)))
             }
             let control = try ZMQSocket(context: s.controlContext, type: .router)
             try control.setOption(.sendHighWaterMark, ControlServer.sendHighWaterMark)
@@ -162,15 +161,22 @@ extension ControlServer {
             try control.setHandshakeTimeout(milliseconds: BusDaemon.handshakeTimeoutMilliseconds)
             try control.setLinger(milliseconds: 0)
             try control.monitor("inproc://checkoutbus-monitor-control")
-            let pair = try ZMQSocket(context: s.controlContext, type: .pair)
-            try pair.setLinger(milliseconds: 0)
-            try pair.connect("inproc://checkoutbus-monitor-control")
-            monitors.append((.control, pair))
+            monitors.append((.control, try Runner.monitorReader(s.controlContext, "inproc://checkoutbus-monitor-control")))
             if let key = s.curveSecretKey {
                 try control.makeCurveServer(secretKey: key, domain: CurveAllowlists.subscribersDomain)
             }
             try control.bind(s.endpoint)
             return (control, zap, monitors)
+        }
+
+        /// The reader of a socket monitor: no receive high-water mark, so libzmq's blocking event
+        /// sends never wait for this thread (``ZMQSocket/monitor(_:events:)``).
+        static func monitorReader(_ context: ZMQContext, _ endpoint: String) throws -> ZMQSocket {
+            let pair = try ZMQSocket(context: context, type: .pair)
+            try pair.setLinger(milliseconds: 0)
+            try pair.setOption(.receiveHighWaterMark, 0)
+            try pair.connect(endpoint)
+            return pair
         }
 
         /// Counts the connection events queued on a monitor's socket.
