@@ -14,12 +14,33 @@ final class JournalReader {
     /// Why a read was refused.
     typealias ReplayError = Journal.ReplayError
 
-    /// Every `indexStride`-th record's (seq, offset) of one segment, extended as the segment grows.
+    /// Every `indexStride`-th record's (seq, offset) of one segment, from its start to the
+    /// frontier: built by the reads themselves as they pass it, never by a pass of its own. The
+    /// frontier never passes a damaged record, so every read beyond one meets it and tells its
+    /// seqs apart as not retained.
     private struct SegmentIndex {
         var entries: [(seq: UInt64, offset: Int)] = []
-        /// Where the next unindexed record starts.
-        var scannedTo = JournalFormat.segmentHeaderSize
+        /// Where the first record not yet indexed starts.
+        var frontier = JournalFormat.segmentHeaderSize
+        /// The seqs before this one lie before ``frontier``.
+        var frontierSeq: UInt64 = 0
         var records = 0
+
+        /// Notes the record at `offset` if it is the one at the frontier.
+        mutating func pass(_ h: JournalFormat.RecordHeader, at offset: Int) {
+            guard offset == frontier else { return }
+            if records % JournalReader.indexStride == 0 { entries.append((h.seq, offset)) }
+            records += 1
+            frontier = offset + h.recordSize
+            frontierSeq = h.seq + 1
+        }
+
+        /// Where to start reading for `seq`: the indexed record at or before it when it lies
+        /// before the frontier, else the frontier.
+        func start(for seq: UInt64) -> Int {
+            guard seq < frontierSeq, let at = entries.lastIndex(where: { $0.seq <= seq }) else { return frontier }
+            return entries[at].offset
+        }
     }
 
     static let indexStride = 256
@@ -87,7 +108,9 @@ final class JournalReader {
         while s < segments.count && !full() && next <= journal.lastSeq {
             let seg = segments[s]
             guard let rfd = descriptor(seg.path) else { break }
-            var offset = seekOffset(seg, rfd, for: next)
+            var index = indexes[seg.path] ?? SegmentIndex()
+            defer { indexes[seg.path] = index }
+            var offset = index.start(for: next)
             var window = ReadWindow()
             var endPage = false
             while offset < seg.size {
@@ -107,6 +130,7 @@ final class JournalReader {
                     }
                 }
                 guard let (h, p) = found else { break }
+                index.pass(h, at: offset)
                 offset += h.recordSize
                 guard h.seq >= next else { continue }
                 if h.seq > journal.lastSeq { break }
@@ -157,23 +181,6 @@ final class JournalReader {
             guard body(h, offset, p) else { return }
             offset += h.recordSize
         }
-    }
-
-    /// Where to start reading `seg` for `seq`: the indexed record at or before it. The index is
-    /// extended over what was appended since it was last read.
-    private func seekOffset(_ seg: JournalCatalog.Segment, _ rfd: Int32, for seq: UInt64) -> Int {
-        var index = indexes[seg.path] ?? SegmentIndex()
-        if index.scannedTo < seg.size {
-            scan(rfd, from: index.scannedTo, size: seg.size) { h, offset, _ in
-                if index.records % JournalReader.indexStride == 0 { index.entries.append((h.seq, offset)) }
-                index.records += 1
-                index.scannedTo = offset + h.recordSize
-                return true
-            }
-            indexes[seg.path] = index
-        }
-        guard let at = index.entries.lastIndex(where: { $0.seq <= seq }) else { return JournalFormat.segmentHeaderSize }
-        return index.entries[at].offset
     }
 
     /// Drops the indexes (and the open file) of segments retention has retired.
