@@ -109,9 +109,14 @@ public final class BusDaemon {
     private var publishedSeq: UInt64 = 0
     /// When a failed journal write is next retried (monotonic ns).
     private var retryAt: UInt64 = 0
-    /// A new subscription arrived while records were unpublished (a failing journal): its
-    /// answering heartbeat goes out once they are.
+    /// A new subscription arrived and its answering heartbeat has not gone out: it goes out once
+    /// every record before it is published, at most one per ``subscriptionAnswerInterval``.
     private var subscriptionHeartbeatOwed = false
+    private var lastSubscriptionAnswerAt: UInt64 = 0
+    /// The least time between two heartbeats answering subscriptions (ns): each one publishes
+    /// everything pending first, so a client that subscribes and unsubscribes in a loop must not
+    /// make the pipeline do it for every message.
+    static let subscriptionAnswerInterval: UInt64 = 5_000_000
     private var receivedAtLastHeartbeat: UInt64 = 0
     private var trimmedSinceInput = true
 
@@ -252,10 +257,7 @@ public final class BusDaemon {
                 nextHeartbeat = now + heartbeatNanos
                 returnFreedMemoryWhenIdle()
             }
-            if subscriptionHeartbeatOwed && journalFailures == 0, try settle(publish) {
-                try sendHeartbeat(publish)
-                subscriptionHeartbeatOwed = false
-            }
+            try answerSubscriptions(publish, now: now)
             let blocked = journalFailures > 0
             if now >= nextRetention {
                 journal.enforceRetention(now: time(nil))
@@ -269,7 +271,7 @@ public final class BusDaemon {
             }
             // Waiting acks are released as the sync thread advances: look again within a millisecond.
             let untilHeartbeat = Int((nextHeartbeat - min(now, nextHeartbeat)) / 1_000_000) + 1
-            let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, snapshotOwed ? 2 : 200)
+            let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, snapshotOwed || subscriptionHeartbeatOwed ? 2 : 200)
             guard try poller.poll(timeoutMilliseconds: wait) > 0 else { continue }
             if poller.isReadable(sides.publishIndex) { try readSubscriptions(publish) }
             if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
@@ -702,15 +704,23 @@ public final class BusDaemon {
                 logger.debug("subscribe", ["topic": String(decoding: first.dropFirst(), as: UTF8.self)])
             }
         }
-        // The answer carries the last seq: publish everything before it first. While the journal
-        // is failing that cannot happen, so the answer is owed until a retry succeeds.
         if subscribed {
-            if journalFailures == 0, try settle(publish) {
-                try sendHeartbeat(publish)
-            } else {
-                subscriptionHeartbeatOwed = true
-            }
+            subscriptionHeartbeatOwed = true
+            try answerSubscriptions(publish, now: BusClock.monotonicNanoseconds())
         }
+    }
+
+    /// Sends the heartbeat that answers new subscriptions, if one is owed and the last went out
+    /// at least ``subscriptionAnswerInterval`` ago. It carries the last seq, so everything before
+    /// it is published first; while the journal is failing that cannot happen, and the answer
+    /// stays owed until a retry succeeds.
+    private func answerSubscriptions(_ publish: ZMQSocket, now: UInt64) throws {
+        guard subscriptionHeartbeatOwed, journalFailures == 0,
+            now &- lastSubscriptionAnswerAt >= BusDaemon.subscriptionAnswerInterval, try settle(publish)
+        else { return }
+        try sendHeartbeat(publish)
+        subscriptionHeartbeatOwed = false
+        lastSubscriptionAnswerAt = now
     }
 }
 

@@ -389,7 +389,7 @@ final class AnalyticsProcess {
         let live = waitUntil(timeout: 30) { stderrText.contains("analytics: subscribed") || !process.isRunning }
         guard live, process.isRunning else {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            reap(process)
             throw HarnessError("the analytics worker did not report its subscription; stderr: \(stderrText)")
         }
     }
@@ -398,7 +398,7 @@ final class AnalyticsProcess {
 
     func kill9() {
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        reap(process)
     }
 
     /// SIGTERM and wait: the worker checkpoints, writes its report and summary, and exits.
@@ -411,7 +411,7 @@ final class AnalyticsProcess {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            reap(process)
         }
     }
 }

@@ -34,7 +34,7 @@ final class FulfilProcess {
 
     func kill9() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        reap(process)
     }
 
     deinit { kill9() }

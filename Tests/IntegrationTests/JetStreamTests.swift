@@ -60,7 +60,7 @@ final class NATSServerProcess {
 
     func kill9() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        reap(process)
     }
 
     deinit { kill9() }
@@ -105,7 +105,7 @@ final class BridgeProcess {
 
     func kill9() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        reap(process)
     }
 
     deinit { kill9() }

@@ -118,7 +118,7 @@ final class DaemonProcess {
     /// SIGKILL, as a crash would: no drain, no final sync.
     func kill9() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        reap(process)
     }
 
     /// Sends SIGTERM and waits; returns the exit status.
@@ -131,7 +131,7 @@ final class DaemonProcess {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            reap(process)
         }
     }
 }
@@ -177,7 +177,7 @@ final class TailProcess {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            reap(process)
         }
     }
 }
@@ -194,10 +194,32 @@ func waitForExit(_ process: Process, timeout: Double) -> Int32 {
     while process.isRunning && Date() < deadline { usleep(10_000) }
     if process.isRunning {
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        reap(process)
         return -9
     }
     return process.terminationStatus
+}
+
+/// Waits for a process that has ended or been sent SIGKILL, and returns its status (negative: the
+/// signal that ended it) — never forever. Foundation on Linux can miss a child's exit when many
+/// run at once (seen here: a zombie `checkoutbus` that `waitUntilExit` waited for until the run
+/// was killed), so after `timeout` seconds of `isRunning` the child is reaped here with
+/// `waitpid`; if even that finds nothing, -9 is returned rather than hanging the suite.
+@discardableResult
+func reap(_ process: Process, timeout: Double = 20) -> Int32 {
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(10_000) }
+    if !process.isRunning { return process.terminationStatus }
+    let last = Date().addingTimeInterval(10)
+    while Date() < last {
+        var status: Int32 = 0
+        if waitpid(process.processIdentifier, &status, WNOHANG) == process.processIdentifier {
+            return status & 0x7F == 0 ? (status >> 8) & 0xFF : -(status & 0x7F)
+        }
+        if !process.isRunning { return process.terminationStatus }
+        usleep(10_000)
+    }
+    return -9
 }
 
 /// Runs `checkoutbus send --to ENDPOINT [ARGUMENTS]` with `lines` on stdin, one per line; returns

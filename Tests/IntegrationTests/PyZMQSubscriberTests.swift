@@ -13,7 +13,7 @@ struct PyZMQSubscriberTests {
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             guard (try? p.run()) != nil else { continue }
-            p.waitUntilExit()
+            reap(p)
             if p.terminationStatus == 0 { return python }
         }
         return nil

@@ -102,7 +102,7 @@ final class RouteProcess {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            reap(process)
         }
     }
 }

@@ -38,7 +38,7 @@ final class RecorderProcess {
             if line.hasPrefix("tail: subscribed") { return }
         }
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        reap(process)
         throw HarnessError("the recorder did not report its subscription; stderr: \(stderrLines)")
     }
 
@@ -46,7 +46,7 @@ final class RecorderProcess {
 
     func kill9() {
         kill(pid, SIGKILL)
-        process.waitUntilExit()
+        reap(process)
     }
 
     /// SIGTERM, wait, and return the summary's counts (`tail: summary key=value …`).
@@ -69,7 +69,7 @@ final class RecorderProcess {
     deinit {
         if process.isRunning {
             kill(pid, SIGKILL)
-            process.waitUntilExit()
+            reap(process)
         }
     }
 }
