@@ -16,6 +16,7 @@ let usage = """
       replay  replay a recorded JSONL (raw capture or `tail --format json`) at its pacing, ×N, or flat out
       flood   drive a daemon (or shards) with synthetic lifecycles and check what it publishes
       stats   what a running daemon has done: counters, journal, subscribers' drops
+      decode  what raw events would become (topic, code, summary, redaction), offline
       keygen  write a CURVE key pair (NAME.key, NAME.pub)
       bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse`, `bench journal`
       forwarder  the raw PULL→PUB baseline the benchmark runs
@@ -62,6 +63,8 @@ case "keygen":
     status = runCommand(KeygenCommand.help) { try KeygenCommand(arguments: arguments).run() }
 case "stats":
     status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
+case "decode":
+    status = runCommand(DecodeCommand.help) { try DecodeCommand(arguments: arguments).run() }
 case "bench":
     status = runCommand(BenchCommand.help) { try BenchCommand(arguments: arguments).run() }
 case "--help", "-h", "help":
