@@ -444,14 +444,23 @@ public final class RawEventDecoder {
         return .update
     }
 
+    /// JSON-RPC methods named one by one (the `ec.*.change` notifications are updates by their
+    /// form): their lifecycle kind, or nil for a message that is not a lifecycle event.
+    static let methods: [String: LifecycleKind?] = [
+        "ec.start": .start, "ec.complete": .complete, "ec.error": .fail, "ec.ready": nil, "ec.auth": nil,
+    ]
+
+    /// The folded names of ``methods``, for the docs' drift test.
+    static var documentedMethods: [String] { methods.keys.map(ErrorCodeNormalizer.fold) }
+
     /// ``ecpKind(_:_:method:)`` on the method's decoded `String`.
     private func ecpKind(method: String, _ doc: JSONDocument, _ r: Int) throws(DecodeRejection) -> LifecycleKind {
         let kind: LifecycleKind
+        if let known = RawEventDecoder.methods[method] {
+            guard let known else { throw DecodeRejection(.notLifecycle, "`\(method)` is not a lifecycle event") }
+            return known
+        }
         switch method {
-        case "ec.start": kind = .start
-        case "ec.complete": kind = .complete
-        case "ec.error": kind = .fail
-        case "ec.ready", "ec.auth": throw DecodeRejection(.notLifecycle, "`\(method)` is not a lifecycle event")
         default:
             if method.hasSuffix("_request") || doc.member(r, "id") != nil && !method.hasSuffix(".change") {
                 throw DecodeRejection(.notLifecycle, "`\(method)` is a request, not a lifecycle event")
