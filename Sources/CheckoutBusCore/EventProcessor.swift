@@ -421,6 +421,8 @@ public final class EventProcessor {
                 if let s = err.httpStatus { w.append(int: s) } else { w.append("null") }
                 w.append(",\"terminal\":")
                 w.append(bool: err.terminal)
+                w.append(",\"continue_url\":")
+                if let u = err.continueURL { w.appendString(u) } else { w.append("null") }
                 w.append("}")
             } else {
                 w.append(",\"error\":null")

@@ -219,7 +219,9 @@ public final class RawEventDecoder {
     private func decodeRaw(_ raw: JSONRef, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
         let doc = raw.doc
         let r = raw.token
-        if let m = doc.member(r, "method"), doc.member(r, "jsonrpc") != nil || (doc.string(m)?.hasPrefix("ec.") ?? false) {
+        if let m = doc.member(r, "method"),
+            doc.member(r, "jsonrpc") != nil || RawEventDecoder.hasPrefix(doc, m, "ec.") || RawEventDecoder.hasPrefix(doc, m, "checkout.")
+        {
             return try decodeECP(doc, r, method: m)
         }
         if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body"),
@@ -259,6 +261,7 @@ public final class RawEventDecoder {
             return try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: seen.name, info: seen.info)
         }
         guard var name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
+            if let event = try decodeUnnamed(doc, r, wrapper: wrapper) { return event }
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
         var folded = ErrorCodeNormalizer.fold(name)
@@ -300,6 +303,52 @@ public final class RawEventDecoder {
             }
         }
         return try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: name, info: info)
+    }
+
+    /// Objects that name no event but are one by their shape, as an app's bridge forwards what its
+    /// SDK handed it: a React Native Checkout Sheet Kit error (`__typename` `CheckoutExpiredError`,
+    /// …, with its `code`) is a fail; its `completed` event's data (`orderDetails`) a complete; an
+    /// Embedded Checkout Protocol `ErrorResponse` (`ucp` and `messages`, what Checkout Kit's React
+    /// Native relay hands JavaScript for `ec.error`) a fail. A JSON-RPC response (`result` or
+    /// `error` beside `id`, no `method`) is no lifecycle event.
+    /// - Returns: nil when the shape is none of these.
+    ///
+    /// Primer's, as its React Native provider hands them to JavaScript: a `PrimerError`
+    /// (`errorId`), or `{"error":{"errorId",…},"checkoutData":…}`, is a failure; checkout data
+    /// (`{"payment":{"id","orderId"?,"status"?}}`, `checkoutData`, `paymentResult`) a complete — the
+    /// bare `payment` only under a wrapper that says `"sdk":"primer"`, since any JSON may hold a
+    /// `payment`.
+    private func decodeUnnamed(_ doc: JSONDocument, _ r: Int, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent? {
+        let saysPrimer = wrapper.sdk.map { $0.hasPrefix("primer") } ?? false
+        if doc.member(r, anyOf: "errorId", "error_id") != nil
+            || doc.object(r, "error").flatMap({ doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") }) != nil
+        {
+            return decodePrimer(doc, r, holder: nil, kind: .fail, name: "failure")
+        }
+        if doc.object(r, "paymentResult") != nil || doc.object(r, "payment_result") != nil || doc.object(r, "checkoutData") != nil
+            || (saysPrimer && doc.object(r, "payment") != nil)
+        {
+            return decodePrimer(doc, r, holder: nil, kind: .complete, name: "success")
+        }
+        if doc.member(r, "jsonrpc") != nil, doc.member(r, "id") != nil,
+            doc.member(r, "result") != nil || doc.member(r, "error") != nil
+        {
+            throw DecodeRejection(.notLifecycle, "a JSON-RPC response is not a lifecycle event")
+        }
+        if let t = doc.member(r, "__typename"), let typename = doc.string(t), typename.hasSuffix("Error"),
+            doc.member(r, anyOf: "code", "message") != nil
+        {
+            return try decodeCallback(doc, r, holder: nil, kind: .fail, name: "error")
+        }
+        if doc.object(r, "orderDetails") != nil || doc.object(r, "order_details") != nil {
+            return try decodeCallback(doc, r, holder: nil, kind: .complete, name: "completed")
+        }
+        if doc.object(r, "ucp") != nil, doc.member(r, "messages").map({ doc.kind($0) == .array }) == true {
+            var event = DecodedEvent(kind: .fail, format: .ecp, sdk: "shopify")
+            event.error = ecpError(doc, r, snapshot: nil)
+            return event
+        }
+        return nil
     }
 
     /// What the name tables say of one folded event name.
@@ -396,12 +445,24 @@ public final class RawEventDecoder {
             guard let inner = objectValue(doc, p) else { throw DecodeRejection(.wrongType, "`params` is not an object") }
             (pd, params) = (inner.doc, inner.token)
         }
+        // Checkout Sheet Kit 4's methods (`checkout.start`, `checkout.complete`, `checkout.error`):
+        // `params` is `{cart, locale}` or `{orderConfirmation, cart}`, and the React Native kit puts
+        // those fields beside `method`, without `jsonrpc` or `params`.
+        let sheetKit4 = RawEventDecoder.hasPrefix(doc, m, "checkout.")
+        if sheetKit4 { event.format = .sheetBridge }
+        if sheetKit4, params == nil, doc.member(r, "jsonrpc") == nil { params = r }
         if let params, let checkout = pd.member(params, "checkout"), pd.kind(checkout) != .null || kind != .fail {
             guard let c = try checkedObject(pd, checkout, "params.checkout") else {
                 throw DecodeRejection(.wrongType, "`params.checkout` is not an object")
             }
             event.snapshot = c
             readSnapshotIDs(c.doc, c.token, into: &event)
+        } else if sheetKit4, kind != .fail, let params,
+            pd.object(params, "cart") != nil || pd.object(params, "orderConfirmation") != nil
+        {
+            // The snapshot is the whole of it: the cart, and the order confirmation beside it.
+            event.snapshot = JSONRef(pd, params)
+            readSnapshotIDs(pd, params, into: &event)
         } else if kind != .fail {
             throw DecodeRejection(.wrongType, "`\(doc.string(m) ?? "")` carries no `params.checkout` snapshot")
         }
@@ -448,6 +509,10 @@ public final class RawEventDecoder {
     /// form): their lifecycle kind, or nil for a message that is not a lifecycle event.
     static let methods: [String: LifecycleKind?] = [
         "ec.start": .start, "ec.complete": .complete, "ec.error": .fail, "ec.ready": nil, "ec.auth": nil,
+        // Checkout Sheet Kit 4 (its release candidates): the same lifecycle under other names;
+        // `checkout.addressChangeStart`, `…paymentMethodChangeStart`, `…submitStart` are requests.
+        "checkout.start": .start, "checkout.complete": .complete, "checkout.error": .fail,
+        "checkoutBlockingEvent": nil,
     ]
 
     /// The folded names of ``methods``, for the docs' drift test.
@@ -474,12 +539,26 @@ public final class RawEventDecoder {
     }
 
     /// The failure of an `ec.error`: the first `error` message of severity `unrecoverable`, else the
-    /// first `error` message, in `params.messages` or the snapshot's `messages`; else `params.error`.
+    /// first `error` message (as Checkout Kit's web component chooses; its iOS and Android kits
+    /// report `unknown` then), in the protocol's `ErrorResponse` at `params.error` (its
+    /// `messages`, beside `ucp` and `continue_url`), or flat in `params` (the specification's own
+    /// examples until 2026-06), or in the snapshot's `messages`; else `params.error` read as an
+    /// error of its own. An `ErrorResponse` with no error message is `unknown`, no raw code.
     private func ecpError(_ doc: JSONDocument, _ params: Int?, snapshot: JSONRef?) -> DecodedError {
         var chosen: JSONRef?
         var fallback: JSONRef?
         var candidates: [JSONRef] = []
-        if let params, let m = doc.member(params, "messages") { candidates.append(JSONRef(doc, m)) }
+        var continueURL: String?
+        let response = params.flatMap { doc.object($0, "error") }.flatMap { e in
+            doc.member(e, "messages") != nil || doc.member(e, "ucp") != nil ? e : nil
+        }
+        for holder in [response, params] {
+            guard let holder else { continue }
+            if let m = doc.member(holder, "messages") { candidates.append(JSONRef(doc, m)) }
+            if continueURL == nil, let u = doc.member(holder, anyOf: "continue_url", "continueUrl") {
+                continueURL = doc.string(u)
+            }
+        }
         // The snapshot's messages, also when its checkout came as JSON in a string.
         if let c = snapshot, let m = c.doc.member(c.token, "messages") { candidates.append(JSONRef(c.doc, m)) }
         for list in candidates where chosen == nil {
@@ -492,16 +571,22 @@ public final class RawEventDecoder {
                 }
             }
         }
+        var error: DecodedError
         if let msg = chosen ?? fallback {
-            return makeError(msg.doc, msg.token, terminal: true)
+            error = makeError(msg.doc, msg.token, terminal: true)
+        } else if response == nil, let params, let e = doc.object(params, "error") {
+            error = makeError(doc, e, terminal: true)
+        } else if let params, doc.member(params, "code") != nil {
+            // Checkout Sheet Kit 4's `checkout.error`: `{"code":"CART_COMPLETED","message":…}`.
+            error = makeError(doc, params, terminal: true)
+        } else {
+            error = DecodedError(code: .unknown, rawCode: nil, message: nil, httpStatus: nil, terminal: true)
         }
-        if let params, let e = doc.object(params, "error") {
-            return makeError(doc, e, terminal: true)
-        }
-        if let params, doc.member(params, "code") != nil {
-            return makeError(doc, params, terminal: true)
-        }
-        return DecodedError(code: .unknown, rawCode: nil, message: nil, httpStatus: nil, terminal: true)
+        // An error answers for the whole checkout: a message's `recoverable` severity does not
+        // make the notification any less final.
+        error.terminal = true
+        error.continueURL = error.continueURL ?? continueURL
+        return error
     }
 
     // MARK: Checkout Sheet Kit bridge
@@ -549,7 +634,17 @@ public final class RawEventDecoder {
                 first = f
             }
             guard bd.kind(first) == .object else { throw DecodeRejection(.wrongType, "error body is not an object") }
-            event.error = makeError(bd, first, terminal: true)
+            // Groups the kits do not report as a failure (Android's decoder ignores them; iOS maps
+            // them to an unsupported event it drops): published, since nothing is dropped, but as
+            // not ending the checkout.
+            var terminal = true
+            if let g = bd.member(first, "group"),
+                bd.stringEqualsIgnoringCase(g, "authentication") || bd.stringEqualsIgnoringCase(g, "checkout")
+                    || bd.stringEqualsIgnoringCase(g, "unsupported")
+            {
+                terminal = false
+            }
+            event.error = makeError(bd, first, terminal: terminal)
             if !wrapperNamesCheckout, let v = bd.member(first, anyOf: "checkout_id", "checkoutId") {
                 event.checkoutID = bd.identifier(v)
             }
@@ -620,6 +715,19 @@ public final class RawEventDecoder {
         if own, event.payment == nil, let other = objectValue(outer, holderToken) {
             readPrimerPayment(other.doc, other.token, into: &event)
         }
+        // A success whose payment did not go through: iOS calls its success delegate when the
+        // server says the checkout completed, whatever the payment's status, and Primer's React
+        // Native v3 reads that status to tell success from failure. Published as what it is — a
+        // fulfilment worker must not take a declined payment for an order.
+        if kind == .complete, let p = event.payment, let v = p.doc.member(p.token, "status"), let status = p.doc.string(v) {
+            let folded = ErrorCodeNormalizer.fold(status)
+            if folded == "failed" || folded == "declined" || folded == "cancelled" || folded == "canceled" {
+                event.kind = .fail
+                event.error = DecodedError(
+                    code: folded.hasPrefix("cancel") ? .paymentCancelled : .paymentFailed, rawCode: status,
+                    message: "payment \(status) in the checkout's success data", httpStatus: nil, terminal: false)
+            }
+        }
         if kind == .fail {
             var terminal = false
             if let p = doc.member(holder, "phase"), doc.stringEquals(p, "initializing") { terminal = true }
@@ -663,7 +771,8 @@ public final class RawEventDecoder {
 
     /// The members ``readSnapshotIDs(_:_:into:)`` reads, indexed once.
     private static let snapshotIDNames = MemberNames(
-        "id", "checkout_id", "checkoutId", "order", "orderDetails", "order_details", "order_id", "orderId")
+        "id", "checkout_id", "checkoutId", "order", "orderDetails", "order_details", "order_id", "orderId", "cart",
+        "orderConfirmation", "order_confirmation")
 
     /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),
     /// its members found in one pass (``JSONDocument/members(_:_:_:)``).
@@ -676,7 +785,24 @@ public final class RawEventDecoder {
                 event.orderID = doc.identifier(v)
             }
             if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
+            // Checkout Sheet Kit 4: `{"orderConfirmation":{"order":{"id":…}},"cart":{"id":…}}`.
+            if let confirmation = m.object(9) ?? m.object(10), let order = doc.object(confirmation, "order"),
+                let v = doc.member(order, "id")
+            {
+                event.orderID = doc.identifier(v) ?? event.orderID
+            }
+            if !skipCheckoutID, event.checkoutID == nil, let cart = m.object(8), let v = doc.member(cart, "id") {
+                event.checkoutID = doc.identifier(v)
+            }
         }
+    }
+
+    /// Whether string token `t` starts with `prefix` (its raw bytes, after the opening quote).
+    static func hasPrefix(_ doc: JSONDocument, _ t: Int, _ prefix: StaticString) -> Bool {
+        guard doc.kind(t) == .string else { return false }
+        let raw = doc.raw(t)
+        let n = prefix.utf8CodeUnitCount
+        return raw.count >= n + 2 && memcmp(raw.baseAddress! + 1, prefix.utf8Start, n) == 0
     }
 
     /// Whether the raw event's own checkout id is still wanted.
@@ -777,8 +903,9 @@ public final class RawEventDecoder {
         if code == .unknown, let v = doc.member(e, "domain"), doc.stringEquals(v, "NSURLErrorDomain") {
             code = .networkError
         }
+        let continueURL = doc.member(e, anyOf: "continue_url", "continueUrl").flatMap { doc.string($0) }
         return DecodedError(code: code, rawCode: rawCode ?? group ?? status.map { String($0) },
-                            message: message, httpStatus: status, terminal: isTerminal)
+                            message: message, httpStatus: status, terminal: isTerminal, continueURL: continueURL)
     }
 
     /// The case name and values of an enum case encoded by Swift's synthesised `Codable`: an
@@ -853,6 +980,11 @@ public final class RawEventDecoder {
         "primerWillCreatePaymentWithData", "onBeforePaymentCreate", "onTokenizeSuccess",
         "primerDidTokenizePaymentMethod", "onBeforeClientSessionUpdate", "onClientSessionUpdate",
         "primerClientSessionWillUpdate", "primerClientSessionDidUpdate",
+        // Checkout Kit's and Checkout Sheet Kit's React Native events that are no lifecycle: link
+        // clicks, geolocation prompts, Sheet Kit 4's address, payment-method and submit requests,
+        // and a pixel event's `type` (`STANDARD`, `CUSTOM`) when it is all that names it.
+        "linkClick", "geolocationRequest", "onGeolocationRequest", "addressChangeStart", "paymentMethodChangeStart",
+        "submitStart", "standard", "custom",
     ].map(ErrorCodeNormalizer.fold))
 
     /// A wrapper's `platform` already in the published spelling (the usual case), as a literal:

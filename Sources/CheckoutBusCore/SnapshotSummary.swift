@@ -7,8 +7,8 @@
 ///   the same names in an object) and a Primer payment's `amount`.
 /// - Major units, scaled by the currency's exponent (0 for JPY and the like, 3 for KWD and the
 ///   like, 2 otherwise): a Storefront `MoneyV2` object (`amount` beside `currencyCode`) wherever it
-///   appears, and every amount in the older kit's `orderDetails.cart.price`/`cost` and a
-///   Storefront-style `cost` object.
+///   appears, and every amount in the older kit's `orderDetails.cart.price`/`cost`, Checkout
+///   Sheet Kit 4's `cart.cost` and a Storefront-style `cost` object.
 ///
 /// Either unit is read exactly from the number's text, as a JSON number (`2500`, `2500.0`,
 /// `2.5e3`) or a string holding one (`"2500"`); digits below the minor unit round half away from
@@ -47,7 +47,8 @@ public struct SnapshotSummary: Sendable, Equatable {
 
     private mutating func readSnapshot(_ doc: JSONDocument, _ c: Int) {
         var f = Fields(doc, c)
-        var cart: Int?
+        // Checkout Sheet Kit 4's `{cart, orderConfirmation}`: its cart, as the older kit's.
+        var cart = f.cart
         if let details = f.orderDetails {
             cart = doc.object(details, "cart")
             f = Fields(doc, details)
@@ -128,11 +129,13 @@ public struct SnapshotSummary: Sendable, Equatable {
         var totals: Int?
         /// `cost`, when it is an object.
         var cost: Int?
+        /// `cart`, when it is an object (Checkout Sheet Kit 4's events).
+        var cart: Int?
 
         /// The names, indexed once.
         static let fieldNames = MemberNames(
             "orderDetails", "order_details", "status", "currency", "currencyCode", "currency_code", "line_items",
-            "lineItems", "lines", "totals", "cost")
+            "lineItems", "lines", "totals", "cost", "cart")
 
         init(_ doc: JSONDocument, _ o: Int) {
             var f = Fields()
@@ -143,6 +146,7 @@ public struct SnapshotSummary: Sendable, Equatable {
                 f.lines = m.at(6) ?? m.at(7) ?? m.at(8)
                 f.totals = m.at(9)
                 f.cost = m.object(10)
+                f.cart = m.object(11)
             }
             self = f
         }

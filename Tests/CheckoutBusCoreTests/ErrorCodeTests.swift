@@ -85,7 +85,8 @@ struct ErrorCodeTests {
         Row("CheckoutError.quantumFlux", .unknown),
         Row("trailing.", .unknown),
         Row("token.expired", http: 401, .httpError),  // not an error type's case: the status decides
-        Row("card.expired", .unknown),
+        // Not `expired` after a dot: the whole spelling, Primer's `card-expired` (an expired card), folds to it.
+        Row("card.expired", .paymentFailed),
         Row("CheckoutError.quantumFlux", http: 503, .httpError),
         // Unknown stays unknown.
         Row("brand_new_code", .unknown),
