@@ -959,13 +959,17 @@ public final class RawEventDecoder {
     static let primerNames: [String: LifecycleKind] = {
         var t: [String: LifecycleKind] = [:]
         for n in ["success", "primerDidCompleteCheckoutWithData", "onCheckoutComplete", "onCheckoutCompleted", "onPaid",
-                  "primerCheckoutSuccess"] {
+                  "primerCheckoutSuccess", "primerHeadlessUniversalCheckoutDidCompleteCheckoutWithData",
+                  "primerCheckoutPresenterDidCompleteWithSuccess", "onPaymentSuccess", "primer:payment-success"] {
             t[ErrorCodeNormalizer.fold(n)] = .complete
         }
-        for n in ["failure", "primerDidFailWithError", "onFailed", "onError", "primerCheckoutFailure"] {
+        for n in ["failure", "primerDidFailWithError", "onFailed", "onError", "primerCheckoutFailure",
+                  "primerHeadlessUniversalCheckoutDidFail", "primerCheckoutPresenterDidFailWithError", "onCheckoutFail",
+                  "onPaymentFailure", "primer:payment-failure"] {
             t[ErrorCodeNormalizer.fold(n)] = .fail
         }
-        for n in ["dismissed", "primerDidDismiss", "onDismissed", "onDismiss", "primerCheckoutDismissed"] {
+        for n in ["dismissed", "primerDidDismiss", "onDismissed", "onDismiss", "primerCheckoutDismissed",
+                  "primerCheckoutPresenterDidDismiss"] {
             t[ErrorCodeNormalizer.fold(n)] = .dismiss
         }
         return t
@@ -985,6 +989,8 @@ public final class RawEventDecoder {
         // and a pixel event's `type` (`STANDARD`, `CUSTOM`) when it is all that names it.
         "linkClick", "geolocationRequest", "onGeolocationRequest", "addressChangeStart", "paymentMethodChangeStart",
         "submitStart", "standard", "custom",
+        // Primer: a payment left pending (it settles later, or fails on resume).
+        "onResumePending", "onCheckoutPending", "primerDidEnterResumePendingWithPaymentAdditionalInfo",
     ].map(ErrorCodeNormalizer.fold))
 
     /// A wrapper's `platform` already in the published spelling (the usual case), as a literal:
