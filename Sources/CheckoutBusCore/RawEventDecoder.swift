@@ -229,6 +229,13 @@ public final class RawEventDecoder {
         {
             return event
         }
+        // Checkout Sheet Kit 0.x–2.x's bridge sent its error as `{"name":"error"}` alone, and the
+        // kit read any such error as an expired checkout.
+        if let name = doc.member(r, "name"), doc.count(r) == 1, doc.stringEquals(name, "error") {
+            var event = DecodedEvent(kind: .fail, format: .sheetBridge, sdk: "shopify")
+            event.error = DecodedError(code: .cartExpired, rawCode: nil, message: nil, httpStatus: nil, terminal: true)
+            return event
+        }
         // A callback's name and the member a bridge may have put its fields in, found in one pass.
         let (nameTokens, holderToken) = doc.members(r, RawEventDecoder.rawEventNames) {
             m -> ((Int, Int, Int, Int, Int, Int), Int?) in
@@ -342,6 +349,15 @@ public final class RawEventDecoder {
         }
         if doc.object(r, "orderDetails") != nil || doc.object(r, "order_details") != nil {
             return try decodeCallback(doc, r, holder: nil, kind: .complete, name: "completed")
+        }
+        // Checkout Sheet Kit React Native 4's `complete` and `start` bodies: the event's name is
+        // its channel, never in the body (`{orderConfirmation, cart}`, `{cart, locale?}`).
+        if doc.member(r, "id") == nil, doc.object(r, "orderConfirmation") != nil || doc.object(r, "cart") != nil {
+            var event = DecodedEvent(kind: doc.object(r, "orderConfirmation") != nil ? .complete : .start,
+                                     format: .sheetBridge, sdk: "shopify")
+            event.snapshot = JSONRef(doc, r)
+            readSnapshotIDs(doc, r, into: &event)
+            return event
         }
         if doc.object(r, "ucp") != nil, doc.member(r, "messages").map({ doc.kind($0) == .array }) == true {
             var event = DecodedEvent(kind: .fail, format: .ecp, sdk: "shopify")
@@ -463,7 +479,9 @@ public final class RawEventDecoder {
             // The snapshot is the whole of it: the cart, and the order confirmation beside it.
             event.snapshot = JSONRef(pd, params)
             readSnapshotIDs(pd, params, into: &event)
-        } else if kind != .fail {
+        } else if kind == .update {
+            // A start or a complete is published without a snapshot (a lost complete is a lost
+            // order; the kits fire theirs on the method alone); an update means nothing without one.
             throw DecodeRejection(.wrongType, "`\(doc.string(m) ?? "")` carries no `params.checkout` snapshot")
         }
         if let params {
@@ -509,6 +527,8 @@ public final class RawEventDecoder {
     /// form): their lifecycle kind, or nil for a message that is not a lifecycle event.
     static let methods: [String: LifecycleKind?] = [
         "ec.start": .start, "ec.complete": .complete, "ec.error": .fail, "ec.ready": nil, "ec.auth": nil,
+        // Checkout Kit web's universal checkout protocol: a full snapshot, as a `.change`.
+        "ec.update": .update,
         // Checkout Sheet Kit 4 (its release candidates): the same lifecycle under other names;
         // `checkout.addressChangeStart`, `…paymentMethodChangeStart`, `…submitStart` are requests.
         "checkout.start": .start, "checkout.complete": .complete, "checkout.error": .fail,

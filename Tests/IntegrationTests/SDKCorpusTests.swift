@@ -46,7 +46,7 @@ struct SDKCorpusTests {
     @Test("every payload of the corpus: topic, kind, stable code, raw code, message, order, total, currency, redaction")
     func corpusOverTheWire() throws {
         let entries = try Self.corpus()
-        #expect(entries.count >= 100)
+        #expect(entries.count >= 130)
         let daemon = try DaemonProcess()
         let sent = try send(entries.map(\.wrapped), to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "20"])
         // Dead letters among them make `send` exit 1; every event must have been answered.
