@@ -8,7 +8,8 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
-/// Release builds of the pipeline's modules skip the runtime exclusivity checks (see the targets).
+/// Release builds of the pipeline's modules skip the runtime exclusivity checks (see the targets). Never on a
+/// target the client product contains: a package that uses `unsafeFlags` cannot be depended on by version.
 let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
@@ -19,65 +20,95 @@ let package = Package(
         .executable(name: "checkoutbus-fulfil", targets: ["checkoutbus-fulfil"]),
         .executable(name: "checkoutbus-analytics", targets: ["checkoutbus-analytics"]),
         .executable(name: "checkoutbus-jetstream", targets: ["checkoutbus-jetstream"]),
-        .library(name: "CheckoutBus", targets: ["CheckoutBus"]),
+        // What an app imports: subscribing with recovery, cursors, acknowledged sending, CURVE client keys.
+        .library(name: "CheckoutBusClient", targets: ["CheckoutBusClient"]),
         .library(name: "CheckoutBusCore", targets: ["CheckoutBusCore"]),
+        .library(name: "CheckoutBusDaemon", targets: ["CheckoutBusDaemon"]),
         .library(name: "CheckoutBusWorkers", targets: ["CheckoutBusWorkers"]),
     ],
     targets: [
         // libzmq from Debian (headers and library on the default paths). No `pkgConfig: "libzmq"`:
         // Debian's libzmq.pc pulls in `-isystem` flags through Requires.private that SwiftPM refuses
         // with a warning on every build, and the package builds free of warnings.
-        .systemLibrary(
-            name: "CZeroMQ",
-            providers: [.apt(["libzmq3-dev"])]
-        ),
+        .systemLibrary(name: "CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
         // SQLite from Debian, for the fulfilment worker's order store; `SQLite` is its one Swift owner.
-        .systemLibrary(
-            name: "CSQLite",
-            providers: [.apt(["libsqlite3-dev"])]
-        ),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         // The NATS C client from Debian (libnats-dev), for the JetStream bridge; `NATS` is its one
         // Swift owner. No `pkgConfig`, as for libzmq: headers and library sit on the default paths.
-        .systemLibrary(
-            name: "CNATS",
-            providers: [.apt(["libnats-dev"])]
-        ),
+        .systemLibrary(name: "CNATS", providers: [.apt(["libnats-dev"])]),
         .target(name: "NATS", dependencies: ["CNATS"], swiftSettings: swiftSettings),
         // A cache prefetch hint for the pipeline's table probes (Swift has none): two inline C
         // functions, no library.
         .target(name: "CPrefetch"),
         // `O_DIRECT` for the journal's writes, which Glibc's Swift module does not export: one C function.
         .target(name: "CFileIO"),
+
+        // The process around the libraries: a logger, signals, flags, clocks, atomic files.
+        .target(name: "CheckoutBusRuntime", swiftSettings: swiftSettings),
+        // JSON without Foundation: the tape reader and the writer, for both sides of every socket.
+        // Its hot class marks its fields `@exclusivity(unchecked)` instead of taking unsafe flags.
+        .target(name: "CheckoutBusJSON", dependencies: ["CPrefetch"], swiftSettings: swiftSettings),
+        // What both sides of a socket agree on: kinds (defined once), topics, stable codes, heartbeats,
+        // control messages.
+        .target(name: "CheckoutBusProtocol", dependencies: ["CheckoutBusJSON"], swiftSettings: swiftSettings),
+        // Decoding raw shapes, normalising, the lifecycle rules, the envelope: pure, no I/O. The hot
+        // path's classes (the state table) are read millions of times a second; release builds drop
+        // the runtime exclusivity checks (about a fifth of the pipeline's time under a flood). Debug
+        // builds — and so `swift test` — keep every check.
         .target(
             name: "CheckoutBusCore",
-            dependencies: ["CPrefetch"],
-            // The hot path's classes (the JSON tape, the state table) are read millions of times a
-            // second; release builds drop the runtime exclusivity checks on their stored properties
-            // (about a fifth of the pipeline's time under a flood). Debug builds — and so
-            // `swift test` — keep every check.
+            dependencies: ["CheckoutBusProtocol", "CheckoutBusJSON", "CPrefetch"],
             swiftSettings: swiftSettings + hotPathSettings
         ),
-        // The daemon's loop and journal touch their own stored properties several times per event
-        // (the pending batch, the arrival times): the same release-only setting (about 460
-        // instructions per event).
-        .target(name: "CheckoutBus", dependencies: ["CheckoutBusCore", "ZeroMQ", "CFileIO"], swiftSettings: swiftSettings + hotPathSettings),
-        .target(name: "CheckoutBusWorkers", dependencies: ["CheckoutBus", "SQLite"], swiftSettings: swiftSettings),
-        .executableTarget(name: "checkoutbusd", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
-        .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
-        .executableTarget(name: "checkoutbus-analytics", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
-        .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBus"], swiftSettings: swiftSettings),
-        .target(name: "CheckoutBusJetStream", dependencies: ["CheckoutBus", "NATS"], swiftSettings: swiftSettings),
-        .executableTarget(name: "checkoutbus-jetstream", dependencies: ["CheckoutBusJetStream"], swiftSettings: swiftSettings),
+        // What an app imports. ZeroMQ and the protocol only; no daemon code, no unsafe flags.
+        .target(
+            name: "CheckoutBusClient",
+            dependencies: ["ZeroMQ", "CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusRuntime"],
+            swiftSettings: swiftSettings
+        ),
+        // The daemon: sockets and the loop, the journal, control, metrics, security. Its loop and
+        // journal touch their own stored properties several times per event (the pending batch, the
+        // arrival times): the same release-only setting as the core (about 460 instructions per event).
+        .target(
+            name: "CheckoutBusDaemon",
+            dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "CFileIO"],
+            swiftSettings: swiftSettings + hotPathSettings
+        ),
+        // The `checkoutbus` commands: send, tail, replay, stats, decode, flood, bench, route, keygen.
+        .target(
+            name: "CheckoutBusTools",
+            dependencies: ["CheckoutBusDaemon", "CheckoutBusClient", "CheckoutBusCore", "CheckoutBusProtocol",
+                           "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ"],
+            swiftSettings: swiftSettings
+        ),
+        // Workers and the bridge depend on the client, never on the daemon.
+        .target(
+            name: "CheckoutBusWorkers",
+            dependencies: ["CheckoutBusClient", "CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusRuntime", "SQLite"], swiftSettings: swiftSettings),
+        .target(
+            name: "CheckoutBusJetStream",
+            dependencies: ["CheckoutBusClient", "CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusRuntime", "NATS"], swiftSettings: swiftSettings),
+
+        .executableTarget(name: "checkoutbusd", dependencies: ["CheckoutBusDaemon", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBusTools", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus-analytics", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus-jetstream", dependencies: ["CheckoutBusJetStream", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
-        .testTarget(name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusDaemonTests", dependencies: ["CheckoutBusDaemon"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
             dependencies: [
-                "CheckoutBus", "CheckoutBusCore", "ZeroMQ", "SQLite", "checkoutbusd", "checkoutbus", "checkoutbus-fulfil",
-                "checkoutbus-analytics", "checkoutbus-jetstream", "CheckoutBusJetStream",
+                "CheckoutBusClient", "CheckoutBusCore", "CheckoutBusDaemon", "CheckoutBusTools", "CheckoutBusProtocol",
+                "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "SQLite",
+                "checkoutbusd", "checkoutbus", "checkoutbus-fulfil", "checkoutbus-analytics", "checkoutbus-jetstream",
+                "CheckoutBusJetStream",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,3 +1,6 @@
+import CheckoutBusProtocol
+import CheckoutBusJSON
+
 /// A 64-bit hash of a JSON value under JSON equality: object key order and whitespace do not
 /// change it, array order does, escapes are decoded, and numbers compare by value (`1`, `1.0` and
 /// `1e0` are equal).

@@ -1,4 +1,6 @@
 import CPrefetch
+import CheckoutBusProtocol
+import CheckoutBusJSON
 
 /// Per-checkout lifecycle state, bounded: an LRU of at most `capacity` checkouts, each forgotten
 /// after `idleTTL` seconds without an event.

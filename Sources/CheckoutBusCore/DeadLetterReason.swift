@@ -1,3 +1,6 @@
+import CheckoutBusProtocol
+import CheckoutBusJSON
+
 /// Why an input could not be used: the machine-readable `reason` of a `bus.deadletter` envelope and
 /// of an acknowledged producer's rejection. A struct with static codes so the set can grow.
 /// `Sendable`.

@@ -1,4 +1,6 @@
 import CPrefetch
+import CheckoutBusProtocol
+import CheckoutBusJSON
 
 /// The most recent `capacity` event ids (the ingest wrapper's `event_id`, each within its checkout)
 /// and the `seq` each was published under, so a producer's retry of an event the bus already has

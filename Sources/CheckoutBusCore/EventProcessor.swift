@@ -1,3 +1,6 @@
+import CheckoutBusProtocol
+import CheckoutBusJSON
+
 /// The pure heart of the daemon: raw bytes in, `[topic][envelope]` out, with every rule applied.
 ///
 /// Decodes (``RawEventDecoder``), applies the lifecycle rules (``CheckoutStateTable``), assigns

@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+import CheckoutBusProtocol
+import CheckoutBusJSON
 #elseif canImport(Darwin)
 import Darwin
 #endif

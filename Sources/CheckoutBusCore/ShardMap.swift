@@ -1,3 +1,6 @@
+import CheckoutBusProtocol
+import CheckoutBusJSON
+
 /// Which shard owns a checkout: jump consistent hashing (Lamping & Veach, 2014) of the 64-bit
 /// FNV-1a hash of the checkout id's UTF-8 bytes. Every event of one checkout goes to one shard, so
 /// that shard alone holds its suppression state and its order.

@@ -1,3 +1,6 @@
+import CheckoutBusProtocol
+import CheckoutBusJSON
+
 /// What analytics needs from any SDK's snapshot, in one shape (`summary` in the envelope).
 ///
 /// Amounts are integer minor units. Which unit an amount was *sent* in is decided by the schema it

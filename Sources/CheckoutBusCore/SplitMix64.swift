@@ -1,3 +1,6 @@
+import CheckoutBusProtocol
+import CheckoutBusJSON
+
 /// A small, fast, seedable PRNG (SplitMix64). `Sendable`.
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64

@@ -1,5 +1,8 @@
-import CheckoutBus
 import NATS
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 
 /// Everything `checkoutbus-jetstream` is told on its command line. `Sendable`.
 public struct BridgeOptions: Sendable {
@@ -22,7 +25,7 @@ public struct BridgeOptions: Sendable {
     public var cursorPath = "checkoutbus-jetstream.cursor"
     public var receiveHighWaterMark: Int32 = 100_000
     public var curve: CurveClientKeys?
-    public var logLevel = Logger.Level.info
+    public var logLevel = BusLogger.Level.info
 
     /// NATS server URLs (`--nats`, comma-separated).
     public var servers = ["nats://127.0.0.1:4222"]
@@ -129,7 +132,7 @@ public struct BridgeOptions: Sendable {
         o.receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 100_000, in: 1...10_000_000))
         o.curve = try CurveClientKeys.parse(args)
         if let v = args.value("log-level") {
-            guard let l = Logger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
+            guard let l = BusLogger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
             o.logLevel = l
         }
         if let v = args.value("nats") { o.servers = try list(v, flag: "nats") }

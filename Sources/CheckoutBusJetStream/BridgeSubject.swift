@@ -1,3 +1,9 @@
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import NATS
+
 /// How envelopes become JetStream messages: subjects and message ids.
 /// `Sendable` (no state).
 public enum BridgeSubject {

@@ -1,8 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
 import NATS
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 
 /// Publishes every envelope of the bus into a JetStream stream, each exactly once.
 ///
@@ -39,7 +42,7 @@ public final class JetStreamBridge {
 
     public let options: BridgeOptions
     public private(set) var statistics = Statistics()
-    private let logger: Logger
+    private let logger: BusLogger
 
     // Set up in run.
     private var jetStream: JetStream?
@@ -51,7 +54,7 @@ public final class JetStreamBridge {
     /// Ids found in the stream at start beyond the cursors.
     private var storedBeyondCursor: Set<String> = []
 
-    public init(options: BridgeOptions, logger: Logger) {
+    public init(options: BridgeOptions, logger: BusLogger) {
         self.options = options
         self.logger = logger
     }

@@ -1,5 +1,8 @@
-import CheckoutBus
 import NATS
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 
 /// Whether an existing stream can take the bridge's messages without breaking its guarantees.
 /// `Sendable` (no state).
@@ -10,7 +13,7 @@ import NATS
 /// that does not acknowledge, or a sealed one. Differences in replicas, age, size limits and
 /// duplicate window are the operator's choice: logged, not refused.
 enum StreamCompatibility {
-    static func check(_ existing: StreamConfiguration, against options: BridgeOptions, logger: Logger) throws(BridgeError) {
+    static func check(_ existing: StreamConfiguration, against options: BridgeOptions, logger: BusLogger) throws(BridgeError) {
         let wanted = options.streamConfiguration
         for subject in options.subjects where !existing.subjects.contains(where: { covers($0, subject) }) {
             throw BridgeError("stream \(existing.name) does not take \(subject) (its subjects: \(existing.subjects.joined(separator: ", ")))")

@@ -1,8 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
 import NATS
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 
 /// `checkoutbus-jetstream verify` and `dump`: read a stream back and report on it.
 ///

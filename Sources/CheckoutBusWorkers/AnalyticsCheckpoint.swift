@@ -1,8 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
-import CheckoutBusCore
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import SQLite
 
 /// The analytics worker's cursor file (`--cursor PATH`): the whole ``AnalyticsFunnel`` and the
 /// `seq` it matches (one per shard), in one JSON file replaced atomically.

@@ -1,5 +1,8 @@
-import CheckoutBus
-import CheckoutBusCore
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import SQLite
 
 /// The analytics worker's whole state: the funnel counters, failures by code, revenue by currency,
 /// the start-to-complete durations, the open checkouts it remembers, and the `seq` it matches.

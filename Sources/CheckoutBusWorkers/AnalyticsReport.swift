@@ -1,5 +1,8 @@
-import CheckoutBus
-import CheckoutBusCore
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import SQLite
 
 /// What the analytics worker tells people: the `--report` JSON file and the summary line on stderr.
 ///

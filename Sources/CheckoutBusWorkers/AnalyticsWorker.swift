@@ -1,5 +1,8 @@
-import CheckoutBus
-import CheckoutBusCore
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import SQLite
 
 /// The analytics worker's flags: the shared ``WorkerOptions`` and its own. `Sendable`.
 public struct AnalyticsOptions: Sendable {
@@ -78,14 +81,14 @@ public struct AnalyticsOptions: Sendable {
 /// concurrently with the funnel. Not `Sendable`: ``run(stop:)`` runs on the calling thread.
 public final class AnalyticsWorker {
     public let options: AnalyticsOptions
-    public let logger: Logger
+    public let logger: BusLogger
     public private(set) var funnel: AnalyticsFunnel
 
     private var lastCheckpointSeqs: [Int64] = []
     private var eventsSinceCheckpoint = 0
     private var nextTick: UInt64 = 0
 
-    public init(options: AnalyticsOptions, logger: Logger) {
+    public init(options: AnalyticsOptions, logger: BusLogger) {
         self.options = options
         self.logger = logger
         funnel = AnalyticsFunnel(maxCheckouts: options.maxCheckouts, shards: options.worker.shardCount)
@@ -115,7 +118,7 @@ public final class AnalyticsWorker {
         let cursors: [any SubscriberCursor] = (0..<shardCount).map { FunnelCursor(worker: self, shard: $0) }
         let subscriber = ShardedSubscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.", "bus.deadletter"]), cursors: cursors)
-        subscriber.logger = Logger(label: "analytics-subscriber", level: options.worker.logLevel)
+        subscriber.logger = BusLogger(label: "analytics-subscriber", level: options.worker.logLevel)
         subscriber.onSubscribed = { FileHandleWriter.standardError("analytics: subscribed\n") }
         subscriber.onHeartbeat = { [unowned self] _, _, _ in self.tickIfDue() }
         nextTick = BusClock.monotonicNanoseconds() + intervalNanoseconds
@@ -186,7 +189,7 @@ public final class AnalyticsWorker {
     private func writeReport() throws {
         guard let path = options.reportPath else { return }
         do {
-            try AtomicFile.write(AnalyticsReport.encode(funnel, generatedAt: BusClock.wallClock()), to: path, durable: false)
+            try AtomicFile.write(AnalyticsReport.encode(funnel, generatedAt: Timestamp(milliseconds: BusClock.wallMilliseconds())), to: path, durable: false)
         } catch {
             throw AnalyticsError(error.description)
         }

@@ -1,9 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
-import CheckoutBusCore
 import SQLite
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 
 /// `checkoutbus-fulfil`: records every placed order exactly once in a SQLite file.
 ///
@@ -65,7 +67,7 @@ public final class FulfilmentWorker {
 
     public let options: Options
     public private(set) var counts = Counts()
-    public let logger: Logger
+    public let logger: BusLogger
     let database: SQLiteDatabase
     let insertOrder: SQLiteStatement
     let updateSeen: SQLiteStatement
@@ -75,7 +77,7 @@ public final class FulfilmentWorker {
 
     /// Opens (creating if needed) the order store.
     /// - Throws: ``SQLiteError`` when the file cannot be opened or migrated.
-    public init(options: Options, logger: Logger) throws {
+    public init(options: Options, logger: BusLogger) throws {
         self.options = options
         self.logger = logger
         database = try SQLiteDatabase(path: options.databasePath)

@@ -1,4 +1,9 @@
-import CheckoutBus
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import SQLite
+
 
 /// The flags every worker shares: where the bus is, who the worker is, and its subscriber's queue.
 /// `Sendable`.
@@ -23,7 +28,7 @@ public struct WorkerOptions: Sendable {
     public var name: String
     /// The subscriber's receive high-water mark (`--receive-hwm`).
     public var receiveHighWaterMark: Int32 = 100_000
-    public var logLevel = Logger.Level.info
+    public var logLevel = BusLogger.Level.info
     /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
     public var curve: CurveClientKeys?
 
@@ -48,7 +53,7 @@ public struct WorkerOptions: Sendable {
         o.receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 100_000, in: 1...10_000_000))
         o.curve = try CurveClientKeys.parse(args)
         if let v = args.value("log-level") {
-            guard let l = Logger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
+            guard let l = BusLogger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
             o.logLevel = l
         }
     }

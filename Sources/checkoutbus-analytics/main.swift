@@ -1,8 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
 import CheckoutBusWorkers
+import CheckoutBusClient
+import CheckoutBusRuntime
 
 // checkoutbus-analytics: parse flags, build the worker, run it until SIGTERM/SIGINT, exit.
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -17,7 +18,7 @@ do {
     FileHandleWriter.standardError("checkoutbus-analytics: \(error)\n\nRun checkoutbus-analytics --help for the flags.\n")
     exit(2)
 }
-let logger = Logger(label: "checkoutbus-analytics", level: options.worker.logLevel)
+let logger = BusLogger(label: "checkoutbus-analytics", level: options.worker.logLevel)
 let stop = StopSignal()
 stop.trapTerminationSignals()
 let worker = AnalyticsWorker(options: options, logger: logger)

@@ -1,8 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
 import CheckoutBusWorkers
+import CheckoutBusClient
+import CheckoutBusRuntime
 
 // checkoutbus-fulfil: parse flags, open the order store, record orders until SIGTERM/SIGINT.
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -17,7 +18,7 @@ do {
     FileHandleWriter.standardError("checkoutbus-fulfil: \(error)\n\nRun checkoutbus-fulfil --help for the flags.\n")
     exit(2)
 }
-let logger = Logger(label: "checkoutbus-fulfil", level: options.worker.logLevel)
+let logger = BusLogger(label: "checkoutbus-fulfil", level: options.worker.logLevel)
 let stop = StopSignal()
 stop.trapTerminationSignals()
 do {

@@ -1,8 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
 import CheckoutBusJetStream
+import CheckoutBusClient
+import CheckoutBusRuntime
 
 // checkoutbus-jetstream: parse flags, bridge the bus into JetStream until SIGTERM/SIGINT.
 // `verify` and `dump` read a stream back.
@@ -32,7 +33,7 @@ do {
     FileHandleWriter.standardError("checkoutbus-jetstream: \(error)\n\nRun checkoutbus-jetstream --help for the flags.\n")
     exit(2)
 }
-let logger = Logger(label: "checkoutbus-jetstream", level: options.logLevel)
+let logger = BusLogger(label: "checkoutbus-jetstream", level: options.logLevel)
 let stop = StopSignal()
 stop.trapTerminationSignals()
 do {

@@ -1,7 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
+import CheckoutBusTools
+import CheckoutBusRuntime
 
 // checkoutbus: one tool for people. Parse the subcommand, run it, exit with its status.
 let usage = """

@@ -1,7 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBus
+import CheckoutBusDaemon
+import CheckoutBusRuntime
 
 // checkoutbusd: parse flags, build the daemon, run it until SIGTERM/SIGINT, exit.
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -20,7 +21,7 @@ do {
     FileHandleWriter.standardError("checkoutbusd: \(error)\n\nRun checkoutbusd --help for the flags.\n")
     exit(2)
 }
-let logger = Logger(label: "checkoutbusd", level: configuration.logLevel)
+let logger = BusLogger(label: "checkoutbusd", level: configuration.logLevel)
 let stop = StopSignal()
 // A file size limit (ulimit -f) makes a journal write fail with EFBIG, handled like a full disk,
 // instead of killing the daemon.

@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// Shapes that real bridges and relays send around the documented families (docs/raw-shapes.md,
 /// "Bridges and relays"): a complete among them must never be dead-lettered for its packaging.

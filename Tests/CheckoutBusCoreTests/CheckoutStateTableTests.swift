@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("CheckoutStateTable: bounded per-checkout state")
 struct CheckoutStateTableTests {

@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("Dead letters (DESIGN §5: nothing is lost silently)")
 struct DeadLetterTests {

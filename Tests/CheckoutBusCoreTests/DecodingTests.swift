@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// One raw event of DESIGN §3, in two forms: standing alone with its own checkout id (in the
 /// snapshot or an event field) and bare, for the ingest wrapper to supply the id.

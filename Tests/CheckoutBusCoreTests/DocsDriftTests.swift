@@ -2,6 +2,8 @@ import Foundation
 import Testing
 
 @testable import CheckoutBusCore
+@testable import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// The docs' tables keep up with the code: a stable code, a raw spelling or a decoded name added
 /// to the decoder without its row in `docs/error-codes.md` or `docs/raw-shapes.md` fails here.

@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("Stable error codes (DESIGN §6)")
 struct ErrorCodeTests {

@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("event id window: a producer's retry is recognised")
 struct EventIDWindowTests {

@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// Shapes real SDK integrations produce around the documented events: React Native and Flutter
 /// emitters, Kotlin serializers, iOS's Primer delegate relayed whole, Android's enum spellings.

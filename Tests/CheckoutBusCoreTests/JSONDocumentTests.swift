@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("JSONDocument: tape parser")
 struct JSONDocumentTests {

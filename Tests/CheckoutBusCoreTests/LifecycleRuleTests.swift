@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("Lifecycle rules (DESIGN §5)")
 struct LifecycleRuleTests {

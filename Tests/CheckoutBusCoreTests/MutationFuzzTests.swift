@@ -1,4 +1,6 @@
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 import Foundation
 import Testing
 

@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// `JSONWriter.append(int:)`, `Timestamp.write(to:)` and `TimestampFormatter` against
 /// straightforward references: the standard library's decimal text, and a calendar walked a year

@@ -2,6 +2,8 @@ import Foundation
 import Testing
 
 @testable import CheckoutBusCore
+@testable import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// The redactor's two writers must agree: the span copier (compact input, the hot path) and the
 /// token-by-token writer (input with whitespace, and the reference).

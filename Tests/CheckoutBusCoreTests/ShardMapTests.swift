@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("Shards: jump hash of checkout_id, wrong_shard dead letters")
 struct ShardMapTests {

@@ -1,6 +1,8 @@
 import Testing
 
 @testable import CheckoutBusCore
+@testable import CheckoutBusJSON
+import CheckoutBusProtocol
 
 @Suite("SnapshotSummary: amounts in minor units")
 struct SnapshotSummaryTests {

@@ -1,6 +1,8 @@
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// The daemon replays its journal's last envelopes into a fresh processor at start
 /// (`EventProcessor.restore(envelope:…)`). These tests publish with one processor, restore its

@@ -2,6 +2,8 @@ import Foundation
 import Testing
 
 import CheckoutBusCore
+import CheckoutBusJSON
+import CheckoutBusProtocol
 
 // Helpers shared by the CheckoutBusCore suites. Envelopes are read back with Foundation's
 // JSONDecoder, independently of the module under test, so a malformed envelope fails the test.

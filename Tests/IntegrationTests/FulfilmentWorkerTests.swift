@@ -1,4 +1,9 @@
-import CheckoutBus
+import CheckoutBusClient
+import CheckoutBusDaemon
+import CheckoutBusTools
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 import CheckoutBusCore
 import Foundation
 import SQLite

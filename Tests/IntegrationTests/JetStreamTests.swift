@@ -1,4 +1,9 @@
-import CheckoutBus
+import CheckoutBusClient
+import CheckoutBusDaemon
+import CheckoutBusTools
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 @testable import CheckoutBusJetStream
 import Foundation
 import Testing

@@ -1,7 +1,12 @@
 import Foundation
 import Testing
 
-import CheckoutBus
+import CheckoutBusClient
+import CheckoutBusDaemon
+import CheckoutBusTools
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
 
 /// The load tools against the real daemon: flood's generator knows what must be published, and
 /// the daemon must publish exactly that; bench runs end to end (its figures are never asserted).

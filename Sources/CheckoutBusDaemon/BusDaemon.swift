@@ -1,0 +1,771 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import ZeroMQ
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+
+/// The daemon's pipeline: ingest → decode → rules → envelope → journal → publish, on one thread.
+///
+/// Not `Sendable`: ``run(stop:ready:)`` creates every socket on the calling thread and uses them
+/// there until it returns. One thread keeps per-checkout order and the rules' state simple and
+/// lock-free; libzmq's I/O thread does the network work beside it, and the journal's writer and
+/// sync threads write and `fdatasync` each batch behind it (``Journal``).
+public final class BusDaemon {
+    /// The endpoints as actually bound (ports resolved), printed as the ready line.
+    public struct BoundEndpoints: Sendable {
+        public var ingest: String
+        public var ingestAcked: String
+        public var publish: String
+        public var control: String
+        /// `HOST:PORT` of the metrics endpoint, or nil when off.
+        public var metrics: String?
+        public var dataDirectory: String
+        /// The last seq in the journal at start (0 for a new one).
+        public var lastSeq: UInt64
+        /// The daemon's CURVE public key, clients' `--curve-server` (nil without CURVE).
+        public var curvePublicKey: String?
+        /// This daemon's shard, `I/N`.
+        public var shard: ShardMap
+
+        /// The ready line: one JSON object on one line.
+        public var readyLine: String {
+            var w = JSONWriter(capacity: 256)
+            w.append("{\"ready\":true,\"ingest\":")
+            w.appendString(ingest)
+            w.append(",\"ingest_acked\":")
+            w.appendString(ingestAcked)
+            w.append(",\"publish\":")
+            w.appendString(publish)
+            w.append(",\"control\":")
+            w.appendString(control)
+            w.append(",\"metrics\":")
+            if let metrics { w.appendString(metrics) } else { w.append("null") }
+            w.append(",\"data_dir\":")
+            w.appendString(dataDirectory)
+            w.append(",\"last_seq\":")
+            w.append(int: Int64(lastSeq))
+            w.append(",\"curve_public_key\":")
+            if let curvePublicKey { w.appendString(curvePublicKey) } else { w.append("null") }
+            w.append(",\"shard\":")
+            w.appendString(shard.description)
+            w.append(",\"pid\":")
+            w.append(int: Int(getpid()))
+            w.append("}")
+            return String(decoding: w.bytes, as: UTF8.self)
+        }
+    }
+
+    /// An acknowledged producer's reply, held until the journal is durable up to `seq`.
+    package struct PendingAck {
+        var identity: [UInt8]
+        /// Empty for a DEALER producer; the REQ delimiter frame otherwise.
+        var delimiter: Bool
+        var durableAt: UInt64
+        var reply: [UInt8]
+    }
+
+    public let configuration: DaemonConfiguration
+    public let logger: BusLogger
+    package let processor: EventProcessor
+    /// Bytes a subscription message may have on the publish socket (a topic prefix); a larger one
+    /// disconnects its subscriber.
+    package static let maxSubscriptionBytes: Int64 = 64 * 1024
+    /// A peer that has not finished its ZeroMQ handshake this long after connecting is cut off
+    /// (`ZMQ_HANDSHAKE_IVL`): junk and idle connections on the ZeroMQ ports do not accumulate.
+    package static let handshakeTimeoutMilliseconds: Int32 = 10_000
+    /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
+    private let batchSize = 512
+    /// Batches of at least this many records go to the journal's writer thread; smaller ones are
+    /// written by the pipeline itself.
+    private let writeBehindMinimum = 32
+    package var journal: Journal!
+    /// Event ids of suppressed updates, for retries across a restart (nil with `--dedupe-window 0`).
+    private var suppressedLog: SuppressedLog?
+    private var acks: [PendingAck] = []
+    private var ackHead = 0
+    /// Where the threads that serve clients get the pipeline's figures (set while running).
+    private var snapshots: SnapshotExchange?
+    /// A reader asked for a snapshot that is not yet published.
+    private var snapshotOwed = false
+    private var lastSnapshotAt: UInt64 = 0
+    /// The least time between two snapshots (ns).
+    package static let snapshotInterval: UInt64 = 2_000_000
+    /// Subscribers' drop reports, recorded by the control thread, shown by stats and metrics.
+    private let reports = SubscriberReportBook()
+    /// Connections and refusals counted by the threads that serve clients.
+    private let serviceCounters = ServiceCounters()
+    /// Time from an event's arrival to its publication (with `--metrics` on).
+    private var pipelineLatency = Histogram.pipeline()
+    /// Measure ``pipelineLatency`` (with `--metrics` on).
+    private let measuresLatency: Bool
+    /// Consecutive failed journal writes (0 when the journal is writable).
+    private var journalFailures = 0
+    /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
+    private var arrivals: [UInt64] = []
+    /// The same for the batch at the journal's writer thread.
+    private var inflightArrivals: [UInt64] = []
+    private var clock = EventClock()
+    /// The last seq published (every seq up to it is written and was sent); acks wait for it too.
+    private var publishedSeq: UInt64 = 0
+    /// When a failed journal write is next retried (monotonic ns).
+    private var retryAt: UInt64 = 0
+    /// A new subscription arrived and its answering heartbeat has not gone out: it goes out once
+    /// every record before it is published, at most one per ``subscriptionAnswerInterval``.
+    private var subscriptionHeartbeatOwed = false
+    private var lastSubscriptionAnswerAt: UInt64 = 0
+    /// The least time between two heartbeats answering subscriptions (ns): each one publishes
+    /// everything pending first, so a client that subscribes and unsubscribes in a loop must not
+    /// make the pipeline do it for every message.
+    package static let subscriptionAnswerInterval: UInt64 = 5_000_000
+    private var receivedAtLastHeartbeat: UInt64 = 0
+    private var trimmedSinceInput = true
+
+    /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
+    public let allowlists: CurveAllowlists?
+    private let curveKeys: ZMQCurveKeyPair?
+
+    /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be read.
+    public init(configuration: DaemonConfiguration, logger: BusLogger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.processor = EventProcessor(options: configuration.processor)
+        measuresLatency = configuration.metrics != nil
+        if let keyPath = configuration.curveSecretKeyPath, let producers = configuration.curveProducersDirectory,
+            let subscribers = configuration.curveSubscribersDirectory
+        {
+            curveKeys = try ZMQCurveKeyPair.readSecretKey(path: keyPath)
+            allowlists = try CurveAllowlists(producersDirectory: producers, subscribersDirectory: subscribers)
+        } else {
+            curveKeys = nil
+            allowlists = nil
+        }
+    }
+
+    /// Binds, reports the bound endpoints through `ready`, and runs until `stop` is raised; then
+    /// stops accepting, journals and publishes everything already received, syncs, and returns.
+    /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
+    public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
+        BusDaemon.raiseDescriptorLimit(logger)
+        try Journal.makeDirectory(configuration.dataDirectory)
+        journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
+                              logger: logger)
+        defer { journal.close() }
+        try claimShard()
+        processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
+        if configuration.processor.dedupeWindow > 0 {
+            suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, journalSeq: journal.lastSeq,
+                                              logger: logger)
+        }
+        defer { suppressedLog?.close() }
+        try restoreState(suppressed: suppressedLog?.takeRecovered() ?? [])
+        let exchange = try SnapshotExchange()
+        snapshots = exchange
+        defer { exchange.requests.close() }
+
+        // Two contexts: the pipeline's sockets, and the control socket with an I/O thread of its
+        // own, so replay pages never queue behind live envelopes.
+        let context = try ZMQContext(ioThreads: 1)
+        defer { context.shutdown() }
+        let controlContext = try ZMQContext(ioThreads: 1)
+        defer { controlContext.shutdown() }
+        let ingest = try ZMQSocket(context: context, type: .pull)
+        let acked = try ZMQSocket(context: context, type: .router)
+        let publish = try ZMQSocket(context: context, type: .xpub)
+        let wireLimit = Int64(configuration.maxWireBytes)
+        for socket in [ingest, acked] {
+            try socket.setOption(.receiveHighWaterMark, configuration.ingestHighWaterMark)
+            // A message past the wire limit disconnects its producer as its size arrives, before
+            // libzmq allocates it; one up to it is dead-lettered `oversized` with its head kept.
+            try socket.setMaxMessageSize(wireLimit)
+        }
+        try ingest.setLinger(milliseconds: 0)
+        try acked.setOption(.sendHighWaterMark, 1_000_000)
+        try acked.setLinger(milliseconds: 2000)
+        try publish.setOption(.sendHighWaterMark, configuration.publishHighWaterMark)
+        try publish.setOption(.xpubVerbose, 1)
+        try publish.setMaxMessageSize(BusDaemon.maxSubscriptionBytes)
+        try publish.setLinger(milliseconds: 2000)
+        var monitors: [(socket: ServiceCounters.Socket, endpoint: String)] = []
+        for (socket, kind) in [(ingest, ServiceCounters.Socket.ingest), (acked, .ingestAcked), (publish, .publish)] {
+            try socket.setHandshakeTimeout(milliseconds: BusDaemon.handshakeTimeoutMilliseconds)
+            let endpoint = "inproc://checkoutbus-monitor-\(kind.name)"
+            try socket.monitor(endpoint)
+            monitors.append((kind, endpoint))
+        }
+        if let curveKeys {
+            try ingest.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.producersDomain)
+            try acked.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.producersDomain)
+            try publish.makeCurveServer(secretKey: curveKeys.secretKey, domain: CurveAllowlists.subscribersDomain)
+        }
+        // The control thread binds the ZAP handlers (before any CURVE socket accepts) and the
+        // monitors' readers (before the sockets bind), then the control socket.
+        let controlServer = try ControlServer(ControlServer.Settings(
+            endpoint: configuration.control, liveContext: context, controlContext: controlContext,
+            allowlists: allowlists, curveSecretKey: curveKeys?.secretKey, shard: configuration.processor.shard,
+            monitors: monitors, catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
+            logger: logger))
+        defer { controlServer.stop() }
+        // Runs first: the monitors stop before the control thread closes their readers.
+        defer { for socket in [ingest, acked, publish] { try? socket.stopMonitor() } }
+        try ingest.bind(configuration.ingest)
+        try acked.bind(configuration.ingestAcked)
+        try publish.bind(configuration.publish)
+        var metricsServer: MetricsHTTPServer?
+        if let address = configuration.metrics {
+            metricsServer = try MetricsHTTPServer(MetricsHTTPServer.Settings(
+                address: address, exchange: exchange, reports: reports, counters: serviceCounters,
+                startedAt: BusClock.monotonicNanoseconds(), logger: logger))
+        }
+        defer { metricsServer?.stop() }
+        let bound = BoundEndpoints(
+            ingest: try ingest.lastEndpoint, ingestAcked: try acked.lastEndpoint, publish: try publish.lastEndpoint,
+            control: controlServer.endpoint, metrics: metricsServer?.boundAddress, dataDirectory: configuration.dataDirectory,
+            lastSeq: journal.lastSeq, curvePublicKey: curveKeys?.publicKey, shard: configuration.processor.shard)
+        ready(bound)
+        logger.info("started", [
+            "ingest": bound.ingest, "ingest_acked": bound.ingestAcked, "publish": bound.publish, "control": bound.control,
+            "metrics": bound.metrics ?? "off",
+            "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount),
+            "journal_writes": journal.writesDirect ? "direct" : "page_cache", "zmq": ZMQContext.version,
+            "max_wire_bytes": String(configuration.maxWireBytes),
+        ])
+
+        // Two pollers: everything, and — while a journal write is failing — everything but ingest,
+        // so the daemon stops taking input yet still answers subscriptions and snapshot requests.
+        let poller = ZMQPoller()
+        let ingestIndex = poller.addReadable(ingest)
+        let ackedIndex = poller.addReadable(acked)
+        // Wakes the loop when the journal's writer thread has written a batch, to publish it.
+        poller.addReadable(fileDescriptor: journal.writerWakeFD)
+        let sides = SideSockets(poller: poller, publish: publish, snapshotRequests: exchange.requests.readFD)
+        let blockedPoller = ZMQPoller()
+        let blockedSides = SideSockets(poller: blockedPoller, publish: publish, snapshotRequests: exchange.requests.readFD)
+        let message = ZMQMessage()
+        let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
+        var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
+        var nextRetention = BusClock.monotonicNanoseconds() + 60_000_000_000
+        publishedSeq = journal.lastSeq
+
+        while !stop.isRaised {
+            let now = BusClock.monotonicNanoseconds()
+            if journalFailures > 0 && now >= retryAt { _ = try commitBatch(publish) }
+            // Heartbeats carry the last seq: sent once everything before them is published.
+            if now >= nextHeartbeat && journalFailures == 0 {
+                if try settle(publish) { try sendHeartbeat(publish) }
+                processor.tick(now: BusClock.monotonicSeconds())
+                suppressedLog?.sync()
+                nextHeartbeat = now + heartbeatNanos
+                returnFreedMemoryWhenIdle()
+            }
+            try answerSubscriptions(publish, now: now)
+            let blocked = journalFailures > 0
+            if now >= nextRetention {
+                journal.enforceRetention(now: time(nil))
+                nextRetention = now + 60_000_000_000
+            }
+            try releaseAcks(acked)
+            answerSnapshotIfDue(now)
+            if blocked {
+                if try blockedPoller.poll(timeoutMilliseconds: snapshotOwed ? 2 : 100) > 0 { try serve(blockedSides) }
+                continue
+            }
+            // Waiting acks are released as the sync thread advances: look again within a millisecond.
+            let untilHeartbeat = Int((nextHeartbeat - min(now, nextHeartbeat)) / 1_000_000) + 1
+            let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, snapshotOwed || subscriptionHeartbeatOwed ? 2 : 200)
+            guard try poller.poll(timeoutMilliseconds: wait) > 0 else { continue }
+            if poller.isReadable(sides.publishIndex) { try readSubscriptions(publish) }
+            if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
+            if poller.isReadable(ackedIndex) { try drainAcked(acked, limit: batchSize) }
+            _ = try commitBatch(publish)
+            try serve(sides, subscriptions: false)
+        }
+
+        // Drain: stop accepting, journal and publish what is already queued, sync, answer acks.
+        logger.info("stopping: draining ingest")
+        try? ingest.unbind(bound.ingest)
+        try drainIngest(ingest, message, limit: Int.max)
+        try drainAcked(acked, limit: Int.max)
+        suppressedLog?.close()
+        // A journal that still cannot be written gets five more seconds; what it never took was
+        // neither published nor acknowledged.
+        var attempts = 0
+        while !(try settle(publish)) {
+            attempts += 1
+            if attempts >= 50 { throw DaemonError("stopping with events the journal could not take (disk full?)") }
+            usleep(100_000)
+        }
+        journal.close()
+        try releaseAcks(acked)
+        try sendHeartbeat(publish)
+        let c = processor.counters
+        logger.info("stopped", [
+            "received": String(c.received), "published": String(c.publishedByKind.reduce(0, +)),
+            "suppressed": String(c.suppressed), "deadlettered": String(c.deadLetteredTotal),
+            "last_seq": String(processor.lastSeq),
+        ])
+    }
+
+    /// Raises the soft limit on open files to the hard one: every connection on the ZeroMQ ports
+    /// holds a descriptor until it leaves (or fails its handshake within
+    /// ``handshakeTimeoutMilliseconds``), and the journal needs some of its own.
+    package static func raiseDescriptorLimit(_ logger: BusLogger) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        let before = limit.rlim_cur
+        limit.rlim_cur = limit.rlim_max
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            logger.debug("open-file limit raised", ["from": String(before), "to": String(limit.rlim_max)])
+        }
+    }
+
+    /// After a burst, once a whole heartbeat interval passed without input, hands the memory the
+    /// burst's queues freed back to the system (`malloc_trim`), so RSS reflects what is tracked.
+    private func returnFreedMemoryWhenIdle() {
+        let received = processor.counters.received
+        if received != receivedAtLastHeartbeat {
+            receivedAtLastHeartbeat = received
+            trimmedSinceInput = false
+        } else if !trimmedSinceInput {
+            _ = BusDaemon.mallocTrim?(0)
+            trimmedSinceInput = true
+        }
+    }
+
+    /// glibc's `malloc_trim`, which the Glibc module does not import (nil on another libc).
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+
+    /// The topics whose envelopes rebuild state at start: lifecycle events, and dead letters for
+    /// their event ids.
+    package static let restoredTopics = [Array("checkout.".utf8), Array("bus.deadletter".utf8)]
+
+    /// Rebuilds the processor's state from the journal's most recent records: per-checkout state
+    /// from the last `--restore-records`, and the event-id window from the last `--dedupe-window`,
+    /// so a complete repeated after a restart keeps its idempotency key and `repeat: true`, an
+    /// unchanged update is still suppressed, and a producer's retry is still recognised.
+    /// - Parameter suppressed: the suppressed-id log's records (``SuppressedLog``), oldest first.
+    private func restoreState(suppressed: [SuppressedLog.Entry]) throws {
+        let window = UInt64(configuration.processor.dedupeWindow)
+        let records = UInt64(configuration.restoreRecords)
+        guard max(window, records) > 0 else { return }
+        let last = journal.lastSeq
+        /// The first seq of the journal's last `n` (`last + 1` for none).
+        func firstOfLast(_ n: UInt64) -> UInt64 { last >= n ? last - n + 1 : 1 }
+        let idsFrom = firstOfLast(window)
+        let restoreFrom = firstOfLast(records)
+        let from = max(journal.firstSeq, min(idsFrom, restoreFrom))
+        let started = BusClock.monotonicNanoseconds()
+        let wallNow = Timestamp(milliseconds: BusClock.wallMilliseconds())
+        let now = BusClock.monotonicSeconds()
+        var (ids, rebuilt) = (0, 0)
+        // Suppressed updates' ids (not in the journal), each after the record published before it.
+        var nextSuppressed = suppressed.firstIndex { $0.seq + 1 >= idsFrom } ?? suppressed.count
+        func rememberSuppressed(before seq: UInt64) {
+            while nextSuppressed < suppressed.count && suppressed[nextSuppressed].seq < seq {
+                let e = suppressed[nextSuppressed]
+                processor.rememberEventID(e.eventID, checkoutID: e.checkoutID, seq: 0)
+                nextSuppressed += 1
+                ids += 1
+            }
+        }
+        var next = from
+        while next <= last {
+            let page: (next: UInt64, count: Int)
+            do {
+                page = try journal.read(from: next, prefixes: BusDaemon.restoredTopics, limit: 10_000,
+                                        maxExamined: 100_000) { seq, _, envelope in
+                    rememberSuppressed(before: seq)
+                    let remember = window > 0 && seq >= idsFrom
+                    let rebuild = seq >= restoreFrom
+                    if processor.restore(envelope: envelope, seq: seq, rememberEventID: remember, rebuildState: rebuild,
+                                         wallNow: wallNow, now: now)
+                    {
+                        if remember { ids += 1 }
+                        if rebuild { rebuilt += 1 }
+                    }
+                }
+            } catch Journal.ReplayError.notRetained(let first) where first > next {
+                // Seqs a recovery set aside or skipped, or a damaged record in a closed segment.
+                logger.warning("state rebuild: seqs not readable in the journal, skipped", [
+                    "from_seq": String(next), "to_seq": String(first - 1),
+                    "note": "their event ids and checkout state are not restored; retries of them are published again",
+                ])
+                next = first
+                continue
+            }
+            if page.next <= next { break }
+            next = page.next
+        }
+        rememberSuppressed(before: .max)
+        processor.finishRestore(now: now)
+        // Retention deleted records the event-id window needs: retries of them are not recognised.
+        if window > 0, journal.firstSeq > idsFrom {
+            logger.warning("the journal retains fewer records than --dedupe-window: the event-id window restored reaches back only to its first seq", [
+                "first_retained_seq": String(journal.firstSeq), "window_from_seq": String(idsFrom),
+                "dedupe_window": String(window),
+                "note": "a producer's retry of an older event is published again; raise --retain-bytes/--retain-hours",
+            ])
+        }
+        if ids + rebuilt > 0 {
+            let ms = (BusClock.monotonicNanoseconds() - started) / 1_000_000
+            logger.info("state rebuilt from the journal", [
+                "envelopes": String(rebuilt), "checkouts": String(processor.state.count), "event_id_envelopes": String(ids),
+                "ms": String(ms),
+            ])
+        }
+    }
+
+    /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
+    private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
+        // One reference for the whole batch, not a load of the property per event.
+        let journal: Journal = self.journal
+        var n = 0
+        while n < limit, try ingest.receive(into: message, dontWait: true) {
+            n += 1
+            let (arrival, receivedAt, now) = clock.now()
+            let outcome: EventProcessor.Outcome
+            if message.hasMore {
+                let first = message.bytes
+                var frames = 1
+                while message.hasMore {
+                    _ = try ingest.receive(into: message)
+                    frames += 1
+                }
+                outcome = first.withUnsafeBytes {
+                    processor.reject(.multipart, "message of \(frames) frames; send one event per single-frame message",
+                                     $0, receivedAt: receivedAt)
+                }
+            } else {
+                outcome = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+            }
+            journalOutput(outcome, arrival: arrival, to: journal)
+        }
+    }
+
+    /// Reads and processes acknowledged messages; each one's reply waits in ``acks``.
+    private func drainAcked(_ acked: ZMQSocket, limit: Int) throws {
+        let journal: Journal = self.journal
+        var n = 0
+        while n < limit, let frames = try acked.receiveMultipart(dontWait: true) {
+            n += 1
+            guard frames.count >= 2 else { continue }
+            let (arrival, receivedAt, now) = clock.now()
+            // DEALER: [identity][event]. REQ: [identity][empty][event].
+            let delimiter = frames.count >= 3 && frames[1].isEmpty
+            let body = frames.dropFirst(delimiter ? 2 : 1)
+            let outcome: EventProcessor.Outcome
+            if body.count == 1 {
+                outcome = body.first!.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+            } else {
+                outcome = body.first!.withUnsafeBytes {
+                    processor.reject(.multipart, "message of \(body.count) frames; send one event per single-frame message",
+                                     $0, receivedAt: receivedAt)
+                }
+            }
+            journalOutput(outcome, arrival: arrival, to: journal)
+            acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: processor.lastSeq,
+                                   reply: ackReply(outcome)))
+        }
+    }
+
+    /// Appends the processor's output, if any, to the journal's pending batch.
+    private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64, to journal: Journal) {
+        switch outcome {
+        case .published, .deadLettered:
+            if measuresLatency { arrivals.append(arrival) }
+            let (seq, kindSeq, kind) = (processor.lastSeq, processor.lastOutputKindSeq, processor.lastOutputKind)
+            processor.withOutput { topic, envelope in
+                journal.append(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, envelope: envelope)
+            }
+        case .suppressed:
+            if let log = suppressedLog, let id = processor.lastEventID, let checkout = processor.lastSuppressedCheckoutID {
+                log.append(seq: processor.lastSeq, checkoutID: checkout, eventID: id)
+            }
+        case .duplicate, .duplicateDeadLetter:
+            break
+        }
+    }
+
+    private func ackReply(_ outcome: EventProcessor.Outcome) -> [UInt8] {
+        var w = JSONWriter(capacity: 128)
+        switch outcome {
+        case .published:
+            w.append("{\"ok\":true,\"seq\":")
+            w.append(int: Int64(processor.lastSeq))
+        case .suppressed:
+            w.append("{\"ok\":true,\"seq\":null,\"suppressed\":true")
+        case .duplicate(let seq):
+            w.append("{\"ok\":true,\"seq\":")
+            if seq > 0 { w.append(int: Int64(seq)) } else { w.append("null") }
+            w.append(",\"duplicate\":true")
+        case .duplicateDeadLetter(let seq, let reason):
+            w.append("{\"ok\":false,\"seq\":")
+            w.append(int: Int64(seq))
+            w.append(",\"reason\":")
+            w.appendString(reason.code)
+            w.append(",\"duplicate\":true")
+        case .deadLettered(let reason):
+            w.append("{\"ok\":false,\"seq\":")
+            w.append(int: Int64(processor.lastSeq))
+            w.append(",\"reason\":")
+            w.appendString(reason.code)
+        }
+        w.append(",\"event_id\":")
+        if let id = processor.lastEventID { w.appendString(id) } else { w.append("null") }
+        w.append("}")
+        return w.bytes
+    }
+
+    /// Moves batches through the journal: publishes the batch the writer thread has finished, and
+    /// hands it the pending one when it is free. While a write is failing (a full disk, say),
+    /// writes the pending batch on this thread instead, retried every 100 ms by the loop.
+    /// - Returns: false when a write failed: nothing of that batch is published, it stays
+    ///   pending, and ingest is not read until a retry succeeds.
+    private func commitBatch(_ publish: ZMQSocket) throws -> Bool {
+        // Suppressed ids reach their log before the records processed after them reach the
+        // journal: after a kill -9 the log is never behind the journal.
+        suppressedLog?.flush()
+        if journalFailures > 0 { return try settle(publish) }
+        // Journal errors pause ingest and are retried; a publish error is the daemon's own.
+        let collected: Bool
+        do { collected = try journal.collect(wait: false) } catch { return journalFailed(error) }
+        if collected { try publishCollected(publish) }
+        if !journal.hasInflight && journal.hasPending {
+            // A small batch — light load — is written here: handing it over would add two
+            // thread wake-ups to its latency and save nothing.
+            if journal.pendingCount < writeBehindMinimum { return try settle(publish) }
+            do { try journal.submit() } catch { return journalFailed(error) }
+            swap(&arrivals, &inflightArrivals)
+        }
+        return true
+    }
+
+    /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
+    /// - Returns: false when a write failed; what it did not take stays pending.
+    private func settle(_ publish: ZMQSocket) throws -> Bool {
+        suppressedLog?.flush()
+        let collected: Bool
+        do { collected = try journal.collect(wait: true) } catch { return journalFailed(error) }
+        if collected { try publishCollected(publish) }
+        guard journal.hasPending else {
+            journalRecovered()
+            return true
+        }
+        do { try journal.flush() } catch { return journalFailed(error) }
+        journalRecovered()
+        try publishRecords(publish, journal.forEachPending)
+        journal.clearPending()
+        publishedSeq = journal.lastSeq
+        observeLatency(&arrivals)
+        return true
+    }
+
+    /// Publishes the batch the writer thread has written, then recycles it.
+    private func publishCollected(_ publish: ZMQSocket) throws {
+        try publishRecords(publish, journal.forEachCollected)
+        journal.recycleCollected()
+        publishedSeq = journal.lastSeq
+        observeLatency(&inflightArrivals)
+    }
+
+    /// Publishes each record a journal batch iteration (``Journal/forEachPending(_:)``,
+    /// ``Journal/forEachCollected(_:)``) yields, as one two-frame message.
+    private func publishRecords(
+        _ publish: ZMQSocket,
+        _ forEach: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        try forEach { topic, envelope in
+            _ = try publish.send(topic, more: true)
+            _ = try publish.send(envelope)
+        }
+    }
+
+    /// Records a failed journal write: ingest pauses and the loop retries in 100 ms.
+    /// - Returns: false, for the caller to return.
+    private func journalFailed(_ error: any Error) -> Bool {
+        retryAt = BusClock.monotonicNanoseconds() + 100_000_000
+        if journalFailures == 0 {
+            // The failed batch is pending again, ahead of what was appended since.
+            arrivals = inflightArrivals + arrivals
+            inflightArrivals.removeAll(keepingCapacity: true)
+        }
+        if journalFailures % 50 == 0 {
+            logger.error("journal write failed; ingest paused, retrying every 100 ms",
+                         ["error": "\(error)", "failures": String(journalFailures + 1)])
+        }
+        journalFailures += 1
+        return false
+    }
+
+    private func journalRecovered() {
+        guard journalFailures > 0 else { return }
+        logger.warning("journal writable again; ingest resumed", ["failed_attempts": String(journalFailures)])
+        journalFailures = 0
+    }
+
+    private func observeLatency(_ batch: inout [UInt64]) {
+        guard measuresLatency, !batch.isEmpty else { return }
+        let now = BusClock.monotonicNanoseconds()
+        for a in batch { pipelineLatency.observe(nanoseconds: now &- a) }
+        batch.removeAll(keepingCapacity: true)
+    }
+
+    /// What the pipeline serves besides ingest, and their indexes in one poller: subscriptions,
+    /// and the snapshot requests of the threads that serve clients (``SnapshotExchange``).
+    package struct SideSockets {
+        let poller: ZMQPoller
+        let publishIndex: Int
+        let snapshotIndex: Int
+        let publish: ZMQSocket
+
+        init(poller: ZMQPoller, publish: ZMQSocket, snapshotRequests: Int32) {
+            self.poller = poller
+            self.publish = publish
+            publishIndex = poller.addReadable(publish)
+            snapshotIndex = poller.addReadable(fileDescriptor: snapshotRequests)
+        }
+    }
+
+    /// Serves what is readable among the side sockets after a poll.
+    private func serve(_ s: SideSockets, subscriptions: Bool = true) throws {
+        if subscriptions && s.poller.isReadable(s.publishIndex) { try readSubscriptions(s.publish) }
+        if s.poller.isReadable(s.snapshotIndex), let snapshots, snapshots.takeRequest() {
+            snapshotOwed = true
+            answerSnapshotIfDue(BusClock.monotonicNanoseconds())
+        }
+    }
+
+    /// Publishes the snapshot a reader asked for, at most one per ``snapshotInterval``: a storm of
+    /// scrapes or `stats` costs the pipeline at most 500 small copies a second, and each request
+    /// is still answered with figures taken after it arrived, within ~2 ms.
+    private func answerSnapshotIfDue(_ now: UInt64) {
+        guard snapshotOwed, let snapshots, now &- lastSnapshotAt >= BusDaemon.snapshotInterval else { return }
+        snapshots.publish(takeSnapshot())
+        lastSnapshotAt = now
+        snapshotOwed = false
+    }
+
+    /// The pipeline's figures at this instant (between two batches): a few copies of counters.
+    private func takeSnapshot() -> DaemonSnapshot {
+        let c = processor.counters
+        return DaemonSnapshot(
+            takenAt: BusClock.monotonicNanoseconds(), counters: c, kindSeqs: processor.kindSeqs, lastSeq: journal.lastSeq,
+            durableSeq: journal.durableSeq, firstSeq: journal.firstSeq, journalSegments: journal.segmentCount,
+            journalBytes: journal.totalBytes, fsyncs: journal.fsyncCount, fsyncMaxMicros: journal.fsyncMaxMicros,
+            fsyncHistogram: journal.fsyncHistogram, writesDirect: journal.writesDirect,
+            journalWritable: journal.isWritable && journalFailures == 0, trackedCheckouts: processor.state.count,
+            evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
+            pipelineLatency: pipelineLatency)
+    }
+
+    /// Answers acknowledged producers whose events are durable, in arrival order.
+    private func releaseAcks(_ acked: ZMQSocket) throws {
+        guard ackHead < acks.count else { return }
+        // Durable and published: a record written ahead of a rotation is durable before its
+        // batch is published.
+        let durable = min(journal.durableSeq, publishedSeq)
+        while ackHead < acks.count && acks[ackHead].durableAt <= durable {
+            let a = acks[ackHead]
+            _ = try acked.send(a.identity, more: true)
+            if a.delimiter { _ = try acked.send([UInt8](), more: true) }
+            _ = try acked.send(a.reply)
+            ackHead += 1
+        }
+        if ackHead == acks.count {
+            acks.removeAll(keepingCapacity: true)
+            ackHead = 0
+        } else if ackHead > 4096 {
+            acks.removeFirst(ackHead)
+            ackHead = 0
+        }
+    }
+
+    /// Publishes the processor's current topic and envelope as one two-frame message.
+    private func send(_ publish: ZMQSocket) throws {
+        try processor.topic.withUnsafeBytes { _ = try publish.send($0, more: true) }
+        try processor.envelope.withUnsafeBytes { _ = try publish.send($0) }
+    }
+
+    private func sendHeartbeat(_ publish: ZMQSocket) throws {
+        processor.writeHeartbeat(at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
+        try send(publish)
+    }
+
+    /// Reads subscription changes. Every new subscription is answered with a heartbeat, so a
+    /// subscriber that also subscribes to `bus.heartbeat` knows the moment its filters are live.
+    private func readSubscriptions(_ publish: ZMQSocket) throws {
+        var subscribed = false
+        while let frames = try publish.receiveMultipart(dontWait: true) {
+            guard let first = frames.first, let flag = first.first else { continue }
+            if flag == 1 {
+                subscribed = true
+                logger.debug("subscribe", ["topic": String(decoding: first.dropFirst(), as: UTF8.self)])
+            }
+        }
+        if subscribed {
+            subscriptionHeartbeatOwed = true
+            try answerSubscriptions(publish, now: BusClock.monotonicNanoseconds())
+        }
+    }
+
+    /// Sends the heartbeat that answers new subscriptions, if one is owed and the last went out
+    /// at least ``subscriptionAnswerInterval`` ago. It carries the last seq, so everything before
+    /// it is published first; while the journal is failing that cannot happen, and the answer
+    /// stays owed until a retry succeeds.
+    private func answerSubscriptions(_ publish: ZMQSocket, now: UInt64) throws {
+        guard subscriptionHeartbeatOwed, journalFailures == 0,
+            now &- lastSubscriptionAnswerAt >= BusDaemon.subscriptionAnswerInterval, try settle(publish)
+        else { return }
+        try sendHeartbeat(publish)
+        subscriptionHeartbeatOwed = false
+        lastSubscriptionAnswerAt = now
+    }
+}
+
+/// A daemon failure that is not a libzmq error. `Sendable`.
+extension BusDaemon {
+    /// Binds the data directory to this daemon's shard: `<data-dir>/shard` holds the `I/N` the
+    /// journal was begun with, and a daemon started with another is refused, since its journal's
+    /// `seq` and its subscribers' cursors belong to that shard. A journal with records but no such
+    /// file predates sharding and is `0/1`. Called with the journal's lock held.
+    package func claimShard() throws {
+        let path = configuration.dataDirectory + "/shard"
+        let mine = configuration.processor.shard
+        var recorded: String?
+        do {
+            if let bytes = try AtomicFile.read(path) {
+                let text = bytes.filter { $0 > 0x20 }
+                if !text.isEmpty { recorded = String(decoding: text, as: UTF8.self) }
+            } else if journal.lastSeq > 0 {
+                recorded = ShardMap.single.description
+            }
+        } catch {
+            throw DaemonError(error.description)
+        }
+        if let recorded {
+            guard recorded == mine.description else {
+                throw DaemonError("""
+                    the data directory \(configuration.dataDirectory) belongs to shard \(recorded), not \(mine): \
+                    its seq and its subscribers' cursors are that shard's (docs/sharding.md, "Changing the shard count")
+                    """)
+            }
+            return
+        }
+        // Durably: the file, and its rename (or the directory would read as 0/1 after a power loss).
+        do {
+            try AtomicFile.write(Array((mine.description + "\n").utf8), to: path, durable: true)
+        } catch {
+            throw DaemonError(error.description)
+        }
+    }
+}
+
+public struct DaemonError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

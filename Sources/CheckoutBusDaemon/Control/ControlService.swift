@@ -1,0 +1,415 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import ZeroMQ
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+
+/// The control socket's requests (`replay`, `stats`, `report`; protocol in `docs/durability.md`),
+/// served on the control thread (``ControlServer``), never on the pipeline's.
+///
+/// Replay pages are read by this service's own ``JournalReader``; one page per request, each
+/// bounded in records read, records returned and bytes, so a client that asks for the whole
+/// journal gets it a page at a time, taking turns with every other client (the ROUTER socket
+/// queues requests fairly across connections). `stats` is answered from a ``DaemonSnapshot`` the
+/// pipeline takes after the request arrived (``SnapshotExchange``); requests wait for it without
+/// holding up replays, and are answered from the last one, with its age, if the pipeline does not
+/// answer within ``statsWaitNanoseconds``.
+///
+/// Not `Sendable`: lives on the control thread with its socket.
+package final class ControlService {
+    package static let maxPage = 10_000
+    package static let defaultPage = 1000
+    /// Records one replay request reads at most, matched or not.
+    package static let maxExamined = 100_000
+    /// A page ends once its topics and envelopes reach this many bytes (it holds at least one record).
+    package static let maxPageBytes = 4 << 20
+    /// `stats` requests waiting for a snapshot at once; more are answered `busy`.
+    package static let maxPendingStats = 1024
+    /// How long a `stats` request waits for the pipeline's snapshot before the last one answers it.
+    package static let statsWaitNanoseconds: UInt64 = 1_000_000_000
+
+    /// A `stats` request waiting for a snapshot newer than `generation`.
+    private struct PendingStats {
+        var envelope: [[UInt8]]
+        var req: [UInt8]?
+        var generation: UInt64
+        var arrivedAt: UInt64
+    }
+
+    package let reader: JournalReader
+    package let shard: ShardMap
+    package let exchange: SnapshotExchange
+    package let reports: SubscriberReportBook
+    package let counters: ServiceCounters
+    private let request = JSONDocument()
+    private var pendingStats: [PendingStats] = []
+    /// Replay pages are gathered here (topic and envelope of each match) before the reply is sent.
+    private var page: [UInt8] = []
+    private var pageFrames: [(Int, Int, Int)] = []
+
+    package init(reader: JournalReader, shard: ShardMap, exchange: SnapshotExchange, reports: SubscriberReportBook,
+         counters: ServiceCounters) {
+        self.reader = reader
+        self.shard = shard
+        self.exchange = exchange
+        self.reports = reports
+        self.counters = counters
+        request.maxDepth = 8
+    }
+
+    /// Whether `stats` requests wait for a snapshot.
+    package var hasPendingStats: Bool { !pendingStats.isEmpty }
+
+    /// Answers up to `limit` queued requests without blocking; `stats` requests wait for a snapshot.
+    package func serve(_ socket: ZMQSocket, limit: Int) throws {
+        var n = 0
+        while n < limit, let frames = try socket.receiveMultipart(dontWait: true) {
+            n += 1
+            guard frames.count >= 2 else { continue }
+            counters.update { $0.controlRequests += 1 }
+            let delimiter = frames.count >= 3 && frames[1].isEmpty
+            let body = frames[delimiter ? 2 : 1]
+            var replyFrames: [[UInt8]] = [frames[0]]
+            if delimiter { replyFrames.append([]) }
+            pageFrames.removeAll(keepingCapacity: true)
+            if let stats = handle(body, into: &replyFrames) {
+                guard pendingStats.count < ControlService.maxPendingStats else {
+                    replyFrames.append(badRequest("busy: \(ControlService.maxPendingStats) stats requests are waiting", req: stats.req))
+                    try sendReply(socket, replyFrames)
+                    continue
+                }
+                let generation = exchange.latest.generation
+                pendingStats.append(PendingStats(envelope: replyFrames, req: stats.req, generation: generation,
+                                                 arrivedAt: BusClock.monotonicNanoseconds()))
+                exchange.request()
+                continue
+            }
+            try sendReply(socket, replyFrames)
+        }
+    }
+
+    /// Answers the waiting `stats` requests that a snapshot taken after them can answer, and
+    /// those that waited too long (from the last snapshot, whatever its age).
+    package func answerPendingStats(_ socket: ZMQSocket) throws {
+        guard !pendingStats.isEmpty else { return }
+        let (snapshot, generation) = exchange.latest
+        let now = BusClock.monotonicNanoseconds()
+        var waiting: [PendingStats] = []
+        for p in pendingStats {
+            if generation > p.generation || now - p.arrivedAt > ControlService.statsWaitNanoseconds {
+                var frames = p.envelope
+                if let snapshot {
+                    frames.append(stats(snapshot, req: p.req, now: now))
+                } else {
+                    frames.append(badRequest("the pipeline has not answered yet; retry", req: p.req))
+                }
+                pageFrames.removeAll(keepingCapacity: true)
+                try sendReply(socket, frames)
+            } else {
+                waiting.append(p)
+            }
+        }
+        pendingStats = waiting
+    }
+
+    /// Sends one reply without waiting: a client whose queue is full (it sends and does not read)
+    /// or that has gone loses the reply, counted, and never holds up the others.
+    private func sendReply(_ socket: ZMQSocket, _ replyFrames: [[UInt8]]) throws {
+        // A replay page's records follow the status frame, sent from the page buffer.
+        let last = replyFrames.count - 1
+        var sent = false
+        do {
+            sent = try socket.send(replyFrames[0], more: true, dontWait: true)
+        } catch let e as ZMQError where e.code == EHOSTUNREACH {
+            sent = false
+        }
+        guard sent else {
+            counters.update { $0.controlRepliesDropped += 1 }
+            return
+        }
+        for (i, frame) in replyFrames.enumerated().dropFirst() {
+            _ = try socket.send(frame, more: i < last || !pageFrames.isEmpty)
+        }
+        try page.withUnsafeBytes { all in
+            for (n, (start, t, e)) in pageFrames.enumerated() {
+                _ = try socket.send(UnsafeRawBufferPointer(rebasing: all[start..<(start + t)]), more: true)
+                _ = try socket.send(UnsafeRawBufferPointer(rebasing: all[(start + t)..<(start + t + e)]),
+                                    more: n < pageFrames.count - 1)
+            }
+        }
+    }
+
+    /// A `stats` request, answered once a snapshot comes.
+    package struct StatsRequest {
+        var req: [UInt8]?
+    }
+
+    /// Appends the reply to `frames`, or returns the `stats` request that must wait for a snapshot.
+    package func handle(_ body: [UInt8], into frames: inout [[UInt8]]) -> StatsRequest? {
+        let parseError = body.withUnsafeBytes { b -> JSONParseError? in
+            do throws(JSONParseError) {
+                try request.parse(b)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let parseError {
+            frames.append(badRequest("request is not JSON: \(parseError.reason.name) at byte \(parseError.offset)", req: nil))
+            return nil
+        }
+        let root = request.root
+        guard request.kind(root) == .object else {
+            frames.append(badRequest("request must be a JSON object", req: nil))
+            return nil
+        }
+        let req = request.member(root, "req").map { Array(request.raw($0)) }
+        switch request.member(root, "op").flatMap({ request.string($0) }) {
+        case "replay": replay(req: req, into: &frames)
+        case "stats": return StatsRequest(req: req)
+        case "report": frames.append(report(req: req))
+        case let op?: frames.append(badRequest("unknown op \(op); use replay, stats or report", req: req))
+        case nil: frames.append(badRequest("missing op", req: req))
+        }
+        return nil
+    }
+
+    private func begin(_ op: StaticString, ok: Bool, req: [UInt8]?) -> JSONWriter {
+        var w = JSONWriter(capacity: 256)
+        w.append("{\"op\":\"")
+        w.append(op)
+        w.append(ok ? "\",\"ok\":true" : "\",\"ok\":false")
+        // Which shard answers: a subscriber of several shards checks it against its list's order.
+        w.append(",\"shard\":")
+        w.append(int: shard.index)
+        w.append(",\"shards\":")
+        w.append(int: shard.count)
+        if let req {
+            w.append(",\"req\":")
+            req.withUnsafeBytes { w.appendRaw($0) }
+        }
+        return w
+    }
+
+    private func badRequest(_ detail: String, req: [UInt8]?) -> [UInt8] {
+        var w = JSONWriter(capacity: 256)
+        w.append("{\"ok\":false,\"error\":\"bad_request\",\"detail\":")
+        w.appendString(detail)
+        if let req {
+            w.append(",\"req\":")
+            req.withUnsafeBytes { w.appendRaw($0) }
+        }
+        w.append("}")
+        return w.bytes
+    }
+
+    // MARK: replay
+
+    private func replay(req: [UInt8]?, into frames: inout [[UInt8]]) {
+        let root = request.root
+        guard let fromToken = request.member(root, "from"), let from = request.int64(fromToken), from >= 0 else {
+            frames.append(badRequest("replay needs \"from\": a seq (integer ≥ 0)", req: req))
+            return
+        }
+        var limit = ControlService.defaultPage
+        if let t = request.member(root, "limit") {
+            guard let l = request.int64(t), l >= 1 else {
+                frames.append(badRequest("\"limit\" must be an integer ≥ 1", req: req))
+                return
+            }
+            limit = Int(min(l, Int64(ControlService.maxPage)))
+        }
+        var prefixes: [[UInt8]] = []
+        if let t = request.member(root, "prefix") {
+            switch request.kind(t) {
+            case .string: prefixes = [request.unescapedBytes(t)]
+            case .array:
+                var bad = false
+                request.forEachElement(t) { e in
+                    if request.kind(e) == .string { prefixes.append(request.unescapedBytes(e)) } else { bad = true }
+                }
+                if bad {
+                    frames.append(badRequest("\"prefix\" must be a string or an array of strings", req: req))
+                    return
+                }
+            case .null: break
+            default:
+                frames.append(badRequest("\"prefix\" must be a string or an array of strings", req: req))
+                return
+            }
+        }
+        if prefixes.contains(where: { $0.isEmpty }) { prefixes = [] }
+        page.removeAll(keepingCapacity: true)
+        pageFrames.removeAll(keepingCapacity: true)
+        let result: (next: UInt64, count: Int)
+        do {
+            result = try reader.read(from: UInt64(from), prefixes: prefixes, limit: limit,
+                                     maxExamined: ControlService.maxExamined, maxBytes: ControlService.maxPageBytes) {
+                _, topic, envelope in
+                let start = page.count
+                page.append(contentsOf: topic)
+                page.append(contentsOf: envelope)
+                pageFrames.append((start, topic.count, envelope.count))
+            }
+        } catch Journal.ReplayError.notRetained(let first) {
+            pageFrames.removeAll()
+            var w = begin("replay", ok: false, req: req)
+            w.append(",\"error\":\"not_retained\",\"first_seq\":")
+            w.append(int: Int64(first))
+            w.append(",\"last_seq\":")
+            w.append(int: Int64(reader.bounds.last))
+            w.append("}")
+            frames.append(w.bytes)
+            return
+        } catch {
+            pageFrames.removeAll()
+            frames.append(badRequest("replay failed: \(error)", req: req))
+            return
+        }
+        counters.update { c in
+            c.replayPages += 1
+            c.replayRecords += UInt64(result.count)
+            c.replayBytes += UInt64(page.count)
+        }
+        var w = begin("replay", ok: true, req: req)
+        w.append(",\"from\":")
+        w.append(int: from)
+        w.append(",\"next\":")
+        w.append(int: Int64(result.next))
+        w.append(",\"count\":")
+        w.append(int: result.count)
+        let bounds = reader.bounds
+        w.append(",\"first_seq\":")
+        w.append(int: Int64(bounds.first))
+        w.append(",\"last_seq\":")
+        w.append(int: Int64(bounds.last))
+        w.append("}")
+        frames.append(w.bytes)
+    }
+
+    // MARK: stats
+
+    private func stats(_ snap: DaemonSnapshot, req: [UInt8]?, now: UInt64) -> [UInt8] {
+        var w = begin("stats", ok: true, req: req)
+        let c = snap.counters
+        w.append(",\"last_seq\":")
+        w.append(int: Int64(snap.lastSeq))
+        w.append(",\"durable_seq\":")
+        w.append(int: Int64(snap.durableSeq))
+        w.append(",\"first_seq\":")
+        w.append(int: Int64(snap.firstSeq))
+        w.append(",\"snapshot_age_ms\":")
+        w.append(int: Int64((now - min(now, snap.takenAt)) / 1_000_000))
+        w.append(",\"kind_seqs\":")
+        EventProcessor.writeKindSeqs(snap.kindSeqs, to: &w)
+        w.append(",\"counters\":{\"received\":")
+        w.append(int: Int64(c.received))
+        w.append(",\"published\":{")
+        for (i, k) in LifecycleKind.allCases.enumerated() {
+            if i > 0 { w.append(",") }
+            w.append("\"")
+            w.append(k.name)
+            w.append("\":")
+            w.append(int: Int64(c.publishedByKind[i]))
+        }
+        w.append("},\"suppressed\":")
+        w.append(int: Int64(c.suppressed))
+        w.append(",\"duplicates\":")
+        w.append(int: Int64(c.duplicates))
+        w.append(",\"deadlettered\":")
+        EventProcessor.writeDeadLetterCounts(c.deadLettered, to: &w)
+        w.append(",\"tracked_checkouts\":")
+        w.append(int: snap.trackedCheckouts)
+        w.append(",\"evicted_checkouts\":")
+        w.append(int: Int64(snap.evictedCheckouts))
+        w.append(",\"expired_checkouts\":")
+        w.append(int: Int64(snap.expiredCheckouts))
+        w.append("},\"journal\":{\"segments\":")
+        w.append(int: snap.journalSegments)
+        w.append(",\"bytes\":")
+        w.append(int: snap.journalBytes)
+        w.append(",\"fsyncs\":")
+        w.append(int: Int64(snap.fsyncs))
+        w.append(",\"fsync_max_us\":")
+        w.append(int: Int64(snap.fsyncMaxMicros))
+        w.append(snap.writesDirect ? ",\"writes\":\"direct\"" : ",\"writes\":\"page_cache\"")
+        w.append(",\"writable\":")
+        w.append(bool: snap.journalWritable)
+        w.append("},\"connections\":")
+        writeConnections(counters.figures, to: &w)
+        w.append(",\"subscribers\":{")
+        for (i, (name, r)) in reports.sorted.enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(name)
+            w.append(":{\"last_seq\":")
+            w.append(int: r.lastSeq)
+            w.append(",\"missed\":")
+            w.append(int: r.missed)
+            w.append(",\"recovered\":")
+            w.append(int: r.recovered)
+            w.append(",\"gaps\":")
+            w.append(int: r.gaps)
+            w.append(",\"reported_at\":")
+            r.reportedAt.write(to: &w)
+            w.append("}")
+        }
+        w.append("}}")
+        return w.bytes
+    }
+
+    /// The `connections` object of `stats`: each socket's connections, the HTTP endpoint's and
+    /// the control replies dropped (docs/security.md, "What a client can do to the daemon").
+    private func writeConnections(_ f: ServiceCounters.Figures, to w: inout JSONWriter) {
+        w.append("{")
+        for s in ServiceCounters.Socket.allCases {
+            w.appendString(s.name)
+            w.append(":")
+            let (accepted, closed) = (Int64(f.accepted[s.rawValue]), Int64(f.disconnected[s.rawValue]))
+            ControlService.writeObject([
+                ("accepted", accepted), ("disconnected", closed), ("open", accepted - closed),
+                ("handshakes_failed", Int64(f.handshakesFailed[s.rawValue])),
+            ], to: &w)
+            w.append(",")
+        }
+        w.append("\"http\":")
+        ControlService.writeObject([
+            ("accepted", Int64(f.httpAccepted)), ("open", Int64(f.httpOpen)), ("refused", Int64(f.httpRefused)),
+            ("evicted", Int64(f.httpEvicted)), ("timed_out", Int64(f.httpTimedOut)), ("aborted", Int64(f.httpAborted)),
+            ("requests", Int64(f.httpRequests)),
+        ], to: &w)
+        w.append(",\"control_replies_dropped\":")
+        w.append(int: Int64(f.controlRepliesDropped))
+        w.append(",\"replay_pages\":")
+        w.append(int: Int64(f.replayPages))
+        w.append("}")
+    }
+
+    /// Writes `{"name":value,…}`.
+    private static func writeObject(_ members: [(StaticString, Int64)], to w: inout JSONWriter) {
+        w.append("{")
+        for (i, (name, value)) in members.enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(name)
+            w.append(":")
+            w.append(int: value)
+        }
+        w.append("}")
+    }
+
+    // MARK: report
+
+    private func report(req: [UInt8]?) -> [UInt8] {
+        let root = request.root
+        guard let t = request.member(root, "subscriber"), let name = request.string(t), !name.isEmpty, name.utf8.count <= 200
+        else { return badRequest("report needs \"subscriber\": a name of 1 to 200 bytes", req: req) }
+        func field(_ key: StaticString) -> Int64? { request.member(root, key).flatMap { request.int64($0) } }
+        reports.record(name, lastSeq: field("last_seq"), missed: field("missed"), recovered: field("recovered"),
+                       gaps: field("gaps"), at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
+        var w = begin("report", ok: true, req: req)
+        w.append("}")
+        return w.bytes
+    }
+}

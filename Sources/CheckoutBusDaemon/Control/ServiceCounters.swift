@@ -1,0 +1,60 @@
+import Synchronization
+import CheckoutBusCore
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// What the threads that serve clients count: connections on each ZeroMQ socket (from libzmq's
+/// socket monitor), the HTTP endpoint's connections and refusals, control replies dropped. Read by
+/// `stats` and `/metrics`.
+///
+/// `Sendable`: one mutex around a value; each update is a connection or a request, never an event.
+package final class ServiceCounters: Sendable {
+    /// The ZeroMQ sockets a client connects to.
+    package enum Socket: Int, CaseIterable, Sendable {
+        case ingest, ingestAcked, publish, control
+        var name: String {
+            switch self {
+            case .ingest: "ingest"
+            case .ingestAcked: "ingest_acked"
+            case .publish: "publish"
+            case .control: "control"
+            }
+        }
+    }
+
+    package struct Figures: Sendable {
+        /// Connections accepted, by ``Socket``.
+        var accepted = [UInt64](repeating: 0, count: Socket.allCases.count)
+        /// Connections ended, by ``Socket``: the peer left, or the daemon cut it (a message over
+        /// the wire limit, a failed handshake, a handshake not finished in time).
+        var disconnected = [UInt64](repeating: 0, count: Socket.allCases.count)
+        /// CURVE handshakes refused or failed, by ``Socket``.
+        var handshakesFailed = [UInt64](repeating: 0, count: Socket.allCases.count)
+        var httpAccepted: UInt64 = 0
+        /// HTTP connections refused at once: ``MetricsHTTPServer/maxConnections`` were open and all
+        /// being answered.
+        var httpRefused: UInt64 = 0
+        /// HTTP connections closed to make room for a newer one: the oldest still sending no request.
+        var httpEvicted: UInt64 = 0
+        /// HTTP connections closed for taking longer than the request or response timeout.
+        var httpTimedOut: UInt64 = 0
+        /// HTTP connections the client closed or reset before its answer was written.
+        var httpAborted: UInt64 = 0
+        var httpRequests: UInt64 = 0
+        var httpOpen = 0
+        var controlRequests: UInt64 = 0
+        /// Control replies not sent: the client's queue was full (it does not read) or it left.
+        var controlRepliesDropped: UInt64 = 0
+        var replayPages: UInt64 = 0
+        var replayRecords: UInt64 = 0
+        var replayBytes: UInt64 = 0
+    }
+
+    private let state = Mutex(Figures())
+
+    package func update(_ body: (inout Figures) -> Void) { state.withLock { body(&$0) } }
+
+    package var figures: Figures { state.withLock { $0 } }
+}

@@ -1,0 +1,186 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFileIO
+import CheckoutBusCore
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// Appends journal records to the open segment file, a whole block at a time, and a long run
+/// with `O_DIRECT` when the file system takes it: its bytes go from a block-aligned staging buffer
+/// to the disk, with no copy into the page cache and no writeback later (docs/durability.md,
+/// "Direct writes"). A short run — light load's batch of a few records — goes through the page
+/// cache, so the pipeline does not wait for the device on each one.
+///
+/// Every append writes the segment's last partial block again, from its start: the bytes already
+/// there, kept at the head of the staging buffer, then the new ones, and zeros to the block's
+/// end. A direct write needs whole blocks; a buffered one that covers whole pages never has the
+/// kernel read a page back from the disk first (which a direct write would have left uncached).
+/// While a segment is open, its file may therefore end with up to 4095 zero bytes past the last
+/// record; ``finish()`` cuts them when the segment is closed, and recovery after a crash cuts them
+/// as padding (``Journal/Recovery/paddingBytes``).
+///
+/// `@unchecked Sendable`: one thread at a time uses it, handed over with a journal batch — the
+/// pipeline thread while no batch is at the writer thread, the writer thread while one is
+/// (``JournalWriter/Job``) — and every hand-over passes the writer's mutex and semaphores.
+package final class SegmentAppender: @unchecked Sendable {
+    /// The unit of a direct write: its offset, length and buffer address are multiples of it.
+    /// 4 KiB serves devices of 512-byte and of 4 KiB logical blocks.
+    package static let blockSize = 4096
+    /// Most bytes one `pwrite` carries: the staging buffer's size.
+    package static let chunkBytes = 1 << 20
+    /// Runs at least this long are written directly; shorter ones through the page cache.
+    package static let directMinimum = 32 << 10
+
+    /// Whether long runs go through `O_DIRECT`; false when the file system refused it.
+    private(set) var isDirect: Bool
+    /// Why direct writes stopped after they had started (a `pwrite` refused with `EINVAL`), once.
+    private(set) var fallbackReason: String?
+    /// The open segment (opened by the journal, buffered): reads, truncation, buffered appends.
+    private var fd: Int32 = -1
+    /// The same file opened with `O_DIRECT`, or -1.
+    private var directFD: Int32 = -1
+    private let staging: UnsafeMutableRawPointer
+    /// The block offset of the segment's last partial block, whose first ``tailBytes`` bytes are
+    /// at the head of ``staging``; the segment's records end at `tailStart + tailBytes`.
+    private var tailStart = 0
+    private var tailBytes = 0
+    /// The head of ``staging`` holds the last partial block's bytes.
+    private var tailLoaded = false
+
+    /// - Parameter direct: try `O_DIRECT` (see ``Journal/probeDirectWrites(in:)``).
+    package init(direct: Bool) {
+        isDirect = direct
+        staging = .allocate(byteCount: SegmentAppender.chunkBytes, alignment: SegmentAppender.blockSize)
+    }
+
+    deinit {
+        if directFD >= 0 { close(directFD) }
+        staging.deallocate()
+    }
+
+    /// The end of the records written so far.
+    package var size: Int { tailStart + tailBytes }
+
+    /// Appends to segment `fd` at `path` from now on; its records end at `size`.
+    /// - Returns: nil, or why the segment's last partial block could not be read (`errno`).
+    func open(path: String, fd: Int32, size: Int) -> Int32? {
+        if directFD >= 0 { close(directFD) }
+        directFD = -1
+        self.fd = fd
+        setEnd(size)
+        if let e = loadTail() {
+            // The journal closes `fd` after a failure: nothing may touch it again.
+            self.fd = -1
+            return e
+        }
+        if isDirect {
+            directFD = Glibc.open(path, O_WRONLY | cb_o_direct() | O_CLOEXEC)
+            if directFD < 0 { fallBack("open with O_DIRECT: \(String(cString: strerror(errno)))") }
+        }
+        return nil
+    }
+
+    /// Makes `end` the end of the segment's records: its block, and the bytes of it in use.
+    private func setEnd(_ end: Int) {
+        tailStart = end & ~(SegmentAppender.blockSize - 1)
+        tailBytes = end - tailStart
+    }
+
+    /// Reads the bytes of the last partial block into the head of the staging buffer.
+    /// - Returns: nil, or the `errno` of the failed read (appends fail until a read succeeds).
+    private func loadTail() -> Int32? {
+        tailLoaded = false
+        var done = 0
+        while done < tailBytes {
+            let n = pread(fd, staging + done, tailBytes - done, off_t(tailStart + done))
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return n < 0 ? errno : EIO }
+            done += n
+        }
+        tailLoaded = true
+        return nil
+    }
+
+    /// Appends `count` bytes at `base` at the end of the segment.
+    /// - Returns: 0, or the `errno` of the failed write; the file then ends where it did before.
+    package func append(_ base: UnsafeRawPointer, _ count: Int) -> Int32 {
+        // The last block is written again from the head of the staging buffer: never without it.
+        if !tailLoaded, let e = loadTail() { return e }
+        let start = size
+        let failure = writeBlocks(base, count, direct: isDirect && count >= SegmentAppender.directMinimum)
+        if failure != 0 {
+            // Leave the file as it was: a partial run would be a torn tail.
+            _ = ftruncate(fd, off_t(start))
+            setEnd(start)
+            _ = loadTail()
+        }
+        return failure
+    }
+
+    private func writeBlocks(_ base: UnsafeRawPointer, _ count: Int, direct: Bool) -> Int32 {
+        let mask = SegmentAppender.blockSize - 1
+        let target = direct ? directFD : fd
+        var from = 0
+        while from < count {
+            let n = min(count - from, SegmentAppender.chunkBytes - tailBytes)
+            (staging + tailBytes).copyMemory(from: base + from, byteCount: n)
+            let used = tailBytes + n
+            let padded = (used + mask) & ~mask
+            (staging + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
+            var done = 0
+            while done < padded {
+                let w = pwrite(target, staging + done, padded - done, off_t(tailStart + done))
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    let e = errno
+                    // EINVAL from a direct write: a file system that opened with O_DIRECT and
+                    // yet refuses its writes (an alignment beyond 4 KiB) — or a write the file
+                    // size limit cut short of a block. The same bytes through the page cache
+                    // tell which: written, direct writes stop for good; refused, that error
+                    // (`File too large`) is the run's, and direct writes go on once it passes.
+                    if direct && e == EINVAL && done == 0 {
+                        let buffered = writeBlocks(base + from, count - from, direct: false)
+                        if buffered == 0 { fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))") }
+                        return buffered
+                    }
+                    return e
+                }
+                if direct {
+                    // A short direct write ends on a block: go on from there.
+                    let step = w & ~mask
+                    if step == 0 { return EIO }
+                    done += step
+                } else {
+                    // A short buffered one (a file size limit): the next call says why.
+                    done += w
+                }
+            }
+            let end = tailStart + used
+            let newStart = end & ~mask
+            let keep = end - newStart
+            if newStart > tailStart { staging.copyMemory(from: staging + (newStart - tailStart), byteCount: keep) }
+            setEnd(end)
+            from += n
+        }
+        return 0
+    }
+
+    /// Cuts the zero padding past the last record (the segment is being closed, or the journal).
+    /// - Returns: nil, or the `errno` of the failed `ftruncate` (the padding then stays; a reader
+    ///   stops at it as at the end).
+    package func finish() -> Int32? {
+        guard fd >= 0 && tailBytes > 0 else { return nil }
+        return ftruncate(fd, off_t(size)) == 0 ? nil : errno
+    }
+
+    /// Writes through the page cache from now on.
+    private func fallBack(_ reason: String) {
+        isDirect = false
+        fallbackReason = reason
+        if directFD >= 0 { close(directFD) }
+        directFD = -1
+    }
+}

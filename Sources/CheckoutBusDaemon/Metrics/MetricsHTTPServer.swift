@@ -1,0 +1,397 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Synchronization
+import CheckoutBusCore
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// `--metrics HOST:PORT`: Prometheus text at `GET /metrics` and liveness at `GET /healthz`, served
+/// by a thread of its own over plain non-blocking sockets — never by the pipeline.
+///
+/// Not a general HTTP server, on purpose: one request head per connection (at most
+/// ``maxRequestBytes``, reassembled from however many TCP segments it arrives in), `GET` or `HEAD`
+/// of those two paths (anything else 404, other methods 405), answered with `Connection: close`.
+/// Every connection is bounded: at most ``maxConnections`` at once (a newcomer past it takes the
+/// place of the connection that has waited longest without sending a whole request, or is
+/// answered 503 when all are being answered), ``requestTimeoutNanoseconds`` to send the head, ``responseTimeoutNanoseconds``
+/// to take the answer; a client that closes or resets early only loses its answer. Writes never
+/// block and never raise SIGPIPE. What it refuses is counted (``ServiceCounters``).
+///
+/// The figures come from a ``DaemonSnapshot`` the pipeline takes after the request arrived
+/// (requests waiting at once share one); `/healthz` answers 200 only if the pipeline answered
+/// within ``snapshotWaitNanoseconds`` and the journal is writable, so it is a real liveness probe,
+/// and `/metrics` then shows the last figures with their age.
+///
+/// `Sendable` handle; the sockets live on the thread, which ``stop()`` ends.
+package final class MetricsHTTPServer: Sendable {
+    package static let maxConnections = 128
+    package static let maxRequestBytes = 8192
+    package static let requestTimeoutNanoseconds: UInt64 = 5_000_000_000
+    package static let responseTimeoutNanoseconds: UInt64 = 5_000_000_000
+    /// How long a request waits for the pipeline's snapshot: `/healthz` answers 503 after it.
+    package static let snapshotWaitNanoseconds: UInt64 = 1_000_000_000
+
+    package struct Settings: Sendable {
+        /// `HOST:PORT`; PORT may be `*` or 0 for a free one, HOST `*` for every interface.
+        var address: String
+        var exchange: SnapshotExchange
+        var reports: SubscriberReportBook
+        var counters: ServiceCounters
+        var startedAt: UInt64
+        var logger: BusLogger
+    }
+
+    /// `HOST:PORT` as bound.
+    package let boundAddress: String
+    private let listenFD: Int32
+    private let stopping = Atomic<Bool>(false)
+    private let wake: WakePipe
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Binds and starts the thread.
+    /// - Throws: ``DaemonError`` when the address cannot be bound.
+    package init(_ settings: Settings) throws {
+        (listenFD, boundAddress) = try MetricsHTTPServer.listen(settings.address)
+        do {
+            wake = try WakePipe("metrics thread's")
+        } catch {
+            Glibc.close(listenFD)
+            throw error
+        }
+        let thread = Thread { [self] in run(settings) }
+        thread.name = "metrics-http"
+        thread.start()
+    }
+
+    package func stop() {
+        stopping.store(true, ordering: .releasing)
+        wake.signal()
+        finished.wait()
+        wake.close()
+    }
+
+    // MARK: Listening
+
+    /// Binds a non-blocking listening socket. - Returns: it and its `HOST:PORT`.
+    package static func listen(_ address: String) throws -> (Int32, String) {
+        guard let colon = address.lastIndex(of: ":") else { throw DaemonError("--metrics must be HOST:PORT, got \(address)") }
+        var host = String(address[..<colon])
+        let portText = String(address[address.index(after: colon)...])
+        let port = portText == "*" ? "0" : portText
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var info: UnsafeMutablePointer<addrinfo>?
+        let rc = host == "*" || host.isEmpty
+            ? getaddrinfo(nil, port, &hints, &info) : getaddrinfo(host, port, &hints, &info)
+        guard rc == 0, let first = info else {
+            throw DaemonError("cannot resolve the metrics address \(address): \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(info) }
+        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                            | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DaemonError("cannot create the metrics socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0, Glibc.listen(fd, 1024) == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw DaemonError("cannot bind the metrics address \(address): \(String(cString: strerror(e)))")
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
+        _ = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                getnameinfo($0, length, &text, socklen_t(text.count), &service, socklen_t(service.count),
+                            NI_NUMERICHOST | NI_NUMERICSERV)
+            }
+        }
+        func string(_ c: [CChar]) -> String { String(decoding: c.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        let boundHost = string(text)
+        let shown = boundHost.contains(":") ? "[\(boundHost)]" : boundHost
+        return (fd, "\(shown):\(string(service))")
+    }
+
+    // MARK: The thread
+
+    private enum Phase {
+        /// Reading the request head.
+        case reading
+        /// A `/metrics` or `/healthz` request waiting for a snapshot newer than `generation`.
+        case waiting(path: String, head: Bool, generation: UInt64, since: UInt64)
+        /// Writing the answer, from `sent` on.
+        case writing(sent: Int)
+    }
+
+    private struct Connection {
+        var fd: Int32
+        var acceptedAt: UInt64
+        var request: [UInt8] = []
+        var phase = Phase.reading
+        var response: [UInt8] = []
+        var deadline: UInt64
+    }
+
+    private func run(_ s: Settings) {
+        defer {
+            Glibc.close(listenFD)
+            finished.signal()
+        }
+        lowerPriority(s.logger)
+        guard let snapshots = try? WakePipe("metrics thread's snapshot") else { return }
+        defer { snapshots.close() }
+        s.exchange.register(snapshots)
+        var connections: [Connection] = []
+        defer { for c in connections { Glibc.close(c.fd) } }
+        var fds: [pollfd] = []
+        while !stopping.load(ordering: .acquiring) {
+            let now = BusClock.monotonicNanoseconds()
+            fds.removeAll(keepingCapacity: true)
+            fds.append(pollfd(fd: wake.readFD, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: snapshots.readFD, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0))
+            var nextDeadline = now + 1_000_000_000
+            for c in connections {
+                var events: Int16 = 0
+                switch c.phase {
+                case .reading: events = Int16(POLLIN)
+                case .waiting(_, _, _, let since): nextDeadline = min(nextDeadline, since + MetricsHTTPServer.snapshotWaitNanoseconds)
+                case .writing: events = Int16(POLLOUT)
+                }
+                fds.append(pollfd(fd: c.fd, events: events, revents: 0))
+                nextDeadline = min(nextDeadline, c.deadline)
+            }
+            let timeout = Int32(min(1000, (nextDeadline - min(nextDeadline, now)) / 1_000_000 + 1))
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
+            if ready < 0 && errno != EINTR { usleep(10_000) }
+            if fds[0].revents != 0 { wake.drain() }
+            if fds[1].revents != 0 { snapshots.drain() }
+            let now2 = BusClock.monotonicNanoseconds()
+            // Each connection's turn, then the closed ones go.
+            for i in connections.indices {
+                let revents = fds[3 + i].revents
+                step(&connections[i], revents: revents, now: now2, s)
+            }
+            let closed = connections.filter { $0.fd < 0 }.count
+            if closed > 0 {
+                connections.removeAll { $0.fd < 0 }
+                s.counters.update { $0.httpOpen = connections.count }
+            }
+            if fds[2].revents != 0 { accept(into: &connections, now: now2, s) }
+        }
+    }
+
+    /// Accepts every pending connection: kept while fewer than ``maxConnections`` are open,
+    /// otherwise answered 503 and closed at once.
+    private func accept(into connections: inout [Connection], now: UInt64, _ s: Settings) {
+        var (accepted, refused, evicted) = (UInt64(0), UInt64(0), UInt64(0))
+        defer {
+            let open = connections.count
+            s.counters.update {
+                $0.httpAccepted += accepted
+                $0.httpRefused += refused
+                $0.httpEvicted += evicted
+                $0.httpOpen = open
+            }
+        }
+        while true {
+            let fd = Glibc.accept(listenFD, nil, nil)
+            if fd < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                // EAGAIN: none left. EMFILE/ENFILE: the process is out of descriptors; the
+                // pending ones stay in the backlog until some close.
+                return
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            if connections.count >= MetricsHTTPServer.maxConnections {
+                // Full: the connection that has waited longest without sending a whole request
+                // makes room (connections are kept in the order they came, so it is the first
+                // still reading), and held-open idle connections cannot lock health checks out.
+                // If every one is being answered, the newcomer is told 503.
+                guard let oldest = connections.firstIndex(where: { if case .reading = $0.phase { true } else { false } })
+                else {
+                    _ = MetricsHTTPServer.busy.withUnsafeBytes {
+                        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                    }
+                    Glibc.close(fd)
+                    refused += 1
+                    continue
+                }
+                Glibc.close(connections[oldest].fd)
+                connections.remove(at: oldest)
+                evicted += 1
+            }
+            connections.append(Connection(fd: fd, acceptedAt: now, deadline: now + MetricsHTTPServer.requestTimeoutNanoseconds))
+            accepted += 1
+        }
+    }
+
+    private static let busy = response(status: "503 Service Unavailable", type: "text/plain",
+                                       body: "too many connections\n", head: false)
+
+    /// Moves one connection on after a poll; sets its `fd` to -1 once it is closed.
+    private func step(_ c: inout Connection, revents: Int16, now: UInt64, _ s: Settings) {
+        switch c.phase {
+        case .reading:
+            if revents != 0 { read(&c, now: now, s) }
+        case .waiting(let path, let head, let generation, let since):
+            let (snapshot, current) = s.exchange.latest
+            let timedOut = now - since >= MetricsHTTPServer.snapshotWaitNanoseconds
+            if current > generation || timedOut {
+                answer(&c, path: path, head: head, snapshot: current > generation ? snapshot : nil,
+                       stale: snapshot, now: now, s)
+            }
+        case .writing:
+            if revents != 0 { write(&c, now: now, s) }
+        }
+        if c.fd >= 0 && now >= c.deadline {
+            close(&c)
+            s.counters.update { $0.httpTimedOut += 1 }
+        }
+    }
+
+    private func close(_ c: inout Connection) {
+        Glibc.close(c.fd)
+        c.fd = -1
+    }
+
+    private func read(_ c: inout Connection, now: UInt64, _ s: Settings) {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+            if n <= 0 {
+                // Closed or reset before a whole request head arrived.
+                close(&c)
+                s.counters.update { $0.httpAborted += 1 }
+                return
+            }
+            c.request.append(contentsOf: chunk[0..<n])
+            if let end = MetricsHTTPServer.headEnd(c.request) {
+                route(&c, head: Array(c.request[..<end]), now: now, s)
+                return
+            }
+            if c.request.count > MetricsHTTPServer.maxRequestBytes {
+                respond(&c, status: "431 Request Header Fields Too Large", type: "text/plain", body: "request too large\n",
+                        head: false, now: now, s)
+                return
+            }
+        }
+    }
+
+    private func route(_ c: inout Connection, head requestHead: [UInt8], now: UInt64, _ s: Settings) {
+        s.counters.update { $0.httpRequests += 1 }
+        let line = requestHead.split(separator: 0x0A, maxSplits: 1).first.map { Array($0) } ?? []
+        let parts = line.split(separator: 0x20)
+        let method = parts.first.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let target = parts.count > 1 ? String(decoding: parts[1], as: UTF8.self) : ""
+        let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
+        let head = method == "HEAD"
+        switch (method, path) {
+        case ("GET", "/metrics"), ("HEAD", "/metrics"), ("GET", "/healthz"), ("HEAD", "/healthz"):
+            let generation = s.exchange.latest.generation
+            c.phase = .waiting(path: path, head: head, generation: generation, since: now)
+            s.exchange.request()
+        case ("GET", _), ("HEAD", _):
+            respond(&c, status: "404 Not Found", type: "text/plain", body: "try /metrics or /healthz\n", head: head, now: now, s)
+        default:
+            respond(&c, status: "405 Method Not Allowed", type: "text/plain", body: "GET only\n", head: false, now: now, s)
+        }
+    }
+
+    /// Answers a `/metrics` or `/healthz` request.
+    /// - Parameters:
+    ///   - snapshot: one the pipeline took after the request, or nil if it did not answer in time.
+    ///   - stale: the latest snapshot whatever its age (what `/metrics` shows when `snapshot` is nil).
+    private func answer(_ c: inout Connection, path: String, head: Bool, snapshot: DaemonSnapshot?,
+                        stale: DaemonSnapshot?, now: UInt64, _ s: Settings) {
+        if path == "/healthz" {
+            let status: String
+            let code: String
+            if let snapshot {
+                status = snapshot.journalWritable ? "ok" : "journal_unwritable"
+                code = snapshot.journalWritable ? "200 OK" : "503 Service Unavailable"
+            } else {
+                status = "pipeline_unresponsive"
+                code = "503 Service Unavailable"
+            }
+            let shown = snapshot ?? stale
+            var body = "{\"status\":\"\(status)\""
+            if let shown {
+                body += ",\"last_seq\":\(shown.lastSeq),\"durable_seq\":\(shown.durableSeq)"
+                body += ",\"snapshot_age_ms\":\((now - min(now, shown.takenAt)) / 1_000_000)"
+            }
+            body += "}\n"
+            respond(&c, status: code, type: "application/json", body: body, head: head, now: now, s)
+            return
+        }
+        guard let shown = snapshot ?? stale else {
+            respond(&c, status: "503 Service Unavailable", type: "text/plain", body: "the pipeline has not answered yet\n",
+                    head: head, now: now, s)
+            return
+        }
+        let text = MetricsText.render(shown, reports: s.reports.sorted, figures: s.counters.figures,
+                                      snapshotAge: now - min(now, shown.takenAt), upNanoseconds: now - s.startedAt)
+        respond(&c, status: "200 OK", type: "text/plain; version=0.0.4; charset=utf-8", body: text, head: head, now: now, s)
+    }
+
+    private func respond(_ c: inout Connection, status: String, type: String, body: String, head: Bool, now: UInt64,
+                         _ s: Settings) {
+        c.response = MetricsHTTPServer.response(status: status, type: type, body: body, head: head)
+        c.request = []
+        c.phase = .writing(sent: 0)
+        c.deadline = now + MetricsHTTPServer.responseTimeoutNanoseconds
+        write(&c, now: now, s)
+    }
+
+    private func write(_ c: inout Connection, now: UInt64, _ s: Settings) {
+        guard case .writing(var sent) = c.phase else { return }
+        while sent < c.response.count {
+            let n = c.response.withUnsafeBytes {
+                send(c.fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c.phase = .writing(sent: sent)
+                return
+            }
+            if n <= 0 {
+                // EPIPE, ECONNRESET: the client left; its answer is lost, nothing else.
+                close(&c)
+                s.counters.update { $0.httpAborted += 1 }
+                return
+            }
+            sent += n
+        }
+        // Everything is with the kernel: it sends it and the FIN after it.
+        close(&c)
+    }
+
+    package static func response(status: String, type: String, body: String, head: Bool) -> [UInt8] {
+        let bytes = Array(body.utf8)
+        let text = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(bytes.count)\r\nConnection: close\r\n\r\n"
+        return Array(text.utf8) + (head ? [] : bytes)
+    }
+
+    /// The index just past the blank line that ends a request head, if it arrived.
+    package static func headEnd(_ b: [UInt8]) -> Int? {
+        guard b.count >= 2 else { return nil }
+        for i in 1..<b.count where b[i] == 0x0A && (b[i - 1] == 0x0A || (i >= 2 && b[i - 1] == 0x0D && b[i - 2] == 0x0A)) {
+            return i + 1
+        }
+        return nil
+    }
+}

@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// A non-blocking pipe that one thread writes a byte to and another polls: wakes a thread that
+/// sleeps in `poll`/`zmq_poll` (the pipeline, the control thread, the HTTP thread).
+///
+/// `Sendable`: two file descriptors, written and read with single system calls. ``signal()`` never
+/// blocks (a full pipe already means "woken"). Closed by ``close()``, once no thread uses it.
+package final class WakePipe: Sendable {
+    /// Readable while a signal is pending; poll it.
+    package let readFD: Int32
+    private let writeFD: Int32
+
+    /// - Throws: ``DaemonError`` when no pipe can be made (out of file descriptors).
+    package init(_ purpose: String) throws {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else {
+            throw DaemonError("cannot create the \(purpose) pipe: \(String(cString: strerror(errno)))")
+        }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        readFD = fds[0]
+        writeFD = fds[1]
+    }
+
+    /// Makes ``readFD`` readable.
+    package func signal() {
+        var one: UInt8 = 1
+        _ = write(writeFD, &one, 1)
+    }
+
+    /// Reads every pending signal, so ``readFD`` polls quiet again.
+    package func drain() {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        while bytes.withUnsafeMutableBytes({ read(readFD, $0.baseAddress, 64) }) > 0 {}
+    }
+
+    package func close() {
+        Glibc.close(readFD)
+        Glibc.close(writeFD)
+    }
+}

@@ -1,0 +1,481 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reading values off the tape. Token indices come from ``JSONDocument/root`` and these accessors.
+extension JSONDocument {
+    @inline(__always)
+    public func kind(_ t: Int) -> Kind { tokens[t].kind }
+
+    /// The raw bytes of a value as written, quotes and brackets included.
+    @inline(__always)
+    public func raw(_ t: Int) -> UnsafeRawBufferPointer {
+        let tok = tokens[t]
+        return UnsafeRawBufferPointer(start: base + Int(tok.start), count: Int(tok.end - tok.start))
+    }
+
+    /// Whether string token `t` contains a backslash escape (its raw bytes are not its value).
+    @inline(__always)
+    package func isEscaped(_ t: Int) -> Bool { tokens[t].kind == .string && tokens[t].flag }
+
+    /// Index of the token after `t`'s subtree.
+    @inline(__always)
+    package func next(_ t: Int) -> Int { Int(tokens[t].next) }
+
+    /// Calls `body(key, value)` for each member of an object, in document order.
+    @inline(__always)
+    public func forEachMember(_ object: Int, _ body: (Int, Int) throws -> Void) rethrows {
+        guard tokens[object].kind == .object else { return }
+        let end = Int(tokens[object].next)
+        var k = object + 1
+        while k < end {
+            let v = k + 1
+            try body(k, v)
+            k = Int(tokens[v].next)
+        }
+    }
+
+    /// Calls `body(element)` for each element of an array, in order.
+    @inline(__always)
+    public func forEachElement(_ array: Int, _ body: (Int) throws -> Void) rethrows {
+        guard tokens[array].kind == .array else { return }
+        let end = Int(tokens[array].next)
+        var e = array + 1
+        while e < end {
+            try body(e)
+            e = Int(tokens[e].next)
+        }
+    }
+
+    /// Number of elements in an array (or members in an object); 0 for scalars.
+    public func count(_ t: Int) -> Int {
+        var n = 0
+        switch tokens[t].kind {
+        case .array: forEachElement(t) { _ in n += 1 }
+        case .object: forEachMember(t) { _, _ in n += 1 }
+        default: break
+        }
+        return n
+    }
+
+    /// The first element of an array, if any.
+    public func firstElement(_ array: Int) -> Int? {
+        guard tokens[array].kind == .array, array + 1 < Int(tokens[array].next) else { return nil }
+        return array + 1
+    }
+
+    /// Whether string token `t` holds exactly `text` (escapes decoded when present).
+    public func stringEquals(_ t: Int, _ text: StaticString) -> Bool {
+        let tok = tokens[t]
+        guard tok.kind == .string else { return false }
+        if tok.flag { return string(t) == text.description }
+        let n = Int(tok.end - tok.start) - 2
+        guard n == text.utf8CodeUnitCount else { return false }
+        return memcmp(base + Int(tok.start) + 1, text.utf8Start, n) == 0
+    }
+
+    /// Whether string token `t` holds `text` (ASCII lower-case) up to ASCII case: `TOTAL`, `Total`.
+    /// (Inlined: most calls end at the length.)
+    @inline(__always)
+    public func stringEqualsIgnoringCase(_ t: Int, _ text: StaticString) -> Bool {
+        let tok = tokens[t]
+        guard Int(tok.end - tok.start) - 2 == text.utf8CodeUnitCount || tok.flag, tok.kind == .string else { return false }
+        if tok.flag { return string(t)?.lowercased() == text.description }
+        let n = text.utf8CodeUnitCount
+        let p = base + Int(tok.start) + 1
+        for i in 0..<n where (p[i] &- UInt8(ascii: "A") < 26 ? p[i] | 0x20 : p[i]) != text.utf8Start[i] { return false }
+        return true
+    }
+
+    /// Whether string token `t` holds exactly the bytes `text`.
+    public func stringEquals(_ t: Int, bytes text: UnsafeRawBufferPointer) -> Bool {
+        let tok = tokens[t]
+        guard tok.kind == .string else { return false }
+        if tok.flag { return unescapedBytes(t).elementsEqual(text) }
+        let n = Int(tok.end - tok.start) - 2
+        guard n == text.count else { return false }
+        return n == 0 || memcmp(base + Int(tok.start) + 1, text.baseAddress!, n) == 0
+    }
+
+    /// Whether key token `tok` (a string) holds exactly the `n` bytes at `p` (like ``stringEquals(_:_:)``):
+    /// lengths first, then the first byte, then the rest, so most keys are ruled out without a call.
+    @inline(__always)
+    package func keyEquals(_ k: Int, _ tok: Token, _ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        if tok.flag {
+            // An escaped key (rare): compared as `String`s, as `stringEquals` does.
+            return string(k) == String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+        }
+        guard Int(tok.end &- tok.start) &- 2 == n else { return false }
+        if n == 0 { return true }
+        let q = base + (Int(tok.start) &+ 1)
+        return q[0] == p[0] && memcmp(q, p, n) == 0
+    }
+
+    /// The value of member `key` of object `object`, if present (the first, if repeated).
+    public func member(_ object: Int, _ key: StaticString) -> Int? {
+        guard tokens[object].kind == .object else { return nil }
+        let p = key.utf8Start
+        let n = key.utf8CodeUnitCount
+        let end = Int(tokens[object].next)
+        var k = object &+ 1
+        while k < end {
+            if keyEquals(k, tokens[k], p, n) { return k &+ 1 }
+            k = Int(tokens[k &+ 1].next)
+        }
+        return nil
+    }
+
+    /// The first of several spellings of a member that is present: one pass over the members,
+    /// keeping the best-ranked spelling seen so far.
+    package func member(_ object: Int, among keys: UnsafeBufferPointer<StaticString>) -> Int? {
+        guard tokens[object].kind == .object else { return nil }
+        var found: Int?
+        var rank = keys.count
+        let end = Int(tokens[object].next)
+        var k = object &+ 1
+        while k < end && rank > 0 {
+            let tok = tokens[k]
+            for r in 0..<rank where keyEquals(k, tok, keys[r].utf8Start, keys[r].utf8CodeUnitCount) {
+                found = k &+ 1
+                rank = r
+                break
+            }
+            k = Int(tokens[k &+ 1].next)
+        }
+        return found
+    }
+
+    /// The values of several members of `object` in one pass over its members, instead of one
+    /// pass per name: `found[i]` becomes the value of the first member named `keys[i]` (at most
+    /// 16 names), or -1. The names are indexed by length (`byLength[n]`: a bit per name of `n`
+    /// bytes, for n < 64; ``MemberNames`` builds it once), so a member whose length no name has
+    /// costs one load, and the others are compared only with the names of their length.
+    package func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
+                 _ found: UnsafeMutableBufferPointer<Int>) {
+        for i in found.indices { found[i] = -1 }
+        guard tokens[object].kind == .object else { return }
+        let end = Int(tokens[object].next)
+        var k = object &+ 1
+        while k < end {
+            let tok = tokens[k]
+            if tok.flag {
+                // An escaped key (rare): its decoded length is not its raw one.
+                for i in 0..<keys.count where found[i] < 0 && keyEquals(k, tok, keys[i].utf8Start, keys[i].utf8CodeUnitCount) {
+                    found[i] = k &+ 1
+                }
+            } else {
+                let n = Int(tok.end &- tok.start) &- 2
+                var candidates = n < 64 ? byLength[n] : 0
+                let q = base + (Int(tok.start) &+ 1)
+                while candidates != 0 {
+                    let i = candidates.trailingZeroBitCount
+                    candidates &= candidates &- 1
+                    let p = keys[i].utf8Start
+                    // The first byte rules out most names of the same length without a call.
+                    if found[i] < 0 && (n == 0 || (q[0] == p[0] && memcmp(q, p, n) == 0)) {
+                        found[i] = k &+ 1
+                    }
+                }
+            }
+            k = Int(tokens[k &+ 1].next)
+        }
+    }
+
+    /// ``members(_:_:_:_:)`` for a fixed list of names, indexed once (``MemberNames``): `body` reads
+    /// what was found by each name's index in the list.
+    @inline(__always)
+    package func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: names.keys.count) { found in
+            names.keys.withUnsafeBufferPointer { keys in
+                names.byLength.withUnsafeBufferPointer { members(object, keys, $0.baseAddress!, found) }
+            }
+            return body(FoundMembers(doc: self, found: UnsafeBufferPointer(found)))
+        }
+    }
+
+    /// What ``members(_:names:_:_:)`` found, by each name's index in its list.
+    package struct FoundMembers {
+        unowned(unsafe) let doc: JSONDocument
+        let found: UnsafeBufferPointer<Int>
+
+        /// The value of name `i`, if the object has it.
+        package func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+
+        /// The value of name `i`, if the object has it and it is an object.
+        package func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
+    }
+
+    /// The first of several spellings of a member that is present.
+    public func member(_ object: Int, anyOf keys: StaticString...) -> Int? {
+        keys.withUnsafeBufferPointer { member(object, among: $0) }
+    }
+
+    // Fixed-arity spellings of `member(_:anyOf:)`: no array is built per call.
+
+    /// `count` keys in a homogeneous tuple's bytes (its size is not a multiple of the stride, so
+    /// the count is given rather than derived).
+    @inline(__always)
+    package func member(_ object: Int, among tuple: UnsafeRawBufferPointer, _ count: Int) -> Int? {
+        member(object, among: JSONDocument.names(tuple, count))
+    }
+
+    /// The `count` `StaticString`s of a homogeneous tuple, from its bytes (`withUnsafeBytes(of:)`).
+    @inline(__always)
+    package static func names(_ tuple: UnsafeRawBufferPointer, _ count: Int) -> UnsafeBufferPointer<StaticString> {
+        UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self), count: count)
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString) -> Int? {
+        var keys = (k0, k1)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 2) }
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString) -> Int? {
+        var keys = (k0, k1, k2)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 3) }
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
+                       _ k3: StaticString) -> Int? {
+        var keys = (k0, k1, k2, k3)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 4) }
+    }
+
+    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
+                       _ k3: StaticString, _ k4: StaticString) -> Int? {
+        var keys = (k0, k1, k2, k3, k4)
+        return withUnsafeBytes(of: &keys) { member(object, among: $0, 5) }
+    }
+
+    /// Follows a path of member names through nested objects.
+    public func path(_ t: Int, _ keys: StaticString...) -> Int? {
+        var cur = t
+        for key in keys {
+            guard let v = member(cur, key) else { return nil }
+            cur = v
+        }
+        return cur
+    }
+
+    /// The member `key` if it is an object.
+    public func object(_ t: Int, _ key: StaticString) -> Int? {
+        guard let v = member(t, key), tokens[v].kind == .object else { return nil }
+        return v
+    }
+
+    /// A string value's decoded bytes (without quotes).
+    public func unescapedBytes(_ t: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        appendUnescaped(t, to: &out)
+        return out
+    }
+
+    /// Appends a string token's decoded UTF-8 to `out`.
+    public func appendUnescaped(_ t: Int, to out: inout [UInt8]) {
+        let tok = tokens[t]
+        var i = Int(tok.start) + 1
+        let end = Int(tok.end) - 1
+        if !tok.flag {
+            out.append(contentsOf: UnsafeBufferPointer(start: base + i, count: end - i))
+            return
+        }
+        while i < end {
+            let c = base[i]
+            if c != UInt8(ascii: "\\") {
+                out.append(c)
+                i += 1
+                continue
+            }
+            let e = base[i + 1]
+            i += 2
+            switch e {
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(i)
+                i += 4
+                if scalar >= 0xD800 && scalar < 0xDC00, i + 6 <= end, base[i] == UInt8(ascii: "\\"),
+                    base[i + 1] == UInt8(ascii: "u")
+                {
+                    let low = hex4(i + 2)
+                    if low >= 0xDC00 && low < 0xE000 {
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        i += 6
+                    }
+                }
+                if scalar >= 0xD800 && scalar < 0xE000 { scalar = 0xFFFD }  // lone surrogate
+                appendUTF8(scalar, to: &out)
+            default: out.append(e)
+            }
+        }
+    }
+
+    private func hex4(_ i: Int) -> UInt32 {
+        var v: UInt32 = 0
+        for k in 0..<4 { v = v << 4 | (JSONDocument.hexValue(base[i + k]) ?? 0) }
+        return v
+    }
+
+    private func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+        switch scalar {
+        case 0..<0x80: out.append(UInt8(scalar))
+        case 0x80..<0x800:
+            out.append(UInt8(0xC0 | scalar >> 6))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        case 0x800..<0x10000:
+            out.append(UInt8(0xE0 | scalar >> 12))
+            out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        default:
+            out.append(UInt8(0xF0 | scalar >> 18))
+            out.append(UInt8(0x80 | scalar >> 12 & 0x3F))
+            out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        }
+    }
+
+    /// A string value, decoded; `nil` if `t` is not a string.
+    public func string(_ t: Int) -> String? {
+        guard tokens[t].kind == .string else { return nil }
+        if !tokens[t].flag {
+            let r = raw(t)
+            return String(decoding: UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)]), as: UTF8.self)
+        }
+        return String(decoding: unescapedBytes(t), as: UTF8.self)
+    }
+
+    /// A string, or a number's text: identifiers arrive as either (`"id": 123` or `"id": "123"`).
+    public func identifier(_ t: Int) -> String? {
+        switch tokens[t].kind {
+        case .string:
+            // An escaped id (rare) is checked as its decoded text.
+            guard tokens[t].flag else { return JSONDocument.isPlaceholder(raw(t)) ? nil : string(t) }
+            guard var s = string(t) else { return nil }
+            return s.withUTF8 { JSONDocument.isPlaceholderText(UnsafeRawBufferPointer($0)) } ? nil : s
+        case .number: return String(decoding: raw(t), as: UTF8.self)
+        default: return nil
+        }
+    }
+
+    /// Whether a quoted string's raw bytes hold no id: empty, blank, or a JavaScript bridge's
+    /// stringified nothing (`undefined`, `null`, `NaN`; `nil`, `None` from Swift and Python). Such
+    /// an id would merge every checkout that sent it into one.
+    package static func isPlaceholder(_ quoted: UnsafeRawBufferPointer) -> Bool {
+        guard quoted.count >= 2, let base = quoted.baseAddress else { return true }
+        return isPlaceholderText(UnsafeRawBufferPointer(start: base + 1, count: quoted.count - 2))
+    }
+
+    /// ``isPlaceholder(_:)`` of an id's text: blank, or one of the words, any case, spaces around.
+    package static func isPlaceholderText(_ text: UnsafeRawBufferPointer) -> Bool {
+        guard let base = text.baseAddress else { return true }
+        let p = base.assumingMemoryBound(to: UInt8.self)
+        var n = text.count
+        // The usual id: longer than any placeholder word, no space at either end.
+        if n > 15 && p[0] > 0x20 && p[n - 1] > 0x20 { return false }
+        @inline(__always) func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D }
+        var start = 0
+        while start < n && isSpace(p[start]) { start += 1 }
+        while n > start && isSpace(p[n - 1]) { n -= 1 }
+        let count = n - start
+        if count == 0 { return true }
+        guard count <= 15 else { return false }
+        func isWord(_ w: StaticString) -> Bool {
+            guard w.utf8CodeUnitCount == count else { return false }
+            for i in 0..<count {
+                let c = p[start + i]
+                if (c >= 0x41 && c <= 0x5A ? c | 0x20 : c) != w.utf8Start[i] { return false }
+            }
+            return true
+        }
+        return isWord("undefined") || isWord("null") || isWord("nan") || isWord("nil") || isWord("none")
+            || isWord("(null)") || isWord("<null>") || isWord("[object object]")
+    }
+
+    /// An integer value: an integral number, or a string holding one.
+    public func int64(_ t: Int) -> Int64? {
+        let tok = tokens[t]
+        switch tok.kind {
+        case .number:
+            if tok.flag {
+                guard let d = double(t), d.rounded() == d, abs(d) < 9.0e15 else { return nil }
+                return Int64(d)
+            }
+            return JSONDocument.parseInt(raw(t))
+        case .string:
+            guard !tok.flag else { return nil }
+            let r = raw(t)
+            return JSONDocument.parseInt(UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)]))
+        default: return nil
+        }
+    }
+
+    package static func parseInt(_ r: UnsafeRawBufferPointer) -> Int64? {
+        guard !r.isEmpty, r.count <= 19 else { return nil }
+        var i = 0
+        var negative = false
+        if r[0] == UInt8(ascii: "-") {
+            negative = true
+            i = 1
+        }
+        guard i < r.count else { return nil }
+        var v: Int64 = 0
+        while i < r.count {
+            let d = r[i] &- UInt8(ascii: "0")
+            guard d < 10 else { return nil }
+            let (times10, o1) = v.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times10.addingReportingOverflow(Int64(d))
+            guard !o1 && !o2 else { return nil }
+            v = sum
+            i += 1
+        }
+        return negative ? -v : v
+    }
+
+    /// A number as `Double` (also from a string holding a number).
+    public func double(_ t: Int) -> Double? {
+        let tok = tokens[t]
+        var r = raw(t)
+        switch tok.kind {
+        case .number: break
+        case .string:
+            guard !tok.flag, r.count > 2 else { return nil }
+            r = UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)])
+        default: return nil
+        }
+        guard r.count < 64 else { return nil }
+        return JSONDocument.parseDouble(r)
+    }
+
+    /// A boolean value.
+    public func bool(_ t: Int) -> Bool? {
+        switch tokens[t].kind {
+        case .true: return true
+        case .false: return false
+        default: return nil
+        }
+    }
+}
+
+/// Up to 16 member names and their length index, built once — a `static let` beside the code that
+/// looks them up for every event — so `members(_:_:_:_:)` does not
+/// index the names again for each object it reads. `Sendable`; immutable.
+package struct MemberNames: Sendable {
+    package let keys: [StaticString]
+    /// A bit per name of each length below 64 (bit `i`: `keys[i]`).
+    package let byLength: [UInt16]
+
+    package init(_ keys: StaticString...) {
+        precondition(keys.count <= 16, "MemberNames takes at most 16 names")
+        var index = [UInt16](repeating: 0, count: 64)
+        for (i, key) in keys.enumerated() where key.utf8CodeUnitCount < 64 {
+            index[key.utf8CodeUnitCount] |= 1 &<< UInt16(i)
+        }
+        self.keys = keys
+        byLength = index
+    }
+}

@@ -1,0 +1,464 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A parsed JSON text: a flat tape of tokens pointing into the original bytes, never copied.
+///
+/// Not `Sendable`: one document is owned by one pipeline thread and reused message after message, so
+/// parsing allocates nothing once its token array has grown to the largest message seen.
+/// The bytes must stay valid while the document is read: the pipeline parses inside the receive
+/// buffer's `withUnsafeBytes`, or points the document at storage it owns (``parseOwned(_:)``).
+public final class JSONDocument {
+    /// What a token is.
+    public enum Kind: UInt8, Sendable {
+        case object, array, string, number, `true`, `false`, null
+    }
+
+    /// One value on the tape. Strings span their quotes; containers span their brackets.
+    @usableFromInline
+    package struct Token {
+        package var kind: Kind
+        /// Strings: contains a backslash escape. Numbers: has a fraction or exponent.
+        package var flag: Bool
+        package var start: Int32
+        package var end: Int32
+        /// Index of the token after this value's whole subtree.
+        package var next: Int32
+    }
+
+    /// The tape. Unsafe storage the document owns and grows, so reads cost one load, no checks.
+    @usableFromInline package private(set) var tokens: UnsafeMutablePointer<Token>
+    @usableFromInline package private(set) var tokenCount = 0
+    private var tokenCapacity: Int
+    @usableFromInline package private(set) var base: UnsafePointer<UInt8> = UnsafePointer(bitPattern: 1)!
+    @usableFromInline private(set) var length = 0
+    private var owned: UnsafeMutablePointer<UInt8>?
+    private var ownedCapacity = 0
+
+    /// Whether the last parsed text had no whitespace between tokens, so any value's raw bytes are
+    /// already compact JSON on one line.
+    public private(set) var isCompact = true
+
+    /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
+    public var maxDepth = 64
+
+    public init() {
+        tokenCapacity = 256
+        tokens = .allocate(capacity: tokenCapacity)
+    }
+
+    deinit {
+        owned?.deallocate()
+        tokens.deallocate()
+    }
+
+    /// The root value (index 0) after a successful parse.
+    public var root: Int { 0 }
+
+    /// The bytes being read.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: length) }
+
+    /// Parses `buffer` in place. The buffer must outlive every read of this document.
+    /// - Throws: ``JSONParseError`` naming what is wrong and where.
+    public func parse(_ buffer: UnsafeRawBufferPointer) throws(JSONParseError) {
+        base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(bitPattern: 1)!
+        length = buffer.count
+        try run()
+    }
+
+    /// Copies `source` into storage the document owns, then parses it (used for JSON nested in strings).
+    public func parseOwned(_ source: [UInt8]) throws(JSONParseError) {
+        let storage: UnsafeMutablePointer<UInt8>
+        if let owned, ownedCapacity >= source.count {
+            storage = owned
+        } else {
+            owned?.deallocate()
+            ownedCapacity = max(source.count, 1024)
+            storage = .allocate(capacity: ownedCapacity)
+            owned = storage
+        }
+        source.withUnsafeBufferPointer { src in
+            if let s = src.baseAddress { storage.update(from: s, count: src.count) }
+        }
+        base = UnsafePointer(storage)
+        length = source.count
+        try run()
+    }
+
+    private func run() throws(JSONParseError) {
+        var scanner = Scanner(base: base, length: length, tokens: tokens, capacity: tokenCapacity, maxDepth: maxDepth)
+        defer {
+            tokens = scanner.tokens
+            tokenCapacity = scanner.capacity
+            tokenCount = scanner.count
+            isCompact = !scanner.sawSpace
+        }
+        try scanner.parseDocument()
+    }
+
+    /// The parser proper: a struct over local pointers, so the hot loop has no class accesses.
+    package struct Scanner {
+        let base: UnsafePointer<UInt8>
+        let length: Int
+        var tokens: UnsafeMutablePointer<Token>
+        var capacity: Int
+        var count = 0
+        var depth = 0
+        let maxDepth: Int
+        /// Whether any whitespace separated two tokens.
+        var sawSpace = false
+
+        init(base: UnsafePointer<UInt8>, length: Int, tokens: UnsafeMutablePointer<Token>, capacity: Int, maxDepth: Int) {
+            self.base = base
+            self.length = length
+            self.tokens = tokens
+            self.capacity = capacity
+            self.maxDepth = maxDepth
+        }
+
+        mutating func parseDocument() throws(JSONParseError) {
+            var i = skipSpace(0)
+            if i >= length { throw JSONParseError(.empty, at: i) }
+            i = try parseValue(i)
+            i = skipSpace(i)
+            if i != length { throw JSONParseError(.trailingData, at: i) }
+        }
+
+        @inline(__always)
+        mutating func append(_ kind: Kind, _ flag: Bool, _ start: Int, _ end: Int) {
+            if count == capacity { grow() }
+            tokens[count] = Token(kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
+                                  end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count + 1))
+            count += 1
+        }
+
+        mutating func grow() {
+            let bigger = UnsafeMutablePointer<Token>.allocate(capacity: capacity * 2)
+            bigger.moveInitialize(from: tokens, count: count)
+            tokens.deallocate()
+            tokens = bigger
+            capacity *= 2
+        }
+
+        @inline(__always)
+        mutating func skipSpace(_ start: Int) -> Int {
+            var i = start
+            // Compact input: the byte after a token is structural, never whitespace.
+            if i < length && base[i] > 0x20 { return i }
+            while i < length {
+                let c = base[i]
+                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 {
+                    i &+= 1
+                    sawSpace = true
+                } else {
+                    break
+                }
+            }
+            return i
+        }
+
+        mutating func parseValue(_ start: Int) throws(JSONParseError) -> Int {
+            guard start < length else { throw JSONParseError(.truncated, at: start) }
+            switch base[start] {
+            case UInt8(ascii: "{"): return try parseObject(start)
+            case UInt8(ascii: "["): return try parseArray(start)
+            case UInt8(ascii: "\""): return try parseString(start)
+            case UInt8(ascii: "t"): return try literal(start, "true", .true)
+            case UInt8(ascii: "f"): return try literal(start, "false", .false)
+            case UInt8(ascii: "n"): return try literal(start, "null", .null)
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber(start)
+            default: throw JSONParseError(.unexpectedCharacter, at: start)
+            }
+        }
+
+        mutating func literal(_ start: Int, _ word: StaticString, _ kind: Kind) throws(JSONParseError) -> Int {
+            let n = word.utf8CodeUnitCount
+            guard start + n <= length else { throw JSONParseError(.truncated, at: start) }
+            let w = word.utf8Start
+            for k in 0..<n where base[start + k] != w[k] { throw JSONParseError(.unexpectedCharacter, at: start + k) }
+            append(kind, false, start, start + n)
+            return start + n
+        }
+
+        mutating func parseNumber(_ start: Int) throws(JSONParseError) -> Int {
+            var i = start
+            var fractional = false
+            if base[i] == UInt8(ascii: "-") { i += 1 }
+            guard i < length else { throw JSONParseError(.truncated, at: i) }
+            if base[i] == UInt8(ascii: "0") {
+                i += 1
+            } else if base[i] >= UInt8(ascii: "1") && base[i] <= UInt8(ascii: "9") {
+                while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+            } else {
+                throw JSONParseError(.badNumber, at: i)
+            }
+            if i < length && base[i] == UInt8(ascii: ".") {
+                fractional = true
+                i += 1
+                let digits = i
+                while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+                if i == digits { throw JSONParseError(.badNumber, at: i) }
+            }
+            var exponent = false
+            if i < length && (base[i] | 0x20) == UInt8(ascii: "e") {
+                fractional = true
+                exponent = true
+                i += 1
+                if i < length && (base[i] == UInt8(ascii: "+") || base[i] == UInt8(ascii: "-")) { i += 1 }
+                let digits = i
+                while i < length && base[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+                if i == digits { throw JSONParseError(.badNumber, at: i) }
+            }
+            // Numbers beyond a double's range are legal JSON text that most consumers cannot read
+            // (Foundation rejects them, others turn them into infinity): refuse them here.
+            if (exponent || i - start > 300) && !JSONDocument.isFiniteNumber(base + start, i - start) {
+                throw JSONParseError(.numberOutOfRange, at: start)
+            }
+            append(.number, fractional, start, i)
+            return i
+        }
+
+        /// Scans a string of plain printable ASCII that ends within its first 16 bytes (most keys
+        /// and many values) without a call: one or two words, one mask each. Anything else, or too
+        /// near the end of the text, goes to ``parseString(_:)``.
+        @inline(__always)
+        mutating func string(_ start: Int) throws(JSONParseError) -> Int {
+            let i = start &+ 1
+            if i &+ 16 <= length {
+                let p = UnsafeRawPointer(base + i)
+                var m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)))
+                var at = i
+                if m == 0 {
+                    m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                    at = i &+ 8
+                }
+                if m != 0 {
+                    let j = at &+ (m.trailingZeroBitCount &>> 3)
+                    if base[j] == UInt8(ascii: "\"") {
+                        append(.string, false, start, j &+ 1)
+                        return j &+ 1
+                    }
+                }
+            }
+            return try parseString(start)
+        }
+
+        /// Scans a string, validating escapes and UTF-8; plain ASCII takes a tight loop.
+        mutating func parseString(_ start: Int) throws(JSONParseError) -> Int {
+            var i = start &+ 1
+            var escaped = false
+            while true {
+                // Fast path: eight bytes at a time; the first byte that needs a look (a quote, a
+                // backslash, a control or a non-ASCII byte) is found from the word's mask.
+                var found = false
+                while i &+ 8 <= length {
+                    let w = UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self))
+                    let m = Scanner.lookMask(w)
+                    if m != 0 {
+                        i &+= m.trailingZeroBitCount &>> 3
+                        found = true
+                        break
+                    }
+                    i &+= 8
+                }
+                if !found {
+                    while i < length {
+                        let c = base[i]
+                        guard c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") else { break }
+                        i &+= 1
+                    }
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
+                }
+                let c = base[i]
+                if c == UInt8(ascii: "\"") { break }
+                if c == UInt8(ascii: "\\") {
+                    escaped = true
+                    guard i + 1 < length else { throw JSONParseError(.truncated, at: i) }
+                    switch base[i + 1] {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                        UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                        i += 2
+                    case UInt8(ascii: "u"):
+                        guard i + 6 <= length else { throw JSONParseError(.truncated, at: i) }
+                        for k in 2..<6 where JSONDocument.hexValue(base[i + k]) == nil {
+                            throw JSONParseError(.badEscape, at: i + k)
+                        }
+                        i += 6
+                    default:
+                        throw JSONParseError(.badEscape, at: i)
+                    }
+                    continue
+                }
+                if c < 0x20 { throw JSONParseError(.controlCharacter, at: i) }
+                i = try validateUTF8(at: i)
+            }
+            append(.string, escaped, start, i + 1)
+            return i + 1
+        }
+
+        /// The high bit of every byte of `w` that is a control character, non-ASCII, `"` or `\\`
+        /// (SWAR tests). Bits above the lowest may be false positives (borrows); the lowest is exact.
+        @inline(__always)
+        static func lookMask(_ w: UInt64) -> UInt64 {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            let belowSpace = (w &- ones &* 0x20) & ~w
+            let quote = w ^ (ones &* 0x22)
+            let backslash = w ^ (ones &* 0x5C)
+            let hasQuote = (quote &- ones) & ~quote
+            let hasBackslash = (backslash &- ones) & ~backslash
+            return (belowSpace | hasQuote | hasBackslash | w) & highs
+        }
+
+        /// Validates one multi-byte UTF-8 sequence; returns the index after it.
+        func validateUTF8(at i: Int) throws(JSONParseError) -> Int {
+            let r = UTF8Validation.check(base, at: i, count: length)
+            if let bad = r.invalidAt { throw JSONParseError(.invalidUTF8, at: bad) }
+            return r.end
+        }
+
+        /// The comma or closing bracket after a container's member or element, which compact input
+        /// has right after the value: whitespace is skipped only when the byte is not one.
+        /// - Returns: its offset, and whether it is a comma (more follows).
+        @inline(__always)
+        mutating func afterValue(_ start: Int, close: UInt8) throws(JSONParseError) -> (Int, Bool) {
+            var i = start
+            var c: UInt8 = i < length ? base[i] : 0
+            if c <= 0x20 {
+                i = skipSpace(i)
+                guard i < length else { throw JSONParseError(.truncated, at: i) }
+                c = base[i]
+            }
+            if c == UInt8(ascii: ",") { return (i, true) }
+            guard c == close else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
+            return (i, false)
+        }
+
+        mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
+            depth += 1
+            if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+            let me = count
+            append(.object, false, start, 0)
+            var i = skipSpace(start + 1)
+            guard i < length else { throw JSONParseError(.truncated, at: i) }
+            if base[i] != UInt8(ascii: "}") {
+                while true {
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
+                    guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
+                    i = try string(i)
+                    // Compact input (the usual case) has the colon right after the key, and the
+                    // value right after the colon: whitespace is looked for only when it is not
+                    // (and after the value, by `afterValue`).
+                    if i < length && base[i] == UInt8(ascii: ":") {
+                        i &+= 1
+                    } else {
+                        i = skipSpace(i)
+                        guard i < length else { throw JSONParseError(.truncated, at: i) }
+                        guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
+                        i = skipSpace(i + 1)
+                    }
+                    if i < length && base[i] == UInt8(ascii: "\"") {
+                        i = try string(i)
+                    } else {
+                        i = try parseValue(skipSpace(i))
+                    }
+                    let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
+                    if more {
+                        i = skipSpace(at + 1)
+                        continue
+                    }
+                    i = at
+                    break
+                }
+            }
+            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].next = Int32(truncatingIfNeeded: count)
+            depth -= 1
+            return i + 1
+        }
+
+        mutating func parseArray(_ start: Int) throws(JSONParseError) -> Int {
+            depth += 1
+            if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+            let me = count
+            append(.array, false, start, 0)
+            var i = skipSpace(start + 1)
+            guard i < length else { throw JSONParseError(.truncated, at: i) }
+            if base[i] != UInt8(ascii: "]") {
+                while true {
+                    let (at, more) = try afterValue(try parseValue(i), close: UInt8(ascii: "]"))
+                    if more {
+                        i = skipSpace(at + 1)
+                        continue
+                    }
+                    i = at
+                    break
+                }
+            }
+            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].next = Int32(truncatingIfNeeded: count)
+            depth -= 1
+            return i + 1
+        }
+    }
+
+    /// Whether the number text parses to a finite double.
+    package static func isFiniteNumber(_ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        parseDouble(UnsafeRawBufferPointer(start: p, count: n))?.isFinite ?? false
+    }
+
+    /// `strtod` over a span of number text; nil unless the whole span is the number.
+    package static func parseDouble(_ r: UnsafeRawBufferPointer) -> Double? {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: r.count + 1) { buf -> Double? in
+            for k in 0..<r.count { buf[k] = CChar(bitPattern: r[k]) }
+            buf[r.count] = 0
+            var endp: UnsafeMutablePointer<CChar>?
+            let d = strtod(buf.baseAddress!, &endp)
+            guard let endp, endp == buf.baseAddress! + r.count else { return nil }
+            return d
+        }
+    }
+
+    @inline(__always)
+    package static func hexValue(_ c: UInt8) -> UInt32? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(c - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(c - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return UInt32(c - UInt8(ascii: "A") + 10)
+        default: return nil
+        }
+    }
+}
+
+/// Why a text is not JSON this daemon will read, and the byte offset where that became clear.
+public struct JSONParseError: Error, Sendable, Equatable {
+    /// A machine-readable reason, stable across releases.
+    public struct Reason: Sendable, Equatable, Hashable {
+        public let name: String
+        init(_ name: String) { self.name = name }
+
+        public static let empty = Reason("empty")
+        public static let truncated = Reason("truncated")
+        public static let trailingData = Reason("trailing_data")
+        public static let unexpectedCharacter = Reason("unexpected_character")
+        public static let badNumber = Reason("bad_number")
+        public static let numberOutOfRange = Reason("number_out_of_range")
+        public static let badEscape = Reason("bad_escape")
+        public static let controlCharacter = Reason("control_character_in_string")
+        public static let invalidUTF8 = Reason("invalid_utf8")
+        public static let expectedKey = Reason("expected_key")
+        public static let expectedColon = Reason("expected_colon")
+        public static let expectedCommaOrEnd = Reason("expected_comma_or_end")
+        public static let tooDeep = Reason("too_deep")
+    }
+
+    public let reason: Reason
+    public let offset: Int
+
+    public init(_ reason: Reason, at offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+}

@@ -1,0 +1,47 @@
+import CheckoutBusJSON
+
+/// The kinds of envelope that take a `seq` and are journaled: five lifecycle kinds and dead letters.
+///
+/// Their order is the journal's kind byte (docs/durability.md). `Sendable`.
+public enum JournaledKind: Int, Sendable, CaseIterable {
+    case start, update, complete, fail, dismiss, deadletter
+
+    /// The name in envelopes (`"kind"`) and in a heartbeat's `kind_seqs`.
+    public var name: String {
+        switch self {
+        case .start: "start"
+        case .update: "update"
+        case .complete: "complete"
+        case .fail: "fail"
+        case .dismiss: "dismiss"
+        case .deadletter: "deadletter"
+        }
+    }
+
+    /// Every topic of this kind starts with this; for every kind but `fail` it is the whole topic.
+    package var topicRoot: String {
+        switch self {
+        case .start: "checkout.start"
+        case .update: "checkout.update"
+        case .complete: "checkout.complete"
+        case .fail: "checkout.fail."
+        case .dismiss: "checkout.dismiss"
+        case .deadletter: "bus.deadletter"
+        }
+    }
+
+    /// Whether the topic's whole family is this kind's root (`false` only for `fail`'s per-code topics).
+    package var topicIsExact: Bool { self != .fail }
+
+    /// The kind a published topic belongs to, or `nil` for a topic that takes no `seq`.
+    public init?(topic: [UInt8]) {
+        for kind in JournaledKind.allCases {
+            let root = kind.topicRoot.utf8
+            if kind.topicIsExact ? topic.elementsEqual(root) : (topic.starts(with: root) || topic.elementsEqual(root.dropLast())) {
+                self = kind
+                return
+            }
+        }
+        return nil
+    }
+}

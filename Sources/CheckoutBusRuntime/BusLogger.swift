@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// A log level several loggers share and a signal handler may change (SIGHUP). `Sendable` (atomic).
+public final class SharedLogLevel: Sendable {
+    private let raw: Atomic<Int>
+    public init(_ level: BusLogger.Level) { raw = Atomic(level.rawValue) }
+    public var level: BusLogger.Level {
+        get { BusLogger.Level(rawValue: raw.load(ordering: .relaxed)) ?? .info }
+        set { raw.store(newValue.rawValue, ordering: .relaxed) }
+    }
+}
+
+/// A small structured logger: one `key=value` line per record on stderr, filtered by level.
+///
+/// `Sendable`; writes are single `write(2)` calls, so lines from several threads never interleave.
+/// Copies of a logger share one ``SharedLogLevel``: changing ``level`` on one changes it for all
+/// (the daemon's SIGHUP reload relies on it).
+public struct BusLogger: Sendable {
+    public enum Level: Int, Sendable, Comparable, CaseIterable {
+        case debug, info, warning, error
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
+        public var name: String {
+            switch self {
+            case .debug: "debug"
+            case .info: "info"
+            case .warning: "warning"
+            case .error: "error"
+            }
+        }
+        public init?(name: String) {
+            guard let l = Level.allCases.first(where: { $0.name == name }) else { return nil }
+            self = l
+        }
+    }
+
+    public var label: String
+    public let sharedLevel: SharedLogLevel
+    public var level: Level {
+        get { sharedLevel.level }
+        nonmutating set { sharedLevel.level = newValue }
+    }
+
+    public init(label: String, level: Level = .info) {
+        self.label = label
+        self.sharedLevel = SharedLogLevel(level)
+    }
+
+    /// Writes `msg` with `fields` if `level` is enabled. Values with spaces or quotes are quoted.
+    public func log(_ level: Level, _ msg: String, _ fields: KeyValuePairs<String, String> = [:]) {
+        guard level >= self.level else { return }
+        var line = "level=\(level.name) component=\(label) msg=\(BusLogger.quote(msg))"
+        for (k, v) in fields { line += " \(k)=\(BusLogger.quote(v))" }
+        line += "\n"
+        var bytes = Array(line.utf8)
+        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    public func debug(_ msg: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.debug, msg, fields) }
+    public func info(_ msg: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.info, msg, fields) }
+    public func warning(_ msg: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.warning, msg, fields) }
+    public func error(_ msg: String, _ fields: KeyValuePairs<String, String> = [:]) { log(.error, msg, fields) }
+
+    package static func quote(_ v: String) -> String {
+        if !v.isEmpty && !v.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\n" }) { return v }
+        var out = "\""
+        for c in v {
+            switch c {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default: out.append(c)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,161 @@
+import CheckoutBusCore
+import Foundation
+import CheckoutBusDaemon
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// `checkoutbus decode`: the daemon's own decoder and lifecycle rules run offline on raw events,
+/// printing what each would become — without a daemon, a socket or a journal.
+///
+/// Not `Sendable`; runs on the calling thread.
+public struct DecodeCommand {
+    public static let help = """
+        checkoutbus decode — what raw events would become: the daemon's decoder and rules, offline.
+
+        USAGE: checkoutbus decode [FILE|-] [--format pretty|json] [--buyer-data redacted|full]
+
+          FILE                 raw events, one JSON per line, as a producer sends them (default -:
+                               standard input); blank lines and lines starting with # are skipped
+          --format pretty      (default) one line per event: its topic, checkout, source, stable
+                               error code and raw code, summary (total, currency, order), flags,
+                               and the snapshot paths redacted; or the dead-letter reason and detail
+          --format json        one object per event: {"line":N,"outcome":…,"topic":…,"envelope":{…},
+                               "redacted":[paths]}; the envelope exactly as the daemon would publish it
+          --buyer-data MODE    redacted (default) or full, as the daemon's flag
+
+        The events go through one processor in order, as through one daemon: an update identical
+        to the checkout's last snapshot is `suppressed`, a repeated event_id a `duplicate`, a
+        second complete carries "repeat":true. Exits 0 when every line was read (dead letters
+        included), 1 when the input cannot be read.
+        """
+
+    public enum Format: String, Sendable {
+        case pretty, json
+    }
+
+    public var file = "-"
+    public var format = Format.pretty
+    public var options = EventProcessor.Options()
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(arguments, valued: ["format", "buyer-data"], switches: [])
+        switch args.value("format") {
+        case nil, "pretty": format = .pretty
+        case "json": format = .json
+        case let other?: throw .init("--format must be pretty or json, got \(other)")
+        }
+        switch args.value("buyer-data") {
+        case nil, "redacted": options.keepBuyerData = false
+        case "full": options.keepBuyerData = true
+        case let other?: throw .init("--buyer-data must be redacted or full, got \(other)")
+        }
+        options.dedupeWindow = 200_000
+        if args.positionals.count > 1 { throw .init("unexpected argument \(args.positionals[1])") }
+        file = args.positionals.first ?? "-"
+    }
+
+    public func run() -> Int32 {
+        let input: Data
+        do {
+            input = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
+                : try Data(contentsOf: URL(fileURLWithPath: file))
+        } catch {
+            FileHandleWriter.standardError("checkoutbus decode: cannot read \(file): \(error.localizedDescription)\n")
+            return 1
+        }
+        let processor = EventProcessor(options: options)
+        let doc = JSONDocument()
+        let lines = [UInt8](input).split(separator: 0x0A, omittingEmptySubsequences: false)
+        for (n, raw) in lines.enumerated() {
+            var line = Array(raw)
+            if line.last == 0x0D { line.removeLast() }
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) || line.first == 0x23 { continue }
+            let outcome = line.withUnsafeBytes {
+                processor.process($0, receivedAt: Timestamp(milliseconds: BusClock.wallMilliseconds()), now: BusClock.monotonicSeconds())
+            }
+            FileHandleWriter.standardOutput(describe(outcome, line: n + 1, processor: processor, doc: doc) + "\n")
+        }
+        return 0
+    }
+
+    /// One event's line of output.
+    package func describe(_ outcome: EventProcessor.Outcome, line: Int, processor: EventProcessor, doc: JSONDocument) -> String {
+        let name: String
+        switch outcome {
+        case .published: name = "published"
+        case .deadLettered: name = "deadletter"
+        case .suppressed: name = "suppressed"
+        case .duplicate, .duplicateDeadLetter: name = "duplicate"
+        }
+        var topic: [UInt8] = []
+        var envelope: [UInt8] = []
+        if case .published = outcome { (topic, envelope) = (processor.topic.bytes, processor.envelope.bytes) }
+        if case .deadLettered = outcome { (topic, envelope) = (processor.topic.bytes, processor.envelope.bytes) }
+        let redacted = envelope.isEmpty ? [] : DecodeCommand.redactedPaths(envelope)
+        switch format {
+        case .json:
+            var w = JSONWriter(capacity: 256 + envelope.count)
+            w.append("{\"line\":")
+            w.append(int: line)
+            w.append(",\"outcome\":")
+            w.appendString(name)
+            switch outcome {
+            case .duplicate(let seq):
+                w.append(",\"duplicate_of_seq\":")
+                if seq > 0 { w.append(int: Int64(seq)) } else { w.append("null") }
+            case .duplicateDeadLetter(let seq, let reason):
+                w.append(",\"duplicate_of_seq\":")
+                w.append(int: Int64(seq))
+                w.append(",\"reason\":")
+                w.appendString(reason.code)
+            default: break
+            }
+            if !envelope.isEmpty {
+                w.append(",\"topic\":")
+                topic.withUnsafeBytes { w.appendString(utf8: $0) }
+                w.append(",\"envelope\":")
+                envelope.withUnsafeBytes { w.appendRaw($0) }
+                w.append(",\"redacted\":[")
+                for (i, p) in redacted.enumerated() {
+                    if i > 0 { w.append(",") }
+                    w.appendString(p)
+                }
+                w.append("]")
+            }
+            w.append("}")
+            return String(decoding: w.bytes, as: UTF8.self)
+        case .pretty:
+            switch outcome {
+            case .suppressed: return "line \(line): suppressed (the same snapshot as this checkout's last)"
+            case .duplicate(let seq): return "line \(line): duplicate of the event published as #\(seq) (its event_id was seen)"
+            case .duplicateDeadLetter(let seq, let reason):
+                return "line \(line): duplicate of dead letter #\(seq) (\(reason.code))"
+            default:
+                var text = "line \(line): " + TailCommand.pretty(topic: topic, envelope: envelope, doc: doc)
+                if !redacted.isEmpty { text += " redacted=" + redacted.joined(separator: ",") }
+                return text
+            }
+        }
+    }
+
+    /// The paths (`checkout.buyer.email`, `checkout.line_items[0].…`) whose values the envelope
+    /// holds as `"[redacted]"`.
+    package static func redactedPaths(_ envelope: [UInt8]) -> [String] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(envelope)) else { return [] }
+        var paths: [String] = []
+        func walk(_ value: Any, _ path: String) {
+            if let s = value as? String, s == "[redacted]" {
+                paths.append(path)
+            } else if let o = value as? [String: Any] {
+                for k in o.keys.sorted() { walk(o[k]!, path.isEmpty ? k : path + "." + k) }
+            } else if let a = value as? [Any] {
+                for (i, v) in a.enumerated() { walk(v, path + "[\(i)]") }
+            }
+        }
+        walk(object, "")
+        return paths
+    }
+}

@@ -1,0 +1,65 @@
+import CheckoutBusDaemon
+import CheckoutBusClient
+import Foundation
+import ZeroMQ
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+
+/// `checkoutbus keygen NAME`: writes a CURVE key pair as `NAME.key` (secret, mode 0600) and
+/// `NAME.pub` (public, 0644), Z85 text. Not `Sendable`; runs on the calling thread.
+public struct KeygenCommand {
+    public static let help = """
+        checkoutbus keygen — write a CURVE key pair for the daemon or a client.
+
+        USAGE: checkoutbus keygen [--force] NAME
+
+          NAME      writes NAME.key (the secret key, mode 0600) and NAME.pub (the public key)
+          --force   replace existing files
+
+        The daemon takes its NAME.key as --curve-secret-key; clients take theirs as --curve-key and the
+        daemon's NAME.pub as --curve-server. Put a producer's .pub in the daemon's --curve-producers
+        directory, a subscriber's in --curve-subscribers (docs/security.md).
+        """
+
+    package let name: String
+    package let force: Bool
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(arguments, valued: [], switches: ["force"])
+        guard args.positionals.count == 1 else { throw .init("keygen needs one NAME") }
+        name = args.positionals[0]
+        force = args.has("force")
+    }
+
+    public func run() -> Int32 {
+        let secretPath = name + ".key"
+        let publicPath = name + ".pub"
+        if !force, FileManager.default.fileExists(atPath: secretPath) || FileManager.default.fileExists(atPath: publicPath) {
+            FileHandleWriter.standardError("checkoutbus keygen: \(secretPath) or \(publicPath) exists; --force replaces them\n")
+            return 1
+        }
+        do {
+            let pair = try ZMQCurveKeyPair.generate()
+            try write(secretPath, "# CheckoutBus CURVE secret key: keep private\n\(pair.secretKey)\n", mode: 0o600)
+            try write(publicPath, "# CheckoutBus CURVE public key\n\(pair.publicKey)\n", mode: 0o644)
+            FileHandleWriter.standardOutput("\(pair.publicKey)\n")
+            FileHandleWriter.standardError("wrote \(secretPath) (secret, 0600) and \(publicPath)\n")
+            return 0
+        } catch {
+            FileHandleWriter.standardError("checkoutbus keygen: \(error)\n")
+            return 1
+        }
+    }
+
+    private func write(_ path: String, _ text: String, mode: mode_t) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw CurveKeyFileError("cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        _ = fchmod(fd, mode)
+        let bytes = Array(text.utf8)
+        guard bytes.withUnsafeBytes({ Foundation.write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
+            throw CurveKeyFileError("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}

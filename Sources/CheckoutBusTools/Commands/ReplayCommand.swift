@@ -1,0 +1,209 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import CheckoutBusDaemon
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// `checkoutbus replay FILE`: sends a recorded JSONL file to a daemon at its original pacing, ×N,
+/// or flat out. Not `Sendable`; runs on the calling thread.
+///
+/// A line is either a raw capture (any raw shape, wrapped or not: sent as is) or an envelope as
+/// `checkoutbus tail --format json` prints it, which is turned back into a wrapped callback event
+/// (`{"checkout_id":…,"event_id":…,"sdk":…,"payload":{"event":<kind>,"checkout":…,"error":…}}`) so
+/// the daemon decodes and applies the rules to it again. Pacing follows each line's time: an envelope's
+/// `received_at`, else a wrapper's `occurred_at` (RFC 3339 or epoch milliseconds); lines without a
+/// time are sent right after the previous one.
+public struct ReplayCommand {
+    public static let help = """
+        checkoutbus replay — replay a recorded JSONL file into a daemon.
+
+        USAGE: checkoutbus replay FILE [--to ENDPOINT] [--speed N | --flat-out]
+
+          FILE                 JSONL: raw events (a capture) or envelopes from `tail --format json`
+          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700)
+          --speed N            N times the original pacing (default 1; 2 is twice as fast)
+          --flat-out           ignore the recorded times and send as fast as possible
+
+        Heartbeats and dead letters in a recording are skipped. Prints `sent=N skipped=M` on stderr.
+        \(CurveClientKeys.help)
+        """
+
+    package var file: String
+    package var endpoint = "tcp://127.0.0.1:7700"
+    package var speed = 1.0
+    package var flatOut = false
+    package var curve: CurveClientKeys?
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(arguments, valued: Set(["to", "speed"]).union(CurveClientKeys.flags),
+                                            switches: ["flat-out"])
+        curve = try CurveClientKeys.parse(args)
+        guard args.positionals.count == 1 else { throw .init("replay needs exactly one FILE") }
+        file = args.positionals[0]
+        if let v = args.value("to") { endpoint = v }
+        if let v = args.value("speed") {
+            guard let s = Double(v), s > 0 else { throw .init("--speed must be a positive number, got \(v)") }
+            speed = s
+        }
+        flatOut = args.has("flat-out")
+    }
+
+    public func run() -> Int32 {
+        let fd = open(file, O_RDONLY)
+        guard fd >= 0 else {
+            FileHandleWriter.standardError("checkoutbus replay: cannot open \(file): \(String(cString: strerror(errno)))\n")
+            return 1
+        }
+        defer { close(fd) }
+        do {
+            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: 10, curve: curve)
+            let reader = LineReader(fd: fd)
+            let doc = JSONDocument()
+            var out = JSONWriter(capacity: 4096)
+            var firstTime: Int64?
+            let start = BusClock.monotonicNanoseconds()
+            var sent = 0
+            var skipped = 0
+            while let line = reader.nextLine() {
+                if LineReader.isBlank(line) { continue }
+                var payload = line
+                var time: Int64?
+                let parsed: Bool = line.withUnsafeBytes { buf in
+                    guard (try? doc.parse(buf)) != nil, doc.kind(doc.root) == .object else { return false }
+                    return true
+                }
+                if parsed {
+                    let isEnvelope = line.withUnsafeBytes { _ in doc.member(doc.root, "seq") != nil && doc.member(doc.root, "v") != nil }
+                    if isEnvelope {
+                        let kind = doc.member(doc.root, "kind").flatMap { doc.string($0) } ?? ""
+                        guard ["start", "update", "complete", "fail", "dismiss"].contains(kind) else {
+                            skipped += 1
+                            continue
+                        }
+                        time = doc.member(doc.root, "received_at").flatMap { ReplayCommand.milliseconds(doc, $0) }
+                        line.withUnsafeBytes { _ in ReplayCommand.callbackEvent(from: doc, kind: kind, into: &out) }
+                        payload = out.bytes
+                    } else {
+                        time = doc.member(doc.root, anyOf: "occurred_at", "occurredAt")
+                            .flatMap { ReplayCommand.milliseconds(doc, $0) }
+                    }
+                }
+                if !flatOut, let t = time {
+                    if let t0 = firstTime {
+                        let due = start + UInt64(max(0, Double(t - t0) * 1_000_000 / speed))
+                        let now = BusClock.monotonicNanoseconds()
+                        if due > now { usleep(UInt32(min((due - now) / 1000, 60_000_000))) }
+                    } else {
+                        firstTime = t
+                    }
+                }
+                guard try pusher.send(payload) else {
+                    FileHandleWriter.standardError(pusher.unreachable(command: "replay", sent: sent))
+                    return 1
+                }
+                sent += 1
+            }
+            FileHandleWriter.standardError("sent=\(sent) skipped=\(skipped)\n")
+            return 0
+        } catch {
+            FileHandleWriter.standardError("checkoutbus replay: \(error)\n")
+            return 1
+        }
+    }
+
+    /// An envelope turned back into a wrapped callback event the daemon decodes like any other:
+    /// `{"checkout_id","event_id","occurred_at","sdk","platform","payload":{"event":…}}`, with Primer's
+    /// own state names for Primer events so their failures stay non-terminal.
+    package static func callbackEvent(from doc: JSONDocument, kind: String, into w: inout JSONWriter) {
+        let r = doc.root
+        w.reset()
+        w.append("{\"replayed\":true")
+        func copy(_ name: StaticString, _ value: Int?) {
+            guard let value, doc.kind(value) != .null else { return }
+            w.append(",\"")
+            w.append(name)
+            w.append("\":")
+            w.appendRaw(doc.raw(value))
+        }
+        copy("checkout_id", doc.member(r, "checkout_id"))
+        copy("event_id", doc.member(r, "event_id"))
+        copy("occurred_at", doc.member(r, "occurred_at"))
+        let source = doc.object(r, "source")
+        copy("sdk", source.flatMap { doc.member($0, "sdk") })
+        copy("platform", source.flatMap { doc.member($0, "platform") })
+        let isPrimer = source.flatMap { doc.member($0, "sdk") }.map { doc.stringEquals($0, "primer") } ?? false
+        w.append(",\"payload\":{\"event\":")
+        switch (isPrimer, kind) {
+        case (true, "complete"): w.appendString("success")
+        case (true, "fail"): w.appendString("failure")
+        case (true, "dismiss"): w.appendString("dismissed")
+        default: w.appendString(kind)
+        }
+        if let c = doc.member(r, "checkout"), doc.kind(c) == .object {
+            w.append(",\"checkout\":")
+            w.appendRaw(doc.raw(c))
+        }
+        if let p = doc.member(r, "payment"), doc.kind(p) == .object {
+            w.append(",\"paymentResult\":")
+            w.appendRaw(doc.raw(p))
+        }
+        if let e = doc.object(r, "error") {
+            w.append(",\"error\":{\"code\":")
+            if let raw = doc.member(e, "raw_code"), doc.kind(raw) == .string {
+                w.appendRaw(doc.raw(raw))
+            } else if let code = doc.member(e, "code") {
+                w.appendRaw(doc.raw(code))
+            } else {
+                w.append("null")
+            }
+            if let m = doc.member(e, "message") {
+                w.append(",\"message\":")
+                w.appendRaw(doc.raw(m))
+            }
+            if let s = doc.member(e, "http_status") {
+                w.append(",\"http_status\":")
+                w.appendRaw(doc.raw(s))
+            }
+            w.append("}")
+        }
+        w.append("}}")
+    }
+
+    /// Milliseconds since the epoch from RFC 3339 text (`2026-12-02T11:50:08.948Z`, offsets allowed)
+    /// or a number of epoch milliseconds.
+    package static func milliseconds(_ doc: JSONDocument, _ t: Int) -> Int64? {
+        if doc.kind(t) == .number { return doc.int64(t) }
+        guard let s = doc.string(t) else { return nil }
+        let b = Array(s.utf8)
+        func num(_ from: Int, _ n: Int) -> Int64? { Timestamp.decimalField(b, from: from, count: n) }
+        guard b.count >= 19, let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2),
+            let mi = num(14, 2), let se = num(17, 2)
+        else { return nil }
+        var i = 19
+        var ms: Int64 = 0
+        if i < b.count && b[i] == UInt8(ascii: ".") {
+            i += 1
+            var digits = 0
+            while i < b.count, b[i] &- UInt8(ascii: "0") < 10 {
+                if digits < 3 { ms = ms * 10 + Int64(b[i] - UInt8(ascii: "0")) }
+                digits += 1
+                i += 1
+            }
+            while digits < 3 {
+                ms *= 10
+                digits += 1
+            }
+        }
+        var offset: Int64 = 0
+        if i < b.count && (b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-")), let oh = num(i + 1, 2), let om = num(i + 4, 2) {
+            offset = (oh * 60 + om) * 60_000 * (b[i] == UInt8(ascii: "+") ? 1 : -1)
+        }
+        let days = Timestamp.daysSinceEpoch(year: y, month: mo, day: d)
+        return ((days * 24 + h) * 60 + mi) * 60_000 + se * 1000 + ms - offset
+    }
+}

@@ -1,0 +1,106 @@
+import CheckoutBusCore
+import Foundation
+import ZeroMQ
+import CheckoutBusDaemon
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+
+/// `checkoutbus stats`: the control socket's `stats`, for people (or as JSON).
+///
+/// Not `Sendable`; runs on the calling thread.
+public struct StatsCommand {
+    public static let help = """
+        checkoutbus stats — what a running daemon has done: counters, journal, subscribers' drops.
+
+        USAGE: checkoutbus stats [--control ENDPOINT] [--timeout SECONDS] [--json]
+
+          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703)
+          --timeout SECONDS    give up when the daemon does not answer (default 5)
+          --json               print the daemon's stats object as is, on one line
+        \(CurveClientKeys.help)
+
+        The same figures, for machines, are at the daemon's --metrics endpoint (/metrics).
+        Exits 1 when the daemon does not answer.
+        """
+
+    public var control = "tcp://127.0.0.1:7703"
+    public var timeoutSeconds = 5
+    public var json = false
+    public var curve: CurveClientKeys?
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout"]).union(CurveClientKeys.flags),
+                                            switches: ["json"])
+        curve = try CurveClientKeys.parse(args)
+        if let v = args.value("control") { control = v }
+        timeoutSeconds = try args.int("timeout", default: 5, in: 1...3600)
+        json = args.has("json")
+        if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
+    }
+
+    public func run() -> Int32 {
+        do {
+            let context = try ZMQContext()
+            let dealer = try ZMQSocket(context: context, type: .dealer)
+            try dealer.setLinger(milliseconds: 0)
+            try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
+            try curve?.apply(to: dealer)
+            try dealer.connect(control)
+            _ = try dealer.send(#"{"op":"stats"}"#)
+            guard let frames = try dealer.receiveMultipart(), let reply = frames.first else {
+                let why = curve == nil ? "" : CurveClientKeys.refusalHint
+                FileHandleWriter.standardError("checkoutbus stats: no answer from \(control) within \(timeoutSeconds)s\(why)\n")
+                return 1
+            }
+            if json {
+                FileHandleWriter.standardOutput(String(decoding: reply, as: UTF8.self) + "\n")
+                return 0
+            }
+            guard let s = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any] else {
+                FileHandleWriter.standardError("checkoutbus stats: the reply is not a JSON object\n")
+                return 1
+            }
+            FileHandleWriter.standardOutput(StatsCommand.render(s))
+            return 0
+        } catch {
+            FileHandleWriter.standardError("checkoutbus stats: \(error)\n")
+            return 1
+        }
+    }
+
+    /// The stats object as aligned text.
+    package static func render(_ s: [String: Any]) -> String {
+        func int(_ v: Any?) -> Int { (v as? NSNumber)?.intValue ?? 0 }
+        func dict(_ v: Any?) -> [String: Any] { v as? [String: Any] ?? [:] }
+        var out = ""
+        func line(_ label: String, _ value: String) {
+            // Long labels (subscriber names) are kept whole, one space before the value.
+            let pad = max(1, 22 - label.count)
+            out += label + String(repeating: " ", count: pad) + value + "\n"
+        }
+        let counters = dict(s["counters"])
+        line("seq", "last \(int(s["last_seq"])), durable \(int(s["durable_seq"])), first retained \(int(s["first_seq"]))")
+        line("received", "\(int(counters["received"]))")
+        let published = dict(counters["published"])
+        line("published", ["start", "update", "complete", "fail", "dismiss"].map { "\($0) \(int(published[$0]))" }
+            .joined(separator: ", "))
+        line("suppressed", "\(int(counters["suppressed"]))")
+        let dead = dict(counters["deadlettered"])
+        line("dead-lettered", dead.isEmpty ? "0" : dead.keys.sorted().map { "\($0) \(int(dead[$0]))" }.joined(separator: ", "))
+        line("checkouts", "tracked \(int(counters["tracked_checkouts"])), evicted \(int(counters["evicted_checkouts"])), expired \(int(counters["expired_checkouts"]))")
+        let journal = dict(s["journal"])
+        line("journal", "\(int(journal["segments"])) segment(s), \(int(journal["bytes"])) bytes, \(int(journal["fsyncs"])) fsyncs (max \(int(journal["fsync_max_us"])) µs), \(journal["writes"] as? String == "direct" ? "direct writes" : "writes through the page cache")")
+        let subscribers = dict(s["subscribers"])
+        if subscribers.isEmpty {
+            line("subscribers", "none reported")
+        } else {
+            for name in subscribers.keys.sorted() {
+                let r = dict(subscribers[name])
+                line("subscriber \(name)", "last seq \(int(r["last_seq"])), missed \(int(r["missed"])), recovered \(int(r["recovered"])), gaps \(int(r["gaps"]))")
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,317 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import ZeroMQ
+import CheckoutBusDaemon
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+
+/// `checkoutbus tail`: subscribes to the daemon's topics and prints envelopes as they arrive.
+///
+/// It subscribes to `bus.heartbeat` after the requested topics; because the daemon answers every
+/// new subscription with a heartbeat, the first heartbeat proves the filters are live, and tail
+/// then writes `tail: subscribed …` to stderr. Scripts and tests wait for that line before sending.
+/// Not `Sendable`; runs on the calling thread.
+public struct TailCommand {
+    public static let help = """
+        checkoutbus tail — print envelopes published by a daemon, live; or replay them from its
+        journal first and recover every envelope dropped on the way.
+
+        USAGE: checkoutbus tail [--from ENDPOINT] [--topic PREFIX ...] [--count N] [--format pretty|json]
+                                [--timeout SECONDS] [--receive-hwm N]
+                                [--since SEQ] [--control ENDPOINT] [--record FILE] [--name NAME]
+                                [--receive-buffer BYTES]
+                                [--curve-key FILE --curve-server FILE]
+
+          --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702); for several
+                               shards, every shard's, comma-separated, in shard order: A,B,C
+          --topic PREFIX       topic prefix to follow, repeatable (default: checkout. and bus.deadletter);
+                               e.g. checkout.fail, checkout.fail.network_error, bus.heartbeat, or "" for all
+          --count N            exit 0 after printing (or recording) N envelopes
+          --format FORMAT      pretty (default): one readable line per event;
+                               json: one envelope per line, exactly as published
+          --timeout SECONDS    exit 1 if --count was not reached in this time
+          --receive-hwm N      the subscriber socket's receive high-water mark (default 1000000; with
+                               --control 100000)
+        \(CurveClientKeys.help)
+
+        Recovering (any of these turns it on; uses the daemon's journal over its control socket):
+          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703); for several
+                               shards, every shard's, comma-separated, in the same order as --from.
+                               Envelopes dropped on the way (a full high-water mark) are noticed by their
+                               seq and kind_seq, or by a heartbeat, and fetched from the journal: each
+                               envelope is printed once, in seq order (per shard: shards interleave)
+          --since SEQ          first replay the journal from SEQ (1: everything retained), then follow live;
+                               with several shards SEQ applies to each, or give I:SEQ,… per shard
+                               (a shard not named follows live)
+          --record FILE        append each envelope to FILE, one JSON line exactly as published, instead of
+                               printing it. FILE is its own cursor: a restarted tail resumes after FILE's
+                               last complete line (a torn last line is cut off), so a killed recorder
+                               neither loses nor repeats a line. With an empty FILE it starts at --since,
+                               else live. With several shards, FILE interleaves them and each shard
+                               resumes after its own last line (one without a line: --since, else live).
+                               FILE.shards records the number of shards; FILE is refused for another
+                               number (another shard count starts new journals: record into a new file)
+          --name NAME          the name this tail reports its counts under (daemon `stats`)
+                               (default tail-<pid>)
+          --receive-buffer BYTES  the kernel receive buffer of each subscription (SO_RCVBUF; default:
+                               the OS's, which grows to many MB): smaller, a tail that falls behind is
+                               dropped for sooner and recovers from the journal
+
+        With several shards, --from and --control must list every shard in shard order (0/N first): each
+        shard's heartbeat is checked and a wrong or incomplete list is refused. Pretty lines then show
+        #SHARD:SEQ.
+
+        Once its subscriptions are live (on every shard) it writes `tail: subscribed …` to stderr. When
+        recovering, it ends with a summary on stderr:
+          tail: summary handled=N from_journal=J missed=M recovered=R gaps=G duplicates=D
+                        not_retained=X replay_requests=Q last_seq=S
+        (with several shards the counts are totals, and last_seqs=0:S0,1:S1,… replaces last_seq)
+        """
+
+    public enum Format: Sendable { case pretty, json }
+
+    /// The publish endpoints, one per shard in shard order (`--from A,B,C`).
+    public var endpoints = ["tcp://127.0.0.1:7702"]
+    /// The first (with one shard, the only) publish endpoint.
+    public var endpoint: String {
+        get { endpoints[0] }
+        set { endpoints = [newValue] }
+    }
+    public var topics: [String] = ["checkout.", "bus.deadletter"]
+    public var count: Int?
+    public var format = Format.pretty
+    public var timeoutSeconds: Int?
+    /// The SUB socket's receive high-water mark; nil: 1,000,000 live only, the subscriber's default when recovering.
+    public var receiveHighWaterMark: Int32?
+    /// The control endpoints, one per shard in the order of ``endpoints``; set (explicitly or by
+    /// --since/--record) to recover gaps.
+    public var controls: [String]?
+    /// The first (with one shard, the only) control endpoint.
+    public var control: String? {
+        get { controls?.first }
+        set { controls = newValue.map { [$0] } }
+    }
+    /// The subscriptions' kernel receive buffer (`--receive-buffer`); nil: the OS default.
+    public var receiveBufferBytes: Int32?
+    /// Replay from this seq first (every shard).
+    public var since: Int64?
+    /// Per shard, replay from this seq first (`--since I:SEQ,…`); a shard not in it follows live.
+    public var sinceByShard: [Int: Int64]?
+    /// Append envelopes to this JSON Lines file, which is also the cursor.
+    public var recordPath: String?
+    public var name = "tail-\(getpid())"
+    /// CURVE client keys for the subscriber (and control) sockets.
+    public var curve: CurveClientKeys?
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(
+            arguments,
+            valued: Set(["from", "topic", "count", "format", "timeout", "receive-hwm", "control", "since", "record", "name",
+                         "receive-buffer"])
+                .union(CurveClientKeys.flags),
+            switches: [])
+        curve = try CurveClientKeys.parse(args)
+        if let v = args.value("from") { endpoints = try TailCommand.endpointList(v, flag: "from") }
+        if args.value("receive-hwm") != nil {
+            receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 0, in: 0...100_000_000))
+        }
+        if args.value("receive-buffer") != nil {
+            receiveBufferBytes = Int32(try args.int("receive-buffer", default: 0, in: 1024...(1 << 30)))
+        }
+        if let v = args.value("since") {
+            if v.contains(":") {
+                sinceByShard = try TailCommand.sinceList(v, shards: endpoints.count)
+            } else {
+                since = Int64(try args.int("since", default: 0, in: 0...Int.max))
+            }
+        }
+        recordPath = args.value("record")
+        if let v = args.value("name") { name = v }
+        if let v = args.value("control") {
+            controls = try TailCommand.endpointList(v, flag: "control")
+            if controls!.count != endpoints.count {
+                throw .init("--control lists \(controls!.count) endpoints but --from lists \(endpoints.count): give one of each per shard, in shard order")
+            }
+        }
+        if controls == nil && (since != nil || sinceByShard != nil || recordPath != nil) {
+            guard endpoints.count == 1 else {
+                throw .init("with several shards in --from, --control must list each shard's control endpoint, in the same order")
+            }
+            control = "tcp://127.0.0.1:7703"
+        }
+        if !args.all("topic").isEmpty { topics = args.all("topic") }
+        if args.value("count") != nil { count = try args.int("count", default: 0, in: 1...Int.max) }
+        if args.value("timeout") != nil { timeoutSeconds = try args.int("timeout", default: 0, in: 1...86_400) }
+        switch args.value("format") {
+        case nil, "pretty": format = .pretty
+        case "json": format = .json
+        case let other?: throw .init("--format must be pretty or json, got \(other)")
+        }
+        if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
+    }
+
+    /// - Returns: the process exit code.
+    public func run(stop: StopSignal) -> Int32 {
+        if control != nil { return runRecovering(stop: stop) }
+        do {
+            let context = try ZMQContext()
+            let sub = try ZMQSocket(context: context, type: .sub)
+            try sub.setOption(.receiveHighWaterMark, receiveHighWaterMark ?? 1_000_000)
+            if let receiveBufferBytes { try sub.setOption(.receiveBuffer, receiveBufferBytes) }
+            try sub.setLinger(milliseconds: 0)
+            try curve?.apply(to: sub)
+            // One SUB connects to every shard; the heartbeats say which shards are live.
+            for endpoint in endpoints { try sub.connect(endpoint) }
+            for t in topics { try sub.subscribe(t) }
+            try sub.subscribe("bus.heartbeat")
+            let showHeartbeats = topics.contains { "bus.heartbeat".hasPrefix($0) }
+            let poller = ZMQPoller()
+            poller.addReadable(sub)
+            let deadline = timeoutSeconds.map { BusClock.monotonicNanoseconds() + UInt64($0) * 1_000_000_000 }
+            var subscribed = false
+            var shardsLive = Set<Int>()
+            var printed = 0
+            var out: [UInt8] = []
+            let doc = JSONDocument()
+            while !stop.isRaised {
+                if let deadline, BusClock.monotonicNanoseconds() >= deadline {
+                    FileHandleWriter.standardError("tail: timed out after \(printed) envelopes\n")
+                    return 1
+                }
+                guard try poller.poll(timeoutMilliseconds: 200) > 0 else { continue }
+                while let frames = try sub.receiveMultipart(dontWait: true) {
+                    guard frames.count >= 2 else { continue }
+                    let topic = frames[0]
+                    let isHeartbeat = topic.elementsEqual("bus.heartbeat".utf8)
+                    if isHeartbeat && !subscribed {
+                        if endpoints.count > 1 {
+                            let (shard, shards) = TailCommand.heartbeatShard(frames[1], doc: doc)
+                            guard shards == endpoints.count else {
+                                throw SubscriberError(
+                                    "--from lists \(endpoints.count) endpoints but a daemon there is shard \(shard)/\(shards): "
+                                        + "list every shard's endpoint, in shard order")
+                            }
+                            shardsLive.insert(shard)
+                        }
+                        if endpoints.count == 1 || shardsLive.count == endpoints.count {
+                            subscribed = true
+                            FileHandleWriter.standardError(
+                                "tail: subscribed to \(topics.map { "\"\($0)\"" }.joined(separator: ", ")) at \(endpoints.joined(separator: ","))\n")
+                        }
+                    }
+                    if isHeartbeat && !showHeartbeats { continue }
+                    guard topics.contains(where: { topic.starts(with: $0.utf8) }) else { continue }
+                    switch format {
+                    case .json:
+                        out.append(contentsOf: frames[1])
+                        out.append(0x0A)
+                    case .pretty:
+                        out.append(contentsOf: TailCommand.pretty(topic: topic, envelope: frames[1], doc: doc,
+                                                                  showShard: endpoints.count > 1).utf8)
+                        out.append(0x0A)
+                    }
+                    printed += 1
+                    if let count, printed >= count { break }
+                }
+                FileHandleWriter.writeAll(1, &out)
+                out.removeAll(keepingCapacity: true)
+                if let count, printed >= count { return 0 }
+            }
+            return 0
+        } catch {
+            FileHandleWriter.standardError("checkoutbus tail: \(error)\n")
+            return 1
+        }
+    }
+
+    /// A comma-separated list of endpoints, none empty.
+    package static func endpointList(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> [String] {
+        let list = value.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard !list.contains(where: \.isEmpty) else { throw .init("--\(flag) has an empty endpoint in \(value)") }
+        return list
+    }
+
+    /// `--since I:SEQ,…`: each shard at most once, each below the shard count.
+    package static func sinceList(_ value: String, shards: Int) throws(CommandLineArguments.UsageError) -> [Int: Int64] {
+        var out: [Int: Int64] = [:]
+        for item in value.split(separator: ",") {
+            let parts = item.split(separator: ":")
+            guard parts.count == 2, let shard = Int(parts[0]), let seq = Int64(parts[1]), seq >= 0 else {
+                throw .init("--since takes SEQ or SHARD:SEQ,…, got \(value)")
+            }
+            guard shard >= 0 && shard < shards else {
+                throw .init("--since names shard \(shard), but --from lists \(shards) shards (0…\(shards - 1))")
+            }
+            guard out.updateValue(seq, forKey: shard) == nil else { throw .init("--since names shard \(shard) twice") }
+        }
+        return out
+    }
+
+    /// A heartbeat's `shard` and `shards` (0 and 1 from a daemon without shards).
+    package static func heartbeatShard(_ envelope: [UInt8], doc: JSONDocument) -> (shard: Int, shards: Int) {
+        envelope.withUnsafeBytes { buf -> (Int, Int) in
+            do throws(JSONParseError) { try doc.parse(buf) } catch { return (0, 1) }
+            let shard = doc.member(doc.root, "shard").flatMap { doc.int64($0) } ?? 0
+            let shards = doc.member(doc.root, "shards").flatMap { doc.int64($0) } ?? 1
+            return (Int(shard), Int(shards))
+        }
+    }
+
+    /// One readable line: seq (`#SHARD:SEQ` with `showShard`), topic, checkout, source, money and flags.
+    package static func pretty(topic: [UInt8], envelope: [UInt8], doc: JSONDocument, showShard: Bool = false) -> String {
+        let topicText = String(decoding: topic, as: UTF8.self)
+        return envelope.withUnsafeBytes { buf -> String in
+            do throws(JSONParseError) {
+                try doc.parse(buf)
+            } catch {
+                return "\(topicText) \(String(decoding: envelope, as: UTF8.self))"
+            }
+            let r = doc.root
+            func text(_ key: StaticString) -> String? {
+                guard let v = doc.member(r, key) else { return nil }
+                return doc.kind(v) == .string ? doc.string(v) : doc.kind(v) == .null ? nil : String(decoding: doc.raw(v), as: UTF8.self)
+            }
+            var parts: [String] = []
+            parts.append("#" + (showShard ? (text("shard") ?? "0") + ":" : "") + (text("seq") ?? "-"))
+            parts.append(topicText)
+            if topicText == "bus.deadletter" {
+                parts.append("reason=" + (text("reason") ?? "?"))
+                if let d = text("detail") { parts.append("detail=\"\(d)\"") }
+                return parts.joined(separator: " ")
+            }
+            if let c = text("checkout_id") { parts.append(c) }
+            if let source = doc.object(r, "source") {
+                let sdk = doc.member(source, "sdk").flatMap { doc.string($0) } ?? "?"
+                let platform = doc.member(source, "platform").flatMap { doc.string($0) }
+                let format = doc.member(source, "format").flatMap { doc.string($0) } ?? "?"
+                parts.append("\(sdk)/\(platform ?? "-")/\(format)")
+            }
+            if let s = doc.object(r, "summary") {
+                if let t = doc.member(s, "total"), let v = doc.int64(t) {
+                    let cur = doc.member(s, "currency").flatMap { doc.string($0) } ?? ""
+                    parts.append("total=\(v) \(cur)".trimmingSuffixSpace())
+                }
+                if let o = doc.member(s, "order_id"), let v = doc.string(o) { parts.append("order=\(v)") }
+            }
+            if let e = doc.object(r, "error"), let c = doc.member(e, "code"), let code = doc.string(c) {
+                let raw = doc.member(e, "raw_code").flatMap { doc.string($0) }
+                parts.append("error=\(code)" + (raw.map { " (\($0))" } ?? ""))
+            }
+            if let v = doc.member(r, "repeat"), doc.bool(v) == true { parts.append("[repeat]") }
+            if let v = doc.member(r, "after_complete"), doc.bool(v) == true { parts.append("[after_complete]") }
+            return parts.joined(separator: " ")
+        }
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffixSpace() -> String {
+        var s = self
+        while s.hasSuffix(" ") { s.removeLast() }
+        return s
+    }
+}

@@ -1,0 +1,234 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import Foundation
+import CheckoutBusDaemon
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// `checkoutbus bench`: the daemon against the raw ZeroMQ forwarder in one run, same producer and
+/// subscriber, alternating rounds; then latency at a fixed rate and memory per tracked checkout.
+///
+/// Prints medians and ratios, never pass/fail. Not `Sendable`; runs on the calling thread and
+/// spawns the daemon and the forwarder as processes found beside its own executable.
+public struct ThroughputBenchmark {
+    public var rounds = 5
+    /// Uncounted rounds per target before the counted ones.
+    public var warmupRounds = 1
+    public var events = 200_000
+    public var latencyRate = 10_000.0
+    public var latencyEvents = 30_000
+    public var memoryCheckouts = 1_000_000
+    public var daemonArguments: [String] = []
+    /// Messages the producer may queue ahead of the target (`ZMQ_SNDHWM` of its PUSH socket).
+    /// Bounded, so that neither target is measured with the load driver's own backlog in the way:
+    /// a 1,000,000-message queue slowed the raw forwarder's rounds by about a fifth (the driver's
+    /// CPU per message rose from ~2.4 to ~3.2 µs) and the daemon's hardly at all.
+    public var producerQueue: Int32 = 10_000
+    /// The abuse round that ends the run (its `rate` 0 skips it).
+    public var abuse = AbuseBenchmark()
+
+    public init() {}
+
+    package static var binDirectory: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    /// A spawned bus process and the endpoints from its ready line.
+    package final class BusProcess {
+        let process = Process()
+        let ingest: String
+        let publish: String
+        /// The whole ready line.
+        let ready: [String: Any]
+
+        init(_ executable: String, _ arguments: [String]) throws {
+            process.executableURL = ThroughputBenchmark.binDirectory.appendingPathComponent(executable)
+            process.arguments = arguments
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var line = Data()
+            let handle = out.fileHandleForReading
+            while !line.contains(0x0A) {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
+            }
+            guard let obj = try? JSONSerialization.jsonObject(with: line.prefix { $0 != 0x0A }) as? [String: Any],
+                let ingest = obj["ingest"] as? String, let publish = obj["publish"] as? String
+            else { throw DaemonError("\(executable) printed no ready line") }
+            self.ingest = ingest
+            self.publish = publish
+            self.ready = obj
+        }
+
+        var pid: Int32 { process.processIdentifier }
+
+        /// SIGTERM, then SIGKILL if it has not exited within five seconds.
+        func stop() {
+            if process.isRunning { process.terminate() }
+            let deadline = Date().addingTimeInterval(5)
+            while process.isRunning && Date() < deadline { usleep(10_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+    }
+
+    /// Distinct ~1 KB update snapshots, one checkout each, in the ingest wrapper.
+    package static func snapshots(_ n: Int, run: String) -> [FloodGenerator.Event] {
+        (0..<n).map { i in
+            let snap = FloodGenerator.snapshot(id: "\(run)-\(i)", quantity: 1 + i % 5, index: i, reordered: false, order: nil)
+            return FloodGenerator.wrap(#"{"jsonrpc":"2.0","method":"ec.line_items.change","params":{"checkout":\#(snap)}}"#,
+                                       checkoutID: "\(run)-\(i)", sdk: "shopify", platform: "ios", eventNumber: i,
+                                       runID: run, expected: .update)
+        }
+    }
+
+    package static func rssKilobytes(_ pid: Int32) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+        }
+        return 0
+    }
+
+    package func say(_ s: String) { FileHandleWriter.standardOutput(s + "\n") }
+
+    public func run() -> Int32 {
+        do {
+            let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-bench-\(getpid())")
+            defer { try? FileManager.default.removeItem(at: tmp) }
+            let hwm = "1000000"
+            let daemon = try BusProcess("checkoutbusd", [
+                "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path,
+                "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
+                "--publish-hwm", hwm, "--log-level", "warning",
+            ] + daemonArguments)
+            defer { daemon.stop() }
+            let raw = try BusProcess("checkoutbus", ["forwarder", "--hwm", hwm])
+            defer { raw.stop() }
+            let sample = ThroughputBenchmark.snapshots(1, run: "size")[0].bytes.count
+            say("checkoutbus bench: \(rounds) rounds of \(events) distinct ~\(sample)-byte update snapshots, alternating")
+            say("  bus = checkoutbusd (decode, rules, envelope, publish); raw = zmq_proxy PULL→PUB doing no work")
+            say("  one producer (PUSH, a queue of \(producerQueue)) and one subscriber (SUB) on one thread, for both")
+            if !daemonArguments.isEmpty { say("  checkoutbusd \(daemonArguments.joined(separator: " "))") }
+            for round in stride(from: 1, through: warmupRounds, by: 1) {
+                for (name, target) in [("raw", raw), ("bus", daemon)] {
+                    let r = try drive(target, isDaemon: name == "bus", events: events, run: "w\(round)\(name)", rate: nil).result
+                    say("  warm-up \(round) \(name): \(Int(Double(r.received) / r.seconds)) msg/s (not counted)")
+                }
+            }
+            var busRates: [Double] = []
+            var rawRates: [Double] = []
+            // CPU per message (µs, user + system, all threads): the target's and the driver's.
+            var cpu: [String: (target: [Double], driver: [Double])] = ["bus": ([], []), "raw": ([], [])]
+            for round in 1...rounds {
+                for (name, target) in [("raw", raw), ("bus", daemon)] {
+                    let (r, targetCPU, driverCPU) = try drive(target, isDaemon: name == "bus", events: events,
+                                                              run: "r\(round)\(name)", rate: nil)
+                    let rate = Double(r.received) / r.seconds
+                    if name == "bus" { busRates.append(rate) } else { rawRates.append(rate) }
+                    let perTarget = targetCPU * 1e6 / Double(max(1, r.received))
+                    let perDriver = driverCPU * 1e6 / Double(max(1, r.received))
+                    cpu[name]!.target.append(perTarget)
+                    cpu[name]!.driver.append(perDriver)
+                    say("  round \(round) \(name): \(Int(rate)) msg/s (\(r.received)/\(r.sent) received\(r.timedOut ? ", TIMED OUT" : "")); CPU per message \(String(format2: perTarget)) µs, driver \(String(format2: perDriver)) µs")
+                }
+            }
+            let busMedian = ThroughputBenchmark.median(busRates)
+            let rawMedian = ThroughputBenchmark.median(rawRates)
+            say("throughput median: bus \(Int(busMedian)) msg/s, raw \(Int(rawMedian)) msg/s, ratio bus/raw \(String(format2x: busMedian / rawMedian))")
+            let busCPU = ThroughputBenchmark.median(cpu["bus"]!.target)
+            let rawCPU = ThroughputBenchmark.median(cpu["raw"]!.target)
+            say("CPU per message median: bus \(String(format2: busCPU)) µs, raw \(String(format2: rawCPU)) µs (bus/raw \(String(format2x: busCPU / max(rawCPU, 0.001)))); load driver \(String(format2: ThroughputBenchmark.median(cpu["bus"]!.driver))) µs in bus rounds, \(String(format2: ThroughputBenchmark.median(cpu["raw"]!.driver))) µs in raw rounds")
+
+            for (name, target) in [("raw", raw), ("bus", daemon)] {
+                let r = try drive(target, isDaemon: name == "bus", events: latencyEvents, run: "lat\(name)",
+                                  rate: latencyRate).result
+                let sorted = r.latencies.sorted()
+                say("latency at \(Int(latencyRate))/s \(name): p50 \(String(format2: r.latencyMicros(0.5, sorted: sorted))) µs, p90 \(String(format2: r.latencyMicros(0.9, sorted: sorted))) µs, p99 \(String(format2: r.latencyMicros(0.99, sorted: sorted))) µs, p99.9 \(String(format2: r.latencyMicros(0.999, sorted: sorted))) µs")
+            }
+
+            if memoryCheckouts > 0 {
+                let fresh = try BusProcess("checkoutbusd", [
+                    "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path + "-m",
+                    "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
+                    "--publish-hwm", hwm, "--log-level", "warning", "--max-checkouts", String(memoryCheckouts * 2),
+                ])
+                defer { fresh.stop() }
+                let driver = try LoadDriver(ingest: fresh.ingest, publish: fresh.publish, target: .daemon)
+                try driver.synchronize()
+                var warm = (0..<1000).map { i in
+                    FloodGenerator.wrap(#"{"event":"onCheckoutStarted"}"#, checkoutID: "warm-\(i)", sdk: "shopify",
+                                        platform: "android", eventNumber: i, runID: "warm", expected: .start)
+                }
+                _ = try driver.run(&warm, rate: nil, expected: { $0 })
+                let before = ThroughputBenchmark.rssKilobytes(fresh.pid)
+                var starts = (0..<memoryCheckouts).map { i in
+                    FloodGenerator.wrap(#"{"event":"onCheckoutStarted"}"#, checkoutID: "m-\(i)", sdk: "shopify",
+                                        platform: "android", eventNumber: i, runID: "mem", expected: .start)
+                }
+                let r = try driver.run(&starts, rate: nil, expected: { $0 })
+                // The daemon returns the flood's freed queue memory after a heartbeat interval
+                // without input (1 s by default): RSS then holds what it tracks.
+                usleep(2_500_000)
+                let after = ThroughputBenchmark.rssKilobytes(fresh.pid)
+                let perCheckout = Double(after - before) * 1024 / Double(max(1, r.received))
+                say("memory: RSS \(before) kB → \(after) kB over \(r.received) distinct checkouts: \(String(format2: perCheckout)) bytes per tracked checkout")
+            }
+            try abuse.run(in: tmp)
+            return 0
+        } catch {
+            FileHandleWriter.standardError("checkoutbus bench: \(error)\n")
+            return 1
+        }
+    }
+
+    /// CPU seconds, user and system, that process `pid` has used in all its threads
+    /// (`/proc/PID/stat` fields 14 and 15, in clock ticks).
+    package static func cpuSeconds(_ pid: Int32) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return 0 }
+        // After the command's closing parenthesis: field 3 (state) onwards.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Sends `events` fresh snapshots through `target` with a new driver and waits for all of them.
+    /// - Returns: what the driver measured, and the CPU seconds the target and this process (the
+    ///   load driver) used while it ran.
+    private func drive(_ target: BusProcess, isDaemon: Bool, events: Int, run: String, rate: Double?) throws
+        -> (result: LoadDriver.Result, targetCPU: Double, driverCPU: Double)
+    {
+        var batch = ThroughputBenchmark.snapshots(events, run: run)
+        let driver = try LoadDriver(ingest: target.ingest, publish: target.publish,
+                                    target: isDaemon ? .daemon : .rawForwarder, sendHighWaterMark: producerQueue)
+        try driver.synchronize()
+        let (target0, self0) = (ThroughputBenchmark.cpuSeconds(target.pid), ThroughputBenchmark.cpuSeconds(getpid()))
+        let r = try driver.run(&batch, rate: rate, expected: { _ in events })
+        return (r, ThroughputBenchmark.cpuSeconds(target.pid) - target0, ThroughputBenchmark.cpuSeconds(getpid()) - self0)
+    }
+
+    package static func median(_ xs: [Double]) -> Double {
+        let s = xs.sorted()
+        guard !s.isEmpty else { return 0 }
+        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+    }
+}
+
+extension String {
+    /// A ratio with two decimals.
+    package init(format2x value: Double) {
+        let hundredths = Int((value * 100).rounded())
+        let frac = abs(hundredths % 100)
+        self = "\(hundredths / 100).\(frac < 10 ? "0" : "")\(frac)"
+    }
+}

@@ -1,0 +1,97 @@
+import CheckoutBusCore
+import CheckoutBusDaemon
+import CheckoutBusClient
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// Picks the shard an event goes to, exactly as the shards decide ownership: the event is decoded
+/// by the daemon's own code path (``JSONDocument`` and ``RawEventDecoder``, as in
+/// ``EventProcessor/process(_:receivedAt:now:)``) and its `checkout_id` is mapped by
+/// ``ShardMap/owner(of:count:)``.
+///
+/// Input that cannot be decoded (invalid JSON, no checkout id, an unknown event, a message larger
+/// than ``maxMessageBytes``) has no owner. It still goes to one shard, chosen deterministically
+/// from the raw bytes (jump hash of their FNV-1a), so that shard dead-letters it with the real
+/// reason: nothing is dropped, and the same bad input always lands on the same shard.
+///
+/// Not `Sendable`: it reuses one parse buffer; one router per thread.
+public final class ShardRouter {
+    /// Where one event goes.
+    public struct Route: Equatable, Sendable {
+        /// The shard, `0..<count`.
+        public var shard: Int
+        /// Whether the event decoded and `shard` is its checkout's owner; false for input the
+        /// owning shard cannot be known for (routed by its raw bytes).
+        public var owned: Bool
+    }
+
+    /// How many shards there are (1...``ShardMap/maxCount``).
+    public let count: Int
+    /// Messages larger than this are not parsed: the daemon dead-letters them as `oversized`
+    /// before decoding, so they are routed by their raw bytes (the daemon's `--max-message-bytes`
+    /// default).
+    public var maxMessageBytes = 1 << 20
+    /// Decode even with one shard, so ``lastEventID`` is known (the acknowledged relay checks
+    /// replies against it).
+    public var keepsEventIDs = false
+
+    /// The ingest wrapper's `event_id` of the last event routed, when it decoded and had one.
+    public private(set) var lastEventID: String?
+
+    private let document = JSONDocument()
+    private let decoder = RawEventDecoder()
+
+    /// - Parameter count: the number of shards.
+    public init(count: Int) {
+        precondition((1...ShardMap.maxCount).contains(count), "shard count out of range")
+        self.count = count
+    }
+
+    /// The shard for one single-frame event.
+    public func route(_ bytes: UnsafeRawBufferPointer) -> Route {
+        lastEventID = nil
+        if count == 1 && !keepsEventIDs { return Route(shard: 0, owned: true) }
+        if bytes.count <= maxMessageBytes, (try? document.parse(bytes)) != nil,
+            let event = try? decoder.decode(document), let id = event.checkoutID
+        {
+            lastEventID = event.eventID
+            return Route(shard: ShardMap.owner(of: id, count: count), owned: true)
+        }
+        return Route(shard: ShardRouter.fallbackShard(bytes, count: count), owned: false)
+    }
+
+    /// The shard for one event held in an array.
+    public func route(_ bytes: [UInt8]) -> Route { bytes.withUnsafeBytes { route($0) } }
+
+    /// The deterministic shard for input without an owner: jump hash of the bytes' FNV-1a.
+    public static func fallbackShard(_ bytes: UnsafeRawBufferPointer, count: Int) -> Int {
+        ShardMap.jump(ShardMap.fnv1a64(bytes), buckets: count)
+    }
+
+    /// Parses `--shards E0,E1,…`: the shards' endpoints, in shard order (`ordered`), or any list of
+    /// endpoints such as `flood --from`.
+    /// - Throws: a usage error naming `flag` when the list is empty, too long, or has an empty entry.
+    public static func parseEndpoints(_ list: String, flag: String, ordered: Bool = true)
+        throws(CommandLineArguments.UsageError) -> [String]
+    {
+        let endpoints = list.split(separator: ",", omittingEmptySubsequences: false)
+            .map { String($0).trimmingSpaces() }
+        guard !endpoints.isEmpty, endpoints.count <= ShardMap.maxCount, !endpoints.contains(where: \.isEmpty) else {
+            throw .init("--\(flag) takes 1 to \(ShardMap.maxCount) comma-separated endpoints"
+                + (ordered ? ", in shard order (shard 0 first)" : ""))
+        }
+        return endpoints
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces (no Foundation).
+    fileprivate func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while s.first == " " { s.removeFirst() }
+        while s.last == " " { s.removeLast() }
+        return String(s)
+    }
+}
