@@ -7,26 +7,26 @@ import Darwin
 /// Reading values off the tape. Token indices come from ``JSONDocument/root`` and these accessors.
 extension JSONDocument {
     @inline(__always)
-    public func kind(_ t: Int) -> Kind { tokens[t].kind }
+    @inlinable public func kind(_ t: Int) -> Kind { tokens[t].kind }
 
     /// The raw bytes of a value as written, quotes and brackets included.
     @inline(__always)
-    public func raw(_ t: Int) -> UnsafeRawBufferPointer {
+    @inlinable public func raw(_ t: Int) -> UnsafeRawBufferPointer {
         let tok = tokens[t]
         return UnsafeRawBufferPointer(start: base + Int(tok.start), count: Int(tok.end - tok.start))
     }
 
     /// Whether string token `t` contains a backslash escape (its raw bytes are not its value).
     @inline(__always)
-    package func isEscaped(_ t: Int) -> Bool { tokens[t].kind == .string && tokens[t].flag }
+    @inlinable package func isEscaped(_ t: Int) -> Bool { tokens[t].kind == .string && tokens[t].flag }
 
     /// Index of the token after `t`'s subtree.
     @inline(__always)
-    package func next(_ t: Int) -> Int { Int(tokens[t].next) }
+    @inlinable package func next(_ t: Int) -> Int { Int(tokens[t].next) }
 
     /// Calls `body(key, value)` for each member of an object, in document order.
     @inline(__always)
-    public func forEachMember(_ object: Int, _ body: (Int, Int) throws -> Void) rethrows {
+    @inlinable public func forEachMember(_ object: Int, _ body: (Int, Int) throws -> Void) rethrows {
         guard tokens[object].kind == .object else { return }
         let end = Int(tokens[object].next)
         var k = object + 1
@@ -39,7 +39,7 @@ extension JSONDocument {
 
     /// Calls `body(element)` for each element of an array, in order.
     @inline(__always)
-    public func forEachElement(_ array: Int, _ body: (Int) throws -> Void) rethrows {
+    @inlinable public func forEachElement(_ array: Int, _ body: (Int) throws -> Void) rethrows {
         guard tokens[array].kind == .array else { return }
         let end = Int(tokens[array].next)
         var e = array + 1
@@ -50,7 +50,7 @@ extension JSONDocument {
     }
 
     /// Number of elements in an array (or members in an object); 0 for scalars.
-    public func count(_ t: Int) -> Int {
+    @inlinable public func count(_ t: Int) -> Int {
         var n = 0
         switch tokens[t].kind {
         case .array: forEachElement(t) { _ in n += 1 }
@@ -61,13 +61,13 @@ extension JSONDocument {
     }
 
     /// The first element of an array, if any.
-    public func firstElement(_ array: Int) -> Int? {
+    @inlinable public func firstElement(_ array: Int) -> Int? {
         guard tokens[array].kind == .array, array + 1 < Int(tokens[array].next) else { return nil }
         return array + 1
     }
 
     /// Whether string token `t` holds exactly `text` (escapes decoded when present).
-    public func stringEquals(_ t: Int, _ text: StaticString) -> Bool {
+    @inlinable public func stringEquals(_ t: Int, _ text: StaticString) -> Bool {
         let tok = tokens[t]
         guard tok.kind == .string else { return false }
         if tok.flag { return string(t) == text.description }
@@ -79,7 +79,7 @@ extension JSONDocument {
     /// Whether string token `t` holds `text` (ASCII lower-case) up to ASCII case: `TOTAL`, `Total`.
     /// (Inlined: most calls end at the length.)
     @inline(__always)
-    public func stringEqualsIgnoringCase(_ t: Int, _ text: StaticString) -> Bool {
+    @inlinable public func stringEqualsIgnoringCase(_ t: Int, _ text: StaticString) -> Bool {
         let tok = tokens[t]
         guard Int(tok.end - tok.start) - 2 == text.utf8CodeUnitCount || tok.flag, tok.kind == .string else { return false }
         if tok.flag { return string(t)?.lowercased() == text.description }
@@ -90,7 +90,7 @@ extension JSONDocument {
     }
 
     /// Whether string token `t` holds exactly the bytes `text`.
-    public func stringEquals(_ t: Int, bytes text: UnsafeRawBufferPointer) -> Bool {
+    @inlinable public func stringEquals(_ t: Int, bytes text: UnsafeRawBufferPointer) -> Bool {
         let tok = tokens[t]
         guard tok.kind == .string else { return false }
         if tok.flag { return unescapedBytes(t).elementsEqual(text) }
@@ -102,7 +102,7 @@ extension JSONDocument {
     /// Whether key token `tok` (a string) holds exactly the `n` bytes at `p` (like ``stringEquals(_:_:)``):
     /// lengths first, then the first byte, then the rest, so most keys are ruled out without a call.
     @inline(__always)
-    package func keyEquals(_ k: Int, _ tok: Token, _ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+    @inlinable package func keyEquals(_ k: Int, _ tok: Token, _ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
         if tok.flag {
             // An escaped key (rare): compared as `String`s, as `stringEquals` does.
             return string(k) == String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
@@ -114,7 +114,7 @@ extension JSONDocument {
     }
 
     /// The value of member `key` of object `object`, if present (the first, if repeated).
-    public func member(_ object: Int, _ key: StaticString) -> Int? {
+    @inlinable public func member(_ object: Int, _ key: StaticString) -> Int? {
         guard tokens[object].kind == .object else { return nil }
         let p = key.utf8Start
         let n = key.utf8CodeUnitCount
@@ -129,7 +129,7 @@ extension JSONDocument {
 
     /// The first of several spellings of a member that is present: one pass over the members,
     /// keeping the best-ranked spelling seen so far.
-    package func member(_ object: Int, among keys: UnsafeBufferPointer<StaticString>) -> Int? {
+    @inlinable package func member(_ object: Int, among keys: UnsafeBufferPointer<StaticString>) -> Int? {
         guard tokens[object].kind == .object else { return nil }
         var found: Int?
         var rank = keys.count
@@ -152,7 +152,7 @@ extension JSONDocument {
     /// 16 names), or -1. The names are indexed by length (`byLength[n]`: a bit per name of `n`
     /// bytes, for n < 64; ``MemberNames`` builds it once), so a member whose length no name has
     /// costs one load, and the others are compared only with the names of their length.
-    package func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
+    @inlinable package func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
                  _ found: UnsafeMutableBufferPointer<Int>) {
         for i in found.indices { found[i] = -1 }
         guard tokens[object].kind == .object else { return }
@@ -186,7 +186,7 @@ extension JSONDocument {
     /// ``members(_:_:_:_:)`` for a fixed list of names, indexed once (``MemberNames``): `body` reads
     /// what was found by each name's index in the list.
     @inline(__always)
-    package func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
+    @inlinable package func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
         withUnsafeTemporaryAllocation(of: Int.self, capacity: names.keys.count) { found in
             names.keys.withUnsafeBufferPointer { keys in
                 names.byLength.withUnsafeBufferPointer { members(object, keys, $0.baseAddress!, found) }
@@ -196,19 +196,24 @@ extension JSONDocument {
     }
 
     /// What ``members(_:names:_:_:)`` found, by each name's index in its list.
-    package struct FoundMembers {
-        unowned(unsafe) let doc: JSONDocument
-        let found: UnsafeBufferPointer<Int>
+    @usableFromInline package struct FoundMembers {
+        @usableFromInline unowned(unsafe) let doc: JSONDocument
+        @usableFromInline package let found: UnsafeBufferPointer<Int>
+
+        @usableFromInline init(doc: JSONDocument, found: UnsafeBufferPointer<Int>) {
+            self.doc = doc
+            self.found = found
+        }
 
         /// The value of name `i`, if the object has it.
-        package func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+        @inlinable package func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
 
         /// The value of name `i`, if the object has it and it is an object.
-        package func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
+        @inlinable package func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
     }
 
     /// The first of several spellings of a member that is present.
-    public func member(_ object: Int, anyOf keys: StaticString...) -> Int? {
+    @inlinable public func member(_ object: Int, anyOf keys: StaticString...) -> Int? {
         keys.withUnsafeBufferPointer { member(object, among: $0) }
     }
 
@@ -217,40 +222,40 @@ extension JSONDocument {
     /// `count` keys in a homogeneous tuple's bytes (its size is not a multiple of the stride, so
     /// the count is given rather than derived).
     @inline(__always)
-    package func member(_ object: Int, among tuple: UnsafeRawBufferPointer, _ count: Int) -> Int? {
+    @inlinable package func member(_ object: Int, among tuple: UnsafeRawBufferPointer, _ count: Int) -> Int? {
         member(object, among: JSONDocument.names(tuple, count))
     }
 
     /// The `count` `StaticString`s of a homogeneous tuple, from its bytes (`withUnsafeBytes(of:)`).
     @inline(__always)
-    package static func names(_ tuple: UnsafeRawBufferPointer, _ count: Int) -> UnsafeBufferPointer<StaticString> {
+    @inlinable package static func names(_ tuple: UnsafeRawBufferPointer, _ count: Int) -> UnsafeBufferPointer<StaticString> {
         UnsafeBufferPointer(start: tuple.baseAddress!.assumingMemoryBound(to: StaticString.self), count: count)
     }
 
-    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString) -> Int? {
+    @inlinable public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString) -> Int? {
         var keys = (k0, k1)
         return withUnsafeBytes(of: &keys) { member(object, among: $0, 2) }
     }
 
-    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString) -> Int? {
+    @inlinable public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString) -> Int? {
         var keys = (k0, k1, k2)
         return withUnsafeBytes(of: &keys) { member(object, among: $0, 3) }
     }
 
-    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
+    @inlinable public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
                        _ k3: StaticString) -> Int? {
         var keys = (k0, k1, k2, k3)
         return withUnsafeBytes(of: &keys) { member(object, among: $0, 4) }
     }
 
-    public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
+    @inlinable public func member(_ object: Int, anyOf k0: StaticString, _ k1: StaticString, _ k2: StaticString,
                        _ k3: StaticString, _ k4: StaticString) -> Int? {
         var keys = (k0, k1, k2, k3, k4)
         return withUnsafeBytes(of: &keys) { member(object, among: $0, 5) }
     }
 
     /// Follows a path of member names through nested objects.
-    public func path(_ t: Int, _ keys: StaticString...) -> Int? {
+    @inlinable public func path(_ t: Int, _ keys: StaticString...) -> Int? {
         var cur = t
         for key in keys {
             guard let v = member(cur, key) else { return nil }
@@ -260,20 +265,20 @@ extension JSONDocument {
     }
 
     /// The member `key` if it is an object.
-    public func object(_ t: Int, _ key: StaticString) -> Int? {
+    @inlinable public func object(_ t: Int, _ key: StaticString) -> Int? {
         guard let v = member(t, key), tokens[v].kind == .object else { return nil }
         return v
     }
 
     /// A string value's decoded bytes (without quotes).
-    public func unescapedBytes(_ t: Int) -> [UInt8] {
+    @inlinable public func unescapedBytes(_ t: Int) -> [UInt8] {
         var out: [UInt8] = []
         appendUnescaped(t, to: &out)
         return out
     }
 
     /// Appends a string token's decoded UTF-8 to `out`.
-    public func appendUnescaped(_ t: Int, to out: inout [UInt8]) {
+    @inlinable public func appendUnescaped(_ t: Int, to out: inout [UInt8]) {
         let tok = tokens[t]
         var i = Int(tok.start) + 1
         let end = Int(tok.end) - 1
@@ -315,13 +320,13 @@ extension JSONDocument {
         }
     }
 
-    private func hex4(_ i: Int) -> UInt32 {
+    @inlinable package func hex4(_ i: Int) -> UInt32 {
         var v: UInt32 = 0
         for k in 0..<4 { v = v << 4 | (JSONDocument.hexValue(base[i + k]) ?? 0) }
         return v
     }
 
-    private func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+    @inlinable package func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
         switch scalar {
         case 0..<0x80: out.append(UInt8(scalar))
         case 0x80..<0x800:
@@ -340,7 +345,7 @@ extension JSONDocument {
     }
 
     /// A string value, decoded; `nil` if `t` is not a string.
-    public func string(_ t: Int) -> String? {
+    @inlinable public func string(_ t: Int) -> String? {
         guard tokens[t].kind == .string else { return nil }
         if !tokens[t].flag {
             let r = raw(t)
@@ -350,7 +355,7 @@ extension JSONDocument {
     }
 
     /// A string, or a number's text: identifiers arrive as either (`"id": 123` or `"id": "123"`).
-    public func identifier(_ t: Int) -> String? {
+    @inlinable public func identifier(_ t: Int) -> String? {
         switch tokens[t].kind {
         case .string:
             // An escaped id (rare) is checked as its decoded text.
@@ -365,13 +370,13 @@ extension JSONDocument {
     /// Whether a quoted string's raw bytes hold no id: empty, blank, or a JavaScript bridge's
     /// stringified nothing (`undefined`, `null`, `NaN`; `nil`, `None` from Swift and Python). Such
     /// an id would merge every checkout that sent it into one.
-    package static func isPlaceholder(_ quoted: UnsafeRawBufferPointer) -> Bool {
+    @inlinable package static func isPlaceholder(_ quoted: UnsafeRawBufferPointer) -> Bool {
         guard quoted.count >= 2, let base = quoted.baseAddress else { return true }
         return isPlaceholderText(UnsafeRawBufferPointer(start: base + 1, count: quoted.count - 2))
     }
 
     /// ``isPlaceholder(_:)`` of an id's text: blank, or one of the words, any case, spaces around.
-    package static func isPlaceholderText(_ text: UnsafeRawBufferPointer) -> Bool {
+    @inlinable package static func isPlaceholderText(_ text: UnsafeRawBufferPointer) -> Bool {
         guard let base = text.baseAddress else { return true }
         let p = base.assumingMemoryBound(to: UInt8.self)
         var n = text.count
@@ -397,7 +402,7 @@ extension JSONDocument {
     }
 
     /// An integer value: an integral number, or a string holding one.
-    public func int64(_ t: Int) -> Int64? {
+    @inlinable public func int64(_ t: Int) -> Int64? {
         let tok = tokens[t]
         switch tok.kind {
         case .number:
@@ -414,7 +419,7 @@ extension JSONDocument {
         }
     }
 
-    package static func parseInt(_ r: UnsafeRawBufferPointer) -> Int64? {
+    @inlinable package static func parseInt(_ r: UnsafeRawBufferPointer) -> Int64? {
         guard !r.isEmpty, r.count <= 19 else { return nil }
         var i = 0
         var negative = false
@@ -437,7 +442,7 @@ extension JSONDocument {
     }
 
     /// A number as `Double` (also from a string holding a number).
-    public func double(_ t: Int) -> Double? {
+    @inlinable public func double(_ t: Int) -> Double? {
         let tok = tokens[t]
         var r = raw(t)
         switch tok.kind {
@@ -452,7 +457,7 @@ extension JSONDocument {
     }
 
     /// A boolean value.
-    public func bool(_ t: Int) -> Bool? {
+    @inlinable public func bool(_ t: Int) -> Bool? {
         switch tokens[t].kind {
         case .true: return true
         case .false: return false
@@ -464,12 +469,12 @@ extension JSONDocument {
 /// Up to 16 member names and their length index, built once — a `static let` beside the code that
 /// looks them up for every event — so `members(_:_:_:_:)` does not
 /// index the names again for each object it reads. `Sendable`; immutable.
-package struct MemberNames: Sendable {
-    package let keys: [StaticString]
+@usableFromInline package struct MemberNames: Sendable {
+    @usableFromInline package let keys: [StaticString]
     /// A bit per name of each length below 64 (bit `i`: `keys[i]`).
-    package let byLength: [UInt16]
+    @usableFromInline package let byLength: [UInt16]
 
-    package init(_ keys: StaticString...) {
+    @inlinable package init(_ keys: StaticString...) {
         precondition(keys.count <= 16, "MemberNames takes at most 16 names")
         var index = [UInt16](repeating: 0, count: 64)
         for (i, key) in keys.enumerated() where key.utf8CodeUnitCount < 64 {

@@ -17,34 +17,33 @@ public final class JSONDocument {
     }
 
     /// One value on the tape. Strings span their quotes; containers span their brackets.
-    @usableFromInline
-    package struct Token {
-        package var kind: Kind
+    @usableFromInline package struct Token {
+        @usableFromInline package var kind: Kind
         /// Strings: contains a backslash escape. Numbers: has a fraction or exponent.
-        package var flag: Bool
-        package var start: Int32
-        package var end: Int32
+        @usableFromInline package var flag: Bool
+        @usableFromInline package var start: Int32
+        @usableFromInline package var end: Int32
         /// Index of the token after this value's whole subtree.
-        package var next: Int32
+        @usableFromInline package var next: Int32
     }
 
     /// The tape. Unsafe storage the document owns and grows, so reads cost one load, no checks.
-    @usableFromInline package private(set) var tokens: UnsafeMutablePointer<Token>
-    @usableFromInline package private(set) var tokenCount = 0
-    private var tokenCapacity: Int
-    @usableFromInline package private(set) var base: UnsafePointer<UInt8> = UnsafePointer(bitPattern: 1)!
-    @usableFromInline private(set) var length = 0
-    private var owned: UnsafeMutablePointer<UInt8>?
-    private var ownedCapacity = 0
+    @exclusivity(unchecked) @usableFromInline package private(set) var tokens: UnsafeMutablePointer<Token>
+    @exclusivity(unchecked) @usableFromInline package private(set) var tokenCount = 0
+    @exclusivity(unchecked) @usableFromInline package var tokenCapacity: Int
+    @exclusivity(unchecked) @usableFromInline package private(set) var base: UnsafePointer<UInt8> = UnsafePointer(bitPattern: 1)!
+    @exclusivity(unchecked) @usableFromInline package private(set) var length = 0
+    @exclusivity(unchecked) @usableFromInline package var owned: UnsafeMutablePointer<UInt8>?
+    @exclusivity(unchecked) @usableFromInline package var ownedCapacity = 0
 
     /// Whether the last parsed text had no whitespace between tokens, so any value's raw bytes are
     /// already compact JSON on one line.
-    public private(set) var isCompact = true
+    @exclusivity(unchecked) public private(set) var isCompact = true
 
     /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
-    public var maxDepth = 64
+    @exclusivity(unchecked) public var maxDepth = 64
 
-    public init() {
+    @inlinable public init() {
         tokenCapacity = 256
         tokens = .allocate(capacity: tokenCapacity)
     }
@@ -55,21 +54,21 @@ public final class JSONDocument {
     }
 
     /// The root value (index 0) after a successful parse.
-    public var root: Int { 0 }
+    @inlinable public var root: Int { 0 }
 
     /// The bytes being read.
-    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: length) }
+    @inlinable public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: length) }
 
     /// Parses `buffer` in place. The buffer must outlive every read of this document.
     /// - Throws: ``JSONParseError`` naming what is wrong and where.
-    public func parse(_ buffer: UnsafeRawBufferPointer) throws(JSONParseError) {
+    @inlinable public func parse(_ buffer: UnsafeRawBufferPointer) throws(JSONParseError) {
         base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(bitPattern: 1)!
         length = buffer.count
         try run()
     }
 
     /// Copies `source` into storage the document owns, then parses it (used for JSON nested in strings).
-    public func parseOwned(_ source: [UInt8]) throws(JSONParseError) {
+    @inlinable public func parseOwned(_ source: [UInt8]) throws(JSONParseError) {
         let storage: UnsafeMutablePointer<UInt8>
         if let owned, ownedCapacity >= source.count {
             storage = owned
@@ -87,7 +86,7 @@ public final class JSONDocument {
         try run()
     }
 
-    private func run() throws(JSONParseError) {
+    @usableFromInline package func run() throws(JSONParseError) {
         var scanner = Scanner(base: base, length: length, tokens: tokens, capacity: tokenCapacity, maxDepth: maxDepth)
         defer {
             tokens = scanner.tokens
@@ -99,7 +98,7 @@ public final class JSONDocument {
     }
 
     /// The parser proper: a struct over local pointers, so the hot loop has no class accesses.
-    package struct Scanner {
+    @usableFromInline package struct Scanner {
         let base: UnsafePointer<UInt8>
         let length: Int
         var tokens: UnsafeMutablePointer<Token>
@@ -410,7 +409,7 @@ public final class JSONDocument {
     }
 
     /// `strtod` over a span of number text; nil unless the whole span is the number.
-    package static func parseDouble(_ r: UnsafeRawBufferPointer) -> Double? {
+    @usableFromInline package static func parseDouble(_ r: UnsafeRawBufferPointer) -> Double? {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: r.count + 1) { buf -> Double? in
             for k in 0..<r.count { buf[k] = CChar(bitPattern: r[k]) }
             buf[r.count] = 0
@@ -422,7 +421,7 @@ public final class JSONDocument {
     }
 
     @inline(__always)
-    package static func hexValue(_ c: UInt8) -> UInt32? {
+    @usableFromInline package static func hexValue(_ c: UInt8) -> UInt32? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(c - UInt8(ascii: "0"))
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(c - UInt8(ascii: "a") + 10)

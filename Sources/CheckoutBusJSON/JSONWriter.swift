@@ -6,11 +6,12 @@
 /// Not `Sendable` by use: each pipeline thread owns one writer and resets it per message.
 public struct JSONWriter: ~Copyable {
     @usableFromInline package var base: UnsafeMutablePointer<UInt8>
-    /// Bytes written.
-    public private(set) var count = 0
+    /// Bytes written so far.
+    @inlinable public var count: Int { written }
+    @usableFromInline package var written = 0
     @usableFromInline package var capacity: Int
 
-    public init(capacity: Int = 4096) {
+    @inlinable public init(capacity: Int = 4096) {
         self.capacity = max(capacity, 16)
         base = .allocate(capacity: self.capacity)
     }
@@ -18,19 +19,18 @@ public struct JSONWriter: ~Copyable {
     deinit { base.deallocate() }
 
     /// A copy of what was written.
-    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+    @inlinable public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
     /// Calls `body` with what was written, in place.
     @inline(__always)
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    @inlinable public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
-    public mutating func reset() { count = 0 }
+    @inlinable public mutating func reset() { written = 0 }
 
     /// Room for `n` more bytes at the end; the caller writes them and adds `n` to ``count``.
-    @inline(__always)
-    @usableFromInline
+    @inlinable @inline(__always)
     package mutating func reserve(_ n: Int) -> UnsafeMutablePointer<UInt8> {
         if _slowPath(count &+ n > capacity) { grow(count &+ n) }
         return base + count
@@ -48,35 +48,35 @@ public struct JSONWriter: ~Copyable {
     }
 
     @inline(__always)
-    public mutating func append(_ text: StaticString) {
+    @inlinable public mutating func append(_ text: StaticString) {
         appendRaw(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     @inline(__always)
-    public mutating func append(byte: UInt8) {
+    @inlinable public mutating func append(byte: UInt8) {
         reserve(1).pointee = byte
-        count &+= 1
+        written &+= 1
     }
 
     /// Appends bytes verbatim (already valid JSON).
     @inline(__always)
-    public mutating func appendRaw(_ raw: UnsafeRawBufferPointer) {
+    @inlinable public mutating func appendRaw(_ raw: UnsafeRawBufferPointer) {
         let n = raw.count
         guard n > 0 else { return }
         UnsafeMutableRawPointer(reserve(n)).copyMemory(from: raw.baseAddress!, byteCount: n)
-        count &+= n
+        written &+= n
     }
 
     /// Appends a string's UTF-8 bytes verbatim (already valid JSON text, such as a number or
     /// an enum's raw value).
-    public mutating func appendRaw(_ text: String) {
+    @inlinable public mutating func appendRaw(_ text: String) {
         JSONWriter.withUTF8(of: text) { appendRaw($0) }
     }
 
     /// Calls `body` with a string's UTF-8 bytes: a native string's in place (no copy of the
     /// string, so no retain), any other's after making it contiguous.
     @inline(__always)
-    package static func withUTF8(of text: String, _ body: (UnsafeRawBufferPointer) -> Void) {
+    @inlinable package static func withUTF8(of text: String, _ body: (UnsafeRawBufferPointer) -> Void) {
         if text.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) != nil { return }
         var s = text
         s.withUTF8 { body(UnsafeRawBufferPointer($0)) }
@@ -84,35 +84,35 @@ public struct JSONWriter: ~Copyable {
 
     /// Appends `value` in decimal (`-` before a negative one), written in place: its digits are
     /// counted first, then written from the right two at a time.
-    public mutating func append(int value: Int64) {
+    @inlinable public mutating func append(int value: Int64) {
         // No call on the usual path (room for the longest, 20 bytes, is there), so no register saves.
         guard _fastPath(count &+ 20 <= capacity) else { return appendGrowing(int: value) }
         let b = base + count
         let v = value.magnitude
         let sign = value < 0 ? 1 : 0
         let n = JSONWriter.decimalDigitCount(v)
-        count &+= n &+ sign
+        written &+= n &+ sign
         b.pointee = UInt8(ascii: "-")  // overwritten by the first digit when not negative
         JSONWriter.writeDecimal(v, digits: n, to: b + sign)
     }
 
     /// ``append(int:)`` when the buffer must grow first.
     @inline(never)
-    private mutating func appendGrowing(int value: Int64) {
+    @inlinable package mutating func appendGrowing(int value: Int64) {
         grow(count &+ 20)
         append(int: value)
     }
 
     /// Appends exactly `n` bytes, which `body` writes at the pointer it is given.
     @inline(__always)
-    package mutating func append(exactly n: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Void) {
+    @inlinable package mutating func append(exactly n: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Void) {
         body(reserve(n))
-        count &+= n
+        written &+= n
     }
 
     /// The number of decimal digits of `v` (1 for 0).
     @inline(__always)
-    package static func decimalDigitCount(_ v: UInt64) -> Int {
+    @inlinable package static func decimalDigitCount(_ v: UInt64) -> Int {
         if v < 10_000 {
             if v < 100 { return v < 10 ? 1 : 2 }
             return v < 1000 ? 3 : 4
@@ -132,7 +132,7 @@ public struct JSONWriter: ~Copyable {
 
     /// Writes the `n` decimal digits of `v` (``decimalDigitCount(_:)``) at `out`.
     @inline(__always)
-    package static func writeDecimal(_ v: UInt64, digits n: Int, to out: UnsafeMutablePointer<UInt8>) {
+    @inlinable package static func writeDecimal(_ v: UInt64, digits n: Int, to out: UnsafeMutablePointer<UInt8>) {
         var x = v
         var end = out + n
         while x >= 100 {
@@ -150,14 +150,14 @@ public struct JSONWriter: ~Copyable {
 
     /// Writes the two decimal digits of `v` (0...99) at `out`.
     @inline(__always)
-    package static func storeDigitPair(_ v: Int, at out: UnsafeMutablePointer<UInt8>) {
+    @inlinable package static func storeDigitPair(_ v: Int, at out: UnsafeMutablePointer<UInt8>) {
         let pair = UnsafeRawPointer(digitPairs.utf8Start).loadUnaligned(fromByteOffset: v &* 2, as: UInt16.self)
         UnsafeMutableRawPointer(out).storeBytes(of: pair, as: UInt16.self)
     }
 
     /// "00", "01" … "99", back to back: the two digits of `v` start at byte `2 * v`.
     @inline(__always)
-    package static var digitPairs: StaticString {
+    @inlinable package static var digitPairs: StaticString {
         """
         0001020304050607080910111213141516171819\
         2021222324252627282930313233343536373839\
@@ -167,12 +167,12 @@ public struct JSONWriter: ~Copyable {
         """
     }
 
-    public mutating func append(int value: Int) { append(int: Int64(value)) }
+    @inlinable public mutating func append(int value: Int) { append(int: Int64(value)) }
 
-    public mutating func append(bool value: Bool) { append(value ? "true" : "false") }
+    @inlinable public mutating func append(bool value: Bool) { append(value ? "true" : "false") }
 
     /// Appends a JSON string literal for UTF-8 `text`, escaping quotes, backslashes and controls.
-    public mutating func appendString(utf8 text: UnsafeRawBufferPointer) {
+    @inlinable public mutating func appendString(utf8 text: UnsafeRawBufferPointer) {
         // The usual case, a string with nothing to escape: one scan, one copy between the quotes.
         let n = text.count
         if let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self) {
@@ -194,7 +194,7 @@ public struct JSONWriter: ~Copyable {
                 b[0] = UInt8(ascii: "\"")
                 (b + 1).update(from: p, count: n)
                 b[n &+ 1] = UInt8(ascii: "\"")
-                count &+= n &+ 2
+                written &+= n &+ 2
                 return
             }
         } else {
@@ -225,7 +225,7 @@ public struct JSONWriter: ~Copyable {
     /// Whether any byte of `w` is a control character, a quote or a backslash (the classic
     /// zero-byte tests: exact for "any", whatever the other bytes are).
     @inline(__always)
-    package static func needsEscape(_ w: UInt64) -> Bool {
+    @inlinable package static func needsEscape(_ w: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         let quote = w ^ (ones &* 0x22)
@@ -234,17 +234,17 @@ public struct JSONWriter: ~Copyable {
         return (below | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs != 0
     }
 
-    public mutating func appendString(_ text: String) {
+    @inlinable public mutating func appendString(_ text: String) {
         JSONWriter.withUTF8(of: text) { appendString(utf8: $0) }
     }
 
-    public mutating func appendString(_ text: StaticString) {
+    @inlinable public mutating func appendString(_ text: StaticString) {
         appendString(utf8: UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     /// Appends arbitrary bytes as a JSON string: valid UTF-8 passes through, every other byte becomes
     /// `\u00XX` of its value (so the exact raw bytes of bad input survive in a dead letter).
-    public mutating func appendBytesEscaped(_ raw: UnsafeRawBufferPointer) {
+    @inlinable public mutating func appendBytesEscaped(_ raw: UnsafeRawBufferPointer) {
         append(byte: UInt8(ascii: "\""))
         var i = 0
         while i < raw.count {
@@ -277,11 +277,11 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// `\u00XX` for byte `c`.
-    private mutating func appendUnicodeEscape(_ c: UInt8) {
+    @inlinable package mutating func appendUnicodeEscape(_ c: UInt8) {
         append("\\u00")
         append(byte: JSONWriter.hex[Int(c >> 4)])
         append(byte: JSONWriter.hex[Int(c & 0xF)])
     }
 
-    package static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+    @usableFromInline package static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 }

@@ -1,11 +1,11 @@
 /// Validation of one multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates,
 /// nothing above U+10FFFF), shared by the JSON scanner and the dead-letter escaper. `Sendable`; pure.
-package enum UTF8Validation {
+@usableFromInline package enum UTF8Validation {
     /// Checks the sequence whose lead byte (≥ 0x80) is at `i` of `p[0..<count]`.
     /// - Returns: the index after the sequence, or the offset of the byte that makes it invalid
     ///   (the lead byte itself when it cannot start a sequence or the input ends too soon).
     @inline(__always)
-    package static func check(_ p: UnsafePointer<UInt8>, at i: Int, count: Int) -> (end: Int, invalidAt: Int?) {
+    @usableFromInline package static func check(_ p: UnsafePointer<UInt8>, at i: Int, count: Int) -> (end: Int, invalidAt: Int?) {
         var need: Int
         var lower: UInt8 = 0x80
         var upper: UInt8 = 0xBF
