@@ -100,6 +100,16 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusRuntimeTests", dependencies: ["CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusJSONTests", dependencies: ["CheckoutBusJSON"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CheckoutBusProtocolTests", dependencies: ["CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CheckoutBusToolsTests", dependencies: ["CheckoutBusTools", "CheckoutBusCore"], swiftSettings: swiftSettings
+        ),
         .testTarget(name: "CheckoutBusDaemonTests", dependencies: ["CheckoutBusDaemon"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",

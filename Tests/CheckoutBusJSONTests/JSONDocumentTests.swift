@@ -1,8 +1,6 @@
 import Testing
 
-import CheckoutBusCore
 import CheckoutBusJSON
-import CheckoutBusProtocol
 
 @Suite("JSONDocument: tape parser")
 struct JSONDocumentTests {
@@ -229,20 +227,6 @@ struct JSONDocumentTests {
         if let offset = c.offset {
             #expect(error?.offset == offset)
         }
-    }
-
-    @Test("dead-letter reasons follow the parse error", arguments: [
-        (JSONParseError.Reason.invalidUTF8, "invalid_utf8"),
-        (.tooDeep, "too_deep"),
-        (.truncated, "invalid_json"),
-        (.trailingData, "invalid_json"),
-        (.badNumber, "invalid_json"),
-        (.badEscape, "invalid_json"),
-        (.controlCharacter, "invalid_json"),
-        (.empty, "invalid_json"),
-    ])
-    func deadLetterReason(reason: JSONParseError.Reason, code: String) {
-        #expect(DeadLetterReason(parseError: JSONParseError(reason, at: 0)).code == code)
     }
 
     // MARK: Strings
