@@ -100,7 +100,7 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
-        .testTarget(name: "CheckoutBusDaemonTests", dependencies: ["CheckoutBusDaemon"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusDaemonTests", dependencies: ["CheckoutBusDaemon", "CheckoutBusCore", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
