@@ -110,7 +110,10 @@ let package = Package(
         .testTarget(
             name: "CheckoutBusToolsTests", dependencies: ["CheckoutBusTools", "CheckoutBusCore"], swiftSettings: swiftSettings
         ),
-        .testTarget(name: "CheckoutBusDaemonTests", dependencies: ["CheckoutBusDaemon"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CheckoutBusDaemonTests", dependencies: ["CheckoutBusDaemon", "CheckoutBusCore", "CheckoutBusRuntime"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "IntegrationTests",
             // Depends on the executables so `swift test` builds them; the tests run them as processes.

@@ -21,7 +21,8 @@ public final class EventProcessor {
         public var checkoutTTLSeconds: UInt32 = 86_400
         /// Bytes of an unusable message kept in its dead letter.
         public var deadLetterRawLimit = 64 * 1024
-        /// Event ids remembered to recognise a producer's retry (`--dedupe-window`; 0: off).
+        /// Event ids remembered to recognise a producer's retry; 0 (the default here): off. The daemon's
+        /// default is set in `DaemonConfiguration.processor` (`--dedupe-window`).
         public var dedupeWindow = 0
         /// This daemon's shard (`--shard I/N`): events of checkouts another shard owns are
         /// dead-lettered as `wrong_shard`, and every envelope carries the index.

@@ -38,7 +38,8 @@ public struct DecodeCommand {
 
     public var file = "-"
     public var format = Format.pretty
-    public var options = EventProcessor.Options()
+    /// The daemon's own options (``DaemonConfiguration/processor``), `--buyer-data` applied.
+    public var options = DaemonConfiguration().processor
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(arguments, valued: ["format", "buyer-data"], switches: [])
@@ -52,7 +53,6 @@ public struct DecodeCommand {
         case "full": options.keepBuyerData = true
         case let other?: throw .init("--buyer-data must be redacted or full, got \(other)")
         }
-        options.dedupeWindow = 200_000
         if args.positionals.count > 1 { throw .init("unexpected argument \(args.positionals[1])") }
         file = args.positionals.first ?? "-"
     }
