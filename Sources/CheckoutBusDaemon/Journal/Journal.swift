@@ -12,12 +12,10 @@ import ZeroMQ
 /// The append-only journal of every envelope that takes a `seq`, in segment files under
 /// `<data-dir>/journal` (format and guarantees: `docs/durability.md`).
 ///
-/// The pipeline appends a batch of records (``append(seq:kindSeq:kind:topic:envelope:)``) and
-/// hands it to a ``JournalWriter`` thread (``submit()``), which checksums and writes it with one
-/// `write` while the pipeline goes on with the next batch; once ``collect(wait:)`` reports it
-/// written, the pipeline publishes it from the same buffer (``forEachCollected(_:)``) and recycles
-/// it. ``flush()`` writes the pending batch on the calling thread instead (after a failed write,
-/// and whenever everything must be out at once). A ``JournalSyncer`` thread `fdatasync`s behind.
+/// The pipeline's batches (``JournalBatch``) are written here: a run of records per segment,
+/// on the calling thread (``writeRun(_:_:_:_:)``) or by a ``JournalWriter`` thread
+/// (``post(_:count:)``, ``writerResult(wait:)``), rotating to a new segment when one is full. A
+/// ``JournalSyncer`` thread `fdatasync`s behind.
 /// What was written is read back by a ``JournalReader`` on its own descriptors: the control
 /// thread's replays, and this journal's own reads at start (``read(from:prefixes:limit:maxExamined:_:)``),
 /// both bounded by the ``catalog`` the pipeline updates as batches are written.
@@ -61,19 +59,6 @@ public final class Journal {
         case notRetained(firstSeq: UInt64)
     }
 
-    package typealias PendingRecord = (offset: Int, topicLength: Int, envelopeLength: Int, seq: UInt64)
-
-    /// A batch's bytes and records, as handed to the writer thread.
-    package struct Batch {
-        var buffer: UnsafeMutableRawPointer
-        var capacity: Int
-        var bytes = 0
-        var records: [PendingRecord] = []
-        /// Records before this index were written on the pipeline thread (around a rotation).
-        var runStart = 0
-        var runBytes = 0
-    }
-
     package typealias Segment = JournalCatalog.Segment
 
     public let directory: String
@@ -81,27 +66,17 @@ public final class Journal {
     public private(set) var recovery = Recovery()
     private let logger: BusLogger
     private var segments: [Segment] = []
-    private var fd: Int32 = -1
+    /// The open segment's descriptor.
+    private(set) var fd: Int32 = -1
     private let syncer: JournalSyncer
     /// The open segment's generation at the syncer.
     private var generation: UInt64 = 0
-    /// Records appended since the last clear: the bytes, and (offset, header) of each.
-    private var pending: UnsafeMutableRawPointer
-    private var pendingCapacity = 1 << 20
-    private var pendingBytes = 0
-    private var pendingRecords: [PendingRecord] = []
-    /// The batch handed to the writer thread, until collected.
-    private var inflight: Batch?
-    /// A batch buffer to reuse.
-    private var spare: Batch?
     private let writer: JournalWriter
     /// Writes the open segment (the pipeline's runs, and the writer thread's with each job).
     private let appender: SegmentAppender
     /// The write mode was logged as having fallen back.
     private var fallbackLogged = false
     private var writtenSeq: UInt64 = 0
-    /// How many of the pending records are already in the file.
-    private var writtenRecords = 0
     /// Each kind's last `kind_seq` in the file (pending records not included): a new segment's header.
     private var kindSeqs: [UInt64]
     /// What is written, for readers on other threads (the control thread's replays).
@@ -122,7 +97,6 @@ public final class Journal {
         self.directory = directory
         self.options = options
         self.logger = logger
-        pending = .allocate(byteCount: pendingCapacity, alignment: 8)
         reader = JournalReader(catalog: catalog, logger: logger)
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         try Journal.makeDirectory(directory)
@@ -167,12 +141,6 @@ public final class Journal {
         syncer.start()
     }
 
-    deinit {
-        pending.deallocate()
-        inflight?.buffer.deallocate()
-        spare?.buffer.deallocate()
-    }
-
     /// The last seq written to the journal file (and so safe to publish and to replay).
     public var lastSeq: UInt64 { writtenSeq }
     /// The last seq known to be on disk (`fdatasync` done).
@@ -189,12 +157,6 @@ public final class Journal {
     public var writesDirect: Bool { appender.isDirect }
     /// False from a failed write until the next successful one (`/healthz`).
     public private(set) var isWritable = true
-    /// Records appended and not yet handed to the writer thread (nor published).
-    public var hasPending: Bool { !pendingRecords.isEmpty }
-    /// How many records are pending.
-    public var pendingCount: Int { pendingRecords.count }
-    /// A batch is with the writer thread, or written and not yet collected.
-    public var hasInflight: Bool { inflight != nil }
     /// Readable when the writer thread has finished a batch (for the pipeline's poller).
     public var writerWakeFD: Int32 { writer.wakeFD }
 
@@ -406,63 +368,26 @@ public final class Journal {
 
     // MARK: Writing
 
-    /// Adds one record to the pending batch. Nothing reaches the file until ``submit()`` or ``flush()``.
-    public func append(seq: UInt64, kindSeq: UInt64, kind: UInt8, topic: UnsafeRawBufferPointer,
-                       envelope: UnsafeRawBufferPointer) {
-        let body = topic.count + envelope.count
-        let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
-        if pendingBytes + size > pendingCapacity {
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: max(pendingCapacity * 2, pendingBytes + size), alignment: 8)
-            bigger.copyMemory(from: pending, byteCount: pendingBytes)
-            pending.deallocate()
-            pending = bigger
-            pendingCapacity = max(pendingCapacity * 2, pendingBytes + size)
-        }
-        let p = pending + pendingBytes
-        JournalFormat.store(JournalFormat.recordMagic, p, 0)
-        JournalFormat.store(UInt32(body), p, 4)
-        JournalFormat.store(seq, p, 8)
-        JournalFormat.store(kindSeq, p, 16)
-        JournalFormat.store(kind, p, 24)
-        JournalFormat.store(UInt8(0), p, 25)
-        JournalFormat.store(UInt16(0), p, 26)
-        JournalFormat.store(UInt32(topic.count), p, 28)
-        if let b = topic.baseAddress { (p + JournalFormat.recordHeaderSize).copyMemory(from: b, byteCount: topic.count) }
-        if let b = envelope.baseAddress {
-            (p + JournalFormat.recordHeaderSize + topic.count).copyMemory(from: b, byteCount: envelope.count)
-        }
-        // The checksum is stored when the record is written (JournalFormat.seal).
-        pendingRecords.append((pendingBytes, topic.count, envelope.count, seq))
-        pendingBytes += size
+    /// Makes the seq reservation cover `seq` before a record up to it is written.
+    func reserve(through seq: UInt64) throws {
+        try reservation.reserve(through: seq)
     }
 
-    /// Writes the pending batch to the open segment with one `write`, rotating first when the
-    /// segment is full. After it returns, every pending record may be published.
-    /// - Throws: ``DaemonError`` when the write fails (disk full, say); the batch stays pending.
-    public func flush() throws {
-        precondition(inflight == nil, "flush() with a batch at the writer thread: collect it first")
-        guard writtenRecords < pendingRecords.count else { return }
-        try reservation.reserve(through: pendingRecords[pendingRecords.count - 1].seq)
-        let last = try writeRunsBeforeLast()
-        try writeRun(last.start, pendingRecords.count, last.bytes)
-    }
-
-    /// Splits the unwritten pending records into runs, one per segment they go to, and writes
-    /// every run but the last, closing the segment between two records when it is full.
-    /// - Returns: the last run (never empty), for the caller to write.
-    private func writeRunsBeforeLast() throws -> (start: Int, bytes: Int) {
+    /// Splits `batch`'s unwritten records into runs, one per segment they go to, and writes every
+    /// run but the last, closing the segment between two records when it is full.
+    /// - Returns: the last run (never empty), for the caller to write or hand to the writer thread.
+    func writeRunsBeforeLast(_ batch: inout JournalBatch.Buffer) throws -> (start: Int, bytes: Int) {
         // After a failed write, a retry starts at the first record not written.
-        var runStart = writtenRecords
+        var runStart = batch.written
         var runBytes = 0
-        var i = writtenRecords
-        while i < pendingRecords.count {
-            let r = pendingRecords[i]
-            let size = (i + 1 < pendingRecords.count ? pendingRecords[i + 1].offset : pendingBytes) - r.offset
+        var i = batch.written
+        while i < batch.records.count {
+            let size = batch.size(of: i)
             let active = segments[segments.count - 1]
             if active.size + runBytes > JournalFormat.segmentHeaderSize
                 && active.size + runBytes + size > options.segmentBytes {
-                if runBytes > 0 { try writeRun(runStart, i, runBytes) }
-                try rotate(firstSeq: r.seq)
+                if runBytes > 0 { try writeRun(&batch, runStart, i, runBytes) }
+                try rotate(firstSeq: batch.records[i].seq)
                 runStart = i
                 runBytes = 0
             }
@@ -472,9 +397,10 @@ public final class Journal {
         return (runStart, runBytes)
     }
 
-    /// Writes pending records `from..<to` (`bytes` long) to the open segment.
-    private func writeRun(_ from: Int, _ to: Int, _ bytes: Int) throws {
-        let base = pending + pendingRecords[from].offset
+    /// Writes `batch`'s records `from..<to` (`bytes` long) to the open segment with one `write`.
+    /// - Throws: ``DaemonError`` when the write fails (disk full, say); they stay unwritten.
+    func writeRun(_ batch: inout JournalBatch.Buffer, _ from: Int, _ to: Int, _ bytes: Int) throws {
+        let base = batch.base + batch.records[from].offset
         JournalFormat.seal(base, bytes)
         let failure = appender.append(base, bytes)
         noteFallback()
@@ -482,144 +408,39 @@ public final class Journal {
             isWritable = false
             throw DaemonError("journal write failed: \(String(cString: strerror(failure)))")
         }
-        noteWritten(pending, pendingRecords, from, to, bytes: bytes)
-        writtenRecords = to
+        noteWritten(batch, from, to, bytes: bytes)
+        batch.written = to
     }
 
-    /// Records that `records[from..<to]` of `buffer` were appended to the open segment.
-    private func noteWritten(_ buffer: UnsafeMutableRawPointer, _ records: [PendingRecord], _ from: Int, _ to: Int,
-                             bytes: Int) {
+    /// Hands `count` bytes of records at `base` to the writer thread, to append to the open
+    /// segment. The memory must stay as it is until ``writerResult(wait:)`` returns its result.
+    func post(_ base: UnsafeMutableRawPointer, count: Int) {
+        writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: base), count: count))
+    }
+
+    /// The writer thread's result for the run it was handed: 0 when written, else the `errno` of
+    /// the failed write (the file is as before it).
+    /// - Parameter wait: wait for it rather than return nil while it is being written.
+    func writerResult(wait: Bool) -> Int32? {
+        guard let result = wait ? writer.wait() : writer.poll() else { return nil }
+        noteFallback()
+        if result != 0 { isWritable = false }
+        return result
+    }
+
+    /// Records that `batch`'s records `from..<to` were appended to the open segment.
+    func noteWritten(_ batch: JournalBatch.Buffer, _ from: Int, _ to: Int, bytes: Int) {
         let active = segments.count - 1
-        for r in records[from..<to] {
-            let header = buffer + r.offset
+        for r in batch.records[from..<to] {
+            let header = batch.base + r.offset
             let kind = Int(JournalFormat.load(header, 24, as: UInt8.self))
             kindSeqs[kind] = max(kindSeqs[kind], JournalFormat.load(header, 16, as: UInt64.self))
         }
         segments[active].size += bytes
         isWritable = true
-        writtenSeq = records[to - 1].seq
+        writtenSeq = batch.records[to - 1].seq
         catalog.written(size: segments[active].size, lastSeq: writtenSeq)
         syncer.written(upTo: writtenSeq, generation: generation, bytes: segments[active].size)
-    }
-
-    // MARK: Write-behind
-
-    /// Hands the pending batch to the writer thread and starts a new one. Records that must go to
-    /// the segment being closed when the batch crosses `--segment-bytes` are written here first.
-    /// Call only without a batch in flight.
-    /// - Throws: ``DaemonError`` when writing before a rotation, or the rotation, fails; the
-    ///   batch then stays pending, as after a failed ``flush()``.
-    public func submit() throws {
-        precondition(inflight == nil, "submit() with a batch already at the writer thread")
-        guard writtenRecords < pendingRecords.count else { return }
-        try reservation.reserve(through: pendingRecords[pendingRecords.count - 1].seq)
-        let last = try writeRunsBeforeLast()
-        let batch = Batch(buffer: pending, capacity: pendingCapacity, bytes: pendingBytes, records: pendingRecords,
-                          runStart: last.start, runBytes: last.bytes)
-        writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: pending + pendingRecords[last.start].offset),
-                                      count: last.bytes))
-        inflight = batch
-        // A fresh batch: the spare buffer when there is one.
-        if var next = spare {
-            spare = nil
-            pending = next.buffer
-            pendingCapacity = next.capacity
-            next.records.removeAll(keepingCapacity: true)
-            pendingRecords = next.records
-        } else {
-            pendingCapacity = 1 << 20
-            pending = .allocate(byteCount: pendingCapacity, alignment: 8)
-            pendingRecords = []
-            pendingRecords.reserveCapacity(batch.records.count)
-        }
-        pendingBytes = 0
-        writtenRecords = 0
-    }
-
-    /// Takes the writer thread's result for the batch in flight.
-    /// - Parameter wait: wait for it rather than return false while it is being written.
-    /// - Returns: true when the batch is written: publish it with ``forEachCollected(_:)``, then
-    ///   ``recycleCollected()``. False when there is none or it is still being written.
-    /// - Throws: ``DaemonError`` when the write failed: the file is as before it, and the batch is
-    ///   pending again ahead of the records appended since, for ``flush()`` to retry.
-    public func collect(wait: Bool) throws -> Bool {
-        guard let batch = inflight else { return false }
-        if inflightWritten { return true }
-        guard let result = wait ? writer.wait() : writer.poll() else { return false }
-        noteFallback()
-        guard result == 0 else {
-            requeue(batch)
-            isWritable = false
-            throw DaemonError("journal write failed: \(String(cString: strerror(result)))")
-        }
-        noteWritten(batch.buffer, batch.records, batch.runStart, batch.records.count, bytes: batch.runBytes)
-        inflightWritten = true
-        return true
-    }
-
-    /// The batch in flight was collected as written (and awaits ``recycleCollected()``).
-    private var inflightWritten = false
-
-    /// Calls `body` with each record of the collected batch, in order.
-    public func forEachCollected(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
-        guard let batch = inflight else { return }
-        try Journal.forEachRecord(batch.records, in: batch.buffer, body)
-    }
-
-    /// Forgets the collected batch after it was published; its buffer is reused.
-    public func recycleCollected() {
-        guard let batch = inflight else { return }
-        inflight = nil
-        inflightWritten = false
-        if let old = spare { old.buffer.deallocate() }
-        spare = batch
-    }
-
-    /// Puts a batch whose write failed back in front of the pending records.
-    private func requeue(_ batch: Batch) {
-        inflight = nil
-        inflightWritten = false
-        var merged = batch
-        let needed = batch.bytes + pendingBytes
-        if needed > merged.capacity {
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: needed, alignment: 8)
-            bigger.copyMemory(from: merged.buffer, byteCount: merged.bytes)
-            merged.buffer.deallocate()
-            merged.buffer = bigger
-            merged.capacity = needed
-        }
-        (merged.buffer + merged.bytes).copyMemory(from: pending, byteCount: pendingBytes)
-        merged.records += pendingRecords.map { ($0.offset + batch.bytes, $0.topicLength, $0.envelopeLength, $0.seq) }
-        pending.deallocate()
-        pending = merged.buffer
-        pendingCapacity = merged.capacity
-        pendingBytes = needed
-        pendingRecords = merged.records
-        writtenRecords = batch.runStart
-    }
-
-    /// Calls `body` with each pending record's topic and envelope, in order.
-    public func forEachPending(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
-        try Journal.forEachRecord(pendingRecords, in: pending, body)
-    }
-
-    /// Calls `body` with the topic and envelope of each of `records` in `buffer`, in order.
-    private static func forEachRecord(
-        _ records: [PendingRecord], in buffer: UnsafeMutableRawPointer,
-        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
-    ) rethrows {
-        for r in records {
-            let p = buffer + r.offset + JournalFormat.recordHeaderSize
-            try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
-                     UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
-        }
-    }
-
-    /// Forgets the pending batch after it was flushed and published.
-    public func clearPending() {
-        pendingBytes = 0
-        writtenRecords = 0
-        pendingRecords.removeAll(keepingCapacity: true)
     }
 
     private func rotate(firstSeq: UInt64) throws {
@@ -665,8 +486,7 @@ public final class Journal {
     public func close() {
         guard !closed else { return }
         closed = true
-        // A batch still at the writer is in the file once written (published or not).
-        if inflight != nil { _ = try? collect(wait: true) }
+        // A batch still at the writer was collected (``JournalBatch/close()``): it is in the file.
         writer.stop()
         syncer.stop()
         finishSegment()
