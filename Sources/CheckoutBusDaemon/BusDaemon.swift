@@ -138,14 +138,17 @@ public final class BusDaemon {
                               logger: logger)
         batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, logger: logger)
         defer { batches.close() }
-        try claimShard()
+        try DataDirectoryLock.claimShard(configuration.processor.shard, dataDirectory: configuration.dataDirectory,
+                                         journalHasRecords: journal.lastSeq > 0)
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
         if configuration.processor.dedupeWindow > 0 {
             suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, journalSeq: journal.lastSeq,
                                               logger: logger)
         }
         defer { suppressedLog?.close() }
-        try restoreState(suppressed: suppressedLog?.takeRecovered() ?? [])
+        try StateRestorer(journal: journal, processor: processor, dedupeWindow: configuration.processor.dedupeWindow,
+                          restoreRecords: configuration.restoreRecords, logger: logger)
+            .restore(suppressed: suppressedLog?.takeRecovered() ?? [])
         let exchange = try SnapshotExchange()
         snapshots = exchange
         defer { exchange.requests.close() }
@@ -323,86 +326,6 @@ public final class BusDaemon {
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
-
-    /// The topics whose envelopes rebuild state at start: lifecycle events, and dead letters for
-    /// their event ids.
-    package static let restoredTopics = [Array("checkout.".utf8), Array("bus.deadletter".utf8)]
-
-    /// Rebuilds the processor's state from the journal's most recent records: per-checkout state
-    /// from the last `--restore-records`, and the event-id window from the last `--dedupe-window`,
-    /// so a complete repeated after a restart keeps its idempotency key and `repeat: true`, an
-    /// unchanged update is still suppressed, and a producer's retry is still recognised.
-    /// - Parameter suppressed: the suppressed-id log's records (``SuppressedLog``), oldest first.
-    private func restoreState(suppressed: [SuppressedLog.Entry]) throws {
-        let window = UInt64(configuration.processor.dedupeWindow)
-        let records = UInt64(configuration.restoreRecords)
-        guard max(window, records) > 0 else { return }
-        let last = journal.lastSeq
-        /// The first seq of the journal's last `n` (`last + 1` for none).
-        func firstOfLast(_ n: UInt64) -> UInt64 { last >= n ? last - n + 1 : 1 }
-        let idsFrom = firstOfLast(window)
-        let restoreFrom = firstOfLast(records)
-        let from = max(journal.firstSeq, min(idsFrom, restoreFrom))
-        let started = BusClock.monotonicNanoseconds()
-        let wallNow = Timestamp(milliseconds: BusClock.wallMilliseconds())
-        let now = BusClock.monotonicSeconds()
-        var (ids, rebuilt) = (0, 0)
-        // Suppressed updates' ids (not in the journal), each after the record published before it.
-        var nextSuppressed = suppressed.firstIndex { $0.seq + 1 >= idsFrom } ?? suppressed.count
-        func rememberSuppressed(before seq: UInt64) {
-            while nextSuppressed < suppressed.count && suppressed[nextSuppressed].seq < seq {
-                let e = suppressed[nextSuppressed]
-                processor.rememberEventID(e.eventID, checkoutID: e.checkoutID, seq: 0)
-                nextSuppressed += 1
-                ids += 1
-            }
-        }
-        var next = from
-        while next <= last {
-            let page: (next: UInt64, count: Int)
-            do {
-                page = try journal.read(from: next, prefixes: BusDaemon.restoredTopics, limit: 10_000,
-                                        maxExamined: 100_000) { seq, _, envelope in
-                    rememberSuppressed(before: seq)
-                    let remember = window > 0 && seq >= idsFrom
-                    let rebuild = seq >= restoreFrom
-                    if processor.restore(envelope: envelope, seq: seq, rememberEventID: remember, rebuildState: rebuild,
-                                         wallNow: wallNow, now: now)
-                    {
-                        if remember { ids += 1 }
-                        if rebuild { rebuilt += 1 }
-                    }
-                }
-            } catch Journal.ReplayError.notRetained(let first) where first > next {
-                // Seqs a recovery set aside or skipped, or a damaged record in a closed segment.
-                logger.warning("state rebuild: seqs not readable in the journal, skipped", [
-                    "from_seq": String(next), "to_seq": String(first - 1),
-                    "note": "their event ids and checkout state are not restored; retries of them are published again",
-                ])
-                next = first
-                continue
-            }
-            if page.next <= next { break }
-            next = page.next
-        }
-        rememberSuppressed(before: .max)
-        processor.finishRestore(now: now)
-        // Retention deleted records the event-id window needs: retries of them are not recognised.
-        if window > 0, journal.firstSeq > idsFrom {
-            logger.warning("the journal retains fewer records than --dedupe-window: the event-id window restored reaches back only to its first seq", [
-                "first_retained_seq": String(journal.firstSeq), "window_from_seq": String(idsFrom),
-                "dedupe_window": String(window),
-                "note": "a producer's retry of an older event is published again; raise --retain-bytes/--retain-hours",
-            ])
-        }
-        if ids + rebuilt > 0 {
-            let ms = (BusClock.monotonicNanoseconds() - started) / 1_000_000
-            logger.info("state rebuilt from the journal", [
-                "envelopes": String(rebuilt), "checkouts": String(processor.state.count), "event_id_envelopes": String(ids),
-                "ms": String(ms),
-            ])
-        }
-    }
 
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
     private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
@@ -640,43 +563,6 @@ public final class BusDaemon {
 }
 
 /// A daemon failure that is not a libzmq error. `Sendable`.
-extension BusDaemon {
-    /// Binds the data directory to this daemon's shard: `<data-dir>/shard` holds the `I/N` the
-    /// journal was begun with, and a daemon started with another is refused, since its journal's
-    /// `seq` and its subscribers' cursors belong to that shard. A journal with records but no such
-    /// file predates sharding and is `0/1`. Called with the journal's lock held.
-    package func claimShard() throws {
-        let path = configuration.dataDirectory + "/shard"
-        let mine = configuration.processor.shard
-        var recorded: String?
-        do {
-            if let bytes = try AtomicFile.read(path) {
-                let text = bytes.filter { $0 > 0x20 }
-                if !text.isEmpty { recorded = String(decoding: text, as: UTF8.self) }
-            } else if journal.lastSeq > 0 {
-                recorded = ShardMap.single.description
-            }
-        } catch {
-            throw DaemonError(error.description)
-        }
-        if let recorded {
-            guard recorded == mine.description else {
-                throw DaemonError("""
-                    the data directory \(configuration.dataDirectory) belongs to shard \(recorded), not \(mine): \
-                    its seq and its subscribers' cursors are that shard's (docs/sharding.md, "Changing the shard count")
-                    """)
-            }
-            return
-        }
-        // Durably: the file, and its rename (or the directory would read as 0/1 after a power loss).
-        do {
-            try AtomicFile.write(Array((mine.description + "\n").utf8), to: path, durable: true)
-        } catch {
-            throw DaemonError(error.description)
-        }
-    }
-}
-
 public struct DaemonError: Error, CustomStringConvertible, Sendable {
     public let description: String
     public init(_ description: String) { self.description = description }

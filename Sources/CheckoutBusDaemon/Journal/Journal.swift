@@ -84,8 +84,8 @@ public final class Journal {
     /// This thread's reader: recovery's scans and the state rebuild at start.
     private let reader: JournalReader
     private var closed = false
-    /// Held (flock) for the journal's life.
-    private var lockFD: Int32 = -1
+    /// The directory's `LOCK`, held for the journal's life.
+    private let lock: DataDirectoryLock
     /// The highest seq that may be published, durable ahead of publication.
     private var reservation: SeqReservation!
 
@@ -100,8 +100,7 @@ public final class Journal {
         reader = JournalReader(catalog: catalog, logger: logger)
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         try Journal.makeDirectory(directory)
-        // One daemon per journal: a second one on the same directory would interleave seqs.
-        lockFD = try Journal.lock(directory)
+        lock = try DataDirectoryLock(directory: directory)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         segments = names.compactMap { name in
             JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
@@ -130,7 +129,7 @@ public final class Journal {
         } catch {
             // The sync thread has not started yet; the writer's thread and the lock must not outlive us.
             writer.stop()
-            Glibc.close(lockFD)
+            lock.release()
             throw error
         }
         // Retention at start too: a restart with a smaller --retain-bytes frees space at once.
@@ -496,7 +495,7 @@ public final class Journal {
         if syncer.durable >= writtenSeq { reservation.markClean(lastSeq: writtenSeq) }
         Glibc.close(fd)
         reader.close()
-        Glibc.close(lockFD)
+        lock.release()
     }
 
     /// Deletes closed segments beyond the size or age limits, oldest first.
@@ -534,23 +533,6 @@ public final class Journal {
                 throw DaemonError("cannot create directory \(path): \(String(cString: strerror(errno)))")
             }
         }
-    }
-
-    /// Takes the directory's `LOCK` file (flock, held until the process exits) and writes our pid in it.
-    package static func lock(_ directory: String) throws -> Int32 {
-        let lockFD = open(directory + "/LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard lockFD >= 0 else { throw DaemonError("cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
-        if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
-            var holder = [UInt8](repeating: 0, count: 32)
-            let n = holder.withUnsafeMutableBytes { pread(lockFD, $0.baseAddress, 32, 0) }
-            let pid = String(decoding: holder.prefix(max(0, n)).filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)
-            Glibc.close(lockFD)
-            throw DaemonError("data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
-        }
-        let pidText = Array("\(getpid())\n".utf8)
-        _ = ftruncate(lockFD, 0)
-        _ = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
-        return lockFD
     }
 
     /// Whether `directory`'s file system takes a direct write (`O_DIRECT`, 4 KiB aligned), tried
