@@ -281,7 +281,7 @@ public final class BusDaemon {
         var attempts = 0
         while !(try settle(publish)) {
             attempts += 1
-            if attempts >= 50 { throw DaemonError("stopping with events the journal could not take (disk full?)") }
+            if attempts >= 50 { throw DaemonError(.notDrained, "stopping with events the journal could not take (disk full?)") }
             usleep(100_000)
         }
         batches.close()
@@ -560,10 +560,4 @@ public final class BusDaemon {
         subscriptionHeartbeatOwed = false
         lastSubscriptionAnswerAt = now
     }
-}
-
-/// A daemon failure that is not a libzmq error. `Sendable`.
-public struct DaemonError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -15,17 +15,17 @@ final class DataDirectoryLock {
     /// Takes `directory`'s `LOCK` file (flock, held until ``release()`` or the process exits) and
     /// writes our pid in it. One daemon per journal: a second one on the same directory would
     /// interleave seqs.
-    /// - Throws: ``DaemonError`` when the file cannot be opened or another process holds it (its
+    /// - Throws: ``JournalError`` when the file cannot be opened or another process holds it (its
     ///   pid in the message).
     init(directory: String) throws {
         let lockFD = open(directory + "/LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard lockFD >= 0 else { throw DaemonError("cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
+        guard lockFD >= 0 else { throw JournalError(.notReadable, "cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
         if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
             var holder = [UInt8](repeating: 0, count: 32)
             let n = holder.withUnsafeMutableBytes { pread(lockFD, $0.baseAddress, 32, 0) }
             let pid = String(decoding: holder.prefix(max(0, n)).filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)
             Glibc.close(lockFD)
-            throw DaemonError("data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
+            throw JournalError(.locked, "data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
         }
         let pidText = Array("\(getpid())\n".utf8)
         _ = ftruncate(lockFD, 0)
@@ -46,7 +46,7 @@ final class DataDirectoryLock {
     /// journal was begun with, and a daemon started with another is refused, since its journal's
     /// `seq` and its subscribers' cursors belong to that shard. A journal with records but no such
     /// file predates sharding and is `0/1`. Called with the journal's lock held.
-    /// - Throws: ``DaemonError`` when the directory belongs to another shard, or the file cannot
+    /// - Throws: ``JournalError`` when the directory belongs to another shard, or the file cannot
     ///   be read or written.
     static func claimShard(_ mine: ShardMap, dataDirectory: String, journalHasRecords: Bool) throws {
         let path = dataDirectory + "/shard"
@@ -59,11 +59,11 @@ final class DataDirectoryLock {
                 recorded = ShardMap.single.description
             }
         } catch {
-            throw DaemonError(error.description)
+            throw JournalError(.notWritable, error.description)
         }
         if let recorded {
             guard recorded == mine.description else {
-                throw DaemonError("""
+                throw JournalError(.otherShard, """
                     the data directory \(dataDirectory) belongs to shard \(recorded), not \(mine): \
                     its seq and its subscribers' cursors are that shard's (docs/sharding.md, "Changing the shard count")
                     """)
@@ -74,7 +74,7 @@ final class DataDirectoryLock {
         do {
             try AtomicFile.write(Array((mine.description + "\n").utf8), to: path, durable: true)
         } catch {
-            throw DaemonError(error.description)
+            throw JournalError(.notWritable, error.description)
         }
     }
 }

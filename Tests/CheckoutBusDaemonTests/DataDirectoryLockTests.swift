@@ -27,7 +27,8 @@ struct DataDirectoryLockTests {
         #expect {
             try DataDirectoryLock(directory: dir)
         } throws: { error in
-            "\(error)".contains("in use by another checkoutbusd (pid \(getpid()))")
+            guard let e = error as? JournalError else { return false }
+            return e.code == .locked && e.description.contains("in use by another checkoutbusd (pid \(getpid()))")
         }
         first.release()
         _ = try DataDirectoryLock(directory: dir)
@@ -41,13 +42,13 @@ struct DataDirectoryLockTests {
         try DataDirectoryLock.claimShard(mine, dataDirectory: dir, journalHasRecords: false)
         #expect(try String(contentsOfFile: dir + "/shard", encoding: .utf8) == "1/2\n")
         try DataDirectoryLock.claimShard(mine, dataDirectory: dir, journalHasRecords: true)
-        #expect(throws: DaemonError.self) {
+        #expect {
             try DataDirectoryLock.claimShard(.single, dataDirectory: dir, journalHasRecords: true)
-        }
+        } throws: { ($0 as? JournalError)?.code == .otherShard }
         let old = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: old) }
-        #expect(throws: DaemonError.self) {
+        #expect {
             try DataDirectoryLock.claimShard(mine, dataDirectory: old, journalHasRecords: true)
-        }
+        } throws: { ($0 as? JournalError)?.code == .otherShard }
     }
 }

@@ -92,7 +92,7 @@ public final class Journal {
     /// Opens (creating if needed) the journal in `directory`, recovering from a crash: a torn or
     /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
     /// ``recovery``.
-    /// - Throws: ``DaemonError`` when the directory or a segment cannot be used.
+    /// - Throws: ``JournalError`` when the directory or a segment cannot be used.
     public init(directory: String, options: Options, logger: BusLogger) throws {
         self.directory = directory
         self.options = options
@@ -195,7 +195,7 @@ public final class Journal {
         }
         let i = segments.count - 1
         fd = open(last.path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw DaemonError("cannot open journal segment \(last.path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw JournalError(.notReadable, "cannot open journal segment \(last.path): \(String(cString: strerror(errno)))") }
         // Intact records past the damage mean it was no torn append: a corrupt byte, or a hole a
         // power loss left. Their seqs may have been published, so new events must not take them
         // again: numbering goes on after the highest, in a new segment, and the cut bytes are
@@ -220,7 +220,7 @@ public final class Journal {
         // Padding or a torn tail: either way the file ends at the last intact record.
         if intact < last.size {
             guard ftruncate(fd, off_t(intact)) == 0 else {
-                throw DaemonError("cannot truncate the tail of \(last.path): \(String(cString: strerror(errno)))")
+                throw JournalError(.notWritable, "cannot truncate the tail of \(last.path): \(String(cString: strerror(errno)))")
             }
             _ = fdatasync(fd)
         }
@@ -261,7 +261,7 @@ public final class Journal {
             Glibc.close(fd)
             try openNewSegment(firstSeq: seq + 1)
         } else if let e = appender.open(path: last.path, fd: fd, size: intact) {
-            throw DaemonError("cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
+            throw JournalError(.notReadable, "cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
         }
         writtenSeq = seq
         recovery.lastSeq = seq
@@ -309,11 +309,11 @@ public final class Journal {
         try? AtomicFile.write(damaged, to: seg.path + ".damaged-header", durable: true)
         let header = JournalFormat.segmentHeader(firstSeq: seg.firstSeq, kindSeqs: before)
         let rfd = open(seg.path, O_RDWR | O_CLOEXEC)
-        guard rfd >= 0 else { throw DaemonError("cannot open journal segment \(seg.path): \(String(cString: strerror(errno)))") }
+        guard rfd >= 0 else { throw JournalError(.notReadable, "cannot open journal segment \(seg.path): \(String(cString: strerror(errno)))") }
         defer { Glibc.close(rfd) }
         let n = header.withUnsafeBytes { pwrite(rfd, $0.baseAddress, $0.count, 0) }
         guard n == header.count, fdatasync(rfd) == 0 else {
-            throw DaemonError("cannot rewrite the header of \(seg.path): \(String(cString: strerror(errno)))")
+            throw JournalError(.notWritable, "cannot rewrite the header of \(seg.path): \(String(cString: strerror(errno)))")
         }
         logger.error("journal: the newest segment's header was damaged; rebuilt from its name and records", [
             "segment": seg.path, "first_seq": String(seg.firstSeq), "damaged_header": seg.path + ".damaged-header",
@@ -397,7 +397,7 @@ public final class Journal {
     }
 
     /// Writes `batch`'s records `from..<to` (`bytes` long) to the open segment with one `write`.
-    /// - Throws: ``DaemonError`` when the write fails (disk full, say); they stay unwritten.
+    /// - Throws: ``JournalError`` when the write fails (disk full, say); they stay unwritten.
     func writeRun(_ batch: inout JournalBatch.Buffer, _ from: Int, _ to: Int, _ bytes: Int) throws {
         let base = batch.base + batch.records[from].offset
         JournalFormat.seal(base, bytes)
@@ -405,7 +405,7 @@ public final class Journal {
         noteFallback()
         guard failure == 0 else {
             isWritable = false
-            throw DaemonError("journal write failed: \(String(cString: strerror(failure)))")
+            throw JournalError(.notWritable, "journal write failed: \(String(cString: strerror(failure)))")
         }
         noteWritten(batch, from, to, bytes: bytes)
         batch.written = to
@@ -458,20 +458,20 @@ public final class Journal {
     private func openNewSegment(firstSeq: UInt64, replacing: Bool = false) throws {
         let path = directory + "/" + JournalFormat.segmentName(firstSeq)
         let newFD = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
-        guard newFD >= 0 else { throw DaemonError("cannot create journal segment \(path): \(String(cString: strerror(errno)))") }
+        guard newFD >= 0 else { throw JournalError(.notWritable, "cannot create journal segment \(path): \(String(cString: strerror(errno)))") }
         let header = JournalFormat.segmentHeader(firstSeq: firstSeq, kindSeqs: kindSeqs)
         let n = header.withUnsafeBytes { write(newFD, $0.baseAddress, $0.count) }
         guard n == header.count else {
             Glibc.close(newFD)
             unlink(path)
-            throw DaemonError("cannot write journal segment header \(path): \(String(cString: strerror(errno)))")
+            throw JournalError(.notWritable, "cannot write journal segment header \(path): \(String(cString: strerror(errno)))")
         }
         _ = fdatasync(newFD)
         Journal.syncDirectory(directory)
         if let e = appender.open(path: path, fd: newFD, size: header.count) {
             Glibc.close(newFD)
             unlink(path)
-            throw DaemonError("cannot read back journal segment header \(path): \(String(cString: strerror(e)))")
+            throw JournalError(.notReadable, "cannot read back journal segment header \(path): \(String(cString: strerror(e)))")
         }
         noteFallback()
         fd = newFD
@@ -530,7 +530,7 @@ public final class Journal {
         for part in path.split(separator: "/") {
             current += "/" + part
             if mkdir(current, 0o750) != 0 && errno != EEXIST {
-                throw DaemonError("cannot create directory \(path): \(String(cString: strerror(errno)))")
+                throw JournalError(.notWritable, "cannot create directory \(path): \(String(cString: strerror(errno)))")
             }
         }
     }

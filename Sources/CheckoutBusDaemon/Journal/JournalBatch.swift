@@ -197,7 +197,7 @@ package final class JournalBatch {
     }
 
     /// Writes the pending batch on the calling thread and forgets it, unpublished (benchmarks).
-    /// - Throws: a ``DaemonError`` when the write fails; the batch then stays pending.
+    /// - Throws: a ``JournalError`` when the write fails; the batch then stays pending.
     package func flush() throws {
         precondition(inflight == nil, "flush() with a batch at the writer thread")
         try write()
@@ -252,7 +252,7 @@ package final class JournalBatch {
     /// - Parameter wait: wait for it rather than return false while it is being written.
     /// - Returns: true when the batch is written (publish it with ``publishCollected(_:)``). False
     ///   when there is none or it is still being written.
-    /// - Throws: a ``DaemonError`` when the write failed: the file is as before it, and the batch
+    /// - Throws: a ``JournalError`` when the write failed: the file is as before it, and the batch
     ///   is pending again ahead of the records appended since, for ``write()`` to retry.
     private func collect(wait: Bool) throws -> Bool {
         guard let batch = inflight else { return false }
@@ -260,7 +260,7 @@ package final class JournalBatch {
         guard let result = journal.writerResult(wait: wait) else { return false }
         guard result == 0 else {
             requeue(batch)
-            throw DaemonError("journal write failed: \(String(cString: strerror(result)))")
+            throw JournalError(.notWritable, "journal write failed: \(String(cString: strerror(result)))")
         }
         journal.noteWritten(batch, batch.written, batch.records.count, bytes: batch.runBytes)
         inflightWritten = true
