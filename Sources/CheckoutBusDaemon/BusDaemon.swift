@@ -133,7 +133,7 @@ public final class BusDaemon {
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
         BusDaemon.raiseDescriptorLimit(logger)
-        try Journal.makeDirectory(configuration.dataDirectory)
+        try JournalFiles.makeDirectory(configuration.dataDirectory)
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
         batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, logger: logger)

@@ -37,22 +37,8 @@ public final class Journal {
         public init() {}
     }
 
-    /// What recovery found.
-    public struct Recovery: Sendable {
-        public var lastSeq: UInt64 = 0
-        /// The last kind_seq of each kind (start, update, complete, fail, dismiss, deadletter).
-        public var kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
-        public var segments = 0
-        public var truncatedBytes = 0
-        /// Zeros cut after the last record: the padding of a direct write, left by a stop without
-        /// a clean close (kill -9, a crash). Not damage.
-        public var paddingBytes = 0
-        /// Intact records found past damage in the last segment, set aside (their seqs not reused).
-        public var skippedRecords = 0
-        /// Seqs skipped after the last intact record because they may have been published before
-        /// the stop (``SeqReservation``): 0 unless the tail was cut or the machine crashed.
-        public var skippedSeqs: UInt64 = 0
-    }
+    /// What recovery found (``JournalRecovery``).
+    public typealias Recovery = JournalRecovery
 
     /// Why a replay was refused.
     public enum ReplayError: Error, Sendable {
@@ -65,6 +51,8 @@ public final class Journal {
     public let options: Options
     public private(set) var recovery = Recovery()
     private let logger: BusLogger
+    /// Which closed segments are deleted.
+    private let retention: JournalRetention
     private var segments: [Segment] = []
     /// The open segment's descriptor.
     private(set) var fd: Int32 = -1
@@ -97,20 +85,21 @@ public final class Journal {
         self.directory = directory
         self.options = options
         self.logger = logger
+        retention = JournalRetention(retainBytes: options.retainBytes, retainSeconds: options.retainSeconds)
         reader = JournalReader(catalog: catalog, logger: logger)
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
-        try Journal.makeDirectory(directory)
+        try JournalFiles.makeDirectory(directory)
         lock = try DataDirectoryLock(directory: directory)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         segments = names.compactMap { name in
             JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
         }.sorted { $0.firstSeq < $1.firstSeq }
-        for i in segments.indices { segments[i].size = Journal.fileSize(segments[i].path) }
+        for i in segments.indices { segments[i].size = JournalFiles.fileSize(segments[i].path) }
         // Direct writes keep nothing in the page cache, which is what `--journal-cache-bytes 0`
         // asks; a cache of N bytes, or the kernel's choice, is the page cache's to keep.
         var direct = false
         if options.cacheBytes == 0 {
-            if let refusal = Journal.probeDirectWrites(in: directory) {
+            if let refusal = JournalFiles.probeDirectWrites(in: directory) {
                 logger.info("journal: the file system refuses direct writes; writing through the page cache", [
                     "directory": directory, "reason": refusal,
                 ])
@@ -164,7 +153,7 @@ public final class Journal {
     private func recover() throws {
         // Drop newest segments whose header never made it to disk.
         while let last = segments.last {
-            let header = Journal.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
+            let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
             let read = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0) }
             if let read, read.firstSeq == last.firstSeq { break }
             // A header is written before any record: records after a bad one mean the header was
@@ -181,7 +170,7 @@ public final class Journal {
             try openNewSegment(firstSeq: 1)
             return
         }
-        let header = Journal.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
+        let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
         let (firstSeq, startKinds) = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0)! }
         kindSeqs = startKinds
         var seq = firstSeq - 1
@@ -201,13 +190,13 @@ public final class Journal {
         // again: numbering goes on after the highest, in a new segment, and the cut bytes are
         // kept beside the segment for inspection.
         var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        let tail = intact < last.size ? Journal.readRange(last.path, from: intact, count: last.size - intact) : []
-        if Journal.isPadding(tail, end: last.size) {
+        let tail = intact < last.size ? JournalFiles.readRange(last.path, from: intact, count: last.size - intact) : []
+        if JournalRecovery.isPadding(tail, end: last.size) {
             // The zeros a direct write put after the last record (a stop without ``close()``).
             recovery.paddingBytes = tail.count
         } else if intact < last.size {
             recovery.truncatedBytes = last.size - intact
-            beyond = Journal.intactRecords(in: tail)
+            beyond = JournalRecovery.intactRecords(in: tail)
             if beyond.count > 0 {
                 let aside = last.path + ".damaged-at-\(intact)"
                 try? AtomicFile.write(tail, to: aside, durable: true)
@@ -274,13 +263,6 @@ public final class Journal {
         }
     }
 
-    /// Whether `tail`, the bytes after a segment's last intact record up to the file's `end`, is
-    /// only the zero padding of a direct write: fewer than a block of zeros, ending on a block.
-    package static func isPadding(_ tail: [UInt8], end: Int) -> Bool {
-        !tail.isEmpty && tail.count < SegmentAppender.blockSize && end % SegmentAppender.blockSize == 0
-            && !tail.contains { $0 != 0 }
-    }
-
     /// Rewrites the damaged header of segment `i` (which holds records): its first seq from the
     /// file name, each `kind_seq` before it from the segment's own records (the first of a kind,
     /// less one) or, for a kind it lacks, from the segment before it. The damaged bytes are kept
@@ -290,7 +272,7 @@ public final class Journal {
         var before = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         if i > 0 {
             let prev = segments[i - 1]
-            let h = Journal.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
+            let h = JournalFiles.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
             if let (_, kinds) = h.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) { before = kinds }
             reader.scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
                 before[Int(r.kind)] = max(before[Int(r.kind)], r.kindSeq)
@@ -318,51 +300,6 @@ public final class Journal {
         logger.error("journal: the newest segment's header was damaged; rebuilt from its name and records", [
             "segment": seg.path, "first_seq": String(seg.firstSeq), "damaged_header": seg.path + ".damaged-header",
         ])
-    }
-
-    /// The intact records anywhere in `bytes` (a segment's tail from a damaged record on), found
-    /// by their magic and checksum, not by walking from record to record: how many, the highest
-    /// seq, and each kind's highest `kind_seq`.
-    package static func intactRecords(in bytes: [UInt8]) -> (count: Int, maxSeq: UInt64, kindSeqs: [UInt64]) {
-        var result = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        bytes.withUnsafeBytes { raw in
-            guard let p = raw.baseAddress else { return }
-            var offset = 1  // the damaged record itself does not count
-            while offset + JournalFormat.recordHeaderSize + JournalFormat.checksumSize <= raw.count {
-                if JournalFormat.load(p, offset, as: UInt32.self) == JournalFormat.recordMagic,
-                    let h = JournalFormat.readRecord(p + offset, available: raw.count - offset)
-                {
-                    result.count += 1
-                    result.maxSeq = max(result.maxSeq, h.seq)
-                    result.kindSeqs[Int(h.kind)] = max(result.kindSeqs[Int(h.kind)], h.kindSeq)
-                    offset += h.recordSize
-                } else {
-                    offset += 1
-                }
-            }
-        }
-        return result
-    }
-
-    /// `count` bytes of a file from `from` (fewer at its end or on an error).
-    package static func readRange(_ path: String, from: Int, count: Int) -> [UInt8] {
-        let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0, count > 0 else {
-            if rfd >= 0 { Glibc.close(rfd) }
-            return []
-        }
-        defer { Glibc.close(rfd) }
-        var out = [UInt8](repeating: 0, count: count)
-        var got = 0
-        out.withUnsafeMutableBytes { b in
-            while got < count {
-                let r = pread(rfd, b.baseAddress! + got, count - got, off_t(from + got))
-                if r < 0 && errno == EINTR { continue }
-                if r <= 0 { break }
-                got += r
-            }
-        }
-        return Array(out.prefix(got))
     }
 
     // MARK: Writing
@@ -467,7 +404,7 @@ public final class Journal {
             throw JournalError(.notWritable, "cannot write journal segment header \(path): \(String(cString: strerror(errno)))")
         }
         _ = fdatasync(newFD)
-        Journal.syncDirectory(directory)
+        JournalFiles.syncDirectory(directory)
         if let e = appender.open(path: path, fd: newFD, size: header.count) {
             Glibc.close(newFD)
             unlink(path)
@@ -498,13 +435,11 @@ public final class Journal {
         lock.release()
     }
 
-    /// Deletes closed segments beyond the size or age limits, oldest first.
+    /// Deletes closed segments beyond the size or age limits, oldest first (``JournalRetention``).
     public func enforceRetention(now: time_t) {
         while segments.count > 1 {
             let oldest = segments[0]
-            var st = stat()
-            let age = stat(oldest.path, &st) == 0 ? Int(now - st.st_mtim.tv_sec) : 0
-            guard totalBytes > options.retainBytes || age > options.retainSeconds else { break }
+            guard let age = retention.retires(oldest.path, journalBytes: totalBytes, now: now) else { break }
             unlink(oldest.path)
             segments.removeFirst()
             catalog.removeOldestSegment()
@@ -523,36 +458,6 @@ public final class Journal {
         try reader.read(from: from, prefixes: prefixes, limit: limit, maxExamined: maxExamined, body)
     }
 
-    // MARK: Files
-
-    package static func makeDirectory(_ path: String) throws {
-        var current = path.hasPrefix("/") ? "" : "."
-        for part in path.split(separator: "/") {
-            current += "/" + part
-            if mkdir(current, 0o750) != 0 && errno != EEXIST {
-                throw JournalError(.notWritable, "cannot create directory \(path): \(String(cString: strerror(errno)))")
-            }
-        }
-    }
-
-    /// Whether `directory`'s file system takes a direct write (`O_DIRECT`, 4 KiB aligned), tried
-    /// on a scratch file.
-    /// - Returns: nil when it does, else why not.
-    package static func probeDirectWrites(in directory: String) -> String? {
-        let path = directory + "/.direct-probe"
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | cb_o_direct(), 0o600)
-        guard fd >= 0 else { return "open: " + String(cString: strerror(errno)) }
-        defer {
-            Glibc.close(fd)
-            unlink(path)
-        }
-        let block = UnsafeMutableRawPointer.allocate(byteCount: SegmentAppender.blockSize, alignment: SegmentAppender.blockSize)
-        defer { block.deallocate() }
-        block.initializeMemory(as: UInt8.self, repeating: 0, count: SegmentAppender.blockSize)
-        let n = pwrite(fd, block, SegmentAppender.blockSize, 0)
-        return n == SegmentAppender.blockSize ? nil : "pwrite: " + (n < 0 ? String(cString: strerror(errno)) : "short write")
-    }
-
     /// Cuts the open segment's padding before it is closed; a failure is logged (the padding stays,
     /// read as the segment's end).
     private func finishSegment() {
@@ -568,17 +473,5 @@ public final class Journal {
         guard !fallbackLogged, let reason = appender.fallbackReason else { return }
         fallbackLogged = true
         logger.warning("journal: direct writes refused; writing through the page cache from now on", ["reason": reason])
-    }
-
-    package static func fileSize(_ path: String) -> Int {
-        var st = stat()
-        return stat(path, &st) == 0 ? Int(st.st_size) : 0
-    }
-
-    package static func syncDirectory(_ path: String) {
-        let dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dfd >= 0 else { return }
-        _ = fsync(dfd)
-        Glibc.close(dfd)
     }
 }
