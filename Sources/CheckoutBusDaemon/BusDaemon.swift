@@ -78,10 +78,9 @@ public final class BusDaemon {
     package static let handshakeTimeoutMilliseconds: Int32 = 10_000
     /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
     private let batchSize = 512
-    /// Batches of at least this many records go to the journal's writer thread; smaller ones are
-    /// written by the pipeline itself.
-    private let writeBehindMinimum = 32
     package var journal: Journal!
+    /// The journal's batches, from append to publication (set while running).
+    private var batches: JournalBatch!
     /// Event ids of suppressed updates, for retries across a restart (nil with `--dedupe-window 0`).
     private var suppressedLog: SuppressedLog?
     private var acks: [PendingAck] = []
@@ -97,21 +96,7 @@ public final class BusDaemon {
     private let reports = SubscriberReportBook()
     /// Connections and refusals counted by the threads that serve clients.
     private let serviceCounters = ServiceCounters()
-    /// Time from an event's arrival to its publication (with `--metrics` on).
-    private var pipelineLatency = Histogram.pipeline()
-    /// Measure ``pipelineLatency`` (with `--metrics` on).
-    private let measuresLatency: Bool
-    /// Consecutive failed journal writes (0 when the journal is writable).
-    private var journalFailures = 0
-    /// Arrival time (monotonic ns) of each record in the journal's pending batch, for the latency histogram.
-    private var arrivals: [UInt64] = []
-    /// The same for the batch at the journal's writer thread.
-    private var inflightArrivals: [UInt64] = []
     private var clock = EventClock()
-    /// The last seq published (every seq up to it is written and was sent); acks wait for it too.
-    private var publishedSeq: UInt64 = 0
-    /// When a failed journal write is next retried (monotonic ns).
-    private var retryAt: UInt64 = 0
     /// A new subscription arrived and its answering heartbeat has not gone out: it goes out once
     /// every record before it is published, at most one per ``subscriptionAnswerInterval``.
     private var subscriptionHeartbeatOwed = false
@@ -132,7 +117,6 @@ public final class BusDaemon {
         self.configuration = configuration
         self.logger = logger
         self.processor = EventProcessor(options: configuration.processor)
-        measuresLatency = configuration.metrics != nil
         if let keyPath = configuration.curveSecretKeyPath, let producers = configuration.curveProducersDirectory,
             let subscribers = configuration.curveSubscribersDirectory
         {
@@ -149,18 +133,22 @@ public final class BusDaemon {
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
         BusDaemon.raiseDescriptorLimit(logger)
-        try Journal.makeDirectory(configuration.dataDirectory)
+        try JournalFiles.makeDirectory(configuration.dataDirectory)
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
-        defer { journal.close() }
-        try claimShard()
+        batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, logger: logger)
+        defer { batches.close() }
+        try DataDirectoryLock.claimShard(configuration.processor.shard, dataDirectory: configuration.dataDirectory,
+                                         journalHasRecords: journal.lastSeq > 0)
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
         if configuration.processor.dedupeWindow > 0 {
             suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, journalSeq: journal.lastSeq,
                                               logger: logger)
         }
         defer { suppressedLog?.close() }
-        try restoreState(suppressed: suppressedLog?.takeRecovered() ?? [])
+        try StateRestorer(journal: journal, processor: processor, dedupeWindow: configuration.processor.dedupeWindow,
+                          restoreRecords: configuration.restoreRecords, logger: logger)
+            .restore(suppressed: suppressedLog?.takeRecovered() ?? [])
         let exchange = try SnapshotExchange()
         snapshots = exchange
         defer { exchange.requests.close() }
@@ -247,13 +235,12 @@ public final class BusDaemon {
         let heartbeatNanos = UInt64(configuration.heartbeatMilliseconds) * 1_000_000
         var nextHeartbeat = BusClock.monotonicNanoseconds() + heartbeatNanos
         var nextRetention = BusClock.monotonicNanoseconds() + 60_000_000_000
-        publishedSeq = journal.lastSeq
 
         while !stop.isRaised {
             let now = BusClock.monotonicNanoseconds()
-            if journalFailures > 0 && now >= retryAt { _ = try commitBatch(publish) }
+            if batches.retryDue(now: now) { _ = try commitBatch(publish) }
             // Heartbeats carry the last seq: sent once everything before them is published.
-            if now >= nextHeartbeat && journalFailures == 0 {
+            if now >= nextHeartbeat && !batches.isFailing {
                 if try settle(publish) { try sendHeartbeat(publish) }
                 processor.tick(now: BusClock.monotonicSeconds())
                 suppressedLog?.sync()
@@ -261,7 +248,7 @@ public final class BusDaemon {
                 returnFreedMemoryWhenIdle()
             }
             try answerSubscriptions(publish, now: now)
-            let blocked = journalFailures > 0
+            let blocked = batches.isFailing
             if now >= nextRetention {
                 journal.enforceRetention(now: time(nil))
                 nextRetention = now + 60_000_000_000
@@ -294,10 +281,10 @@ public final class BusDaemon {
         var attempts = 0
         while !(try settle(publish)) {
             attempts += 1
-            if attempts >= 50 { throw DaemonError("stopping with events the journal could not take (disk full?)") }
+            if attempts >= 50 { throw DaemonError(.notDrained, "stopping with events the journal could not take (disk full?)") }
             usleep(100_000)
         }
-        journal.close()
+        batches.close()
         try releaseAcks(acked)
         try sendHeartbeat(publish)
         let c = processor.counters
@@ -340,90 +327,10 @@ public final class BusDaemon {
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
 
-    /// The topics whose envelopes rebuild state at start: lifecycle events, and dead letters for
-    /// their event ids.
-    package static let restoredTopics = [Array("checkout.".utf8), Array("bus.deadletter".utf8)]
-
-    /// Rebuilds the processor's state from the journal's most recent records: per-checkout state
-    /// from the last `--restore-records`, and the event-id window from the last `--dedupe-window`,
-    /// so a complete repeated after a restart keeps its idempotency key and `repeat: true`, an
-    /// unchanged update is still suppressed, and a producer's retry is still recognised.
-    /// - Parameter suppressed: the suppressed-id log's records (``SuppressedLog``), oldest first.
-    private func restoreState(suppressed: [SuppressedLog.Entry]) throws {
-        let window = UInt64(configuration.processor.dedupeWindow)
-        let records = UInt64(configuration.restoreRecords)
-        guard max(window, records) > 0 else { return }
-        let last = journal.lastSeq
-        /// The first seq of the journal's last `n` (`last + 1` for none).
-        func firstOfLast(_ n: UInt64) -> UInt64 { last >= n ? last - n + 1 : 1 }
-        let idsFrom = firstOfLast(window)
-        let restoreFrom = firstOfLast(records)
-        let from = max(journal.firstSeq, min(idsFrom, restoreFrom))
-        let started = BusClock.monotonicNanoseconds()
-        let wallNow = Timestamp(milliseconds: BusClock.wallMilliseconds())
-        let now = BusClock.monotonicSeconds()
-        var (ids, rebuilt) = (0, 0)
-        // Suppressed updates' ids (not in the journal), each after the record published before it.
-        var nextSuppressed = suppressed.firstIndex { $0.seq + 1 >= idsFrom } ?? suppressed.count
-        func rememberSuppressed(before seq: UInt64) {
-            while nextSuppressed < suppressed.count && suppressed[nextSuppressed].seq < seq {
-                let e = suppressed[nextSuppressed]
-                processor.rememberEventID(e.eventID, checkoutID: e.checkoutID, seq: 0)
-                nextSuppressed += 1
-                ids += 1
-            }
-        }
-        var next = from
-        while next <= last {
-            let page: (next: UInt64, count: Int)
-            do {
-                page = try journal.read(from: next, prefixes: BusDaemon.restoredTopics, limit: 10_000,
-                                        maxExamined: 100_000) { seq, _, envelope in
-                    rememberSuppressed(before: seq)
-                    let remember = window > 0 && seq >= idsFrom
-                    let rebuild = seq >= restoreFrom
-                    if processor.restore(envelope: envelope, seq: seq, rememberEventID: remember, rebuildState: rebuild,
-                                         wallNow: wallNow, now: now)
-                    {
-                        if remember { ids += 1 }
-                        if rebuild { rebuilt += 1 }
-                    }
-                }
-            } catch Journal.ReplayError.notRetained(let first) where first > next {
-                // Seqs a recovery set aside or skipped, or a damaged record in a closed segment.
-                logger.warning("state rebuild: seqs not readable in the journal, skipped", [
-                    "from_seq": String(next), "to_seq": String(first - 1),
-                    "note": "their event ids and checkout state are not restored; retries of them are published again",
-                ])
-                next = first
-                continue
-            }
-            if page.next <= next { break }
-            next = page.next
-        }
-        rememberSuppressed(before: .max)
-        processor.finishRestore(now: now)
-        // Retention deleted records the event-id window needs: retries of them are not recognised.
-        if window > 0, journal.firstSeq > idsFrom {
-            logger.warning("the journal retains fewer records than --dedupe-window: the event-id window restored reaches back only to its first seq", [
-                "first_retained_seq": String(journal.firstSeq), "window_from_seq": String(idsFrom),
-                "dedupe_window": String(window),
-                "note": "a producer's retry of an older event is published again; raise --retain-bytes/--retain-hours",
-            ])
-        }
-        if ids + rebuilt > 0 {
-            let ms = (BusClock.monotonicNanoseconds() - started) / 1_000_000
-            logger.info("state rebuilt from the journal", [
-                "envelopes": String(rebuilt), "checkouts": String(processor.state.count), "event_id_envelopes": String(ids),
-                "ms": String(ms),
-            ])
-        }
-    }
-
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
     private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
         // One reference for the whole batch, not a load of the property per event.
-        let journal: Journal = self.journal
+        let batches: JournalBatch = self.batches
         var n = 0
         while n < limit, try ingest.receive(into: message, dontWait: true) {
             n += 1
@@ -443,13 +350,13 @@ public final class BusDaemon {
             } else {
                 outcome = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
-            journalOutput(outcome, arrival: arrival, to: journal)
+            journalOutput(outcome, arrival: arrival, to: batches)
         }
     }
 
     /// Reads and processes acknowledged messages; each one's reply waits in ``acks``.
     private func drainAcked(_ acked: ZMQSocket, limit: Int) throws {
-        let journal: Journal = self.journal
+        let batches: JournalBatch = self.batches
         var n = 0
         while n < limit, let frames = try acked.receiveMultipart(dontWait: true) {
             n += 1
@@ -467,20 +374,19 @@ public final class BusDaemon {
                                      $0, receivedAt: receivedAt)
                 }
             }
-            journalOutput(outcome, arrival: arrival, to: journal)
+            journalOutput(outcome, arrival: arrival, to: batches)
             acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: processor.lastSeq,
                                    reply: ackReply(outcome)))
         }
     }
 
     /// Appends the processor's output, if any, to the journal's pending batch.
-    private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64, to journal: Journal) {
+    private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64, to batches: JournalBatch) {
         switch outcome {
         case .published, .deadLettered:
-            if measuresLatency { arrivals.append(arrival) }
             let (seq, kindSeq, kind) = (processor.lastSeq, processor.lastOutputKindSeq, processor.lastOutputKind)
             processor.withOutput { topic, envelope in
-                journal.append(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, envelope: envelope)
+                batches.append(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, envelope: envelope, arrival: arrival)
             }
         case .suppressed:
             if let log = suppressedLog, let id = processor.lastEventID, let checkout = processor.lastSuppressedCheckoutID {
@@ -521,98 +427,27 @@ public final class BusDaemon {
         return w.bytes
     }
 
-    /// Moves batches through the journal: publishes the batch the writer thread has finished, and
-    /// hands it the pending one when it is free. While a write is failing (a full disk, say),
-    /// writes the pending batch on this thread instead, retried every 100 ms by the loop.
+    /// Moves batches through the journal (``JournalBatch/advance(_:)``), publishing what is written.
     /// - Returns: false when a write failed: nothing of that batch is published, it stays
     ///   pending, and ingest is not read until a retry succeeds.
     private func commitBatch(_ publish: ZMQSocket) throws -> Bool {
         // Suppressed ids reach their log before the records processed after them reach the
         // journal: after a kill -9 the log is never behind the journal.
         suppressedLog?.flush()
-        if journalFailures > 0 { return try settle(publish) }
-        // Journal errors pause ingest and are retried; a publish error is the daemon's own.
-        let collected: Bool
-        do { collected = try journal.collect(wait: false) } catch { return journalFailed(error) }
-        if collected { try publishCollected(publish) }
-        if !journal.hasInflight && journal.hasPending {
-            // A small batch — light load — is written here: handing it over would add two
-            // thread wake-ups to its latency and save nothing.
-            if journal.pendingCount < writeBehindMinimum { return try settle(publish) }
-            do { try journal.submit() } catch { return journalFailed(error) }
-            swap(&arrivals, &inflightArrivals)
+        return try batches.advance { topic, envelope in
+            _ = try publish.send(topic, more: true)
+            _ = try publish.send(envelope)
         }
-        return true
     }
 
     /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
     /// - Returns: false when a write failed; what it did not take stays pending.
     private func settle(_ publish: ZMQSocket) throws -> Bool {
         suppressedLog?.flush()
-        let collected: Bool
-        do { collected = try journal.collect(wait: true) } catch { return journalFailed(error) }
-        if collected { try publishCollected(publish) }
-        guard journal.hasPending else {
-            journalRecovered()
-            return true
-        }
-        do { try journal.flush() } catch { return journalFailed(error) }
-        journalRecovered()
-        try publishRecords(publish, journal.forEachPending)
-        journal.clearPending()
-        publishedSeq = journal.lastSeq
-        observeLatency(&arrivals)
-        return true
-    }
-
-    /// Publishes the batch the writer thread has written, then recycles it.
-    private func publishCollected(_ publish: ZMQSocket) throws {
-        try publishRecords(publish, journal.forEachCollected)
-        journal.recycleCollected()
-        publishedSeq = journal.lastSeq
-        observeLatency(&inflightArrivals)
-    }
-
-    /// Publishes each record a journal batch iteration (``Journal/forEachPending(_:)``,
-    /// ``Journal/forEachCollected(_:)``) yields, as one two-frame message.
-    private func publishRecords(
-        _ publish: ZMQSocket,
-        _ forEach: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
-    ) throws {
-        try forEach { topic, envelope in
+        return try batches.settle { topic, envelope in
             _ = try publish.send(topic, more: true)
             _ = try publish.send(envelope)
         }
-    }
-
-    /// Records a failed journal write: ingest pauses and the loop retries in 100 ms.
-    /// - Returns: false, for the caller to return.
-    private func journalFailed(_ error: any Error) -> Bool {
-        retryAt = BusClock.monotonicNanoseconds() + 100_000_000
-        if journalFailures == 0 {
-            // The failed batch is pending again, ahead of what was appended since.
-            arrivals = inflightArrivals + arrivals
-            inflightArrivals.removeAll(keepingCapacity: true)
-        }
-        if journalFailures % 50 == 0 {
-            logger.error("journal write failed; ingest paused, retrying every 100 ms",
-                         ["error": "\(error)", "failures": String(journalFailures + 1)])
-        }
-        journalFailures += 1
-        return false
-    }
-
-    private func journalRecovered() {
-        guard journalFailures > 0 else { return }
-        logger.warning("journal writable again; ingest resumed", ["failed_attempts": String(journalFailures)])
-        journalFailures = 0
-    }
-
-    private func observeLatency(_ batch: inout [UInt64]) {
-        guard measuresLatency, !batch.isEmpty else { return }
-        let now = BusClock.monotonicNanoseconds()
-        for a in batch { pipelineLatency.observe(nanoseconds: now &- a) }
-        batch.removeAll(keepingCapacity: true)
     }
 
     /// What the pipeline serves besides ingest, and their indexes in one poller: subscriptions,
@@ -658,9 +493,9 @@ public final class BusDaemon {
             durableSeq: journal.durableSeq, firstSeq: journal.firstSeq, journalSegments: journal.segmentCount,
             journalBytes: journal.totalBytes, fsyncs: journal.fsyncCount, fsyncMaxMicros: journal.fsyncMaxMicros,
             fsyncHistogram: journal.fsyncHistogram, writesDirect: journal.writesDirect,
-            journalWritable: journal.isWritable && journalFailures == 0, trackedCheckouts: processor.state.count,
+            journalWritable: journal.isWritable && !batches.isFailing, trackedCheckouts: processor.state.count,
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
-            pipelineLatency: pipelineLatency)
+            pipelineLatency: batches.latency)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.
@@ -668,7 +503,7 @@ public final class BusDaemon {
         guard ackHead < acks.count else { return }
         // Durable and published: a record written ahead of a rotation is durable before its
         // batch is published.
-        let durable = min(journal.durableSeq, publishedSeq)
+        let durable = min(journal.durableSeq, batches.publishedSeq)
         while ackHead < acks.count && acks[ackHead].durableAt <= durable {
             let a = acks[ackHead]
             _ = try acked.send(a.identity, more: true)
@@ -718,54 +553,11 @@ public final class BusDaemon {
     /// it is published first; while the journal is failing that cannot happen, and the answer
     /// stays owed until a retry succeeds.
     private func answerSubscriptions(_ publish: ZMQSocket, now: UInt64) throws {
-        guard subscriptionHeartbeatOwed, journalFailures == 0,
+        guard subscriptionHeartbeatOwed, !batches.isFailing,
             now &- lastSubscriptionAnswerAt >= BusDaemon.subscriptionAnswerInterval, try settle(publish)
         else { return }
         try sendHeartbeat(publish)
         subscriptionHeartbeatOwed = false
         lastSubscriptionAnswerAt = now
     }
-}
-
-/// A daemon failure that is not a libzmq error. `Sendable`.
-extension BusDaemon {
-    /// Binds the data directory to this daemon's shard: `<data-dir>/shard` holds the `I/N` the
-    /// journal was begun with, and a daemon started with another is refused, since its journal's
-    /// `seq` and its subscribers' cursors belong to that shard. A journal with records but no such
-    /// file predates sharding and is `0/1`. Called with the journal's lock held.
-    package func claimShard() throws {
-        let path = configuration.dataDirectory + "/shard"
-        let mine = configuration.processor.shard
-        var recorded: String?
-        do {
-            if let bytes = try AtomicFile.read(path) {
-                let text = bytes.filter { $0 > 0x20 }
-                if !text.isEmpty { recorded = String(decoding: text, as: UTF8.self) }
-            } else if journal.lastSeq > 0 {
-                recorded = ShardMap.single.description
-            }
-        } catch {
-            throw DaemonError(error.description)
-        }
-        if let recorded {
-            guard recorded == mine.description else {
-                throw DaemonError("""
-                    the data directory \(configuration.dataDirectory) belongs to shard \(recorded), not \(mine): \
-                    its seq and its subscribers' cursors are that shard's (docs/sharding.md, "Changing the shard count")
-                    """)
-            }
-            return
-        }
-        // Durably: the file, and its rename (or the directory would read as 0/1 after a power loss).
-        do {
-            try AtomicFile.write(Array((mine.description + "\n").utf8), to: path, durable: true)
-        } catch {
-            throw DaemonError(error.description)
-        }
-    }
-}
-
-public struct DaemonError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

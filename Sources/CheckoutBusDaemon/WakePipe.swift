@@ -21,7 +21,7 @@ package final class WakePipe: Sendable {
     package init(_ purpose: String) throws {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else {
-            throw DaemonError("cannot create the \(purpose) pipe: \(String(cString: strerror(errno)))")
+            throw DaemonError(.noResource, "cannot create the \(purpose) pipe: \(String(cString: strerror(errno)))")
         }
         for fd in fds {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)

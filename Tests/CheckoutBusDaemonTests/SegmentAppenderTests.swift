@@ -47,7 +47,7 @@ struct SegmentAppenderTests {
     func appends(direct: Bool) throws {
         let header = String(repeating: "H", count: 64)
         let scratch = try Scratch(header, name: "00000000000000000001.seg")
-        let probe = Journal.probeDirectWrites(in: scratch.directory.path)
+        let probe = JournalFiles.probeDirectWrites(in: scratch.directory.path)
         let appender = SegmentAppender(direct: direct && probe == nil)
         #expect(appender.open(path: scratch.path, fd: scratch.fd, size: 64) == nil)
         #expect(appender.isDirect == (direct && probe == nil))
@@ -70,7 +70,7 @@ struct SegmentAppenderTests {
     @Test("a segment reopened after a restart goes on after its last byte, whatever block it ends in")
     func reopen() throws {
         let scratch = try Scratch(String(repeating: "h", count: 64), name: "00000000000000000001.seg")
-        let direct = Journal.probeDirectWrites(in: scratch.directory.path) == nil
+        let direct = JournalFiles.probeDirectWrites(in: scratch.directory.path) == nil
         var expected = Array(String(repeating: "h", count: 64).utf8)
         for (i, run) in SegmentAppenderTests.runs(seed: 3).prefix(8).enumerated() {
             // A new appender for every run, as after each restart: it reads the partial block back.
@@ -88,14 +88,14 @@ struct SegmentAppenderTests {
 
     @Test("zeros after the last record are padding only when shorter than a block and ending on one")
     func padding() {
-        #expect(Journal.isPadding([UInt8](repeating: 0, count: 100), end: 8192))
-        #expect(Journal.isPadding([UInt8](repeating: 0, count: 4095), end: 4096))
-        #expect(!Journal.isPadding([], end: 4096))
+        #expect(JournalRecovery.isPadding([UInt8](repeating: 0, count: 100), end: 8192))
+        #expect(JournalRecovery.isPadding([UInt8](repeating: 0, count: 4095), end: 4096))
+        #expect(!JournalRecovery.isPadding([], end: 4096))
         // Not on a block's end: no direct write wrote it.
-        #expect(!Journal.isPadding([UInt8](repeating: 0, count: 100), end: 8000))
+        #expect(!JournalRecovery.isPadding([UInt8](repeating: 0, count: 100), end: 8000))
         // A block or more of zeros: lost blocks, not padding.
-        #expect(!Journal.isPadding([UInt8](repeating: 0, count: 4096), end: 8192))
+        #expect(!JournalRecovery.isPadding([UInt8](repeating: 0, count: 4096), end: 8192))
         // Anything but zeros is a torn or damaged record.
-        #expect(!Journal.isPadding([UInt8](repeating: 0, count: 99) + [7], end: 8192))
+        #expect(!JournalRecovery.isPadding([UInt8](repeating: 0, count: 99) + [7], end: 8192))
     }
 }

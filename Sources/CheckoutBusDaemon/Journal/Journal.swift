@@ -12,12 +12,10 @@ import ZeroMQ
 /// The append-only journal of every envelope that takes a `seq`, in segment files under
 /// `<data-dir>/journal` (format and guarantees: `docs/durability.md`).
 ///
-/// The pipeline appends a batch of records (``append(seq:kindSeq:kind:topic:envelope:)``) and
-/// hands it to a ``JournalWriter`` thread (``submit()``), which checksums and writes it with one
-/// `write` while the pipeline goes on with the next batch; once ``collect(wait:)`` reports it
-/// written, the pipeline publishes it from the same buffer (``forEachCollected(_:)``) and recycles
-/// it. ``flush()`` writes the pending batch on the calling thread instead (after a failed write,
-/// and whenever everything must be out at once). A ``JournalSyncer`` thread `fdatasync`s behind.
+/// The pipeline's batches (``JournalBatch``) are written here: a run of records per segment,
+/// on the calling thread (``writeRun(_:_:_:_:)``) or by a ``JournalWriter`` thread
+/// (``post(_:count:)``, ``writerResult(wait:)``), rotating to a new segment when one is full. A
+/// ``JournalSyncer`` thread `fdatasync`s behind.
 /// What was written is read back by a ``JournalReader`` on its own descriptors: the control
 /// thread's replays, and this journal's own reads at start (``read(from:prefixes:limit:maxExamined:_:)``),
 /// both bounded by the ``catalog`` the pipeline updates as batches are written.
@@ -39,39 +37,12 @@ public final class Journal {
         public init() {}
     }
 
-    /// What recovery found.
-    public struct Recovery: Sendable {
-        public var lastSeq: UInt64 = 0
-        /// The last kind_seq of each kind (start, update, complete, fail, dismiss, deadletter).
-        public var kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
-        public var segments = 0
-        public var truncatedBytes = 0
-        /// Zeros cut after the last record: the padding of a direct write, left by a stop without
-        /// a clean close (kill -9, a crash). Not damage.
-        public var paddingBytes = 0
-        /// Intact records found past damage in the last segment, set aside (their seqs not reused).
-        public var skippedRecords = 0
-        /// Seqs skipped after the last intact record because they may have been published before
-        /// the stop (``SeqReservation``): 0 unless the tail was cut or the machine crashed.
-        public var skippedSeqs: UInt64 = 0
-    }
+    /// What recovery found (``JournalRecovery``).
+    public typealias Recovery = JournalRecovery
 
     /// Why a replay was refused.
     public enum ReplayError: Error, Sendable {
         case notRetained(firstSeq: UInt64)
-    }
-
-    package typealias PendingRecord = (offset: Int, topicLength: Int, envelopeLength: Int, seq: UInt64)
-
-    /// A batch's bytes and records, as handed to the writer thread.
-    package struct Batch {
-        var buffer: UnsafeMutableRawPointer
-        var capacity: Int
-        var bytes = 0
-        var records: [PendingRecord] = []
-        /// Records before this index were written on the pipeline thread (around a rotation).
-        var runStart = 0
-        var runBytes = 0
     }
 
     package typealias Segment = JournalCatalog.Segment
@@ -80,28 +51,20 @@ public final class Journal {
     public let options: Options
     public private(set) var recovery = Recovery()
     private let logger: BusLogger
+    /// Which closed segments are deleted.
+    private let retention: JournalRetention
     private var segments: [Segment] = []
-    private var fd: Int32 = -1
+    /// The open segment's descriptor.
+    private(set) var fd: Int32 = -1
     private let syncer: JournalSyncer
     /// The open segment's generation at the syncer.
     private var generation: UInt64 = 0
-    /// Records appended since the last clear: the bytes, and (offset, header) of each.
-    private var pending: UnsafeMutableRawPointer
-    private var pendingCapacity = 1 << 20
-    private var pendingBytes = 0
-    private var pendingRecords: [PendingRecord] = []
-    /// The batch handed to the writer thread, until collected.
-    private var inflight: Batch?
-    /// A batch buffer to reuse.
-    private var spare: Batch?
     private let writer: JournalWriter
     /// Writes the open segment (the pipeline's runs, and the writer thread's with each job).
     private let appender: SegmentAppender
     /// The write mode was logged as having fallen back.
     private var fallbackLogged = false
     private var writtenSeq: UInt64 = 0
-    /// How many of the pending records are already in the file.
-    private var writtenRecords = 0
     /// Each kind's last `kind_seq` in the file (pending records not included): a new segment's header.
     private var kindSeqs: [UInt64]
     /// What is written, for readers on other threads (the control thread's replays).
@@ -109,35 +72,34 @@ public final class Journal {
     /// This thread's reader: recovery's scans and the state rebuild at start.
     private let reader: JournalReader
     private var closed = false
-    /// Held (flock) for the journal's life.
-    private var lockFD: Int32 = -1
+    /// The directory's `LOCK`, held for the journal's life.
+    private let lock: DataDirectoryLock
     /// The highest seq that may be published, durable ahead of publication.
     private var reservation: SeqReservation!
 
     /// Opens (creating if needed) the journal in `directory`, recovering from a crash: a torn or
     /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
     /// ``recovery``.
-    /// - Throws: ``DaemonError`` when the directory or a segment cannot be used.
+    /// - Throws: ``JournalError`` when the directory or a segment cannot be used.
     public init(directory: String, options: Options, logger: BusLogger) throws {
         self.directory = directory
         self.options = options
         self.logger = logger
-        pending = .allocate(byteCount: pendingCapacity, alignment: 8)
+        retention = JournalRetention(retainBytes: options.retainBytes, retainSeconds: options.retainSeconds)
         reader = JournalReader(catalog: catalog, logger: logger)
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
-        try Journal.makeDirectory(directory)
-        // One daemon per journal: a second one on the same directory would interleave seqs.
-        lockFD = try Journal.lock(directory)
+        try JournalFiles.makeDirectory(directory)
+        lock = try DataDirectoryLock(directory: directory)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         segments = names.compactMap { name in
             JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
         }.sorted { $0.firstSeq < $1.firstSeq }
-        for i in segments.indices { segments[i].size = Journal.fileSize(segments[i].path) }
+        for i in segments.indices { segments[i].size = JournalFiles.fileSize(segments[i].path) }
         // Direct writes keep nothing in the page cache, which is what `--journal-cache-bytes 0`
         // asks; a cache of N bytes, or the kernel's choice, is the page cache's to keep.
         var direct = false
         if options.cacheBytes == 0 {
-            if let refusal = Journal.probeDirectWrites(in: directory) {
+            if let refusal = JournalFiles.probeDirectWrites(in: directory) {
                 logger.info("journal: the file system refuses direct writes; writing through the page cache", [
                     "directory": directory, "reason": refusal,
                 ])
@@ -156,7 +118,7 @@ public final class Journal {
         } catch {
             // The sync thread has not started yet; the writer's thread and the lock must not outlive us.
             writer.stop()
-            Glibc.close(lockFD)
+            lock.release()
             throw error
         }
         // Retention at start too: a restart with a smaller --retain-bytes frees space at once.
@@ -165,12 +127,6 @@ public final class Journal {
         syncer.reset(seq: writtenSeq)
         generation = syncer.swapSegment(to: fd).generation
         syncer.start()
-    }
-
-    deinit {
-        pending.deallocate()
-        inflight?.buffer.deallocate()
-        spare?.buffer.deallocate()
     }
 
     /// The last seq written to the journal file (and so safe to publish and to replay).
@@ -189,12 +145,6 @@ public final class Journal {
     public var writesDirect: Bool { appender.isDirect }
     /// False from a failed write until the next successful one (`/healthz`).
     public private(set) var isWritable = true
-    /// Records appended and not yet handed to the writer thread (nor published).
-    public var hasPending: Bool { !pendingRecords.isEmpty }
-    /// How many records are pending.
-    public var pendingCount: Int { pendingRecords.count }
-    /// A batch is with the writer thread, or written and not yet collected.
-    public var hasInflight: Bool { inflight != nil }
     /// Readable when the writer thread has finished a batch (for the pipeline's poller).
     public var writerWakeFD: Int32 { writer.wakeFD }
 
@@ -203,7 +153,7 @@ public final class Journal {
     private func recover() throws {
         // Drop newest segments whose header never made it to disk.
         while let last = segments.last {
-            let header = Journal.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
+            let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
             let read = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0) }
             if let read, read.firstSeq == last.firstSeq { break }
             // A header is written before any record: records after a bad one mean the header was
@@ -220,7 +170,7 @@ public final class Journal {
             try openNewSegment(firstSeq: 1)
             return
         }
-        let header = Journal.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
+        let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
         let (firstSeq, startKinds) = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0)! }
         kindSeqs = startKinds
         var seq = firstSeq - 1
@@ -234,19 +184,19 @@ public final class Journal {
         }
         let i = segments.count - 1
         fd = open(last.path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw DaemonError("cannot open journal segment \(last.path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw JournalError(.notReadable, "cannot open journal segment \(last.path): \(String(cString: strerror(errno)))") }
         // Intact records past the damage mean it was no torn append: a corrupt byte, or a hole a
         // power loss left. Their seqs may have been published, so new events must not take them
         // again: numbering goes on after the highest, in a new segment, and the cut bytes are
         // kept beside the segment for inspection.
         var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        let tail = intact < last.size ? Journal.readRange(last.path, from: intact, count: last.size - intact) : []
-        if Journal.isPadding(tail, end: last.size) {
+        let tail = intact < last.size ? JournalFiles.readRange(last.path, from: intact, count: last.size - intact) : []
+        if JournalRecovery.isPadding(tail, end: last.size) {
             // The zeros a direct write put after the last record (a stop without ``close()``).
             recovery.paddingBytes = tail.count
         } else if intact < last.size {
             recovery.truncatedBytes = last.size - intact
-            beyond = Journal.intactRecords(in: tail)
+            beyond = JournalRecovery.intactRecords(in: tail)
             if beyond.count > 0 {
                 let aside = last.path + ".damaged-at-\(intact)"
                 try? AtomicFile.write(tail, to: aside, durable: true)
@@ -259,7 +209,7 @@ public final class Journal {
         // Padding or a torn tail: either way the file ends at the last intact record.
         if intact < last.size {
             guard ftruncate(fd, off_t(intact)) == 0 else {
-                throw DaemonError("cannot truncate the tail of \(last.path): \(String(cString: strerror(errno)))")
+                throw JournalError(.notWritable, "cannot truncate the tail of \(last.path): \(String(cString: strerror(errno)))")
             }
             _ = fdatasync(fd)
         }
@@ -300,7 +250,7 @@ public final class Journal {
             Glibc.close(fd)
             try openNewSegment(firstSeq: seq + 1)
         } else if let e = appender.open(path: last.path, fd: fd, size: intact) {
-            throw DaemonError("cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
+            throw JournalError(.notReadable, "cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
         }
         writtenSeq = seq
         recovery.lastSeq = seq
@@ -313,13 +263,6 @@ public final class Journal {
         }
     }
 
-    /// Whether `tail`, the bytes after a segment's last intact record up to the file's `end`, is
-    /// only the zero padding of a direct write: fewer than a block of zeros, ending on a block.
-    package static func isPadding(_ tail: [UInt8], end: Int) -> Bool {
-        !tail.isEmpty && tail.count < SegmentAppender.blockSize && end % SegmentAppender.blockSize == 0
-            && !tail.contains { $0 != 0 }
-    }
-
     /// Rewrites the damaged header of segment `i` (which holds records): its first seq from the
     /// file name, each `kind_seq` before it from the segment's own records (the first of a kind,
     /// less one) or, for a kind it lacks, from the segment before it. The damaged bytes are kept
@@ -329,7 +272,7 @@ public final class Journal {
         var before = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         if i > 0 {
             let prev = segments[i - 1]
-            let h = Journal.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
+            let h = JournalFiles.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
             if let (_, kinds) = h.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) { before = kinds }
             reader.scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
                 before[Int(r.kind)] = max(before[Int(r.kind)], r.kindSeq)
@@ -348,121 +291,39 @@ public final class Journal {
         try? AtomicFile.write(damaged, to: seg.path + ".damaged-header", durable: true)
         let header = JournalFormat.segmentHeader(firstSeq: seg.firstSeq, kindSeqs: before)
         let rfd = open(seg.path, O_RDWR | O_CLOEXEC)
-        guard rfd >= 0 else { throw DaemonError("cannot open journal segment \(seg.path): \(String(cString: strerror(errno)))") }
+        guard rfd >= 0 else { throw JournalError(.notReadable, "cannot open journal segment \(seg.path): \(String(cString: strerror(errno)))") }
         defer { Glibc.close(rfd) }
         let n = header.withUnsafeBytes { pwrite(rfd, $0.baseAddress, $0.count, 0) }
         guard n == header.count, fdatasync(rfd) == 0 else {
-            throw DaemonError("cannot rewrite the header of \(seg.path): \(String(cString: strerror(errno)))")
+            throw JournalError(.notWritable, "cannot rewrite the header of \(seg.path): \(String(cString: strerror(errno)))")
         }
         logger.error("journal: the newest segment's header was damaged; rebuilt from its name and records", [
             "segment": seg.path, "first_seq": String(seg.firstSeq), "damaged_header": seg.path + ".damaged-header",
         ])
     }
 
-    /// The intact records anywhere in `bytes` (a segment's tail from a damaged record on), found
-    /// by their magic and checksum, not by walking from record to record: how many, the highest
-    /// seq, and each kind's highest `kind_seq`.
-    package static func intactRecords(in bytes: [UInt8]) -> (count: Int, maxSeq: UInt64, kindSeqs: [UInt64]) {
-        var result = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        bytes.withUnsafeBytes { raw in
-            guard let p = raw.baseAddress else { return }
-            var offset = 1  // the damaged record itself does not count
-            while offset + JournalFormat.recordHeaderSize + JournalFormat.checksumSize <= raw.count {
-                if JournalFormat.load(p, offset, as: UInt32.self) == JournalFormat.recordMagic,
-                    let h = JournalFormat.readRecord(p + offset, available: raw.count - offset)
-                {
-                    result.count += 1
-                    result.maxSeq = max(result.maxSeq, h.seq)
-                    result.kindSeqs[Int(h.kind)] = max(result.kindSeqs[Int(h.kind)], h.kindSeq)
-                    offset += h.recordSize
-                } else {
-                    offset += 1
-                }
-            }
-        }
-        return result
-    }
-
-    /// `count` bytes of a file from `from` (fewer at its end or on an error).
-    package static func readRange(_ path: String, from: Int, count: Int) -> [UInt8] {
-        let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0, count > 0 else {
-            if rfd >= 0 { Glibc.close(rfd) }
-            return []
-        }
-        defer { Glibc.close(rfd) }
-        var out = [UInt8](repeating: 0, count: count)
-        var got = 0
-        out.withUnsafeMutableBytes { b in
-            while got < count {
-                let r = pread(rfd, b.baseAddress! + got, count - got, off_t(from + got))
-                if r < 0 && errno == EINTR { continue }
-                if r <= 0 { break }
-                got += r
-            }
-        }
-        return Array(out.prefix(got))
-    }
-
     // MARK: Writing
 
-    /// Adds one record to the pending batch. Nothing reaches the file until ``submit()`` or ``flush()``.
-    public func append(seq: UInt64, kindSeq: UInt64, kind: UInt8, topic: UnsafeRawBufferPointer,
-                       envelope: UnsafeRawBufferPointer) {
-        let body = topic.count + envelope.count
-        let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
-        if pendingBytes + size > pendingCapacity {
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: max(pendingCapacity * 2, pendingBytes + size), alignment: 8)
-            bigger.copyMemory(from: pending, byteCount: pendingBytes)
-            pending.deallocate()
-            pending = bigger
-            pendingCapacity = max(pendingCapacity * 2, pendingBytes + size)
-        }
-        let p = pending + pendingBytes
-        JournalFormat.store(JournalFormat.recordMagic, p, 0)
-        JournalFormat.store(UInt32(body), p, 4)
-        JournalFormat.store(seq, p, 8)
-        JournalFormat.store(kindSeq, p, 16)
-        JournalFormat.store(kind, p, 24)
-        JournalFormat.store(UInt8(0), p, 25)
-        JournalFormat.store(UInt16(0), p, 26)
-        JournalFormat.store(UInt32(topic.count), p, 28)
-        if let b = topic.baseAddress { (p + JournalFormat.recordHeaderSize).copyMemory(from: b, byteCount: topic.count) }
-        if let b = envelope.baseAddress {
-            (p + JournalFormat.recordHeaderSize + topic.count).copyMemory(from: b, byteCount: envelope.count)
-        }
-        // The checksum is stored when the record is written (JournalFormat.seal).
-        pendingRecords.append((pendingBytes, topic.count, envelope.count, seq))
-        pendingBytes += size
+    /// Makes the seq reservation cover `seq` before a record up to it is written.
+    func reserve(through seq: UInt64) throws {
+        try reservation.reserve(through: seq)
     }
 
-    /// Writes the pending batch to the open segment with one `write`, rotating first when the
-    /// segment is full. After it returns, every pending record may be published.
-    /// - Throws: ``DaemonError`` when the write fails (disk full, say); the batch stays pending.
-    public func flush() throws {
-        precondition(inflight == nil, "flush() with a batch at the writer thread: collect it first")
-        guard writtenRecords < pendingRecords.count else { return }
-        try reservation.reserve(through: pendingRecords[pendingRecords.count - 1].seq)
-        let last = try writeRunsBeforeLast()
-        try writeRun(last.start, pendingRecords.count, last.bytes)
-    }
-
-    /// Splits the unwritten pending records into runs, one per segment they go to, and writes
-    /// every run but the last, closing the segment between two records when it is full.
-    /// - Returns: the last run (never empty), for the caller to write.
-    private func writeRunsBeforeLast() throws -> (start: Int, bytes: Int) {
+    /// Splits `batch`'s unwritten records into runs, one per segment they go to, and writes every
+    /// run but the last, closing the segment between two records when it is full.
+    /// - Returns: the last run (never empty), for the caller to write or hand to the writer thread.
+    func writeRunsBeforeLast(_ batch: inout JournalBatch.Buffer) throws -> (start: Int, bytes: Int) {
         // After a failed write, a retry starts at the first record not written.
-        var runStart = writtenRecords
+        var runStart = batch.written
         var runBytes = 0
-        var i = writtenRecords
-        while i < pendingRecords.count {
-            let r = pendingRecords[i]
-            let size = (i + 1 < pendingRecords.count ? pendingRecords[i + 1].offset : pendingBytes) - r.offset
+        var i = batch.written
+        while i < batch.records.count {
+            let size = batch.size(of: i)
             let active = segments[segments.count - 1]
             if active.size + runBytes > JournalFormat.segmentHeaderSize
                 && active.size + runBytes + size > options.segmentBytes {
-                if runBytes > 0 { try writeRun(runStart, i, runBytes) }
-                try rotate(firstSeq: r.seq)
+                if runBytes > 0 { try writeRun(&batch, runStart, i, runBytes) }
+                try rotate(firstSeq: batch.records[i].seq)
                 runStart = i
                 runBytes = 0
             }
@@ -472,154 +333,50 @@ public final class Journal {
         return (runStart, runBytes)
     }
 
-    /// Writes pending records `from..<to` (`bytes` long) to the open segment.
-    private func writeRun(_ from: Int, _ to: Int, _ bytes: Int) throws {
-        let base = pending + pendingRecords[from].offset
+    /// Writes `batch`'s records `from..<to` (`bytes` long) to the open segment with one `write`.
+    /// - Throws: ``JournalError`` when the write fails (disk full, say); they stay unwritten.
+    func writeRun(_ batch: inout JournalBatch.Buffer, _ from: Int, _ to: Int, _ bytes: Int) throws {
+        let base = batch.base + batch.records[from].offset
         JournalFormat.seal(base, bytes)
         let failure = appender.append(base, bytes)
         noteFallback()
         guard failure == 0 else {
             isWritable = false
-            throw DaemonError("journal write failed: \(String(cString: strerror(failure)))")
+            throw JournalError(.notWritable, "journal write failed: \(String(cString: strerror(failure)))")
         }
-        noteWritten(pending, pendingRecords, from, to, bytes: bytes)
-        writtenRecords = to
+        noteWritten(batch, from, to, bytes: bytes)
+        batch.written = to
     }
 
-    /// Records that `records[from..<to]` of `buffer` were appended to the open segment.
-    private func noteWritten(_ buffer: UnsafeMutableRawPointer, _ records: [PendingRecord], _ from: Int, _ to: Int,
-                             bytes: Int) {
+    /// Hands `count` bytes of records at `base` to the writer thread, to append to the open
+    /// segment. The memory must stay as it is until ``writerResult(wait:)`` returns its result.
+    func post(_ base: UnsafeMutableRawPointer, count: Int) {
+        writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: base), count: count))
+    }
+
+    /// The writer thread's result for the run it was handed: 0 when written, else the `errno` of
+    /// the failed write (the file is as before it).
+    /// - Parameter wait: wait for it rather than return nil while it is being written.
+    func writerResult(wait: Bool) -> Int32? {
+        guard let result = wait ? writer.wait() : writer.poll() else { return nil }
+        noteFallback()
+        if result != 0 { isWritable = false }
+        return result
+    }
+
+    /// Records that `batch`'s records `from..<to` were appended to the open segment.
+    func noteWritten(_ batch: JournalBatch.Buffer, _ from: Int, _ to: Int, bytes: Int) {
         let active = segments.count - 1
-        for r in records[from..<to] {
-            let header = buffer + r.offset
+        for r in batch.records[from..<to] {
+            let header = batch.base + r.offset
             let kind = Int(JournalFormat.load(header, 24, as: UInt8.self))
             kindSeqs[kind] = max(kindSeqs[kind], JournalFormat.load(header, 16, as: UInt64.self))
         }
         segments[active].size += bytes
         isWritable = true
-        writtenSeq = records[to - 1].seq
+        writtenSeq = batch.records[to - 1].seq
         catalog.written(size: segments[active].size, lastSeq: writtenSeq)
         syncer.written(upTo: writtenSeq, generation: generation, bytes: segments[active].size)
-    }
-
-    // MARK: Write-behind
-
-    /// Hands the pending batch to the writer thread and starts a new one. Records that must go to
-    /// the segment being closed when the batch crosses `--segment-bytes` are written here first.
-    /// Call only without a batch in flight.
-    /// - Throws: ``DaemonError`` when writing before a rotation, or the rotation, fails; the
-    ///   batch then stays pending, as after a failed ``flush()``.
-    public func submit() throws {
-        precondition(inflight == nil, "submit() with a batch already at the writer thread")
-        guard writtenRecords < pendingRecords.count else { return }
-        try reservation.reserve(through: pendingRecords[pendingRecords.count - 1].seq)
-        let last = try writeRunsBeforeLast()
-        let batch = Batch(buffer: pending, capacity: pendingCapacity, bytes: pendingBytes, records: pendingRecords,
-                          runStart: last.start, runBytes: last.bytes)
-        writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: pending + pendingRecords[last.start].offset),
-                                      count: last.bytes))
-        inflight = batch
-        // A fresh batch: the spare buffer when there is one.
-        if var next = spare {
-            spare = nil
-            pending = next.buffer
-            pendingCapacity = next.capacity
-            next.records.removeAll(keepingCapacity: true)
-            pendingRecords = next.records
-        } else {
-            pendingCapacity = 1 << 20
-            pending = .allocate(byteCount: pendingCapacity, alignment: 8)
-            pendingRecords = []
-            pendingRecords.reserveCapacity(batch.records.count)
-        }
-        pendingBytes = 0
-        writtenRecords = 0
-    }
-
-    /// Takes the writer thread's result for the batch in flight.
-    /// - Parameter wait: wait for it rather than return false while it is being written.
-    /// - Returns: true when the batch is written: publish it with ``forEachCollected(_:)``, then
-    ///   ``recycleCollected()``. False when there is none or it is still being written.
-    /// - Throws: ``DaemonError`` when the write failed: the file is as before it, and the batch is
-    ///   pending again ahead of the records appended since, for ``flush()`` to retry.
-    public func collect(wait: Bool) throws -> Bool {
-        guard let batch = inflight else { return false }
-        if inflightWritten { return true }
-        guard let result = wait ? writer.wait() : writer.poll() else { return false }
-        noteFallback()
-        guard result == 0 else {
-            requeue(batch)
-            isWritable = false
-            throw DaemonError("journal write failed: \(String(cString: strerror(result)))")
-        }
-        noteWritten(batch.buffer, batch.records, batch.runStart, batch.records.count, bytes: batch.runBytes)
-        inflightWritten = true
-        return true
-    }
-
-    /// The batch in flight was collected as written (and awaits ``recycleCollected()``).
-    private var inflightWritten = false
-
-    /// Calls `body` with each record of the collected batch, in order.
-    public func forEachCollected(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
-        guard let batch = inflight else { return }
-        try Journal.forEachRecord(batch.records, in: batch.buffer, body)
-    }
-
-    /// Forgets the collected batch after it was published; its buffer is reused.
-    public func recycleCollected() {
-        guard let batch = inflight else { return }
-        inflight = nil
-        inflightWritten = false
-        if let old = spare { old.buffer.deallocate() }
-        spare = batch
-    }
-
-    /// Puts a batch whose write failed back in front of the pending records.
-    private func requeue(_ batch: Batch) {
-        inflight = nil
-        inflightWritten = false
-        var merged = batch
-        let needed = batch.bytes + pendingBytes
-        if needed > merged.capacity {
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: needed, alignment: 8)
-            bigger.copyMemory(from: merged.buffer, byteCount: merged.bytes)
-            merged.buffer.deallocate()
-            merged.buffer = bigger
-            merged.capacity = needed
-        }
-        (merged.buffer + merged.bytes).copyMemory(from: pending, byteCount: pendingBytes)
-        merged.records += pendingRecords.map { ($0.offset + batch.bytes, $0.topicLength, $0.envelopeLength, $0.seq) }
-        pending.deallocate()
-        pending = merged.buffer
-        pendingCapacity = merged.capacity
-        pendingBytes = needed
-        pendingRecords = merged.records
-        writtenRecords = batch.runStart
-    }
-
-    /// Calls `body` with each pending record's topic and envelope, in order.
-    public func forEachPending(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
-        try Journal.forEachRecord(pendingRecords, in: pending, body)
-    }
-
-    /// Calls `body` with the topic and envelope of each of `records` in `buffer`, in order.
-    private static func forEachRecord(
-        _ records: [PendingRecord], in buffer: UnsafeMutableRawPointer,
-        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
-    ) rethrows {
-        for r in records {
-            let p = buffer + r.offset + JournalFormat.recordHeaderSize
-            try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
-                     UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
-        }
-    }
-
-    /// Forgets the pending batch after it was flushed and published.
-    public func clearPending() {
-        pendingBytes = 0
-        writtenRecords = 0
-        pendingRecords.removeAll(keepingCapacity: true)
     }
 
     private func rotate(firstSeq: UInt64) throws {
@@ -638,20 +395,20 @@ public final class Journal {
     private func openNewSegment(firstSeq: UInt64, replacing: Bool = false) throws {
         let path = directory + "/" + JournalFormat.segmentName(firstSeq)
         let newFD = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
-        guard newFD >= 0 else { throw DaemonError("cannot create journal segment \(path): \(String(cString: strerror(errno)))") }
+        guard newFD >= 0 else { throw JournalError(.notWritable, "cannot create journal segment \(path): \(String(cString: strerror(errno)))") }
         let header = JournalFormat.segmentHeader(firstSeq: firstSeq, kindSeqs: kindSeqs)
         let n = header.withUnsafeBytes { write(newFD, $0.baseAddress, $0.count) }
         guard n == header.count else {
             Glibc.close(newFD)
             unlink(path)
-            throw DaemonError("cannot write journal segment header \(path): \(String(cString: strerror(errno)))")
+            throw JournalError(.notWritable, "cannot write journal segment header \(path): \(String(cString: strerror(errno)))")
         }
         _ = fdatasync(newFD)
-        Journal.syncDirectory(directory)
+        JournalFiles.syncDirectory(directory)
         if let e = appender.open(path: path, fd: newFD, size: header.count) {
             Glibc.close(newFD)
             unlink(path)
-            throw DaemonError("cannot read back journal segment header \(path): \(String(cString: strerror(e)))")
+            throw JournalError(.notReadable, "cannot read back journal segment header \(path): \(String(cString: strerror(e)))")
         }
         noteFallback()
         fd = newFD
@@ -665,8 +422,7 @@ public final class Journal {
     public func close() {
         guard !closed else { return }
         closed = true
-        // A batch still at the writer is in the file once written (published or not).
-        if inflight != nil { _ = try? collect(wait: true) }
+        // A batch still at the writer was collected (``JournalBatch/close()``): it is in the file.
         writer.stop()
         syncer.stop()
         finishSegment()
@@ -676,16 +432,14 @@ public final class Journal {
         if syncer.durable >= writtenSeq { reservation.markClean(lastSeq: writtenSeq) }
         Glibc.close(fd)
         reader.close()
-        Glibc.close(lockFD)
+        lock.release()
     }
 
-    /// Deletes closed segments beyond the size or age limits, oldest first.
+    /// Deletes closed segments beyond the size or age limits, oldest first (``JournalRetention``).
     public func enforceRetention(now: time_t) {
         while segments.count > 1 {
             let oldest = segments[0]
-            var st = stat()
-            let age = stat(oldest.path, &st) == 0 ? Int(now - st.st_mtim.tv_sec) : 0
-            guard totalBytes > options.retainBytes || age > options.retainSeconds else { break }
+            guard let age = retention.retires(oldest.path, journalBytes: totalBytes, now: now) else { break }
             unlink(oldest.path)
             segments.removeFirst()
             catalog.removeOldestSegment()
@@ -704,53 +458,6 @@ public final class Journal {
         try reader.read(from: from, prefixes: prefixes, limit: limit, maxExamined: maxExamined, body)
     }
 
-    // MARK: Files
-
-    package static func makeDirectory(_ path: String) throws {
-        var current = path.hasPrefix("/") ? "" : "."
-        for part in path.split(separator: "/") {
-            current += "/" + part
-            if mkdir(current, 0o750) != 0 && errno != EEXIST {
-                throw DaemonError("cannot create directory \(path): \(String(cString: strerror(errno)))")
-            }
-        }
-    }
-
-    /// Takes the directory's `LOCK` file (flock, held until the process exits) and writes our pid in it.
-    package static func lock(_ directory: String) throws -> Int32 {
-        let lockFD = open(directory + "/LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard lockFD >= 0 else { throw DaemonError("cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
-        if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
-            var holder = [UInt8](repeating: 0, count: 32)
-            let n = holder.withUnsafeMutableBytes { pread(lockFD, $0.baseAddress, 32, 0) }
-            let pid = String(decoding: holder.prefix(max(0, n)).filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)
-            Glibc.close(lockFD)
-            throw DaemonError("data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
-        }
-        let pidText = Array("\(getpid())\n".utf8)
-        _ = ftruncate(lockFD, 0)
-        _ = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
-        return lockFD
-    }
-
-    /// Whether `directory`'s file system takes a direct write (`O_DIRECT`, 4 KiB aligned), tried
-    /// on a scratch file.
-    /// - Returns: nil when it does, else why not.
-    package static func probeDirectWrites(in directory: String) -> String? {
-        let path = directory + "/.direct-probe"
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | cb_o_direct(), 0o600)
-        guard fd >= 0 else { return "open: " + String(cString: strerror(errno)) }
-        defer {
-            Glibc.close(fd)
-            unlink(path)
-        }
-        let block = UnsafeMutableRawPointer.allocate(byteCount: SegmentAppender.blockSize, alignment: SegmentAppender.blockSize)
-        defer { block.deallocate() }
-        block.initializeMemory(as: UInt8.self, repeating: 0, count: SegmentAppender.blockSize)
-        let n = pwrite(fd, block, SegmentAppender.blockSize, 0)
-        return n == SegmentAppender.blockSize ? nil : "pwrite: " + (n < 0 ? String(cString: strerror(errno)) : "short write")
-    }
-
     /// Cuts the open segment's padding before it is closed; a failure is logged (the padding stays,
     /// read as the segment's end).
     private func finishSegment() {
@@ -766,17 +473,5 @@ public final class Journal {
         guard !fallbackLogged, let reason = appender.fallbackReason else { return }
         fallbackLogged = true
         logger.warning("journal: direct writes refused; writing through the page cache from now on", ["reason": reason])
-    }
-
-    package static func fileSize(_ path: String) -> Int {
-        var st = stat()
-        return stat(path, &st) == 0 ? Int(st.st_size) : 0
-    }
-
-    package static func syncDirectory(_ path: String) {
-        let dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dfd >= 0 else { return }
-        _ = fsync(dfd)
-        Glibc.close(dfd)
     }
 }

@@ -20,7 +20,7 @@ import ZeroMQ
 /// kernel read a page back from the disk first (which a direct write would have left uncached).
 /// While a segment is open, its file may therefore end with up to 4095 zero bytes past the last
 /// record; ``finish()`` cuts them when the segment is closed, and recovery after a crash cuts them
-/// as padding (``Journal/Recovery/paddingBytes``).
+/// as padding (``JournalRecovery/paddingBytes``).
 ///
 /// `@unchecked Sendable`: one thread at a time uses it, handed over with a journal batch — the
 /// pipeline thread while no batch is at the writer thread, the writer thread while one is
@@ -50,7 +50,7 @@ package final class SegmentAppender: @unchecked Sendable {
     /// The head of ``staging`` holds the last partial block's bytes.
     private var tailLoaded = false
 
-    /// - Parameter direct: try `O_DIRECT` (see ``Journal/probeDirectWrites(in:)``).
+    /// - Parameter direct: try `O_DIRECT` (see ``JournalFiles/probeDirectWrites(in:)``).
     package init(direct: Bool) {
         isDirect = direct
         staging = .allocate(byteCount: SegmentAppender.chunkBytes, alignment: SegmentAppender.blockSize)

@@ -56,7 +56,7 @@ package final class SeqReservation {
     package init(directory: String) throws {
         let path = directory + "/" + SeqReservation.fileName
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw JournalError(.notReadable, "cannot open \(path): \(String(cString: strerror(errno)))") }
         self.path = path
         self.fd = fd
         boot = SeqReservation.currentBoot()
@@ -111,7 +111,7 @@ package final class SeqReservation {
 
     /// Makes every seq up to `seq` publishable: when `seq` is past the reservation, reserves
     /// ``block`` more and syncs the file before returning.
-    /// - Throws: ``DaemonError`` when the file cannot be written; nothing past the old reservation may be published.
+    /// - Throws: ``JournalError`` when the file cannot be written; nothing past the old reservation may be published.
     @inline(__always)
     package func reserve(through seq: UInt64) throws {
         if seq <= reserved { return }
@@ -129,7 +129,7 @@ package final class SeqReservation {
         let offset = off_t(Int(state.counter % 2) * SeqReservation.slotSize)
         let n = slot.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, offset) }
         guard n == SeqReservation.slotSize, fdatasync(fd) == 0 else {
-            throw DaemonError("cannot write \(path): \(String(cString: strerror(errno)))")
+            throw JournalError(.notWritable, "cannot write \(path): \(String(cString: strerror(errno)))")
         }
         counter = state.counter
         reserved = state.reserved

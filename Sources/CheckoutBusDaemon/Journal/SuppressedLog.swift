@@ -65,7 +65,7 @@ package final class SuppressedLog {
         if kept.count < read.entries.count {
             for e in kept { append(seq: e.seq, checkoutID: e.checkoutID, eventID: e.eventID) }
             do { try AtomicFile.write(buffer, to: path, durable: true) } catch {
-                throw DaemonError("cannot rewrite \(path): \(error)")
+                throw JournalError(.notWritable, "cannot rewrite \(path): \(error)")
             }
             logger.info("suppressed-id log: dropped records past the journal's end",
                         ["dropped": String(read.entries.count - kept.count)])
@@ -74,7 +74,7 @@ package final class SuppressedLog {
         }
         recovered = SuppressedLog.readFile(path + ".1").entries.filter { $0.seq <= journalSeq } + kept
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw JournalError(.notReadable, "cannot open \(path): \(String(cString: strerror(errno)))") }
         // Records end where the last intact one does: new ones follow it.
         var st = stat()
         size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0

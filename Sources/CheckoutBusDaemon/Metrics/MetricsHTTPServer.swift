@@ -78,7 +78,7 @@ package final class MetricsHTTPServer: Sendable {
 
     /// Binds a non-blocking listening socket. - Returns: it and its `HOST:PORT`.
     package static func listen(_ address: String) throws -> (Int32, String) {
-        guard let colon = address.lastIndex(of: ":") else { throw DaemonError("--metrics must be HOST:PORT, got \(address)") }
+        guard let colon = address.lastIndex(of: ":") else { throw DaemonError(.badSetting, "--metrics must be HOST:PORT, got \(address)") }
         var host = String(address[..<colon])
         let portText = String(address[address.index(after: colon)...])
         let port = portText == "*" ? "0" : portText
@@ -91,18 +91,18 @@ package final class MetricsHTTPServer: Sendable {
         let rc = host == "*" || host.isEmpty
             ? getaddrinfo(nil, port, &hints, &info) : getaddrinfo(host, port, &hints, &info)
         guard rc == 0, let first = info else {
-            throw DaemonError("cannot resolve the metrics address \(address): \(String(cString: gai_strerror(rc)))")
+            throw DaemonError(.badSetting, "cannot resolve the metrics address \(address): \(String(cString: gai_strerror(rc)))")
         }
         defer { freeaddrinfo(info) }
         let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
                             | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw DaemonError("cannot create the metrics socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DaemonError(.noResource, "cannot create the metrics socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0, Glibc.listen(fd, 1024) == 0 else {
             let e = errno
             Glibc.close(fd)
-            throw DaemonError("cannot bind the metrics address \(address): \(String(cString: strerror(e)))")
+            throw DaemonError(.noResource, "cannot bind the metrics address \(address): \(String(cString: strerror(e)))")
         }
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)

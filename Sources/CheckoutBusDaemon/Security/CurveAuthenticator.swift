@@ -59,17 +59,17 @@ public final class CurveAllowlists: Sendable {
 
     package static func load(_ directory: String) throws -> Set<String> {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
-            throw DaemonError("cannot read the key directory \(directory)")
+            throw DaemonError(.notReadable, "cannot read the key directory \(directory)")
         }
         var keys = Set<String>()
         for name in names.sorted() where name.hasSuffix(".pub") {
             let path = directory + "/" + name
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw DaemonError("cannot read the key file \(path)")
+                throw DaemonError(.notReadable, "cannot read the key file \(path)")
             }
             let key = ZMQCurveKeyPair.readKey(text)
             guard ZMQCurveKeyPair.isZ85Key(key) else {
-                throw DaemonError("\(path) does not hold a CURVE public key (40 characters of Z85)")
+                throw DaemonError(.notReadable, "\(path) does not hold a CURVE public key (40 characters of Z85)")
             }
             keys.insert(key)
         }

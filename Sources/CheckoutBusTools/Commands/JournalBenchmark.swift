@@ -30,20 +30,17 @@ public struct JournalBenchmark {
             let directory = tmp.appendingPathComponent("data/journal").path
             let logger = BusLogger(label: "bench", level: .warning)
             let journal = try Journal(directory: directory, options: Journal.Options(), logger: logger)
+            let batch = JournalBatch(journal: journal, measuresLatency: false, logger: logger)
             let envelope = JournalBenchmark.sampleEnvelope()
             let topic = Array("checkout.update".utf8)
             var t0 = BusClock.monotonicNanoseconds()
             for seq in 1...UInt64(events) {
                 topic.withUnsafeBytes { t in
-                    envelope.withUnsafeBytes { e in journal.append(seq: seq, kindSeq: seq, kind: 1, topic: t, envelope: e) }
+                    envelope.withUnsafeBytes { e in batch.append(seq: seq, kindSeq: seq, kind: 1, topic: t, envelope: e, arrival: 0) }
                 }
-                if seq % 512 == 0 {
-                    try journal.flush()
-                    journal.clearPending()
-                }
+                if seq % 512 == 0 { try batch.flush() }
             }
-            try journal.flush()
-            journal.clearPending()
+            try batch.flush()
             let writeSeconds = Double(BusClock.monotonicNanoseconds() - t0) / 1e9
             say("checkoutbus bench journal: \(events) records of \(envelope.count + topic.count) bytes, \(journal.segmentCount) segment(s), \(journal.totalBytes / 1_048_576) MiB")
             say("  write (append + write, 512 per batch, no fsync wait): \(Int(Double(events) / writeSeconds)) records/s")

@@ -1,0 +1,80 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusCore
+import CheckoutBusRuntime
+
+/// The claim of one daemon on its data directory: the journal directory's `LOCK` file, held with
+/// `flock` for the daemon's life with its pid written in it, and the shard the directory belongs to.
+///
+/// Not `Sendable`: taken and released by the thread that opens the ``Journal``.
+final class DataDirectoryLock {
+    /// The `LOCK` file's descriptor, -1 once released.
+    private var fd: Int32
+
+    /// Takes `directory`'s `LOCK` file (flock, held until ``release()`` or the process exits) and
+    /// writes our pid in it. One daemon per journal: a second one on the same directory would
+    /// interleave seqs.
+    /// - Throws: ``JournalError`` when the file cannot be opened or another process holds it (its
+    ///   pid in the message).
+    init(directory: String) throws {
+        let lockFD = open(directory + "/LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard lockFD >= 0 else { throw JournalError(.notReadable, "cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
+        if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
+            var holder = [UInt8](repeating: 0, count: 32)
+            let n = holder.withUnsafeMutableBytes { pread(lockFD, $0.baseAddress, 32, 0) }
+            let pid = String(decoding: holder.prefix(max(0, n)).filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)
+            Glibc.close(lockFD)
+            throw JournalError(.locked, "data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
+        }
+        let pidText = Array("\(getpid())\n".utf8)
+        _ = ftruncate(lockFD, 0)
+        _ = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
+        fd = lockFD
+    }
+
+    deinit { release() }
+
+    /// Lets another daemon take the directory.
+    func release() {
+        guard fd >= 0 else { return }
+        Glibc.close(fd)
+        fd = -1
+    }
+
+    /// Binds the data directory to this daemon's shard: `<data-dir>/shard` holds the `I/N` the
+    /// journal was begun with, and a daemon started with another is refused, since its journal's
+    /// `seq` and its subscribers' cursors belong to that shard. A journal with records but no such
+    /// file predates sharding and is `0/1`. Called with the journal's lock held.
+    /// - Throws: ``JournalError`` when the directory belongs to another shard, or the file cannot
+    ///   be read or written.
+    static func claimShard(_ mine: ShardMap, dataDirectory: String, journalHasRecords: Bool) throws {
+        let path = dataDirectory + "/shard"
+        var recorded: String?
+        do {
+            if let bytes = try AtomicFile.read(path) {
+                let text = bytes.filter { $0 > 0x20 }
+                if !text.isEmpty { recorded = String(decoding: text, as: UTF8.self) }
+            } else if journalHasRecords {
+                recorded = ShardMap.single.description
+            }
+        } catch {
+            throw JournalError(.notWritable, error.description)
+        }
+        if let recorded {
+            guard recorded == mine.description else {
+                throw JournalError(.otherShard, """
+                    the data directory \(dataDirectory) belongs to shard \(recorded), not \(mine): \
+                    its seq and its subscribers' cursors are that shard's (docs/sharding.md, "Changing the shard count")
+                    """)
+            }
+            return
+        }
+        // Durably: the file, and its rename (or the directory would read as 0/1 after a power loss).
+        do {
+            try AtomicFile.write(Array((mine.description + "\n").utf8), to: path, durable: true)
+        } catch {
+            throw JournalError(.notWritable, error.description)
+        }
+    }
+}

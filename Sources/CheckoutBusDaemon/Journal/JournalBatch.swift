@@ -1,0 +1,327 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusRuntime
+
+/// The journal's batches from the first record appended to their publication: the pending batch,
+/// the one at the writer thread, each record's arrival time, and the retry after a failed write.
+///
+/// The pipeline appends records (``append(seq:kindSeq:kind:topic:envelope:arrival:)``) and calls
+/// ``advance(_:)`` after each read of its sockets: it publishes the batch the ``JournalWriter``
+/// thread has written and hands that thread the pending one — or, for a small batch (light load),
+/// writes it on the calling thread, where handing it over would add two thread wake-ups to its
+/// latency and save nothing. ``settle(_:)`` writes and publishes everything appended so far before
+/// returning (heartbeats, stopping).
+///
+/// A failed write (a full disk, say) puts its batch, with its arrival times, back in front of the
+/// records appended since; nothing of it is published. ``isFailing`` is then true: the pipeline
+/// stops reading ingest and calls ``advance(_:)`` again once ``retryDue(now:)``, every 100 ms,
+/// until a write succeeds. The files themselves — segments, rotation, syncing — are the
+/// ``Journal``'s.
+///
+/// Not `Sendable`: owned by the pipeline thread, with its ``Journal``.
+package final class JournalBatch {
+    /// A record's place in a batch's bytes.
+    typealias Record = (offset: Int, topicLength: Int, envelopeLength: Int, seq: UInt64)
+
+    /// One batch: its records' bytes, each record's place in them and arrival time, and how much
+    /// of it is in the file.
+    struct Buffer {
+        var base: UnsafeMutableRawPointer
+        var capacity: Int
+        var bytes = 0
+        var records: [Record] = []
+        /// Arrival time (monotonic ns) of each record, when latency is measured; empty otherwise.
+        var arrivals: [UInt64] = []
+        /// Records before this index are in the file: written on the pipeline thread ahead of a
+        /// rotation, or before a failed write. A retry starts here.
+        var written = 0
+        /// The bytes of the run from ``written`` on that the writer thread was handed.
+        var runBytes = 0
+
+        init(capacity: Int) {
+            self.capacity = capacity
+            base = .allocate(byteCount: capacity, alignment: 8)
+        }
+
+        /// The bytes of record `i`: up to the next record, or to the end.
+        func size(of i: Int) -> Int {
+            (i + 1 < records.count ? records[i + 1].offset : bytes) - records[i].offset
+        }
+
+        /// Forgets the records, keeping the memory.
+        mutating func clear() {
+            bytes = 0
+            written = 0
+            runBytes = 0
+            records.removeAll(keepingCapacity: true)
+            arrivals.removeAll(keepingCapacity: true)
+        }
+
+        /// Calls `body` with the topic and envelope of each record, in order.
+        func forEachRecord(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+            for r in records {
+                let p = base + r.offset + JournalFormat.recordHeaderSize
+                try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
+                         UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
+            }
+        }
+    }
+
+    /// Publishes one record: its topic and its envelope.
+    package typealias Publish = (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+
+    /// Batches of at least this many records go to the writer thread; smaller ones are written on
+    /// the calling thread.
+    package static let writeBehindMinimum = 32
+    /// The wait between two attempts at a failing write (ns).
+    package static let retryInterval: UInt64 = 100_000_000
+
+    package let journal: Journal
+    private let logger: BusLogger
+    /// Keep each record's arrival time and observe ``latency`` as batches are published.
+    private let measuresLatency: Bool
+    /// Records appended and not yet handed to the writer thread (nor published).
+    private var pending = Buffer(capacity: 1 << 20)
+    /// The batch handed to the writer thread, until published.
+    private var inflight: Buffer?
+    /// The batch in flight was collected as written (and awaits publication).
+    private var inflightWritten = false
+    /// A batch buffer to reuse.
+    private var spare: Buffer?
+    /// Consecutive failed writes (0 while the journal takes them).
+    package private(set) var failures = 0
+    /// When a failing write is next tried (monotonic ns).
+    private var retryAt: UInt64 = 0
+    /// The last seq published (every seq up to it is written and was sent).
+    package private(set) var publishedSeq: UInt64
+    /// Time from an event's arrival to its publication (kept when `measuresLatency`).
+    package private(set) var latency = Histogram.pipeline()
+
+    /// - Parameters:
+    ///   - journal: where the batches are written.
+    ///   - measuresLatency: keep arrival times and observe ``latency`` (with `--metrics` on).
+    package init(journal: Journal, measuresLatency: Bool, logger: BusLogger) {
+        self.journal = journal
+        self.measuresLatency = measuresLatency
+        self.logger = logger
+        publishedSeq = journal.lastSeq
+    }
+
+    deinit {
+        pending.base.deallocate()
+        inflight?.base.deallocate()
+        spare?.base.deallocate()
+    }
+
+    /// A write is failing: nothing new should be taken in until ``advance(_:)`` succeeds.
+    package var isFailing: Bool { failures > 0 }
+    /// Records appended and not yet handed to the writer thread (nor published).
+    package var pendingCount: Int { pending.records.count }
+    /// A batch is with the writer thread, or written and not yet published.
+    package var hasInflight: Bool { inflight != nil }
+
+    /// Whether a failing write is due to be tried again.
+    package func retryDue(now: UInt64) -> Bool { failures > 0 && now >= retryAt }
+
+    /// Adds one record to the pending batch. Nothing reaches the file until ``advance(_:)``,
+    /// ``settle(_:)`` or ``flush()``.
+    /// - Parameter arrival: when its event arrived (monotonic ns), for ``latency``.
+    package func append(seq: UInt64, kindSeq: UInt64, kind: UInt8, topic: UnsafeRawBufferPointer,
+                        envelope: UnsafeRawBufferPointer, arrival: UInt64) {
+        let body = topic.count + envelope.count
+        let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
+        if pending.bytes + size > pending.capacity {
+            let capacity = max(pending.capacity * 2, pending.bytes + size)
+            let bigger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+            bigger.copyMemory(from: pending.base, byteCount: pending.bytes)
+            pending.base.deallocate()
+            pending.base = bigger
+            pending.capacity = capacity
+        }
+        let p = pending.base + pending.bytes
+        JournalFormat.store(JournalFormat.recordMagic, p, 0)
+        JournalFormat.store(UInt32(body), p, 4)
+        JournalFormat.store(seq, p, 8)
+        JournalFormat.store(kindSeq, p, 16)
+        JournalFormat.store(kind, p, 24)
+        JournalFormat.store(UInt8(0), p, 25)
+        JournalFormat.store(UInt16(0), p, 26)
+        JournalFormat.store(UInt32(topic.count), p, 28)
+        if let b = topic.baseAddress { (p + JournalFormat.recordHeaderSize).copyMemory(from: b, byteCount: topic.count) }
+        if let b = envelope.baseAddress {
+            (p + JournalFormat.recordHeaderSize + topic.count).copyMemory(from: b, byteCount: envelope.count)
+        }
+        // The checksum is stored when the record is written (JournalFormat.seal).
+        pending.records.append((pending.bytes, topic.count, envelope.count, seq))
+        if measuresLatency { pending.arrivals.append(arrival) }
+        pending.bytes += size
+    }
+
+    /// Moves batches on: publishes the batch the writer thread has finished, and hands it the
+    /// pending one when it is free (a small one is written and published here). While a write is
+    /// failing, writes the pending batch on this thread instead.
+    /// - Returns: false when a write failed: nothing of that batch is published, it stays
+    ///   pending, and ``isFailing`` is true until a retry succeeds.
+    /// - Throws: what `publish` throws (a journal error is not thrown: it is retried).
+    package func advance(_ publish: Publish) throws -> Bool {
+        if failures > 0 { return try settle(publish) }
+        let collected: Bool
+        do { collected = try collect(wait: false) } catch { return failed(error) }
+        if collected { try publishCollected(publish) }
+        if inflight == nil && !pending.records.isEmpty {
+            if pending.records.count < JournalBatch.writeBehindMinimum { return try settle(publish) }
+            do { try submit() } catch { return failed(error) }
+        }
+        return true
+    }
+
+    /// Writes and publishes everything appended so far before returning.
+    /// - Returns: false when a write failed; what it did not take stays pending.
+    /// - Throws: what `publish` throws.
+    package func settle(_ publish: Publish) throws -> Bool {
+        let collected: Bool
+        do { collected = try collect(wait: true) } catch { return failed(error) }
+        if collected { try publishCollected(publish) }
+        guard !pending.records.isEmpty else {
+            recovered()
+            return true
+        }
+        do { try write() } catch { return failed(error) }
+        recovered()
+        try pending.forEachRecord(publish)
+        publishedSeq = journal.lastSeq
+        observeLatency(pending.arrivals)
+        pending.clear()
+        return true
+    }
+
+    /// Writes the pending batch on the calling thread and forgets it, unpublished (benchmarks).
+    /// - Throws: a ``JournalError`` when the write fails; the batch then stays pending.
+    package func flush() throws {
+        precondition(inflight == nil, "flush() with a batch at the writer thread")
+        try write()
+        publishedSeq = journal.lastSeq
+        pending.clear()
+    }
+
+    /// Waits for a batch still at the writer thread (it is in the file once written, published or
+    /// not), then closes the journal.
+    package func close() {
+        if inflight != nil { _ = try? collect(wait: true) }
+        journal.close()
+    }
+
+    // MARK: The batch's life
+
+    /// Writes the pending batch's unwritten records to the open segment with one `write` per
+    /// segment they go to. After it returns, every pending record may be published.
+    private func write() throws {
+        guard pending.written < pending.records.count else { return }
+        try journal.reserve(through: pending.records[pending.records.count - 1].seq)
+        let last = try journal.writeRunsBeforeLast(&pending)
+        try journal.writeRun(&pending, last.start, pending.records.count, last.bytes)
+    }
+
+    /// Hands the pending batch to the writer thread and starts a new one. Records that must go to
+    /// the segment being closed when the batch crosses `--segment-bytes` are written here first.
+    /// - Throws: when writing before a rotation, or the rotation, fails; the batch then stays
+    ///   pending, as after a failed ``write()``.
+    private func submit() throws {
+        precondition(inflight == nil, "submit() with a batch already at the writer thread")
+        guard pending.written < pending.records.count else { return }
+        try journal.reserve(through: pending.records[pending.records.count - 1].seq)
+        let last = try journal.writeRunsBeforeLast(&pending)
+        pending.runBytes = last.bytes
+        journal.post(pending.base + pending.records[last.start].offset, count: last.bytes)
+        let reserve = pending.records.count
+        inflight = pending
+        // A fresh batch: the spare buffer when there is one.
+        if var next = spare {
+            spare = nil
+            next.clear()
+            pending = next
+        } else {
+            pending = Buffer(capacity: 1 << 20)
+            pending.records.reserveCapacity(reserve)
+            if measuresLatency { pending.arrivals.reserveCapacity(reserve) }
+        }
+    }
+
+    /// Takes the writer thread's result for the batch in flight.
+    /// - Parameter wait: wait for it rather than return false while it is being written.
+    /// - Returns: true when the batch is written (publish it with ``publishCollected(_:)``). False
+    ///   when there is none or it is still being written.
+    /// - Throws: a ``JournalError`` when the write failed: the file is as before it, and the batch
+    ///   is pending again ahead of the records appended since, for ``write()`` to retry.
+    private func collect(wait: Bool) throws -> Bool {
+        guard let batch = inflight else { return false }
+        if inflightWritten { return true }
+        guard let result = journal.writerResult(wait: wait) else { return false }
+        guard result == 0 else {
+            requeue(batch)
+            throw JournalError(.notWritable, "journal write failed: \(String(cString: strerror(result)))")
+        }
+        journal.noteWritten(batch, batch.written, batch.records.count, bytes: batch.runBytes)
+        inflightWritten = true
+        return true
+    }
+
+    /// Publishes the batch the writer thread has written, then keeps its buffer for reuse.
+    private func publishCollected(_ publish: Publish) throws {
+        guard let batch = inflight else { return }
+        try batch.forEachRecord(publish)
+        inflight = nil
+        inflightWritten = false
+        publishedSeq = journal.lastSeq
+        observeLatency(batch.arrivals)
+        if let old = spare { old.base.deallocate() }
+        spare = batch
+    }
+
+    /// Puts a batch whose write failed back in front of the pending records, arrival times and all.
+    private func requeue(_ batch: Buffer) {
+        inflight = nil
+        inflightWritten = false
+        var merged = batch
+        let needed = batch.bytes + pending.bytes
+        if needed > merged.capacity {
+            let bigger = UnsafeMutableRawPointer.allocate(byteCount: needed, alignment: 8)
+            bigger.copyMemory(from: merged.base, byteCount: merged.bytes)
+            merged.base.deallocate()
+            merged.base = bigger
+            merged.capacity = needed
+        }
+        (merged.base + merged.bytes).copyMemory(from: pending.base, byteCount: pending.bytes)
+        merged.records += pending.records.map { ($0.offset + batch.bytes, $0.topicLength, $0.envelopeLength, $0.seq) }
+        merged.arrivals += pending.arrivals
+        merged.bytes = needed
+        merged.runBytes = 0
+        pending.base.deallocate()
+        pending = merged
+    }
+
+    /// Records a failed write: the caller stops taking input, and the retry comes in 100 ms.
+    /// - Returns: false, for the caller to return.
+    private func failed(_ error: any Error) -> Bool {
+        retryAt = BusClock.monotonicNanoseconds() + JournalBatch.retryInterval
+        if failures % 50 == 0 {
+            logger.error("journal write failed; ingest paused, retrying every 100 ms",
+                         ["error": "\(error)", "failures": String(failures + 1)])
+        }
+        failures += 1
+        return false
+    }
+
+    private func recovered() {
+        guard failures > 0 else { return }
+        logger.warning("journal writable again; ingest resumed", ["failed_attempts": String(failures)])
+        failures = 0
+    }
+
+    private func observeLatency(_ arrivals: [UInt64]) {
+        guard measuresLatency, !arrivals.isEmpty else { return }
+        let now = BusClock.monotonicNanoseconds()
+        for a in arrivals { latency.observe(nanoseconds: now &- a) }
+    }
+}

@@ -1,0 +1,160 @@
+import CheckoutBusRuntime
+import Foundation
+import Testing
+
+@testable import CheckoutBusDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A batch's life (``JournalBatch``) on a real journal in a temporary directory: pending, at the
+/// writer thread, written and published, or failed and retried with its arrival times kept.
+@Suite("journal batch: pending, in flight, written or failed and retried")
+struct JournalBatchTests {
+    /// A journal in a fresh temporary directory, writing through the page cache (no `O_DIRECT`
+    /// probe), and its batches measuring latency.
+    final class Fixture {
+        let root: String
+        let journal: Journal
+        let batch: JournalBatch
+        /// Each published record: its seq (from the envelope) and topic.
+        var published: [(seq: UInt64, topic: String)] = []
+
+        init() throws {
+            root = FileManager.default.temporaryDirectory.appendingPathComponent("cb-batch-\(UUID().uuidString)").path
+            var options = Journal.Options()
+            options.cacheBytes = nil
+            let logger = BusLogger(label: "test", level: .error)
+            journal = try Journal(directory: root + "/journal", options: options, logger: logger)
+            batch = JournalBatch(journal: journal, measuresLatency: true, logger: logger)
+        }
+
+        deinit {
+            batch.close()
+            try? FileManager.default.removeItem(atPath: root)
+        }
+
+        /// Appends records `seqs`, each arriving at its seq (monotonic ns).
+        func append(_ seqs: ClosedRange<UInt64>) {
+            for seq in seqs {
+                let topic = Array("checkout.update".utf8)
+                let envelope = Array("{\"seq\":\(seq)}".utf8)
+                topic.withUnsafeBytes { t in
+                    envelope.withUnsafeBytes { e in
+                        batch.append(seq: seq, kindSeq: seq, kind: 1, topic: t, envelope: e, arrival: seq)
+                    }
+                }
+            }
+        }
+
+        /// Publishes into ``published``.
+        func publish(_ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer) {
+            let text = String(decoding: envelope, as: UTF8.self)
+            let seq = UInt64(text.dropFirst(7).dropLast())!
+            published.append((seq, String(decoding: topic, as: UTF8.self)))
+        }
+
+        func advance() throws -> Bool { try batch.advance(publish) }
+        func settle() throws -> Bool { try batch.settle(publish) }
+
+        /// The seqs in the journal's file, read back.
+        func seqsInFile() throws -> [UInt64] {
+            var seqs: [UInt64] = []
+            _ = try journal.read(from: 1, prefixes: [], limit: 100_000) { seq, _, _ in seqs.append(seq) }
+            return seqs
+        }
+
+        /// Makes every write to the open segment fail with `ENOSPC` (a full disk) until `body`
+        /// returns: `/dev/full` stands in for the segment's descriptor.
+        func withFullDisk<T>(_ body: () throws -> T) throws -> T {
+            let full = open("/dev/full", O_WRONLY | O_CLOEXEC)
+            let saved = dup(journal.fd)
+            try #require(full >= 0 && saved >= 0)
+            #expect(dup2(full, journal.fd) == journal.fd)
+            defer {
+                _ = dup2(saved, journal.fd)
+                close(saved)
+                close(full)
+            }
+            return try body()
+        }
+    }
+
+    @Test("a small batch is written and published on the calling thread at once")
+    func small() throws {
+        let f = try Fixture()
+        f.append(1...5)
+        #expect(f.batch.pendingCount == 5)
+        #expect(try f.advance())
+        #expect(!f.batch.hasInflight && f.batch.pendingCount == 0)
+        #expect(f.published.map(\.seq) == Array(1...5))
+        #expect(f.published.allSatisfy { $0.topic == "checkout.update" })
+        #expect(f.batch.publishedSeq == 5)
+        #expect(f.batch.latency.count == 5)
+        #expect(try f.seqsInFile() == Array(1...5))
+    }
+
+    @Test("a large batch goes to the writer thread, then is published once written; the next one fills meanwhile")
+    func writeBehind() throws {
+        let f = try Fixture()
+        f.append(1...40)
+        #expect(try f.advance())
+        #expect(f.batch.hasInflight)
+        #expect(f.batch.pendingCount == 0)
+        f.append(41...45)
+        #expect(f.published.isEmpty || f.published.map(\.seq) == Array(1...40))
+        #expect(try f.settle())
+        #expect(!f.batch.hasInflight && f.batch.pendingCount == 0)
+        #expect(f.published.map(\.seq) == Array(1...45))
+        #expect(f.batch.publishedSeq == 45)
+        #expect(f.batch.latency.count == 45)
+        #expect(try f.seqsInFile() == Array(1...45))
+    }
+
+    @Test("a failed write publishes nothing and stays pending; the retry writes it with what came after, in order, arrival times kept")
+    func failedOnThisThread() throws {
+        let f = try Fixture()
+        f.append(1...3)
+        #expect(try f.advance())
+        f.append(4...6)
+        let ok = try f.withFullDisk { try f.advance() }
+        #expect(!ok)
+        #expect(f.batch.isFailing)
+        #expect(!f.journal.isWritable)
+        #expect(f.published.map(\.seq) == Array(1...3))
+        #expect(f.batch.pendingCount == 3)
+        let now = BusClock.monotonicNanoseconds()
+        #expect(!f.batch.retryDue(now: now))
+        #expect(f.batch.retryDue(now: now + JournalBatch.retryInterval))
+        f.append(7...8)
+        #expect(try f.advance())
+        #expect(!f.batch.isFailing && f.journal.isWritable)
+        #expect(f.published.map(\.seq) == Array(1...8))
+        #expect(f.batch.latency.count == 8)
+        #expect(try f.seqsInFile() == Array(1...8))
+    }
+
+    @Test("a failed write at the writer thread puts its batch back ahead of the records appended since")
+    func failedAtWriter() throws {
+        let f = try Fixture()
+        let ok = try f.withFullDisk { () throws -> Bool in
+            f.append(1...40)
+            #expect(try f.advance())
+            #expect(f.batch.hasInflight)
+            f.append(41...50)
+            return try f.settle()
+        }
+        #expect(!ok)
+        #expect(f.batch.isFailing)
+        #expect(!f.batch.hasInflight)
+        #expect(f.batch.pendingCount == 50)
+        #expect(f.published.isEmpty)
+        #expect(f.batch.latency.count == 0)
+        #expect(try f.advance())
+        #expect(!f.batch.isFailing)
+        #expect(f.published.map(\.seq) == Array(1...50))
+        #expect(f.batch.latency.count == 50)
+        #expect(try f.seqsInFile() == Array(1...50))
+    }
+}
