@@ -177,7 +177,7 @@ public final class ShardedSubscriber {
                 if try subscriber.serviceSockets(stop: stop, handler: handler) { return .stopped }
             }
             if !shards[0].released && shards.allSatisfy(\.isIdentified) {
-                for subscriber in shards { subscriber.released = true }
+                for subscriber in shards { subscriber.release() }
             }
             onBatchEnd?()
         }

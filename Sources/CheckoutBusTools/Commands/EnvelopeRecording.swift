@@ -231,7 +231,7 @@ public final class EnvelopeRecording: SubscriberCursor {
     /// A line's `seq` and `shard` (0 without one).
     package static func positions(of line: [UInt8], path: String) throws(SubscriberError) -> (seq: Int64, shard: Int) {
         let fields = line.withUnsafeBytes { buf -> (Int64, Int)? in
-            if let p = BusSubscriber.leadingPositions(buf) { return (p.seq, p.shard) }
+            if let p = LeadingPositions.read(buf) { return (p.seq, p.shard) }
             let doc = JSONDocument()
             do throws(JSONParseError) { try doc.parse(buf) } catch { return nil }
             guard let seq = doc.member(doc.root, "seq").flatMap({ doc.int64($0) }) else { return nil }

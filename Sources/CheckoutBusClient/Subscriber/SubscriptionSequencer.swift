@@ -1,0 +1,592 @@
+import CheckoutBusProtocol
+import CheckoutBusRuntime
+
+/// The gap logic of one shard's subscription, without sockets: what arrives goes in (live
+/// envelopes, heartbeats, replay replies with their page), what to do comes out as ``Action``s
+/// (deliver this envelope, ask the journal from here, send a report).
+///
+/// Both subscribers drive it: ``BusSubscriber`` (blocking, a handler per envelope) and
+/// ``Subscriber`` (async, a commit per envelope). Neither holds a copy of the rules below.
+///
+/// **Gaps.** ZeroMQ drops at a high-water mark without a word. The sequencer notices:
+/// - when the prefixes match every journaled topic, `seq` itself is contiguous, and any jump is a gap;
+/// - a jump in a fully covered kind's `kind_seq` is a gap;
+/// - a heartbeat whose `kind_seqs` are ahead of what was delivered is a gap at the tail.
+/// A gap is filled from the journal before anything after it is delivered. A live envelope is
+/// delivered directly only when it provably follows the last one (the two rules above); with
+/// several kinds, or prefixes narrower than a kind, the journal decides instead — one `replay`
+/// round trip per burst of live envelopes.
+///
+/// **Delivery.** ``Action/deliver(_:)`` is emitted once per `seq`, in `seq` order, only once every
+/// matching envelope before it was emitted. Emitting is not committing: the driver commits the
+/// cursor when the envelope's work is done, and starts the next sequencer from that cursor.
+///
+/// **Identity.** With an ``ShardIdentity`` expected, nothing is delivered or replayed until the
+/// publish endpoint's heartbeat and the control endpoint's `stats` reply have both shown that shard
+/// and the driver has ``release()``d every shard; a mismatch throws a ``SubscriberError``.
+///
+/// Not `Sendable` by need (a value owned by its driver's thread); it does no I/O and reads no clock
+/// (the driver passes `now`, monotonic nanoseconds).
+package struct SubscriptionSequencer {
+    /// What the driver does next, in the order given.
+    package enum Action {
+        /// Hand this envelope to the application.
+        case deliver(BusEnvelope)
+        /// Send `{"op":"replay","from":from,"prefix":…,"limit":…,"req":id}` on the control socket.
+        case requestReplay(id: Int64, from: Int64)
+        /// Send `{"op":"stats","req":id}` on the control socket: which shard are you?
+        case requestIdentity(id: Int64)
+        /// Send this subscriber's counts (`{"op":"report",…}`) on the control socket.
+        case report(Report)
+        /// The first heartbeat: the subscriptions are live.
+        case subscribed
+    }
+
+    /// The counts a `report` carries to the daemon (`stats` → `subscribers`).
+    package struct Report: Equatable {
+        package var id: Int64
+        package var lastSeq: Int64
+        package var missed: Int
+        package var recovered: Int
+        package var gaps: Int
+    }
+
+    /// A heartbeat's fields: the shard's last `seq`, each kind's `kind_seq`, and which shard it is.
+    package struct Heartbeat: Equatable {
+        package var seq: Int64
+        /// Indexed by ``JournaledKind/rawValue``.
+        package var kindSeqs: [Int64]
+        /// `shard` and `shards` (0 and 1 from a daemon without shards).
+        package var shard = 0
+        package var shards = 1
+
+        package init(seq: Int64, kindSeqs: [Int64], shard: Int = 0, shards: Int = 1) {
+            self.seq = seq
+            self.kindSeqs = kindSeqs
+            self.shard = shard
+            self.shards = shards
+        }
+    }
+
+    /// A control reply's fields.
+    package struct Reply: Equatable {
+        package var op: String?
+        package var ok = false
+        package var req: Int64?
+        package var next: Int64?
+        package var lastSeq: Int64?
+        package var firstSeq: Int64?
+        package var error: String?
+        package var detail: String?
+        package var shard: Int?
+        package var shards: Int?
+
+        package init(op: String? = nil, ok: Bool = false, req: Int64? = nil, next: Int64? = nil, lastSeq: Int64? = nil,
+                     firstSeq: Int64? = nil, error: String? = nil, detail: String? = nil, shard: Int? = nil,
+                     shards: Int? = nil) {
+            self.op = op
+            self.ok = ok
+            self.req = req
+            self.next = next
+            self.lastSeq = lastSeq
+            self.firstSeq = firstSeq
+            self.error = error
+            self.detail = detail
+            self.shard = shard
+            self.shards = shards
+        }
+    }
+
+    package let options: BusSubscriber.Options
+    package private(set) var statistics = BusSubscriber.Statistics()
+    package var logger: BusLogger
+    /// The prefixes the SUB socket subscribes to (more than ``BusSubscriber/Options/prefixes`` with
+    /// ``BusSubscriber/LiveSubscription/everything``).
+    package let wirePrefixes: [String]
+    /// What the live stream carries: the prefixes, or with ``BusSubscriber/LiveSubscription/everything`` all.
+    private let coverage: TopicCoverage
+    /// Whether live envelopes must be matched against the prefixes here.
+    private let filtersLocally: Bool
+
+    // Position. Invariant: every matching envelope with seq ≤ verified was delivered, and
+    // statistics.lastSeq ≤ verified.
+    private var verified: Int64?
+    /// The cursor's position when the subscriber started (nil when it started live).
+    private var startedAt: Int64?
+    /// Per kind, its `kind_seq` at `verified` (fully covered kinds), when known.
+    private var exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
+    /// Per partly covered kind: matching envelopes up to this `kind_seq` were delivered.
+    private var checkedKindSeq = [Int64](repeating: -1, count: JournaledKind.allCases.count)
+
+    // Live stream.
+    /// Live envelopes not yet provably next, ascending by seq, from `pendingHead` on.
+    private var pending: [BusEnvelope] = []
+    private var pendingHead = 0
+    private var pendingBytes = 0
+    /// Live envelopes up to here were received but let go from `pending` (memory bound).
+    private var evictedThrough: Int64 = 0
+    /// Envelopes at or below this were published before the subscriber joined.
+    private var liveFloor: Int64?
+    /// The highest seq the live stream has shown (envelopes and heartbeats).
+    private var liveHigh: Int64 = 0
+    private var lastHeartbeat: Heartbeat?
+    /// Envelopes delivered from the journal before the live stream reached their seq: missed if the
+    /// live stream passes them without bringing them. Ascending, from `unconfirmedHead` on.
+    private var unconfirmed: [Int64] = []
+    private var unconfirmedHead = 0
+    /// Whether the last envelope classified (in delivered order) was a missed one: a gap is a run.
+    private var lastWasMissed = false
+
+    // Identity.
+    package let expectedShard: ShardIdentity?
+    private var publishIdentified: Bool
+    private var controlIdentified: Bool
+    private var identityRequest: (id: Int64, sentAt: UInt64)?
+    /// Whether live envelopes and replays count yet (see ``release()``).
+    package private(set) var released: Bool
+    /// Both endpoints have shown that they are the expected shard.
+    package var isIdentified: Bool { publishIdentified && controlIdentified }
+
+    // Control requests.
+    private var needReplay = false
+    private var inFlight: (id: Int64, from: Int64, sentAt: UInt64)?
+    private var nextRequestID: Int64 = 1
+
+    /// - Parameters:
+    ///   - options: prefixes, live subscription, page size, timeouts, the pending-bytes bound, the name.
+    ///   - expectedShard: the shard these endpoints must be; nil: whatever the daemon is.
+    package init(options: BusSubscriber.Options, expectedShard: ShardIdentity? = nil,
+                 logger: BusLogger = BusLogger(label: "subscriber")) {
+        self.options = options
+        self.expectedShard = expectedShard
+        self.logger = logger
+        publishIdentified = expectedShard == nil
+        controlIdentified = expectedShard == nil
+        released = expectedShard == nil
+        let userCoverage = TopicCoverage(prefixes: options.prefixes)
+        if options.liveSubscription == .everything && !userCoverage.coversEverything {
+            wirePrefixes = options.prefixes + JournaledKind.allCases.filter { userCoverage.level($0) != .full }.map {
+                $0.topicIsExact ? $0.topicRoot : String($0.topicRoot.dropLast())
+            }
+            filtersLocally = true
+            coverage = TopicCoverage(prefixes: wirePrefixes)
+        } else {
+            wirePrefixes = options.prefixes
+            filtersLocally = false
+            coverage = userCoverage
+        }
+    }
+
+    // MARK: Driving
+
+    /// The sockets are connected: begin after `cursor` (nil: with what is published from now on).
+    package mutating func start(cursor: Int64?, now: UInt64) -> [Action] {
+        var actions: [Action] = []
+        if expectedShard != nil { actions.append(identityRequestAction(now: now)) }
+        if let cursor {
+            verified = cursor
+            startedAt = cursor
+            statistics.lastSeq = cursor
+            needReplay = true
+        }
+        return actions
+    }
+
+    /// Every shard of the driver has shown its identity: live envelopes and replays count from now.
+    package mutating func release() { released = true }
+
+    /// Before polling: resends an unanswered request, asks the journal when needed.
+    package mutating func tick(now: UInt64) -> [Action] {
+        var actions: [Action] = []
+        let timeout = UInt64(options.requestTimeoutMilliseconds) * 1_000_000
+        if let request = inFlight, now - request.sentAt > timeout {
+            logger.warning("control request unanswered; sending it again",
+                           ["endpoint": options.control, "from": String(request.from)])
+            inFlight = nil
+            needReplay = true
+        }
+        if !controlIdentified, let request = identityRequest, now - request.sentAt > timeout {
+            logger.warning("control endpoint has not said which shard it is; asking again", ["endpoint": options.control])
+            actions.append(identityRequestAction(now: now))
+        }
+        if released && needReplay && inFlight == nil { actions.append(replayAction(from: nil, now: now)) }
+        return actions
+    }
+
+    /// How long the driver may wait for its sockets before the next ``tick(now:)``, in milliseconds.
+    package var pollTimeoutMilliseconds: Int { released && needReplay && inFlight == nil ? 10 : 200 }
+
+    /// The driver could not send the replay request it was asked for (the socket would block): ask again.
+    package mutating func replayNotSent() {
+        inFlight = nil
+        needReplay = true
+        statistics.replayRequests -= 1
+    }
+
+    /// A report of the counts, for when the driver stops.
+    package mutating func finalReport() -> Action { reportAction() }
+
+    // MARK: Live stream
+
+    /// An envelope from the publish socket.
+    package mutating func receiveLive(_ received: BusEnvelope) throws(SubscriberError) -> [Action] {
+        // Until every shard has shown which it is, nothing counts (the journal has it).
+        guard released else { return [] }
+        var envelope = received
+        try checkShard(of: envelope, from: options.publish)
+        if filtersLocally && !options.prefixes.contains(where: { envelope.topic.starts(with: $0.utf8) }) {
+            envelope.positionOnly = true
+        }
+        confirm(through: envelope.seq, arrived: envelope.seq)
+        liveHigh = max(liveHigh, envelope.seq)
+        if liveFloor == nil { liveFloor = envelope.seq - 1 }
+        if verified == nil { verified = envelope.seq - 1 }
+        guard envelope.seq > verified! else {
+            if !envelope.positionOnly { statistics.duplicates += 1 }
+            return []
+        }
+        if inFlight != nil || needReplay || pendingHead < pending.count {
+            hold(envelope)
+            return []
+        }
+        if isProvablyNext(envelope) {
+            var actions: [Action] = []
+            deliver(envelope, seenLive: true, into: &actions)
+            return actions
+        }
+        hold(envelope)
+        needReplay = true
+        return []
+    }
+
+    /// A heartbeat from the publish socket.
+    package mutating func receiveHeartbeat(_ heartbeat: Heartbeat) throws(SubscriberError) -> [Action] {
+        try checkIdentity(heartbeat)
+        guard released else { return [] }
+        var actions: [Action] = []
+        statistics.heartbeats += 1
+        confirm(through: heartbeat.seq, arrived: nil)
+        liveHigh = max(liveHigh, heartbeat.seq)
+        if liveFloor == nil { liveFloor = heartbeat.seq }
+        if statistics.heartbeats == 1 { actions.append(.subscribed) }
+        if verified == nil {
+            verified = heartbeat.seq
+            statistics.lastSeq = heartbeat.seq
+        }
+        // Against the cursor the subscriber started from, not what it has delivered since: a replay
+        // can deliver envelopes published after this heartbeat was sent, before it is read.
+        if let start = startedAt, heartbeat.seq < start, statistics.heartbeats == 1 {
+            logger.warning("the daemon's last seq is behind this subscriber's cursor (was its journal reset?)",
+                           ["daemon_seq": String(heartbeat.seq), "cursor": String(start)])
+        }
+        lastHeartbeat = heartbeat
+        if inFlight == nil && !needReplay && pendingHead == pending.count { evaluateHeartbeat() }
+        actions.append(reportAction())
+        return actions
+    }
+
+    private mutating func hold(_ envelope: BusEnvelope) {
+        if let last = pending.last, pendingHead < pending.count, last.seq >= envelope.seq { return }
+        pending.append(envelope)
+        pendingBytes += envelope.bytes.count + envelope.topic.count
+        if pendingBytes > options.maxPendingBytes {
+            // The journal has every one of them: let them go and read them from there.
+            evictedThrough = max(evictedThrough, envelope.seq)
+            pending.removeAll(keepingCapacity: false)
+            pendingHead = 0
+            pendingBytes = 0
+            needReplay = true
+        }
+    }
+
+    /// Whether `envelope` provably follows the last delivered matching envelope, with nothing between.
+    private func isProvablyNext(_ envelope: BusEnvelope) -> Bool {
+        guard let verified else { return false }
+        if coverage.coversEverything { return envelope.seq == verified + 1 }
+        if coverage.singleFullKind == envelope.kind, let known = exactKindSeq[envelope.kind.rawValue] {
+            return envelope.kindSeq == known + 1
+        }
+        return false
+    }
+
+    /// Compares the last heartbeat with what was delivered: learns the `kind_seq`s at `verified`, or
+    /// finds that something matching was published and not delivered, and asks the journal.
+    private mutating func evaluateHeartbeat() {
+        guard let heartbeat = lastHeartbeat, let v = verified else { return }
+        if v >= heartbeat.seq {
+            // Everything matching up to the heartbeat was delivered: its kind_seqs are ours too.
+            for kind in JournaledKind.allCases {
+                switch coverage.level(kind) {
+                case .full: if exactKindSeq[kind.rawValue] == nil { exactKindSeq[kind.rawValue] = heartbeat.kindSeqs[kind.rawValue] }
+                case .partial: checkedKindSeq[kind.rawValue] = max(checkedKindSeq[kind.rawValue], heartbeat.kindSeqs[kind.rawValue])
+                case .none: break
+                }
+            }
+            lastHeartbeat = nil
+            return
+        }
+        var behind = coverage.coversEverything
+        for kind in coverage.subscribedKinds where !behind {
+            let published = heartbeat.kindSeqs[kind.rawValue]
+            switch coverage.level(kind) {
+            case .full:
+                // Unknown and something of this kind exists: only the journal can say where we are.
+                behind = (exactKindSeq[kind.rawValue] ?? (published == 0 ? 0 : -1)) < published
+            case .partial:
+                behind = checkedKindSeq[kind.rawValue] < published
+            case .none:
+                break
+            }
+        }
+        if behind {
+            needReplay = true
+        } else {
+            verified = heartbeat.seq
+            lastHeartbeat = nil
+        }
+    }
+
+    // MARK: Identity
+
+    /// Checks a heartbeat's `shard` and `shards` against the position this endpoint was given; a
+    /// single subscriber only notes that it sees one shard of several.
+    private mutating func checkIdentity(_ heartbeat: Heartbeat) throws(SubscriberError) {
+        guard let expected = expectedShard else {
+            if statistics.heartbeats == 0 && heartbeat.shards > 1 {
+                logger.info("this daemon is one shard of several: only its checkouts are seen",
+                            ["shard": "\(heartbeat.shard)/\(heartbeat.shards)", "endpoint": options.publish])
+            }
+            return
+        }
+        guard heartbeat.shard == expected.shard && heartbeat.shards == expected.shards else {
+            throw expected.mismatch(endpoint: options.publish, found: "shard \(heartbeat.shard)/\(heartbeat.shards)")
+        }
+        // A cursor ahead of the shard's journal belongs to another journal (one daemon's, before it
+        // was split into shards, or another generation's): following it would skip this shard's
+        // envelopes until its seq caught up. One daemon only warns (see receiveHeartbeat). Only the
+        // first heartbeat is compared: nothing was replayed before it, while later ones may have
+        // waited in the queue behind what the journal has already delivered.
+        if !publishIdentified, let v = verified, heartbeat.seq < v {
+            throw SubscriberError(
+                "the cursor of shard \(expected.shard)/\(expected.shards) is at seq \(v) but that shard's journal ends at "
+                    + "seq \(heartbeat.seq) (\(options.publish)): the cursor belongs to another journal (one daemon's before "
+                    + "sharding, or another shard count); start this shard's cursor over")
+        }
+        publishIdentified = true
+    }
+
+    private mutating func identityRequestAction(now: UInt64) -> Action {
+        let id = nextRequestID
+        nextRequestID += 1
+        identityRequest = (id, now)
+        return .requestIdentity(id: id)
+    }
+
+    private mutating func checkControlIdentity(_ reply: Reply) throws(SubscriberError) {
+        guard let expected = expectedShard else { return }
+        identityRequest = nil
+        guard reply.ok else {
+            throw SubscriberError("the control endpoint \(options.control) refused stats: \(reply.error ?? "?") \(reply.detail ?? "")")
+        }
+        guard reply.shard == expected.shard && reply.shards == expected.shards else {
+            throw expected.mismatch(endpoint: options.control,
+                                    found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" } ?? "a daemon that does not say its shard")
+        }
+        controlIdentified = true
+    }
+
+    /// An envelope from another shard than this endpoint's position would move the wrong cursor.
+    private func checkShard(of envelope: BusEnvelope, from endpoint: String) throws(SubscriberError) {
+        guard let expected = expectedShard, envelope.shard != expected.shard else { return }
+        throw expected.mismatch(endpoint: endpoint, found: "an envelope of shard \(envelope.shard) (seq \(envelope.seq))")
+    }
+
+    // MARK: Journal
+
+    /// Asks for the page from `from` (default: just after what was verified).
+    private mutating func replayAction(from start: Int64?, now: UInt64) -> Action {
+        let from = start ?? (verified ?? 0) + 1
+        let id = nextRequestID
+        nextRequestID += 1
+        needReplay = false
+        inFlight = (id, from, now)
+        statistics.replayRequests += 1
+        return .requestReplay(id: id, from: from)
+    }
+
+    /// A reply on the control socket, with the envelopes of its page (a `replay` reply's frames
+    /// after the first, parsed; empty for other replies).
+    package mutating func receiveReply(_ reply: Reply, page: [BusEnvelope], now: UInt64) throws(SubscriberError) -> [Action] {
+        if let request = identityRequest, reply.req == request.id {
+            try checkControlIdentity(reply)
+            return []
+        }
+        // Report replies, and answers to requests given up on, are not waited for.
+        guard let request = inFlight, reply.req == request.id else { return [] }
+        inFlight = nil
+        if reply.op != "replay" {
+            throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
+        }
+        if let expected = expectedShard, reply.shard != expected.shard || reply.shards != expected.shards {
+            throw expected.mismatch(endpoint: options.control,
+                                    found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" } ?? "a daemon that does not say its shard")
+        }
+        guard reply.ok else {
+            if reply.error == "not_retained", let first = reply.firstSeq {
+                let skipped = first - request.from
+                logger.warning("envelopes no longer retained by the journal; skipping to the oldest retained",
+                               ["from": String(request.from), "first_seq": String(first)])
+                if skipped > 0 {
+                    statistics.notRetained += Int(skipped)
+                    verified = max(verified ?? 0, first - 1)
+                }
+                needReplay = true
+                return []
+            }
+            throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
+        }
+        guard let next = reply.next, let lastSeq = reply.lastSeq else {
+            throw SubscriberError("replay reply without next or last_seq")
+        }
+        var actions: [Action] = []
+        let morePages = next <= lastSeq && next > request.from
+        // Ask for the next page before delivering this one, so the daemon reads while the application works.
+        if morePages { actions.append(replayAction(from: next, now: now)) }
+        for envelope in page {
+            try checkShard(of: envelope, from: options.control)
+            guard envelope.seq > (verified ?? 0) else { continue }
+            // A live copy held in `pending` means it was not missed.
+            while pendingHead < pending.count && pending[pendingHead].seq < envelope.seq { dropPendingHead() }
+            if pendingHead < pending.count && pending[pendingHead].seq == envelope.seq {
+                // Received live after all: deliver that copy (the bytes are the same).
+                let live = pending[pendingHead]
+                dropPendingHead()
+                deliver(live, seenLive: true, into: &actions)
+            } else {
+                deliver(envelope, seenLive: envelope.seq <= evictedThrough, into: &actions)
+            }
+        }
+        verified = max(verified ?? 0, next - 1)
+        if !morePages {
+            if next <= request.from && next <= lastSeq {
+                logger.warning("replay made no progress; following live", ["from": String(request.from)])
+            }
+            caughtUp(into: &actions)
+        }
+        return actions
+    }
+
+    /// The driver finished delivering a page whose next page was already asked for: time that
+    /// request from now, since its answer may have waited while this page was delivered.
+    package mutating func pageDelivered(now: UInt64) {
+        if let prefetched = inFlight { inFlight = (prefetched.id, prefetched.from, now) }
+    }
+
+    /// The journal has been read up to what it held: deliver the live envelopes held meanwhile
+    /// while each provably follows the last, then check the last heartbeat.
+    private mutating func caughtUp(into actions: inout [Action]) {
+        while pendingHead < pending.count && pending[pendingHead].seq <= verified! { dropPendingHead() }
+        while pendingHead < pending.count {
+            let envelope = pending[pendingHead]
+            guard isProvablyNext(envelope) else {
+                needReplay = true
+                break
+            }
+            dropPendingHead()
+            deliver(envelope, seenLive: true, into: &actions)
+        }
+        if pendingHead == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            pendingHead = 0
+            pendingBytes = 0
+            if !needReplay { evaluateHeartbeat() }
+        }
+    }
+
+    private mutating func dropPendingHead() {
+        pendingBytes -= pending[pendingHead].bytes.count + pending[pendingHead].topic.count
+        pendingHead += 1
+        if pendingHead == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            pendingHead = 0
+            pendingBytes = 0
+        } else if pendingHead >= 4096 {
+            pending.removeFirst(pendingHead)
+            pendingHead = 0
+        }
+    }
+
+    // MARK: Delivery
+
+    private mutating func deliver(_ envelope: BusEnvelope, seenLive: Bool, into actions: inout [Action]) {
+        if envelope.positionOnly {
+            // Another topic on the wire (LiveSubscription.everything): it only moves the position.
+            verified = max(verified ?? 0, envelope.seq)
+            if coverage.level(envelope.kind) == .full { exactKindSeq[envelope.kind.rawValue] = envelope.kindSeq }
+            lastWasMissed = false
+            return
+        }
+        actions.append(.deliver(envelope))
+        verified = max(verified ?? 0, envelope.seq)
+        statistics.handled += 1
+        statistics.lastSeq = envelope.seq
+        switch coverage.level(envelope.kind) {
+        case .full: exactKindSeq[envelope.kind.rawValue] = envelope.kindSeq
+        case .partial: checkedKindSeq[envelope.kind.rawValue] = max(checkedKindSeq[envelope.kind.rawValue], envelope.kindSeq)
+        case .none: break
+        }
+        if envelope.origin == .journal {
+            statistics.fromJournal += 1
+            if seenLive {
+                lastWasMissed = false
+            } else if let floor = liveFloor, envelope.seq > floor {
+                // Published after the subscriber joined. Missed if the live stream has already gone
+                // past it; otherwise it is decided when the live stream gets there.
+                if unconfirmedHead == unconfirmed.count && envelope.seq <= liveHigh {
+                    countMissed()
+                } else {
+                    unconfirmed.append(envelope.seq)
+                    if unconfirmed.count - unconfirmedHead > 1_000_000 { unconfirmedHead += 1 }
+                }
+            } else {
+                lastWasMissed = false
+            }
+        } else {
+            lastWasMissed = false
+        }
+    }
+
+    private mutating func countMissed() {
+        statistics.missed += 1
+        statistics.recovered += 1
+        if !lastWasMissed { statistics.gaps += 1 }
+        lastWasMissed = true
+    }
+
+    /// The live stream has reached `seq` (an envelope `arrived`, or a heartbeat sent after it):
+    /// envelopes delivered from the journal before it that did not arrive live were missed.
+    private mutating func confirm(through seq: Int64, arrived: Int64?) {
+        while unconfirmedHead < unconfirmed.count && unconfirmed[unconfirmedHead] <= seq {
+            if unconfirmed[unconfirmedHead] == arrived {
+                lastWasMissed = false
+            } else {
+                countMissed()
+            }
+            unconfirmedHead += 1
+        }
+        if unconfirmedHead == unconfirmed.count {
+            unconfirmed.removeAll(keepingCapacity: true)
+            unconfirmedHead = 0
+        } else if unconfirmedHead >= 4096 {
+            unconfirmed.removeFirst(unconfirmedHead)
+            unconfirmedHead = 0
+        }
+    }
+
+    private mutating func reportAction() -> Action {
+        let id = nextRequestID
+        nextRequestID += 1
+        return .report(Report(id: id, lastSeq: statistics.lastSeq, missed: statistics.missed,
+                              recovered: statistics.recovered, gaps: statistics.gaps))
+    }
+}

@@ -1,0 +1,136 @@
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+
+/// The subscription's messages as bytes: envelopes, heartbeats and control replies read with the
+/// tape reader (no Foundation), and the control requests a ``SubscriptionSequencer`` asks for
+/// written with ``JSONWriter``.
+///
+/// Not `Sendable`: it reuses one ``JSONDocument``; it lives on its subscriber's thread.
+package final class SubscriptionWire {
+    private let document = JSONDocument()
+    package var logger: BusLogger
+
+    package init(logger: BusLogger) { self.logger = logger }
+
+    // MARK: Reading
+
+    /// An envelope's positions read from its bytes; nil (logged) for an envelope without `seq` or
+    /// `kind_seq`, or a topic that is no journaled kind's.
+    package func envelope(topic: [UInt8], bytes: [UInt8], origin: BusEnvelope.Origin) -> BusEnvelope? {
+        guard let kind = JournaledKind(topic: topic) else { return nil }
+        let fields = bytes.withUnsafeBytes { buf -> LeadingPositions? in
+            if let fields = LeadingPositions.read(buf) { return fields }
+            do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
+            let root = document.root
+            guard let seq = document.member(root, "seq").flatMap({ document.int64($0) }),
+                let kindSeq = document.member(root, "kind_seq").flatMap({ document.int64($0) })
+            else { return nil }
+            let shard = document.member(root, "shard").flatMap { document.int64($0) } ?? 0
+            return LeadingPositions(seq: seq, kindSeq: kindSeq, shard: Int(shard))
+        }
+        guard let fields else {
+            logger.warning("envelope without seq or kind_seq; ignored", ["topic": String(decoding: topic, as: UTF8.self)])
+            return nil
+        }
+        return BusEnvelope(seq: fields.seq, kindSeq: fields.kindSeq, kind: kind, topic: topic, bytes: bytes,
+                           origin: origin, shard: fields.shard)
+    }
+
+    /// The envelopes of a `replay` reply's frames after the first (topic, envelope, topic, …).
+    package func page(_ frames: ArraySlice<[UInt8]>) -> [BusEnvelope] {
+        var page: [BusEnvelope] = []
+        page.reserveCapacity(frames.count / 2)
+        var i = frames.startIndex
+        while i + 1 < frames.endIndex {
+            if let envelope = envelope(topic: frames[i], bytes: frames[i + 1], origin: .journal) { page.append(envelope) }
+            i += 2
+        }
+        return page
+    }
+
+    package func heartbeat(_ bytes: [UInt8]) -> SubscriptionSequencer.Heartbeat? {
+        bytes.withUnsafeBytes { buf -> SubscriptionSequencer.Heartbeat? in
+            do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
+            let root = document.root
+            guard let seq = document.member(root, "seq").flatMap({ document.int64($0) }),
+                let kinds = document.object(root, "kind_seqs")
+            else { return nil }
+            var kindSeqs = [Int64](repeating: 0, count: JournaledKind.allCases.count)
+            document.forEachMember(kinds) { key, value in
+                for kind in JournaledKind.allCases where document.string(key) == kind.name {
+                    kindSeqs[kind.rawValue] = document.int64(value) ?? 0
+                }
+            }
+            var heartbeat = SubscriptionSequencer.Heartbeat(seq: seq, kindSeqs: kindSeqs)
+            if let i = document.member(root, "shard").flatMap({ document.int64($0) }) { heartbeat.shard = Int(i) }
+            if let n = document.member(root, "shards").flatMap({ document.int64($0) }) { heartbeat.shards = Int(n) }
+            return heartbeat
+        }
+    }
+
+    package func reply(_ bytes: [UInt8]) -> SubscriptionSequencer.Reply? {
+        bytes.withUnsafeBytes { buf -> SubscriptionSequencer.Reply? in
+            do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
+            let d = document
+            let root = d.root
+            var r = SubscriptionSequencer.Reply()
+            r.op = d.member(root, "op").flatMap { d.string($0) }
+            r.ok = d.member(root, "ok").flatMap { d.bool($0) } ?? false
+            r.req = d.member(root, "req").flatMap { d.int64($0) }
+            r.next = d.member(root, "next").flatMap { d.int64($0) }
+            r.lastSeq = d.member(root, "last_seq").flatMap { d.int64($0) }
+            r.firstSeq = d.member(root, "first_seq").flatMap { d.int64($0) }
+            r.error = d.member(root, "error").flatMap { d.string($0) }
+            r.detail = d.member(root, "detail").flatMap { d.string($0) }
+            r.shard = d.member(root, "shard").flatMap { d.int64($0) }.map { Int($0) }
+            r.shards = d.member(root, "shards").flatMap { d.int64($0) }.map { Int($0) }
+            return r
+        }
+    }
+
+    // MARK: Writing
+
+    package static func replayRequest(id: Int64, from: Int64, prefixes: [String], limit: Int) -> [UInt8] {
+        var w = JSONWriter(capacity: 256)
+        w.append("{\"op\":\"replay\",\"from\":")
+        w.append(int: from)
+        w.append(",\"prefix\":[")
+        for (i, prefix) in prefixes.enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(prefix)
+        }
+        w.append("],\"limit\":")
+        w.append(int: limit)
+        w.append(",\"req\":")
+        w.append(int: id)
+        w.append("}")
+        return w.bytes
+    }
+
+    package static func identityRequest(id: Int64) -> [UInt8] {
+        var w = JSONWriter(capacity: 64)
+        w.append("{\"op\":\"stats\",\"req\":")
+        w.append(int: id)
+        w.append("}")
+        return w.bytes
+    }
+
+    package static func report(_ report: SubscriptionSequencer.Report, name: String) -> [UInt8] {
+        var w = JSONWriter(capacity: 256)
+        w.append("{\"op\":\"report\",\"subscriber\":")
+        w.appendString(name)
+        w.append(",\"last_seq\":")
+        w.append(int: report.lastSeq)
+        w.append(",\"missed\":")
+        w.append(int: report.missed)
+        w.append(",\"recovered\":")
+        w.append(int: report.recovered)
+        w.append(",\"gaps\":")
+        w.append(int: report.gaps)
+        w.append(",\"req\":")
+        w.append(int: report.id)
+        w.append("}")
+        return w.bytes
+    }
+}

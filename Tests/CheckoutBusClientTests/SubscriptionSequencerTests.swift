@@ -1,0 +1,205 @@
+import Testing
+import CheckoutBusProtocol
+@testable import CheckoutBusClient
+
+/// The gap logic fed by hand: no sockets, no daemon, no clock.
+@Suite("SubscriptionSequencer")
+struct SubscriptionSequencerTests {
+    static let everything = ["checkout.", "bus.deadletter"]
+
+    static func options(_ prefixes: [String] = everything, maxPendingBytes: Int = 64 << 20) -> BusSubscriber.Options {
+        var o = BusSubscriber.Options(publish: "tcp://publish", control: "tcp://control")
+        o.prefixes = prefixes
+        o.maxPendingBytes = maxPendingBytes
+        return o
+    }
+
+    static func envelope(_ seq: Int64, kind: JournaledKind = .complete, kindSeq: Int64? = nil,
+                         topic: String = "checkout.complete", origin: BusEnvelope.Origin = .live,
+                         shard: Int = 0) -> BusEnvelope {
+        let bytes = Array(#"{"v":1,"seq":\#(seq),"kind_seq":\#(kindSeq ?? seq)}"#.utf8)
+        return BusEnvelope(seq: seq, kindSeq: kindSeq ?? seq, kind: kind, topic: Array(topic.utf8), bytes: bytes,
+                           origin: origin, shard: shard)
+    }
+
+    static func heartbeat(_ seq: Int64, complete: Int64, fail: Int64 = 0) -> SubscriptionSequencer.Heartbeat {
+        var kindSeqs = [Int64](repeating: 0, count: JournaledKind.allCases.count)
+        kindSeqs[JournaledKind.complete.rawValue] = complete
+        kindSeqs[JournaledKind.fail.rawValue] = fail
+        return SubscriptionSequencer.Heartbeat(seq: seq, kindSeqs: kindSeqs)
+    }
+
+    static func delivered(_ actions: [SubscriptionSequencer.Action]) -> [Int64] {
+        actions.compactMap { if case .deliver(let e) = $0 { e.seq } else { nil } }
+    }
+
+    static func replays(_ actions: [SubscriptionSequencer.Action]) -> [(id: Int64, from: Int64)] {
+        actions.compactMap { if case .requestReplay(let id, let from) = $0 { (id, from) } else { nil } }
+    }
+
+    static func page(_ id: Int64, next: Int64, lastSeq: Int64) -> SubscriptionSequencer.Reply {
+        SubscriptionSequencer.Reply(op: "replay", ok: true, req: id, next: next, lastSeq: lastSeq)
+    }
+
+    /// A sequencer started at `cursor` whose first replay found the journal ending there.
+    static func caughtUp(at cursor: Int64 = 0, _ prefixes: [String] = everything,
+                         maxPendingBytes: Int = 64 << 20) throws -> SubscriptionSequencer {
+        var s = SubscriptionSequencer(options: options(prefixes, maxPendingBytes: maxPendingBytes))
+        #expect(s.start(cursor: cursor, now: 0).isEmpty)
+        let request = try #require(replays(s.tick(now: 0)).first)
+        #expect(request.from == cursor + 1)
+        #expect(delivered(try s.receiveReply(page(request.id, next: cursor + 1, lastSeq: cursor), page: [], now: 0)).isEmpty)
+        #expect(replays(s.tick(now: 0)).isEmpty)
+        return s
+    }
+
+    @Test func contiguousLiveEnvelopesAreDeliveredWithoutAskingTheJournal() throws {
+        var s = try Self.caughtUp()
+        for seq: Int64 in 1...5 {
+            #expect(Self.delivered(try s.receiveLive(Self.envelope(seq))) == [seq])
+        }
+        #expect(Self.replays(s.tick(now: 1)).isEmpty)
+        #expect(s.statistics.handled == 5 && s.statistics.lastSeq == 5 && s.statistics.missed == 0)
+        #expect(s.statistics.replayRequests == 1)
+    }
+
+    @Test func aGapIsFilledFromTheJournalBeforeAnythingAfterIt() throws {
+        var s = try Self.caughtUp()
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(1))) == [1])
+        // 2 and 3 were dropped: 4 is held, and the journal asked from 2.
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(4))).isEmpty)
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(5))).isEmpty)
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        #expect(request.from == 2)
+        let journal = (2...5).map { Self.envelope(Int64($0), origin: .journal) }
+        let actions = try s.receiveReply(Self.page(request.id, next: 6, lastSeq: 5), page: journal, now: 2)
+        #expect(Self.delivered(actions) == [2, 3, 4, 5])
+        // 4 and 5 arrived live after all: the held copies are handed over.
+        let origins = actions.compactMap { if case .deliver(let e) = $0 { e.origin } else { nil } }
+        #expect(origins == [.journal, .journal, .live, .live])
+        #expect(s.statistics.missed == 2 && s.statistics.recovered == 2 && s.statistics.gaps == 1)
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(6))) == [6])
+    }
+
+    @Test func aHeartbeatAheadOfWhatWasDeliveredIsAGapAtTheTail() throws {
+        var s = try Self.caughtUp()
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(1))) == [1])
+        // 2 and 3 were published and dropped, and nothing follows them live.
+        _ = try s.receiveHeartbeat(Self.heartbeat(3, complete: 3))
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        #expect(request.from == 2)
+        let actions = try s.receiveReply(Self.page(request.id, next: 4, lastSeq: 3),
+                                         page: [Self.envelope(2, origin: .journal), Self.envelope(3, origin: .journal)],
+                                         now: 2)
+        #expect(Self.delivered(actions) == [2, 3])
+        #expect(s.statistics.missed == 2 && s.statistics.gaps == 1)
+        // A heartbeat that matches what was delivered asks nothing.
+        _ = try s.receiveHeartbeat(Self.heartbeat(3, complete: 3))
+        #expect(Self.replays(s.tick(now: 3)).isEmpty)
+    }
+
+    @Test func aHeartbeatSendsAReportOfTheCounts() throws {
+        var s = try Self.caughtUp(at: 7)
+        let actions = try s.receiveHeartbeat(Self.heartbeat(7, complete: 7))
+        let reports = actions.compactMap { if case .report(let r) = $0 { r } else { nil } }
+        #expect(reports.count == 1 && reports.first?.lastSeq == 7)
+        #expect(actions.contains { if case .subscribed = $0 { true } else { false } })
+    }
+
+    @Test func duplicatesAreDroppedAndCounted() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        let request = try #require(Self.replays(s.tick(now: 0)).first)
+        let journal = (1...3).map { Self.envelope(Int64($0), origin: .journal) }
+        #expect(Self.delivered(try s.receiveReply(Self.page(request.id, next: 4, lastSeq: 3), page: journal, now: 0))
+            == [1, 2, 3])
+        // The live copies of what the journal delivered arrive late.
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(2))).isEmpty)
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(3))).isEmpty)
+        #expect(s.statistics.duplicates == 2)
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(4))) == [4])
+        #expect(s.statistics.handled == 4)
+    }
+
+    @Test func notRetainedSkipsToTheOldestRetained() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 10, now: 0)
+        let request = try #require(Self.replays(s.tick(now: 0)).first)
+        #expect(request.from == 11)
+        let refused = SubscriptionSequencer.Reply(op: "replay", ok: false, req: request.id, firstSeq: 50,
+                                                  error: "not_retained")
+        #expect(Self.delivered(try s.receiveReply(refused, page: [], now: 1)).isEmpty)
+        #expect(s.statistics.notRetained == 39)
+        let again = try #require(Self.replays(s.tick(now: 1)).first)
+        #expect(again.from == 50)
+        let actions = try s.receiveReply(Self.page(again.id, next: 51, lastSeq: 50),
+                                         page: [Self.envelope(50, origin: .journal)], now: 2)
+        #expect(Self.delivered(actions) == [50])
+    }
+
+    @Test func anotherRefusalThrows() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        let request = try #require(Self.replays(s.tick(now: 0)).first)
+        let refused = SubscriptionSequencer.Reply(op: "error", ok: false, req: request.id, error: "bad_request")
+        #expect(throws: SubscriberError.self) { try s.receiveReply(refused, page: [], now: 1) }
+    }
+
+    @Test func aPrefixNarrowerThanAKindLetsTheJournalDecide() throws {
+        let prefixes = ["checkout.fail.network_error"]
+        var s = try Self.caughtUp(prefixes)
+        // kind_seq 5 after nothing: other codes' failures jump it naturally, so only the journal can tell.
+        let live = Self.envelope(9, kind: .fail, kindSeq: 5, topic: "checkout.fail.network_error")
+        #expect(Self.delivered(try s.receiveLive(live)).isEmpty)
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        #expect(request.from == 1)
+        let journal = [Self.envelope(9, kind: .fail, kindSeq: 5, topic: "checkout.fail.network_error", origin: .journal)]
+        let actions = try s.receiveReply(Self.page(request.id, next: 10, lastSeq: 9), page: journal, now: 2)
+        #expect(Self.delivered(actions) == [9])
+        #expect(s.statistics.missed == 0)
+        // The next one too: one journal round trip per burst, never a direct hand-over.
+        #expect(Self.delivered(try s.receiveLive(
+            Self.envelope(10, kind: .fail, kindSeq: 6, topic: "checkout.fail.network_error"))).isEmpty)
+        #expect(Self.replays(s.tick(now: 3)).first?.from == 10)
+    }
+
+    @Test func liveEnvelopesBeyondThePendingBoundAreLetGoAndReadFromTheJournal() throws {
+        // Each test envelope is about 50 bytes with its topic: three exceed 120.
+        var s = SubscriptionSequencer(options: Self.options(maxPendingBytes: 120))
+        _ = s.start(cursor: 0, now: 0)
+        let request = try #require(Self.replays(s.tick(now: 0)).first)
+        for seq: Int64 in 1...3 { #expect(Self.delivered(try s.receiveLive(Self.envelope(seq))).isEmpty) }
+        // Caught up to nothing: what was held is gone, so the journal is asked again.
+        #expect(Self.delivered(try s.receiveReply(Self.page(request.id, next: 1, lastSeq: 0), page: [], now: 1)).isEmpty)
+        let again = try #require(Self.replays(s.tick(now: 1)).first)
+        #expect(again.from == 1)
+        let journal = (1...3).map { Self.envelope(Int64($0), origin: .journal) }
+        #expect(Self.delivered(try s.receiveReply(Self.page(again.id, next: 4, lastSeq: 3), page: journal, now: 2))
+            == [1, 2, 3])
+        // Received live and let go: not missed.
+        #expect(s.statistics.missed == 0 && s.statistics.fromJournal == 3)
+    }
+
+    @Test func anUnansweredRequestIsSentAgain() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        #expect(Self.replays(s.tick(now: 0)).count == 1)
+        #expect(Self.replays(s.tick(now: 1_000_000)).isEmpty)
+        let timeout = UInt64(s.options.requestTimeoutMilliseconds) * 1_000_000
+        #expect(Self.replays(s.tick(now: timeout + 1)).first?.from == 1)
+    }
+
+    @Test func aShardOtherThanExpectedIsRefusedBeforeAnythingIsDelivered() throws {
+        let identity = ShardIdentity(position: 1, shard: 1, shards: 2, chosen: nil)
+        var s = SubscriptionSequencer(options: Self.options(), expectedShard: identity)
+        let start = s.start(cursor: 0, now: 0)
+        #expect(start.contains { if case .requestIdentity = $0 { true } else { false } })
+        // Not released: nothing is replayed or delivered.
+        #expect(Self.replays(s.tick(now: 0)).isEmpty)
+        #expect(Self.delivered(try s.receiveLive(Self.envelope(1, shard: 1))).isEmpty)
+        var wrong = Self.heartbeat(0, complete: 0)
+        wrong.shard = 0
+        wrong.shards = 2
+        #expect(throws: SubscriberError.self) { try s.receiveHeartbeat(wrong) }
+    }
+}
