@@ -99,7 +99,7 @@ let package = Package(
 
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         // The client's logic without sockets: the subscription's gap logic fed by hand.
-        .testTarget(name: "CheckoutBusClientTests", dependencies: ["CheckoutBusClient"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusClientTests", dependencies: ["CheckoutBusClient", "CheckoutBusProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
