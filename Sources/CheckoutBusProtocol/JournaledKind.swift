@@ -33,6 +33,18 @@ public enum JournaledKind: Int, Sendable, CaseIterable {
     /// Whether the topic's whole family is this kind's root (`false` only for `fail`'s per-code topics).
     package var topicIsExact: Bool { self != .fail }
 
+    /// The journaled kind of a lifecycle event.
+    @inlinable
+    public init(_ kind: LifecycleKind) {
+        switch kind {
+        case .start: self = .start
+        case .update: self = .update
+        case .complete: self = .complete
+        case .fail: self = .fail
+        case .dismiss: self = .dismiss
+        }
+    }
+
     /// The kind a published topic belongs to, or `nil` for a topic that takes no `seq`.
     public init?(topic: [UInt8]) {
         for kind in JournaledKind.allCases {
