@@ -74,16 +74,10 @@ public final class EventProcessor {
     /// The monotonic time the last restored envelope was taken to arrive at.
     private var restoreClock: UInt32?
     private let decoder = RawEventDecoder()
-    /// The topic of the last published input; ``ProcessingResult/Publication/topic`` points into it.
-    private var topic = JSONWriter(capacity: 64)
-    /// The envelope of the last published input; ``ProcessingResult/Publication/envelope`` points into it.
-    private var envelope = JSONWriter(capacity: 8192)
-    /// A heartbeat's frames: apart from an event's, so a heartbeat between processing an event
+    /// Writes the envelopes; a ``ProcessingResult/publication``'s frames point into its buffers. A
+    /// heartbeat's buffers are apart from an event's, so a heartbeat between processing an event
     /// and publishing it cannot overwrite it.
-    private var heartbeatTopic = JSONWriter(capacity: 32)
-    private var heartbeatEnvelope = JSONWriter(capacity: 512)
-    /// Writes `received_at`, remembering the text of its last minute.
-    private var receivedAtFormatter = TimestampFormatter()
+    private var envelopes: EnvelopeWriter
 
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
@@ -91,6 +85,7 @@ public final class EventProcessor {
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
         self.options = options
         self.lastSeq = startSeq
+        self.envelopes = EnvelopeWriter(shard: options.shard, keepBuyerData: options.keepBuyerData)
         if options.dedupeWindow > 0 { eventIDs = EventIDWindow(capacity: options.dedupeWindow) }
         self.state = CheckoutStateTable(capacity: options.maxCheckouts, idleTTL: options.checkoutTTLSeconds)
     }
@@ -365,110 +360,13 @@ public final class EventProcessor {
     ) -> ProcessingResult.Publication {
         lastSeq &+= 1
         kindSeq[Int(e.kind.rawValue)] &+= 1
-        topic.reset()
-        topic.append(e.kind.topic)
-        if let err = e.error {
-            topic.append(byte: UInt8(ascii: "."))
-            topic.appendRaw(err.code.rawValue)
-        }
-        rewriteEnvelope { w in
-            w.append("{\"v\":1,\"seq\":")
-            w.append(int: Int64(bitPattern: lastSeq))
-            w.append(",\"kind_seq\":")
-            w.append(int: Int64(bitPattern: kindSeq[Int(e.kind.rawValue)]))
-            w.append(",\"shard\":")
-            w.append(int: options.shard.index)
-            w.append(",\"kind\":\"")
-            w.append(e.kind.name)
-            w.append("\",\"checkout_id\":")
-            w.appendString(e.checkoutID ?? "")
-            w.append(",\"event_id\":")
-            if let id = e.eventID { w.appendString(id) } else { w.append("null") }
-            w.append(",\"idempotency_key\":")
-            w.appendString(idempotencyKey)
-            w.append(",\"source\":{\"sdk\":")
-            w.appendString(e.sdk)
-            w.append(",\"platform\":")
-            if let p = e.platform { w.appendString(p) } else { w.append("null") }
-            w.append(",\"format\":\"")
-            w.append(e.format.name)
-            w.append("\"},\"received_at\":")
-            receivedAtFormatter.write(receivedAt, to: &w)
-            w.append(",\"occurred_at\":")
-            if let at = e.occurredAt { w.appendRaw(at.doc.raw(at.token)) } else { w.append("null") }
-            w.append(",\"repeat\":")
-            w.append(bool: isRepeat)
-            w.append(",\"after_complete\":")
-            w.append(bool: afterComplete)
-            w.append(",\"summary\":")
-            writeSummary(SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: e.orderID),
-                         to: &w)
-            if let err = e.error {
-                w.append(",\"error\":{\"code\":\"")
-                w.appendRaw(err.code.rawValue)
-                w.append("\",\"raw_code\":")
-                if let raw = err.rawCode { w.appendString(raw) } else { w.append("null") }
-                w.append(",\"message\":")
-                if let m = err.message { w.appendString(m) } else { w.append("null") }
-                w.append(",\"http_status\":")
-                if let s = err.httpStatus { w.append(int: s) } else { w.append("null") }
-                w.append(",\"terminal\":")
-                w.append(bool: err.terminal)
-                w.append(",\"continue_url\":")
-                if let u = err.continueURL { w.appendString(u) } else { w.append("null") }
-                w.append("}")
-            } else {
-                w.append(",\"error\":null")
-            }
-            w.append(",\"payment\":")
-            writeValue(e.payment, to: &w)
-            w.append(",\"checkout\":")
-            if let snapshot = e.snapshot, snapshot.token == redactionsToken {
-                BuyerDataRedactor.write(snapshot.doc, snapshot.token, redactions: redactions, to: &w)
-            } else {
-                writeValue(e.snapshot, to: &w)
-            }
-            w.append("}")
-        }
-        return ProcessingResult.Publication(seq: lastSeq, kind: JournaledKind(e.kind), kindSeq: kindSeq[Int(e.kind.rawValue)],
-                                            topic: topic.unsafeBytes, envelope: envelope.unsafeBytes)
-    }
-
-    /// Rewrites ``envelope`` in place, keeping its capacity: one exclusive access for the whole
-    /// envelope rather than one per append.
-    private func rewriteEnvelope(_ body: (inout JSONWriter) -> Void) {
-        envelope.reset()
-        body(&envelope)
-    }
-
-    private func writeValue(_ ref: JSONRef?, to w: inout JSONWriter) {
-        guard let ref else {
-            w.append("null")
-            return
-        }
-        if options.keepBuyerData {
-            w.appendRaw(ref.doc.raw(ref.token))
-        } else {
-            BuyerDataRedactor.write(ref.doc, ref.token, to: &w)
-        }
-    }
-
-    private func writeSummary(_ s: SnapshotSummary, to w: inout JSONWriter) {
-        w.append("{\"status\":")
-        if let v = s.status { w.appendString(v) } else { w.append("null") }
-        w.append(",\"currency\":")
-        if let v = s.currency { w.appendString(v) } else { w.append("null") }
-        w.append(",\"total\":")
-        if let v = s.total { w.append(int: v) } else { w.append("null") }
-        w.append(",\"subtotal\":")
-        if let v = s.subtotal { w.append(int: v) } else { w.append("null") }
-        w.append(",\"line_count\":")
-        if let v = s.lineCount { w.append(int: v) } else { w.append("null") }
-        w.append(",\"item_quantity\":")
-        if let v = s.itemQuantity { w.append(int: v) } else { w.append("null") }
-        w.append(",\"order_id\":")
-        if let v = s.orderID { w.appendString(v) } else { w.append("null") }
-        w.append("}")
+        let kindSeq = kindSeq[Int(e.kind.rawValue)]
+        let useRedactions = e.snapshot.map { $0.token == redactionsToken } ?? false
+        let frames = envelopes.writeEvent(e, seq: lastSeq, kindSeq: kindSeq, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
+                                          afterComplete: afterComplete, receivedAt: receivedAt, redactions: redactions,
+                                          useRedactions: useRedactions)
+        return ProcessingResult.Publication(seq: lastSeq, kind: JournaledKind(e.kind), kindSeq: kindSeq,
+                                            topic: frames.topic, envelope: frames.envelope)
     }
 
     /// Dead-letters a message the transport already knows is unusable (a multipart message, say).
@@ -496,42 +394,13 @@ public final class EventProcessor {
         counters.deadLetteredTotal &+= 1
         lastSeq &+= 1
         deadLetterSeq &+= 1
-        topic.reset()
-        topic.append("bus.deadletter")
-        rewriteEnvelope { w in
-            w.append("{\"v\":1,\"seq\":")
-            w.append(int: Int64(bitPattern: lastSeq))
-            w.append(",\"kind_seq\":")
-            w.append(int: Int64(bitPattern: deadLetterSeq))
-            w.append(",\"shard\":")
-            w.append(int: options.shard.index)
-            w.append(",\"kind\":\"deadletter\",\"reason\":")
-            w.appendString(reason.code)
-            w.append(",\"detail\":")
-            w.appendString(detail)
-            w.append(",\"event_id\":")
-            if let id = eventID { w.appendString(id) } else { w.append("null") }
-            w.append(",\"checkout_id\":")
-            if let checkoutID { w.appendString(checkoutID) } else { w.append("null") }
-            w.append(",\"received_at\":")
-            receivedAtFormatter.write(receivedAt, to: &w)
-            w.append(",\"size\":")
-            w.append(int: bytes.count)
-            scratch.withUnsafeBytes { rewritten in
-                let raw = redacted ? rewritten : bytes
-                let kept = min(raw.count, options.deadLetterRawLimit)
-                w.append(",\"raw_truncated\":")
-                w.append(bool: kept < raw.count)
-                w.append(",\"raw_redacted\":")
-                w.append(bool: redacted)
-                w.append(",\"raw\":")
-                w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: raw[0..<kept]))
-            }
-            w.append("}")
-        }
+        let frames = envelopes.writeDeadLetter(
+            seq: lastSeq, kindSeq: deadLetterSeq, reason: reason, detail: detail, eventID: eventID, checkoutID: checkoutID,
+            receivedAt: receivedAt, size: bytes.count, raw: redacted ? scratch.unsafeBytes : bytes,
+            rawLimit: options.deadLetterRawLimit, redacted: redacted)
         if let id = eventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
         let publication = ProcessingResult.Publication(seq: lastSeq, kind: .deadletter, kindSeq: deadLetterSeq,
-                                                       topic: topic.unsafeBytes, envelope: envelope.unsafeBytes)
+                                                       topic: frames.topic, envelope: frames.envelope)
         return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: eventID, suppressedCheckoutID: nil,
                                 publication: publication)
     }
@@ -541,78 +410,10 @@ public final class EventProcessor {
     /// - Returns: its topic and envelope frames, in buffers of the heartbeat's own (an event's
     ///   ``ProcessingResult/publication`` is left as it was): valid until the next heartbeat.
     public func writeHeartbeat(at time: Timestamp) -> (topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
-        heartbeatTopic.reset()
-        heartbeatTopic.append("bus.heartbeat")
-        heartbeatEnvelope.reset()
-        writeHeartbeatEnvelope(at: time, to: &heartbeatEnvelope)
-        return (heartbeatTopic.unsafeBytes, heartbeatEnvelope.unsafeBytes)
+        envelopes.writeHeartbeat(at: time, seq: lastSeq, kindSeqs: kindSeqs, trackedCheckouts: state.count,
+                                 counters: counters, evictedCheckouts: state.evicted, expiredCheckouts: state.expired)
     }
 
-    private func writeHeartbeatEnvelope(at time: Timestamp, to w: inout JSONWriter) {
-        w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
-        w.append(int: Int64(bitPattern: lastSeq))
-        w.append(",\"shard\":")
-        w.append(int: options.shard.index)
-        w.append(",\"shards\":")
-        w.append(int: options.shard.count)
-        w.append(",\"kind_seqs\":")
-        writeKindSeqs(to: &w)
-        w.append(",\"sent_at\":")
-        time.write(to: &w)
-        w.append(",\"tracked_checkouts\":")
-        w.append(int: state.count)
-        w.append(",\"counters\":{\"received\":")
-        w.append(int: Int64(bitPattern: counters.received))
-        w.append(",\"suppressed\":")
-        w.append(int: Int64(bitPattern: counters.suppressed))
-        w.append(",\"deadlettered\":")
-        writeDeadLetterCounts(to: &w)
-        w.append(",\"evicted_checkouts\":")
-        w.append(int: Int64(bitPattern: state.evicted))
-        w.append(",\"expired_checkouts\":")
-        w.append(int: Int64(bitPattern: state.expired))
-        w.append("}}")
-    }
-
-    /// Writes each kind's last `kind_seq` as a JSON object, dead letters last:
-    /// `{"start":…,"update":…,"complete":…,"fail":…,"dismiss":…,"deadletter":…}` (heartbeats, stats).
-    public func writeKindSeqs(to w: inout JSONWriter) {
-        EventProcessor.writeKindSeqs(kindSeqs, to: &w)
-    }
-
-    /// Each kind's last `kind_seq`, dead letters last (as ``writeKindSeqs(to:)`` writes them).
+    /// Each kind's last `kind_seq`, dead letters last (as heartbeats and stats write them).
     public var kindSeqs: [UInt64] { kindSeq + [deadLetterSeq] }
-
-    /// Writes `seqs` (each kind's last `kind_seq`, dead letters last) as the JSON object of
-    /// ``writeKindSeqs(to:)``.
-    public static func writeKindSeqs(_ seqs: [UInt64], to w: inout JSONWriter) {
-        w.append("{")
-        for (i, k) in LifecycleKind.allCases.enumerated() {
-            if i > 0 { w.append(",") }
-            w.append("\"")
-            w.append(k.name)
-            w.append("\":")
-            w.append(int: Int64(bitPattern: i < seqs.count ? seqs[i] : 0))
-        }
-        w.append(",\"deadletter\":")
-        w.append(int: Int64(bitPattern: seqs.count > LifecycleKind.allCases.count ? seqs[LifecycleKind.allCases.count] : 0))
-        w.append("}")
-    }
-
-    /// Writes the dead-letter counts by reason as a JSON object, reasons sorted (heartbeats, stats).
-    public func writeDeadLetterCounts(to w: inout JSONWriter) {
-        EventProcessor.writeDeadLetterCounts(counters.deadLettered, to: &w)
-    }
-
-    /// Writes dead-letter counts by reason as a JSON object, reasons sorted.
-    public static func writeDeadLetterCounts(_ counts: [String: UInt64], to w: inout JSONWriter) {
-        w.append("{")
-        for (i, reason) in counts.keys.sorted().enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(reason)
-            w.append(":")
-            w.append(int: Int64(bitPattern: counts[reason] ?? 0))
-        }
-        w.append("}")
-    }
 }
