@@ -238,15 +238,13 @@ package struct EnvelopeWriter: ~Copyable {
     /// `{"start":…,"update":…,"complete":…,"fail":…,"dismiss":…,"deadletter":…}` (heartbeats, stats).
     package static func writeKindSeqs(_ seqs: [UInt64], to w: inout JSONWriter) {
         w.append("{")
-        for (i, k) in LifecycleKind.allCases.enumerated() {
-            if i > 0 { w.append(",") }
+        for k in JournaledKind.allCases {
+            if k.rawValue > 0 { w.append(",") }
             w.append("\"")
-            w.append(k.name)
+            w.append(k.staticName)
             w.append("\":")
-            w.append(int: Int64(bitPattern: i < seqs.count ? seqs[i] : 0))
+            w.append(int: Int64(bitPattern: k.rawValue < seqs.count ? seqs[k.rawValue] : 0))
         }
-        w.append(",\"deadletter\":")
-        w.append(int: Int64(bitPattern: seqs.count > LifecycleKind.allCases.count ? seqs[LifecycleKind.allCases.count] : 0))
         w.append("}")
     }
 
