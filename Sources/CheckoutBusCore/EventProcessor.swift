@@ -6,6 +6,8 @@ import CheckoutBusJSON
 /// Decodes (``RawEventDecoder``), applies the lifecycle rules (``CheckoutStateTable``), assigns
 /// `seq` and `kind_seq`, and writes the envelope of `docs/envelope.md`. Input that cannot be used
 /// becomes a `bus.deadletter` envelope instead; nothing is dropped and no input can make it trap.
+/// Each call returns what it produced as a ``ProcessingResult``; nothing is left in fields for the
+/// caller to read back afterwards.
 ///
 /// Not `Sendable`: one processor per pipeline thread; it reuses its buffers message after message.
 public final class EventProcessor {
@@ -73,29 +75,10 @@ public final class EventProcessor {
     /// The monotonic time the last restored envelope was taken to arrive at.
     private var restoreClock: UInt32?
     private let decoder = RawEventDecoder()
-    /// The topic of the last output.
-    public private(set) var topic = JSONWriter(capacity: 64)
-    /// The envelope of the last output.
-    public private(set) var envelope = JSONWriter(capacity: 8192)
-    /// Writes `received_at`, remembering the text of its last minute.
-    private var receivedAtFormatter = TimestampFormatter()
-
-    /// Calls `body` with the current topic's and envelope's bytes, in place (no copy of either
-    /// buffer, no reference counting on the hot path). `body` must not use this processor.
-    @inline(__always)
-    public func withOutput<R>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try topic.withUnsafeBytes { t in try envelope.withUnsafeBytes { e in try body(t, e) } }
-    }
-
-    /// The journal kind of the last output: its ``LifecycleKind`` raw value, or 5 for a dead letter.
-    public private(set) var lastOutputKind: UInt8 = 0
-    /// The `kind_seq` of the last output.
-    public private(set) var lastOutputKindSeq: UInt64 = 0
-    /// The ingest wrapper's `event_id` of the last input that decoded (nil for a dead letter).
-    public private(set) var lastEventID: String?
-    /// The checkout of the last suppressed update that had an event id (the daemon keeps such ids
-    /// beside the journal, which holds only what was published).
-    public private(set) var lastSuppressedCheckoutID: String?
+    /// Writes the envelopes; a ``ProcessingResult/publication``'s frames point into its buffers. A
+    /// heartbeat's buffers are apart from an event's, so a heartbeat between processing an event
+    /// and publishing it cannot overwrite it.
+    private var envelopes: EnvelopeWriter
 
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
@@ -103,6 +86,7 @@ public final class EventProcessor {
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
         self.options = options
         self.lastSeq = startSeq
+        self.envelopes = EnvelopeWriter(shard: options.shard, keepBuyerData: options.keepBuyerData)
         if options.dedupeWindow > 0 { eventIDs = EventIDWindow(capacity: options.dedupeWindow) }
         self.state = CheckoutStateTable(capacity: options.maxCheckouts, idleTTL: options.checkoutTTLSeconds)
     }
@@ -116,16 +100,17 @@ public final class EventProcessor {
     }
 
 
-    /// Processes one raw message. When the outcome is published or dead-lettered, ``topic`` and
-    /// ``envelope`` hold the message to send.
+    /// Processes one raw message.
     /// - Parameters:
     ///   - now: monotonic seconds, for the idle TTL.
-    public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32) -> Outcome {
+    /// - Returns: what the message produced. When it is published or dead-lettered, the result's
+    ///   ``ProcessingResult/publication`` holds the message to journal and send, in buffers this
+    ///   processor owns: valid until the next call of this method or ``reject(_:_:_:receivedAt:)``.
+    public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
         counters.received &+= 1
-        lastEventID = nil
         if bytes.count > options.maxMessageBytes {
             return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
-                              bytes, receivedAt)
+                              bytes, receivedAt, eventID: nil)
         }
         // A UTF-8 byte order mark (some Windows and .NET producers write one) is not part of the JSON.
         var json = bytes
@@ -136,28 +121,28 @@ public final class EventProcessor {
             try document.parse(json)
         } catch {
             return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
-                              bytes, receivedAt)
+                              bytes, receivedAt, eventID: nil)
         }
         var event: DecodedEvent
         do {
             event = try decoder.decode(document)
         } catch {
             // The reply to an acknowledged producer names the event its wrapper gave, if any.
-            lastEventID = decoder.wrapperEventID
+            let eventID = decoder.wrapperEventID
                 ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
-            if let retry = deadLetterRetry() { return retry }
+            if let retry = deadLetterRetry(eventID) { return retry }
             let checkoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
                 .flatMap { document.identifier($0) }
-            return deadLetter(error.reason, error.detail, bytes, receivedAt, parsed: true, checkoutID: checkoutID)
+            return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: eventID, parsed: true,
+                              checkoutID: checkoutID)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
         if options.shard.count > 1,
             case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
-            lastEventID = event.eventID
-            if let retry = deadLetterRetry() { return retry }
+            if let retry = deadLetterRetry(event.eventID) { return retry }
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
-                              bytes, receivedAt, parsed: true, checkoutID: event.checkoutID)
+                              bytes, receivedAt, eventID: event.eventID, parsed: true, checkoutID: event.checkoutID)
         }
         // The state table's and the event-id window's slots for this event are far apart in large
         // tables (a cache miss each): start loading them now and hash the snapshot meanwhile.
@@ -173,13 +158,13 @@ public final class EventProcessor {
             return apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
         }
         if let original = eventIDs!.lookup(idKey) {
-            lastEventID = event.eventID
             counters.duplicates &+= 1
-            return .duplicate(original)
+            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: event.eventID,
+                                    suppressedCheckoutID: nil, publication: nil)
         }
-        let outcome = apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
-        eventIDs!.insert(idKey, seq: outcome == .suppressed ? 0 : lastSeq)
-        return outcome
+        let result = apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
+        eventIDs!.insert(idKey, seq: result.publication == nil ? 0 : result.seq)
+        return result
     }
 
     /// The canonical hash of `snapshot` (0 without one). With buyer data redacted and compact
@@ -204,14 +189,16 @@ public final class EventProcessor {
     /// The window's value for a dead letter: its seq, and its reason's index + 1 in the top byte.
     private static let deadLetterTagShift: UInt64 = 56
 
-    /// A retry of a dead-lettered event: the input's ``lastEventID`` was dead-lettered before.
-    private func deadLetterRetry() -> Outcome? {
-        guard eventIDs != nil, let id = lastEventID,
+    /// A retry of a dead-lettered event: the input's event id, `id`, was dead-lettered before.
+    private func deadLetterRetry(_ id: String?) -> ProcessingResult? {
+        guard eventIDs != nil, let id,
             let value = eventIDs!.lookup(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs)),
             case let tag = Int(value >> EventProcessor.deadLetterTagShift), tag > 0, tag <= DeadLetterReason.all.count
         else { return nil }
         counters.duplicates &+= 1
-        return .duplicateDeadLetter(value & ((1 << EventProcessor.deadLetterTagShift) - 1), DeadLetterReason.all[tag - 1])
+        let original = value & ((1 << EventProcessor.deadLetterTagShift) - 1)
+        return ProcessingResult(outcome: .duplicateDeadLetter(original, DeadLetterReason.all[tag - 1]), seq: lastSeq,
+                                eventID: id, suppressedCheckoutID: nil, publication: nil)
     }
 
     /// Remembers that event `id` was dead-lettered under `seq` for `reason`.
@@ -326,9 +313,8 @@ public final class EventProcessor {
     ///   - checkoutKey: the event's checkout, hashed (``CheckoutStateTable/key(_:)``).
     ///   - hash: the canonical hash of the event's snapshot (0 without one).
     private func apply(_ event: inout DecodedEvent, _ checkoutKey: CheckoutStateTable.Key, snapshotHash hash: UInt64,
-                       receivedAt: Timestamp, now: UInt32) -> Outcome {
+                       receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
         let checkoutID = event.checkoutID!  // the decoder guarantees one
-        lastEventID = event.eventID
         let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
 
@@ -342,8 +328,8 @@ public final class EventProcessor {
                     // A match on the redacted form keeps this snapshot's own hash from now on.
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     counters.suppressed &+= 1
-                    if event.eventID != nil { lastSuppressedCheckoutID = checkoutID }
-                    return .suppressed
+                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: event.eventID,
+                                            suppressedCheckoutID: event.eventID != nil ? checkoutID : nil, publication: nil)
                 }
             }
         case .complete:
@@ -361,140 +347,44 @@ public final class EventProcessor {
         if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
         // One key per placed order: the first complete's key, else this event's order id, else the checkout.
         let idempotencyKey = state.completeKey(entry) ?? event.orderID ?? checkoutID
-        writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat, afterComplete: afterComplete,
-                      receivedAt: receivedAt)
+        let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
+                                        afterComplete: afterComplete, receivedAt: receivedAt)
         counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
-        return .published(event.kind)
+        return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: event.eventID,
+                                suppressedCheckoutID: nil, publication: publication)
     }
 
     // MARK: Envelopes
 
     private func writeEnvelope(
         _ e: borrowing DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp
-    ) {
+    ) -> ProcessingResult.Publication {
         lastSeq &+= 1
         kindSeq[Int(e.kind.rawValue)] &+= 1
-        lastOutputKind = e.kind.rawValue
-        lastOutputKindSeq = kindSeq[Int(e.kind.rawValue)]
-        topic.reset()
-        topic.append(e.kind.topic)
-        if let err = e.error {
-            topic.append(byte: UInt8(ascii: "."))
-            topic.appendRaw(err.code.rawValue)
-        }
-        rewriteEnvelope { w in
-            w.append("{\"v\":1,\"seq\":")
-            w.append(int: Int64(bitPattern: lastSeq))
-            w.append(",\"kind_seq\":")
-            w.append(int: Int64(bitPattern: kindSeq[Int(e.kind.rawValue)]))
-            w.append(",\"shard\":")
-            w.append(int: options.shard.index)
-            w.append(",\"kind\":\"")
-            w.append(e.kind.name)
-            w.append("\",\"checkout_id\":")
-            w.appendString(e.checkoutID ?? "")
-            w.append(",\"event_id\":")
-            if let id = e.eventID { w.appendString(id) } else { w.append("null") }
-            w.append(",\"idempotency_key\":")
-            w.appendString(idempotencyKey)
-            w.append(",\"source\":{\"sdk\":")
-            w.appendString(e.sdk)
-            w.append(",\"platform\":")
-            if let p = e.platform { w.appendString(p) } else { w.append("null") }
-            w.append(",\"format\":\"")
-            w.append(e.format.name)
-            w.append("\"},\"received_at\":")
-            receivedAtFormatter.write(receivedAt, to: &w)
-            w.append(",\"occurred_at\":")
-            if let at = e.occurredAt { w.appendRaw(at.doc.raw(at.token)) } else { w.append("null") }
-            w.append(",\"repeat\":")
-            w.append(bool: isRepeat)
-            w.append(",\"after_complete\":")
-            w.append(bool: afterComplete)
-            w.append(",\"summary\":")
-            writeSummary(SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: e.orderID),
-                         to: &w)
-            if let err = e.error {
-                w.append(",\"error\":{\"code\":\"")
-                w.appendRaw(err.code.rawValue)
-                w.append("\",\"raw_code\":")
-                if let raw = err.rawCode { w.appendString(raw) } else { w.append("null") }
-                w.append(",\"message\":")
-                if let m = err.message { w.appendString(m) } else { w.append("null") }
-                w.append(",\"http_status\":")
-                if let s = err.httpStatus { w.append(int: s) } else { w.append("null") }
-                w.append(",\"terminal\":")
-                w.append(bool: err.terminal)
-                w.append(",\"continue_url\":")
-                if let u = err.continueURL { w.appendString(u) } else { w.append("null") }
-                w.append("}")
-            } else {
-                w.append(",\"error\":null")
-            }
-            w.append(",\"payment\":")
-            writeValue(e.payment, to: &w)
-            w.append(",\"checkout\":")
-            if let snapshot = e.snapshot, snapshot.token == redactionsToken {
-                BuyerDataRedactor.write(snapshot.doc, snapshot.token, redactions: redactions, to: &w)
-            } else {
-                writeValue(e.snapshot, to: &w)
-            }
-            w.append("}")
-        }
-    }
-
-    /// Rewrites ``envelope`` in place, keeping its capacity: one exclusive access for the whole
-    /// envelope rather than one per append.
-    private func rewriteEnvelope(_ body: (inout JSONWriter) -> Void) {
-        envelope.reset()
-        body(&envelope)
-    }
-
-    private func writeValue(_ ref: JSONRef?, to w: inout JSONWriter) {
-        guard let ref else {
-            w.append("null")
-            return
-        }
-        if options.keepBuyerData {
-            w.appendRaw(ref.doc.raw(ref.token))
-        } else {
-            BuyerDataRedactor.write(ref.doc, ref.token, to: &w)
-        }
-    }
-
-    private func writeSummary(_ s: SnapshotSummary, to w: inout JSONWriter) {
-        w.append("{\"status\":")
-        if let v = s.status { w.appendString(v) } else { w.append("null") }
-        w.append(",\"currency\":")
-        if let v = s.currency { w.appendString(v) } else { w.append("null") }
-        w.append(",\"total\":")
-        if let v = s.total { w.append(int: v) } else { w.append("null") }
-        w.append(",\"subtotal\":")
-        if let v = s.subtotal { w.append(int: v) } else { w.append("null") }
-        w.append(",\"line_count\":")
-        if let v = s.lineCount { w.append(int: v) } else { w.append("null") }
-        w.append(",\"item_quantity\":")
-        if let v = s.itemQuantity { w.append(int: v) } else { w.append("null") }
-        w.append(",\"order_id\":")
-        if let v = s.orderID { w.appendString(v) } else { w.append("null") }
-        w.append("}")
+        let kindSeq = kindSeq[Int(e.kind.rawValue)]
+        let useRedactions = e.snapshot.map { $0.token == redactionsToken } ?? false
+        let frames = envelopes.writeEvent(e, seq: lastSeq, kindSeq: kindSeq, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
+                                          afterComplete: afterComplete, receivedAt: receivedAt, redactions: redactions,
+                                          useRedactions: useRedactions)
+        return ProcessingResult.Publication(seq: lastSeq, kind: JournaledKind(e.kind), kindSeq: kindSeq,
+                                            topic: frames.topic, envelope: frames.envelope)
     }
 
     /// Dead-letters a message the transport already knows is unusable (a multipart message, say).
     public func reject(_ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer,
-                       receivedAt: Timestamp) -> Outcome {
+                       receivedAt: Timestamp) -> ProcessingResult {
         counters.received &+= 1
-        lastEventID = nil
-        return deadLetter(reason, detail, bytes, receivedAt)
+        return deadLetter(reason, detail, bytes, receivedAt, eventID: nil)
     }
 
     /// - Parameter parsed: ``document`` holds `bytes` parsed: with buyer data redacted, `raw` is
     ///   then the input as the redactor rewrites it.
+    /// - Parameter eventID: the event id the input names, when it names one (the envelope shows it).
     /// - Parameter checkoutID: the checkout the input names, when it names one (the envelope shows it).
     private func deadLetter(
         _ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer, _ receivedAt: Timestamp,
-        parsed: Bool = false, checkoutID: String? = nil
-    ) -> Outcome {
+        eventID: String?, parsed: Bool = false, checkoutID: String? = nil
+    ) -> ProcessingResult {
         var redacted = false
         if parsed && !options.keepBuyerData {
             scratch.reset()
@@ -505,116 +395,26 @@ public final class EventProcessor {
         counters.deadLetteredTotal &+= 1
         lastSeq &+= 1
         deadLetterSeq &+= 1
-        lastOutputKind = UInt8(LifecycleKind.allCases.count)
-        lastOutputKindSeq = deadLetterSeq
-        topic.reset()
-        topic.append("bus.deadletter")
-        rewriteEnvelope { w in
-            w.append("{\"v\":1,\"seq\":")
-            w.append(int: Int64(bitPattern: lastSeq))
-            w.append(",\"kind_seq\":")
-            w.append(int: Int64(bitPattern: deadLetterSeq))
-            w.append(",\"shard\":")
-            w.append(int: options.shard.index)
-            w.append(",\"kind\":\"deadletter\",\"reason\":")
-            w.appendString(reason.code)
-            w.append(",\"detail\":")
-            w.appendString(detail)
-            w.append(",\"event_id\":")
-            if let id = lastEventID { w.appendString(id) } else { w.append("null") }
-            w.append(",\"checkout_id\":")
-            if let checkoutID { w.appendString(checkoutID) } else { w.append("null") }
-            w.append(",\"received_at\":")
-            receivedAtFormatter.write(receivedAt, to: &w)
-            w.append(",\"size\":")
-            w.append(int: bytes.count)
-            scratch.withUnsafeBytes { rewritten in
-                let raw = redacted ? rewritten : bytes
-                let kept = min(raw.count, options.deadLetterRawLimit)
-                w.append(",\"raw_truncated\":")
-                w.append(bool: kept < raw.count)
-                w.append(",\"raw_redacted\":")
-                w.append(bool: redacted)
-                w.append(",\"raw\":")
-                w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: raw[0..<kept]))
-            }
-            w.append("}")
-        }
-        if let id = lastEventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
-        return .deadLettered(reason)
+        let frames = envelopes.writeDeadLetter(
+            seq: lastSeq, kindSeq: deadLetterSeq, reason: reason, detail: detail, eventID: eventID, checkoutID: checkoutID,
+            receivedAt: receivedAt, size: bytes.count, raw: redacted ? scratch.unsafeBytes : bytes,
+            rawLimit: options.deadLetterRawLimit, redacted: redacted)
+        if let id = eventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
+        let publication = ProcessingResult.Publication(seq: lastSeq, kind: .deadletter, kindSeq: deadLetterSeq,
+                                                       topic: frames.topic, envelope: frames.envelope)
+        return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: eventID, suppressedCheckoutID: nil,
+                                publication: publication)
     }
 
-    /// Writes a `bus.heartbeat` into ``topic`` and ``envelope``: the last `seq` and per-kind
-    /// `kind_seq`, so an idle subscriber can tell it is behind.
-    public func writeHeartbeat(at time: Timestamp) {
-        topic.reset()
-        topic.append("bus.heartbeat")
-        rewriteEnvelope { w in
-            w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
-            w.append(int: Int64(bitPattern: lastSeq))
-            w.append(",\"shard\":")
-            w.append(int: options.shard.index)
-            w.append(",\"shards\":")
-            w.append(int: options.shard.count)
-            w.append(",\"kind_seqs\":")
-            writeKindSeqs(to: &w)
-            w.append(",\"sent_at\":")
-            time.write(to: &w)
-            w.append(",\"tracked_checkouts\":")
-            w.append(int: state.count)
-            w.append(",\"counters\":{\"received\":")
-            w.append(int: Int64(bitPattern: counters.received))
-            w.append(",\"suppressed\":")
-            w.append(int: Int64(bitPattern: counters.suppressed))
-            w.append(",\"deadlettered\":")
-            writeDeadLetterCounts(to: &w)
-            w.append(",\"evicted_checkouts\":")
-            w.append(int: Int64(bitPattern: state.evicted))
-            w.append(",\"expired_checkouts\":")
-            w.append(int: Int64(bitPattern: state.expired))
-            w.append("}}")
-        }
+    /// Writes a `bus.heartbeat`: the last `seq` and per-kind `kind_seq`, so an idle subscriber can
+    /// tell it is behind.
+    /// - Returns: its topic and envelope frames, in buffers of the heartbeat's own (an event's
+    ///   ``ProcessingResult/publication`` is left as it was): valid until the next heartbeat.
+    public func writeHeartbeat(at time: Timestamp) -> (topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
+        envelopes.writeHeartbeat(at: time, seq: lastSeq, kindSeqs: kindSeqs, trackedCheckouts: state.count,
+                                 counters: counters, evictedCheckouts: state.evicted, expiredCheckouts: state.expired)
     }
 
-    /// Writes each kind's last `kind_seq` as a JSON object, dead letters last:
-    /// `{"start":…,"update":…,"complete":…,"fail":…,"dismiss":…,"deadletter":…}` (heartbeats, stats).
-    public func writeKindSeqs(to w: inout JSONWriter) {
-        EventProcessor.writeKindSeqs(kindSeqs, to: &w)
-    }
-
-    /// Each kind's last `kind_seq`, dead letters last (as ``writeKindSeqs(to:)`` writes them).
+    /// Each kind's last `kind_seq`, dead letters last (as heartbeats and stats write them).
     public var kindSeqs: [UInt64] { kindSeq + [deadLetterSeq] }
-
-    /// Writes `seqs` (each kind's last `kind_seq`, dead letters last) as the JSON object of
-    /// ``writeKindSeqs(to:)``.
-    public static func writeKindSeqs(_ seqs: [UInt64], to w: inout JSONWriter) {
-        w.append("{")
-        for (i, k) in LifecycleKind.allCases.enumerated() {
-            if i > 0 { w.append(",") }
-            w.append("\"")
-            w.append(k.name)
-            w.append("\":")
-            w.append(int: Int64(bitPattern: i < seqs.count ? seqs[i] : 0))
-        }
-        w.append(",\"deadletter\":")
-        w.append(int: Int64(bitPattern: seqs.count > LifecycleKind.allCases.count ? seqs[LifecycleKind.allCases.count] : 0))
-        w.append("}")
-    }
-
-    /// Writes the dead-letter counts by reason as a JSON object, reasons sorted (heartbeats, stats).
-    public func writeDeadLetterCounts(to w: inout JSONWriter) {
-        EventProcessor.writeDeadLetterCounts(counters.deadLettered, to: &w)
-    }
-
-    /// Writes dead-letter counts by reason as a JSON object, reasons sorted.
-    public static func writeDeadLetterCounts(_ counts: [String: UInt64], to w: inout JSONWriter) {
-        w.append("{")
-        for (i, reason) in counts.keys.sorted().enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(reason)
-            w.append(":")
-            w.append(int: Int64(bitPattern: counts[reason] ?? 0))
-        }
-        w.append("}")
-    }
 }

@@ -335,7 +335,7 @@ public final class BusDaemon {
         while n < limit, try ingest.receive(into: message, dontWait: true) {
             n += 1
             let (arrival, receivedAt, now) = clock.now()
-            let outcome: EventProcessor.Outcome
+            let result: ProcessingResult
             if message.hasMore {
                 let first = message.bytes
                 var frames = 1
@@ -343,14 +343,14 @@ public final class BusDaemon {
                     _ = try ingest.receive(into: message)
                     frames += 1
                 }
-                outcome = first.withUnsafeBytes {
+                result = first.withUnsafeBytes {
                     processor.reject(.multipart, "message of \(frames) frames; send one event per single-frame message",
                                      $0, receivedAt: receivedAt)
                 }
             } else {
-                outcome = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+                result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
-            journalOutput(outcome, arrival: arrival, to: batches)
+            journalOutput(result, arrival: arrival, to: batches)
         }
     }
 
@@ -365,44 +365,37 @@ public final class BusDaemon {
             // DEALER: [identity][event]. REQ: [identity][empty][event].
             let delimiter = frames.count >= 3 && frames[1].isEmpty
             let body = frames.dropFirst(delimiter ? 2 : 1)
-            let outcome: EventProcessor.Outcome
+            let result: ProcessingResult
             if body.count == 1 {
-                outcome = body.first!.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+                result = body.first!.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             } else {
-                outcome = body.first!.withUnsafeBytes {
+                result = body.first!.withUnsafeBytes {
                     processor.reject(.multipart, "message of \(body.count) frames; send one event per single-frame message",
                                      $0, receivedAt: receivedAt)
                 }
             }
-            journalOutput(outcome, arrival: arrival, to: batches)
-            acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: processor.lastSeq,
-                                   reply: ackReply(outcome)))
+            journalOutput(result, arrival: arrival, to: batches)
+            acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: result.seq,
+                                   reply: ackReply(result)))
         }
     }
 
-    /// Appends the processor's output, if any, to the journal's pending batch.
-    private func journalOutput(_ outcome: EventProcessor.Outcome, arrival: UInt64, to batches: JournalBatch) {
-        switch outcome {
-        case .published, .deadLettered:
-            let (seq, kindSeq, kind) = (processor.lastSeq, processor.lastOutputKindSeq, processor.lastOutputKind)
-            processor.withOutput { topic, envelope in
-                batches.append(seq: seq, kindSeq: kindSeq, kind: kind, topic: topic, envelope: envelope, arrival: arrival)
-            }
-        case .suppressed:
-            if let log = suppressedLog, let id = processor.lastEventID, let checkout = processor.lastSuppressedCheckoutID {
-                log.append(seq: processor.lastSeq, checkoutID: checkout, eventID: id)
-            }
-        case .duplicate, .duplicateDeadLetter:
-            break
+    /// Appends what the processor produced, if anything, to the journal's pending batch.
+    private func journalOutput(_ result: ProcessingResult, arrival: UInt64, to batches: JournalBatch) {
+        if let p = result.publication {
+            batches.append(seq: p.seq, kindSeq: p.kindSeq, kind: UInt8(p.kind.rawValue), topic: p.topic,
+                           envelope: p.envelope, arrival: arrival)
+        } else if let log = suppressedLog, let id = result.eventID, let checkout = result.suppressedCheckoutID {
+            log.append(seq: result.seq, checkoutID: checkout, eventID: id)
         }
     }
 
-    private func ackReply(_ outcome: EventProcessor.Outcome) -> [UInt8] {
+    private func ackReply(_ result: ProcessingResult) -> [UInt8] {
         var w = JSONWriter(capacity: 128)
-        switch outcome {
+        switch result.outcome {
         case .published:
             w.append("{\"ok\":true,\"seq\":")
-            w.append(int: Int64(processor.lastSeq))
+            w.append(int: Int64(result.seq))
         case .suppressed:
             w.append("{\"ok\":true,\"seq\":null,\"suppressed\":true")
         case .duplicate(let seq):
@@ -417,12 +410,12 @@ public final class BusDaemon {
             w.append(",\"duplicate\":true")
         case .deadLettered(let reason):
             w.append("{\"ok\":false,\"seq\":")
-            w.append(int: Int64(processor.lastSeq))
+            w.append(int: Int64(result.seq))
             w.append(",\"reason\":")
             w.appendString(reason.code)
         }
         w.append(",\"event_id\":")
-        if let id = processor.lastEventID { w.appendString(id) } else { w.append("null") }
+        if let id = result.eventID { w.appendString(id) } else { w.append("null") }
         w.append("}")
         return w.bytes
     }
@@ -520,15 +513,11 @@ public final class BusDaemon {
         }
     }
 
-    /// Publishes the processor's current topic and envelope as one two-frame message.
-    private func send(_ publish: ZMQSocket) throws {
-        try processor.topic.withUnsafeBytes { _ = try publish.send($0, more: true) }
-        try processor.envelope.withUnsafeBytes { _ = try publish.send($0) }
-    }
-
+    /// Publishes a heartbeat as one two-frame message.
     private func sendHeartbeat(_ publish: ZMQSocket) throws {
-        processor.writeHeartbeat(at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
-        try send(publish)
+        let heartbeat = processor.writeHeartbeat(at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
+        _ = try publish.send(heartbeat.topic, more: true)
+        _ = try publish.send(heartbeat.envelope)
     }
 
     /// Reads subscription changes. Every new subscription is answered with a heartbeat, so a

@@ -27,6 +27,11 @@ public struct JSONWriter: ~Copyable {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
+    /// What was written, in place, for a caller that keeps it past this call: valid until the writer's
+    /// next change (a reset, an append or its end). The pipeline returns its output frames this way.
+    @inlinable @inline(__always)
+    public var unsafeBytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
     @inlinable public mutating func reset() { written = 0 }
 
     /// Room for `n` more bytes at the end; the caller writes them and adds `n` to ``count``.

@@ -123,10 +123,10 @@ struct DeadLetterTests {
     func multipart() {
         let p = EventProcessor()
         let frame = #"{"event":"dismiss","checkout_id":"ck-1"}"#
-        let outcome = Array(frame.utf8).withUnsafeBytes {
+        let result = Array(frame.utf8).withUnsafeBytes {
             p.reject(.multipart, "2 frames", $0, receivedAt: Timestamp(milliseconds: fixedReceivedAt))
         }
-        let out = p.readOutput(outcome)
+        let out = readOutput(result)
         Self.expectDeadLetter(out, .multipart, size: frame.utf8.count)
         #expect(out["detail"] == "2 frames")
         #expect(out["raw"] == .string(frame))
@@ -167,7 +167,7 @@ struct DeadLetterTests {
         await #expect(processExitsWith: .success) {
             let p = EventProcessor()
             let outcome = Array(#"{"checkout_id":"ck-1","payload":""}"#.utf8).withUnsafeBytes {
-                p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 0)
+                p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 0).outcome
             }
             precondition(outcome == .deadLettered(.invalidEmbeddedJSON), "got \(outcome)")
         }
@@ -178,7 +178,7 @@ struct DeadLetterTests {
         await #expect(processExitsWith: .success) {
             let p = EventProcessor()
             let outcome = Array(#"{"checkout_id":"ck-1","payload":{"name":"completed","body":""}}"#.utf8).withUnsafeBytes {
-                p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 0)
+                p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 0).outcome
             }
             precondition(outcome == .deadLettered(.invalidEmbeddedJSON), "got \(outcome)")
         }

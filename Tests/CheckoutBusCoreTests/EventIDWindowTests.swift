@@ -24,7 +24,7 @@ struct EventIDWindowTests {
         let p = EventProcessor(options: options)
         func send(_ checkout: String) -> EventProcessor.Outcome {
             let text = #"{"event_id":"1","checkout_id":""# + checkout + #"","payload":{"event":"checkoutDidComplete","checkout":{"id":"x","status":"completed"}}}"#
-            return Array(text.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+            return Array(text.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1).outcome }
         }
         #expect(send("ck-a") == .published(.complete))
         #expect(send("ck-b") == .published(.complete))
@@ -75,19 +75,19 @@ struct EventIDWindowTests {
         options.dedupeWindow = 100
         let p = EventProcessor(options: options)
         let start = #"{"event_id":"r-1","checkout_id":"c-1","payload":{"event":"onCheckoutStarted"}}"#
-        let first = Array(start.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+        let first = Array(start.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1).outcome }
         #expect(first == .published(.start))
-        let retry = Array(start.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+        let retry = Array(start.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1).outcome }
         #expect(retry == .duplicate(1))
         #expect(p.lastSeq == 1)
         #expect(p.counters.duplicates == 1)
         // Without an event id nothing is de-duplicated; another id is another event.
         let bare = Array(#"{"checkout_id":"c-1","payload":{"event":"onCheckoutDismissed"}}"#.utf8)
-        #expect(bare.withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) } == .published(.dismiss))
-        #expect(bare.withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) } == .published(.dismiss))
+        #expect(bare.withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1).outcome } == .published(.dismiss))
+        #expect(bare.withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1).outcome } == .published(.dismiss))
         // Off by default: the same id twice is two events.
         let off = EventProcessor()
-        _ = Array(start.utf8).withUnsafeBytes { off.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
-        #expect(Array(start.utf8).withUnsafeBytes { off.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) } == .published(.start))
+        _ = Array(start.utf8).withUnsafeBytes { off.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1).outcome }
+        #expect(Array(start.utf8).withUnsafeBytes { off.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1).outcome } == .published(.start))
     }
 }

@@ -49,15 +49,15 @@ struct MutationFuzzTests {
                 }
                 if bytes.isEmpty { bytes = [0x7B] }
             }
-            let outcome = bytes.withUnsafeBytes { processor.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
-            switch outcome {
+            let result = bytes.withUnsafeBytes { processor.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1) }
+            switch result.outcome {
             case .suppressed, .duplicate, .duplicateDeadLetter: continue
             case .deadLettered(let reason):
                 deadLetters += 1
                 #expect(DeadLetterReason.all.contains(reason))
             case .published: published += 1
             }
-            let envelope = processor.envelope.bytes
+            let envelope = result.publication.map { Array($0.envelope) } ?? []
             let parsed = try? JSONSerialization.jsonObject(with: Data(envelope))
             #expect(parsed is [String: Any], "mutant \(i) produced an invalid envelope: \(String(decoding: envelope, as: UTF8.self)) from \(String(decoding: bytes, as: UTF8.self))")
         }

@@ -120,7 +120,7 @@ struct StateRestoreTests {
         // Restored 60 s after it was received: older than the TTL.
         let b = Self.restored([first], options: options)
         #expect(b.state.count == 0)
-        let retry = Array(text.utf8).withUnsafeBytes { b.process($0, receivedAt: Self.wallNow, now: 2_001) }
+        let retry = Array(text.utf8).withUnsafeBytes { b.process($0, receivedAt: Self.wallNow, now: 2_001).outcome }
         #expect(retry == .duplicate(1))
         let other = b.feed(#"{"event":"onComplete","checkout":{"id":"ck-5","status":"completed"}}"#, now: 2_001)
         #expect(other["repeat"] == false)

@@ -125,24 +125,31 @@ extension EventProcessor {
     @discardableResult
     func feed(bytes: [UInt8], receivedAt: Int64 = fixedReceivedAt, now: UInt32 = 1_000,
               sourceLocation: SourceLocation = #_sourceLocation) -> Output {
-        let outcome = bytes.withUnsafeBytes {
+        let result = bytes.withUnsafeBytes {
             process($0, receivedAt: Timestamp(milliseconds: receivedAt), now: now)
         }
-        return readOutput(outcome, sourceLocation: sourceLocation)
+        return readOutput(result, sourceLocation: sourceLocation)
     }
+}
 
-    /// Reads ``topic`` and ``envelope`` after `outcome`.
-    func readOutput(_ outcome: Outcome, sourceLocation: SourceLocation = #_sourceLocation) -> Output {
-        if outcome == .suppressed {
-            return Output(outcome: outcome, topic: "", text: "", envelope: .null)
-        }
-        let text = String(decoding: envelope.bytes, as: UTF8.self)
-        guard let json = J.parse(envelope.bytes) else {
-            Issue.record("envelope is not valid JSON: \(text)", sourceLocation: sourceLocation)
-            return Output(outcome: outcome, topic: String(decoding: topic.bytes, as: UTF8.self), text: text, envelope: .null)
-        }
-        return Output(outcome: outcome, topic: String(decoding: topic.bytes, as: UTF8.self), text: text, envelope: json)
+/// Reads back the frames `result` points to (none when nothing was published).
+func readOutput(_ result: ProcessingResult, sourceLocation: SourceLocation = #_sourceLocation) -> Output {
+    guard let p = result.publication else {
+        return Output(outcome: result.outcome, topic: "", text: "", envelope: .null)
     }
+    return readFrames(result.outcome, topic: p.topic, envelope: p.envelope, sourceLocation: sourceLocation)
+}
+
+/// Reads back a topic and an envelope frame.
+func readFrames(_ outcome: EventProcessor.Outcome, topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer,
+                sourceLocation: SourceLocation = #_sourceLocation) -> Output {
+    let topicText = String(decoding: topic, as: UTF8.self)
+    let text = String(decoding: envelope, as: UTF8.self)
+    guard let json = J.parse(Array(envelope)) else {
+        Issue.record("envelope is not valid JSON: \(text)", sourceLocation: sourceLocation)
+        return Output(outcome: outcome, topic: topicText, text: text, envelope: .null)
+    }
+    return Output(outcome: outcome, topic: topicText, text: text, envelope: json)
 }
 
 /// Escapes `text` as the contents of a JSON string literal (quotes included).

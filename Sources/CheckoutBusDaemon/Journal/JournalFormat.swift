@@ -15,8 +15,8 @@ public enum JournalFormat {
     public static let recordHeaderSize = 32
     public static let checksumSize = 8
     /// Kinds on the journal: the five lifecycle kinds, then dead letters.
-    public static let kindCount = 6
-    public static let deadLetterKind: UInt8 = 5
+    public static let kindCount = JournaledKind.allCases.count
+    public static let deadLetterKind = UInt8(JournaledKind.deadletter.rawValue)
     /// The largest record body accepted on read (a corrupt length is not followed).
     public static let maxBodySize = 512 << 20
 

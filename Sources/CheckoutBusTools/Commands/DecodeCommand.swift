@@ -73,16 +73,17 @@ public struct DecodeCommand {
             var line = Array(raw)
             if line.last == 0x0D { line.removeLast() }
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) || line.first == 0x23 { continue }
-            let outcome = line.withUnsafeBytes {
+            let result = line.withUnsafeBytes {
                 processor.process($0, receivedAt: Timestamp(milliseconds: BusClock.wallMilliseconds()), now: BusClock.monotonicSeconds())
             }
-            FileHandleWriter.standardOutput(describe(outcome, line: n + 1, processor: processor, doc: doc) + "\n")
+            FileHandleWriter.standardOutput(describe(result, line: n + 1, doc: doc) + "\n")
         }
         return 0
     }
 
     /// One event's line of output.
-    package func describe(_ outcome: EventProcessor.Outcome, line: Int, processor: EventProcessor, doc: JSONDocument) -> String {
+    package func describe(_ result: ProcessingResult, line: Int, doc: JSONDocument) -> String {
+        let outcome = result.outcome
         let name: String
         switch outcome {
         case .published: name = "published"
@@ -90,10 +91,8 @@ public struct DecodeCommand {
         case .suppressed: name = "suppressed"
         case .duplicate, .duplicateDeadLetter: name = "duplicate"
         }
-        var topic: [UInt8] = []
-        var envelope: [UInt8] = []
-        if case .published = outcome { (topic, envelope) = (processor.topic.bytes, processor.envelope.bytes) }
-        if case .deadLettered = outcome { (topic, envelope) = (processor.topic.bytes, processor.envelope.bytes) }
+        let topic = result.publication.map { Array($0.topic) } ?? []
+        let envelope = result.publication.map { Array($0.envelope) } ?? []
         let redacted = envelope.isEmpty ? [] : DecodeCommand.redactedPaths(envelope)
         switch format {
         case .json:

@@ -120,7 +120,9 @@ public struct JournalBenchmark {
     package static func sampleEnvelope() -> [UInt8] {
         let processor = EventProcessor()
         let event = ThroughputBenchmark.snapshots(1, run: "journal")[0].bytes
-        _ = event.withUnsafeBytes { processor.process($0, receivedAt: Timestamp(milliseconds: BusClock.wallMilliseconds()), now: 1) }
-        return processor.envelope.bytes
+        let result = event.withUnsafeBytes {
+            processor.process($0, receivedAt: Timestamp(milliseconds: BusClock.wallMilliseconds()), now: 1)
+        }
+        return result.publication.map { Array($0.envelope) } ?? []
     }
 }

@@ -56,10 +56,10 @@ public struct ParseBenchmark {
         let now = BusClock.monotonicSeconds()
         let process = measure {
             flip.toggle()
-            let outcome = (flip ? text : other).withUnsafeBytes {
+            let result = (flip ? text : other).withUnsafeBytes {
                 processor.process($0, receivedAt: Timestamp(milliseconds: 0), now: now)
             }
-            if case .published = outcome { sink &+= 1 } else { published = false }
+            if case .published = result.outcome { sink &+= 1 } else { published = false }
         }
         if all {
             report("scan", scan, text.count)

@@ -81,7 +81,7 @@ public struct ReplayCommand {
                     let isEnvelope = line.withUnsafeBytes { _ in doc.member(doc.root, "seq") != nil && doc.member(doc.root, "v") != nil }
                     if isEnvelope {
                         let kind = doc.member(doc.root, "kind").flatMap { doc.string($0) } ?? ""
-                        guard ["start", "update", "complete", "fail", "dismiss"].contains(kind) else {
+                        guard LifecycleKind.allCases.contains(where: { String(describing: $0.name) == kind }) else {
                             skipped += 1
                             continue
                         }

@@ -84,7 +84,7 @@ public struct StatsCommand {
         line("seq", "last \(int(s["last_seq"])), durable \(int(s["durable_seq"])), first retained \(int(s["first_seq"]))")
         line("received", "\(int(counters["received"]))")
         let published = dict(counters["published"])
-        line("published", ["start", "update", "complete", "fail", "dismiss"].map { "\($0) \(int(published[$0]))" }
+        line("published", LifecycleKind.allCases.map { String(describing: $0.name) }.map { "\($0) \(int(published[$0]))" }
             .joined(separator: ", "))
         line("suppressed", "\(int(counters["suppressed"]))")
         let dead = dict(counters["deadlettered"])

@@ -1,0 +1,262 @@
+import CheckoutBusJSON
+import CheckoutBusProtocol
+
+/// Writes the envelopes of `docs/envelope.md` and their topics — lifecycle events, dead letters and
+/// heartbeats — into buffers it owns and reuses message after message.
+///
+/// An event's and a dead letter's frames share one pair of buffers, a heartbeat's have a pair of
+/// their own: the frames a write returns stay valid until the next write of the same family.
+/// Not `Sendable` (and `~Copyable`: it owns its buffers): one per ``EventProcessor``, on its
+/// pipeline thread.
+package struct EnvelopeWriter: ~Copyable {
+    /// A topic frame and an envelope frame, in the writer's buffers.
+    package typealias Frames = (topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer)
+
+    private var topic = JSONWriter(capacity: 64)
+    private var envelope = JSONWriter(capacity: 8192)
+    private var heartbeatTopic = JSONWriter(capacity: 32)
+    private var heartbeatEnvelope = JSONWriter(capacity: 512)
+    /// Writes `received_at`, remembering the text of its last minute.
+    private var receivedAtFormatter = TimestampFormatter()
+    /// The shard index every envelope carries.
+    private let shard: ShardMap
+    /// Whether buyer and payment details are written as received (`--buyer-data full`) or redacted.
+    private let keepBuyerData: Bool
+
+    package init(shard: ShardMap, keepBuyerData: Bool) {
+        self.shard = shard
+        self.keepBuyerData = keepBuyerData
+    }
+
+    /// Writes a lifecycle event's topic (`checkout.<kind>`, a failure's with `.<code>`) and envelope.
+    /// - Parameters:
+    ///   - redactions: where the event's snapshot is redacted (offset pairs), when `useRedactions`:
+    ///     noted while it was hashed, so publishing it takes a few copies and no second walk.
+    package mutating func writeEvent(
+        _ e: borrowing DecodedEvent, seq: UInt64, kindSeq: UInt64, idempotencyKey: String, isRepeat: Bool,
+        afterComplete: Bool, receivedAt: Timestamp, redactions: [Int], useRedactions: Bool
+    ) -> Frames {
+        topic.reset()
+        topic.append(e.kind.topic)
+        if let err = e.error {
+            topic.append(byte: UInt8(ascii: "."))
+            topic.appendRaw(err.code.rawValue)
+        }
+        envelope.reset()
+        let (shard, keepBuyerData) = (shard, keepBuyerData)
+        EnvelopeWriter.writing(&envelope, &receivedAtFormatter) { w, receivedAtFormatter in
+            w.append("{\"v\":1,\"seq\":")
+            w.append(int: Int64(bitPattern: seq))
+            w.append(",\"kind_seq\":")
+            w.append(int: Int64(bitPattern: kindSeq))
+            w.append(",\"shard\":")
+            w.append(int: shard.index)
+            w.append(",\"kind\":\"")
+            w.append(e.kind.name)
+            w.append("\",\"checkout_id\":")
+            w.appendString(e.checkoutID ?? "")
+            w.append(",\"event_id\":")
+            if let id = e.eventID { w.appendString(id) } else { w.append("null") }
+            w.append(",\"idempotency_key\":")
+            w.appendString(idempotencyKey)
+            w.append(",\"source\":{\"sdk\":")
+            w.appendString(e.sdk)
+            w.append(",\"platform\":")
+            if let p = e.platform { w.appendString(p) } else { w.append("null") }
+            w.append(",\"format\":\"")
+            w.append(e.format.name)
+            w.append("\"},\"received_at\":")
+            receivedAtFormatter.write(receivedAt, to: &w)
+            w.append(",\"occurred_at\":")
+            if let at = e.occurredAt { w.appendRaw(at.doc.raw(at.token)) } else { w.append("null") }
+            w.append(",\"repeat\":")
+            w.append(bool: isRepeat)
+            w.append(",\"after_complete\":")
+            w.append(bool: afterComplete)
+            w.append(",\"summary\":")
+            EnvelopeWriter.writeSummary(
+                SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: e.orderID), to: &w)
+            if let err = e.error {
+                w.append(",\"error\":{\"code\":\"")
+                w.appendRaw(err.code.rawValue)
+                w.append("\",\"raw_code\":")
+                if let raw = err.rawCode { w.appendString(raw) } else { w.append("null") }
+                w.append(",\"message\":")
+                if let m = err.message { w.appendString(m) } else { w.append("null") }
+                w.append(",\"http_status\":")
+                if let s = err.httpStatus { w.append(int: s) } else { w.append("null") }
+                w.append(",\"terminal\":")
+                w.append(bool: err.terminal)
+                w.append(",\"continue_url\":")
+                if let u = err.continueURL { w.appendString(u) } else { w.append("null") }
+                w.append("}")
+            } else {
+                w.append(",\"error\":null")
+            }
+            w.append(",\"payment\":")
+            EnvelopeWriter.writeValue(e.payment, keepBuyerData: keepBuyerData, to: &w)
+            w.append(",\"checkout\":")
+            if useRedactions, let snapshot = e.snapshot {
+                BuyerDataRedactor.write(snapshot.doc, snapshot.token, redactions: redactions, to: &w)
+            } else {
+                EnvelopeWriter.writeValue(e.snapshot, keepBuyerData: keepBuyerData, to: &w)
+            }
+            w.append("}")
+        }
+        return (topic.unsafeBytes, envelope.unsafeBytes)
+    }
+
+    /// Writes a dead letter's topic (`bus.deadletter`) and envelope.
+    /// - Parameters:
+    ///   - size: the input's size in bytes.
+    ///   - raw: the input as kept: as received, or as the redactor rewrote it (`redacted`); at most
+    ///     `rawLimit` bytes of it are written.
+    package mutating func writeDeadLetter(
+        seq: UInt64, kindSeq: UInt64, reason: DeadLetterReason, detail: String, eventID: String?, checkoutID: String?,
+        receivedAt: Timestamp, size: Int, raw: UnsafeRawBufferPointer, rawLimit: Int, redacted: Bool
+    ) -> Frames {
+        topic.reset()
+        topic.append("bus.deadletter")
+        envelope.reset()
+        let shard = shard
+        EnvelopeWriter.writing(&envelope, &receivedAtFormatter) { w, receivedAtFormatter in
+            w.append("{\"v\":1,\"seq\":")
+            w.append(int: Int64(bitPattern: seq))
+            w.append(",\"kind_seq\":")
+            w.append(int: Int64(bitPattern: kindSeq))
+            w.append(",\"shard\":")
+            w.append(int: shard.index)
+            w.append(",\"kind\":\"deadletter\",\"reason\":")
+            w.appendString(reason.code)
+            w.append(",\"detail\":")
+            w.appendString(detail)
+            w.append(",\"event_id\":")
+            if let id = eventID { w.appendString(id) } else { w.append("null") }
+            w.append(",\"checkout_id\":")
+            if let checkoutID { w.appendString(checkoutID) } else { w.append("null") }
+            w.append(",\"received_at\":")
+            receivedAtFormatter.write(receivedAt, to: &w)
+            w.append(",\"size\":")
+            w.append(int: size)
+            let kept = min(raw.count, rawLimit)
+            w.append(",\"raw_truncated\":")
+            w.append(bool: kept < raw.count)
+            w.append(",\"raw_redacted\":")
+            w.append(bool: redacted)
+            w.append(",\"raw\":")
+            w.appendBytesEscaped(UnsafeRawBufferPointer(rebasing: raw[0..<kept]))
+            w.append("}")
+        }
+        return (topic.unsafeBytes, envelope.unsafeBytes)
+    }
+
+    /// Writes a `bus.heartbeat`: the last `seq` and per-kind `kind_seq`, so an idle subscriber can
+    /// tell it is behind, and the pipeline's counts. Its frames are apart from an event's.
+    /// - Parameters:
+    ///   - kindSeqs: each kind's last `kind_seq`, dead letters last.
+    package mutating func writeHeartbeat(
+        at time: Timestamp, seq: UInt64, kindSeqs: [UInt64], trackedCheckouts: Int, counters: EventProcessor.Counters,
+        evictedCheckouts: UInt64, expiredCheckouts: UInt64
+    ) -> Frames {
+        heartbeatTopic.reset()
+        heartbeatTopic.append("bus.heartbeat")
+        heartbeatEnvelope.reset()
+        let shard = shard
+        EnvelopeWriter.writing(to: &heartbeatEnvelope) { w in
+            w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
+            w.append(int: Int64(bitPattern: seq))
+            w.append(",\"shard\":")
+            w.append(int: shard.index)
+            w.append(",\"shards\":")
+            w.append(int: shard.count)
+            w.append(",\"kind_seqs\":")
+            EnvelopeWriter.writeKindSeqs(kindSeqs, to: &w)
+            w.append(",\"sent_at\":")
+            time.write(to: &w)
+            w.append(",\"tracked_checkouts\":")
+            w.append(int: trackedCheckouts)
+            w.append(",\"counters\":{\"received\":")
+            w.append(int: Int64(bitPattern: counters.received))
+            w.append(",\"suppressed\":")
+            w.append(int: Int64(bitPattern: counters.suppressed))
+            w.append(",\"deadlettered\":")
+            EnvelopeWriter.writeDeadLetterCounts(counters.deadLettered, to: &w)
+            w.append(",\"evicted_checkouts\":")
+            w.append(int: Int64(bitPattern: evictedCheckouts))
+            w.append(",\"expired_checkouts\":")
+            w.append(int: Int64(bitPattern: expiredCheckouts))
+            w.append("}}")
+        }
+        return (heartbeatTopic.unsafeBytes, heartbeatEnvelope.unsafeBytes)
+    }
+
+    /// Runs `body` on `w` and a `received_at` formatter: one exclusive access to each for the
+    /// whole envelope rather than one per append.
+    @inline(__always)
+    private static func writing(
+        _ w: inout JSONWriter, _ formatter: inout TimestampFormatter, _ body: (inout JSONWriter, inout TimestampFormatter) -> Void
+    ) {
+        body(&w, &formatter)
+    }
+
+    @inline(__always)
+    private static func writing(to w: inout JSONWriter, _ body: (inout JSONWriter) -> Void) {
+        body(&w)
+    }
+
+    private static func writeValue(_ ref: JSONRef?, keepBuyerData: Bool, to w: inout JSONWriter) {
+        guard let ref else {
+            w.append("null")
+            return
+        }
+        if keepBuyerData {
+            w.appendRaw(ref.doc.raw(ref.token))
+        } else {
+            BuyerDataRedactor.write(ref.doc, ref.token, to: &w)
+        }
+    }
+
+    private static func writeSummary(_ s: SnapshotSummary, to w: inout JSONWriter) {
+        w.append("{\"status\":")
+        if let v = s.status { w.appendString(v) } else { w.append("null") }
+        w.append(",\"currency\":")
+        if let v = s.currency { w.appendString(v) } else { w.append("null") }
+        w.append(",\"total\":")
+        if let v = s.total { w.append(int: v) } else { w.append("null") }
+        w.append(",\"subtotal\":")
+        if let v = s.subtotal { w.append(int: v) } else { w.append("null") }
+        w.append(",\"line_count\":")
+        if let v = s.lineCount { w.append(int: v) } else { w.append("null") }
+        w.append(",\"item_quantity\":")
+        if let v = s.itemQuantity { w.append(int: v) } else { w.append("null") }
+        w.append(",\"order_id\":")
+        if let v = s.orderID { w.appendString(v) } else { w.append("null") }
+        w.append("}")
+    }
+
+    /// Writes `seqs` (each kind's last `kind_seq`, dead letters last) as a JSON object:
+    /// `{"start":…,"update":…,"complete":…,"fail":…,"dismiss":…,"deadletter":…}` (heartbeats, stats).
+    package static func writeKindSeqs(_ seqs: [UInt64], to w: inout JSONWriter) {
+        w.append("{")
+        for k in JournaledKind.allCases {
+            if k.rawValue > 0 { w.append(",") }
+            w.append("\"")
+            w.append(k.staticName)
+            w.append("\":")
+            w.append(int: Int64(bitPattern: k.rawValue < seqs.count ? seqs[k.rawValue] : 0))
+        }
+        w.append("}")
+    }
+
+    /// Writes dead-letter counts by reason as a JSON object, reasons sorted (heartbeats, stats).
+    package static func writeDeadLetterCounts(_ counts: [String: UInt64], to w: inout JSONWriter) {
+        w.append("{")
+        for (i, reason) in counts.keys.sorted().enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(reason)
+            w.append(":")
+            w.append(int: Int64(bitPattern: counts[reason] ?? 0))
+        }
+        w.append("}")
+    }
+}

@@ -1,0 +1,37 @@
+import CheckoutBusProtocol
+
+/// What one input to ``EventProcessor`` produced, returned as a value: the outcome, the seq it was
+/// published under and, when a message is to be journaled and sent, its numbering and frames.
+///
+/// Not `Sendable`: ``Publication/topic`` and ``Publication/envelope`` point into buffers the
+/// processor owns, valid until its next ``EventProcessor/process(_:receivedAt:now:)`` or
+/// ``EventProcessor/reject(_:_:_:receivedAt:)`` call (a heartbeat writes buffers of its own and
+/// leaves them alone). Lives on the pipeline thread that called the processor.
+public struct ProcessingResult {
+    /// A message that takes a `seq`: a lifecycle event or a dead letter. Not `Sendable` (see above).
+    public struct Publication {
+        /// The message's `seq`.
+        public let seq: UInt64
+        /// Its kind (the journal's kind byte is the raw value).
+        public let kind: JournaledKind
+        /// Its `kind_seq`.
+        public let kindSeq: UInt64
+        /// The topic frame, in the processor's buffer.
+        public let topic: UnsafeRawBufferPointer
+        /// The envelope frame, in the processor's buffer.
+        public let envelope: UnsafeRawBufferPointer
+    }
+
+    /// What happened to the input.
+    public let outcome: EventProcessor.Outcome
+    /// The `seq` the input was published under; for an input that published nothing, the last
+    /// `seq` assigned before it (what an acknowledgement of it waits to be durable).
+    public let seq: UInt64
+    /// The input's `event_id` (its ingest wrapper's, when it had one), also for a dead letter that names one.
+    public let eventID: String?
+    /// For a suppressed update with an `event_id`: its checkout (the daemon keeps such ids beside
+    /// the journal, which holds only what was published).
+    public let suppressedCheckoutID: String?
+    /// The message to journal and send: `nil` when the input was suppressed or a duplicate.
+    public let publication: Publication?
+}

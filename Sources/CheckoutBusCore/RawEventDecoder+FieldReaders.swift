@@ -1,0 +1,171 @@
+import Glibc
+import CheckoutBusJSON
+import CheckoutBusProtocol
+
+/// The field readers the family decoders share: checkout and order ids, event ids, errors.
+extension RawEventDecoder {
+    /// Where a callback's fields are: the first object (or object in a JSON string) among `data`,
+    /// `detail`, `nativeEvent` (a React Native synthetic event), `event`, `payload`, `body`,
+    /// `arguments` (Flutter's method channel), `args` and
+    /// `params` — `token`, as ``decodeRaw(_:wrapper:)`` found it — else the event itself.
+    func holder(_ doc: JSONDocument, _ r: Int, _ token: Int?) -> JSONRef {
+        objectValue(doc, token) ?? JSONRef(doc, r)
+    }
+
+    /// The members ``readSnapshotIDs(_:_:into:)`` reads, indexed once.
+    private static let snapshotIDNames = MemberNames(
+        "id", "checkout_id", "checkoutId", "order", "orderDetails", "order_details", "order_id", "orderId", "cart",
+        "orderConfirmation", "order_confirmation")
+
+    /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),
+    /// its members found in one pass (``JSONDocument/members(_:_:_:)``).
+    func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
+        let skipCheckoutID = wrapperNamesCheckout
+        doc.members(c, RawEventDecoder.snapshotIDNames) { m in
+            if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
+            if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
+            if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
+                event.orderID = doc.identifier(v)
+            }
+            if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
+            // Checkout Sheet Kit 4: `{"orderConfirmation":{"order":{"id":…}},"cart":{"id":…}}`.
+            if let confirmation = m.object(9) ?? m.object(10), let order = doc.object(confirmation, "order"),
+                let v = doc.member(order, "id")
+            {
+                event.orderID = doc.identifier(v) ?? event.orderID
+            }
+            if !skipCheckoutID, event.checkoutID == nil, let cart = m.object(8), let v = doc.member(cart, "id") {
+                event.checkoutID = doc.identifier(v)
+            }
+        }
+    }
+
+    /// Whether string token `t` starts with `prefix` (its raw bytes, after the opening quote).
+    static func hasPrefix(_ doc: JSONDocument, _ t: Int, _ prefix: StaticString) -> Bool {
+        guard doc.kind(t) == .string else { return false }
+        let raw = doc.raw(t)
+        let n = prefix.utf8CodeUnitCount
+        return raw.count >= n + 2 && memcmp(raw.baseAddress! + 1, prefix.utf8Start, n) == 0
+    }
+
+    /// Whether the raw event's own checkout id is still wanted.
+    func needsCheckoutID(_ event: borrowing DecodedEvent) -> Bool { event.checkoutID == nil && !wrapperNamesCheckout }
+
+    /// Ids and timestamps written beside the event name.
+    func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {
+        if needsCheckoutID(event), let v = doc.member(r, anyOf: "checkout_id", "checkoutId") {
+            event.checkoutID = doc.identifier(v)
+        }
+        if event.eventID == nil, let v = doc.member(r, anyOf: "event_id", "eventId") { event.eventID = doc.identifier(v) }
+        if event.orderID == nil, let v = doc.member(r, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
+        if event.occurredAt == nil, let v = doc.member(r, anyOf: "occurred_at", "occurredAt", "timestamp"),
+            doc.kind(v) == .string || doc.kind(v) == .number
+        {
+            event.occurredAt = JSONRef(doc, v)
+        }
+    }
+
+    /// A failure's error: the error object when there is one; else a bare-string `error` (on
+    /// `fields`, then on `orStringIn`) when `fields` carries no code, status or group of its own;
+    /// else `fields` read as the error.
+    func failureError(_ doc: JSONDocument, object: Int?, fields: Int, orStringIn other: Int? = nil,
+                              terminal: Bool) -> DecodedError {
+        if let object { return makeError(doc, object, terminal: terminal) }
+        if !hasErrorFields(doc, fields), let text = errorString(doc, fields) ?? other.flatMap({ errorString(doc, $0) }) {
+            return makeError(text: text, terminal: terminal)
+        }
+        return makeError(doc, fields, terminal: terminal)
+    }
+
+    /// Whether the event carries an error's code or status on itself: then those are read as
+    /// before, and a bare-string `error` beside them is only the message.
+    func hasErrorFields(_ doc: JSONDocument, _ o: Int) -> Bool {
+        doc.member(o, anyOf: "code", "errorId", "error_id", "errorCode", "error_code") != nil
+            || doc.member(o, anyOf: "statusCode", "http_status", "httpStatus", "status_code") != nil
+            || doc.member(o, anyOf: "group", "__typename") != nil
+    }
+
+    /// An `error` given as a bare string (`"error":"network_error"`, or a sentence), if any.
+    private func errorString(_ doc: JSONDocument, _ o: Int) -> String? {
+        guard let v = doc.member(o, anyOf: "error", "primerError"), doc.kind(v) == .string,
+            let text = doc.string(v), !text.isEmpty
+        else { return nil }
+        return text
+    }
+
+    /// The error of an event whose `error` is a bare string: normalised as a code (`network_error`,
+    /// `CheckoutError.cartExpired`, …) and kept whole as `message`; also as `raw_code` when it
+    /// reads as a code (no whitespace, at most 128 bytes) rather than a sentence.
+    func makeError(text: String, terminal: Bool) -> DecodedError {
+        let codeLike = text.utf8.count <= 128 && !text.utf8.contains { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        var code = ErrorCodeNormalizer.normalize(rawCode: codeLike ? text : nil)
+        // A Swift case printed with its values (`cartExpired(message: "…")`) has spaces, yet names a code.
+        if !codeLike, text.utf8.count <= 1024, let c = ErrorCodeNormalizer.enumCase(text) { code = c }
+        return DecodedError(code: code, rawCode: codeLike ? text : nil, message: text, httpStatus: nil, terminal: terminal)
+    }
+
+    /// Builds a normalised error from any SDK's error object.
+    func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {
+        // Swift's synthesised `Codable` for an error enum with associated values: one member naming
+        // the case, its values inside (`{"checkoutExpired":{"message":…,"recoverable":false}}`).
+        if let (key, inner) = RawEventDecoder.codableEnumCase(doc, e) {
+            var error = makeError(doc, inner, terminal: terminal)
+            if error.rawCode == nil || error.code == .unknown, let name = doc.string(key) {
+                let code = ErrorCodeNormalizer.normalize(rawCode: name, httpStatus: error.httpStatus)
+                if error.rawCode == nil || code != .unknown { (error.code, error.rawCode) = (code, name) }
+            }
+            return error
+        }
+        // The first of the code fields with a value: `"code": null` beside an `errorId` (a bridge
+        // that copies every field it knows) does not hide it.
+        var rawCode: String?
+        for name: StaticString in ["code", "errorId", "error_id", "errorCode", "error_code"] where rawCode == nil {
+            if let v = doc.member(e, name) { rawCode = doc.identifier(v) }
+        }
+        var group: String?
+        if let v = doc.member(e, anyOf: "group", "__typename") { group = doc.string(v) }
+        var message: String?
+        if let v = doc.member(e, anyOf: "message", "description", "content", "reason", "errorDescription") {
+            message = doc.string(v)
+        } else if let text = errorString(doc, e) {
+            message = text
+        }
+        var status: Int?
+        if let v = doc.member(e, anyOf: "statusCode", "http_status", "httpStatus", "status_code", "status") {
+            status = doc.int64(v).flatMap { (100...599).contains($0) ? Int($0) : nil }
+        }
+        var isTerminal = terminal
+        if let v = doc.member(e, anyOf: "recoverable", "isRecoverable"), doc.bool(v) == true { isTerminal = false }
+        // A code that is itself an enum case encoded by `Codable` (`"code":{"cartExpired":{}}`).
+        if rawCode == nil, let v = doc.member(e, "code"), let (key, _) = RawEventDecoder.codableEnumCase(doc, v) {
+            rawCode = doc.string(key)
+        }
+        var code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
+        // An `NSError` from Foundation's URL loading (`NSURLErrorDomain`, `-1009` offline, `-1001`
+        // timed out): every code of that domain is the network's.
+        if code == .unknown, let v = doc.member(e, "domain"), doc.stringEquals(v, "NSURLErrorDomain") {
+            code = .networkError
+        }
+        let continueURL = doc.member(e, anyOf: "continue_url", "continueUrl").flatMap { doc.string($0) }
+        return DecodedError(code: code, rawCode: rawCode ?? group ?? status.map { String($0) },
+                            message: message, httpStatus: status, terminal: isTerminal, continueURL: continueURL)
+    }
+
+    /// The case name and values of an enum case encoded by Swift's synthesised `Codable`: an
+    /// object whose only member holds an object, under a name that is not one of an error's own
+    /// fields. Nil for anything else.
+    static func codableEnumCase(_ doc: JSONDocument, _ o: Int) -> (key: Int, value: Int)? {
+        guard doc.kind(o) == .object, doc.count(o) == 1 else { return nil }
+        var found: (key: Int, value: Int)?
+        doc.forEachMember(o) { k, v in
+            guard doc.kind(v) == .object, let name = doc.string(k) else { return }
+            switch ErrorCodeNormalizer.fold(name) {
+            case "error", "primererror", "data", "details", "userinfo", "cause", "underlyingerror", "code", "errorcode",
+                 "errorid", "message", "status", "statuscode", "httpstatus", "response":
+                return
+            default: found = (k, v)
+            }
+        }
+        return found
+    }
+}
