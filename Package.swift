@@ -102,6 +102,12 @@ let package = Package(
         .testTarget(name: "CheckoutBusClientTests", dependencies: ["CheckoutBusClient", "CheckoutBusProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "NATSTests", dependencies: ["NATS"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusWorkersTests", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CheckoutBusJetStreamTests", dependencies: ["CheckoutBusJetStream", "CheckoutBusRuntime"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: swiftSettings),
         .testTarget(name: "CheckoutBusRuntimeTests", dependencies: ["CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .testTarget(name: "CheckoutBusJSONTests", dependencies: ["CheckoutBusJSON"], swiftSettings: swiftSettings),
