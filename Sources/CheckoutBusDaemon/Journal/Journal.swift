@@ -49,33 +49,33 @@ public final class Journal {
 
     public let directory: String
     public let options: Options
-    public private(set) var recovery = Recovery()
-    private let logger: BusLogger
+    public internal(set) var recovery = Recovery()
+    let logger: BusLogger
     /// Which closed segments are deleted.
-    private let retention: JournalRetention
-    private var segments: [Segment] = []
+    let retention: JournalRetention
+    var segments: [Segment] = []
     /// The open segment's descriptor.
-    private(set) var fd: Int32 = -1
-    private let syncer: JournalSyncer
+    var fd: Int32 = -1
+    let syncer: JournalSyncer
     /// The open segment's generation at the syncer.
-    private var generation: UInt64 = 0
-    private let writer: JournalWriter
+    var generation: UInt64 = 0
+    let writer: JournalWriter
     /// Writes the open segment (the pipeline's runs, and the writer thread's with each job).
-    private let appender: SegmentAppender
+    let appender: SegmentAppender
     /// The write mode was logged as having fallen back.
-    private var fallbackLogged = false
-    private var writtenSeq: UInt64 = 0
+    var fallbackLogged = false
+    var writtenSeq: UInt64 = 0
     /// Each kind's last `kind_seq` in the file (pending records not included): a new segment's header.
-    private var kindSeqs: [UInt64]
+    var kindSeqs: [UInt64]
     /// What is written, for readers on other threads (the control thread's replays).
     package let catalog = JournalCatalog()
     /// This thread's reader: recovery's scans and the state rebuild at start.
-    private let reader: JournalReader
-    private var closed = false
+    let reader: JournalReader
+    var closed = false
     /// The directory's `LOCK`, held for the journal's life.
-    private let lock: DataDirectoryLock
+    let lock: DataDirectoryLock
     /// The highest seq that may be published, durable ahead of publication.
-    private var reservation: SeqReservation!
+    var reservation: SeqReservation!
 
     /// Opens (creating if needed) the journal in `directory`, recovering from a crash: a torn or
     /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
@@ -147,160 +147,6 @@ public final class Journal {
     public private(set) var isWritable = true
     /// Readable when the writer thread has finished a batch (for the pipeline's poller).
     public var writerWakeFD: Int32 { writer.wakeFD }
-
-    // MARK: Recovery
-
-    private func recover() throws {
-        // Drop newest segments whose header never made it to disk.
-        while let last = segments.last {
-            let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
-            let read = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0) }
-            if let read, read.firstSeq == last.firstSeq { break }
-            // A header is written before any record: records after a bad one mean the header was
-            // damaged later (a corrupt byte), not torn by a crash. The records are kept.
-            if last.size > JournalFormat.segmentHeaderSize {
-                try repairHeader(of: segments.count - 1, damaged: header)
-                break
-            }
-            logger.warning("journal: removing a segment with a torn header", ["path": last.path, "bytes": String(last.size)])
-            unlink(last.path)
-            segments.removeLast()
-        }
-        guard let last = segments.last else {
-            try openNewSegment(firstSeq: 1)
-            return
-        }
-        let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
-        let (firstSeq, startKinds) = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0)! }
-        kindSeqs = startKinds
-        var seq = firstSeq - 1
-        var intact = JournalFormat.segmentHeaderSize
-        reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
-            guard h.seq == seq + 1 else { return false }
-            seq = h.seq
-            kindSeqs[Int(h.kind)] = max(kindSeqs[Int(h.kind)], h.kindSeq)
-            intact = offset + h.recordSize
-            return true
-        }
-        let i = segments.count - 1
-        fd = open(last.path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw JournalError(.notReadable, "cannot open journal segment \(last.path): \(String(cString: strerror(errno)))") }
-        // Intact records past the damage mean it was no torn append: a corrupt byte, or a hole a
-        // power loss left. Their seqs may have been published, so new events must not take them
-        // again: numbering goes on after the highest, in a new segment, and the cut bytes are
-        // kept beside the segment for inspection.
-        var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        let tail = intact < last.size ? JournalFiles.readRange(last.path, from: intact, count: last.size - intact) : []
-        if JournalRecovery.isPadding(tail, end: last.size) {
-            // The zeros a direct write put after the last record (a stop without ``close()``).
-            recovery.paddingBytes = tail.count
-        } else if intact < last.size {
-            recovery.truncatedBytes = last.size - intact
-            beyond = JournalRecovery.intactRecords(in: tail)
-            if beyond.count > 0 {
-                let aside = last.path + ".damaged-at-\(intact)"
-                try? AtomicFile.write(tail, to: aside, durable: true)
-                logger.error("journal: a damaged record with intact records after it; they are set aside and their seqs not reused", [
-                    "segment": last.path, "offset": String(intact), "intact_after": String(beyond.count),
-                    "highest_seq_after": String(beyond.maxSeq), "set_aside": aside,
-                ])
-            }
-        }
-        // Padding or a torn tail: either way the file ends at the last intact record.
-        if intact < last.size {
-            guard ftruncate(fd, off_t(intact)) == 0 else {
-                throw JournalError(.notWritable, "cannot truncate the tail of \(last.path): \(String(cString: strerror(errno)))")
-            }
-            _ = fdatasync(fd)
-        }
-        _ = lseek(fd, off_t(intact), SEEK_SET)
-        segments[i].size = intact
-        var newSegment = false
-        if beyond.count > 0 && beyond.maxSeq > seq {
-            recovery.skippedRecords = beyond.count
-            seq = beyond.maxSeq
-            for k in kindSeqs.indices { kindSeqs[k] = max(kindSeqs[k], beyond.kindSeqs[k]) }
-            newSegment = true
-        }
-        // Records past the intact ones that a subscriber may have seen (a cut tail, or unsynced
-        // records a crash of the machine took): new events are numbered after every seq that may
-        // have been published, and each kind_seq after every one that may have been.
-        if reservation.damaged {
-            logger.error("journal: a slot of the seq reservation is damaged; the other is used", ["file": directory + "/" + SeqReservation.fileName])
-        } else if reservation.previous == nil && seq > 0 {
-            logger.warning("journal: no seq reservation beside an existing journal (written before it existed, or deleted); numbering goes on from the last record", [
-                "file": directory + "/" + SeqReservation.fileName,
-            ])
-        }
-        let resume = SeqReservation.resumeAfter(intact: seq, cutTail: recovery.truncatedBytes > 0 && beyond.count == 0,
-                                                previous: reservation.previous, damaged: reservation.damaged,
-                                                boot: reservation.boot)
-        if resume > seq {
-            let skipped = resume - seq
-            logger.warning("journal: records after the last intact one may have been published before the stop; their seqs are not reused", [
-                "last_intact_seq": String(seq), "resume_after_seq": String(resume), "skipped_seqs": String(skipped),
-                "previous_stop": reservation.previous?.clean == true ? "clean" : "unclean",
-            ])
-            recovery.skippedSeqs = skipped
-            for k in kindSeqs.indices { kindSeqs[k] += skipped }
-            seq = resume
-            newSegment = true
-        }
-        if newSegment {
-            Glibc.close(fd)
-            try openNewSegment(firstSeq: seq + 1)
-        } else if let e = appender.open(path: last.path, fd: fd, size: intact) {
-            throw JournalError(.notReadable, "cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
-        }
-        writtenSeq = seq
-        recovery.lastSeq = seq
-        recovery.kindSeqs = kindSeqs
-        recovery.segments = segments.count
-        if recovery.truncatedBytes > 0 {
-            logger.warning("journal recovered", ["last_seq": String(seq), "truncated_bytes": String(recovery.truncatedBytes),
-                                                 "set_aside_records": String(recovery.skippedRecords),
-                                                 "skipped_seqs": String(recovery.skippedSeqs), "segment": last.path])
-        }
-    }
-
-    /// Rewrites the damaged header of segment `i` (which holds records): its first seq from the
-    /// file name, each `kind_seq` before it from the segment's own records (the first of a kind,
-    /// less one) or, for a kind it lacks, from the segment before it. The damaged bytes are kept
-    /// beside it.
-    private func repairHeader(of i: Int, damaged: [UInt8]) throws {
-        let seg = segments[i]
-        var before = [UInt64](repeating: 0, count: JournalFormat.kindCount)
-        if i > 0 {
-            let prev = segments[i - 1]
-            let h = JournalFiles.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
-            if let (_, kinds) = h.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) { before = kinds }
-            reader.scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
-                before[Int(r.kind)] = max(before[Int(r.kind)], r.kindSeq)
-                return true
-            }
-        }
-        var seen = [Bool](repeating: false, count: JournalFormat.kindCount)
-        reader.scanRecords(path: seg.path, from: JournalFormat.segmentHeaderSize, size: seg.size) { r, _, _ in
-            let k = Int(r.kind)
-            if !seen[k] {
-                seen[k] = true
-                before[k] = r.kindSeq &- 1
-            }
-            return true
-        }
-        try? AtomicFile.write(damaged, to: seg.path + ".damaged-header", durable: true)
-        let header = JournalFormat.segmentHeader(firstSeq: seg.firstSeq, kindSeqs: before)
-        let rfd = open(seg.path, O_RDWR | O_CLOEXEC)
-        guard rfd >= 0 else { throw JournalError(.notReadable, "cannot open journal segment \(seg.path): \(String(cString: strerror(errno)))") }
-        defer { Glibc.close(rfd) }
-        let n = header.withUnsafeBytes { pwrite(rfd, $0.baseAddress, $0.count, 0) }
-        guard n == header.count, fdatasync(rfd) == 0 else {
-            throw JournalError(.notWritable, "cannot rewrite the header of \(seg.path): \(String(cString: strerror(errno)))")
-        }
-        logger.error("journal: the newest segment's header was damaged; rebuilt from its name and records", [
-            "segment": seg.path, "first_seq": String(seg.firstSeq), "damaged_header": seg.path + ".damaged-header",
-        ])
-    }
 
     // MARK: Writing
 
@@ -379,7 +225,7 @@ public final class Journal {
         syncer.written(upTo: writtenSeq, generation: generation, bytes: segments[active].size)
     }
 
-    private func rotate(firstSeq: UInt64) throws {
+    func rotate(firstSeq: UInt64) throws {
         // The closed segment is synced here, on the pipeline thread, once per segment, without
         // the padding of its last direct write.
         finishSegment()
@@ -392,7 +238,7 @@ public final class Journal {
 
     /// Creates the segment whose first record is `firstSeq`; its header holds the kind_seqs of
     /// everything written before it.
-    private func openNewSegment(firstSeq: UInt64, replacing: Bool = false) throws {
+    func openNewSegment(firstSeq: UInt64, replacing: Bool = false) throws {
         let path = directory + "/" + JournalFormat.segmentName(firstSeq)
         let newFD = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
         guard newFD >= 0 else { throw JournalError(.notWritable, "cannot create journal segment \(path): \(String(cString: strerror(errno)))") }
@@ -460,7 +306,7 @@ public final class Journal {
 
     /// Cuts the open segment's padding before it is closed; a failure is logged (the padding stays,
     /// read as the segment's end).
-    private func finishSegment() {
+    func finishSegment() {
         if let e = appender.finish() {
             logger.warning("journal: the zero padding after a segment's last record could not be cut", [
                 "segment": segments.last?.path ?? "", "error": String(cString: strerror(e)),
@@ -469,7 +315,7 @@ public final class Journal {
     }
 
     /// Logs, once, that direct writes stopped and the journal writes through the page cache.
-    private func noteFallback() {
+    func noteFallback() {
         guard !fallbackLogged, let reason = appender.fallbackReason else { return }
         fallbackLogged = true
         logger.warning("journal: direct writes refused; writing through the page cache from now on", ["reason": reason])
