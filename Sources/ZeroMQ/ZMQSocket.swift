@@ -1,23 +1,5 @@
 import CZeroMQ
 
-/// The socket types this project uses.
-public struct ZMQSocketType: Sendable, Equatable {
-    public let rawValue: Int32
-    public init(rawValue: Int32) { self.rawValue = rawValue }
-
-    public static let pull = ZMQSocketType(rawValue: ZMQ_PULL)
-    public static let push = ZMQSocketType(rawValue: ZMQ_PUSH)
-    public static let pub = ZMQSocketType(rawValue: ZMQ_PUB)
-    public static let sub = ZMQSocketType(rawValue: ZMQ_SUB)
-    public static let xpub = ZMQSocketType(rawValue: ZMQ_XPUB)
-    public static let xsub = ZMQSocketType(rawValue: ZMQ_XSUB)
-    public static let router = ZMQSocketType(rawValue: ZMQ_ROUTER)
-    public static let dealer = ZMQSocketType(rawValue: ZMQ_DEALER)
-    public static let pair = ZMQSocketType(rawValue: ZMQ_PAIR)
-    /// Raw TCP: `[connection id][bytes]`; an empty frame opens or closes a connection.
-    public static let stream = ZMQSocketType(rawValue: ZMQ_STREAM)
-}
-
 /// A libzmq socket, closed in `deinit`.
 ///
 /// Not `Sendable` and not thread-safe: libzmq sockets must be used from one thread at a time.
@@ -204,25 +186,6 @@ public final class ZMQSocket {
     public var receiveMore: Bool {
         get throws { try intOption(ZMQ_RCVMORE) != 0 }
     }
-}
-
-/// Integer socket options this project sets, by name. `Sendable`.
-public struct ZMQOption: Sendable, Equatable {
-    public let rawValue: Int32
-    public init(rawValue: Int32) { self.rawValue = rawValue }
-
-    public static let sendHighWaterMark = ZMQOption(rawValue: ZMQ_SNDHWM)
-    public static let receiveHighWaterMark = ZMQOption(rawValue: ZMQ_RCVHWM)
-    public static let linger = ZMQOption(rawValue: ZMQ_LINGER)
-    public static let sendTimeout = ZMQOption(rawValue: ZMQ_SNDTIMEO)
-    public static let receiveTimeout = ZMQOption(rawValue: ZMQ_RCVTIMEO)
-    public static let xpubVerbose = ZMQOption(rawValue: ZMQ_XPUB_VERBOSE)
-    public static let immediate = ZMQOption(rawValue: ZMQ_IMMEDIATE)
-    public static let routerMandatory = ZMQOption(rawValue: ZMQ_ROUTER_MANDATORY)
-    /// The kernel's receive buffer for the socket's connections (`SO_RCVBUF`), in bytes; -1: the OS default.
-    public static let receiveBuffer = ZMQOption(rawValue: ZMQ_RCVBUF)
-    /// IPv6 on the socket (libzmq's default is IPv4 only): needed to bind or connect `tcp://[::1]:…`.
-    public static let ipv6 = ZMQOption(rawValue: ZMQ_IPV6)
 }
 
 extension ZMQSocket {

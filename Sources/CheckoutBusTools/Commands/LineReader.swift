@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ZeroMQ
+import CheckoutBusDaemon
+import CheckoutBusClient
+import CheckoutBusCore
+import CheckoutBusProtocol
+import CheckoutBusJSON
+import CheckoutBusRuntime
+
+/// Reads lines (without the newline) from a file descriptor through a 64 KiB buffer; lines of any
+/// length are returned whole. Not `Sendable`.
+public final class LineReader {
+    public let fd: Int32
+    private var buffer = [UInt8](repeating: 0, count: 65_536)
+    private var start = 0
+    private var end = 0
+    private var eof = false
+
+    public init(fd: Int32) { self.fd = fd }
+
+    /// Whether a line holds only spaces, tabs or a carriage return (skipped by `send` and `replay`).
+    public static func isBlank(_ line: [UInt8]) -> Bool {
+        line.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+    }
+
+    private var pushedBack: [UInt8]?
+
+    /// Returns `line` again from the next ``nextLine()`` (a send that has to wait).
+    public func pushBack(_ line: [UInt8]) { pushedBack = line }
+
+    /// Whether every line was read.
+    public var isExhausted: Bool { eof && start >= end && pushedBack == nil }
+
+    public func nextLine() -> [UInt8]? {
+        if let line = pushedBack {
+            pushedBack = nil
+            return line
+        }
+        var line: [UInt8] = []
+        while true {
+            if start < end {
+                if let nl = buffer[start..<end].firstIndex(of: 0x0A) {
+                    line.append(contentsOf: buffer[start..<nl])
+                    start = nl + 1
+                    return line
+                }
+                line.append(contentsOf: buffer[start..<end])
+                start = end
+            }
+            if eof { return line.isEmpty ? nil : line }
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                eof = true
+                continue
+            }
+            start = 0
+            end = n
+        }
+    }
+}

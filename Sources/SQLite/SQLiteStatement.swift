@@ -1,0 +1,69 @@
+import CSQLite
+
+/// A compiled statement, finalized in `deinit`. Not `Sendable`; used with its database.
+public final class SQLiteStatement {
+    let handle: OpaquePointer
+    let database: SQLiteDatabase
+
+    init(_ handle: OpaquePointer, database: SQLiteDatabase) {
+        self.handle = handle
+        self.database = database
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// SQLite copies bound text and blobs (`SQLITE_TRANSIENT`).
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Binds parameters 1, 2, … in order: `Int64`, `Int`, `String`, `nil`.
+    public func bind(_ values: [SQLiteValue]) throws {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        for (i, value) in values.enumerated() {
+            let index = Int32(i + 1)
+            let rc: Int32
+            switch value {
+            case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
+            case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, SQLiteStatement.transient)
+            case .null: rc = sqlite3_bind_null(handle, index)
+            }
+            guard rc == SQLITE_OK else { throw database.lastError(rc) }
+        }
+    }
+
+    /// Steps once. - Returns: `true` when a row is available, `false` when done.
+    @discardableResult
+    public func step() throws -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE:
+            sqlite3_reset(handle)
+            return false
+        default:
+            let error = database.lastError(rc)
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    /// Binds `values`, runs to completion, and returns how many rows it changed.
+    @discardableResult
+    public func run(_ values: [SQLiteValue] = []) throws -> Int {
+        try bind(values)
+        while try step() {}
+        return Int(sqlite3_changes(database.handle))
+    }
+
+    public func int64(_ column: Int32) -> Int64? {
+        sqlite3_column_type(handle, column) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, column)
+    }
+
+    public func text(_ column: Int32) -> String? {
+        guard let p = sqlite3_column_text(handle, column) else { return nil }
+        return String(cString: p)
+    }
+
+    /// Ends a query early (the next ``bind(_:)`` also does).
+    public func reset() { sqlite3_reset(handle) }
+}
