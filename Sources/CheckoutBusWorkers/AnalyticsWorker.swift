@@ -126,10 +126,7 @@ public actor AnalyticsWorker {
             onSubscribed: { FileHandleWriter.standardError("analytics: subscribed\n") })
         nextTick = BusClock.monotonicNanoseconds() + intervalNanoseconds
         let ticker = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(250))
-                await self?.tickIfDue()
-            }
+            while (try? await Task.sleep(for: .milliseconds(250))) != nil { await self?.tickIfDue() }
         }
         var failure: (any Error)?
         do {
@@ -143,6 +140,7 @@ public actor AnalyticsWorker {
             failure = error
         }
         ticker.cancel()
+        await ticker.value
         if let failure { logger.error("subscriber stopped", ["error": "\(failure)"]) }
         // What was counted matches funnel.shardSeqs (applying never throws), so it is kept either way.
         try finish()
