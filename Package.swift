@@ -96,6 +96,8 @@ let package = Package(
         .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-analytics", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-jetstream", dependencies: ["CheckoutBusJetStream", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        // A test fixture, not a product: the async Subscriber as a process the integration tests kill -9.
+        .executableTarget(name: "async-seq-recorder", dependencies: ["CheckoutBusClient"], swiftSettings: swiftSettings),
 
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         // The client's logic without sockets: the subscription's gap logic fed by hand.
@@ -129,7 +131,7 @@ let package = Package(
                 "CheckoutBusClient", "CheckoutBusCore", "CheckoutBusDaemon", "CheckoutBusTools", "CheckoutBusProtocol",
                 "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "SQLite",
                 "checkoutbusd", "checkoutbus", "checkoutbus-fulfil", "checkoutbus-analytics", "checkoutbus-jetstream",
-                "CheckoutBusJetStream",
+                "async-seq-recorder", "CheckoutBusJetStream",
             ],
             swiftSettings: swiftSettings
         ),

@@ -23,9 +23,15 @@ import CheckoutBusRuntime
 /// the bridge reads the ids at the stream's tail back to each shard's cursor and skips what it
 /// finds there — which holds however long the bridge was down (docs/jetstream.md).
 ///
-/// Not `Sendable`: ``run(stop:onReady:)`` owns the NATS connection and the subscriber on the
-/// calling thread until it returns.
-public final class JetStreamBridge {
+/// **Async.** The bridge reads the bus through the async ``Subscriber``: a loop over its envelopes
+/// publishes, and a ticker task flushes when the bus goes quiet (or every 100 ms); each shard's
+/// newest acknowledged envelope is then committed to the subscriber, whose ``FileCursor``s are the
+/// bridge's cursors — the JetStream acknowledgement first, the commit after.
+///
+/// `Sendable` (an actor): the NATS connection, the unacknowledged messages and the commits are
+/// touched on the actor only. Its NATS calls block (waiting for acknowledgements, retrying during an
+/// outage), holding the actor's thread meanwhile; the subscriber polls on a thread of its own.
+public actor JetStreamBridge {
     /// What the bridge has done since it started. `Sendable`.
     public struct Statistics: Sendable, Equatable {
         /// Envelopes handed over by the subscriber.
@@ -46,7 +52,16 @@ public final class JetStreamBridge {
 
     // Set up in run.
     private var jetStream: JetStream?
-    private var cursors: [AcknowledgedCursor] = []
+    /// Each position's cursor as last committed (loaded at start), in endpoint order.
+    private var committedSeqs: [Int64] = []
+    /// Each position's newest envelope handed over and not yet committed.
+    private var handled: [ReceivedEnvelope?] = []
+    /// Envelopes acknowledged up to, waiting to be committed, in order.
+    private var acknowledged: [ReceivedEnvelope] = []
+    /// A commit is under way (``commitAcknowledged(_:)`` suspends): no second one meanwhile.
+    private var committing = false
+    /// The position of a shard's envelopes in the endpoint list.
+    private var positionOfShard: [Int: Int] = [:]
     /// Messages published and not yet known to be stored, by `Nats-Msg-Id`.
     private var unacknowledged: [String: (subject: String, payload: [UInt8])] = [:]
     /// When the last flush began (monotonic nanoseconds).
@@ -59,11 +74,23 @@ public final class JetStreamBridge {
         self.logger = logger
     }
 
-    /// Connects to NATS, makes sure of the stream, and bridges until `stop` is raised.
-    /// - Parameter onReady: called once, when the stream is checked and the subscriptions are live.
+    /// Connects to NATS, makes sure of the stream, and bridges until the calling task is cancelled;
+    /// then waits for what was published to be acknowledged (one attempt each) and commits it.
+    /// - Parameter onReady: called once, on the subscriber's poll thread, when the stream is checked
+    ///   and the subscriptions are live.
     /// - Throws: ``BridgeError`` for an incompatible stream or an unreadable cursor; the subscriber's
     ///   errors.
-    public func run(stop: StopSignal, onReady: @escaping ([String: String]) -> Void) throws {
+    public func run(onReady: @escaping @Sendable ([String: String]) -> Void) async throws {
+        // The NATS calls block and retry: they watch this flag, raised when the task is cancelled.
+        let stop = StopSignal()
+        try await withTaskCancellationHandler {
+            try await bridge(stop: stop, onReady: onReady)
+        } onCancel: {
+            stop.raise()
+        }
+    }
+
+    private func bridge(stop: StopSignal, onReady: @escaping @Sendable ([String: String]) -> Void) async throws {
         guard let connection = try connect(stop: stop) else { return }
         var jsOptions = JetStream.Options()
         jsOptions.maxPending = Int64(options.window)
@@ -74,17 +101,23 @@ public final class JetStreamBridge {
 
         let shardIDs = options.bridgedShards
         let shardCount = options.busShardCount
-        cursors = try FileCursor.paths(options.cursorPath, shardIDs: shardIDs, of: shardCount).map { path in
-            AcknowledgedCursor(try FileCursor(path: path))
+        let files = try FileCursor.paths(options.cursorPath, shardIDs: shardIDs, of: shardCount).map { path in
+            try FileCursor(path: path)
+        }
+        committedSeqs = files.map { $0.load() }
+        handled = Array(repeating: nil, count: files.count)
+        let oneDaemon = options.shardIDs == nil && shardCount == 1
+        if !oneDaemon {
+            for (position, shard) in shardIDs.enumerated() { positionOfShard[shard] = position }
         }
         // Several daemons, or --shard-ids: endpoint p is shard shardIDs[p] (the subscriber checks
         // it), and only those shards' ids in the stream are this bridge's. One daemon without
         // --shard-ids: whichever shard it is, read from its envelopes, owns the one cursor.
         var positions: [Int?: Int64] = [:]
         if options.shardIDs == nil && shardCount == 1 {
-            positions[nil] = cursors[0].committed
+            positions[nil] = committedSeqs[0]
         } else {
-            for (shard, cursor) in zip(shardIDs, cursors) { positions[shard] = cursor.committed }
+            for (shard, seq) in zip(shardIDs, committedSeqs) { positions[shard] = seq }
         }
         while true {
             do {
@@ -107,50 +140,91 @@ public final class JetStreamBridge {
             o.curve = options.curve
             return o
         }
+        let ready = ["stream": options.stream, "nats": connection.connectedURL ?? "", "stream_last_seq": String(info.lastSequence),
+                     "cursor": committedSeqs.map(String.init).joined(separator: ","), "shards": String(shardCount),
+                     "shard_ids": shardIDs.map(String.init).joined(separator: ","), "subject_prefix": options.subjectPrefix]
+        // The subscriber owns the cursor files from here; they move only by commitAcknowledged.
         let subscriber = options.shardIDs == nil
-            ? ShardedSubscriber(shards: shardOptions, cursors: cursors)
-            : ShardedSubscriber(shards: shardOptions, cursors: cursors, shardIDs: shardIDs, of: shardCount)
-        subscriber.logger = logger
-        var announced = false
-        subscriber.onSubscribed = { [self] in
-            guard !announced else { return }
-            announced = true
-            onReady(["stream": options.stream, "nats": connection.connectedURL ?? "", "stream_last_seq": String(info.lastSequence),
-                     "cursor": cursors.map { String($0.committed) }.joined(separator: ","), "shards": String(shardCount),
-                     "shard_ids": shardIDs.map(String.init).joined(separator: ","), "subject_prefix": options.subjectPrefix])
+            ? Subscriber(shards: shardOptions, cursors: files, logger: logger, onSubscribed: { onReady(ready) })
+            : Subscriber(shards: shardOptions, cursors: files, shardIDs: shardIDs, of: shardCount, logger: logger,
+                         onSubscribed: { onReady(ready) })
+        // The loop and the ticker: the first to end (cancelled, or a failed flush) ends the other.
+        var failure = await withTaskGroup(of: (any Error)?.self) { group in
+            group.addTask { await self.capture { try await self.forward(subscriber, stop: stop) } }
+            group.addTask { await self.capture { try await self.flushWhenQuiet(subscriber, stop: stop) } }
+            var failure = await group.next() ?? nil
+            group.cancelAll()
+            while let next = await group.next() { failure = failure ?? next }
+            return failure
         }
+        // Stopping: what was published gets its acknowledgement and its commit, if it comes.
+        do {
+            try flush(stop: nil)
+            try await commitAcknowledged(subscriber)
+        } catch {
+            failure = failure ?? error
+        }
+        logProgress(js)
+        if let failure { throw failure }
+    }
+
+    /// What `body` threw, nil when it returned.
+    private func capture(_ body: () async throws -> Void) async -> (any Error)? {
+        do {
+            try await body()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Publishes each envelope the subscriber delivers until the task is cancelled or `stop` raised.
+    private func forward(_ subscriber: Subscriber, stop: StopSignal) async throws {
+        for try await envelope in subscriber.envelopes {
+            if stop.isRaised { break }
+            try publish(envelope.raw, shard: envelope.shard, stop: stop)
+            handled[positionOfShard[envelope.shard] ?? 0] = envelope
+            try await commitAcknowledged(subscriber)
+        }
+    }
+
+    /// While envelopes keep coming, the window fills and flushes itself (``publish(_:shard:stop:)``);
+    /// this flushes when a ticker round finds nothing new was handled, or 100 ms after the last
+    /// flush, whichever first: the cursor lags the stream by at most that, plus the window. And a
+    /// progress line every 10 s.
+    private func flushWhenQuiet(_ subscriber: Subscriber, stop: StopSignal) async throws {
         var lastReport = BusClock.monotonicNanoseconds()
-        var handledAtBatchEnd = 0
-        var failure: (any Error)?
-        subscriber.onBatchEnd = { [self] in
-            // While envelopes keep coming, the window fills and flushes itself (publish); a flush
-            // here drains the pipeline, so it waits for a quiet round or 100 ms, whichever first:
-            // the cursor lags the stream by at most that, plus the window.
+        var handledAtLastRound = statistics.handled
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(20))
+            if Task.isCancelled { break }
             let now = BusClock.monotonicNanoseconds()
-            let quiet = statistics.handled == handledAtBatchEnd
-            handledAtBatchEnd = statistics.handled
+            let quiet = statistics.handled == handledAtLastRound
+            handledAtLastRound = statistics.handled
             if quiet || now - lastFlush >= 100_000_000 {
-                do { try flush(stop: stop) } catch {
-                    failure = error
-                    stop.raise()
-                }
+                try flush(stop: stop)
+                try await commitAcknowledged(subscriber)
             }
-            if now - lastReport >= 10_000_000_000 {
+            if now - lastReport >= 10_000_000_000, let js = jetStream {
                 lastReport = now
                 logProgress(js)
             }
         }
-        do {
-            try subscriber.run(stop: stop) { envelope in
-                try publish(envelope, shard: envelope.shard, stop: stop)
-            }
-        } catch {
-            failure = failure ?? error
+    }
+
+    /// Commits, in order, the envelopes ``flush(stop:)`` found acknowledged: each moves its shard's
+    /// cursor file. One caller at a time (the other returns at once and its envelopes are committed
+    /// by the first), so a cursor never moves back.
+    private func commitAcknowledged(_ subscriber: Subscriber) async throws {
+        guard !committing else { return }
+        committing = true
+        defer { committing = false }
+        while !acknowledged.isEmpty {
+            let envelope = acknowledged.removeFirst()
+            try await subscriber.commit(envelope)
+            committedSeqs[positionOfShard[envelope.shard] ?? 0] = envelope.seq
+            statistics.commits += 1
         }
-        // Stopping: what was published gets its acknowledgement and its commit, if it comes.
-        do { try flush(stop: nil) } catch { failure = failure ?? error }
-        logProgress(js)
-        if let failure { throw failure }
     }
 
     // MARK: Publishing
@@ -177,19 +251,19 @@ public final class JetStreamBridge {
         }
     }
 
-    /// Waits for every acknowledgement, publishes again what was not acknowledged, and commits the
-    /// cursors.
+    /// Waits for every acknowledgement, publishes again what was not acknowledged, and queues each
+    /// shard's newest handled envelope for its commit (``commitAcknowledged(_:)``).
     ///
     /// Only a positive answer takes an id out of ``unacknowledged``: an acknowledgement the
     /// stream sent for it (recorded by id in the tracker), or a synchronous publish that returned.
     /// Everything else — reported failures, unanswered messages, a failure reported too late to be
-    /// listed, messages never sent — is published again under its id; and the cursors are
-    /// committed only when nothing is left, so a cursor never passes an envelope the stream has
+    /// listed, messages never sent — is published again under its id; and envelopes are queued for
+    /// their commit only when nothing is left, so a cursor never passes an envelope the stream has
     /// not acknowledged, whatever happened before (a stop raised during an outage included).
     /// - Parameter stop: retries give up when it is raised (nil: one attempt each, when stopping).
     private func flush(stop: StopSignal?) throws {
         lastFlush = BusClock.monotonicNanoseconds()
-        guard let js = jetStream, !unacknowledged.isEmpty || cursors.contains(where: \.needsCommit) else { return }
+        guard let js = jetStream, !unacknowledged.isEmpty || handled.contains(where: { $0 != nil }) else { return }
         if !unacknowledged.isEmpty {
             let failures = js.waitForAcknowledgements(timeoutMilliseconds: options.ackWaitMilliseconds + 1000)
             for id in js.tracker.takeAcknowledgedIDs() { unacknowledged.removeValue(forKey: id) }
@@ -205,9 +279,10 @@ public final class JetStreamBridge {
             }
         }
         guard unacknowledged.isEmpty else { return }
-        for cursor in cursors where cursor.needsCommit {
-            try cursor.commitHandled()
-            statistics.commits += 1
+        for position in handled.indices {
+            guard let envelope = handled[position] else { continue }
+            acknowledged.append(envelope)
+            handled[position] = nil
         }
     }
 
@@ -239,7 +314,7 @@ public final class JetStreamBridge {
             "handled": String(statistics.handled), "published": String(statistics.published),
             "acknowledged": String(js.tracker.acknowledged), "duplicates": String(js.tracker.duplicates),
             "already_stored": String(statistics.alreadyStored), "republished": String(statistics.republished),
-            "cursor": cursors.map { String($0.committed) }.joined(separator: ","),
+            "cursor": committedSeqs.map(String.init).joined(separator: ","),
         ])
     }
 
@@ -364,33 +439,4 @@ public final class JetStreamBridge {
 public struct BridgeError: Error, CustomStringConvertible, Sendable {
     public let description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// A shard's cursor that moves only when JetStream has acknowledged: the subscriber's commits
-/// record what was handed over, ``commitHandled()`` writes it once acknowledged.
-///
-/// Not `Sendable`: the bridge's thread only.
-final class AcknowledgedCursor: SubscriberCursor {
-    private let file: FileCursor
-    private(set) var committed: Int64
-    private var handled: Int64
-
-    init(_ file: FileCursor) {
-        self.file = file
-        committed = file.load()
-        handled = committed
-    }
-
-    var needsCommit: Bool { handled > committed }
-
-    func load() -> Int64 { committed }
-
-    /// The subscriber's commit: handed over (published), not yet acknowledged.
-    func commit(_ seq: Int64) { handled = seq }
-
-    /// Writes the handed-over position; call only once everything up to it is acknowledged.
-    func commitHandled() throws {
-        try file.commit(handled)
-        committed = handled
-    }
 }

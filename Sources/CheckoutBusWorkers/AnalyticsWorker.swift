@@ -66,20 +66,24 @@ public struct AnalyticsOptions: Sendable {
         """
 }
 
-/// The analytics worker: a ``ShardedSubscriber`` (one daemon, or every shard) on every lifecycle
+/// The analytics worker: the async ``Subscriber`` (one daemon, or every shard) on every lifecycle
 /// kind and dead letters, feeding an ``AnalyticsFunnel``, checkpointed with its `seq` per shard
 /// (``AnalyticsCheckpoint``) so that every envelope is counted exactly once across restarts and
 /// `kill -9`.
 ///
-/// **Exactly once.** The subscriber's cursor is the funnel's own `seq`: its commit only records the
-/// `seq` in memory (and may trigger a checkpoint). The checkpoint file holds the counts and that
-/// `seq` together; restarted, the worker loads both and the subscriber replays from `seq + 1`. What
-/// was counted after the last checkpoint was lost with the process, and is counted again — once.
+/// **Exactly once.** The funnel holds each shard's `seq` with its counts; the checkpoint file holds
+/// both together. Each envelope is applied to the funnel, a checkpoint is written when one is due
+/// (the durable write), and only then is the envelope committed to the subscriber, whose cursors
+/// live in memory and start from the checkpoint's positions. Restarted, the worker loads the
+/// checkpoint and the subscriber replays from `seq + 1`: what was counted after the last
+/// checkpoint was lost with the process, and is counted again — once.
 ///
-/// Summaries, reports and time-based checkpoints are driven by the subscriber's heartbeats (one a
-/// second from the daemon) and by handled envelopes, on the subscriber's thread: nothing runs
-/// concurrently with the funnel. Not `Sendable`: ``run(stop:)`` runs on the calling thread.
-public final class AnalyticsWorker {
+/// Summaries, reports and time-based checkpoints come due by time: a ticker task looks four times
+/// a second (a quiet bus still gets its summary), and each handled envelope looks too.
+///
+/// `Sendable` (an actor): the funnel is touched only on the actor, by the loop over the envelopes
+/// and by the ticker, never at once.
+public actor AnalyticsWorker {
     public let options: AnalyticsOptions
     public let logger: BusLogger
     public private(set) var funnel: AnalyticsFunnel
@@ -94,11 +98,11 @@ public final class AnalyticsWorker {
         funnel = AnalyticsFunnel(maxCheckouts: options.maxCheckouts, shards: options.worker.shardCount)
     }
 
-    /// Loads the checkpoint, follows the bus until `stop` is raised, then checkpoints, reports and
-    /// prints the summary.
+    /// Loads the checkpoint, follows the bus until the calling task is cancelled, then checkpoints,
+    /// reports and prints the summary.
     /// - Throws: ``AnalyticsError`` for an unreadable checkpoint or a failed last write, or what the
     ///   subscriber throws (a refused replay, a libzmq error).
-    public func run(stop: StopSignal) throws {
+    public func run() async throws {
         let shardCount = options.worker.shardCount
         if let path = options.cursorPath, let loaded = try AnalyticsCheckpoint.load(path: path, maxCheckouts: options.maxCheckouts) {
             // A position means something only in its shard's journal, and another shard count is
@@ -115,24 +119,30 @@ public final class AnalyticsWorker {
             logger.info("resuming from checkpoint", ["path": path, "seq": loaded.shardSeqs.map(String.init).joined(separator: ","),
                                                      "events": String(loaded.counters.events)])
         }
-        let cursors: [any SubscriberCursor] = (0..<shardCount).map { FunnelCursor(worker: self, shard: $0) }
-        let subscriber = ShardedSubscriber(
-            shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.", "bus.deadletter"]), cursors: cursors)
-        subscriber.logger = BusLogger(label: "analytics-subscriber", level: options.worker.logLevel)
-        subscriber.onSubscribed = { FileHandleWriter.standardError("analytics: subscribed\n") }
-        subscriber.onHeartbeat = { [unowned self] _, _, _ in self.tickIfDue() }
+        let subscriber = Subscriber(
+            shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.", "bus.deadletter"]),
+            cursors: funnel.shardSeqs.map { MemoryCursor(seq: $0) as any SubscriberCursor },
+            logger: BusLogger(label: "analytics-subscriber", level: options.worker.logLevel),
+            onSubscribed: { FileHandleWriter.standardError("analytics: subscribed\n") })
         nextTick = BusClock.monotonicNanoseconds() + intervalNanoseconds
+        let ticker = Task { [weak self] in
+            while (try? await Task.sleep(for: .milliseconds(250))) != nil { await self?.tickIfDue() }
+        }
         var failure: (any Error)?
         do {
-            // With one daemon every envelope advances position 0, whichever shard that daemon is.
-            try subscriber.run(stop: stop) { [unowned self] envelope in
-                self.funnel.apply(envelope, shard: shardCount == 1 ? 0 : envelope.shard)
+            for try await envelope in subscriber.envelopes {
+                // With one daemon every envelope advances position 0, whichever shard that daemon is.
+                funnel.apply(envelope.raw, shard: shardCount == 1 ? 0 : envelope.shard)
+                counted()
+                try await subscriber.commit(envelope)
             }
         } catch {
             failure = error
         }
+        ticker.cancel()
+        await ticker.value
         if let failure { logger.error("subscriber stopped", ["error": "\(failure)"]) }
-        // What was counted matches funnel.lastSeq (the handler never throws), so it is kept either way.
+        // What was counted matches funnel.shardSeqs (applying never throws), so it is kept either way.
         try finish()
         let s = subscriber.statistics
         logger.info("stopped", ["handled": String(s.handled), "from_journal": String(s.fromJournal),
@@ -143,8 +153,8 @@ public final class AnalyticsWorker {
 
     private var intervalNanoseconds: UInt64 { UInt64(options.intervalSeconds) * 1_000_000_000 }
 
-    /// After each handled envelope: the funnel now matches `seq`.
-    fileprivate func committed(_ seq: Int64) {
+    /// After each envelope applied to the funnel: a checkpoint every N envelopes, and the interval's.
+    private func counted() {
         eventsSinceCheckpoint += 1
         if eventsSinceCheckpoint >= options.checkpointEvents {
             do { try checkpoint() } catch { logger.error("checkpoint failed; counting on, retrying later", ["error": "\(error)"]) }
@@ -194,23 +204,4 @@ public final class AnalyticsWorker {
             throw AnalyticsError(error.description)
         }
     }
-}
-
-/// The subscriber's cursor for one shard of the analytics worker: the funnel's own `seq` for that
-/// shard. A commit costs a comparison (and, every N envelopes or interval, a checkpoint of the
-/// whole funnel with every shard's position).
-///
-/// Not `Sendable`: used on the subscriber's thread.
-final class FunnelCursor: SubscriberCursor {
-    private unowned let worker: AnalyticsWorker
-    private let shard: Int
-
-    init(worker: AnalyticsWorker, shard: Int) {
-        self.worker = worker
-        self.shard = shard
-    }
-
-    func load() -> Int64 { worker.funnel.shardSeqs[shard] }
-
-    func commit(_ seq: Int64) { worker.committed(seq) }
 }

@@ -9,11 +9,11 @@ import CheckoutBusRuntime
 
 /// `checkoutbus-fulfil`: records every placed order exactly once in a SQLite file.
 ///
-/// Subscribes to `checkout.complete` and `checkout.fail` through a ``ShardedSubscriber`` (one or
+/// Subscribes to `checkout.complete` and `checkout.fail` through the async ``Subscriber`` (one or
 /// several shards). Each envelope is applied in one SQLite transaction together with its shard's
-/// cursor (the last handled `seq` of that shard), so a crash at any point leaves the order rows and
-/// the cursors consistent: on restart each shard replays from its cursor, and every order is
-/// neither lost nor doubled.
+/// cursor (the last handled `seq` of that shard), and committed to the subscriber only after that
+/// transaction, so a crash at any point leaves the order rows and the cursors consistent: on
+/// restart each shard replays from its cursor, and every order is neither lost nor doubled.
 ///
 /// The cursors are rows of `subscriber_cursor`: ``cursorName(shard:of:)`` is `fulfil` for a
 /// single daemon (as in stores made before shards) and `fulfil.I-of-N` for shard `I` of `N`.
@@ -23,7 +23,8 @@ import CheckoutBusRuntime
 /// - A `fail` with `after_complete` notes it on the order (`failed_after_complete`, `last_fail_code`)
 ///   and never undoes it; other failures are not orders and change nothing but the cursor.
 ///
-/// Not `Sendable`: runs on the calling thread with its own connection.
+/// Not `Sendable`: ``run(onSubscribed:)`` uses its SQLite connection from the calling task only (the
+/// subscriber's poll thread never touches it).
 public final class FulfilmentWorker {
     public struct Options: Sendable {
         public var worker: WorkerOptions
@@ -103,25 +104,12 @@ public final class FulfilmentWorker {
             """)
     }
 
-    /// The cursor kept in the order store: read at start; the handler writes it with each order.
-    final class StoreCursor: SubscriberCursor {
-        let database: SQLiteDatabase
-        let name: String
-
-        init(database: SQLiteDatabase, name: String) {
-            self.database = database
-            self.name = name
-        }
-
-        func load() throws -> Int64 {
-            let q = try database.prepare("SELECT seq FROM subscriber_cursor WHERE name = ?")
-            try q.bind([.text(name)])
-            defer { q.reset() }
-            return try q.step() ? (q.int64(0) ?? 0) : 0
-        }
-
-        /// Already committed by the handler, in the same transaction as the order.
-        func commit(_ seq: Int64) throws {}
+    /// The position kept in row `name` of `subscriber_cursor` (0 when there is none yet).
+    func storedCursor(name: String) throws -> Int64 {
+        let q = try database.prepare("SELECT seq FROM subscriber_cursor WHERE name = ?")
+        try q.bind([.text(name)])
+        defer { q.reset() }
+        return try q.step() ? (q.int64(0) ?? 0) : 0
     }
 
     /// The `subscriber_cursor` row of shard `shard` of `count`: `fulfil` for a single daemon (the
@@ -152,26 +140,34 @@ public final class FulfilmentWorker {
         }
     }
 
-    /// Subscribes and records orders until `stop` is raised.
-    /// - Parameter onSubscribed: called once the subscriptions (every shard's) are live.
-    /// - Throws: ``FulfilmentError`` for a store with cursor rows of an unknown shard count, or what
-    ///   the subscriber throws.
-    public func run(stop: StopSignal, onSubscribed: (() -> Void)? = nil) throws {
+    /// Subscribes and records orders until the calling task is cancelled, then logs what it did.
+    ///
+    /// Each envelope is applied in one SQLite transaction together with its shard's cursor row
+    /// (the durable write), and only then committed to the ``Subscriber``. On cancellation the
+    /// envelopes already handed over are recorded before the loop ends.
+    /// - Parameter onSubscribed: called once, on the subscriber's poll thread, when every shard's
+    ///   subscriptions are live.
+    /// - Throws: ``FulfilmentError`` for a store with cursor rows of an unknown shard count, a
+    ///   ``SQLiteError`` from a transaction, or what the subscriber throws.
+    public func run(onSubscribed: (@Sendable () -> Void)? = nil) async throws {
         let shardCount = options.worker.shardCount
         try checkCursorLayout(shardCount: shardCount)
         let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0, of: shardCount) }
-        let subscriber = ShardedSubscriber(
+        // The rows are the cursors; the subscriber starts from them and keeps its own in memory.
+        var positions = try names.map { try storedCursor(name: $0) }
+        let subscriber = Subscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
-            cursors: names.map { StoreCursor(database: database, name: $0) })
-        subscriber.logger = logger
-        subscriber.onSubscribed = onSubscribed
-        _ = try subscriber.run(stop: stop) { envelope in
+            cursors: positions.map { MemoryCursor(seq: $0) as any SubscriberCursor }, logger: logger,
+            onSubscribed: onSubscribed)
+        for try await envelope in subscriber.envelopes {
             // With one daemon its cursor is row 0, whichever shard that daemon is.
-            let name = names[shardCount == 1 ? 0 : envelope.shard]
+            let position = shardCount == 1 ? 0 : envelope.shard
             try database.transaction {
-                try apply(envelope)
-                try saveCursor.run([.text(name), .integer(envelope.seq)])
+                try apply(envelope.raw)
+                try saveCursor.run([.text(names[position]), .integer(envelope.seq)])
             }
+            try await subscriber.commit(envelope)
+            positions[position] = envelope.seq
             counts.handled += 1
         }
         let s = subscriber.statistics
@@ -179,7 +175,7 @@ public final class FulfilmentWorker {
             "handled": String(counts.handled), "orders_inserted": String(counts.ordersInserted),
             "repeats": String(counts.repeats), "fails_after_complete": String(counts.failsAfterComplete),
             "missed": String(s.missed), "recovered": String(s.recovered),
-            "last_seq": subscriber.shards.map { String($0.statistics.lastSeq) }.joined(separator: ","),
+            "last_seq": positions.map(String.init).joined(separator: ","),
         ])
     }
 

@@ -19,11 +19,11 @@ do {
     exit(2)
 }
 let logger = BusLogger(label: "checkoutbus-analytics", level: options.worker.logLevel)
-let stop = StopSignal()
-stop.trapTerminationSignals()
-let worker = AnalyticsWorker(options: options, logger: logger)
 do {
-    try worker.run(stop: stop)
+    // SIGTERM/SIGINT cancel the worker's task: it checkpoints, reports, prints its summary and returns.
+    try await TerminationSignals.run {
+        try await AnalyticsWorker(options: options, logger: logger).run()
+    }
 } catch {
     logger.error("fatal", ["error": "\(error)"])
     exit(1)

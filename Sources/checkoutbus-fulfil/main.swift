@@ -19,11 +19,12 @@ do {
     exit(2)
 }
 let logger = BusLogger(label: "checkoutbus-fulfil", level: options.worker.logLevel)
-let stop = StopSignal()
-stop.trapTerminationSignals()
 do {
-    let worker = try FulfilmentWorker(options: options, logger: logger)
-    try worker.run(stop: stop) { FileHandleWriter.standardError("fulfil: subscribed\n") }
+    // SIGTERM/SIGINT cancel the worker's task: it records what was handed over, logs, and returns.
+    try await TerminationSignals.run {
+        let worker = try FulfilmentWorker(options: options, logger: logger)
+        try await worker.run { FileHandleWriter.standardError("fulfil: subscribed\n") }
+    }
 } catch {
     logger.error("fatal", ["error": "\(error)"])
     exit(1)

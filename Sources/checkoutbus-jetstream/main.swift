@@ -34,13 +34,13 @@ do {
     exit(2)
 }
 let logger = BusLogger(label: "checkoutbus-jetstream", level: options.logLevel)
-let stop = StopSignal()
-stop.trapTerminationSignals()
 do {
-    let bridge = JetStreamBridge(options: options, logger: logger)
-    try bridge.run(stop: stop) { fields in
-        let body = fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\"\($0.value)\"" }.joined(separator: ",")
-        FileHandleWriter.standardOutput("{\"ready\":true,\(body),\"pid\":\(getpid())}\n")
+    // SIGTERM/SIGINT cancel the bridge's task: it flushes, commits what was acknowledged, and returns.
+    try await TerminationSignals.run {
+        try await JetStreamBridge(options: options, logger: logger).run { fields in
+            let body = fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\"\($0.value)\"" }.joined(separator: ",")
+            FileHandleWriter.standardOutput("{\"ready\":true,\(body),\"pid\":\(getpid())}\n")
+        }
     }
 } catch {
     logger.error("fatal", ["error": "\(error)"])
