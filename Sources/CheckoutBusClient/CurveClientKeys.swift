@@ -36,7 +36,7 @@ public struct CurveClientKeys: Sendable {
                 return CurveClientKeys(keys: try ZMQCurveKeyPair.readSecretKey(path: k),
                                        serverKey: try ZMQCurveKeyPair.readPublicKey(path: s))
             } catch {
-                throw .init("\(error)")
+                throw .init(.invalidValue, "\(error)")
             }
         default:
             throw .init("CURVE needs both --curve-key (this client's secret key) and --curve-server (the daemon's public key)")

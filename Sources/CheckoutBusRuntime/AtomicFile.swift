@@ -9,7 +9,7 @@ public enum AtomicFile {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
-            throw AtomicFileError("cannot open \(path): \(String(cString: strerror(errno)))")
+            throw AtomicFileError(.unreadable, "cannot open \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         var out: [UInt8] = []
@@ -18,7 +18,7 @@ public enum AtomicFile {
             let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw AtomicFileError("cannot read \(path): \(String(cString: strerror(errno)))")
+                throw AtomicFileError(.unreadable, "cannot read \(path): \(String(cString: strerror(errno)))")
             }
             if n == 0 { return out }
             out.append(contentsOf: chunk[0..<n])
@@ -30,7 +30,7 @@ public enum AtomicFile {
     public static func write(_ bytes: [UInt8], to path: String, durable: Bool) throws(AtomicFileError) {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw AtomicFileError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw AtomicFileError(.unwritable, "cannot create \(temporary): \(String(cString: strerror(errno)))") }
         var failure: String?
         bytes.withUnsafeBytes { buffer in
             var off = 0
@@ -50,10 +50,10 @@ public enum AtomicFile {
         close(fd)
         if let failure {
             unlink(temporary)
-            throw AtomicFileError(failure)
+            throw AtomicFileError(.unwritable, failure)
         }
         guard rename(temporary, path) == 0 else {
-            throw AtomicFileError("cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))")
+            throw AtomicFileError(.notReplaced, "cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))")
         }
         if durable {
             let slash = path.lastIndex(of: "/")
@@ -67,8 +67,30 @@ public enum AtomicFile {
     }
 }
 
-/// A file that cannot be read or replaced: the path and the system's reason. `Sendable`.
+/// A file that cannot be read or replaced: the path and the system's reason.
+///
+/// `Sendable`. A struct, so codes can be added without breaking a `switch`: compare ``code`` with
+/// the `static let`s of ``Code``.
 public struct AtomicFileError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, for code to act on; ``description`` names the file and the system's reason.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The file exists but cannot be opened or read.
+        public static let unreadable = Code("unreadable")
+        /// The temporary file cannot be created, written or synced (the file is unchanged).
+        public static let unwritable = Code("unwritable")
+        /// The temporary file cannot be renamed over the file (the file is unchanged).
+        public static let notReplaced = Code("not_replaced")
+    }
+
+    public let code: Code
     public let description: String
-    public init(_ description: String) { self.description = description }
+
+    public init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
 }

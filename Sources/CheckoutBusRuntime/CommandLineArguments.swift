@@ -8,9 +8,38 @@ public struct CommandLineArguments: Sendable {
     public private(set) var positionals: [String] = []
 
     /// A usage error: the message to print before the help text.
+    ///
+    /// `Sendable`. A struct, so codes can be added without breaking a `switch`: compare ``code``
+    /// with the `static let`s of ``Code``.
     public struct UsageError: Error, CustomStringConvertible, Sendable {
+        /// What is wrong with the arguments, for code to act on.
+        public struct Code: Hashable, Sendable, CustomStringConvertible {
+            public let name: String
+            private init(_ name: String) { self.name = name }
+            public var description: String { name }
+
+            /// A flag the command does not know.
+            public static let unknownFlag = Code("unknown_flag")
+            /// A flag that takes a value was given none.
+            public static let missingValue = Code("missing_value")
+            /// A switch was given a value (`--flag=value`).
+            public static let unexpectedValue = Code("unexpected_value")
+            /// A flag's value is out of range or of the wrong form.
+            public static let invalidValue = Code("invalid_value")
+            /// Anything else: missing or extra arguments, flags that do not go together.
+            public static let invalidUsage = Code("invalid_usage")
+        }
+
+        public let code: Code
         public let description: String
-        public init(_ description: String) { self.description = description }
+
+        public init(_ code: Code, _ description: String) {
+            self.code = code
+            self.description = description
+        }
+
+        /// A usage error without a more precise code (``Code/invalidUsage``).
+        public init(_ description: String) { self.init(.invalidUsage, description) }
     }
 
     /// - Parameters:
@@ -38,18 +67,18 @@ public struct CommandLineArguments: Sendable {
                 name = String(name[..<eq])
             }
             if allowed.contains(name) {
-                guard inline == nil else { throw UsageError("--\(name) takes no value") }
+                guard inline == nil else { throw UsageError(.unexpectedValue, "--\(name) takes no value") }
                 switches.insert(name)
             } else if valued.contains(name) {
                 if let inline {
                     values[name, default: []].append(inline)
                 } else {
-                    guard i < arguments.count else { throw UsageError("--\(name) needs a value") }
+                    guard i < arguments.count else { throw UsageError(.missingValue, "--\(name) needs a value") }
                     values[name, default: []].append(arguments[i])
                     i += 1
                 }
             } else {
-                throw UsageError("unknown flag --\(name)")
+                throw UsageError(.unknownFlag, "unknown flag --\(name)")
             }
         }
     }
@@ -66,7 +95,7 @@ public struct CommandLineArguments: Sendable {
     public func int(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws(UsageError) -> Int {
         guard let raw = value(name) else { return defaultValue }
         guard let v = Int(raw), range.contains(v) else {
-            throw UsageError("--\(name) must be an integer in \(range.lowerBound)...\(range.upperBound), got \(raw)")
+            throw UsageError(.invalidValue, "--\(name) must be an integer in \(range.lowerBound)...\(range.upperBound), got \(raw)")
         }
         return v
     }

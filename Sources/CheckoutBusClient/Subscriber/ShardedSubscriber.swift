@@ -102,14 +102,14 @@ public final class ShardedSubscriber {
     /// - Throws: a ``SubscriberError`` saying what is wrong.
     public static func validate(shardIDs: [Int], of shardCount: Int) throws(SubscriberError) {
         guard (1...1024).contains(shardCount) else {
-            throw SubscriberError("the shard count must be 1 to 1024, not \(shardCount)")
+            throw SubscriberError(.badShardList, "the shard count must be 1 to 1024, not \(shardCount)")
         }
-        guard !shardIDs.isEmpty else { throw SubscriberError("no shard ids") }
+        guard !shardIDs.isEmpty else { throw SubscriberError(.badShardList, "no shard ids") }
         if let bad = shardIDs.first(where: { !(0..<shardCount).contains($0) }) {
-            throw SubscriberError("shard id \(bad) is not one of the \(shardCount) shards 0…\(shardCount - 1)")
+            throw SubscriberError(.badShardList, "shard id \(bad) is not one of the \(shardCount) shards 0…\(shardCount - 1)")
         }
         guard Set(shardIDs).count == shardIDs.count else {
-            throw SubscriberError("shard ids \(shardIDs.map(String.init).joined(separator: ",")) name a shard twice")
+            throw SubscriberError(.badShardList, "shard ids \(shardIDs.map(String.init).joined(separator: ",")) name a shard twice")
         }
     }
 
@@ -199,7 +199,7 @@ package struct ShardIdentity: Sendable {
             return SubscriberError.wrongShard(position: position, count: shards, endpoint: endpoint, found: found)
         }
         let ids = chosen.map(String.init).joined(separator: ",")
-        return SubscriberError(
+        return SubscriberError(.wrongShard,
             "the endpoint at position \(position) of \(chosen.count) (\(endpoint)) answered as \(found), not shard "
                 + "\(shard)/\(shards), which the shard ids (\(ids)) put at position \(position): "
                 + "list the endpoints in the order of their shard ids")

@@ -73,12 +73,12 @@ public final class FileCursor: SubscriberCursor {
         self.path = path
         self.durable = durable
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SubscriberError("cannot open cursor file \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw SubscriberError(.cursorUnusable, "cannot open cursor file \(path): \(String(cString: strerror(errno)))") }
         // One subscriber per cursor: two would both handle every envelope and overwrite each
         // other's commits. Held until this cursor is released (or the process ends).
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
-            throw SubscriberError("cursor file \(path) is in use by another subscriber")
+            throw SubscriberError(.cursorInUse, "cursor file \(path) is in use by another subscriber")
         }
         (seq, generation) = try FileCursor.read(fd, path)
     }
@@ -88,7 +88,7 @@ public final class FileCursor: SubscriberCursor {
     public static func committed(at path: String) throws(SubscriberError) -> Int64 {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 && errno == ENOENT { return 0 }
-        guard fd >= 0 else { throw SubscriberError("cannot open cursor file \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw SubscriberError(.cursorUnusable, "cannot open cursor file \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         return try read(fd, path).seq
     }
@@ -97,7 +97,7 @@ public final class FileCursor: SubscriberCursor {
     private static func read(_ fd: Int32, _ path: String) throws(SubscriberError) -> (seq: Int64, generation: Int) {
         var buffer = [UInt8](repeating: 0, count: 2 * FileCursor.slotSize)
         let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard n >= 0 else { throw SubscriberError("cannot read cursor file \(path): \(String(cString: strerror(errno)))") }
+        guard n >= 0 else { throw SubscriberError(.cursorUnusable, "cannot read cursor file \(path): \(String(cString: strerror(errno)))") }
         var (seq, generation): (Int64, Int) = (0, 0)
         for slot in 0..<2 {
             let start = slot * FileCursor.slotSize
@@ -122,11 +122,11 @@ public final class FileCursor: SubscriberCursor {
         let offset = off_t((generation % 2) * FileCursor.slotSize)
         let n = slot.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, $0.count, offset) }
         guard n == slot.count else {
-            throw SubscriberError("cannot write cursor file \(path): \(n < 0 ? String(cString: strerror(errno)) : "short write")")
+            throw SubscriberError(.cursorUnusable, "cannot write cursor file \(path): \(n < 0 ? String(cString: strerror(errno)) : "short write")")
         }
         generation += 1
         if durable && fdatasync(fd) != 0 {
-            throw SubscriberError("cannot sync cursor file \(path): \(String(cString: strerror(errno)))")
+            throw SubscriberError(.cursorUnusable, "cannot sync cursor file \(path): \(String(cString: strerror(errno)))")
         }
     }
 
@@ -166,14 +166,50 @@ public final class FileCursor: SubscriberCursor {
 }
 
 /// A subscriber failure that is not a libzmq error: a cursor file, a recording, a refused request.
-/// `Sendable`.
+///
+/// `Sendable`. A struct, so codes can be added without breaking a `switch`: compare ``code`` with
+/// the `static let`s of ``Code``; ``description`` says where and why, for people.
 public struct SubscriberError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, for code to act on.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A cursor file cannot be opened, read, written or synced.
+        public static let cursorUnusable = Code("cursor_unusable")
+        /// A cursor file is locked by another subscriber.
+        public static let cursorInUse = Code("cursor_in_use")
+        /// A cursor is ahead of the journal it is used with: it belongs to another journal.
+        public static let cursorMismatch = Code("cursor_mismatch")
+        /// The daemon refused a control request (`replay`, `stats`), such as `not_retained`.
+        public static let refused = Code("refused")
+        /// A control reply the subscriber cannot read (a field missing).
+        public static let badReply = Code("bad_reply")
+        /// An endpoint answered as another shard than its position in the list says.
+        public static let wrongShard = Code("wrong_shard")
+        /// A list of shard ids or a shard count that cannot be.
+        public static let badShardList = Code("bad_shard_list")
+        /// A recording of envelopes (`tail --record`) cannot be opened, read, written or used.
+        public static let recordingUnusable = Code("recording_unusable")
+        /// Anything else.
+        public static let failed = Code("failed")
+    }
+
+    public let code: Code
     public let description: String
-    public init(_ description: String) { self.description = description }
+
+    public init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
+
+    /// A failure without a more precise code (``Code/failed``).
+    public init(_ description: String) { self.init(.failed, description) }
 
     /// The endpoint at `position` of a list of `count` shards turned out to be something else.
     package static func wrongShard(position: Int, count: Int, endpoint: String, found: String) -> SubscriberError {
-        SubscriberError(
+        SubscriberError(.wrongShard,
             "the endpoint at position \(position) of \(count) (\(endpoint)) answered as \(found), not shard \(position)/\(count): "
                 + "list every shard's endpoints, all \(count) of them, in shard order 0…\(count - 1)")
     }

@@ -367,7 +367,7 @@ package struct SubscriptionSequencer {
         // first heartbeat is compared: nothing was replayed before it, while later ones may have
         // waited in the queue behind what the journal has already delivered.
         if !publishIdentified, let v = verified, heartbeat.seq < v {
-            throw SubscriberError(
+            throw SubscriberError(.cursorMismatch,
                 "the cursor of shard \(expected.shard)/\(expected.shards) is at seq \(v) but that shard's journal ends at "
                     + "seq \(heartbeat.seq) (\(options.publish)): the cursor belongs to another journal (one daemon's before "
                     + "sharding, or another shard count); start this shard's cursor over")
@@ -386,7 +386,7 @@ package struct SubscriptionSequencer {
         guard let expected = expectedShard else { return }
         identityRequest = nil
         guard reply.ok else {
-            throw SubscriberError("the control endpoint \(options.control) refused stats: \(reply.error ?? "?") \(reply.detail ?? "")")
+            throw SubscriberError(.refused, "the control endpoint \(options.control) refused stats: \(reply.error ?? "?") \(reply.detail ?? "")")
         }
         guard reply.shard == expected.shard && reply.shards == expected.shards else {
             throw expected.mismatch(endpoint: options.control,
@@ -425,7 +425,7 @@ package struct SubscriptionSequencer {
         guard let request = inFlight, reply.req == request.id else { return [] }
         inFlight = nil
         if reply.op != "replay" {
-            throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
+            throw SubscriberError(.refused, "the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
         }
         if let expected = expectedShard, reply.shard != expected.shard || reply.shards != expected.shards {
             throw expected.mismatch(endpoint: options.control,
@@ -443,10 +443,10 @@ package struct SubscriptionSequencer {
                 needReplay = true
                 return []
             }
-            throw SubscriberError("the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
+            throw SubscriberError(.refused, "the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
         }
         guard let next = reply.next, let lastSeq = reply.lastSeq else {
-            throw SubscriberError("replay reply without next or last_seq")
+            throw SubscriberError(.badReply, "replay reply without next or last_seq")
         }
         var actions: [Action] = []
         let morePages = next <= lastSeq && next > request.from

@@ -75,7 +75,7 @@ public final class EnvelopeRecording: SubscriberCursor {
         lastSeqs = [Int64](repeating: 0, count: shards)
         hasLines = [Bool](repeating: false, count: shards)
         fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SubscriberError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw SubscriberError(.recordingUnusable, "cannot open \(path): \(String(cString: strerror(errno)))") }
         try recover()
         try checkShardCount()
         line.reserveCapacity(4096)
@@ -90,13 +90,13 @@ public final class EnvelopeRecording: SubscriberCursor {
             let recorded = Int(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
         {
             guard recorded == shards else {
-                throw SubscriberError("\(path) is a recording of \(recorded) shard\(recorded == 1 ? "" : "s") "
+                throw SubscriberError(.recordingUnusable, "\(path) is a recording of \(recorded) shard\(recorded == 1 ? "" : "s") "
                                       + "(\(countPath)) but \(shards) were given: \(advice)")
             }
             return
         }
         if !wasEmpty && shards > 1 && !hasLines.dropFirst().contains(true) {
-            throw SubscriberError("\(path) holds envelopes of shard 0 only and does not record its shard count, "
+            throw SubscriberError(.recordingUnusable, "\(path) holds envelopes of shard 0 only and does not record its shard count, "
                                   + "so it may be one daemon's, whose seqs mean nothing for shard 0 of \(shards): "
                                   + "\(advice); if it is a recording of these \(shards) shards, write \(shards) into \(countPath)")
         }
@@ -107,7 +107,7 @@ public final class EnvelopeRecording: SubscriberCursor {
         do {
             try AtomicFile.write(Array("\(shards)\n".utf8), to: EnvelopeRecording.shardCountPath(path), durable: true)
         } catch {
-            throw SubscriberError(error.description)
+            throw SubscriberError(.recordingUnusable, error.description)
         }
         needsShardCountFile = false
     }
@@ -158,7 +158,7 @@ public final class EnvelopeRecording: SubscriberCursor {
             }
             return nil
         }
-        if let failure { throw SubscriberError("cannot write \(path): \(String(cString: strerror(failure)))") }
+        if let failure { throw SubscriberError(.recordingUnusable, "cannot write \(path): \(String(cString: strerror(failure)))") }
         let slot = shards == 1 ? 0 : envelope.shard
         if slot >= 0 && slot < shards {
             lastSeqs[slot] = envelope.seq
@@ -178,7 +178,7 @@ public final class EnvelopeRecording: SubscriberCursor {
             let start = max(0, end - chunk)
             var tail = [UInt8](repeating: 0, count: end - start)
             let n = tail.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(start)) }
-            guard n == tail.count else { throw SubscriberError("cannot read \(path): \(String(cString: strerror(errno)))") }
+            guard n == tail.count else { throw SubscriberError(.recordingUnusable, "cannot read \(path): \(String(cString: strerror(errno)))") }
             if end == size {
                 guard let lastNewline = tail.lastIndex(of: 0x0A) else {
                     if start == 0 {
@@ -202,7 +202,7 @@ public final class EnvelopeRecording: SubscriberCursor {
                 let fields = try EnvelopeRecording.positions(of: lineBytes, path: path)
                 let slot = shards == 1 ? 0 : fields.shard
                 guard slot >= 0 && slot < shards else {
-                    throw SubscriberError("\(path) holds envelopes of shard \(fields.shard), but \(shards) shards were given: "
+                    throw SubscriberError(.recordingUnusable, "\(path) holds envelopes of shard \(fields.shard), but \(shards) shards were given: "
                                           + "record each list of shards in its own file")
                 }
                 if !hasLines[slot] {
@@ -223,7 +223,7 @@ public final class EnvelopeRecording: SubscriberCursor {
 
     private func truncate(to length: Int, size: Int) throws(SubscriberError) {
         guard ftruncate(fd, off_t(length)) == 0 else {
-            throw SubscriberError("cannot truncate \(path): \(String(cString: strerror(errno)))")
+            throw SubscriberError(.recordingUnusable, "cannot truncate \(path): \(String(cString: strerror(errno)))")
         }
         truncatedBytes = size - length
     }
@@ -237,7 +237,7 @@ public final class EnvelopeRecording: SubscriberCursor {
             guard let seq = doc.member(doc.root, "seq").flatMap({ doc.int64($0) }) else { return nil }
             return (seq, Int(doc.member(doc.root, "shard").flatMap { doc.int64($0) } ?? 0))
         }
-        guard let fields else { throw SubscriberError("the last line of \(path) is not an envelope with a seq") }
+        guard let fields else { throw SubscriberError(.recordingUnusable, "the last line of \(path) is not an envelope with a seq") }
         return fields
     }
 }

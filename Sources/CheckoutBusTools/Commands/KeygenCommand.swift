@@ -54,12 +54,12 @@ public struct KeygenCommand {
 
     private func write(_ path: String, _ text: String, mode: mode_t) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw CurveKeyFileError("cannot write \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw CurveKeyFileError(.unwritable, "cannot write \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         _ = fchmod(fd, mode)
         let bytes = Array(text.utf8)
         guard bytes.withUnsafeBytes({ Foundation.write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
-            throw CurveKeyFileError("cannot write \(path): \(String(cString: strerror(errno)))")
+            throw CurveKeyFileError(.unwritable, "cannot write \(path): \(String(cString: strerror(errno)))")
         }
     }
 }

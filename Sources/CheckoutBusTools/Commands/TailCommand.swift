@@ -191,7 +191,7 @@ public struct TailCommand {
                         if endpoints.count > 1 {
                             let (shard, shards) = TailCommand.heartbeatShard(frames[1], doc: doc)
                             guard shards == endpoints.count else {
-                                throw SubscriberError(
+                                throw SubscriberError(.wrongShard,
                                     "--from lists \(endpoints.count) endpoints but a daemon there is shard \(shard)/\(shards): "
                                         + "list every shard's endpoint, in shard order")
                             }
