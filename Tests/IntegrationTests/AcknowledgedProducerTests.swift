@@ -1,6 +1,7 @@
 import CheckoutBusClient
 import Foundation
 import Testing
+import ZeroMQ
 
 #if canImport(Glibc)
 import Glibc
@@ -125,10 +126,22 @@ struct AcknowledgedProducerTests {
         let endpoint = daemon.ingestAcked
         let producer = try await AcknowledgedProducer(options: .init(endpoint: endpoint, timeout: .seconds(10), window: 64))
         let events = Self.bytes(distinctEvents(10_000, run: "ap-kill"))
+        // A plain SUB on the publish socket: the daemon answers a new subscription with a heartbeat,
+        // so once one arrives every envelope of the batch will be seen.
+        let context = try ZMQContext()
+        let watcher = try ZMQSocket(context: context, type: .sub)
+        try watcher.setLinger(milliseconds: 0)
+        try watcher.setOption(.receiveTimeout, 20_000)
+        try watcher.subscribe("")
+        try watcher.connect(daemon.publish)
+        _ = try #require(try watcher.receiveMultipart(), "no heartbeat answered the subscription")
         let sender = Task { try await producer.send(events) }
-        // The batch is under way once its first envelopes are published: then the daemon is killed.
-        let subscriber = Subscriber(options: .init(publish: daemon.publish, control: daemon.control), cursor: MemoryCursor())
-        for try await envelope in subscriber.envelopes where envelope.seq >= 200 { break }
+        // The batch is under way once its first 200 envelopes are published: then the daemon is killed.
+        var published = 0
+        while published < 200 {
+            let frames = try #require(try watcher.receiveMultipart(), "the batch published nothing for 20 s")
+            if frames.first.map({ String(decoding: $0, as: UTF8.self).hasPrefix("checkout.") }) == true { published += 1 }
+        }
         daemon.kill9()
         let failure = await #expect(throws: AcknowledgedProducerError.self) { _ = try await sender.value }
         #expect(failure?.code == .disconnected, "\(String(describing: failure))")
