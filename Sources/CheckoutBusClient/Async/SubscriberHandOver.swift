@@ -34,7 +34,11 @@ package final class SubscriberHandOver: Sendable {
     package let statistics = Mutex(BusSubscriber.Statistics())
 
     package init(capacity: Int, cursors: sending [any SubscriberCursor]) {
-        space = DispatchSemaphore(value: max(1, capacity))
+        // Created empty and raised once per slot: libdispatch traps when a semaphore is released
+        // holding fewer permits than it was created with, as this one does whenever the
+        // subscriber goes away with envelopes still queued.
+        space = DispatchSemaphore(value: 0)
+        for _ in 0..<max(1, capacity) { space.signal() }
         self.cursors = Mutex(cursors)
     }
 
