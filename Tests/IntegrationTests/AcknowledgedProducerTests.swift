@@ -90,7 +90,9 @@ struct AcknowledgedProducerTests {
         }
         #expect(error?.code == .timedOut)
         #expect(error?.acknowledged.isEmpty == true)
-        #expect(clock.now - start < .seconds(5))
+        // Bounded, not timed: 60 times the timeout separates "gave up" from "hung" on a loaded machine
+        // (5.2 s was seen beside the whole suite on two cores).
+        #expect(clock.now - start < .seconds(30))
         // The producer is still usable: the next send times out the same way.
         let again = await #expect(throws: AcknowledgedProducerError.self) {
             _ = try await producer.send(Array(distinctEvents(1, run: "ap-gone2")[0].utf8))
