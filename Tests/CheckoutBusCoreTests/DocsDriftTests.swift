@@ -46,4 +46,31 @@ struct DocsDriftTests {
             #expect(missing.isEmpty, "\(table) names without a mention in docs/raw-shapes.md: \(missing)")
         }
     }
+
+    /// What a script under `scripts/` prints, run from the repository root.
+    static func scriptOutput(_ name: String) throws -> String {
+        let process = Process()
+        process.executableURL = repositoryRoot.appendingPathComponent("scripts/\(name)")
+        process.currentDirectoryURL = repositoryRoot
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "scripts/\(name) failed")
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test("the docs' tables are what the scripts print from the code, row for row", arguments: [
+        ("name-tables", "docs/raw-shapes.md"),
+        ("error-code-table", "docs/error-codes.md"),
+    ])
+    func tablesAsPrinted(script: String, doc: String) throws {
+        let table = try Self.scriptOutput(script)
+        let text = try String(contentsOf: Self.repositoryRoot.appendingPathComponent(doc), encoding: .utf8)
+        let rows = table.split(separator: "\n").filter { $0.hasPrefix("|") }
+        #expect(rows.count > 10)
+        let missing = rows.filter { !text.contains($0) }
+        #expect(missing.isEmpty, "rows of scripts/\(script) missing from \(doc) (paste its output): \(missing)")
+    }
 }
