@@ -3,6 +3,8 @@ import Glibc
 #endif
 import Synchronization
 
+import CheckoutBusRuntime
+
 /// What the tasks calling an ``AcknowledgedProducer`` hand to its socket thread: new sends,
 /// cancellations and the close, behind a `Mutex`, plus a pipe that wakes the thread from
 /// `zmq_poll`.
@@ -34,27 +36,21 @@ final class ProducerMailbox: Sendable {
 
     private let state = Mutex(State())
     /// Readable while a wake-up is pending; the thread polls it beside its sockets.
-    let wakeFD: Int32
-    private let signalFD: Int32
+    var wakeFD: Int32 { wake.readFD }
+    private let wake: WakePipe
 
     /// - Throws: ``AcknowledgedProducerError`` (``AcknowledgedProducerError/Code/closed``) when no
     ///   pipe can be made (out of file descriptors).
     init() throws(AcknowledgedProducerError) {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else {
-            throw AcknowledgedProducerError(.closed, "cannot create the producer's wake pipe: \(String(cString: strerror(errno)))")
+        do {
+            wake = try WakePipe("producer's wake")
+        } catch {
+            throw AcknowledgedProducerError(.closed, error.description)
         }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        }
-        wakeFD = fds[0]
-        signalFD = fds[1]
     }
 
     deinit {
-        Glibc.close(wakeFD)
-        Glibc.close(signalFD)
+        wake.close()
     }
 
     /// A fresh id for a request, to cancel it by.
@@ -72,26 +68,25 @@ final class ProducerMailbox: Sendable {
             s.taken.requests.append(request)
             return true
         }
-        if accepted { wake() }
+        if accepted { wakeThread() }
         return accepted
     }
 
     /// Asks the thread to give up request `id` (its task was cancelled).
     func cancel(_ id: UInt64) {
         state.withLock { $0.taken.cancelled.append(id) }
-        wake()
+        wakeThread()
     }
 
     /// Asks the thread to fail what it holds with ``AcknowledgedProducerError/Code/closed`` and stop.
     func close() {
         state.withLock { $0.taken.closed = true }
-        wake()
+        wakeThread()
     }
 
     /// On the thread: everything handed over since the last call, and the pending wake-ups read.
     func take() -> Taken {
-        var bytes = [UInt8](repeating: 0, count: 64)
-        while bytes.withUnsafeMutableBytes({ read(wakeFD, $0.baseAddress, 64) }) > 0 {}
+        wake.drain()
         return state.withLock { s in
             let taken = s.taken
             s.taken = Taken(closed: s.taken.closed)
@@ -125,8 +120,7 @@ final class ProducerMailbox: Sendable {
         }
     }
 
-    private func wake() {
-        var one: UInt8 = 1
-        _ = write(signalFD, &one, 1)
+    private func wakeThread() {
+        wake.signal()
     }
 }

@@ -1,27 +1,23 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBusCore
-import CheckoutBusProtocol
-import CheckoutBusJSON
-import CheckoutBusRuntime
-import ZeroMQ
 
 /// A non-blocking pipe that one thread writes a byte to and another polls: wakes a thread that
-/// sleeps in `poll`/`zmq_poll` (the pipeline, the control thread, the HTTP thread).
+/// sleeps in `poll`/`zmq_poll` (the pipeline, the control thread, the HTTP thread, a producer's
+/// socket thread).
 ///
 /// `Sendable`: two file descriptors, written and read with single system calls. ``signal()`` never
 /// blocks (a full pipe already means "woken"). Closed by ``close()``, once no thread uses it.
-package final class WakePipe: Sendable {
+public final class WakePipe: Sendable {
     /// Readable while a signal is pending; poll it.
-    package let readFD: Int32
+    public let readFD: Int32
     private let writeFD: Int32
 
-    /// - Throws: ``DaemonError`` when no pipe can be made (out of file descriptors).
-    package init(_ purpose: String) throws {
+    /// - Throws: ``WakePipeError`` when no pipe can be made (out of file descriptors).
+    public init(_ purpose: String) throws(WakePipeError) {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else {
-            throw DaemonError(.noResource, "cannot create the \(purpose) pipe: \(String(cString: strerror(errno)))")
+            throw WakePipeError(errno: errno, description: "cannot create the \(purpose) pipe: \(String(cString: strerror(errno)))")
         }
         for fd in fds {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
@@ -32,19 +28,25 @@ package final class WakePipe: Sendable {
     }
 
     /// Makes ``readFD`` readable.
-    package func signal() {
+    public func signal() {
         var one: UInt8 = 1
         _ = write(writeFD, &one, 1)
     }
 
     /// Reads every pending signal, so ``readFD`` polls quiet again.
-    package func drain() {
+    public func drain() {
         var bytes = [UInt8](repeating: 0, count: 64)
         while bytes.withUnsafeMutableBytes({ read(readFD, $0.baseAddress, 64) }) > 0 {}
     }
 
-    package func close() {
+    public func close() {
         Glibc.close(readFD)
         Glibc.close(writeFD)
     }
+}
+
+/// No pipe could be made: the system's `errno` (`EMFILE`, `ENFILE`) and what it was for. `Sendable`.
+public struct WakePipeError: Error, CustomStringConvertible, Sendable {
+    public let errno: Int32
+    public let description: String
 }
