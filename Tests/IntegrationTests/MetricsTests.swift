@@ -67,6 +67,7 @@ struct MetricsTests {
         #expect(try sendBytes(Array(tour.utf8), to: daemon.ingestAcked, arguments: ["--acked"]).status == 1)
         let control = try ControlClient(daemon.control)
         _ = try control.request(#"{"op":"report","subscriber":"slow-1","missed":7,"recovered":7,"gaps":1}"#)
+        _ = try control.request(#"{"op":"report","subscriber":"current-1","last_seq":12}"#)
         let after = try httpGet(address, "/metrics").body
         #expect(metric(after, "checkoutbus_last_seq") == 12)
         #expect(metric(after, "checkoutbus_events_published_total{kind=\"complete\"}") == 3)
@@ -78,6 +79,14 @@ struct MetricsTests {
         #expect((metric(after, "checkoutbus_journal_bytes") ?? 0) > (metric(before.body, "checkoutbus_journal_bytes") ?? 0))
         #expect((metric(after, "checkoutbus_journal_fsyncs_total") ?? 0) >= 1)
         #expect(metric(after, "checkoutbus_subscriber_hwm_drops_total{subscriber=\"slow-1\"}") == 7)
+        // slow-1 reported no last_seq (0): all 12 published envelopes are ahead of it.
+        #expect(metric(after, "checkoutbus_subscriber_lag{subscriber=\"slow-1\"}") == 12)
+        #expect(metric(after, "checkoutbus_subscriber_lag{subscriber=\"current-1\"}") == 0)
+        // The tour's four failures by stable code.
+        #expect(metric(after, "checkoutbus_failures_total{code=\"cart_expired\"}") == 2)
+        #expect(metric(after, "checkoutbus_failures_total{code=\"network_error\"}") == 1)
+        #expect(metric(after, "checkoutbus_failures_total{code=\"payment_failed\"}") == 1)
+        #expect(metric(after, "checkoutbus_failures_total{code=\"unknown\"}") == 0)
         // tour-1, legacy-7, legacy-8, and-3, ios-4, primer-5
         #expect(metric(after, "checkoutbus_tracked_checkouts") == 6)
 

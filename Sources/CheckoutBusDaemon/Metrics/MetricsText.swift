@@ -29,6 +29,8 @@ package enum MetricsText {
         counter("checkoutbus_messages_received_total", "Messages received on the ingest sockets.", [("", c.received)])
         counter("checkoutbus_events_published_total", "Lifecycle envelopes published, by kind.",
                 LifecycleKind.allCases.enumerated().map { ("{kind=\"\($0.element.name)\"}", c.publishedByKind[$0.offset]) })
+        counter("checkoutbus_failures_total", "Failure envelopes published, by stable error code (checkout.fail.<code>).",
+                StableErrorCode.allCases.map { ("{code=\"\($0.rawValue)\"}", c.failedByCode[$0] ?? 0) })
         counter("checkoutbus_events_suppressed_total", "Updates suppressed as identical to the last snapshot.",
                 [("", c.suppressed)])
         counter("checkoutbus_events_duplicate_total", "Producer retries recognised by event_id and not published again.",
@@ -40,6 +42,9 @@ package enum MetricsText {
                 reports.map { ("{subscriber=\"\(escape($0.name))\"}", UInt64(max(0, $0.report.missed))) })
         counter("checkoutbus_subscriber_recovered_total", "Missed envelopes a subscriber fetched again from the journal.",
                 reports.map { ("{subscriber=\"\(escape($0.name))\"}", UInt64(max(0, $0.report.recovered))) })
+        gauge("checkoutbus_subscriber_lag",
+              "Envelopes published after the last seq a subscriber reported handling (its last report; 0 if it is ahead).",
+              reports.map { ("{subscriber=\"\(escape($0.name))\"}", max(0, Int64(snap.lastSeq) - $0.report.lastSeq)) })
         gauge("checkoutbus_last_seq", "The last seq journaled and published.", [("", Int64(snap.lastSeq))])
         gauge("checkoutbus_durable_seq", "The last seq known to be on disk.", [("", Int64(snap.durableSeq))])
         gauge("checkoutbus_journal_bytes", "Bytes in the journal's retained segments.", [("", snap.journalBytes)])
