@@ -4,9 +4,10 @@ import Testing
 // `checkoutbus tail --checkout/--code/--platform/--sdk/--source`: over the wire, live and with
 // --since, each filter (and a combination with a topic prefix) prints exactly the matching envelopes.
 
-/// A `checkoutbus tail ARGUMENTS --format json` process, started and ready once it reports its
-/// subscriptions live.
-func startTail(_ arguments: [String]) throws -> (Process, PipeLineReader) {
+/// A `checkoutbus tail ARGUMENTS --format json` process, started; live (`waitForSubscription`),
+/// ready once it reports its subscriptions live. (With `--since` it may print its count from the
+/// journal and exit before its live subscriptions are confirmed: nothing to wait for then.)
+func startTail(_ arguments: [String], waitForSubscription: Bool = true) throws -> TailRun {
     let p = Process()
     p.executableURL = Products.url("checkoutbus")
     p.arguments = ["tail", "--format", "json", "--timeout", "30"] + arguments
@@ -15,20 +16,28 @@ func startTail(_ arguments: [String]) throws -> (Process, PipeLineReader) {
     p.standardOutput = out
     p.standardError = err
     try p.run()
-    let stderr = PipeLineReader(err.fileHandleForReading)
-    guard let line = stderr.readLine(timeout: 20), line.hasPrefix("tail: subscribed") else {
+    let run = TailRun(process: p, stdout: PipeLineReader(out.fileHandleForReading), stderr: PipeLineReader(err.fileHandleForReading))
+    guard waitForSubscription else { return run }
+    guard let line = run.stderr.readLine(timeout: 20), line.hasPrefix("tail: subscribed") else {
         p.terminate()
         throw HarnessError("tail did not report its subscription")
     }
-    return (p, PipeLineReader(out.fileHandleForReading))
+    return run
 }
 
-/// Reads a finished tail's envelopes; throws unless it exited 0.
-func tailEnvelopes(_ process: Process, _ stdout: PipeLineReader) throws -> [[String: Any]] {
-    let lines = stdout.readAll(timeout: 40)
-    let status = waitForExit(process, timeout: 5)
-    guard status == 0 else { throw HarnessError("tail exited \(status) after \(lines.count) lines") }
-    return try lines.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+/// A running tail and both its pipes (kept open until it is done: a closed stderr would end it).
+struct TailRun {
+    let process: Process
+    let stdout: PipeLineReader
+    let stderr: PipeLineReader
+
+    /// Reads the finished tail's envelopes; throws unless it exited 0.
+    func envelopes() throws -> [[String: Any]] {
+        let lines = stdout.readAll(timeout: 40)
+        let status = waitForExit(process, timeout: 5)
+        guard status == 0 else { throw HarnessError("tail exited \(status) after \(lines.count) lines") }
+        return try lines.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+    }
 }
 
 @Suite("checkoutbus tail filters", .serialized, .timeLimit(.minutes(3)))
@@ -60,9 +69,8 @@ struct TailFilterTests {
         let stats = try runTool("checkoutbus", ["stats", "--control", daemon.control, "--json"])
         let lastSeq = try #require(
             (try JSONSerialization.jsonObject(with: Data(stats.output.utf8)) as? [String: Any])?.int("last_seq"))
-        let (tail, out) = try startTail(["--from", daemon.publish, "--control", daemon.control, "--since", "1",
-                                         "--count", String(lastSeq)])
-        return try tailEnvelopes(tail, out)
+        return try startTail(["--from", daemon.publish, "--control", daemon.control, "--since", "1",
+                              "--count", String(lastSeq)], waitForSubscription: false).envelopes()
     }
 
     @Test("each filter, alone, repeated, with a topic prefix, live and with --since: exactly the matching envelopes")
@@ -79,9 +87,9 @@ struct TailFilterTests {
         for (arguments, matches) in TailFilterTests.cases {
             let expected = everything.filter(matches).compactMap { $0.int("seq") }
             #expect(!expected.isEmpty && expected.count < everything.count, "\(arguments) must select some, not all")
-            let (tail, out) = try startTail(["--from", first.publish, "--control", first.control, "--since", "1",
-                                             "--count", String(expected.count)] + arguments)
-            #expect(try tailEnvelopes(tail, out).compactMap { $0.int("seq") } == expected, "\(arguments)")
+            let tail = try startTail(["--from", first.publish, "--control", first.control, "--since", "1",
+                                      "--count", String(expected.count)] + arguments, waitForSubscription: false)
+            #expect(try tail.envelopes().compactMap { $0.int("seq") } == expected, "\(arguments)")
         }
 
         // Live: a fresh daemon given the same lines publishes the same envelopes under the same seqs.
@@ -91,8 +99,8 @@ struct TailFilterTests {
             return (arguments, expected, try startTail(["--from", second.publish, "--count", String(expected.count)] + arguments))
         }
         _ = try send(lines, to: second.ingestAcked, arguments: ["--acked"])
-        for (arguments, expected, (tail, out)) in tails {
-            #expect(try tailEnvelopes(tail, out).compactMap { $0.int("seq") } == expected, "live \(arguments)")
+        for (arguments, expected, tail) in tails {
+            #expect(try tail.envelopes().compactMap { $0.int("seq") } == expected, "live \(arguments)")
         }
     }
 }

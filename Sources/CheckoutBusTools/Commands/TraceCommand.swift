@@ -108,6 +108,8 @@ public struct TraceCommand {
             request.reset()
             request.append(#"{"op":"replay","prefix":["checkout.","bus.deadletter"],"limit":10000,"from":"#)
             request.append(int: from)
+            request.append(#","checkout_id":"#)
+            request.appendString(checkoutID)
             request.append("}")
             _ = try dealer.send(request.bytes)
             guard let frames = try dealer.receiveMultipart(), let head = frames.first else {
