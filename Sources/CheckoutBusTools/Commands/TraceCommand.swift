@@ -12,8 +12,8 @@ import ZeroMQ
 /// order, and a one-line verdict.
 ///
 /// It pages through the owning shard's journal over the control socket (`replay` from the first
-/// retained `seq`, topics `checkout.` and `bus.deadletter`) and keeps the envelopes that name the
-/// checkout; with several shards only the owner (``ShardMap/owner(of:count:)``) is asked. With
+/// retained `seq`, topics `checkout.` and `bus.deadletter`, `checkout_id`: the daemon sends only
+/// that checkout's envelopes) and checks each one names the checkout (an older daemon sends all); with several shards only the owner (``ShardMap/owner(of:count:)``) is asked. With
 /// `--data-dir` it also reads the suppressed-id log there, to count the identical updates
 /// suppressed between published envelopes. Not `Sendable`; runs on the calling thread.
 public struct TraceCommand {
