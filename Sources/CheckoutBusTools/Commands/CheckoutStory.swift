@@ -33,7 +33,9 @@ package struct TraceEntry: Sendable, Equatable {
                 let seq = doc.member(r, "seq").flatMap({ doc.int64($0) }),
                 let kind = doc.member(r, "kind").flatMap({ doc.string($0) })
             else { return nil }
-            func text(_ object: Int, _ key: StaticString) -> String? { doc.member(object, key).flatMap { doc.string($0) } }
+            func text(_ object: Int, _ key: StaticString) -> String? {
+                doc.member(object, key).flatMap { doc.string($0) }
+            }
             var e = TraceEntry(seq: seq, kind: kind)
             e.receivedAt = text(r, "received_at")
             e.eventID = text(r, "event_id")

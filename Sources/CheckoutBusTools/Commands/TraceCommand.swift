@@ -13,7 +13,8 @@ import ZeroMQ
 ///
 /// It pages through the owning shard's journal over the control socket (`replay` from the first
 /// retained `seq`, topics `checkout.` and `bus.deadletter`, `checkout_id`: the daemon sends only
-/// that checkout's envelopes) and checks each one names the checkout (an older daemon sends all); with several shards only the owner (``ShardMap/owner(of:count:)``) is asked. With
+/// that checkout's envelopes) and checks each one names the checkout (an older daemon sends all);
+/// with several shards only the owner (``ShardMap/owner(of:count:)``) is asked. With
 /// `--data-dir` it also reads the suppressed-id log there, to count the identical updates
 /// suppressed between published envelopes. Not `Sendable`; runs on the calling thread.
 public struct TraceCommand {
@@ -54,9 +55,12 @@ public struct TraceCommand {
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(
-            arguments, valued: Set(["control", "format", "timeout", "data-dir"]).union(CurveClientKeys.flags), switches: [])
+            arguments, valued: Set(["control", "format", "timeout", "data-dir"]).union(CurveClientKeys.flags),
+            switches: [])
         curve = try CurveClientKeys.parse(args)
-        guard args.positionals.count == 1, !args.positionals[0].isEmpty else { throw .init("trace needs exactly one CHECKOUT_ID") }
+        guard args.positionals.count == 1, !args.positionals[0].isEmpty else {
+            throw .init("trace needs exactly one CHECKOUT_ID")
+        }
         checkoutID = args.positionals[0]
         if let v = args.value("control") { controls = try TailCommand.endpointList(v, flag: "control") }
         switch args.value("format") {
@@ -125,7 +129,8 @@ public struct TraceCommand {
                 throw TraceError(description: "\(controls[shard]) answered \(String(decoding: head, as: UTF8.self))")
             }
             guard page.shard == shard, page.shards == controls.count else {
-                throw TraceError(description: "\(controls[shard]) is shard \(page.shard)/\(page.shards), not \(shard)/\(controls.count): "
+                throw TraceError(description: "\(controls[shard]) is shard \(page.shard)/\(page.shards), "
+                                 + "not \(shard)/\(controls.count): "
                                  + "list every shard's control endpoint, in shard order")
             }
             if story.firstSeq == nil { story.firstSeq = page.firstSeq ?? from }
@@ -133,7 +138,8 @@ public struct TraceCommand {
             var i = 1
             while i + 1 < frames.count {
                 let envelope = frames[i + 1]
-                if TraceCommand.contains(envelope, needle), let entry = TraceEntry(envelope: envelope, checkoutID: checkoutID, doc: doc) {
+                if TraceCommand.contains(envelope, needle),
+                    let entry = TraceEntry(envelope: envelope, checkoutID: checkoutID, doc: doc) {
                     story.entries.append(entry)
                 }
                 i += 2
@@ -190,7 +196,9 @@ public struct TraceCommand {
         guard let needle, !needle.isEmpty else { return true }
         return envelope.withUnsafeBytes { hay -> Bool in
             needle.withUnsafeBytes { n -> Bool in
-                guard let base = hay.baseAddress, let pattern = n.baseAddress, hay.count >= n.count else { return false }
+                guard let base = hay.baseAddress, let pattern = n.baseAddress, hay.count >= n.count else {
+                    return false
+                }
                 let last = hay.count - n.count
                 var i = 0
                 while i <= last {
