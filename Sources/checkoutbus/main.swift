@@ -14,6 +14,7 @@ let usage = """
       send    send raw events (JSON Lines) to a daemon's ingest socket, or to shards (--shards)
       route   a front for producers that cannot shard: each event goes to the shard owning its checkout
       tail    print envelopes published by a daemon, live
+      trace   everything the journal holds about one checkout, in order, and a verdict
       replay  replay a recorded JSONL (raw capture or `tail --format json`) at its pacing, ×N, or flat out
       flood   drive a daemon (or shards) with synthetic lifecycles and check what it publishes
       stats   what a running daemon has done: counters, journal, subscribers' drops
@@ -62,6 +63,8 @@ case "forwarder":
     status = runCommand(ForwarderCommand.help) { try ForwarderCommand(arguments: arguments).run() }
 case "keygen":
     status = runCommand(KeygenCommand.help) { try KeygenCommand(arguments: arguments).run() }
+case "trace":
+    status = runCommand(TraceCommand.help) { try TraceCommand(arguments: arguments).run() }
 case "stats":
     status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
 case "decode":

@@ -693,7 +693,27 @@ struct DurabilityTests {
         #expect(subscribers["worker-a"]?["missed"] as? Int == 4)
         #expect(subscribers["worker-a"]?["gaps"] as? Int == 2)
 
-        for bad in ["not json", #"{"op":"fly"}"#, #"{"op":"replay"}"#, #"{"op":"replay","from":1,"prefix":7}"#, "[1]"] {
+        // checkout_id: only the envelopes naming that checkout (tour-1: a start, two updates, a
+        // complete; and-3: a fail and a dismiss), across every page; count is what the page holds.
+        for (checkout, kinds) in [("gid://shopify/Checkout/tour-1", ["start", "update", "update", "complete"]),
+                                  ("and-3", ["fail", "dismiss"]), ("nobody", [])] {
+            var got: [String] = []
+            var from = 1
+            while from <= 12 {
+                let r = try control.request(#"{"op":"replay","from":\#(from),"limit":2,"checkout_id":"\#(checkout)"}"#)
+                #expect(r.status["count"] as? Int == r.frames.count / 2)
+                for i in stride(from: 1, to: r.frames.count, by: 2) {
+                    let envelope = try #require(try JSONSerialization.jsonObject(with: Data(r.frames[i])) as? [String: Any])
+                    #expect(envelope["checkout_id"] as? String == checkout)
+                    got.append(envelope["kind"] as? String ?? "?")
+                }
+                from = try #require(r.status["next"] as? Int)
+            }
+            #expect(got == kinds, "\(checkout)")
+        }
+
+        for bad in ["not json", #"{"op":"fly"}"#, #"{"op":"replay"}"#, #"{"op":"replay","from":1,"prefix":7}"#, "[1]",
+                    #"{"op":"replay","from":1,"checkout_id":7}"#] {
             let r = try control.request(bad).status
             #expect(r["ok"] as? Bool == false)
             #expect(r["error"] as? String == "bad_request", "\(bad)")

@@ -242,6 +242,17 @@ package final class ControlService {
             }
         }
         if prefixes.contains(where: { $0.isEmpty }) { prefixes = [] }
+        // `checkout_id`: only envelopes whose top-level checkout_id is that id (`checkoutbus trace`).
+        var checkoutNeedle: [UInt8]?
+        if let t = request.member(root, "checkout_id"), request.kind(t) != .null {
+            guard request.kind(t) == .string else {
+                frames.append(badRequest("\"checkout_id\" must be a string", req: req))
+                return
+            }
+            var w = JSONWriter(capacity: 128)
+            request.unescapedBytes(t).withUnsafeBytes { w.appendString(utf8: $0) }
+            checkoutNeedle = w.bytes
+        }
         page.removeAll(keepingCapacity: true)
         pageFrames.removeAll(keepingCapacity: true)
         let result: (next: UInt64, count: Int)
@@ -249,6 +260,7 @@ package final class ControlService {
             result = try reader.read(from: UInt64(from), prefixes: prefixes, limit: limit,
                                      maxExamined: ControlService.maxExamined, maxBytes: ControlService.maxPageBytes) {
                 _, topic, envelope in
+                if let checkoutNeedle, !ControlService.names(envelope, checkout: checkoutNeedle) { return }
                 let start = page.count
                 page.append(contentsOf: topic)
                 page.append(contentsOf: envelope)
@@ -271,7 +283,7 @@ package final class ControlService {
         }
         counters.update { c in
             c.replayPages += 1
-            c.replayRecords += UInt64(result.count)
+            c.replayRecords += UInt64(pageFrames.count)
             c.replayBytes += UInt64(page.count)
         }
         var w = begin("replay", ok: true, req: req)
@@ -280,7 +292,7 @@ package final class ControlService {
         w.append(",\"next\":")
         w.append(int: Int64(result.next))
         w.append(",\"count\":")
-        w.append(int: result.count)
+        w.append(int: pageFrames.count)
         let bounds = reader.bounds
         w.append(",\"first_seq\":")
         w.append(int: Int64(bounds.first))
@@ -288,6 +300,29 @@ package final class ControlService {
         w.append(int: Int64(bounds.last))
         w.append("}")
         frames.append(w.bytes)
+    }
+
+    private static let checkoutKey = Array(#""checkout_id":"#.utf8)
+
+    /// Whether an envelope's top-level `checkout_id` is `quoted` (the id as a JSON string, as the
+    /// envelope writer spells it): the `checkout_id` filter of a replay. The first `"checkout_id":`
+    /// outside a string is the top-level member: the envelope writer puts it before any snapshot
+    /// or raw bytes, and quotes inside string values are escaped.
+    private static func names(_ envelope: UnsafeRawBufferPointer, checkout quoted: [UInt8]) -> Bool {
+        checkoutKey.withUnsafeBytes { key -> Bool in
+            guard let base = envelope.baseAddress, let keyBase = key.baseAddress else { return false }
+            let last = envelope.count - key.count - quoted.count
+            var i = 0
+            while i <= last {
+                guard let found = memchr(base + i, Int32(UInt8(ascii: "\"")), last - i + 1) else { return false }
+                let at = base.distance(to: UnsafeRawPointer(found))
+                if memcmp(found, keyBase, key.count) == 0 {
+                    return quoted.withUnsafeBytes { memcmp(base + at + key.count, $0.baseAddress!, quoted.count) == 0 }
+                }
+                i = at + 1
+            }
+            return false
+        }
     }
 
     // MARK: stats

@@ -22,9 +22,9 @@ import ZeroMQ
 /// a power loss forgets at most the last second's. Not `Sendable`: the pipeline's.
 package final class SuppressedLog {
     package struct Entry: Equatable {
-        var seq: UInt64
-        var checkoutID: String
-        var eventID: String
+        package var seq: UInt64
+        package var checkoutID: String
+        package var eventID: String
     }
 
     package static let magic: UInt32 = 0x3153_4243  // "CBS1" read little-endian

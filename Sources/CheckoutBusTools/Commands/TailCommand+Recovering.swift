@@ -99,10 +99,12 @@ extension TailCommand {
         var printed = 0
         let count = self.count
         let format = self.format
+        let filter = self.filter
         // The count stops this process; raising the shared signal is how the handler ends the run.
         let status: Int32
         do {
             let outcome = try subscriber.run(stop: stop, deadline: deadline) { envelope in
+                guard filter.matches(topic: envelope.topic, envelope: envelope.bytes, doc: doc) else { return }
                 if let recording {
                     try recording.append(envelope)
                 } else {

@@ -24,6 +24,7 @@ public struct TailCommand {
                                 [--timeout SECONDS] [--receive-hwm N]
                                 [--since SEQ] [--control ENDPOINT] [--record FILE] [--name NAME]
                                 [--receive-buffer BYTES]
+                                [--checkout ID] [--code CODE] [--platform NAME] [--sdk NAME] [--source FORMAT]
                                 [--curve-key FILE --curve-server FILE]
 
           --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702); for several
@@ -36,6 +37,7 @@ public struct TailCommand {
           --timeout SECONDS    exit 1 if --count was not reached in this time
           --receive-hwm N      the subscriber socket's receive high-water mark (default 1000000; with
                                --control 100000)
+        \(EnvelopeFilter.help)
         \(CurveClientKeys.help)
 
         Recovering (any of these turns it on; uses the daemon's journal over its control socket):
@@ -106,15 +108,18 @@ public struct TailCommand {
     public var name = "tail-\(getpid())"
     /// CURVE client keys for the subscriber (and control) sockets.
     public var curve: CurveClientKeys?
+    /// `--checkout`, `--code`, `--platform`, `--sdk`, `--source`: checked on this side, per envelope.
+    package var filter = EnvelopeFilter()
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(
             arguments,
             valued: Set(["from", "topic", "count", "format", "timeout", "receive-hwm", "control", "since", "record", "name",
                          "receive-buffer"])
-                .union(CurveClientKeys.flags),
+                .union(CurveClientKeys.flags).union(EnvelopeFilter.flags),
             switches: [])
         curve = try CurveClientKeys.parse(args)
+        filter = EnvelopeFilter(args)
         if let v = args.value("from") { endpoints = try TailCommand.endpointList(v, flag: "from") }
         if args.value("receive-hwm") != nil {
             receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 0, in: 0...100_000_000))
@@ -205,6 +210,7 @@ public struct TailCommand {
                     }
                     if isHeartbeat && !showHeartbeats { continue }
                     guard topics.contains(where: { topic.starts(with: $0.utf8) }) else { continue }
+                    guard filter.matches(topic: topic, envelope: frames[1], doc: doc) else { continue }
                     switch format {
                     case .json:
                         out.append(contentsOf: frames[1])

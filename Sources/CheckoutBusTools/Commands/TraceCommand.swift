@@ -1,0 +1,226 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CheckoutBusClient
+import CheckoutBusCore
+import CheckoutBusDaemon
+import CheckoutBusJSON
+import CheckoutBusRuntime
+import ZeroMQ
+
+/// `checkoutbus trace CHECKOUT_ID`: everything the journal holds about one checkout, in `seq`
+/// order, and a one-line verdict.
+///
+/// It pages through the owning shard's journal over the control socket (`replay` from the first
+/// retained `seq`, topics `checkout.` and `bus.deadletter`, `checkout_id`: the daemon sends only
+/// that checkout's envelopes) and checks each one names the checkout (an older daemon sends all);
+/// with several shards only the owner (``ShardMap/owner(of:count:)``) is asked. With
+/// `--data-dir` it also reads the suppressed-id log there, to count the identical updates
+/// suppressed between published envelopes. Not `Sendable`; runs on the calling thread.
+public struct TraceCommand {
+    public static let help = """
+        checkoutbus trace — everything the bus's journal holds about one checkout, in order, and a verdict.
+
+        USAGE: checkoutbus trace CHECKOUT_ID [--control ENDPOINT] [--format pretty|json] [--timeout SECONDS]
+                                 [--data-dir DIR] [--curve-key FILE --curve-server FILE]
+
+          CHECKOUT_ID          the checkout_id as published (e.g. gid://shopify/Checkout/abc)
+          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703); for several
+                               shards, every shard's, comma-separated, in shard order: only the shard owning
+                               the checkout is asked
+          --format FORMAT      pretty (default): one line per envelope and a verdict;
+                               json: one JSON object {"checkout_id",…,"events":[…],"verdict":…}
+          --timeout SECONDS    give up when the daemon does not answer a page (default 10)
+          --data-dir DIR       the daemon's data directory, when on its host: also count the identical updates
+                               suppressed between envelopes (from DIR/suppressed.log; updates with an event id)
+        \\(CurveClientKeys.help)
+
+        Every published envelope of the checkout is shown (seq, received_at, kind, summary, stable code,
+        repeat, after_complete) and the dead letters that named it. A producer's retry of an event id is
+        absorbed by the daemon and is not in the journal. Reads the whole retained journal: see
+        docs/commands.md for its cost.
+
+        Exit status: 0 when the journal holds something about the checkout, 1 when it holds nothing,
+        2 for a usage error, 3 when the journal could not be read (no answer, wrong shard, an error).
+        """
+
+    public enum Format: Sendable { case pretty, json }
+
+    package var checkoutID: String
+    package var controls = ["tcp://127.0.0.1:7703"]
+    package var format = Format.pretty
+    package var timeoutSeconds = 10
+    package var dataDirectory: String?
+    package var curve: CurveClientKeys?
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(
+            arguments, valued: Set(["control", "format", "timeout", "data-dir"]).union(CurveClientKeys.flags),
+            switches: [])
+        curve = try CurveClientKeys.parse(args)
+        guard args.positionals.count == 1, !args.positionals[0].isEmpty else {
+            throw .init("trace needs exactly one CHECKOUT_ID")
+        }
+        checkoutID = args.positionals[0]
+        if let v = args.value("control") { controls = try TailCommand.endpointList(v, flag: "control") }
+        switch args.value("format") {
+        case nil, "pretty": format = .pretty
+        case "json": format = .json
+        case let other?: throw .init("--format must be pretty or json, got \(other)")
+        }
+        timeoutSeconds = try args.int("timeout", default: 10, in: 1...3600)
+        dataDirectory = args.value("data-dir")
+    }
+
+    /// What went wrong reading the journal (exit status 3).
+    package struct TraceError: Error, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// - Returns: the process exit code.
+    public func run() -> Int32 {
+        let shard = ShardMap.owner(of: checkoutID, count: controls.count)
+        let story: CheckoutStory
+        do {
+            story = try read(shard: shard)
+        } catch {
+            FileHandleWriter.standardError("checkoutbus trace: \(error)\n")
+            return 3
+        }
+        switch format {
+        case .pretty: FileHandleWriter.standardOutput(story.pretty())
+        case .json: FileHandleWriter.standardOutput(story.json() + "\n")
+        }
+        return story.entries.isEmpty ? 1 : 0
+    }
+
+    /// Pages through the shard's journal and keeps what names the checkout.
+    package func read(shard: Int) throws -> CheckoutStory {
+        let context = try ZMQContext()
+        let dealer = try ZMQSocket(context: context, type: .dealer)
+        try dealer.setLinger(milliseconds: 0)
+        try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
+        try curve?.apply(to: dealer)
+        try dealer.connect(controls[shard])
+
+        var story = CheckoutStory(checkoutID: checkoutID, shard: shard, shards: controls.count)
+        let doc = JSONDocument()
+        let needle = TraceCommand.literal(checkoutID)
+        var from: Int64 = 1
+        var request = JSONWriter(capacity: 256)
+        while true {
+            request.reset()
+            request.append(#"{"op":"replay","prefix":["checkout.","bus.deadletter"],"limit":10000,"from":"#)
+            request.append(int: from)
+            request.append(#","checkout_id":"#)
+            request.appendString(checkoutID)
+            request.append("}")
+            _ = try dealer.send(request.bytes)
+            guard let frames = try dealer.receiveMultipart(), let head = frames.first else {
+                let why = curve == nil ? "" : CurveClientKeys.refusalHint
+                throw TraceError(description: "no answer from \(controls[shard]) within \(timeoutSeconds)s\(why)")
+            }
+            let page = try TraceCommand.pageHead(head, doc: doc)
+            if let error = page.error {
+                if error == "not_retained", let first = page.firstSeq, first > from {
+                    from = first
+                    continue
+                }
+                throw TraceError(description: "\(controls[shard]) answered \(String(decoding: head, as: UTF8.self))")
+            }
+            guard page.shard == shard, page.shards == controls.count else {
+                throw TraceError(description: "\(controls[shard]) is shard \(page.shard)/\(page.shards), "
+                                 + "not \(shard)/\(controls.count): "
+                                 + "list every shard's control endpoint, in shard order")
+            }
+            if story.firstSeq == nil { story.firstSeq = page.firstSeq ?? from }
+            story.lastSeq = page.lastSeq
+            var i = 1
+            while i + 1 < frames.count {
+                let envelope = frames[i + 1]
+                if TraceCommand.contains(envelope, needle),
+                    let entry = TraceEntry(envelope: envelope, checkoutID: checkoutID, doc: doc) {
+                    story.entries.append(entry)
+                }
+                i += 2
+            }
+            if page.next > page.lastSeq { break }
+            from = page.next
+        }
+        if let dataDirectory {
+            story.suppressedSeqs = TraceCommand.suppressedSeqs(checkoutID: checkoutID, dataDirectory: dataDirectory)
+        }
+        return story
+    }
+
+    /// The fields of a replay reply's first frame that paging needs.
+    package struct PageHead {
+        var error: String?
+        var shard = 0
+        var shards = 1
+        var next: Int64 = 0
+        var firstSeq: Int64?
+        var lastSeq: Int64 = 0
+    }
+
+    package static func pageHead(_ head: [UInt8], doc: JSONDocument) throws -> PageHead {
+        try head.withUnsafeBytes { buf throws -> PageHead in
+            do throws(JSONParseError) { try doc.parse(buf) } catch {
+                throw TraceError(description: "the daemon's reply is not JSON: \(error)")
+            }
+            let r = doc.root
+            var page = PageHead()
+            func int(_ key: StaticString) -> Int64? { doc.member(r, key).flatMap { doc.int64($0) } }
+            if let ok = doc.member(r, "ok"), doc.bool(ok) != true {
+                page.error = doc.member(r, "error").flatMap { doc.string($0) } ?? "error"
+            }
+            page.shard = Int(int("shard") ?? 0)
+            page.shards = Int(int("shards") ?? 1)
+            page.next = int("next") ?? 0
+            page.firstSeq = int("first_seq")
+            page.lastSeq = int("last_seq") ?? 0
+            return page
+        }
+    }
+
+    /// The checkout id as it appears inside a JSON string: its bytes, or nil (no quick check) when
+    /// it holds a character JSON may escape.
+    package static func literal(_ id: String) -> [UInt8]? {
+        let bytes = Array(id.utf8)
+        let escaped = bytes.contains { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        return escaped ? nil : bytes
+    }
+
+    /// A cheap filter before parsing: whether the envelope holds the id's bytes at all.
+    package static func contains(_ envelope: [UInt8], _ needle: [UInt8]?) -> Bool {
+        guard let needle, !needle.isEmpty else { return true }
+        return envelope.withUnsafeBytes { hay -> Bool in
+            needle.withUnsafeBytes { n -> Bool in
+                guard let base = hay.baseAddress, let pattern = n.baseAddress, hay.count >= n.count else {
+                    return false
+                }
+                let last = hay.count - n.count
+                var i = 0
+                while i <= last {
+                    guard let found = memchr(base + i, Int32(n[0]), last - i + 1) else { return false }
+                    if memcmp(found, pattern, n.count) == 0 { return true }
+                    i = base.distance(to: UnsafeRawPointer(found)) + 1
+                }
+                return false
+            }
+        }
+    }
+
+    /// The journal seq each suppressed update of the checkout followed, from the data directory's
+    /// suppressed-id log (`suppressed.log.1`, then `suppressed.log`).
+    package static func suppressedSeqs(checkoutID: String, dataDirectory: String) -> [Int64] {
+        let path = dataDirectory + "/suppressed.log"
+        var seqs: [Int64] = []
+        for file in [path + ".1", path] {
+            for entry in SuppressedLog.readFile(file).entries where entry.checkoutID == checkoutID {
+                seqs.append(Int64(entry.seq))
+            }
+        }
+        return seqs
+    }
+}
