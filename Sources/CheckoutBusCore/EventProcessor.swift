@@ -54,6 +54,8 @@ public final class EventProcessor {
         public var duplicates: UInt64 = 0
         public var deadLettered: [String: UInt64] = [:]
         public var deadLetteredTotal: UInt64 = 0
+        /// Failures published, by stable code, in `StableErrorCode.allCases` order.
+        public var failedByCode = [UInt64](repeating: 0, count: StableErrorCode.allCases.count)
     }
 
     public let options: Options
@@ -350,6 +352,9 @@ public final class EventProcessor {
         let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                         afterComplete: afterComplete, receivedAt: receivedAt)
         counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
+        if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
+            counters.failedByCode[i] &+= 1
+        }
         return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: event.eventID,
                                 suppressedCheckoutID: nil, publication: publication)
     }
