@@ -49,13 +49,14 @@ public final class EventProcessor {
         public var received: UInt64 = 0
         public var receivedByFormat = [UInt64](repeating: 0, count: 4)
         public var publishedByKind = [UInt64](repeating: 0, count: LifecycleKind.allCases.count)
-        /// Published `fail` envelopes by their stable code (what `checkout.fail.<code>` carries).
-        public var failedByCode: [StableErrorCode: UInt64] = [:]
         public var suppressed: UInt64 = 0
         /// Retries recognised by `event_id` and not published again.
         public var duplicates: UInt64 = 0
         public var deadLettered: [String: UInt64] = [:]
         public var deadLetteredTotal: UInt64 = 0
+        /// Published `fail` envelopes by their stable code (what `checkout.fail.<code>` carries), in
+        /// `StableErrorCode.allCases` order (an array: no hashing on the hot path).
+        public var failedByCode = [UInt64](repeating: 0, count: StableErrorCode.allCases.count)
     }
 
     public let options: Options
@@ -352,7 +353,9 @@ public final class EventProcessor {
         let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                         afterComplete: afterComplete, receivedAt: receivedAt)
         counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
-        if let code = event.error?.code { counters.failedByCode[code, default: 0] &+= 1 }
+        if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
+            counters.failedByCode[i] &+= 1
+        }
         return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: event.eventID,
                                 suppressedCheckoutID: nil, publication: publication)
     }

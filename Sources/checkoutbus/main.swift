@@ -18,6 +18,7 @@ let usage = """
       replay  replay a recorded JSONL (raw capture or `tail --format json`) at its pacing, ×N, or flat out
       flood   drive a daemon (or shards) with synthetic lifecycles and check what it publishes
       stats   what a running daemon has done: counters, journal, subscribers' drops
+      top     a live view of running daemons: rates, failures, dead letters, subscribers' lag
       decode  what raw events would become (topic, code, summary, redaction), offline
       keygen  write a CURVE key pair (NAME.key, NAME.pub)
       bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse`, `bench journal`
@@ -33,8 +34,8 @@ guard let command = allArguments.first else {
 }
 let arguments = Array(allArguments.dropFirst())
 let stop = StopSignal()
-// Only `tail` and `route` run until told to stop; every other command keeps the default signal behaviour.
-if command == "tail" || command == "route" { stop.trapTerminationSignals() }
+// Only `tail`, `route` and `top` run until told to stop; every other command keeps the default signal behaviour.
+if command == "tail" || command == "route" || command == "top" { stop.trapTerminationSignals() }
 
 @MainActor
 func runCommand(_ help: String, _ body: () throws -> Int32) -> Int32 {
@@ -67,6 +68,8 @@ case "trace":
     status = runCommand(TraceCommand.help) { try TraceCommand(arguments: arguments).run() }
 case "stats":
     status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
+case "top":
+    status = runCommand(TopCommand.help) { try TopCommand(arguments: arguments).run(stop: stop) }
 case "decode":
     status = runCommand(DecodeCommand.help) { try DecodeCommand(arguments: arguments).run() }
 case "bench":

@@ -350,6 +350,20 @@ package final class ControlService {
             w.append("\":")
             w.append(int: Int64(c.publishedByKind[i]))
         }
+        w.append("},\"received_by_family\":{")
+        for (i, family) in ["ecp", "sheet_bridge", "callback", "primer"].enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(family)
+            w.append(":")
+            w.append(int: Int64(c.receivedByFormat[i]))
+        }
+        w.append("},\"failed_by_code\":{")
+        for (i, code) in StableErrorCode.allCases.enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(code.rawValue)
+            w.append(":")
+            w.append(int: Int64(c.failedByCode[i]))
+        }
         w.append("},\"suppressed\":")
         w.append(int: Int64(c.suppressed))
         w.append(",\"duplicates\":")
@@ -370,6 +384,8 @@ package final class ControlService {
         w.append(int: Int64(snap.fsyncs))
         w.append(",\"fsync_max_us\":")
         w.append(int: Int64(snap.fsyncMaxMicros))
+        w.append(",\"fsync_p99_us\":")
+        w.append(int: Int64(snap.fsyncHistogram.upperBoundNanoseconds(quantile: 0.99) / 1000))
         w.append(snap.writesDirect ? ",\"writes\":\"direct\"" : ",\"writes\":\"page_cache\"")
         w.append(",\"writable\":")
         w.append(bool: snap.journalWritable)

@@ -37,6 +37,20 @@ public struct Histogram: Sendable {
         count &+= 1
     }
 
+    /// The upper bound of the bucket holding the `quantile`-th observation (0 with none; the
+    /// largest bound when it falls in the `+Inf` bucket): an upper estimate, as Prometheus's
+    /// `histogram_quantile` would read it at a bucket's edge.
+    public func upperBoundNanoseconds(quantile: Double) -> UInt64 {
+        guard count > 0 else { return 0 }
+        let rank = UInt64((Double(count) * quantile).rounded(.up))
+        var cumulative: UInt64 = 0
+        for (i, bound) in boundsNanoseconds.enumerated() {
+            cumulative += counts[i]
+            if cumulative >= rank { return bound }
+        }
+        return boundsNanoseconds.last ?? 0
+    }
+
     /// Appends the Prometheus text of this histogram as `name` (seconds), with `help`.
     public func write(name: String, help: String, to out: inout String) {
         out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"

@@ -30,7 +30,7 @@ package enum MetricsText {
         counter("checkoutbus_events_published_total", "Lifecycle envelopes published, by kind.",
                 LifecycleKind.allCases.enumerated().map { ("{kind=\"\($0.element.name)\"}", c.publishedByKind[$0.offset]) })
         counter("checkoutbus_failures_total", "Failure envelopes published, by stable error code (checkout.fail.<code>).",
-                StableErrorCode.allCases.map { ("{code=\"\($0.rawValue)\"}", c.failedByCode[$0] ?? 0) })
+                StableErrorCode.allCases.enumerated().map { ("{code=\"\($0.element.rawValue)\"}", c.failedByCode[$0.offset]) })
         counter("checkoutbus_events_suppressed_total", "Updates suppressed as identical to the last snapshot.",
                 [("", c.suppressed)])
         counter("checkoutbus_events_duplicate_total", "Producer retries recognised by event_id and not published again.",

@@ -1,0 +1,125 @@
+import CheckoutBusProtocol
+import Foundation
+
+/// One `stats` reply as `checkoutbus top` needs it: the daemon's running counters, read from the
+/// JSON the control socket answers (docs/durability.md, "stats"). `Sendable`; a value.
+///
+/// Counters only ever grow while a daemon runs, so two snapshots and the time between them give
+/// rates (``TopView``). Figures a daemon does not report read as zero, so an older daemon still
+/// shows what it has.
+package struct TopSnapshot: Sendable, Equatable {
+    /// What one subscriber last reported (`report` on the control socket).
+    package struct Subscriber: Sendable, Equatable {
+        package var lastSeq: Int
+        package var missed: Int
+        package var recovered: Int
+        package var gaps: Int
+        /// How far it is behind: the daemon's `last_seq` minus the subscriber's (never below 0).
+        package var lag: Int
+
+        package init(lastSeq: Int, missed: Int = 0, recovered: Int = 0, gaps: Int = 0, lag: Int = 0) {
+            self.lastSeq = lastSeq
+            self.missed = missed
+            self.recovered = recovered
+            self.gaps = gaps
+            self.lag = lag
+        }
+    }
+
+    package var lastSeq = 0
+    package var durableSeq = 0
+    /// The oldest seq the journal still retains: the retention horizon.
+    package var firstSeq = 0
+    /// Messages received on the ingest sockets.
+    package var received = 0
+    /// Decoded events received, by raw family (`ecp`, `sheet_bridge`, `callback`, `primer`).
+    package var receivedByFamily: [String: Int] = [:]
+    /// Lifecycle envelopes published, by kind name.
+    package var publishedByKind: [String: Int] = [:]
+    package var suppressed = 0
+    /// Failures published, by stable code.
+    package var failedByCode: [String: Int] = [:]
+    /// Dead letters, by reason.
+    package var deadLettered: [String: Int] = [:]
+    package var trackedCheckouts = 0
+    package var journalBytes = 0
+    package var journalSegments = 0
+    /// The daemon's fsync p99 since it started (a histogram bucket's upper bound), µs.
+    package var fsyncP99Micros = 0
+    package var fsyncMaxMicros = 0
+    /// By name.
+    package var subscribers: [String: Subscriber] = [:]
+
+    package init() {}
+
+    /// Reads a `stats` reply; nil when it is not a JSON object answering `stats` with `ok`.
+    package init?(reply: [UInt8]) {
+        guard let s = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any],
+            s["ok"] as? Bool == true
+        else { return nil }
+        self.init(stats: s)
+    }
+
+    /// Reads a parsed `stats` object.
+    package init(stats s: [String: Any]) {
+        func int(_ v: Any?) -> Int { (v as? NSNumber)?.intValue ?? 0 }
+        func dict(_ v: Any?) -> [String: Any] { v as? [String: Any] ?? [:] }
+        func ints(_ v: Any?) -> [String: Int] { dict(v).mapValues { int($0) } }
+        let counters = dict(s["counters"])
+        let journal = dict(s["journal"])
+        lastSeq = int(s["last_seq"])
+        durableSeq = int(s["durable_seq"])
+        firstSeq = int(s["first_seq"])
+        received = int(counters["received"])
+        receivedByFamily = ints(counters["received_by_family"])
+        publishedByKind = ints(counters["published"])
+        suppressed = int(counters["suppressed"])
+        failedByCode = ints(counters["failed_by_code"])
+        deadLettered = ints(counters["deadlettered"])
+        trackedCheckouts = int(counters["tracked_checkouts"])
+        journalBytes = int(journal["bytes"])
+        journalSegments = int(journal["segments"])
+        fsyncP99Micros = int(journal["fsync_p99_us"])
+        fsyncMaxMicros = int(journal["fsync_max_us"])
+        let daemonLast = lastSeq
+        subscribers = dict(s["subscribers"]).mapValues {
+            let r = dict($0)
+            let last = int(r["last_seq"])
+            return Subscriber(lastSeq: last, missed: int(r["missed"]), recovered: int(r["recovered"]),
+                              gaps: int(r["gaps"]), lag: max(0, daemonLast - last))
+        }
+    }
+
+    /// Lifecycle envelopes published, all kinds.
+    package var published: Int { publishedByKind.values.reduce(0, +) }
+
+    /// Several shards as one: counters, journal and checkouts added, seqs added (each shard
+    /// numbers its own), fsync figures the worst shard's. A subscriber that reports to several
+    /// shards under one name (a sharded subscriber) has its seqs, drops and lags added: its lag is
+    /// the sum of its lag on each shard it reports to.
+    package static func summed(_ shards: [TopSnapshot]) -> TopSnapshot {
+        var total = TopSnapshot()
+        func add(_ a: inout [String: Int], _ b: [String: Int]) { a.merge(b, uniquingKeysWith: +) }
+        for s in shards {
+            total.lastSeq += s.lastSeq
+            total.durableSeq += s.durableSeq
+            total.firstSeq += s.firstSeq
+            total.received += s.received
+            add(&total.receivedByFamily, s.receivedByFamily)
+            add(&total.publishedByKind, s.publishedByKind)
+            total.suppressed += s.suppressed
+            add(&total.failedByCode, s.failedByCode)
+            add(&total.deadLettered, s.deadLettered)
+            total.trackedCheckouts += s.trackedCheckouts
+            total.journalBytes += s.journalBytes
+            total.journalSegments += s.journalSegments
+            total.fsyncP99Micros = max(total.fsyncP99Micros, s.fsyncP99Micros)
+            total.fsyncMaxMicros = max(total.fsyncMaxMicros, s.fsyncMaxMicros)
+            total.subscribers.merge(s.subscribers) {
+                Subscriber(lastSeq: $0.lastSeq + $1.lastSeq, missed: $0.missed + $1.missed,
+                           recovered: $0.recovered + $1.recovered, gaps: $0.gaps + $1.gaps, lag: $0.lag + $1.lag)
+            }
+        }
+        return total
+    }
+}
