@@ -390,7 +390,7 @@ final class AnalyticsProcess {
             + (cursor.map { ["--cursor", $0.path] } ?? []) + extraArguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: stderrURL)
-        try process.run()
+        try process.start()
         let live = waitUntil(timeout: 30) { stderrText.contains("analytics: subscribed") || !process.isRunning }
         guard live, process.isRunning else {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }

@@ -99,7 +99,7 @@ struct AsyncClientTests {
         defer { try? FileManager.default.removeItem(at: log) }
         process.standardOutput = try FileHandle(forWritingTo: log)
         process.standardError = process.standardOutput
-        try process.run()
+        try process.start()
         let status = waitForExit(process, timeout: timeout)
         return (status, (try? String(contentsOf: log, encoding: .utf8)) ?? "")
     }
@@ -116,7 +116,7 @@ final class ExampleProcess {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.start()
         stdout = PipeLineReader(out.fileHandleForReading)
     }
 

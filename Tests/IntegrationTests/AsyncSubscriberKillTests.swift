@@ -64,7 +64,7 @@ final class AsyncRecorderProcess {
         let err = Pipe()
         process.standardOutput = FileHandle.nullDevice
         process.standardError = err
-        try process.run()
+        try process.start()
         stderr = PipeLineReader(err.fileHandleForReading)
         guard let line = stderr.readLine(timeout: 20), line.hasPrefix("recorder: subscribed") else {
             kill9()

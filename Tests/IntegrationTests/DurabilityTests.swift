@@ -110,7 +110,7 @@ struct DurabilityTests {
         sender.arguments = ["send", "--acked", "--to", daemon.ingestAcked, "--ack-log", ackLog.path, "--timeout", "3",
                             "--window", "2000", input.path]
         sender.standardError = FileHandle.nullDevice
-        try sender.run()
+        try sender.start()
 
         // Kill once the daemon has journaled a good part of the flood, but not all of it.
         let control = try ControlClient(daemon.control)
@@ -632,7 +632,7 @@ struct DurabilityTests {
         p.arguments = ["-f", "-c", "%T", path]
         let out = Pipe()
         p.standardOutput = out
-        try p.run()
+        try p.start()
         let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: 10).joined()
         _ = waitForExit(p, timeout: 10)
         return text.trimmingCharacters(in: .whitespacesAndNewlines)

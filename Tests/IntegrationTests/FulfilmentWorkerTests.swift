@@ -26,7 +26,7 @@ final class FulfilProcess {
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.start()
         stderr = PipeLineReader(err.fileHandleForReading)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
@@ -99,7 +99,7 @@ struct FulfilmentWorkerTests {
         let floodOut = Pipe()
         flood.standardOutput = floodOut
         flood.standardError = FileHandle.nullDevice
-        try flood.run()
+        try flood.start()
 
         // Five crashes, each once the worker has visibly made progress since it (re)started.
         var kills = 0

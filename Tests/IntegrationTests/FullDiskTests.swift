@@ -28,7 +28,7 @@ struct FullDiskTests {
         sender.arguments = ["send", "--acked", "--to", daemon.ingestAcked, "--ack-log", ackLog.path, "--timeout", "60",
                             "--window", String(window), input.path]
         sender.standardError = FileHandle.nullDevice
-        try sender.run()
+        try sender.start()
 
         #expect(waitUntil(30) { daemon.stderrText.contains("journal write failed") })
         #expect(try httpGet(address, "/healthz").status == 503)
@@ -62,7 +62,7 @@ struct FullDiskTests {
         raise.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
         // Only the soft limit was lowered, so raising it back needs no privilege.
         raise.arguments = ["--pid", String(daemon.process.processIdentifier), "--fsize=unlimited:unlimited"]
-        try raise.run()
+        try raise.start()
         #expect(waitForExit(raise, timeout: 10) == 0)
         #expect(waitForExit(sender, timeout: 60) == 0, "every event acknowledged")
         // The owed answer, or a regular heartbeat after it, reaches the subscriber with every seq.

@@ -45,7 +45,7 @@ final class NATSServerProcess {
         let log = directory.appendingPathComponent("server.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        try process.start()
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline && process.isRunning {
             if let file = try? FileManager.default.contentsOfDirectory(atPath: portsDirectory.path).first(where: { $0.hasSuffix(".ports") }),
@@ -93,7 +93,7 @@ final class BridgeProcess {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = try FileHandle(forWritingTo: stderrURL)
-        try process.run()
+        try process.start()
         stdout = PipeLineReader(out.fileHandleForReading)
         // A cluster elects its JetStream leader first: the bridge retries until the stream exists.
         guard let line = stdout.readLine(timeout: 60),
@@ -133,7 +133,7 @@ func startFlood(_ daemon: DaemonProcess, checkouts: Int, seed: Int, rate: Int? =
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice
-    try p.run()
+    try p.start()
     return (p, PipeLineReader(out.fileHandleForReading))
 }
 
@@ -183,7 +183,7 @@ func dumpStream(_ nats: String, stream: String = "CHECKOUTS") throws -> [String:
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice
-    try p.run()
+    try p.start()
     var messages: [String: (subject: String, envelope: ArraySlice<UInt8>)] = [:]
     let subjectKey = Array(#","subject":""#.utf8)
     let idKey = Array(#"","id":""#.utf8)
@@ -329,7 +329,7 @@ struct JetStreamTests {
                            "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "6000", "--seed", "73", "--rate", String(floodRate), "--json"]
         flood.standardOutput = FileHandle.nullDevice
         flood.standardError = FileHandle.nullDevice
-        try flood.run()
+        try flood.start()
 
         #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 4000 } }, "the cursors never reached 4000")
         #expect(bridgeIsBusy(flood: flood, controls: shards.map(\.control), cursors: cursors),
@@ -381,7 +381,7 @@ struct JetStreamTests {
                            "--from", shards.map(\.publish).joined(separator: ","), "--checkouts", "4000", "--seed", "74", "--rate", String(floodRate), "--json"]
         flood.standardOutput = FileHandle.nullDevice
         flood.standardError = FileHandle.nullDevice
-        try flood.run()
+        try flood.start()
 
         // Mid-flood, for real: both bridges have committed, and the flood runs on.
         #expect(waitUntil(60) { cursors.allSatisfy { committedSeq($0) >= 2500 } }, "the cursors never reached 2500")

@@ -123,7 +123,7 @@ struct ObservabilityTests {
         sender.executableURL = Products.url("checkoutbus")
         sender.arguments = ["send", "--acked", "--to", daemon.ingestAcked, "--timeout", "60", "--window", "20", input.path]
         sender.standardError = FileHandle.nullDevice
-        try sender.run()
+        try sender.start()
         defer {
             if sender.isRunning { kill(sender.processIdentifier, SIGKILL) }
             reap(sender)
@@ -145,7 +145,7 @@ struct ObservabilityTests {
         let raise = Process()
         raise.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
         raise.arguments = ["--pid", String(daemon.process.processIdentifier), "--fsize=unlimited:unlimited"]
-        try raise.run()
+        try raise.start()
         #expect(waitForExit(raise, timeout: 10) == 0)
         #expect(waitForExit(sender, timeout: 60) == 0, "every event acknowledged")
         var cleared = false
@@ -201,7 +201,7 @@ func runPrometheusTool(_ name: String, _ arguments: [String], in directory: URL?
     let out = Pipe()
     p.standardOutput = out
     p.standardError = out
-    try p.run()
+    try p.start()
     let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: 60).joined(separator: "\n")
     return (waitForExit(p, timeout: 30), text)
 }
@@ -251,7 +251,7 @@ final class PrometheusServer {
             _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
             p.standardOutput = FileHandle.nullDevice
             p.standardError = try FileHandle(forWritingTo: logURL)
-            try p.run()
+            try p.start()
             let ready = waitUntil(60) { !p.isRunning || (try? prometheusGet(candidate, "/-/ready").status) == 200 }
             if ready && p.isRunning {
                 address = candidate

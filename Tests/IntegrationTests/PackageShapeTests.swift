@@ -25,7 +25,7 @@ struct PackageShapeTests {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return [:] }
+        guard (try? process.start()) != nil else { return [:] }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any],

@@ -102,7 +102,7 @@ final class DaemonProcess {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = try FileHandle(forWritingTo: stderrURL)
-        try process.run()
+        try process.start()
         stdout = PipeLineReader(out.fileHandleForReading)
         guard let line = stdout.readLine(timeout: 20),
             let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
@@ -150,7 +150,7 @@ final class TailProcess {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        try process.start()
         stdout = PipeLineReader(out.fileHandleForReading)
         stderr = PipeLineReader(err.fileHandleForReading)
         // Synchronise on something real: tail reports its subscriptions live after the daemon's
@@ -239,7 +239,7 @@ func sendBytes(_ bytes: [UInt8], to endpoint: String, arguments: [String] = []) 
     let err = Pipe()
     p.standardInput = input
     p.standardError = err
-    try p.run()
+    try p.start()
     input.fileHandleForWriting.write(Data(bytes))
     try input.fileHandleForWriting.close()
     let errReader = PipeLineReader(err.fileHandleForReading)
@@ -255,7 +255,7 @@ func runTool(_ name: String, _ arguments: [String], timeout: Double = 30) throws
     let out = Pipe()
     p.standardOutput = out
     p.standardError = out
-    try p.run()
+    try p.start()
     let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: timeout).joined(separator: "\n")
     return (waitForExit(p, timeout: 30), text)
 }
@@ -275,4 +275,22 @@ extension Dictionary where Key == String, Value == Any {
     func string(_ key: String) -> String? { self[key] as? String }
     func int(_ key: String) -> Int? { (self[key] as? NSNumber)?.intValue }
     func bool(_ key: String) -> Bool? { (self[key] as? NSNumber)?.boolValue }
+}
+
+extension Process {
+    /// `run()`, tried again when it fails with `EBADF`: Foundation lists the test process's open
+    /// descriptors to close them in the child, and a descriptor another test closes in between makes
+    /// `posix_spawn` fail with "Bad file descriptor" — a race of the test process, not of the
+    /// program under test. Any other error is thrown at once.
+    func start() throws {
+        var attempt = 0
+        while true {
+            do {
+                try run()
+                return
+            } catch let error as NSError where error.domain == NSPOSIXErrorDomain && error.code == Int(EBADF) && attempt < 5 {
+                attempt += 1
+            }
+        }
+    }
 }

@@ -12,7 +12,7 @@ struct PyZMQSubscriberTests {
             p.arguments = [python, "-c", "import zmq"]
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
-            guard (try? p.run()) != nil else { continue }
+            guard (try? p.start()) != nil else { continue }
             reap(p)
             if p.terminationStatus == 0 { return python }
         }
@@ -32,7 +32,7 @@ struct PyZMQSubscriberTests {
         let err = Pipe()
         p.standardOutput = out
         p.standardError = err
-        try p.run()
+        try p.start()
         defer { if p.isRunning { p.terminate() } }
         let errReader = PipeLineReader(err.fileHandleForReading)
         #expect(errReader.readLine(timeout: 20) == "subscribed")

@@ -73,7 +73,7 @@ final class RouteProcess {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = try FileHandle(forWritingTo: stderrURL)
-        try process.run()
+        try process.start()
         guard let line = PipeLineReader(out.fileHandleForReading).readLine(timeout: 20),
             let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], obj.bool("ready") == true
         else {
@@ -371,7 +371,7 @@ struct ShardTests {
                             "--window", "2000", input.path]
         let senderErr = Pipe()
         sender.standardError = senderErr
-        try sender.run()
+        try sender.start()
         #expect(try shards.waitForRecords(2_000), "the flood is under way")
         let stopped = route.stop()
         #expect(stopped.status == 0, "\(route.stderrText)")
@@ -450,7 +450,7 @@ struct ShardRestartTests {
                             "--timeout", "8", "--window", "2000", input.path]
         let senderErr = Pipe()
         sender.standardError = senderErr
-        try sender.run()
+        try sender.start()
 
         // Kill shard 1 once it journaled a good part of its share (about 6,700 events), not all.
         let control = try ControlClient(shards.daemons[1].control)
@@ -527,7 +527,7 @@ struct ShardRestartTests {
                                 "--window", "1000", input.path]
             let senderErr = Pipe()
             sender.standardError = senderErr
-            try sender.run()
+            try sender.start()
             senders.append((run, lines.count, sender, senderErr, ackLog))
         }
         let control = try ControlClient(shards.daemons[1].control)
@@ -588,7 +588,7 @@ func runSend(_ arguments: [String], lines: [String]) throws -> (status: Int32, s
     let err = Pipe()
     p.standardInput = input
     p.standardError = err
-    try p.run()
+    try p.start()
     input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
     try input.fileHandleForWriting.close()
     let text = PipeLineReader(err.fileHandleForReading).readAll(timeout: 60).joined(separator: "\n")

@@ -51,7 +51,7 @@ private final class SubscribedShards {
             p.arguments = ["send", "--to", daemons[shard].ingest, "--timeout", "30", file.path]
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
-            try p.run()
+            try p.start()
             return p
         }
     }
@@ -301,7 +301,7 @@ struct ShardedSubscriberTests {
         let err = Pipe()
         p.standardOutput = out
         p.standardError = err
-        try p.run()
+        try p.start()
         defer { if p.isRunning { p.terminate() } }
         #expect(PipeLineReader(err.fileHandleForReading).readLine(timeout: 20) == "subscribed", "a heartbeat from every shard")
         _ = try shards.sendAndWait(events, name: "pyzmq")

@@ -29,7 +29,7 @@ final class RecorderProcess {
         let err = Pipe()
         process.standardOutput = FileHandle.nullDevice
         process.standardError = err
-        try process.run()
+        try process.start()
         stderr = PipeLineReader(err.fileHandleForReading)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
@@ -81,7 +81,7 @@ func startFlood(_ daemon: DaemonProcess, _ arguments: [String]) throws -> Proces
     p.arguments = ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--json"] + arguments
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
-    try p.run()
+    try p.start()
     return p
 }
 

@@ -207,7 +207,7 @@ struct BusSubscriberLibraryTests {
             return ((try? probe.stats())?.object("counters")?.int("received") ?? 0) >= sent
         }
         // Start sending once the subscriptions are live, and stop once everything matching is handled.
-        subscriber.onSubscribed = { try? sender.run() }
+        subscriber.onSubscribed = { try? sender.start() }
         subscriber.onHeartbeat = { [unowned subscriber] _, heartbeat in
             guard sent != nil, allPublished() else { return }
             if target == nil { target = Int64((try? probe.replayAll(prefixes: prefixes))?.last?.seq ?? 0) }

@@ -15,7 +15,7 @@ func startTail(_ arguments: [String], waitForSubscription: Bool = true) throws -
     let err = Pipe()
     p.standardOutput = out
     p.standardError = err
-    try p.run()
+    try p.start()
     let run = TailRun(process: p, stdout: PipeLineReader(out.fileHandleForReading), stderr: PipeLineReader(err.fileHandleForReading))
     guard waitForSubscription else { return run }
     guard let line = run.stderr.readLine(timeout: 20), line.hasPrefix("tail: subscribed") else {

@@ -190,7 +190,7 @@ struct TopCommandTests {
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.start()
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL); reap(p) } }
         let reader = PipeLineReader(out.fileHandleForReading)
         var lines: [String] = []

@@ -40,7 +40,7 @@ func runTrace(_ arguments: [String]) throws -> (status: Int32, output: String, e
     let err = Pipe()
     p.standardOutput = out
     p.standardError = err
-    try p.run()
+    try p.start()
     let output = PipeLineReader(out.fileHandleForReading).readAll(timeout: 30).joined(separator: "\n")
     let errors = PipeLineReader(err.fileHandleForReading).readAll(timeout: 5).joined(separator: "\n")
     return (waitForExit(p, timeout: 30), output, errors)
