@@ -83,6 +83,17 @@ public final class EventProcessor {
     /// and publishing it cannot overwrite it.
     private var envelopes: EnvelopeWriter
 
+    /// Set by the caller before ``process(_:receivedAt:now:)`` to time that event's stages into
+    /// ``lastStageTimes`` (cleared by the call).
+    public var timeNextEvent = false
+    /// The stages of the last event processed with ``timeNextEvent`` set, in ns (``StageTimes/now()``);
+    /// nil when that event was not decoded into a lifecycle event (a dead letter is not sampled).
+    public private(set) var lastStageTimes: (decode: UInt64, rules: UInt64, envelope: UInt64)?
+    /// The event being processed is timed.
+    private var timing = false
+    /// When the timed event's envelope writing began (0: no envelope was written).
+    private var envelopeStartedAt: UInt64 = 0
+
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
 
@@ -110,6 +121,20 @@ public final class EventProcessor {
     ///   ``ProcessingResult/publication`` holds the message to journal and send, in buffers this
     ///   processor owns: valid until the next call of this method or ``reject(_:_:_:receivedAt:)``.
     public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
+        guard timeNextEvent else { return processEvent(bytes, receivedAt: receivedAt, now: now, startedAt: 0) }
+        timeNextEvent = false
+        lastStageTimes = nil
+        timing = true
+        envelopeStartedAt = 0
+        defer { timing = false }
+        return processEvent(bytes, receivedAt: receivedAt, now: now, startedAt: StageTimes.now())
+    }
+
+    /// ``process(_:receivedAt:now:)``; `startedAt` is non-zero when the event's stages are timed.
+    @inline(__always)
+    private func processEvent(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32, startedAt: UInt64)
+        -> ProcessingResult
+    {
         counters.received &+= 1
         if bytes.count > options.maxMessageBytes {
             return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
@@ -140,6 +165,8 @@ public final class EventProcessor {
                               checkoutID: checkoutID)
         }
         counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
+        let decodedAt = startedAt == 0 ? 0 : StageTimes.now()
+        defer { if startedAt != 0 { noteStages(startedAt: startedAt, decodedAt: decodedAt) } }
         if options.shard.count > 1,
             case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
@@ -168,6 +195,13 @@ public final class EventProcessor {
         let result = apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
         eventIDs!.insert(idKey, seq: result.publication == nil ? 0 : result.seq)
         return result
+    }
+
+    /// Notes one timed event's decode, rules and envelope time in ``lastStageTimes``.
+    private func noteStages(startedAt: UInt64, decodedAt: UInt64) {
+        let end = StageTimes.now()
+        let rulesEnd = envelopeStartedAt == 0 ? end : envelopeStartedAt
+        lastStageTimes = (decodedAt &- startedAt, rulesEnd &- decodedAt, end &- rulesEnd)
     }
 
     /// The canonical hash of `snapshot` (0 without one). With buyer data redacted and compact
@@ -365,6 +399,7 @@ public final class EventProcessor {
     private func writeEnvelope(
         _ e: borrowing DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp
     ) -> ProcessingResult.Publication {
+        if timing { envelopeStartedAt = StageTimes.now() }
         lastSeq &+= 1
         kindSeq[Int(e.kind.rawValue)] &+= 1
         let kindSeq = kindSeq[Int(e.kind.rawValue)]

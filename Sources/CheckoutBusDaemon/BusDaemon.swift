@@ -89,6 +89,12 @@ public final class BusDaemon {
     private var snapshots: SnapshotExchange?
     /// A reader asked for a snapshot that is not yet published.
     private var snapshotOwed = false
+    /// The pipeline thread's time by stage over the sampled events (the processor times decode,
+    /// rules and envelope; this loop the rest).
+    private var pipelineStages = StageTimes()
+    private var ingestCountdown = 0
+    private var publishCountdown = 0
+    private var sampleRandom: UInt64 = 0x9E37_79B9_7F4A_7C15
     private var lastSnapshotAt: UInt64 = 0
     /// The least time between two snapshots (ns).
     package static let snapshotInterval: UInt64 = 2_000_000
@@ -332,8 +338,14 @@ public final class BusDaemon {
         // One reference for the whole batch, not a load of the property per event.
         let batches: JournalBatch = self.batches
         var n = 0
-        while n < limit, try ingest.receive(into: message, dontWait: true) {
+        while n < limit {
+            // One event in `StageTimes.sampleInterval` is timed stage by stage (stats' `stages`).
+            let timed = ingestCountdown == 0
+            let receiveStart = timed ? StageTimes.now() : 0
+            guard try ingest.receive(into: message, dontWait: true) else { break }
             n += 1
+            let receiveEnd = timed ? StageTimes.now() : 0
+            ingestCountdown = timed ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
             let (arrival, receivedAt, now) = clock.now()
             let result: ProcessingResult
             if message.hasMore {
@@ -347,6 +359,16 @@ public final class BusDaemon {
                     processor.reject(.multipart, "message of \(frames) frames; send one event per single-frame message",
                                      $0, receivedAt: receivedAt)
                 }
+            } else if timed {
+                processor.timeNextEvent = true
+                result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+                let appendStart = StageTimes.now()
+                journalOutput(result, arrival: arrival, to: batches)
+                if let t = processor.lastStageTimes {
+                    pipelineStages.add(receive: receiveEnd &- receiveStart, decode: t.decode, rules: t.rules,
+                                       envelope: t.envelope, journalAppend: StageTimes.now() &- appendStart)
+                }
+                continue
             } else {
                 result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
@@ -427,20 +449,30 @@ public final class BusDaemon {
         // Suppressed ids reach their log before the records processed after them reach the
         // journal: after a kill -9 the log is never behind the journal.
         suppressedLog?.flush()
-        return try batches.advance { topic, envelope in
+        return try batches.advance { topic, envelope in try publishRecord(publish, topic, envelope) }
+    }
+
+    /// Sends one journaled record's two frames; about one in `StageTimes.sampleInterval` is timed.
+    @inline(__always)
+    private func publishRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer) throws {
+        guard publishCountdown == 0 else {
+            publishCountdown -= 1
             _ = try publish.send(topic, more: true)
             _ = try publish.send(envelope)
+            return
         }
+        publishCountdown = StageTimes.nextInterval(&sampleRandom)
+        let start = StageTimes.now()
+        _ = try publish.send(topic, more: true)
+        _ = try publish.send(envelope)
+        pipelineStages.addPublish(StageTimes.now() &- start)
     }
 
     /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
     /// - Returns: false when a write failed; what it did not take stays pending.
     private func settle(_ publish: ZMQSocket) throws -> Bool {
         suppressedLog?.flush()
-        return try batches.settle { topic, envelope in
-            _ = try publish.send(topic, more: true)
-            _ = try publish.send(envelope)
-        }
+        return try batches.settle { topic, envelope in try publishRecord(publish, topic, envelope) }
     }
 
     /// What the pipeline serves besides ingest, and their indexes in one poller: subscriptions,
@@ -488,7 +520,7 @@ public final class BusDaemon {
             fsyncHistogram: journal.fsyncHistogram, writesDirect: journal.writesDirect,
             journalWritable: journal.isWritable && !batches.isFailing, trackedCheckouts: processor.state.count,
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
-            pipelineLatency: batches.latency)
+            pipelineLatency: batches.latency, stages: pipelineStages)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.
