@@ -7,7 +7,8 @@ import ZeroMQ
 
 /// Where a daemon's CPU goes per event, by stage, for `checkoutbus bench`.
 ///
-/// Two sources, read before and after a round: each thread's CPU from `/proc/PID/task/*/stat`
+/// Two sources, read before and after a round: each thread's CPU from `/proc/PID/task/*/schedstat`
+/// (`stat` for the names)
 /// (the pipeline is the main thread; the journal's threads are named; libzmq's are `ZMQbg/…`),
 /// and the daemon's own stage timings from `stats` (`stages`: the pipeline thread's time in each
 /// stage over one event in 64, sampled with a monotonic clock). The pipeline thread's CPU is then
@@ -47,12 +48,20 @@ package struct StageBreakdown {
             let comm = String(stat[stat.index(after: open)..<close])
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+            // `schedstat`'s first field is the thread's time on a CPU in ns; `stat`'s ticks (10 ms)
+            // are too coarse for a thread that runs a few hundred ms in a round.
+            var seconds = (user + system) / ticks
+            if let sched = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/schedstat", encoding: .utf8),
+                let first = sched.split(separator: " ").first, let ns = Double(first)
+            {
+                seconds = ns / 1e9
+            }
             let group: String
             if tid == String(pid) { group = "pipeline" }
             else if comm.hasPrefix("ZMQbg/IO") { group = "zmq-io" }
             else if comm == "journal-write" || comm == "journal-sync" { group = comm }
             else { group = "other" }
-            out[group, default: 0] += (user + system) / ticks
+            out[group, default: 0] += seconds
         }
         return out
     }
