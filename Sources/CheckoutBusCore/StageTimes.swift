@@ -37,6 +37,10 @@ public struct StageTimes: Sendable, Equatable {
     public var publishSamples: UInt64 = 0
     /// Handing a record's two frames to the publish socket (`zmq_msg_send`).
     public var publish: UInt64 = 0
+    /// Batches of messages prepared by several threads at once (`--pipeline-threads` above 1),
+    /// and the messages in them.
+    public var parallelBatches: UInt64 = 0
+    public var parallelMessages: UInt64 = 0
 
     public init() {}
 

@@ -114,6 +114,11 @@ public final class BusDaemon {
     private var receivedAtLastHeartbeat: UInt64 = 0
     private var trimmedSinceInput = true
 
+    /// With `--pipeline-threads` above 1: the threads that prepare messages beside the pipeline
+    /// thread, and the slots a batch is received into.
+    private var prepareWorkers: PrepareWorkers?
+    private let slots: PreparedSlots
+
     /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
     public let allowlists: CurveAllowlists?
     private let curveKeys: ZMQCurveKeyPair?
@@ -123,6 +128,9 @@ public final class BusDaemon {
         self.configuration = configuration
         self.logger = logger
         self.processor = EventProcessor(options: configuration.processor)
+        let threads = configuration.resolvedPipelineThreads
+        slots = PreparedSlots(count: threads > 1 ? PreparedSlots.batch : 0)
+        if threads > 1 { prepareWorkers = PrepareWorkers(workers: threads - 1) }
         if let keyPath = configuration.curveSecretKeyPath, let producers = configuration.curveProducersDirectory,
             let subscribers = configuration.curveSubscribersDirectory
         {
@@ -291,6 +299,8 @@ public final class BusDaemon {
             usleep(100_000)
         }
         batches.close()
+        prepareWorkers?.stop()
+        prepareWorkers = nil
         try releaseAcks(acked)
         try sendHeartbeat(publish)
         let c = processor.counters
@@ -335,6 +345,7 @@ public final class BusDaemon {
 
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
     private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
+        if let workers = prepareWorkers { return try drainIngestInParallel(ingest, workers, limit: limit) }
         // One reference for the whole batch, not a load of the property per event.
         let batches: JournalBatch = self.batches
         var n = 0
@@ -373,6 +384,79 @@ public final class BusDaemon {
                 result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
             journalOutput(result, arrival: arrival, to: batches)
+        }
+    }
+
+    /// ``drainIngest(_:_:limit:)`` with `--pipeline-threads` above 1: up to ``PreparedSlots/batch``
+    /// messages at a time are received, prepared (parse, decode, hash) on the workers and this
+    /// thread at once, then committed here one by one in the order they arrived: the rules, `seq`
+    /// and the journal see exactly the sequence the sequential path would.
+    private func drainIngestInParallel(_ ingest: ZMQSocket, _ workers: PrepareWorkers, limit: Int) throws {
+        let batches: JournalBatch = self.batches
+        let options = processor.options
+        let window = options.dedupeWindow > 0
+        var taken = 0
+        while taken < limit {
+            var n = 0
+            while n < slots.count && taken + n < limit {
+                let slot = slots[n]
+                guard try ingest.receive(into: slot.message, dontWait: true) else { break }
+                (slot.arrival, slot.receivedAt, slot.now) = clock.now()
+                slot.frames = 1
+                if slot.message.hasMore {
+                    slot.firstFrame = slot.message.bytes
+                    while slot.message.hasMore {
+                        _ = try ingest.receive(into: slot.message)
+                        slot.frames += 1
+                    }
+                }
+                // About one event in `StageTimes.sampleInterval` is timed (stats' `stages`).
+                slot.context.timing = ingestCountdown == 0 && slot.frames == 1
+                ingestCountdown = ingestCountdown == 0 ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
+                n += 1
+            }
+            guard n > 0 else { return }
+            taken += n
+            let slots = self.slots
+            let prepare: @Sendable (Int) -> Void = { i in
+                let slot = slots[i]
+                guard slot.frames == 1 else { return }
+                slot.message.withUnsafeBytes { bytes in
+                    slot.context.event = EventProcessor.prepare(bytes, options: options, eventIDWindow: window,
+                                                                in: slot.context) { _, _ in }
+                }
+            }
+            // A few messages are not worth waking a thread for.
+            if n < PreparedSlots.parallelFrom {
+                for i in 0..<n { prepare(i) }
+            } else {
+                workers.run(count: n, prepare)
+                pipelineStages.parallelBatches &+= 1
+                pipelineStages.parallelMessages &+= UInt64(n)
+            }
+            for i in 0..<n {
+                let slot = slots[i]
+                let result: ProcessingResult
+                if slot.frames > 1 {
+                    result = slot.firstFrame.withUnsafeBytes {
+                        processor.reject(.multipart, "message of \(slot.frames) frames; send one event per single-frame message",
+                                         $0, receivedAt: slot.receivedAt)
+                    }
+                    slot.firstFrame = []
+                } else {
+                    result = slot.message.withUnsafeBytes {
+                        processor.commit($0, slot.context, slot.context.event.take(), receivedAt: slot.receivedAt, now: slot.now)
+                    }
+                }
+                let appendStart = slot.context.timing ? StageTimes.now() : 0
+                journalOutput(result, arrival: slot.arrival, to: batches)
+                if slot.context.timing, let t = processor.lastStageTimes {
+                    // Receiving is not timed here: the batch is received before it is prepared.
+                    pipelineStages.add(receive: 0, decode: t.decode, rules: t.rules, envelope: t.envelope,
+                                       journalAppend: StageTimes.now() &- appendStart)
+                }
+            }
+            if n < slots.count { return }  // the socket had no more
         }
     }
 

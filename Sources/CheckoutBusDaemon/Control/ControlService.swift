@@ -474,6 +474,7 @@ extension ControlService {
             ("timed", t.samples), ("discarded", t.discarded), ("receive_ns", t.receive), ("decode_ns", t.decode), ("rules_ns", t.rules),
             ("envelope_ns", t.envelope), ("journal_append_ns", t.journalAppend),
             ("publish_timed", t.publishSamples), ("publish_ns", t.publish),
+            ("parallel_batches", t.parallelBatches), ("parallel_messages", t.parallelMessages),
         ]
         w.append("{")
         for (i, (name, value)) in fields.enumerated() {

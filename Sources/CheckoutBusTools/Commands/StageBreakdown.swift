@@ -15,14 +15,15 @@ import ZeroMQ
 /// split by those timings; whatever the stages do not cover (the loop, polling, acks, heartbeats)
 /// is its `rest`.
 package struct StageBreakdown {
-    /// CPU seconds by thread group: pipeline, zmq-io, journal-write, journal-sync, other.
+    /// CPU seconds by thread group: pipeline, prepare (`--pipeline-threads` above 1), zmq-io,
+    /// journal-write, journal-sync, other.
     package var threads: [String: Double] = [:]
     /// The `stats` reply's `stages` object (sums in ns and the counts timed).
     package var stages: [String: Double] = [:]
     /// Events the daemon had received.
     package var received: Double = 0
 
-    package static let threadGroups = ["pipeline", "zmq-io", "journal-write", "journal-sync", "other"]
+    package static let threadGroups = ["pipeline", "prepare", "zmq-io", "journal-write", "journal-sync", "other"]
     package static let pipelineStages = ["receive", "decode", "rules", "envelope", "journal_append"]
 
     /// Reads both sources now. `control` is the daemon's control endpoint.
@@ -60,6 +61,7 @@ package struct StageBreakdown {
             if tid == String(pid) { group = "pipeline" }
             else if comm.hasPrefix("ZMQbg/IO") { group = "zmq-io" }
             else if comm == "journal-write" || comm == "journal-sync" { group = comm }
+            else if comm.hasPrefix("prepare-") { group = "prepare" }
             else { group = "other" }
             out[group, default: 0] += seconds
         }
@@ -93,7 +95,8 @@ package struct StageBreakdown {
         // clock's own reads, can make them sum to more than the thread's CPU. Then they are
         // scaled down to it (no `rest`); otherwise what they leave is the loop's `rest`.
         let sum = sampled.values.reduce(0, +)
-        let pipeline = out["pipeline"]!
+        // With prepare threads, decode and part of rules ran on them as well as on the pipeline.
+        let pipeline = out["pipeline"]! + out["prepare"]!
         let scale = sum > pipeline && sum > 0 ? pipeline / sum : 1
         for (k, v) in sampled { out[k] = v * scale }
         out["rest"] = max(0, pipeline - sum * scale)
@@ -107,7 +110,7 @@ package struct StageBreakdown {
         let total = ThroughputBenchmark.median(rounds.map { r in threadGroups.reduce(0) { $0 + (r[$1] ?? 0) } })
         return [
             "stages, CPU per event (µs, median of the bus rounds; all threads \(String(format2: total))):",
-            "  pipeline thread \(m("pipeline")): receive \(m("receive")), decode \(m("decode")), rules \(m("rules")), envelope \(m("envelope")), journal append \(m("journal_append")), publish \(m("publish")), rest \(m("rest"))",
+            "  pipeline thread \(m("pipeline"))\(rounds.contains { ($0["prepare"] ?? 0) > 0 } ? " and prepare threads \(m("prepare"))" : ""): receive \(m("receive")), decode \(m("decode")), rules \(m("rules")), envelope \(m("envelope")), journal append \(m("journal_append")), publish \(m("publish")), rest \(m("rest"))",
             "  ZeroMQ I/O \(m("zmq-io")), journal writer \(m("journal-write")), journal sync \(m("journal-sync")), other threads \(m("other"))",
             "  (the pipeline split by its own timing of ~1 event in 64; sampled time / thread CPU \(String(format2x: ThroughputBenchmark.median(rounds.map { $0["sampled_over_cpu"] ?? 0 }))))",
         ]
