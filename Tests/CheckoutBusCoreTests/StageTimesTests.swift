@@ -5,9 +5,7 @@ import CheckoutBusProtocol
 
 @Suite("stage timing in the processor")
 struct StageTimesTests {
-    static func run(_ p: EventProcessor, _ text: String) -> ProcessingResult {
-        Array(text.utf8).withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: fixedReceivedAt), now: 1_000) }
-    }
+    static func run(_ p: EventProcessor, _ text: String) -> ProcessingResult { ProcessingResultTests.run(p, text) }
 
     @Test("a timed event reports its decode, rules and envelope time; the flag is cleared by the call")
     func timedEvent() throws {
