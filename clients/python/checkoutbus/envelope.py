@@ -1,0 +1,44 @@
+import json
+from typing import Any, Optional
+
+
+class Envelope:
+    """One journaled envelope: its positions, its topic and its bytes exactly as published (`raw`),
+    and the parsed JSON object (`data`, also reachable as `envelope["field"]`)."""
+
+    __slots__ = ("seq", "kind_seq", "kind", "topic", "raw", "origin", "shard", "position_only", "_data")
+
+    LIVE = "live"
+    JOURNAL = "journal"
+
+    def __init__(self, seq: int, kind_seq: int, kind: int, topic: bytes, raw: bytes, origin: str,
+                 shard: int = 0, data: Optional[dict] = None):
+        self.seq = seq
+        self.kind_seq = kind_seq
+        self.kind = kind
+        self.topic = topic
+        self.raw = raw
+        self.origin = origin
+        self.shard = shard
+        self.position_only = False
+        self._data = data
+
+    @property
+    def data(self) -> dict:
+        if self._data is None:
+            self._data = json.loads(self.raw)
+        return self._data
+
+    @property
+    def topic_str(self) -> str:
+        return self.topic.decode("utf-8", "replace")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def __repr__(self) -> str:
+        return "Envelope(seq=%d, kind_seq=%d, topic=%r, shard=%d, origin=%s)" % (
+            self.seq, self.kind_seq, self.topic_str, self.shard, self.origin)
