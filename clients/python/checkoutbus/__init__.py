@@ -8,7 +8,10 @@ __all__ = ["Envelope", "FileCursor", "MemoryCursor", "Options", "ShardIdentity",
            "SubscriberError", "SubscriptionSequencer"]
 
 try:  # the sockets need pyzmq; the sequencer and the cursor do not
-    from .subscriber import Subscriber  # noqa: F401
-    __all__.append("Subscriber")
+    from .curve import CurveKeys  # noqa: F401
+    from .producer import Acknowledgement, AcknowledgedSendError, send_acked  # noqa: F401
+    from .subscriber import AsyncSubscriber, Subscriber  # noqa: F401
+    __all__ += ["Acknowledgement", "AcknowledgedSendError", "AsyncSubscriber", "CurveKeys", "Subscriber",
+                "send_acked"]
 except ImportError:  # pragma: no cover
     pass

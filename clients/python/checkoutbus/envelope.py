@@ -1,12 +1,17 @@
 import json
-from typing import Any, Optional
+from collections.abc import Mapping
+from typing import Any, Iterator, Optional
 
 
-class Envelope:
+class Envelope(Mapping):
     """One journaled envelope: its positions, its topic and its bytes exactly as published (`raw`),
-    and the parsed JSON object (`data`, also reachable as `envelope["field"]`)."""
+    and the parsed JSON object (`data`). It is a read-only mapping of that object too:
+    `envelope["checkout_id"]`, `envelope.get("order")`, `dict(envelope)`.
 
-    __slots__ = ("seq", "kind_seq", "kind", "topic", "raw", "origin", "shard", "position_only", "_data")
+    `origin` says where it came from ("live" or "journal"); `position` is its shard's place in the
+    subscriber's endpoint list (whose cursor `commit` moves)."""
+
+    __slots__ = ("seq", "kind_seq", "kind", "topic", "raw", "origin", "shard", "position_only", "position", "_data")
 
     LIVE = "live"
     JOURNAL = "journal"
@@ -21,6 +26,7 @@ class Envelope:
         self.origin = origin
         self.shard = shard
         self.position_only = False
+        self.position = 0
         self._data = data
 
     @property
@@ -36,8 +42,11 @@ class Envelope:
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
 
     def __repr__(self) -> str:
         return "Envelope(seq=%d, kind_seq=%d, topic=%r, shard=%d, origin=%s)" % (
