@@ -109,6 +109,8 @@ class Subscriber:
         if len(cursors) != count:
             raise ValueError("one cursor per shard")
         self._cursor_paths = cursors if self._owns_cursors else None
+        if self._owns_cursors:
+            cursors = [None] * count  # opened (and locked) by open()
         self._durable = durable
         self._shards: List[_Shard] = []
         for i in range(count):
@@ -186,6 +188,7 @@ class Subscriber:
                 shard.control = shard.sub = None
             if self._owns_cursors and shard.cursor is not None:
                 shard.cursor.close()
+                shard.cursor = None
         if self._context is not None:
             self._context.term()
             self._context = None
@@ -226,7 +229,7 @@ class Subscriber:
         """Moves the cursor of the envelope's shard to its seq (a FileCursor write is in the kernel
         when this returns, so it survives kill -9)."""
         cursor = self._shards[envelope.position].cursor
-        if cursor is not None:
+        if cursor is not None:  # None: no cursor was given (start from now, commit nowhere)
             cursor.commit(envelope.seq)
 
     def wait_subscribed(self, timeout: Optional[float] = None) -> bool:

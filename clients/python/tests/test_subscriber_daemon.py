@@ -1,0 +1,71 @@
+"""The Subscriber against a real daemon under `checkoutbus flood`."""
+from checkoutbus import FileCursor, MemoryCursor, Subscriber
+
+from bus import needs_daemon
+
+pytestmark = needs_daemon
+
+
+def consume_through(sub, last_seq, timeout=30):
+    """Envelopes until one with seq last_seq (each committed); fails on a receive timeout."""
+    seen = []
+    while not seen or seen[-1].seq < last_seq:
+        envelope = sub.receive(timeout)
+        assert envelope is not None, "nothing for %ss after seq %s of %s" % (
+            timeout, seen[-1].seq if seen else None, last_seq)
+        seen.append(envelope)
+        sub.commit(envelope)
+    return seen
+
+
+def test_receive_hwm_1_stalled_under_flood_recovers_every_drop(bus):
+    # A tiny publish HWM and a small receive buffer: the kernel's socket buffers hold only a part
+    # of what is published while the subscriber is stalled.
+    daemon = bus.daemon("--publish-hwm", "2000", "--heartbeat-ms", "100")
+    sub = Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0),
+                     name="py-stalled", receive_hwm=1, receive_buffer=4096)
+    with sub:
+        assert sub.wait_subscribed(20)
+        flood = bus.flood("--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "3000")
+        first = sub.receive(20)
+        assert first is not None and first.seq == 1
+        sub.commit(first)
+        report = bus.finish_flood(flood)  # the stall: nothing is read while the flood runs
+        stats = daemon.stats()
+        last_seq = stats["last_seq"]
+        assert last_seq == report["published"]
+        rest = consume_through(sub, last_seq)
+        seqs = [first.seq] + [e.seq for e in rest]
+        assert seqs == list(range(1, last_seq + 1))
+        statistics = sub.statistics
+        assert statistics.missed > 0 and statistics.recovered == statistics.missed
+        assert statistics.gaps > 0
+        # the envelopes are the journal's, byte for byte, and readable as dicts
+        journal = {seq: envelope for seq, _, envelope in daemon.journal()}
+        for e in rest[:: max(1, len(rest) // 50)]:
+            assert dict(e) == journal[e.seq] and e["seq"] == e.seq
+            assert e.topic.startswith(b"checkout.")
+    reported = daemon.report_of("py-stalled", until=lambda r: r["last_seq"] == last_seq)
+    assert reported["missed"] == statistics.missed
+    assert reported["recovered"] == statistics.recovered
+    assert reported["gaps"] == statistics.gaps
+    assert "py-stalled" in bus.run("stats", "--control", daemon.control)
+
+
+def test_resumes_from_a_cursor_file_and_refuses_a_second_user(bus, tmp_path):
+    daemon = bus.daemon()
+    report = bus.finish_flood(bus.flood("--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "200"))
+    last_seq = report["published"]
+    path = bus.path("cursor")
+    with Subscriber(publish=daemon.publish, control=daemon.control, cursor=path, name="py-resume") as sub:
+        half = consume_through(sub, last_seq // 2)
+    assert FileCursor.committed(path) == half[-1].seq == last_seq // 2
+    with Subscriber(publish=daemon.publish, control=daemon.control, cursor=path, name="py-resume") as sub:
+        rest = consume_through(sub, last_seq)
+        assert rest[0].seq == last_seq // 2 + 1 and rest[0].origin == "journal"
+        try:
+            Subscriber(publish=daemon.publish, control=daemon.control, cursor=path).open()
+            raise AssertionError("a second subscriber took the cursor file")
+        except Exception as e:
+            assert getattr(e, "kind", None) == "cursor_in_use"
+    assert FileCursor.committed(path) == last_seq
