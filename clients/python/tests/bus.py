@@ -24,6 +24,15 @@ def tool(name: str) -> str:
     return os.path.join(BIN_DIR, name)
 
 
+def wait_for(condition, timeout: float = 20.0, what: str = "the condition") -> None:
+    """Polls a real condition (a file's contents, a daemon's answer) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
 class Daemon:
     """A running checkoutbusd; `ready` is its ready line (ingest, ingest_acked, publish, control)."""
 
@@ -46,6 +55,7 @@ class Daemon:
         self.ingest_acked = self.ready["ingest_acked"]
         self.publish = self.ready["publish"]
         self.control = self.ready["control"]
+        self.curve = None  # a CurveKeys for the test's own control requests, with CURVE on
 
     def log(self) -> str:
         with open(self.stderr_path, "r", errors="replace") as f:
@@ -56,6 +66,8 @@ class Daemon:
         ctx = zmq.Context.instance()
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        if self.curve is not None:
+            self.curve.apply(sock)
         sock.connect(self.control)
         try:
             sock.send(json.dumps(request).encode())
