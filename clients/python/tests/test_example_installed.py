@@ -74,8 +74,8 @@ def test_pip_installed_example_counts_every_complete_once_across_kill_9(bus):
             return False
 
     wait_for(caught_up, 30, "the worker to count the last complete")
-    worker.send_signal(signal.SIGTERM)
-    worker.wait(10)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
     with open(totals_path) as f:
         totals = json.load(f)
     assert totals["completes"] == expected["completes"] > 1000

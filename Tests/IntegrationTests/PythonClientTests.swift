@@ -1,0 +1,31 @@
+import Foundation
+import Testing
+
+/// The Python client package (`clients/python`): its pytest suite, run against the daemon and the
+/// `checkoutbus` built here (`CHECKOUTBUS_BIN_DIR`). The suite spawns its own daemons on ephemeral
+/// ports: a stalled receive-HWM-1 subscriber under flood, kill -9 three times mid-flood, three
+/// shards, CURVE, the asyncio form, `send_acked`, and the README example pip-installed in a venv.
+@Suite("Python client", .serialized, .timeLimit(.minutes(3)))
+struct PythonClientTests {
+    static let python: String? = PyZMQSubscriberTests.python(importing: "zmq, pytest, venv")
+
+    @Test("python3 -m pytest clients/python/tests passes against the real daemon",
+          .enabled(if: python != nil, "python3 with pyzmq and pytest is not installed (scripts/install-deps)"))
+    func pytestSuite() throws {
+        let python = try #require(Self.python)
+        let tests = Products.repositoryRoot.appendingPathComponent("clients/python/tests")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["CHECKOUTBUS_BIN_DIR=" + Products.directory.path, "PYTHONDONTWRITEBYTECODE=1",
+                       python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", tests.path]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.start()
+        let lines = PipeLineReader(out.fileHandleForReading).readAll(timeout: 150)
+        let status = waitForExit(p, timeout: 10)
+        let output = lines.joined(separator: "\n")
+        #expect(status == 0, "pytest failed:\n\(output)")
+        #expect(!output.contains("skipped"), "every test ran:\n\(output)")
+    }
+}
