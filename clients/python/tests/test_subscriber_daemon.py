@@ -1,4 +1,6 @@
 """The Subscriber against a real daemon under `checkoutbus flood`."""
+import pytest
+
 from checkoutbus import FileCursor, MemoryCursor, Subscriber
 
 from bus import needs_daemon
@@ -50,6 +52,38 @@ def test_receive_hwm_1_stalled_under_flood_recovers_every_drop(bus):
     assert reported["recovered"] == statistics.recovered
     assert reported["gaps"] == statistics.gaps
     assert "py-stalled" in bus.run("stats", "--control", daemon.control)
+
+
+VARIANTS = [
+    (["checkout.complete"], "prefixes"),                                  # one kind whole: kind_seq proves live ones
+    (["checkout.complete", "checkout.fail.cart_expired"], "prefixes"),    # several kinds, part of one: the journal decides
+    (["checkout.complete", "checkout.fail.cart_expired"], "everything"),  # every topic on the wire, filtered here
+]
+
+
+def test_narrower_prefixes_stalled_under_flood_get_every_match_once_byte_for_byte(bus):
+    # A publish HWM of 100: only a few hundred of the matches fit in the buffers while stalled. The
+    # flood's own subscriber (live only) loses at it too; its verdict is not what is tested here.
+    daemon = bus.daemon("--publish-hwm", "100", "--heartbeat-ms", "100")
+    subs = [Subscriber(publish=daemon.publish, control=daemon.control, prefixes=prefixes, cursor=MemoryCursor(0),
+                       name="py-narrow-%d" % i, receive_hwm=1, receive_buffer=4096, live_subscription=live).open()
+            for i, (prefixes, live) in enumerate(VARIANTS)]
+    try:
+        for sub in subs:
+            assert sub.wait_subscribed(20)
+        flood = bus.flood("--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "3000")
+        firsts = [sub.receive(20) for sub in subs]
+        assert None not in firsts
+        bus.finish_flood(flood, check=False)  # the stall: none of them reads meanwhile
+        for sub, first, (prefixes, live) in zip(subs, firsts, VARIANTS):
+            expected = daemon.journal(prefixes, raw=True)
+            got = [first] + consume_through(sub, expected[-1][0])
+            assert [(e.seq, e.topic, e.raw) for e in got] == expected, (prefixes, live)
+            statistics = sub.statistics
+            assert statistics.missed > 0 and statistics.recovered == statistics.missed, (prefixes, live, statistics)
+    finally:
+        for sub in subs:
+            sub.close()
 
 
 def test_resumes_from_a_cursor_file_and_refuses_a_second_user(bus, tmp_path):
