@@ -23,7 +23,8 @@ def install(bus) -> str:
     shutil.copytree(os.path.join(REPOSITORY, "clients", "python"), source,
                     ignore=shutil.ignore_patterns("tests", "build", "*.egg-info", "__pycache__", ".pytest_cache"))
     venv = bus.path("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+    # pip itself comes from the system's site-packages too, and installs into the venv.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", venv], check=True)
     python = os.path.join(venv, "bin", "python")
     done = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", source],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -47,8 +48,8 @@ def test_pip_installed_example_counts_every_complete_once_across_kill_9(bus):
         return worker
 
     worker = start(subprocess.PIPE)
-    flood = bus.flood("--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "3000", "--rate", "3000")
-    for _ in range(150):  # 150 completes counted, then the kill
+    flood = bus.flood("--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "2000", "--rate", "4000")
+    for _ in range(100):  # 100 completes counted, then the kill
         assert json.loads(worker.stdout.readline())["seq"] > 0
     assert flood.poll() is None, "the kill should land during the flood"
     worker.send_signal(signal.SIGKILL)
@@ -78,6 +79,6 @@ def test_pip_installed_example_counts_every_complete_once_across_kill_9(bus):
     worker.wait()
     with open(totals_path) as f:
         totals = json.load(f)
-    assert totals["completes"] == expected["completes"] > 1000
+    assert totals["completes"] == expected["completes"] > 500
     assert totals["revenue"] == expected["revenue"]
     daemon.report_of("analytics-py")
