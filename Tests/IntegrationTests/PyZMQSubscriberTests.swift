@@ -31,8 +31,8 @@ struct PyZMQSubscriberTests {
         let process: Process
         let stdout: PipeLineReader
 
-        /// SIGKILL (the worker is built to survive it; SIGTERM may be blocked in processes this
-        /// test runner starts).
+        /// SIGKILL: the worker is built to survive it, and processes this test runner starts inherit
+        /// a signal mask with SIGTERM blocked (seen in /proc/PID/status), which Python keeps.
         func kill9() {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             reap(process)
