@@ -355,9 +355,10 @@ class AsyncSubscriber:
     loop's). Envelopes cross to the loop through a queue of at most `buffer` envelopes: when it is
     full the thread stops reading, ZeroMQ drops at the high-water mark, and the journal fills the
     gap once the consumer catches up, so memory stays bounded however slow the consumer is.
-    Leaving the loop (or `await sub.aclose()`, `async with`) stops the thread within a poll round;
-    it sends its last report and closes the sockets. An error on the thread is raised by the
-    iteration. Takes the same arguments as Subscriber, plus `buffer`.
+    Leaving `async with` (also when the task iterating inside it is cancelled) or `await sub.aclose()`
+    stops the thread within a poll round (200 ms); it sends its last report and closes the sockets.
+    An error on the thread is raised by the iteration. Takes the same arguments as Subscriber, plus
+    `buffer`.
     """
 
     def __init__(self, *args, buffer: int = 1024, **kwargs):
