@@ -1,4 +1,6 @@
 """CheckoutBus subscriber with journal gap recovery (the protocol of docs/durability.md)."""
+__version__ = "0.1.0"
+
 from .cursor import FileCursor, MemoryCursor
 from .envelope import Envelope
 from .errors import ShardIdentity, SubscriberError

@@ -86,6 +86,22 @@ def test_curve_keys_from_keygen_files(bus):
         CurveKeys.from_files(bus.path("server.pub") + ".missing", bus.path("server.pub"))
 
 
+def test_curve_keys_from_the_environment(bus, monkeypatch):
+    bus.run("keygen", bus.path("server"))
+    bus.run("keygen", bus.path("client"))
+    monkeypatch.delenv("CHECKOUTBUS_CURVE_KEY", raising=False)
+    monkeypatch.delenv("CHECKOUTBUS_CURVE_SERVER", raising=False)
+    assert CurveKeys.from_environment() is None
+    monkeypatch.setenv("CHECKOUTBUS_CURVE_KEY", bus.path("client.key"))
+    with pytest.raises(SubscriberError):
+        CurveKeys.from_environment()  # one without the other
+    monkeypatch.setenv("CHECKOUTBUS_CURVE_SERVER", bus.path("server.pub"))
+    keys = CurveKeys.from_environment()
+    with open(bus.path("client.pub")) as f:
+        public = [line.strip() for line in f if line.strip() and not line.startswith("#")][0]
+    assert keys.public_key.decode() == public  # derived from the secret key as keygen derived it
+
+
 def test_send_acked_returns_each_seq_or_rejection(bus):
     daemon = bus.daemon()
     events = [
