@@ -152,12 +152,16 @@ class Bus:
         return p
 
     @staticmethod
-    def finish_flood(p: subprocess.Popen, timeout: float = 60, check: bool = True) -> dict:
-        """Waits for the flood; its report. `check`: its own subscriber must have seen everything."""
+    def finish_flood(p: subprocess.Popen, timeout: float = 120, check: bool = True, daemons=()) -> dict:
+        """Waits for the flood; its report. `check`: its own (live-only) subscriber must have seen
+        what the generator expects. Then waits until `daemons` have taken in every event it sent."""
         out, err = p.communicate(timeout=timeout)
         assert p.returncode == 0 or not check, "flood failed: %s %s" % (out.decode(), err.decode())
         report = json.loads(out)
         assert report["sent"] > 0
+        if daemons:
+            wait_for(lambda: sum(d.stats()["counters"]["received"] for d in daemons) == report["sent"], 60,
+                     "the daemons to take in the %d events sent" % report["sent"])
         return report
 
     def spawn(self, arguments, **kwargs) -> subprocess.Popen:

@@ -74,7 +74,7 @@ def test_pip_installed_example_counts_every_complete_once_across_kill_9(bus):
         except (FileNotFoundError, ValueError):
             return False
 
-    wait_for(caught_up, 30, "the worker to count the last complete")
+    wait_for(caught_up, 60, "the worker to count the last complete")
     worker.send_signal(signal.SIGKILL)
     worker.wait()
     with open(totals_path) as f:

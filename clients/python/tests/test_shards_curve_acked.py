@@ -16,14 +16,14 @@ def test_three_shards_every_envelope_once_per_shard_with_a_cursor_each(bus):
     path = bus.path("cursor")
     publish, control = [d.publish for d in shards], [d.control for d in shards]
     with Subscriber(publish=publish, control=control, cursor=path, name="py-shards") as sub:
-        assert sub.wait_subscribed(20)
+        assert sub.wait_subscribed(60)
         report = bus.finish_flood(bus.flood("--shards", ",".join(d.ingest for d in shards),
                                             "--from", ",".join(publish), "--checkouts", "1500"))
         last = [d.stats()["last_seq"] for d in shards]
         assert sum(last) == report["published"] and all(n > 0 for n in last)
         seen = [[], [], []]
         while any((s[-1] if s else 0) < n for s, n in zip(seen, last)):
-            envelope = sub.receive(30)
+            envelope = sub.receive(60)
             assert envelope is not None, "stalled at %r of %r" % ([s[-1:] for s in seen], last)
             assert envelope.shard == envelope.position
             seen[envelope.position].append(envelope.seq)
@@ -46,7 +46,7 @@ def test_a_shard_list_out_of_order_or_short_is_refused_before_anything_is_yielde
                      cursor=bus.path("c"))
     with pytest.raises(SubscriberError) as refused:
         with sub:
-            sub.receive(20)
+            sub.receive(60)
     assert refused.value.kind == "wrong_shard"
 
 
@@ -70,10 +70,10 @@ def test_curve_keys_from_keygen_files(bus):
                "checkout": {"id": "cv-%d" % i, "currency": "EUR"}} for i in range(5)]
     with Subscriber(publish=daemon.publish, control=daemon.control, cursor=bus.path("cursor"), curve=reader,
                     name="py-curve") as sub:
-        assert sub.wait_subscribed(20)
+        assert sub.wait_subscribed(60)
         acks = send_acked(events, daemon.ingest_acked, curve=(bus.path("writer.key"), bus.path("server.pub")))
         assert [a.seq for a in acks] == [1, 2, 3, 4, 5]
-        got = [sub.receive(20) for _ in events]
+        got = [sub.receive(60) for _ in events]
         assert [e["checkout_id"] for e in got] == ["cv-%d" % i for i in range(5)]
     daemon.report_of("py-curve")
     # A key in neither directory gets nothing: the handshake is refused (and logged by the daemon).
