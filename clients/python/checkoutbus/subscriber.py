@@ -370,6 +370,7 @@ class AsyncSubscriber:
         self._queue: Optional[asyncio.Queue] = None
         self._loop = None
         self._subscribed: Optional[asyncio.Event] = None
+        self._error: Optional[BaseException] = None
         self._finished = False
 
     @property
@@ -411,11 +412,16 @@ class AsyncSubscriber:
                     if self._stop.is_set():
                         return
                 self._hand(envelope)
-        except BaseException as e:  # handed to the iterating task
+        except BaseException as e:  # handed to the iterating task (and to wait_subscribed)
+            self._error = e
             self._hand(e)
         finally:
             sub.close()
             self._hand(_END)
+            try:
+                self._loop.call_soon_threadsafe(self._subscribed.set)  # wait_subscribed returns (or raises)
+            except RuntimeError:
+                pass
 
     def __aiter__(self) -> "AsyncSubscriber":
         return self
@@ -435,9 +441,12 @@ class AsyncSubscriber:
         return item
 
     async def wait_subscribed(self) -> None:
-        """Returns once every shard's subscriptions are live (starts the thread if need be)."""
+        """Returns once every shard's subscriptions are live (starts the thread if need be); raises
+        what stopped the thread first, if anything did (a wrong shard, an unusable cursor)."""
         self._start()
         await self._subscribed.wait()
+        if self._error is not None:
+            raise self._error
 
     def commit(self, envelope: Envelope) -> None:
         """Moves the envelope's shard cursor to its seq (a write in the kernel: survives kill -9)."""

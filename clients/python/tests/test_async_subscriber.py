@@ -2,7 +2,9 @@
 import asyncio
 import json
 
-from checkoutbus import AsyncSubscriber, FileCursor
+import pytest
+
+from checkoutbus import AsyncSubscriber, FileCursor, SubscriberError
 
 from bus import needs_daemon, tool, wait_for
 
@@ -67,3 +69,24 @@ def test_cancelling_the_iterating_task_stops_the_thread_and_frees_the_cursor(bus
     asyncio.run(asyncio.wait_for(main(), 30))
     FileCursor(path).close()  # the lock was released: the file can be taken again
     daemon.report_of("py-cancel")
+
+
+def test_an_error_on_the_thread_reaches_wait_subscribed_and_the_iteration(bus):
+    daemon = bus.daemon("--heartbeat-ms", "100")
+    path = bus.path("cursor")
+    taken = FileCursor(path)  # another subscriber holds the cursor file
+
+    async def main():
+        sub = AsyncSubscriber(publish=daemon.publish, control=daemon.control, cursor=path)
+        with pytest.raises(SubscriberError) as refused:
+            await sub.wait_subscribed()
+        assert refused.value.kind == "cursor_in_use"
+        with pytest.raises(SubscriberError):
+            async for _ in sub:
+                pass
+        await sub.aclose()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        taken.close()
