@@ -105,8 +105,13 @@ class FileCursor:
             os.close(fd)
 
     @staticmethod
-    def paths(path: str, shards: int) -> List[str]:
-        """PATH for one daemon, PATH.I-of-N for shard I of N (the Swift shardCursors layout)."""
+    def paths(path: str, shards: int, shard_ids: Optional[List[int]] = None,
+              shard_count: Optional[int] = None) -> List[str]:
+        """PATH for one daemon, PATH.I-of-N for shard I of N (the Swift shardCursors layout); with
+        `shard_ids` of `shard_count`, one per chosen shard, named by its real id (Swift's
+        FileCursor.paths(_:shardIDs:of:))."""
+        if shard_ids is not None:
+            return [path] if shard_count <= 1 else ["%s.%d-of-%d" % (path, i, shard_count) for i in shard_ids]
         if shards <= 1:
             return [path]
         return ["%s.%d-of-%d" % (path, i, shards) for i in range(shards)]

@@ -78,6 +78,9 @@ class Subscriber:
         default). Small ones drop sooner; the journal fills what is dropped.
       live_subscription: "prefixes" (the daemon filters) or "everything" (seq is contiguous on the
         wire, so the journal is read only for real gaps).
+      shard_ids, shard_count: some of a bus's shards: endpoint p must be shard shard_ids[p] of
+        shard_count (checked as for the whole bus, even with one endpoint); cursor files are then
+        named by the real shard id (PATH.I-of-N), so subscribers of disjoint subsets share the work.
       durable: FileCursor commits are fdatasync'ed too (survive power loss, not only kill -9).
 
     Not thread-safe: use it from one thread (AsyncSubscriber for asyncio).
@@ -87,10 +90,21 @@ class Subscriber:
                  prefixes: Optional[Sequence[str]] = None, cursor=None, name: Optional[str] = None,
                  curve=None, receive_hwm: int = 100_000, receive_buffer: Optional[int] = None,
                  page_size: int = 1000, request_timeout_ms: int = 15_000,
-                 live_subscription: str = LIVE_PREFIXES, durable: bool = False, log=None):
+                 live_subscription: str = LIVE_PREFIXES, durable: bool = False, log=None,
+                 shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None):
         publishes, controls = _endpoints(publish), _endpoints(control)
         if not publishes or len(publishes) != len(controls):
             raise ValueError("one control endpoint per publish endpoint, and at least one")
+        if (shard_ids is None) != (shard_count is None):
+            raise ValueError("shard_ids and shard_count go together")
+        if shard_ids is not None:
+            shard_ids = list(shard_ids)
+            if not 1 <= shard_count <= 1024:
+                raise ValueError("the shard count must be 1 to 1024, not %d" % shard_count)
+            if len(shard_ids) != len(publishes) or len(set(shard_ids)) != len(shard_ids) \
+                    or any(not 0 <= i < shard_count for i in shard_ids):
+                raise ValueError("shard ids %r: one per endpoint, distinct, each in 0..%d"
+                                 % (shard_ids, shard_count - 1))
         self.name = name or "subscriber-%d" % os.getpid()
         self._curve = curve_keys(curve)
         self._receive_hwm = receive_hwm
@@ -101,7 +115,7 @@ class Subscriber:
         if cursor is None:
             cursors = [None] * count
         elif isinstance(cursor, str):
-            cursors = FileCursor.paths(cursor, count)
+            cursors = FileCursor.paths(cursor, count, shard_ids, shard_count)
         elif isinstance(cursor, (list, tuple)):
             cursors = list(cursor)
         else:
@@ -118,15 +132,18 @@ class Subscriber:
                               prefixes=list(prefixes) if prefixes is not None else list(DEFAULT_PREFIXES),
                               name=self.name, page_size=page_size, request_timeout_ms=request_timeout_ms,
                               live_subscription=live_subscription)
-            expected = ShardIdentity(i, count) if count > 1 else None
-            label = (lambda i: lambda level, message: self._log(level, "shard %d/%d: %s" % (i, count, message)))(i) \
-                if count > 1 else self._log
+            if shard_ids is not None:  # chosen shards: every endpoint is checked, even a single one
+                expected = ShardIdentity(shard_ids[i], shard_count)
+            else:
+                expected = ShardIdentity(i, count) if count > 1 else None
+            label = (lambda e: lambda level, message: self._log(level, "shard %d/%d: %s" % (e.shard, e.shards, message)))(
+                expected) if expected is not None else self._log
             self._shards.append(_Shard(i, options, cursors[i], expected, label))
         self._by_shard_id = {i: i for i in range(count)}
         self._context = None
         self._poller = None
         self._ready: Deque[Envelope] = collections.deque()
-        self._released = count == 1
+        self._released = all(shard.sequencer.released for shard in self._shards)
         self._closed = False
 
     # Life cycle

@@ -37,6 +37,32 @@ def test_three_shards_every_envelope_once_per_shard_with_a_cursor_each(bus):
         d.report_of("py-shards", until=lambda r, n=d.stats()["last_seq"]: r["last_seq"] == n)
 
 
+def test_a_subset_of_the_shards_by_their_ids_with_cursor_files_named_by_id(bus):
+    shards = [bus.daemon("--shard", "%d/3" % i, "--heartbeat-ms", "100") for i in range(3)]
+    chosen = [2, 0]
+    path = bus.path("cursor")
+    bus.finish_flood(bus.flood("--shards", ",".join(d.ingest for d in shards),
+                               "--from", ",".join(d.publish for d in shards), "--checkouts", "300"))
+    last = {i: shards[i].stats()["last_seq"] for i in chosen}
+    with Subscriber(publish=[shards[i].publish for i in chosen], control=[shards[i].control for i in chosen],
+                    cursor=path, shard_ids=chosen, shard_count=3, name="py-subset") as sub:
+        seen = {i: [] for i in chosen}
+        while any((seen[i][-1] if seen[i] else 0) < last[i] for i in chosen):
+            envelope = sub.receive(60)
+            assert envelope is not None and envelope.shard == chosen[envelope.position]
+            seen[envelope.shard].append(envelope.seq)
+            sub.commit(envelope)
+        assert all(seen[i] == list(range(1, last[i] + 1)) for i in chosen)
+    assert FileCursor.committed(path + ".2-of-3") == last[2] and FileCursor.committed(path + ".0-of-3") == last[0]
+    assert not os.path.exists(path + ".1-of-3")
+    # One endpoint given as shard 1 that is shard 0: refused, though it is alone in its list.
+    with pytest.raises(SubscriberError) as refused:
+        with Subscriber(publish=shards[0].publish, control=shards[0].control, cursor=bus.path("other"),
+                        shard_ids=[1], shard_count=3) as sub:
+            sub.receive(60)
+    assert refused.value.kind == "wrong_shard"
+
+
 @pytest.mark.parametrize("order", [[1, 0, 2], [0, 1]])
 def test_a_shard_list_out_of_order_or_short_is_refused_before_anything_is_yielded(bus, order):
     shards = [bus.daemon("--shard", "%d/3" % i, "--heartbeat-ms", "100") for i in range(3)]
