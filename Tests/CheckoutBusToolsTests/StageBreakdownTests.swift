@@ -51,4 +51,14 @@ struct StageBreakdownTests {
         #expect(cpu.values.reduce(0, +) > 0)
         #expect(Set(cpu.keys).isSubset(of: Set(StageBreakdown.threadGroups)))
     }
+
+    @Test("stats' text shows the pipeline's mean µs per timed event by stage, and nothing before any is timed")
+    func statsText() {
+        let stages: [String: Any] = ["timed": 4, "receive_ns": 800, "decode_ns": 4_400, "rules_ns": 3_600,
+                                     "envelope_ns": 2_400, "journal_append_ns": 400, "publish_timed": 2, "publish_ns": 1_000]
+        let text = StatsCommand.render(["stages": stages])
+        #expect(text.contains("pipeline µs/event"))
+        #expect(text.contains("decode 1.1, rules 0.9, envelope 0.6, journal append 0.1, publish 0.5 (4 events timed)"))
+        #expect(!StatsCommand.render(["stages": ["timed": 0]]).contains("pipeline µs/event"))
+    }
 }

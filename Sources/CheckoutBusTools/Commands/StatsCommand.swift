@@ -92,6 +92,14 @@ public struct StatsCommand {
         line("checkouts", "tracked \(int(counters["tracked_checkouts"])), evicted \(int(counters["evicted_checkouts"])), expired \(int(counters["expired_checkouts"]))")
         let journal = dict(s["journal"])
         line("journal", "\(int(journal["segments"])) segment(s), \(int(journal["bytes"])) bytes, \(int(journal["fsyncs"])) fsyncs (max \(int(journal["fsync_max_us"])) µs), \(journal["writes"] as? String == "direct" ? "direct writes" : "writes through the page cache")")
+        let stages = dict(s["stages"])
+        let timed = int(stages["timed"])
+        if timed > 0 {
+            // Mean µs per sampled event, by stage (stats' `stages`, docs/durability.md).
+            func us(_ ns: Any?, _ n: Int) -> String { String(format2: Double(int(ns)) / Double(max(1, n)) / 1000) }
+            let publishTimed = int(stages["publish_timed"])
+            line("pipeline µs/event", "receive \(us(stages["receive_ns"], timed)), decode \(us(stages["decode_ns"], timed)), rules \(us(stages["rules_ns"], timed)), envelope \(us(stages["envelope_ns"], timed)), journal append \(us(stages["journal_append_ns"], timed)), publish \(us(stages["publish_ns"], publishTimed)) (\(timed) events timed)")
+        }
         let subscribers = dict(s["subscribers"])
         if subscribers.isEmpty {
             line("subscribers", "none reported")
