@@ -149,7 +149,7 @@ package struct FloodTimeline: Sendable {
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><title>checkoutbus flood report</title>
             <style>
-            body { font: 14px system-ui, sans-serif; margin: 24px; color: #222; max-width: 1000px; }
+            body { font: 14px system-ui, sans-serif; margin: 24px; color: #222; max-width: 980px; }
             h1 { font-size: 20px; } h2 { font-size: 15px; margin: 24px 0 4px; }
             pre { background: #f6f6f6; padding: 12px; font-size: 12px; overflow-x: auto; }
             svg { background: #fff; border: 1px solid #ddd; }
@@ -203,7 +203,7 @@ package struct FloodTimeline: Sendable {
         func fmt(_ v: Double) -> String { String(format2: v) }
         var svg = "<h2>\(escape(title))</h2>\n<div class=\"legend\">"
         for s in series { svg += "<span><i style=\"background:\(s.colour)\"></i>\(escape(s.name))</span>" }
-        svg += "</div>\n<svg id=\"chart-\(id)\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\">\n"
+        svg += "</div>\n<svg id=\"chart-\(id)\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"100%\" preserveAspectRatio=\"xMinYMin meet\" viewBox=\"0 0 \(Int(width)) \(Int(height))\">\n"
         // Grid and y labels.
         var ticks: [Double] = []
         if log {
