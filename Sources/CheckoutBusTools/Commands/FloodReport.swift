@@ -54,6 +54,8 @@ package struct FloodReport: Sendable {
     package var published: Int { first.receivedByKind.reduce(0, +) }
     package var deadLetters: Int { first.deadLetters }
     package var suppressed: Int { outcome.sent - published - deadLetters }
+    /// Envelopes some subscriber never received (gaps in `seq`), summed over subscribers.
+    package var missed: UInt64 { outcome.subscribers.reduce(0) { $0 + $1.missed } }
     package var acked: Int { outcome.producers.reduce(0) { $0 + $1.acked } }
     package var rejected: Int { outcome.producers.reduce(0) { $0 + $1.rejected } }
     package var unanswered: Int { outcome.producers.reduce(0) { $0 + $1.unanswered } }
@@ -70,7 +72,7 @@ package struct FloodReport: Sendable {
     package var limitedBy: Limit {
         let sendSeconds = max(outcome.sendSeconds, 1e-9)
         let heldBack = outcome.heldBackSeconds / Double(outcome.configuration.producers) / sendSeconds
-        if outcome.subscriberBusy > 0.9 { return .subscriber }
+        if outcome.subscriberBusy > 0.9 || missed > 0 && !outcome.interrupted { return .subscriber }
         if heldBack > 0.05 { return .bus }
         if outcome.configuration.rate != nil {
             // Behind the schedule without the bus holding them back: the producers' own doing (too
@@ -98,7 +100,11 @@ package struct FloodReport: Sendable {
                 return "FLOOD ITSELF: its producers fell behind their schedule (p99 \(us(sendLag.quantile(0.99))) µs, max \(us(sendLag.maximum)) µs) without the bus holding them back (busy \(percent(outcome.producerBusy)): \(outcome.producerBusy > 0.9 ? "add --producers" : "their threads waited for a core on this host")); bursts sent to catch up queue in the bus and inflate its latency"
             }
             return "FLOOD ITSELF: its producers (busy \(percent(outcome.producerBusy))) could not send faster and the bus took everything; the throughput is the tool's — add --producers"
-        case .subscriber: return "FLOOD ITSELF: a subscriber was busy \(percent(outcome.subscriberBusy)) of the run; latencies include its queue — use fewer --subscribers"
+        case .subscriber:
+            if missed > 0 {
+                return "FLOOD ITSELF: its subscribers missed \(missed) envelopes (gaps in seq: dropped at the daemon's --publish-hwm because they did not read fast enough, or lost in a daemon crash); counts and latencies are short of the bus's"
+            }
+            return "FLOOD ITSELF: a subscriber was busy \(percent(outcome.subscriberBusy)) of the run; latencies include its queue — use fewer --subscribers"
         }
     }
 
@@ -117,6 +123,7 @@ package struct FloodReport: Sendable {
         }
         s += "suppressed  \(suppressed) (expected \(expectedSuppressed))\n"
         s += "deadletters \(deadLetters) (expected 0)\n"
+        if missed > 0 { s += "missed      \(missed) (gaps in seq: published, never received)\n" }
         if outcome.subscribers.count > 1 {
             s += "subscribers \(outcome.subscribers.count), received " + outcome.subscribers.map { String($0.received) }.joined(separator: ", ") + "\n"
         }
@@ -186,7 +193,9 @@ package struct FloodReport: Sendable {
             if i > 0 { w.append(",") }
             w.append(int: sub.received)
         }
-        w.append("],\"suppressed\":")
+        w.append("],\"missed\":")
+        w.append(int: Int(missed))
+        w.append(",\"suppressed\":")
         w.append(int: suppressed)
         w.append(",\"expected_suppressed\":")
         w.append(int: expectedSuppressed)

@@ -126,6 +126,9 @@ package final class FloodRun: Sendable {
         package var receivedByKind = [Int](repeating: 0, count: LifecycleKind.allCases.count)
         package var receivedOther = 0
         package var deadLetters = 0
+        /// Envelopes never received: gaps in `seq` (dropped at the daemon's `--publish-hwm` for this
+        /// subscriber, which did not keep up, or lost in a daemon crash).
+        package var missed: UInt64 = 0
         package var latency = LatencyHistogram()
         package var busyNanos: UInt64 = 0
         package var activeNanos: UInt64 = 0
@@ -172,7 +175,6 @@ package final class FloodRun: Sendable {
     }
 
     package let configuration: Configuration
-    private let context: ZMQContext
     /// Raised to stop the producers (interrupt, deadline); the subscribers stop on `finish`.
     private let stopSending = StopSignal()
     private let finish = StopSignal()
@@ -197,7 +199,6 @@ package final class FloodRun: Sendable {
     package init(_ configuration: Configuration) throws {
         precondition(!configuration.ingest.isEmpty && !configuration.publish.isEmpty)
         self.configuration = configuration
-        context = try ZMQContext()
         sentCounters = (0..<configuration.producers).map { _ in Counter() }
         expectedCounters = (0..<configuration.producers).map { _ in Counter() }
         receivedCounters = (0..<configuration.subscribers).map { _ in Counter() }
@@ -317,6 +318,9 @@ package final class FloodRun: Sendable {
         var waitedNanos: UInt64 = 0
         var signalledDone = false
         do {
+            // A context (an I/O thread) per producer and per subscriber: a producer flat out must
+            // not starve a subscriber's reading.
+            let context = try ZMQContext()
             let sockets = try config.ingest.map { endpoint in
                 let s = try ZMQSocket(context: context, type: config.acked ? .dealer : .push)
                 try s.setOption(.sendHighWaterMark, 1_000_000)
@@ -447,8 +451,10 @@ package final class FloodRun: Sendable {
                 r.unanswered = inFlight
             }
             // The sockets stay open until the run ends: closing one (linger 0) would drop what is
-            // still queued in it.
-            while !finish.isRaised { usleep(2000) }
+            // still queued in it. (Explicitly: an optimised build may end a local's life at its last use.)
+            withExtendedLifetime(sockets) {
+                while !finish.isRaised { usleep(2000) }
+            }
         } catch {
             r.error = "producer \(p): \(error)"
             inFlightCounters[p].value.store(0, ordering: .relaxed)
@@ -460,6 +466,19 @@ package final class FloodRun: Sendable {
     /// The shortest sleep of a paced producer: 250 µs cut flood's CPU per event at 15,000/s from
     /// 37 to 23 µs (docs/performance.md).
     static let sendQuantumNanos: UInt64 = 250_000
+
+    /// The `seq` of an envelope (`{"v":1,"seq":N,…`), or nil.
+    static func envelopeSeq(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        let head = #"{"v":1,"seq":"#.utf8
+        guard bytes.count > head.count + 1, bytes.starts(with: head) else { return nil }
+        var v: UInt64 = 0
+        var i = head.count
+        while i < bytes.count, bytes[i] &- UInt8(ascii: "0") < 10 {
+            v = v * 10 + UInt64(bytes[i] &- UInt8(ascii: "0"))
+            i += 1
+        }
+        return i > head.count ? v : nil
+    }
 
     /// `{"ok":true` at the start of an acknowledgement.
     static func replyIsOK(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -473,6 +492,7 @@ package final class FloodRun: Sendable {
         var r = SubscriberResult()
         let counter = receivedCounters[index]
         do {
+            let context = try ZMQContext()
             let subs = try config.publish.map { endpoint in
                 let sub = try ZMQSocket(context: context, type: .sub)
                 try sub.setOption(.receiveHighWaterMark, 1_000_000)
@@ -487,6 +507,7 @@ package final class FloodRun: Sendable {
             let poller = ZMQPoller()
             for sub in subs { poller.addReadable(sub) }
             let message = ZMQMessage()
+            var lastSeq = [UInt64](repeating: 0, count: subs.count)
             // A heartbeat answers the subscription: that endpoint's subscriptions are live.
             var live = Set<Int>()
             while live.count < subs.count && !finish.isRaised {
@@ -531,7 +552,7 @@ package final class FloodRun: Sendable {
                     currentSecond = s
                     if r.seconds.count <= s { r.seconds.append(contentsOf: repeatElement(Second(), count: s + 1 - r.seconds.count)) }
                 }
-                for sub in subs {
+                for (si, sub) in subs.enumerated() {
                     while try sub.receive(into: message, dontWait: true) {
                         let now = BusClock.monotonicNanoseconds()
                         let kind: Int? = message.withUnsafeBytes { LoadDriver.kindIndex(topic: $0) }
@@ -541,6 +562,10 @@ package final class FloodRun: Sendable {
                         _ = try sub.receive(into: message)
                         while message.hasMore { _ = try sub.receive(into: message) }
                         if isHeartbeat { continue }
+                        if let seq = message.withUnsafeBytes({ FloodRun.envelopeSeq($0) }) {
+                            if lastSeq[si] > 0 && seq > lastSeq[si] + 1 { r.missed += seq - lastSeq[si] - 1 }
+                            lastSeq[si] = max(lastSeq[si], seq)
+                        }
                         let sec = Int((now - start) / 1_000_000_000)
                         if r.seconds.count <= sec { r.seconds.append(contentsOf: repeatElement(Second(), count: sec + 1 - r.seconds.count)) }
                         if isDeadLetter {
