@@ -56,6 +56,9 @@ package struct FloodReport: Sendable {
     package var suppressed: Int { outcome.sent - published - deadLetters }
     /// Envelopes some subscriber never received (gaps in `seq`), summed over subscribers.
     package var missed: UInt64 { outcome.subscribers.reduce(0) { $0 + $1.missed } }
+    /// The first subscriber's outages of the bus (silences without a heartbeat) and what was lost across them.
+    package var outages: Int { first.outages }
+    package var lostInOutages: UInt64 { first.lostInOutages }
     package var acked: Int { outcome.producers.reduce(0) { $0 + $1.acked } }
     package var rejected: Int { outcome.producers.reduce(0) { $0 + $1.rejected } }
     package var unanswered: Int { outcome.producers.reduce(0) { $0 + $1.unanswered } }
@@ -72,6 +75,7 @@ package struct FloodReport: Sendable {
     package var limitedBy: Limit {
         let sendSeconds = max(outcome.sendSeconds, 1e-9)
         let heldBack = outcome.heldBackSeconds / Double(outcome.configuration.producers) / sendSeconds
+        if outages > 0 { return .bus }
         if outcome.subscriberBusy > 0.9 || missed > 0 && !outcome.interrupted { return .subscriber }
         if heldBack > 0.05 { return .bus }
         if outcome.configuration.rate != nil {
@@ -93,7 +97,9 @@ package struct FloodReport: Sendable {
 
     package var limitText: String {
         switch limitedBy {
-        case .bus: return "the bus (flood kept up with it)"
+        case .bus:
+            if outages > 0 { return "the bus: \(outages) outage(s) with not even a heartbeat for over \(String(format2: Double(FloodRun.outageNanos) / 1e9)) s (\(lostInOutages) envelopes published but never received across them)" }
+            return "the bus (flood kept up with it)"
         case .rate: return "the requested rate (kept; nothing else in the way)"
         case .producers:
             if isBehindSchedule {
@@ -124,6 +130,7 @@ package struct FloodReport: Sendable {
         s += "suppressed  \(suppressed) (expected \(expectedSuppressed))\n"
         s += "deadletters \(deadLetters) (expected 0)\n"
         if missed > 0 { s += "missed      \(missed) (gaps in seq: published, never received)\n" }
+        if outages > 0 { s += "outages     \(outages): silences over \(String(format2: Double(FloodRun.outageNanos) / 1e9)) s without a heartbeat; \(lostInOutages) envelopes published but never received across them\n" }
         if outcome.subscribers.count > 1 {
             s += "subscribers \(outcome.subscribers.count), received " + outcome.subscribers.map { String($0.received) }.joined(separator: ", ") + "\n"
         }
@@ -195,6 +202,10 @@ package struct FloodReport: Sendable {
         }
         w.append("],\"missed\":")
         w.append(int: Int(missed))
+        w.append(",\"outages\":")
+        w.append(int: outages)
+        w.append(",\"lost_in_outages\":")
+        w.append(int: Int(lostInOutages))
         w.append(",\"suppressed\":")
         w.append(int: suppressed)
         w.append(",\"expected_suppressed\":")

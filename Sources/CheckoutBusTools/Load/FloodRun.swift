@@ -129,6 +129,10 @@ package final class FloodRun: Sendable {
         /// Envelopes never received: gaps in `seq` (dropped at the daemon's `--publish-hwm` for this
         /// subscriber, which did not keep up, or lost in a daemon crash).
         package var missed: UInt64 = 0
+        /// Silences over ``FloodRun/outageNanos`` (not even a heartbeat: the daemon was down or
+        /// unreachable), and the envelopes published but never received across them.
+        package var outages = 0
+        package var lostInOutages: UInt64 = 0
         package var latency = LatencyHistogram()
         package var busyNanos: UInt64 = 0
         package var activeNanos: UInt64 = 0
@@ -467,6 +471,9 @@ package final class FloodRun: Sendable {
     /// 37 to 23 µs (docs/performance.md).
     static let sendQuantumNanos: UInt64 = 250_000
 
+    /// Longer than this without even a heartbeat (sent every second) is an outage of the bus.
+    static let outageNanos: UInt64 = 1_500_000_000
+
     /// The `seq` of an envelope (`{"v":1,"seq":N,…`), or nil.
     static func envelopeSeq(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
         let head = #"{"v":1,"seq":"#.utf8
@@ -508,6 +515,10 @@ package final class FloodRun: Sendable {
             for sub in subs { poller.addReadable(sub) }
             let message = ZMQMessage()
             var lastSeq = [UInt64](repeating: 0, count: subs.count)
+            // The last time anything (a heartbeat included) came from each endpoint: a gap in seq
+            // after a silence is an outage of the bus, not a subscriber that fell behind.
+            var lastHeard = [UInt64](repeating: BusClock.monotonicNanoseconds(), count: subs.count)
+            var afterOutage = [Bool](repeating: false, count: subs.count)
             // A heartbeat answers the subscription: that endpoint's subscriptions are live.
             var live = Set<Int>()
             while live.count < subs.count && !finish.isRaised {
@@ -536,21 +547,21 @@ package final class FloodRun: Sendable {
                 }
                 // Read after `start`: every time below is at or after it.
                 let t1 = BusClock.monotonicNanoseconds()
-                if activeFrom == 0 {
-                    activeFrom = t1
-                } else {
-                    waited += t1 - t0
-                    secondWaited += t1 - t0
-                }
                 let s = Int((t1 - start) / 1_000_000_000)
                 if s != currentSecond {
-                    // Close the previous second's busy share.
+                    // Close the previous second's busy share (each wait counts in the second it ended).
                     if currentSecond >= 0 && currentSecond < r.seconds.count {
                         r.seconds[currentSecond].subscriberBusy = max(0, 1 - Double(secondWaited) / 1e9)
                     }
                     secondWaited = 0
                     currentSecond = s
                     if r.seconds.count <= s { r.seconds.append(contentsOf: repeatElement(Second(), count: s + 1 - r.seconds.count)) }
+                }
+                if activeFrom == 0 {
+                    activeFrom = t1
+                } else {
+                    waited += t1 - t0
+                    secondWaited += t1 - t0
                 }
                 for (si, sub) in subs.enumerated() {
                     while try sub.receive(into: message, dontWait: true) {
@@ -561,9 +572,24 @@ package final class FloodRun: Sendable {
                         guard message.hasMore else { continue }
                         _ = try sub.receive(into: message)
                         while message.hasMore { _ = try sub.receive(into: message) }
+                        let silence = now - min(now, lastHeard[si])
+                        lastHeard[si] = now
+                        if silence > FloodRun.outageNanos {
+                            r.outages += 1
+                            afterOutage[si] = true
+                        }
                         if isHeartbeat { continue }
                         if let seq = message.withUnsafeBytes({ FloodRun.envelopeSeq($0) }) {
-                            if lastSeq[si] > 0 && seq > lastSeq[si] + 1 { r.missed += seq - lastSeq[si] - 1 }
+                            defer { afterOutage[si] = false }
+                            if lastSeq[si] > 0 && seq > lastSeq[si] + 1 {
+                                // The first gap after an outage: published while this subscriber
+                                // was cut off (before its subscription reached the restarted daemon).
+                                if afterOutage[si] {
+                                    r.lostInOutages += seq - lastSeq[si] - 1
+                                } else {
+                                    r.missed += seq - lastSeq[si] - 1
+                                }
+                            }
                             lastSeq[si] = max(lastSeq[si], seq)
                         }
                         let sec = Int((now - start) / 1_000_000_000)
@@ -588,8 +614,9 @@ package final class FloodRun: Sendable {
                 counter.value.store(total, ordering: .relaxed)
             }
             if currentSecond >= 0 && currentSecond < r.seconds.count {
+                // The last, partial second: its share of the time it lasted (none under 0.1 s).
                 let elapsed = Double((BusClock.monotonicNanoseconds() - start) % 1_000_000_000) / 1e9
-                r.seconds[currentSecond].subscriberBusy = elapsed > 0 ? max(0, 1 - Double(secondWaited) / 1e9 / elapsed) : 0
+                r.seconds[currentSecond].subscriberBusy = elapsed >= 0.1 ? max(0, 1 - Double(secondWaited) / 1e9 / elapsed) : 0
             }
             if activeFrom > 0 {
                 r.activeNanos = BusClock.monotonicNanoseconds() - activeFrom
