@@ -42,6 +42,23 @@ struct FloodScaleTests {
         #expect((ackLatency["p99"] as? Double ?? 0) >= (ackLatency["p50"] as? Double ?? 0))
     }
 
+    @Test("shards as today: several producers, each with a connection per shard, fire-and-forget and acknowledged")
+    func shardedProducers() throws {
+        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2"]) }
+        let from = shards.map(\.publish).joined(separator: ",")
+        let plain = try floodReport(["--shards", shards.map(\.ingest).joined(separator: ","), "--from", from,
+                                      "--checkouts", "1500", "--producers", "3", "--subscribers", "2"])
+        #expect(plain.bool("ok") == true)
+        #expect(plain.int("deadletters") == 0, "no event reached a shard not owning its checkout")
+        let acked = try floodReport(["--acked", "--shards", shards.map(\.ingestAcked).joined(separator: ","), "--from", from,
+                                      "--checkouts", "800", "--producers", "2", "--seed", "4"])
+        #expect(acked.bool("ok") == true)
+        #expect(acked.object("acks")?.int("acked") == acked.int("sent"))
+        let received = try shards.map { try #require(try ControlClient($0.control).stats()["counters"] as? [String: Any]).int("received") ?? 0 }
+        #expect(received.allSatisfy { $0 > 0 })
+        #expect(received.reduce(0, +) == (plain.int("sent") ?? 0) + (acked.int("sent") ?? 0))
+    }
+
     @Test("flood reports its own share: CPU per event, schedule lag, who limited the run; and the daemon's histogram")
     func reportsItsOwnLimits() throws {
         let daemon = try DaemonProcess()

@@ -67,9 +67,9 @@ package final class FloodRun: Sendable {
         package var published = 0
         package var deadLetters = 0
         /// End-to-end latency of what arrived this second (every subscriber).
-        package var latency = SparseLatencies()
+        package var latency = SecondLatencies()
         /// Acknowledgement latency of the replies that arrived this second.
-        package var ack = SparseLatencies()
+        package var ack = SecondLatencies()
         package var acked = 0
         package var rejected = 0
         /// The longest a producer was behind its send schedule this second.
@@ -96,9 +96,9 @@ package final class FloodRun: Sendable {
     }
 
     /// A second's latencies: a histogram made only for seconds with observations. `Sendable`.
-    package struct SparseLatencies: Sendable {
+    package struct SecondLatencies: Sendable {
         package var histogram: LatencyHistogram? = nil
-        mutating func merge(_ other: SparseLatencies) {
+        mutating func merge(_ other: SecondLatencies) {
             guard let h = other.histogram else { return }
             if histogram == nil { histogram = h } else { histogram!.merge(h) }
         }
