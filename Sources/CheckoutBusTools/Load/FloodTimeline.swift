@@ -178,6 +178,12 @@ package struct FloodTimeline: Sendable {
         return out
     }
 
+    /// `0.25` for a value under 1 (an axis label).
+    static func hundredths(_ v: Double) -> String {
+        let h = Int((v * 100).rounded())
+        return "0.\(h < 10 ? "0" : "")\(h)"
+    }
+
     /// An SVG line chart, seconds along x; a nil value breaks its line.
     static func chart(id: String, title: String, unit: String, series: [Series], logarithmic: Bool = false) -> String {
         let (width, height, left, right, top, bottom) = (960.0, 240.0, 64.0, 12.0, 12.0, 28.0)
@@ -215,7 +221,7 @@ package struct FloodTimeline: Sendable {
         for v in ticks {
             let yy = y(v)
             svg += "<line x1=\"\(fmt(left))\" y1=\"\(fmt(yy))\" x2=\"\(fmt(width - right))\" y2=\"\(fmt(yy))\" stroke=\"#eee\"/>"
-            let label = v >= 100 ? String(Int(v.rounded())) : v >= 1 ? fmt(v) : String(v)
+            let label = v >= 100 ? String(Int(v.rounded())) : v >= 1 ? fmt(v) : FloodTimeline.hundredths(v)
             svg += "<text x=\"\(fmt(left - 6))\" y=\"\(fmt(yy + 4))\" font-size=\"11\" text-anchor=\"end\" fill=\"#666\">\(label)</text>\n"
         }
         svg += "<text x=\"12\" y=\"\(fmt(top + plotH / 2))\" font-size=\"11\" fill=\"#666\" transform=\"rotate(-90 12 \(fmt(top + plotH / 2)))\" text-anchor=\"middle\">\(escape(unit))</text>\n"
