@@ -67,21 +67,29 @@ public final class EventProcessor {
     public private(set) var deadLetterSeq: UInt64 = 0
     public private(set) var state: CheckoutStateTable
 
-    private let document = JSONDocument()
-    /// Where the current event's snapshot is redacted (offset pairs), noted while it was hashed;
-    /// valid while ``redactionsToken`` is the snapshot's token.
-    private var redactions: [Int] = []
-    private var redactionsToken: Int?
+    /// The context ``process(_:receivedAt:now:)`` prepares messages in (and ``restore(envelope:seq:rememberEventID:rebuildState:wallNow:now:)`` parses).
+    private let ownContext = EventDecodeContext()
+    private var document: JSONDocument { ownContext.document }
     /// For ``redactedHash(_:)``: a snapshot written redacted and parsed again.
     private var scratch = JSONWriter(capacity: 0)
     private let scratchDocument = JSONDocument()
     /// The monotonic time the last restored envelope was taken to arrive at.
     private var restoreClock: UInt32?
-    private let decoder = RawEventDecoder()
     /// Writes the envelopes; a ``ProcessingResult/publication``'s frames point into its buffers. A
     /// heartbeat's buffers are apart from an event's, so a heartbeat between processing an event
     /// and publishing it cannot overwrite it.
     private var envelopes: EnvelopeWriter
+
+    /// Set by the caller before ``process(_:receivedAt:now:)`` to time that event's stages into
+    /// ``lastStageTimes`` (cleared by the call).
+    public var timeNextEvent = false
+    /// The stages of the last event processed with ``timeNextEvent`` set, in ns (``StageTimes/now()``);
+    /// nil when that event was not decoded into a lifecycle event (a dead letter is not sampled).
+    public private(set) var lastStageTimes: (decode: UInt64, rules: UInt64, envelope: UInt64)?
+    /// The event being committed is timed.
+    private var timing = false
+    /// When the timed event's envelope writing began (0: no envelope was written).
+    private var envelopeStartedAt: UInt64 = 0
 
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
@@ -103,71 +111,155 @@ public final class EventProcessor {
     }
 
 
-    /// Processes one raw message.
+    /// Processes one raw message: ``prepare(_:options:eventIDWindow:in:prefetch:)`` then
+    /// ``commit(_:_:_:receivedAt:now:)``, on this processor's own context.
     /// - Parameters:
     ///   - now: monotonic seconds, for the idle TTL.
     /// - Returns: what the message produced. When it is published or dead-lettered, the result's
     ///   ``ProcessingResult/publication`` holds the message to journal and send, in buffers this
-    ///   processor owns: valid until the next call of this method or ``reject(_:_:_:receivedAt:)``.
+    ///   processor owns: valid until the next call of this method, ``commit(_:_:_:receivedAt:now:)``
+    ///   or ``reject(_:_:_:receivedAt:)``.
     public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
-        counters.received &+= 1
+        let context = ownContext
+        context.timing = timeNextEvent
+        timeNextEvent = false
+        // The state table's and the event-id window's slots are far apart in large tables (a
+        // cache miss each): they start loading before the snapshot is hashed.
+        let event = EventProcessor.prepare(bytes, options: options, eventIDWindow: eventIDs != nil, in: context) { key, idKey in
+            state.prefetch(key)
+            if let idKey { eventIDs!.prefetch(idKey) }
+        }
+        return commit(bytes, context, event, receivedAt: receivedAt, now: now)
+    }
+
+    /// The part of processing that needs nothing of a processor's state, so that several threads
+    /// may run it on different messages at once (``EventDecodeContext``): the message is parsed,
+    /// decoded, checked against the shard, its keys computed and its snapshot hashed. What it found
+    /// waits in `context`, and the decoded event is returned, for ``commit(_:_:_:receivedAt:now:)``.
+    /// - Parameters:
+    ///   - bytes: the message; it must stay valid until the commit.
+    ///   - eventIDWindow: whether the processor keeps event ids (its window's key is computed).
+    ///   - prefetch: called with the event's state-table and window keys before the snapshot is
+    ///     hashed (the sequential path starts loading their slots there).
+    /// - Returns: the decoded event (nil when the message did not decode), to be committed with
+    ///   `context` (the parallel path keeps it in ``EventDecodeContext/event`` meanwhile).
+    @inline(__always)
+    public static func prepare(_ bytes: UnsafeRawBufferPointer, options: Options, eventIDWindow: Bool,
+                               in context: EventDecodeContext,
+                               prefetch: (CheckoutStateTable.Key, (UInt64, UInt64)?) -> Void) -> DecodedEvent? {
+        context.reset()
+        if context.timing { context.startedAt = StageTimes.now() }
         if bytes.count > options.maxMessageBytes {
-            return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
-                              bytes, receivedAt, eventID: nil)
+            context.outcome = .oversized
+            return nil
         }
         // A UTF-8 byte order mark (some Windows and .NET producers write one) is not part of the JSON.
         var json = bytes
         if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
             json = UnsafeRawBufferPointer(rebasing: bytes[3...])
         }
+        let document = context.document
         do {
             try document.parse(json)
         } catch {
-            return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
-                              bytes, receivedAt, eventID: nil)
+            context.outcome = .parseFailed(error)
+            return nil
         }
-        var event: DecodedEvent
+        let event: DecodedEvent
         do {
-            event = try decoder.decode(document)
+            event = try context.decoder.decode(document)
         } catch {
             // The reply to an acknowledged producer names the event its wrapper gave, if any.
-            let eventID = decoder.wrapperEventID
+            context.failedEventID = context.decoder.wrapperEventID
                 ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
-            if let retry = deadLetterRetry(eventID) { return retry }
-            let checkoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
+            context.failedCheckoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
                 .flatMap { document.identifier($0) }
-            return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: eventID, parsed: true,
-                              checkoutID: checkoutID)
+            context.outcome = .decodeFailed(error)
+            return nil
         }
-        counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
+        if context.timing { context.decodedAt = StageTimes.now() }
         if options.shard.count > 1,
             case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
+            context.outcome = .wrongShard(owner)
+            return consume event
+        }
+        let checkoutKey = CheckoutStateTable.key(event.checkoutID!)  // the decoder guarantees one
+        var idKey: (UInt64, UInt64)?
+        if eventIDWindow, let id = event.eventID { idKey = EventIDWindow.key(id, checkout: checkoutKey) }
+        prefetch(checkoutKey, idKey)
+        context.hash = snapshotHash(event.snapshot, options: options, context)
+        context.checkoutKey = checkoutKey
+        context.idKey = idKey
+        context.outcome = .decoded
+        if context.timing { context.hashedAt = StageTimes.now() }
+        return consume event
+    }
+
+    /// The part of processing that is sequential: counters, dead letters, the event-id window, the
+    /// lifecycle rules, `seq` and `kind_seq`, the envelope. Messages must be committed in the order
+    /// they arrived, each after its ``prepare(_:options:eventIDWindow:in:prefetch:)``.
+    /// - Parameters:
+    ///   - bytes: the message `context` was prepared from.
+    /// - Returns: as ``process(_:receivedAt:now:)``.
+    public func commit(_ bytes: UnsafeRawBufferPointer, _ context: EventDecodeContext, _ decoded: consuming DecodedEvent?,
+                       receivedAt: Timestamp, now: UInt32) -> ProcessingResult
+    {
+        counters.received &+= 1
+        if context.timing { lastStageTimes = nil }
+        switch context.outcome {
+        case .decoded:
+            break
+        case .oversized:
+            return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
+                              bytes, receivedAt, eventID: nil, context: context)
+        case .parseFailed(let error):
+            return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
+                              bytes, receivedAt, eventID: nil, context: context)
+        case .decodeFailed(let error):
+            if let retry = deadLetterRetry(context.failedEventID) { return retry }
+            return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: context.failedEventID, parsed: true,
+                              checkoutID: context.failedCheckoutID, context: context)
+        case .wrongShard(let owner):
+            let event = decoded.take()!
+            counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
             if let retry = deadLetterRetry(event.eventID) { return retry }
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
-                              bytes, receivedAt, eventID: event.eventID, parsed: true, checkoutID: event.checkoutID)
+                              bytes, receivedAt, eventID: event.eventID, parsed: true, checkoutID: event.checkoutID,
+                              context: context)
+        case .none:
+            preconditionFailure("commit without prepare")
         }
-        // The state table's and the event-id window's slots for this event are far apart in large
-        // tables (a cache miss each): start loading them now and hash the snapshot meanwhile.
-        let checkoutKey = CheckoutStateTable.key(event.checkoutID!)  // the decoder guarantees one
-        state.prefetch(checkoutKey)
-        var idKey: (UInt64, UInt64)?
-        if eventIDs != nil, let id = event.eventID {
-            idKey = EventIDWindow.key(id, checkout: checkoutKey)
-            eventIDs!.prefetch(idKey!)
+        var event = decoded.take()!
+        counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
+        let commitStart = context.timing ? StageTimes.now() : 0
+        timing = context.timing
+        envelopeStartedAt = 0
+        defer {
+            if context.timing { noteStages(context, commitStart: commitStart) }
+            timing = false
         }
-        let hash = snapshotHash(event.snapshot)
-        guard let idKey else {
-            return apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
+        let checkoutKey = context.checkoutKey
+        guard let idKey = context.idKey else {
+            return apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
         }
         if let original = eventIDs!.lookup(idKey) {
             counters.duplicates &+= 1
             return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: event.eventID,
                                     suppressedCheckoutID: nil, publication: nil)
         }
-        let result = apply(&event, checkoutKey, snapshotHash: hash, receivedAt: receivedAt, now: now)
+        let result = apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
         eventIDs!.insert(idKey, seq: result.publication == nil ? 0 : result.seq)
         return result
+    }
+
+    /// Notes one timed event's decode, rules and envelope time in ``lastStageTimes``: rules are
+    /// the snapshot's hash (in the prepare) and the commit up to the envelope.
+    private func noteStages(_ context: EventDecodeContext, commitStart: UInt64) {
+        let end = StageTimes.now()
+        let rulesEnd = envelopeStartedAt == 0 ? end : envelopeStartedAt
+        lastStageTimes = (context.decodedAt &- context.startedAt,
+                          (context.hashedAt &- context.decodedAt) &+ (rulesEnd &- commitStart), end &- rulesEnd)
     }
 
     /// The canonical hash of `snapshot` (0 without one). With buyer data redacted and compact
@@ -175,14 +267,14 @@ public final class EventProcessor {
     /// it takes a few copies and no second walk (``BuyerDataRedactor/write(_:_:redactions:to:)``);
     /// a suppressed update pays only for the notes' checks.
     @inline(__always)
-    private func snapshotHash(_ snapshot: JSONRef?) -> UInt64 {
-        redactionsToken = nil
+    private static func snapshotHash(_ snapshot: JSONRef?, options: Options, _ context: EventDecodeContext) -> UInt64 {
+        context.redactionsToken = nil
         guard let snapshot else { return 0 }
         guard !options.keepBuyerData && snapshot.doc.isCompact else {
             return CanonicalHash.hash(snapshot.doc, snapshot.token)
         }
-        redactionsToken = snapshot.token
-        return CanonicalHash.hashNotingRedactions(snapshot.doc, snapshot.token, into: &redactions)
+        context.redactionsToken = snapshot.token
+        return CanonicalHash.hashNotingRedactions(snapshot.doc, snapshot.token, into: &context.redactions)
     }
 
     /// Dead letters' event ids are kept under this checkout key, apart from every checkout's own
@@ -316,7 +408,7 @@ public final class EventProcessor {
     ///   - checkoutKey: the event's checkout, hashed (``CheckoutStateTable/key(_:)``).
     ///   - hash: the canonical hash of the event's snapshot (0 without one).
     private func apply(_ event: inout DecodedEvent, _ checkoutKey: CheckoutStateTable.Key, snapshotHash hash: UInt64,
-                       receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
+                       receivedAt: Timestamp, now: UInt32, context: EventDecodeContext) -> ProcessingResult {
         let checkoutID = event.checkoutID!  // the decoder guarantees one
         let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
@@ -351,7 +443,7 @@ public final class EventProcessor {
         // One key per placed order: the first complete's key, else this event's order id, else the checkout.
         let idempotencyKey = state.completeKey(entry) ?? event.orderID ?? checkoutID
         let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
-                                        afterComplete: afterComplete, receivedAt: receivedAt)
+                                        afterComplete: afterComplete, receivedAt: receivedAt, context: context)
         counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
         if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
             counters.failedByCode[i] &+= 1
@@ -363,14 +455,16 @@ public final class EventProcessor {
     // MARK: Envelopes
 
     private func writeEnvelope(
-        _ e: borrowing DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp
+        _ e: borrowing DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp,
+        context: EventDecodeContext
     ) -> ProcessingResult.Publication {
+        if timing { envelopeStartedAt = StageTimes.now() }
         lastSeq &+= 1
         kindSeq[Int(e.kind.rawValue)] &+= 1
         let kindSeq = kindSeq[Int(e.kind.rawValue)]
-        let useRedactions = e.snapshot.map { $0.token == redactionsToken } ?? false
+        let useRedactions = e.snapshot.map { $0.token == context.redactionsToken } ?? false
         let frames = envelopes.writeEvent(e, seq: lastSeq, kindSeq: kindSeq, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
-                                          afterComplete: afterComplete, receivedAt: receivedAt, redactions: redactions,
+                                          afterComplete: afterComplete, receivedAt: receivedAt, redactions: context.redactions,
                                           useRedactions: useRedactions)
         return ProcessingResult.Publication(seq: lastSeq, kind: JournaledKind(e.kind), kindSeq: kindSeq,
                                             topic: frames.topic, envelope: frames.envelope)
@@ -380,17 +474,18 @@ public final class EventProcessor {
     public func reject(_ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer,
                        receivedAt: Timestamp) -> ProcessingResult {
         counters.received &+= 1
-        return deadLetter(reason, detail, bytes, receivedAt, eventID: nil)
+        return deadLetter(reason, detail, bytes, receivedAt, eventID: nil, context: ownContext)
     }
 
-    /// - Parameter parsed: ``document`` holds `bytes` parsed: with buyer data redacted, `raw` is
+    /// - Parameter parsed: `context`'s document holds `bytes` parsed: with buyer data redacted, `raw` is
     ///   then the input as the redactor rewrites it.
     /// - Parameter eventID: the event id the input names, when it names one (the envelope shows it).
     /// - Parameter checkoutID: the checkout the input names, when it names one (the envelope shows it).
     private func deadLetter(
         _ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer, _ receivedAt: Timestamp,
-        eventID: String?, parsed: Bool = false, checkoutID: String? = nil
+        eventID: String?, parsed: Bool = false, checkoutID: String? = nil, context: EventDecodeContext
     ) -> ProcessingResult {
+        let document = context.document
         var redacted = false
         if parsed && !options.keepBuyerData {
             scratch.reset()

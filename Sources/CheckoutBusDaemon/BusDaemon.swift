@@ -89,6 +89,12 @@ public final class BusDaemon {
     private var snapshots: SnapshotExchange?
     /// A reader asked for a snapshot that is not yet published.
     private var snapshotOwed = false
+    /// The pipeline thread's time by stage over the sampled events (the processor times decode,
+    /// rules and envelope; this loop the rest).
+    private var pipelineStages = StageTimes()
+    private var ingestCountdown = 0
+    private var publishCountdown = 0
+    private var sampleRandom: UInt64 = 0x9E37_79B9_7F4A_7C15
     private var lastSnapshotAt: UInt64 = 0
     /// The least time between two snapshots (ns).
     package static let snapshotInterval: UInt64 = 2_000_000
@@ -108,6 +114,11 @@ public final class BusDaemon {
     private var receivedAtLastHeartbeat: UInt64 = 0
     private var trimmedSinceInput = true
 
+    /// With `--pipeline-threads` above 1: the threads that prepare messages beside the pipeline
+    /// thread, and the slots a batch is received into.
+    private var prepareWorkers: PrepareWorkers?
+    private let slots: PreparedSlots
+
     /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
     public let allowlists: CurveAllowlists?
     private let curveKeys: ZMQCurveKeyPair?
@@ -117,6 +128,9 @@ public final class BusDaemon {
         self.configuration = configuration
         self.logger = logger
         self.processor = EventProcessor(options: configuration.processor)
+        let threads = configuration.resolvedPipelineThreads
+        slots = PreparedSlots(count: threads > 1 ? PreparedSlots.batch : 0)
+        if threads > 1 { prepareWorkers = PrepareWorkers(workers: threads - 1) }
         if let keyPath = configuration.curveSecretKeyPath, let producers = configuration.curveProducersDirectory,
             let subscribers = configuration.curveSubscribersDirectory
         {
@@ -285,6 +299,8 @@ public final class BusDaemon {
             usleep(100_000)
         }
         batches.close()
+        prepareWorkers?.stop()
+        prepareWorkers = nil
         try releaseAcks(acked)
         try sendHeartbeat(publish)
         let c = processor.counters
@@ -329,11 +345,18 @@ public final class BusDaemon {
 
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
     private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {
+        if let workers = prepareWorkers { return try drainIngestInParallel(ingest, workers, limit: limit) }
         // One reference for the whole batch, not a load of the property per event.
         let batches: JournalBatch = self.batches
         var n = 0
-        while n < limit, try ingest.receive(into: message, dontWait: true) {
+        while n < limit {
+            // One event in `StageTimes.sampleInterval` is timed stage by stage (stats' `stages`).
+            let timed = ingestCountdown == 0
+            let receiveStart = timed ? StageTimes.now() : 0
+            guard try ingest.receive(into: message, dontWait: true) else { break }
             n += 1
+            let receiveEnd = timed ? StageTimes.now() : 0
+            ingestCountdown = timed ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
             let (arrival, receivedAt, now) = clock.now()
             let result: ProcessingResult
             if message.hasMore {
@@ -347,10 +370,93 @@ public final class BusDaemon {
                     processor.reject(.multipart, "message of \(frames) frames; send one event per single-frame message",
                                      $0, receivedAt: receivedAt)
                 }
+            } else if timed {
+                processor.timeNextEvent = true
+                result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+                let appendStart = StageTimes.now()
+                journalOutput(result, arrival: arrival, to: batches)
+                if let t = processor.lastStageTimes {
+                    pipelineStages.add(receive: receiveEnd &- receiveStart, decode: t.decode, rules: t.rules,
+                                       envelope: t.envelope, journalAppend: StageTimes.now() &- appendStart)
+                }
+                continue
             } else {
                 result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             }
             journalOutput(result, arrival: arrival, to: batches)
+        }
+    }
+
+    /// ``drainIngest(_:_:limit:)`` with `--pipeline-threads` above 1: up to ``PreparedSlots/batch``
+    /// messages at a time are received, prepared (parse, decode, hash) on the workers and this
+    /// thread at once, then committed here one by one in the order they arrived: the rules, `seq`
+    /// and the journal see exactly the sequence the sequential path would.
+    private func drainIngestInParallel(_ ingest: ZMQSocket, _ workers: PrepareWorkers, limit: Int) throws {
+        let batches: JournalBatch = self.batches
+        let options = processor.options
+        let window = options.dedupeWindow > 0
+        var taken = 0
+        while taken < limit {
+            var n = 0
+            while n < slots.count && taken + n < limit {
+                let slot = slots[n]
+                guard try ingest.receive(into: slot.message, dontWait: true) else { break }
+                (slot.arrival, slot.receivedAt, slot.now) = clock.now()
+                slot.frames = 1
+                if slot.message.hasMore {
+                    slot.firstFrame = slot.message.bytes
+                    while slot.message.hasMore {
+                        _ = try ingest.receive(into: slot.message)
+                        slot.frames += 1
+                    }
+                }
+                // About one event in `StageTimes.sampleInterval` is timed (stats' `stages`).
+                slot.context.timing = ingestCountdown == 0 && slot.frames == 1
+                ingestCountdown = ingestCountdown == 0 ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
+                n += 1
+            }
+            guard n > 0 else { return }
+            taken += n
+            let slots = self.slots
+            let prepare: @Sendable (Int) -> Void = { i in
+                let slot = slots[i]
+                guard slot.frames == 1 else { return }
+                slot.message.withUnsafeBytes { bytes in
+                    slot.context.event = EventProcessor.prepare(bytes, options: options, eventIDWindow: window,
+                                                                in: slot.context) { _, _ in }
+                }
+            }
+            // A few messages are not worth waking a thread for.
+            if n < PreparedSlots.parallelFrom {
+                for i in 0..<n { prepare(i) }
+            } else {
+                workers.run(count: n, prepare)
+                pipelineStages.parallelBatches &+= 1
+                pipelineStages.parallelMessages &+= UInt64(n)
+            }
+            for i in 0..<n {
+                let slot = slots[i]
+                let result: ProcessingResult
+                if slot.frames > 1 {
+                    result = slot.firstFrame.withUnsafeBytes {
+                        processor.reject(.multipart, "message of \(slot.frames) frames; send one event per single-frame message",
+                                         $0, receivedAt: slot.receivedAt)
+                    }
+                    slot.firstFrame = []
+                } else {
+                    result = slot.message.withUnsafeBytes {
+                        processor.commit($0, slot.context, slot.context.event.take(), receivedAt: slot.receivedAt, now: slot.now)
+                    }
+                }
+                let appendStart = slot.context.timing ? StageTimes.now() : 0
+                journalOutput(result, arrival: slot.arrival, to: batches)
+                if slot.context.timing, let t = processor.lastStageTimes {
+                    // Receiving is not timed here: the batch is received before it is prepared.
+                    pipelineStages.add(receive: 0, decode: t.decode, rules: t.rules, envelope: t.envelope,
+                                       journalAppend: StageTimes.now() &- appendStart)
+                }
+            }
+            if n < slots.count { return }  // the socket had no more
         }
     }
 
@@ -427,20 +533,30 @@ public final class BusDaemon {
         // Suppressed ids reach their log before the records processed after them reach the
         // journal: after a kill -9 the log is never behind the journal.
         suppressedLog?.flush()
-        return try batches.advance { topic, envelope in
+        return try batches.advance { topic, envelope in try publishRecord(publish, topic, envelope) }
+    }
+
+    /// Sends one journaled record's two frames; about one in `StageTimes.sampleInterval` is timed.
+    @inline(__always)
+    private func publishRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer) throws {
+        guard publishCountdown == 0 else {
+            publishCountdown -= 1
             _ = try publish.send(topic, more: true)
             _ = try publish.send(envelope)
+            return
         }
+        publishCountdown = StageTimes.nextInterval(&sampleRandom)
+        let start = StageTimes.now()
+        _ = try publish.send(topic, more: true)
+        _ = try publish.send(envelope)
+        pipelineStages.addPublish(StageTimes.now() &- start)
     }
 
     /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
     /// - Returns: false when a write failed; what it did not take stays pending.
     private func settle(_ publish: ZMQSocket) throws -> Bool {
         suppressedLog?.flush()
-        return try batches.settle { topic, envelope in
-            _ = try publish.send(topic, more: true)
-            _ = try publish.send(envelope)
-        }
+        return try batches.settle { topic, envelope in try publishRecord(publish, topic, envelope) }
     }
 
     /// What the pipeline serves besides ingest, and their indexes in one poller: subscriptions,
@@ -488,7 +604,7 @@ public final class BusDaemon {
             fsyncHistogram: journal.fsyncHistogram, writesDirect: journal.writesDirect,
             journalWritable: journal.isWritable && !batches.isFailing, trackedCheckouts: processor.state.count,
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
-            pipelineLatency: batches.latency)
+            pipelineLatency: batches.latency, stages: pipelineStages)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.

@@ -43,6 +43,20 @@ public struct DaemonConfiguration: Sendable {
     /// Messages received and queued per producer connection, on both ingest sockets, before the
     /// daemon stops reading from that producer (`ZMQ_RCVHWM`): backpressure, never a drop.
     public var ingestHighWaterMark: Int32 = 1000
+    /// Threads that prepare messages (parse, decode, hash) for the pipeline, the pipeline thread
+    /// among them (`--pipeline-threads`); 0: half the cores, 1 to 8 (``resolvedPipelineThreads``).
+    public var pipelineThreads = 0
+
+    /// ``pipelineThreads``, with 0 resolved from the core count.
+    public var resolvedPipelineThreads: Int {
+        pipelineThreads > 0 ? pipelineThreads : DaemonConfiguration.pipelineThreads(cores: DaemonConfiguration.onlineCores)
+    }
+
+    /// The default for `cores` processors: half of them, 1 to 8. The other half is for libzmq's
+    /// I/O thread, the journal's threads and the producers and subscribers on the same host.
+    public static func pipelineThreads(cores: Int) -> Int { min(8, max(1, cores / 2)) }
+
+    public static var onlineCores: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
     /// Milliseconds between `bus.heartbeat` messages.
     public var heartbeatMilliseconds = 1000
     /// Journal records replayed at start to rebuild per-checkout state (`--restore-records`).

@@ -175,6 +175,12 @@ struct DaemonSetting: Sendable {
                   + "reading from that producer, whose own queue then fills: backpressure, never a drop",
               read: { String($0.ingestHighWaterMark) },
               apply: { c, v throws(UsageError) in c.ingestHighWaterMark = Int32(try int("ingest-hwm", v, in: 1...10_000_000)) }),
+        .init("pipeline-threads", "N", .input,
+              help: "threads that parse, decode and hash messages, the pipeline thread among them; order per "
+                  + "checkout and seq order are the same with any number",
+              defaultNote: "half the cores, 1 to 8",
+              read: { String($0.pipelineThreads) },
+              apply: { c, v throws(UsageError) in c.pipelineThreads = try int("pipeline-threads", v, in: 0...64) }),
         .init("dedupe-window", "N", .input,
               help: "remember the last N event ids (the wrapper's event_id): a retry of one is not published "
                   + "again, an acked producer gets the original seq with \"duplicate\":true; 0 turns it off",

@@ -145,7 +145,7 @@ struct AnalyticsWorkerTests {
         #expect(try runTool("checkoutbus-analytics", ["--interval", "0"]).status == 2)
         #expect(try runTool("checkoutbus-analytics", ["--bogus"]).status == 2)
 
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cb-analytics-\(UUID().uuidString)")
+        let dir = TestScratch.url("cb-analytics-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let state = dir.appendingPathComponent("state")
         try Data("{\"v\":1,\"seq\":".utf8).write(to: state)

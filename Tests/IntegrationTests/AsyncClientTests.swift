@@ -32,7 +32,7 @@ struct AsyncClientTests {
     @Test("the example builds on CheckoutBusClient alone, receives the tour, and resumes after its cursor")
     func exampleReceivesTheTour() throws {
         // A copy whose dependency points at this repository, built in a scratch path of its own.
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("cb-async-\(UUID().uuidString)")
+        let work = TestScratch.url("cb-async-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
         let package = work.appendingPathComponent("async-subscriber")
@@ -94,7 +94,7 @@ struct AsyncClientTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("cb-build-\(UUID().uuidString).log")
+        let log = TestScratch.url("cb-build-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: log) }
         process.standardOutput = try FileHandle(forWritingTo: log)

@@ -123,7 +123,7 @@ struct BadInputAndPrivacyTests {
     @Test("a port already in use is a clear error, exit 1")
     func portInUse() throws {
         let first = try DaemonProcess()
-        let otherData = FileManager.default.temporaryDirectory.appendingPathComponent("cb-\(UUID().uuidString)")
+        let otherData = TestScratch.url("cb-\(UUID().uuidString)")
         let second = try runTool("checkoutbusd", ["--ingest", first.ingest, "--publish", "tcp://127.0.0.1:*",
                                                   "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
                                                   "--data-dir", otherData.path])

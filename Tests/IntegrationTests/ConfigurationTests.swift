@@ -4,7 +4,7 @@ import Testing
 @Suite("configuration file and SIGHUP", .serialized, .timeLimit(.minutes(2)))
 struct ConfigurationTests {
     static func writeConfig(_ text: String) throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("cb-config-\(UUID().uuidString).conf")
+        let url = TestScratch.url("cb-config-\(UUID().uuidString).conf")
         try text.write(to: url, atomically: true, encoding: .utf8)
         return url
     }
@@ -51,7 +51,7 @@ struct ConfigurationTests {
     @Test("the shipped deploy/checkoutbusd.conf is a valid configuration")
     func shippedConfig() throws {
         let config = Products.repositoryRoot.appendingPathComponent("deploy/checkoutbusd.conf")
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("cb-conf-\(UUID().uuidString)")
+        let data = TestScratch.url("cb-conf-\(UUID().uuidString)")
         // Its endpoints and data directory are overridden on the command line; everything else applies.
         let daemon = try DaemonProcess(["--config", config.path, "--data-dir", data.path])
         #expect(daemon.ready["ready"] as? Bool == true)

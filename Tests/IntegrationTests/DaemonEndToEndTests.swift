@@ -20,7 +20,7 @@ struct DaemonEndToEndTests {
 
     @Test("ipc:// endpoints work end to end")
     func ipcEndpoints() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cb-ipc-\(UUID().uuidString.prefix(8))")
+        let dir = TestScratch.url("cb-ipc-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let daemon = try DaemonProcess(ingest: "ipc://\(dir.path)/in.sock", publish: "ipc://\(dir.path)/out.sock")
         #expect(daemon.ingest == "ipc://\(dir.path)/in.sock")

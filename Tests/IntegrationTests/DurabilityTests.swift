@@ -296,7 +296,7 @@ struct DurabilityTests {
         put(UInt16(2))
         put(UInt64(7))
         record += Array("ck-a".utf8) + Array("e9".utf8)
-        let sum = record.withUnsafeBytes { JournalFormat.checksum($0.baseAddress!, $0.count) }
+        let sum = record.withUnsafeBytes { JournalFormat.checksumV1($0.baseAddress!, $0.count) }
         put(sum)
         try Data(record).write(to: daemon.dataDirectory.appendingPathComponent("suppressed.log"))
 

@@ -220,7 +220,7 @@ func waitForBridge(flood: Process, daemon: DaemonProcess, cursor: URL, bridge: (
 struct JetStreamTests {
     @Test("kill -9 mid-flood and restarted after the duplicate window: every envelope in the stream exactly once")
     func killedBridgeRestarts() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let nats = try NATSServerProcess(name: "single", directory: tmp.appendingPathComponent("nats"))
@@ -281,7 +281,7 @@ struct JetStreamTests {
 
     @Test("a three-node cluster with an R3 stream keeps every event when the bridge's node is killed mid-flood")
     func clusterSurvivesNodeLoss() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let nodes = try startCluster(tmp)
@@ -311,7 +311,7 @@ struct JetStreamTests {
 
     @Test("two shards into one stream: each shard's envelopes exactly once under <shard>:<seq>, across a kill -9")
     func twoShards() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let nats = try NATSServerProcess(name: "shards", directory: tmp.appendingPathComponent("nats"))
@@ -359,7 +359,7 @@ struct JetStreamTests {
 
     @Test("two bridges, each of one shard (--shard-ids), into one stream; one killed with kill -9 mid-flood and restarted: every envelope of both shards exactly once")
     func twoBridgesOneStream() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let nats = try NATSServerProcess(name: "split", directory: tmp.appendingPathComponent("nats"))
@@ -432,7 +432,7 @@ struct JetStreamTests {
 
     @Test("--shard-ids that do not match the endpoints are refused with the position, the shard expected and the one found; nothing is published")
     func wrongShardIDsAreRefused() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let nats = try NATSServerProcess(name: "wrong", directory: tmp.appendingPathComponent("nats"))
@@ -467,7 +467,7 @@ struct JetStreamTests {
 
     @Test("--subject-prefix: a stream per bridge, each taking only P.checkout.> and P.bus.deadletter; a stream of other subjects is refused")
     func subjectPrefixes() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let nats = try NATSServerProcess(name: "prefix", directory: tmp.appendingPathComponent("nats"))
@@ -519,7 +519,7 @@ struct JetStreamTests {
     /// for its port exits, and the cluster is started again on new ports.
     @Test("stopped while NATS is down: the cursor never passes an envelope the stream does not hold")
     func stoppedDuringOutage() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-js-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         let natsDirectory = tmp.appendingPathComponent("nats")

@@ -86,6 +86,11 @@ struct LoadToolTests {
         #expect(result.output.contains("ratio bus/raw"))
         #expect(result.output.contains("(2000/2000 received)"))
         #expect(result.output.contains("CPU per message median: bus "))
+        // The daemon's CPU by thread and by stage of its pipeline.
+        #expect(result.output.contains("stages, CPU per event"))
+        #expect(result.output.contains("pipeline thread "))
+        #expect(result.output.contains("decode "))
+        #expect(result.output.contains("ZeroMQ I/O "))
         #expect(result.output.contains("bytes per tracked checkout"))
     }
 }

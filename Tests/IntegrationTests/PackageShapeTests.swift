@@ -18,7 +18,7 @@ struct PackageShapeTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         // Its own scratch path: `swift test` holds the package's build directory lock meanwhile.
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("cb-dump-\(UUID().uuidString)")
+        let scratch = TestScratch.url("cb-dump-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
         process.arguments = ["swift", "package", "--scratch-path", scratch.path, "dump-package"]
         process.currentDirectoryURL = Products.repositoryRoot

@@ -89,7 +89,7 @@ final class DaemonProcess {
     /// `launcher` runs it through another program (`prlimit --fsize=…`) that execs it.
     init(_ extraArguments: [String] = [], ingest: String = "tcp://127.0.0.1:*",
          publish: String = "tcp://127.0.0.1:*", dataDirectory reuse: URL? = nil, launcher: [String] = []) throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-\(UUID().uuidString)")
+        let tmp = TestScratch.url("cb-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         dataDirectory = reuse ?? tmp.appendingPathComponent("data")
         stderrURL = tmp.appendingPathComponent("daemon.stderr")

@@ -97,7 +97,7 @@ struct SDKCorpusTests {
     @Test("checkoutbus decode prints what the daemon publishes, offline")
     func decodeMatchesTheDaemon() throws {
         let entries = try Self.corpus()
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("corpus-\(UUID().uuidString).jsonl")
+        let file = TestScratch.url("corpus-\(UUID().uuidString).jsonl")
         try (entries.map(\.wrapped).joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
         let result = try runTool("checkoutbus", ["decode", "--format", "json", file.path])

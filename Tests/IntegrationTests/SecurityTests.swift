@@ -9,7 +9,7 @@ struct TestKeys {
     var subscribers: URL { directory.appendingPathComponent("subscribers") }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("cb-keys-\(UUID().uuidString)")
+        directory = TestScratch.url("cb-keys-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: producers, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: subscribers, withIntermediateDirectories: true)

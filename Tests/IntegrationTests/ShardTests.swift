@@ -64,7 +64,7 @@ final class RouteProcess {
     var listenAcked: String { ready["listen_acked"] as! String }
 
     init(_ shards: ShardSet, acked: Bool = false, extraArguments: [String] = []) throws {
-        stderrURL = FileManager.default.temporaryDirectory.appendingPathComponent("route-\(UUID().uuidString).stderr")
+        stderrURL = TestScratch.url("route-\(UUID().uuidString).stderr")
         _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
         process.executableURL = Products.url("checkoutbus")
         process.arguments = ["route", "--shards", shards.ingest, "--listen", "tcp://127.0.0.1:*"]

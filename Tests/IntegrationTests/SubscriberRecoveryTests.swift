@@ -279,7 +279,7 @@ struct BusSubscriberLibraryTests {
 @Suite("subscriber cursors and tail flags")
 struct SubscriberCursorTests {
     private func temporaryPath(_ name: String) throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cb-cursor-\(UUID().uuidString)")
+        let dir = TestScratch.url("cb-cursor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return dir.appendingPathComponent(name).path
     }

@@ -23,7 +23,7 @@ final class TmuxSession {
     /// keeps a descriptor the client inherited open, and `Process` then never sees the client end.
     @discardableResult
     func run(_ arguments: [String]) throws -> String {
-        let outURL = FileManager.default.temporaryDirectory.appendingPathComponent("\(server)-\(UUID().uuidString).out")
+        let outURL = TestScratch.url("\(server)-\(UUID().uuidString).out")
         defer { try? FileManager.default.removeItem(at: outURL) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -119,7 +119,7 @@ struct TopCommandTests {
     @Test("under a flood, top in a terminal shows moving rates and a named subscriber's lag; q and Ctrl-C restore the terminal")
     func liveScreen() throws {
         let daemon = try DaemonProcess()
-        let recording = FileManager.default.temporaryDirectory.appendingPathComponent("top-\(UUID().uuidString).jsonl")
+        let recording = TestScratch.url("top-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: recording) }
         let subscriber = try RecorderProcess(publish: daemon.publish, control: daemon.control, file: recording,
                                              name: "ops-tail")

@@ -73,9 +73,7 @@ extension ControlServer {
         init() throws { wake = try WakePipe("control thread's") }
 
         func start(_ settings: Settings) throws -> String {
-            let thread = Thread { [self] in run(settings) }
-            thread.name = "control"
-            thread.start()
+            NamedThread.start("control") { [self] in run(settings) }
             startedSignal.wait()
             switch started.withLock({ $0 })! {
             case .success(let bound): return bound

@@ -389,7 +389,9 @@ package final class ControlService {
         w.append(snap.writesDirect ? ",\"writes\":\"direct\"" : ",\"writes\":\"page_cache\"")
         w.append(",\"writable\":")
         w.append(bool: snap.journalWritable)
-        w.append("},\"connections\":")
+        w.append("},\"stages\":")
+        ControlService.writeStages(snap.stages, to: &w)
+        w.append(",\"connections\":")
         writeConnections(counters.figures, to: &w)
         w.append(",\"subscribers\":{")
         for (i, (name, r)) in reports.sorted.enumerated() {
@@ -462,5 +464,25 @@ package final class ControlService {
         var w = begin("report", ok: true, req: req)
         w.append("}")
         return w.bytes
+    }
+}
+
+extension ControlService {
+    /// The pipeline thread's time by stage over the timed events (`StageTimes`): sums in ns.
+    static func writeStages(_ t: StageTimes, to w: inout JSONWriter) {
+        let fields: [(String, UInt64)] = [
+            ("timed", t.samples), ("discarded", t.discarded), ("receive_ns", t.receive), ("decode_ns", t.decode), ("rules_ns", t.rules),
+            ("envelope_ns", t.envelope), ("journal_append_ns", t.journalAppend),
+            ("publish_timed", t.publishSamples), ("publish_ns", t.publish),
+            ("parallel_batches", t.parallelBatches), ("parallel_messages", t.parallelMessages),
+        ]
+        w.append("{")
+        for (i, (name, value)) in fields.enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(name)
+            w.append(":")
+            w.append(int: Int64(value))
+        }
+        w.append("}")
     }
 }

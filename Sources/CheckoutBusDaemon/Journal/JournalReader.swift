@@ -248,7 +248,7 @@ package final class JournalReader {
         var at = offset + 1
         while at + JournalFormat.recordHeaderSize <= size {
             guard let p = bytes(rfd, at: at, 4, size: size, &w) else { return nil }
-            if JournalFormat.load(p, 0, as: UInt32.self) == JournalFormat.recordMagic,
+            if JournalFormat.isRecordMagic(JournalFormat.load(p, 0, as: UInt32.self)),
                 let r = record(rfd, at: at, size: size, &w)
             {
                 return (at, r)

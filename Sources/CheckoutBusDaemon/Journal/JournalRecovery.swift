@@ -39,7 +39,7 @@ public struct JournalRecovery: Sendable {
             guard let p = raw.baseAddress else { return }
             var offset = 1  // the damaged record itself does not count
             while offset + JournalFormat.recordHeaderSize + JournalFormat.checksumSize <= raw.count {
-                if JournalFormat.load(p, offset, as: UInt32.self) == JournalFormat.recordMagic,
+                if JournalFormat.isRecordMagic(JournalFormat.load(p, offset, as: UInt32.self)),
                     let h = JournalFormat.readRecord(p + offset, available: raw.count - offset)
                 {
                     result.count += 1

@@ -76,9 +76,7 @@ package final class JournalSyncer: Sendable {
     }
 
     package func start() {
-        let thread = Thread { [self] in loop() }
-        thread.name = "journal-sync"
-        thread.start()
+        NamedThread.start("journal-sync") { [self] in loop() }
     }
 
     /// Stops the thread and waits for it; the caller then syncs one last time itself.

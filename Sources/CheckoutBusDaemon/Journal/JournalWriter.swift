@@ -46,9 +46,7 @@ package final class JournalWriter: Sendable {
 
     package init() throws {
         wake = try WakePipe("journal writer's")
-        let thread = Thread { [self] in loop() }
-        thread.name = "journal-write"
-        thread.start()
+        NamedThread.start("journal-write") { [self] in loop() }
     }
 
     /// Hands a run to the thread. Only one job is outstanding at a time.

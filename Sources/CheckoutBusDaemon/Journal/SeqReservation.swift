@@ -144,12 +144,12 @@ package final class SeqReservation {
         let boot = Array(s.boot.utf8.prefix(64))
         JournalFormat.store(UInt8(boot.count), p, 25)
         (p + 32).copyMemory(from: boot, byteCount: boot.count)
-        JournalFormat.store(JournalFormat.checksum(p, slotSize - 8), p, slotSize - 8)
+        JournalFormat.store(JournalFormat.checksumV1(p, slotSize - 8), p, slotSize - 8)
     }
 
     package static func decode(_ p: UnsafeRawPointer) -> State? {
         guard JournalFormat.load(p, 0, as: UInt32.self) == magic, JournalFormat.load(p, 4, as: UInt32.self) == 1,
-            JournalFormat.load(p, slotSize - 8, as: UInt64.self) == JournalFormat.checksum(p, slotSize - 8)
+            JournalFormat.load(p, slotSize - 8, as: UInt64.self) == JournalFormat.checksumV1(p, slotSize - 8)
         else { return nil }
         let bootCount = min(Int(JournalFormat.load(p, 25, as: UInt8.self)), 64)
         let boot = String(decoding: UnsafeRawBufferPointer(start: p + 32, count: bootCount), as: UTF8.self)

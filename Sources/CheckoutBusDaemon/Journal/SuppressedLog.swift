@@ -14,7 +14,7 @@ import ZeroMQ
 /// `<data-dir>/suppressed.log`, renamed to `suppressed.log.1` when it passes `rotateBytes` (the
 /// previous `.1` is dropped). Each record: magic `CBS1`, the checkout id's and the event id's
 /// lengths (u16 each), the `seq` last published before the suppression (u64), the two ids, and a
-/// checksum (``JournalFormat/checksum(_:_:)``) over all of it; little-endian. Damaged bytes are
+/// checksum (``JournalFormat/checksumV1(_:_:)``) over all of it; little-endian. Damaged bytes are
 /// skipped (records are found again by magic and checksum) and a torn tail is cut, both logged.
 /// Records are buffered and written by the pipeline before the journal is given anything
 /// processed after them (so after `kill -9` the log is never behind the journal, and a record is
@@ -102,7 +102,7 @@ package final class SuppressedLog {
         put(seq)
         buffer.append(contentsOf: checkoutID.utf8)
         buffer.append(contentsOf: eventID.utf8)
-        let sum = buffer.withUnsafeBytes { JournalFormat.checksum($0.baseAddress! + start, buffer.count - start) }
+        let sum = buffer.withUnsafeBytes { JournalFormat.checksumV1($0.baseAddress! + start, buffer.count - start) }
         put(sum)
     }
 
@@ -189,7 +189,7 @@ package final class SuppressedLog {
         let e = Int(JournalFormat.load(p, offset + 6, as: UInt16.self))
         let covered = headerSize + c + e
         guard offset + covered + 8 <= count,
-            JournalFormat.load(p, offset + covered, as: UInt64.self) == JournalFormat.checksum(p + offset, covered)
+            JournalFormat.load(p, offset + covered, as: UInt64.self) == JournalFormat.checksumV1(p + offset, covered)
         else { return nil }
         let ids = UnsafeRawBufferPointer(start: p + offset + headerSize, count: c + e)
         let entry = Entry(seq: JournalFormat.load(p, offset + 8, as: UInt64.self),

@@ -32,5 +32,7 @@ package struct DaemonSnapshot: Sendable {
     package var expiredCheckouts: UInt64
     /// From an event's arrival to its publication (with `--metrics` on).
     package var pipelineLatency: Histogram
+    /// The pipeline thread's time by stage, over a sample of events.
+    package var stages: StageTimes
 }
 

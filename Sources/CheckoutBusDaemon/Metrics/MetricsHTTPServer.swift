@@ -62,9 +62,7 @@ package final class MetricsHTTPServer: Sendable {
             Glibc.close(listenFD)
             throw error
         }
-        let thread = Thread { [self] in run(settings) }
-        thread.name = "metrics-http"
-        thread.start()
+        NamedThread.start("metrics-http") { [self] in run(settings) }
     }
 
     package func stop() {

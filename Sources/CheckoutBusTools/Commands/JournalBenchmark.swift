@@ -109,11 +109,35 @@ public struct JournalBenchmark {
             }
             let overSocket = Double(received / 2) / (Double(BusClock.monotonicNanoseconds() - t0) / 1e9)
             say("  replay over the control socket (pages of 10000, one DEALER client): \(Int(overSocket)) records/s")
+            checksums(recordBytes: JournalFormat.recordHeaderSize + topic.count + envelope.count)
             return 0
         } catch {
             FileHandleWriter.standardError("checkoutbus bench journal: \(error)\n")
             return 1
         }
+    }
+
+    /// The record checksum of "CBR2" against the serial one of "CBR1" on records of the bench's
+    /// size, in alternating passes of 200,000 records each, on this thread.
+    package func checksums(recordBytes: Int) {
+        let record = (0..<recordBytes).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }
+        var nanos: [[Double]] = [[], []]
+        var sink: UInt64 = 0
+        record.withUnsafeBytes { r in
+            for _ in 0..<5 {
+                for version in 0..<2 {
+                    let t0 = BusClock.monotonicNanoseconds()
+                    for k in 0..<200_000 {
+                        let p = r.baseAddress!
+                        sink &+= version == 0 ? JournalFormat.checksumV1(p, r.count - (k & 1)) : JournalFormat.checksum(p, r.count - (k & 1))
+                    }
+                    nanos[version].append(Double(BusClock.monotonicNanoseconds() - t0) / 200_000)
+                }
+            }
+        }
+        let v1 = ThroughputBenchmark.median(nanos[0])
+        let v2 = ThroughputBenchmark.median(nanos[1])
+        say("  record checksum, \(recordBytes)-byte records (median of 5 alternating passes): CBR2 \(String(format2: v2)) ns, CBR1 \(String(format2: v1)) ns per record (CBR2/CBR1 \(String(format2x: v2 / v1)))\(sink == 42 ? " " : "")")
     }
 
     /// A ~1 KB lifecycle envelope, as the daemon writes them.

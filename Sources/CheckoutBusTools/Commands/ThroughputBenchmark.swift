@@ -128,10 +128,19 @@ public struct ThroughputBenchmark {
             var rawRates: [Double] = []
             // CPU per message (µs, user + system, all threads): the target's and the driver's.
             var cpu: [String: (target: [Double], driver: [Double])] = ["bus": ([], []), "raw": ([], [])]
+            // The daemon's CPU per event by thread and stage, each bus round.
+            var stages: [[String: Double]] = []
+            let control = daemon.ready["control"] as? String ?? ""
             for round in 1...rounds {
                 for (name, target) in [("raw", raw), ("bus", daemon)] {
+                    let before = name == "bus" ? StageBreakdown.read(pid: daemon.pid, control: control) : nil
                     let (r, targetCPU, driverCPU) = try drive(target, isDaemon: name == "bus", events: events,
                                                               run: "r\(round)\(name)", rate: nil)
+                    if let before {
+                        let after = StageBreakdown.read(pid: daemon.pid, control: control)
+                        stages.append(StageBreakdown.perEvent(from: before, to: after,
+                                                              events: Int(after.received - before.received)))
+                    }
                     let rate = Double(r.received) / r.seconds
                     if name == "bus" { busRates.append(rate) } else { rawRates.append(rate) }
                     let perTarget = targetCPU * 1e6 / Double(max(1, r.received))
@@ -147,6 +156,7 @@ public struct ThroughputBenchmark {
             let busCPU = ThroughputBenchmark.median(cpu["bus"]!.target)
             let rawCPU = ThroughputBenchmark.median(cpu["raw"]!.target)
             say("CPU per message median: bus \(String(format2: busCPU)) µs, raw \(String(format2: rawCPU)) µs (bus/raw \(String(format2x: busCPU / max(rawCPU, 0.001)))); load driver \(String(format2: ThroughputBenchmark.median(cpu["bus"]!.driver))) µs in bus rounds, \(String(format2: ThroughputBenchmark.median(cpu["raw"]!.driver))) µs in raw rounds")
+            for line in StageBreakdown.describe(stages) { say(line) }
 
             for (name, target) in [("raw", raw), ("bus", daemon)] {
                 let r = try drive(target, isDaemon: name == "bus", events: latencyEvents, run: "lat\(name)",

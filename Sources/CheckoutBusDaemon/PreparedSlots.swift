@@ -1,0 +1,33 @@
+import CheckoutBusCore
+import CheckoutBusProtocol
+import ZeroMQ
+
+/// The messages of one parallel batch (``BusDaemon``'s `drainIngestInParallel`): each slot holds a
+/// received message, when it arrived, and the ``EventDecodeContext`` it is prepared in. Reused
+/// batch after batch. `@unchecked Sendable`: a slot is touched by one thread at a time, handed
+/// over by ``PrepareWorkers``.
+final class PreparedSlots: @unchecked Sendable {
+    /// Messages per parallel batch.
+    static let batch = 128
+    /// Fewer messages than this are prepared on the pipeline thread alone.
+    static let parallelFrom = 16
+
+    final class Slot {
+        let message = ZMQMessage()
+        let context = EventDecodeContext()
+        var arrival: UInt64 = 0
+        var receivedAt = Timestamp(milliseconds: 0)
+        var now: UInt32 = 0
+        /// Frames in the message; above 1 it is rejected, and ``firstFrame`` holds its first.
+        var frames = 1
+        var firstFrame: [UInt8] = []
+    }
+
+    private let slots: [Slot]
+
+    init(count: Int) { slots = (0..<count).map { _ in Slot() } }
+
+    var count: Int { slots.count }
+
+    subscript(i: Int) -> Slot { slots[i] }
+}

@@ -1,0 +1,148 @@
+"""Acknowledged sending (docs/durability.md, "Acknowledged ingest"), as the Swift
+AcknowledgedProducer speaks it: a DEALER on the daemon's --ingest-acked socket, one raw event per
+message, one JSON reply per event in the order sent, each sent once the event is durable."""
+import json
+import time
+from typing import Iterable, List, Optional, Union
+
+import zmq
+
+from .curve import curve_keys
+
+
+class Acknowledgement:
+    """The daemon's answer to one event.
+
+    accepted: journaled (durable when the daemon answered), or suppressed as an identical update.
+    seq: its seq (None for a suppressed update); for a rejection, the dead letter's seq.
+    reason: why it was dead-lettered (None when accepted).
+    duplicate: a retry of an event_id the daemon already had; seq is the first one's.
+    """
+
+    __slots__ = ("accepted", "seq", "reason", "duplicate", "suppressed", "event_id", "raw")
+
+    def __init__(self, raw: dict):
+        self.raw = raw
+        self.accepted = raw.get("ok") is True
+        seq = raw.get("seq")
+        self.seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+        self.reason = raw.get("reason") if isinstance(raw.get("reason"), str) else None
+        self.duplicate = raw.get("duplicate") is True
+        self.suppressed = raw.get("suppressed") is True
+        self.event_id = raw.get("event_id") if isinstance(raw.get("event_id"), str) else None
+
+    def __repr__(self) -> str:
+        if self.accepted:
+            what = "suppressed" if self.suppressed else "seq=%s" % self.seq
+        else:
+            what = "rejected %s (seq=%s)" % (self.reason, self.seq)
+        return "Acknowledgement(%s%s%s)" % (what, " duplicate" if self.duplicate else "",
+                                            ", event_id=%s" % self.event_id if self.event_id else "")
+
+
+class AcknowledgedSendError(Exception):
+    """Not every event was answered. `code`: timed_out (no reply for `timeout` seconds: a daemon that
+    is down, unreachable, or with CURVE refusing the key) or unexpected_reply (a reply naming another
+    event_id). `acknowledged` holds the answers to the events before the first unanswered one
+    (replies come in order); the others may or may not be in the journal: send them again — with
+    event_ids the daemon answers those it has as duplicates, with their first seq."""
+
+    def __init__(self, code: str, message: str, acknowledged: List[Acknowledgement]):
+        super().__init__(message)
+        self.code = code
+        self.acknowledged = acknowledged
+
+
+def _encode(event) -> bytes:
+    if isinstance(event, (bytes, bytearray, memoryview)):
+        return bytes(event)
+    if isinstance(event, str):
+        return event.encode()
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def _wrapper_event_id(raw: bytes) -> Optional[str]:
+    """The top-level event_id of an event that is a JSON object with a string one."""
+    if b'"event_id"' not in raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("event_id"), str):
+        return data["event_id"]
+    return None
+
+
+def send_acked(events: Iterable[Union[bytes, str, dict]], endpoint: str, curve=None, timeout: float = 10.0,
+               window: int = 1000, context: Optional["zmq.Context"] = None) -> List[Acknowledgement]:
+    """Sends `events` to the daemon's --ingest-acked `endpoint` and returns one Acknowledgement per
+    event, in order: its seq, or its rejection reason.
+
+    Events are raw events as bytes, str, or dicts (sent as JSON), exactly as on the plain ingest.
+    At most `window` are in flight. Nothing is resent by itself (an event without an event_id would
+    be published twice): on AcknowledgedSendError resend what is not in its `acknowledged`.
+    curve: (client secret key file, daemon public key file), or a CurveKeys; the key must be in
+    the daemon's --curve-producers directory.
+    Raises AcknowledgedSendError (timed_out, unexpected_reply).
+    """
+    keys = curve_keys(curve)
+    payloads = [_encode(e) for e in events]
+    own_context = context is None
+    ctx = context or zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    answers: List[Acknowledgement] = []
+    try:
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)  # nothing queued for a dead connection goes to the next daemon unseen
+        if keys is not None:
+            keys.apply(sock)
+        sock.connect(endpoint)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        sent = 0
+        last_progress = time.monotonic()
+        while len(answers) < len(payloads):
+            while sent < len(payloads) and sent - len(answers) < window:
+                try:
+                    sock.send(payloads[sent], zmq.NOBLOCK)
+                except zmq.Again:
+                    break  # not connected yet (IMMEDIATE) or the pipe is full: wait for the socket
+                sent += 1
+                last_progress = time.monotonic()
+            remaining = timeout - (time.monotonic() - last_progress)
+            if remaining <= 0:
+                raise AcknowledgedSendError(
+                    "timed_out", "no reply from %s for %g s: %d of %d events answered%s"
+                    % (endpoint, timeout, len(answers), len(payloads),
+                       " (with CURVE, a key the daemon refused looks the same: its log names refused keys)"
+                       if keys is not None else ""), answers)
+            ready = dict(poller.poll(min(remaining, 0.2 if sent < len(payloads) else remaining) * 1000))
+            if sock not in ready:
+                continue
+            while len(answers) < sent:
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                if frames and not frames[0]:
+                    frames = frames[1:]
+                try:
+                    reply = json.loads(frames[0]) if frames else None
+                except ValueError:
+                    reply = None
+                if not isinstance(reply, dict):
+                    raise AcknowledgedSendError("unexpected_reply", "a reply that is not a JSON object", answers)
+                answer = Acknowledgement(reply)
+                expected = _wrapper_event_id(payloads[len(answers)])
+                if expected is not None and answer.event_id is not None and expected != answer.event_id:
+                    raise AcknowledgedSendError(
+                        "unexpected_reply", "the reply for event_id %s names event_id %s" % (expected, answer.event_id),
+                        answers)
+                answers.append(answer)
+                last_progress = time.monotonic()
+        return answers
+    finally:
+        sock.close()
+        if own_context:
+            ctx.term()

@@ -1,0 +1,497 @@
+"""The gap logic of one shard's subscription, without sockets and without a clock: a port of
+Sources/CheckoutBusClient/Subscriber/SubscriptionSequencer.swift (read it for the reasoning; the
+rules, names and order of actions are the same).
+
+What arrives goes in (live envelopes, heartbeats, control replies with their page); what to do
+comes out as actions, tuples:
+
+    ("deliver", envelope)        hand it to the application (once per seq, in seq order)
+    ("replay", req_id, from_seq) send {"op":"replay","from":…,"prefix":…,"limit":…,"req":…}
+    ("identity", req_id)         send {"op":"stats","req":…}: which shard are you?
+    ("report", Report)           send {"op":"report",…} under the subscriber's name
+    ("subscribed",)              the first heartbeat: the subscriptions are live
+
+`now` is monotonic nanoseconds, passed by the driver.
+"""
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from .envelope import Envelope
+from .errors import ShardIdentity, SubscriberError
+from .kinds import DEFAULT_PREFIXES, FULL, KINDS, NONE, PARTIAL, TopicCoverage, topic_root
+
+LIVE_PREFIXES = "prefixes"
+LIVE_EVERYTHING = "everything"
+
+
+@dataclass
+class Options:
+    publish: str = ""
+    control: str = ""
+    prefixes: List[str] = field(default_factory=lambda: list(DEFAULT_PREFIXES))
+    name: str = ""
+    page_size: int = 1000
+    request_timeout_ms: int = 15_000
+    live_subscription: str = LIVE_PREFIXES
+    max_pending_bytes: int = 64 << 20
+
+
+@dataclass
+class Statistics:
+    handled: int = 0
+    from_journal: int = 0
+    missed: int = 0
+    recovered: int = 0
+    gaps: int = 0
+    not_retained: int = 0
+    duplicates: int = 0
+    replay_requests: int = 0
+    heartbeats: int = 0
+    last_seq: int = 0
+
+
+@dataclass
+class Report:
+    id: int
+    last_seq: int
+    missed: int
+    recovered: int
+    gaps: int
+
+
+@dataclass
+class Heartbeat:
+    seq: int
+    kind_seqs: List[int]  # indexed like kinds.KINDS
+    shard: int = 0
+    shards: int = 1
+
+
+@dataclass
+class Reply:
+    op: Optional[str] = None
+    ok: bool = False
+    req: Optional[int] = None
+    next: Optional[int] = None
+    last_seq: Optional[int] = None
+    first_seq: Optional[int] = None
+    error: Optional[str] = None
+    detail: Optional[str] = None
+    shard: Optional[int] = None
+    shards: Optional[int] = None
+
+
+class SubscriptionSequencer:
+    def __init__(self, options: Options, expected_shard: Optional[ShardIdentity] = None, log=None):
+        self.options = options
+        self.expected_shard = expected_shard
+        self.log = log or (lambda level, message: None)
+        self.statistics = Statistics()
+        user = TopicCoverage(options.prefixes)
+        if options.live_subscription == LIVE_EVERYTHING and not user.covers_everything:
+            extra = []
+            for i, (_, topic, exact) in enumerate(KINDS):
+                if user.level(i) != FULL:
+                    extra.append(topic_root(i) if exact else topic_root(i)[:-1])
+            self.wire_prefixes = list(options.prefixes) + extra
+            self._filters_locally = True
+            self._coverage = TopicCoverage(self.wire_prefixes)
+        else:
+            self.wire_prefixes = list(options.prefixes)
+            self._filters_locally = False
+            self._coverage = user
+        n = len(KINDS)
+        # Invariant: every matching envelope with seq <= verified was delivered.
+        self._verified: Optional[int] = None
+        self._started_at: Optional[int] = None
+        self._exact_kind_seq: List[Optional[int]] = [None] * n
+        self._checked_kind_seq: List[int] = [-1] * n
+        self._pending: List[Envelope] = []
+        self._pending_head = 0
+        self._pending_bytes = 0
+        self._evicted_through = 0
+        self._live_floor: Optional[int] = None
+        self._live_high = 0
+        self._last_heartbeat: Optional[Heartbeat] = None
+        self._unconfirmed: List[int] = []
+        self._unconfirmed_head = 0
+        self._last_was_missed = False
+        self._publish_identified = expected_shard is None
+        self._control_identified = expected_shard is None
+        self._identity_request = None  # (id, sent_at)
+        self.released = expected_shard is None
+        self._need_replay = False
+        self._in_flight = None  # (id, from, sent_at)
+        self._next_request_id = 1
+
+    @property
+    def is_identified(self) -> bool:
+        return self._publish_identified and self._control_identified
+
+    @property
+    def verified(self) -> Optional[int]:
+        return self._verified
+
+    # Driving
+
+    def start(self, cursor: Optional[int], now: int) -> list:
+        """The sockets are connected: begin after `cursor` (None: with what is published from now on)."""
+        actions = []
+        if self.expected_shard is not None:
+            actions.append(self._identity_request_action(now))
+        if cursor is not None:
+            self._verified = cursor
+            self._started_at = cursor
+            self.statistics.last_seq = cursor
+            self._need_replay = True
+        return actions
+
+    def release(self) -> None:
+        self.released = True
+
+    def tick(self, now: int) -> list:
+        actions = []
+        timeout = self.options.request_timeout_ms * 1_000_000
+        if self._in_flight is not None and now - self._in_flight[2] > timeout:
+            self.log("warning", "control request unanswered; sending it again (from %d)" % self._in_flight[1])
+            self._in_flight = None
+            self._need_replay = True
+        if not self._control_identified and self._identity_request is not None \
+                and now - self._identity_request[1] > timeout:
+            self.log("warning", "control endpoint has not said which shard it is; asking again")
+            actions.append(self._identity_request_action(now))
+        if self.released and self._need_replay and self._in_flight is None:
+            actions.append(self._replay_action(None, now))
+        return actions
+
+    @property
+    def poll_timeout_ms(self) -> int:
+        return 10 if (self.released and self._need_replay and self._in_flight is None) else 200
+
+    def replay_not_sent(self) -> None:
+        self._in_flight = None
+        self._need_replay = True
+        self.statistics.replay_requests -= 1
+
+    def final_report(self) -> tuple:
+        return self._report_action()
+
+    # Live stream
+
+    def receive_live(self, envelope: Envelope) -> list:
+        if not self.released:
+            return []
+        self._check_shard(envelope, self.options.publish)
+        if self._filters_locally and not any(envelope.topic.startswith(p.encode()) for p in self.options.prefixes):
+            envelope.position_only = True
+        self._confirm(envelope.seq, envelope.seq)
+        self._live_high = max(self._live_high, envelope.seq)
+        if self._live_floor is None:
+            self._live_floor = envelope.seq - 1
+        if self._verified is None:
+            self._verified = envelope.seq - 1
+        if envelope.seq <= self._verified:
+            if not envelope.position_only:
+                self.statistics.duplicates += 1
+            return []
+        if self._in_flight is not None or self._need_replay or self._pending_head < len(self._pending):
+            self._hold(envelope)
+            return []
+        if self._is_provably_next(envelope):
+            actions = []
+            self._deliver(envelope, True, actions)
+            return actions
+        self._hold(envelope)
+        self._need_replay = True
+        return []
+
+    def receive_heartbeat(self, heartbeat: Heartbeat) -> list:
+        self._check_identity(heartbeat)
+        if not self.released:
+            return []
+        actions = []
+        self.statistics.heartbeats += 1
+        self._confirm(heartbeat.seq, None)
+        self._live_high = max(self._live_high, heartbeat.seq)
+        if self._live_floor is None:
+            self._live_floor = heartbeat.seq
+        if self.statistics.heartbeats == 1:
+            actions.append(("subscribed",))
+        if self._verified is None:
+            self._verified = heartbeat.seq
+            self.statistics.last_seq = heartbeat.seq
+        if self._started_at is not None and heartbeat.seq < self._started_at and self.statistics.heartbeats == 1:
+            self.log("warning", "the daemon's last seq %d is behind this subscriber's cursor %d (was its journal reset?)"
+                     % (heartbeat.seq, self._started_at))
+        self._last_heartbeat = heartbeat
+        if self._in_flight is None and not self._need_replay and self._pending_head == len(self._pending):
+            self._evaluate_heartbeat()
+        actions.append(self._report_action())
+        return actions
+
+    def _hold(self, envelope: Envelope) -> None:
+        if self._pending_head < len(self._pending) and self._pending[-1].seq >= envelope.seq:
+            return
+        self._pending.append(envelope)
+        self._pending_bytes += len(envelope.raw) + len(envelope.topic)
+        if self._pending_bytes > self.options.max_pending_bytes:
+            # The journal has every one of them: let them go and read them from there.
+            self._evicted_through = max(self._evicted_through, envelope.seq)
+            self._pending = []
+            self._pending_head = 0
+            self._pending_bytes = 0
+            self._need_replay = True
+
+    def _is_provably_next(self, envelope: Envelope) -> bool:
+        if self._verified is None:
+            return False
+        if self._coverage.covers_everything:
+            return envelope.seq == self._verified + 1
+        if self._coverage.single_full_kind == envelope.kind:
+            known = self._exact_kind_seq[envelope.kind]
+            if known is not None:
+                return envelope.kind_seq == known + 1
+        return False
+
+    def _evaluate_heartbeat(self) -> None:
+        heartbeat = self._last_heartbeat
+        v = self._verified
+        if heartbeat is None or v is None:
+            return
+        if v >= heartbeat.seq:
+            for kind in range(len(KINDS)):
+                level = self._coverage.level(kind)
+                if level == FULL:
+                    if self._exact_kind_seq[kind] is None:
+                        self._exact_kind_seq[kind] = heartbeat.kind_seqs[kind]
+                elif level == PARTIAL:
+                    self._checked_kind_seq[kind] = max(self._checked_kind_seq[kind], heartbeat.kind_seqs[kind])
+            self._last_heartbeat = None
+            return
+        behind = self._coverage.covers_everything
+        for kind in self._coverage.subscribed_kinds:
+            if behind:
+                break
+            published = heartbeat.kind_seqs[kind]
+            level = self._coverage.level(kind)
+            if level == FULL:
+                known = self._exact_kind_seq[kind]
+                if known is None:
+                    known = 0 if published == 0 else -1
+                behind = known < published
+            elif level == PARTIAL:
+                behind = self._checked_kind_seq[kind] < published
+        if behind:
+            self._need_replay = True
+        else:
+            self._verified = heartbeat.seq
+            self._last_heartbeat = None
+
+    # Identity
+
+    def _check_identity(self, heartbeat: Heartbeat) -> None:
+        expected = self.expected_shard
+        if expected is None:
+            if self.statistics.heartbeats == 0 and heartbeat.shards > 1:
+                self.log("info", "this daemon is shard %d/%d: only its checkouts are seen"
+                         % (heartbeat.shard, heartbeat.shards))
+            return
+        if heartbeat.shard != expected.shard or heartbeat.shards != expected.shards:
+            raise expected.mismatch(self.options.publish, "shard %d/%d" % (heartbeat.shard, heartbeat.shards))
+        if not self._publish_identified and self._verified is not None and heartbeat.seq < self._verified:
+            raise SubscriberError(
+                "cursor_mismatch",
+                "the cursor of shard %d/%d is at seq %d but that shard's journal ends at seq %d (%s): the cursor "
+                "belongs to another journal (one daemon's before sharding, or another shard count); start this "
+                "shard's cursor over" % (expected.shard, expected.shards, self._verified, heartbeat.seq,
+                                         self.options.publish))
+        self._publish_identified = True
+
+    def _identity_request_action(self, now: int) -> tuple:
+        rid = self._next_request_id
+        self._next_request_id += 1
+        self._identity_request = (rid, now)
+        return ("identity", rid)
+
+    def _check_control_identity(self, reply: Reply) -> None:
+        expected = self.expected_shard
+        if expected is None:
+            return
+        self._identity_request = None
+        if not reply.ok:
+            raise SubscriberError("refused", "the control endpoint %s refused stats: %s %s"
+                                  % (self.options.control, reply.error or "?", reply.detail or ""))
+        if reply.shard != expected.shard or reply.shards != expected.shards:
+            raise expected.mismatch(self.options.control, self._describe_shard(reply))
+        self._control_identified = True
+
+    @staticmethod
+    def _describe_shard(reply: Reply) -> str:
+        if reply.shard is None:
+            return "a daemon that does not say its shard"
+        return "shard %d/%d" % (reply.shard, reply.shards if reply.shards is not None else 1)
+
+    def _check_shard(self, envelope: Envelope, endpoint: str) -> None:
+        expected = self.expected_shard
+        if expected is None or envelope.shard == expected.shard:
+            return
+        raise expected.mismatch(endpoint, "an envelope of shard %d (seq %d)" % (envelope.shard, envelope.seq))
+
+    # Journal
+
+    def _replay_action(self, start: Optional[int], now: int) -> tuple:
+        from_seq = start if start is not None else (self._verified or 0) + 1
+        rid = self._next_request_id
+        self._next_request_id += 1
+        self._need_replay = False
+        self._in_flight = (rid, from_seq, now)
+        self.statistics.replay_requests += 1
+        return ("replay", rid, from_seq)
+
+    def receive_reply(self, reply: Reply, page: List[Envelope], now: int) -> list:
+        if self._identity_request is not None and reply.req == self._identity_request[0]:
+            self._check_control_identity(reply)
+            return []
+        request = self._in_flight
+        if request is None or reply.req != request[0]:
+            return []
+        self._in_flight = None
+        from_seq = request[1]
+        if reply.op != "replay":
+            raise SubscriberError("refused", "the daemon refused replay from %d: %s %s"
+                                  % (from_seq, reply.error or "?", reply.detail or ""))
+        expected = self.expected_shard
+        if expected is not None and (reply.shard != expected.shard or reply.shards != expected.shards):
+            raise expected.mismatch(self.options.control, self._describe_shard(reply))
+        if not reply.ok:
+            if reply.error == "not_retained" and reply.first_seq is not None:
+                skipped = reply.first_seq - from_seq
+                self.log("warning", "envelopes no longer retained by the journal; skipping from %d to the oldest "
+                         "retained, %d" % (from_seq, reply.first_seq))
+                if skipped > 0:
+                    self.statistics.not_retained += skipped
+                    self._verified = max(self._verified or 0, reply.first_seq - 1)
+                self._need_replay = True
+                return []
+            raise SubscriberError("refused", "the daemon refused replay from %d: %s %s"
+                                  % (from_seq, reply.error or "?", reply.detail or ""))
+        if reply.next is None or reply.last_seq is None:
+            raise SubscriberError("bad_reply", "replay reply without next or last_seq")
+        nxt, last_seq = reply.next, reply.last_seq
+        actions = []
+        more_pages = nxt <= last_seq and nxt > from_seq
+        if more_pages:
+            actions.append(self._replay_action(nxt, now))
+        for envelope in page:
+            self._check_shard(envelope, self.options.control)
+            if envelope.seq <= (self._verified or 0):
+                continue
+            while self._pending_head < len(self._pending) and self._pending[self._pending_head].seq < envelope.seq:
+                self._drop_pending_head()
+            if self._pending_head < len(self._pending) and self._pending[self._pending_head].seq == envelope.seq:
+                live = self._pending[self._pending_head]
+                self._drop_pending_head()
+                self._deliver(live, True, actions)
+            else:
+                self._deliver(envelope, envelope.seq <= self._evicted_through, actions)
+        self._verified = max(self._verified or 0, nxt - 1)
+        if not more_pages:
+            if nxt <= from_seq and nxt <= last_seq:
+                self.log("warning", "replay from %d made no progress; following live" % from_seq)
+            self._caught_up(actions)
+        return actions
+
+    def page_delivered(self, now: int) -> None:
+        if self._in_flight is not None:
+            self._in_flight = (self._in_flight[0], self._in_flight[1], now)
+
+    def _caught_up(self, actions: list) -> None:
+        while self._pending_head < len(self._pending) and self._pending[self._pending_head].seq <= self._verified:
+            self._drop_pending_head()
+        while self._pending_head < len(self._pending):
+            envelope = self._pending[self._pending_head]
+            if not self._is_provably_next(envelope):
+                self._need_replay = True
+                break
+            self._drop_pending_head()
+            self._deliver(envelope, True, actions)
+        if self._pending_head == len(self._pending):
+            self._pending = []
+            self._pending_head = 0
+            self._pending_bytes = 0
+            if not self._need_replay:
+                self._evaluate_heartbeat()
+
+    def _drop_pending_head(self) -> None:
+        head = self._pending[self._pending_head]
+        self._pending_bytes -= len(head.raw) + len(head.topic)
+        self._pending_head += 1
+        if self._pending_head == len(self._pending):
+            self._pending = []
+            self._pending_head = 0
+            self._pending_bytes = 0
+        elif self._pending_head >= 4096:
+            del self._pending[:self._pending_head]
+            self._pending_head = 0
+
+    # Delivery
+
+    def _deliver(self, envelope: Envelope, seen_live: bool, actions: list) -> None:
+        level = self._coverage.level(envelope.kind)
+        if envelope.position_only:
+            self._verified = max(self._verified or 0, envelope.seq)
+            if level == FULL:
+                self._exact_kind_seq[envelope.kind] = envelope.kind_seq
+            self._last_was_missed = False
+            return
+        actions.append(("deliver", envelope))
+        self._verified = max(self._verified or 0, envelope.seq)
+        stats = self.statistics
+        stats.handled += 1
+        stats.last_seq = envelope.seq
+        if level == FULL:
+            self._exact_kind_seq[envelope.kind] = envelope.kind_seq
+        elif level == PARTIAL:
+            self._checked_kind_seq[envelope.kind] = max(self._checked_kind_seq[envelope.kind], envelope.kind_seq)
+        if envelope.origin == Envelope.JOURNAL:
+            stats.from_journal += 1
+            if seen_live:
+                self._last_was_missed = False
+            elif self._live_floor is not None and envelope.seq > self._live_floor:
+                if self._unconfirmed_head == len(self._unconfirmed) and envelope.seq <= self._live_high:
+                    self._count_missed()
+                else:
+                    self._unconfirmed.append(envelope.seq)
+                    if len(self._unconfirmed) - self._unconfirmed_head > 1_000_000:
+                        self._unconfirmed_head += 1
+            else:
+                self._last_was_missed = False
+        else:
+            self._last_was_missed = False
+
+    def _count_missed(self) -> None:
+        self.statistics.missed += 1
+        self.statistics.recovered += 1
+        if not self._last_was_missed:
+            self.statistics.gaps += 1
+        self._last_was_missed = True
+
+    def _confirm(self, through: int, arrived: Optional[int]) -> None:
+        while self._unconfirmed_head < len(self._unconfirmed) and self._unconfirmed[self._unconfirmed_head] <= through:
+            if self._unconfirmed[self._unconfirmed_head] == arrived:
+                self._last_was_missed = False
+            else:
+                self._count_missed()
+            self._unconfirmed_head += 1
+        if self._unconfirmed_head == len(self._unconfirmed):
+            self._unconfirmed = []
+            self._unconfirmed_head = 0
+        elif self._unconfirmed_head >= 4096:
+            del self._unconfirmed[:self._unconfirmed_head]
+            self._unconfirmed_head = 0
+
+    def _report_action(self) -> tuple:
+        rid = self._next_request_id
+        self._next_request_id += 1
+        s = self.statistics
+        return ("report", Report(rid, s.last_seq, s.missed, s.recovered, s.gaps))

@@ -1,0 +1,90 @@
+"""The subscription's messages as bytes (mirrors SubscriptionWire.swift): envelopes, heartbeats and
+control replies read; the control requests written."""
+import json
+from typing import List, Optional, Sequence
+
+from .envelope import Envelope
+from .kinds import KIND_NAMES, kind_of_topic
+from .sequencer import Heartbeat, Reply, Report
+
+
+def _int(value) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def envelope(topic: bytes, raw: bytes, origin: str) -> Optional[Envelope]:
+    """An envelope's positions read from its bytes; None for an envelope without seq or kind_seq, or
+    a topic that is no journaled kind's."""
+    kind = kind_of_topic(topic)
+    if kind is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    seq, kind_seq = _int(data.get("seq")), _int(data.get("kind_seq"))
+    if seq is None or kind_seq is None:
+        return None
+    shard = _int(data.get("shard")) or 0
+    return Envelope(seq, kind_seq, kind, bytes(topic), bytes(raw), origin, shard, data)
+
+
+def page(frames: Sequence[bytes]) -> List[Envelope]:
+    """The envelopes of a replay reply's frames after the first (topic, envelope, topic, …)."""
+    out = []
+    for i in range(0, len(frames) - 1, 2):
+        e = envelope(frames[i], frames[i + 1], Envelope.JOURNAL)
+        if e is not None:
+            out.append(e)
+    return out
+
+
+def heartbeat(raw: bytes) -> Optional[Heartbeat]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    seq, kinds = _int(data.get("seq")), data.get("kind_seqs")
+    if seq is None or not isinstance(kinds, dict):
+        return None
+    kind_seqs = [_int(kinds.get(name)) or 0 for name in KIND_NAMES]
+    hb = Heartbeat(seq, kind_seqs)
+    if _int(data.get("shard")) is not None:
+        hb.shard = data["shard"]
+    if _int(data.get("shards")) is not None:
+        hb.shards = data["shards"]
+    return hb
+
+
+def reply(raw: bytes) -> Optional[Reply]:
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    s = lambda k: d.get(k) if isinstance(d.get(k), str) else None  # noqa: E731
+    return Reply(op=s("op"), ok=d.get("ok") is True, req=_int(d.get("req")), next=_int(d.get("next")),
+                 last_seq=_int(d.get("last_seq")), first_seq=_int(d.get("first_seq")), error=s("error"),
+                 detail=s("detail"), shard=_int(d.get("shard")), shards=_int(d.get("shards")))
+
+
+def _dump(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def replay_request(req_id: int, from_seq: int, prefixes: List[str], limit: int) -> bytes:
+    return _dump({"op": "replay", "from": from_seq, "prefix": list(prefixes), "limit": limit, "req": req_id})
+
+
+def identity_request(req_id: int) -> bytes:
+    return _dump({"op": "stats", "req": req_id})
+
+
+def report(r: Report, name: str) -> bytes:
+    return _dump({"op": "report", "subscriber": name, "last_seq": r.last_seq, "missed": r.missed,
+                  "recovered": r.recovered, "gaps": r.gaps, "req": r.id})

@@ -1,0 +1,229 @@
+"""The gap logic fed by hand: no sockets, no daemon, no clock (the cases of
+Tests/CheckoutBusClientTests/SubscriptionSequencerTests.swift, plus a few)."""
+import pytest
+
+from checkoutbus import wire
+from checkoutbus.envelope import Envelope
+from checkoutbus.errors import ShardIdentity, SubscriberError
+from checkoutbus.kinds import KIND_NAMES
+from checkoutbus.sequencer import Heartbeat, Options, Reply, SubscriptionSequencer
+
+EVERYTHING = ["checkout.", "bus.deadletter"]
+COMPLETE, FAIL = KIND_NAMES.index("complete"), KIND_NAMES.index("fail")
+
+
+def options(prefixes=EVERYTHING, max_pending_bytes=64 << 20):
+    return Options(publish="tcp://publish", control="tcp://control", prefixes=list(prefixes),
+                   max_pending_bytes=max_pending_bytes)
+
+
+def envelope(seq, kind=COMPLETE, kind_seq=None, topic="checkout.complete", origin=Envelope.LIVE, shard=0):
+    ks = seq if kind_seq is None else kind_seq
+    raw = ('{"v":1,"seq":%d,"kind_seq":%d}' % (seq, ks)).encode()
+    return Envelope(seq, ks, kind, topic.encode(), raw, origin, shard)
+
+
+def heartbeat(seq, complete, fail=0):
+    kind_seqs = [0] * len(KIND_NAMES)
+    kind_seqs[COMPLETE] = complete
+    kind_seqs[FAIL] = fail
+    return Heartbeat(seq, kind_seqs)
+
+
+def delivered(actions):
+    return [a[1].seq for a in actions if a[0] == "deliver"]
+
+
+def replays(actions):
+    return [(a[1], a[2]) for a in actions if a[0] == "replay"]
+
+
+def page(rid, next, last_seq):
+    return Reply(op="replay", ok=True, req=rid, next=next, last_seq=last_seq)
+
+
+def caught_up(cursor=0, prefixes=EVERYTHING, max_pending_bytes=64 << 20):
+    s = SubscriptionSequencer(options(prefixes, max_pending_bytes))
+    assert s.start(cursor, 0) == []
+    rid, frm = replays(s.tick(0))[0]
+    assert frm == cursor + 1
+    assert delivered(s.receive_reply(page(rid, cursor + 1, cursor), [], 0)) == []
+    assert replays(s.tick(0)) == []
+    return s
+
+
+def test_contiguous_live_envelopes_are_delivered_without_asking_the_journal():
+    s = caught_up()
+    for seq in range(1, 6):
+        assert delivered(s.receive_live(envelope(seq))) == [seq]
+    assert replays(s.tick(1)) == []
+    st = s.statistics
+    assert (st.handled, st.last_seq, st.missed, st.replay_requests) == (5, 5, 0, 1)
+
+
+def test_a_gap_is_filled_from_the_journal_before_anything_after_it():
+    s = caught_up()
+    assert delivered(s.receive_live(envelope(1))) == [1]
+    assert delivered(s.receive_live(envelope(4))) == []
+    assert delivered(s.receive_live(envelope(5))) == []
+    rid, frm = replays(s.tick(1))[0]
+    assert frm == 2
+    journal = [envelope(i, origin=Envelope.JOURNAL) for i in range(2, 6)]
+    actions = s.receive_reply(page(rid, 6, 5), journal, 2)
+    assert delivered(actions) == [2, 3, 4, 5]
+    assert [a[1].origin for a in actions if a[0] == "deliver"] == ["journal", "journal", "live", "live"]
+    st = s.statistics
+    assert (st.missed, st.recovered, st.gaps) == (2, 2, 1)
+    assert delivered(s.receive_live(envelope(6))) == [6]
+
+
+def test_a_heartbeat_ahead_of_what_was_delivered_is_a_gap_at_the_tail():
+    s = caught_up()
+    assert delivered(s.receive_live(envelope(1))) == [1]
+    s.receive_heartbeat(heartbeat(3, 3))
+    rid, frm = replays(s.tick(1))[0]
+    assert frm == 2
+    actions = s.receive_reply(page(rid, 4, 3), [envelope(2, origin="journal"), envelope(3, origin="journal")], 2)
+    assert delivered(actions) == [2, 3]
+    assert (s.statistics.missed, s.statistics.gaps) == (2, 1)
+    s.receive_heartbeat(heartbeat(3, 3))
+    assert replays(s.tick(3)) == []
+
+
+def test_a_heartbeat_sends_a_report_of_the_counts():
+    s = caught_up(7)
+    actions = s.receive_heartbeat(heartbeat(7, 7))
+    reports = [a[1] for a in actions if a[0] == "report"]
+    assert len(reports) == 1 and reports[0].last_seq == 7
+    assert ("subscribed",) in actions
+
+
+def test_duplicates_are_dropped_and_counted():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    rid, _ = replays(s.tick(0))[0]
+    journal = [envelope(i, origin="journal") for i in (1, 2, 3)]
+    assert delivered(s.receive_reply(page(rid, 4, 3), journal, 0)) == [1, 2, 3]
+    assert delivered(s.receive_live(envelope(2))) == []
+    assert delivered(s.receive_live(envelope(3))) == []
+    assert s.statistics.duplicates == 2
+    assert delivered(s.receive_live(envelope(4))) == [4]
+    assert s.statistics.handled == 4
+
+
+def test_not_retained_skips_to_the_oldest_retained():
+    s = SubscriptionSequencer(options())
+    s.start(10, 0)
+    rid, frm = replays(s.tick(0))[0]
+    assert frm == 11
+    refused = Reply(op="replay", ok=False, req=rid, first_seq=50, error="not_retained")
+    assert delivered(s.receive_reply(refused, [], 1)) == []
+    assert s.statistics.not_retained == 39
+    rid, frm = replays(s.tick(1))[0]
+    assert frm == 50
+    assert delivered(s.receive_reply(page(rid, 51, 50), [envelope(50, origin="journal")], 2)) == [50]
+
+
+def test_another_refusal_raises():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    rid, _ = replays(s.tick(0))[0]
+    with pytest.raises(SubscriberError):
+        s.receive_reply(Reply(op="error", ok=False, req=rid, error="bad_request"), [], 1)
+
+
+def test_a_prefix_narrower_than_a_kind_lets_the_journal_decide():
+    prefixes = ["checkout.fail.network_error"]
+    s = caught_up(prefixes=prefixes)
+    live = envelope(9, kind=FAIL, kind_seq=5, topic="checkout.fail.network_error")
+    assert delivered(s.receive_live(live)) == []
+    rid, frm = replays(s.tick(1))[0]
+    assert frm == 1
+    journal = [envelope(9, kind=FAIL, kind_seq=5, topic="checkout.fail.network_error", origin="journal")]
+    assert delivered(s.receive_reply(page(rid, 10, 9), journal, 2)) == [9]
+    assert s.statistics.missed == 0
+    assert delivered(s.receive_live(envelope(10, kind=FAIL, kind_seq=6, topic="checkout.fail.network_error"))) == []
+    assert replays(s.tick(3))[0][1] == 10
+
+
+def test_a_single_full_kind_follows_kind_seq_live():
+    s = caught_up(prefixes=["checkout.complete"])
+    s.receive_heartbeat(heartbeat(0, 0))
+    # seq jumps (other kinds in between) but kind_seq is contiguous: delivered directly.
+    assert delivered(s.receive_live(envelope(3, kind_seq=1))) == [3]
+    assert delivered(s.receive_live(envelope(7, kind_seq=2))) == [7]
+    # a kind_seq jump is a gap
+    assert delivered(s.receive_live(envelope(9, kind_seq=4))) == []
+    assert replays(s.tick(1))[0][1] == 8
+
+
+def test_live_envelopes_beyond_the_pending_bound_are_let_go_and_read_from_the_journal():
+    s = SubscriptionSequencer(options(max_pending_bytes=120))
+    s.start(0, 0)
+    rid, _ = replays(s.tick(0))[0]
+    for seq in (1, 2, 3):
+        assert delivered(s.receive_live(envelope(seq))) == []
+    assert delivered(s.receive_reply(page(rid, 1, 0), [], 1)) == []
+    rid, frm = replays(s.tick(1))[0]
+    assert frm == 1
+    journal = [envelope(i, origin="journal") for i in (1, 2, 3)]
+    assert delivered(s.receive_reply(page(rid, 4, 3), journal, 2)) == [1, 2, 3]
+    assert (s.statistics.missed, s.statistics.from_journal) == (0, 3)
+
+
+def test_pages_are_prefetched_and_the_cursor_is_followed():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    rid, _ = replays(s.tick(0))[0]
+    actions = s.receive_reply(page(rid, 3, 4), [envelope(1, origin="journal"), envelope(2, origin="journal")], 0)
+    # the next page is asked for before this one is delivered
+    assert actions[0][0] == "replay" and actions[0][2] == 3
+    assert delivered(actions) == [1, 2]
+    actions = s.receive_reply(page(actions[0][1], 5, 4), [envelope(3, origin="journal"), envelope(4, origin="journal")], 0)
+    assert delivered(actions) == [3, 4] and replays(actions) == []
+
+
+def test_an_unanswered_request_is_sent_again():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    assert len(replays(s.tick(0))) == 1
+    assert replays(s.tick(1_000_000)) == []
+    timeout = s.options.request_timeout_ms * 1_000_000
+    assert replays(s.tick(timeout + 1))[0][1] == 1
+
+
+def test_a_shard_other_than_expected_is_refused_before_anything_is_delivered():
+    s = SubscriptionSequencer(options(), expected_shard=ShardIdentity(1, 2))
+    start = s.start(0, 0)
+    assert any(a[0] == "identity" for a in start)
+    assert replays(s.tick(0)) == []
+    assert delivered(s.receive_live(envelope(1, shard=1))) == []
+    wrong = heartbeat(0, 0)
+    wrong.shard, wrong.shards = 0, 2
+    with pytest.raises(SubscriberError):
+        s.receive_heartbeat(wrong)
+
+
+def test_the_expected_shard_is_released_after_both_endpoints_identify():
+    s = SubscriptionSequencer(options(), expected_shard=ShardIdentity(1, 2))
+    rid = [a for a in s.start(0, 0) if a[0] == "identity"][0][1]
+    hb = heartbeat(0, 0)
+    hb.shard, hb.shards = 1, 2
+    s.receive_heartbeat(hb)
+    s.receive_reply(Reply(op="stats", ok=True, req=rid, shard=1, shards=2), [], 0)
+    assert s.is_identified and not s.released
+    s.release()
+    assert replays(s.tick(0))[0][1] == 1
+
+
+def test_wire_round_trip():
+    e = wire.envelope(b"checkout.fail.cart_expired", b'{"v":1,"seq":12,"kind_seq":3,"shard":2,"kind":"fail"}', "live")
+    assert (e.seq, e.kind_seq, e.kind, e.shard, e["kind"]) == (12, 3, FAIL, 2, "fail")
+    assert wire.envelope(b"checkout.heartbeat", b'{"seq":1,"kind_seq":1}', "live") is None
+    assert wire.envelope(b"checkout.complete", b'{"seq":1}', "live") is None
+    hb = wire.heartbeat(b'{"seq":9,"kind_seqs":{"complete":4,"fail":2},"shard":1,"shards":3}')
+    assert hb.seq == 9 and hb.kind_seqs[COMPLETE] == 4 and hb.kind_seqs[FAIL] == 2 and (hb.shard, hb.shards) == (1, 3)
+    r = wire.reply(b'{"op":"replay","ok":true,"shard":0,"shards":1,"req":7,"from":1,"next":3,"count":2,"last_seq":9}')
+    assert (r.op, r.ok, r.req, r.next, r.last_seq, r.shard, r.shards) == ("replay", True, 7, 3, 9, 0, 1)
+    assert wire.replay_request(7, 1000, ["checkout.complete"], 1000) == \
+        b'{"op":"replay","from":1000,"prefix":["checkout.complete"],"limit":1000,"req":7}'
