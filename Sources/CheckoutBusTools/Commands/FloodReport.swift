@@ -114,6 +114,8 @@ package struct FloodReport: Sendable {
         }
     }
 
+    private func ms(_ h: LatencyHistogram, _ q: Double) -> String { String(Int(h.quantile(q) / 1_000_000)) }
+
     private func percent(_ x: Double) -> String { "\(Int((x * 100).rounded()))%" }
     private func us(_ nanos: UInt64) -> String { String(format2: Double(nanos) / 1000) }
 
@@ -138,6 +140,9 @@ package struct FloodReport: Sendable {
         s += "latency     p50 \(String(format2: latency.micros(0.5))) µs  p90 \(String(format2: latency.micros(0.9))) µs  p99 \(String(format2: latency.micros(0.99))) µs  p99.9 \(String(format2: latency.micros(0.999))) µs  max \(us(latency.maximum)) µs\n"
         if config.acked {
             s += "acks        \(acked) acked, \(rejected) rejected, \(unanswered) unanswered; p50 \(String(format2: ack.micros(0.5))) µs  p90 \(String(format2: ack.micros(0.9))) µs  p99 \(String(format2: ack.micros(0.99))) µs  p99.9 \(String(format2: ack.micros(0.999))) µs\n"
+        }
+        if !first.toDaemon.isEmpty {
+            s += "split       flood → daemon's received_at p50 \(ms(first.toDaemon, 0.5)) p99 \(ms(first.toDaemon, 0.99)) ms; received_at → flood's subscriber p50 \(ms(first.daemonToRead, 0.5)) p99 \(ms(first.daemonToRead, 0.99)) ms (1 ms resolution)\n"
         }
         if let d = daemonPipeline {
             s += "daemon      arrival to publication (its /metrics): \(d.text)\n"
@@ -225,6 +230,17 @@ package struct FloodReport: Sendable {
             w.append(int: unanswered)
             w.append("},\"ack_latency_us\":")
             FloodReport.appendPercentiles(ack, to: &w)
+        }
+        if !first.toDaemon.isEmpty {
+            w.append(",\"split_ms\":{\"to_daemon\":{\"p50\":")
+            w.append(int: Int(first.toDaemon.quantile(0.5) / 1_000_000))
+            w.append(",\"p99\":")
+            w.append(int: Int(first.toDaemon.quantile(0.99) / 1_000_000))
+            w.append("},\"daemon_to_subscriber\":{\"p50\":")
+            w.append(int: Int(first.daemonToRead.quantile(0.5) / 1_000_000))
+            w.append(",\"p99\":")
+            w.append(int: Int(first.daemonToRead.quantile(0.99) / 1_000_000))
+            w.append("}}")
         }
         if let d = daemonPipeline {
             w.append(",\"daemon_pipeline_us\":")

@@ -134,6 +134,12 @@ package final class FloodRun: Sendable {
         package var outages = 0
         package var lostInOutages: UInt64 = 0
         package var latency = LatencyHistogram()
+        /// The end-to-end latency split at the daemon's `received_at` (wall clock, milliseconds):
+        /// from flood's send to the daemon taking the event (flood's producer queue, the wire, the
+        /// daemon's ingest queue), and from there to this subscriber reading the envelope (the
+        /// pipeline, publishing, and this subscriber's own queue). Millisecond resolution.
+        package var toDaemon = LatencyHistogram()
+        package var daemonToRead = LatencyHistogram()
         package var busyNanos: UInt64 = 0
         package var activeNanos: UInt64 = 0
         package var seconds: [Second] = []
@@ -474,6 +480,37 @@ package final class FloodRun: Sendable {
     /// Longer than this without even a heartbeat (sent every second) is an outage of the bus.
     static let outageNanos: UInt64 = 1_500_000_000
 
+    /// The time of day (UTC, milliseconds) of an envelope's `"received_at":"YYYY-MM-DDTHH:MM:SS.mmmZ"`.
+    static func receivedAtMillisOfDay(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+        let key = #""received_at":""#.utf8
+        let limit = min(bytes.count, 700) - key.count - 24
+        guard limit > 0 else { return nil }
+        var i = 0
+        search: while i < limit {
+            var k = 0
+            for b in key {
+                if bytes[i + k] != b {
+                    i += 1
+                    continue search
+                }
+                k += 1
+            }
+            let t = i + key.count + 11  // HH
+            func num(_ at: Int, _ n: Int) -> Int64? {
+                var v: Int64 = 0
+                for j in at..<(at + n) {
+                    let d = bytes[j] &- UInt8(ascii: "0")
+                    guard d < 10 else { return nil }
+                    v = v * 10 + Int64(d)
+                }
+                return v
+            }
+            guard let h = num(t, 2), let m = num(t + 3, 2), let sec = num(t + 6, 2), let ms = num(t + 9, 3) else { return nil }
+            return ((h * 60 + m) * 60 + sec) * 1000 + ms
+        }
+        return nil
+    }
+
     /// The `seq` of an envelope (`{"v":1,"seq":N,…`), or nil.
     static func envelopeSeq(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
         let head = #"{"v":1,"seq":"#.utf8
@@ -519,6 +556,7 @@ package final class FloodRun: Sendable {
             // after a silence is an outage of the bus, not a subscriber that fell behind.
             var lastHeard = [UInt64](repeating: BusClock.monotonicNanoseconds(), count: subs.count)
             var afterOutage = [Bool](repeating: false, count: subs.count)
+            let wallMinusMonotonicMillis = BusClock.wallMilliseconds() - Int64(BusClock.monotonicNanoseconds() / 1_000_000)
             // A heartbeat answers the subscription: that endpoint's subscriptions are live.
             var live = Set<Int>()
             while live.count < subs.count && !finish.isRaised {
@@ -604,6 +642,19 @@ package final class FloodRun: Sendable {
                             r.receivedOther += 1
                         }
                         if let sent = message.withUnsafeBytes({ LoadDriver.sendStamp(in: $0) }), now > sent {
+                            if let arrival = message.withUnsafeBytes({ FloodRun.receivedAtMillisOfDay($0) }) {
+                                // Both ends on the wall clock, in milliseconds of the UTC day.
+                                let day: Int64 = 86_400_000
+                                let sentWall = (Int64(sent / 1_000_000) + wallMinusMonotonicMillis) % day
+                                let readWall = (Int64(now / 1_000_000) + wallMinusMonotonicMillis) % day
+                                // Forwards across midnight; a millisecond backwards (truncation) is 0.
+                                func span(_ from: Int64, _ to: Int64) -> UInt64 {
+                                    let d = (to - from + day) % day
+                                    return d > day - 60_000 ? 0 : UInt64(d) * 1_000_000
+                                }
+                                r.toDaemon.record(span(sentWall, arrival))
+                                r.daemonToRead.record(span(arrival, readWall))
+                            }
                             r.latency.record(now - sent)
                             if r.seconds[sec].latency.histogram == nil { r.seconds[sec].latency.histogram = LatencyHistogram() }
                             r.seconds[sec].latency.histogram!.record(now - sent)
