@@ -72,6 +72,9 @@ struct FloodScaleTests {
         let limit = try #require(report.string("limited_by"))
         #expect(["bus", "rate", "producers", "subscriber"].contains(limit))
         #expect(report.bool("tool_limited") == (limit == "producers" || limit == "subscriber"))
+        // The latency split at the daemon's received_at: both halves present.
+        let split = try #require(report.object("split_ms"))
+        #expect(split.object("to_daemon")?.int("p99") != nil && split.object("daemon_to_subscriber")?.int("p99") != nil)
         // The daemon's own arrival-to-publication histogram, over exactly this run's events.
         #expect(report.object("daemon_pipeline_us")?.int("count") == report.int("published"))
     }
