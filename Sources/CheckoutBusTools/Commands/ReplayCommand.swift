@@ -23,13 +23,22 @@ public struct ReplayCommand {
         checkoutbus replay — replay a recorded JSONL file into a daemon.
 
         USAGE: checkoutbus replay FILE [--to ENDPOINT] [--speed N | --flat-out]
+                                  [--rewrite-ids N] [--loop] [--connections N]
 
           FILE                 JSONL: raw events (a capture) or envelopes from `tail --format json`
           --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700)
           --speed N            N times the original pacing (default 1; 2 is twice as fast)
           --flat-out           ignore the recorded times and send as fast as possible
+          --rewrite-ids N      send N distinct copies of every line, each with its checkout, order,
+                               payment and event ids suffixed `~r<copy>` wherever they occur (so one
+                               capture becomes N lifecycles per recorded one, consistent within each)
+          --loop               replay the file again and again until interrupted; with --rewrite-ids
+                               every pass has copies of its own (pass p: copies p×N … p×N+N−1)
+          --connections N      PUSH connections (default 1); copy k goes on connection k mod N, so
+                               each lifecycle keeps its order
 
-        Heartbeats and dead letters in a recording are skipped. Prints `sent=N skipped=M` on stderr.
+        Heartbeats and dead letters in a recording are skipped. Prints `sent=N skipped=M` on stderr
+        (skipped counts recorded lines, not copies). SIGINT or SIGTERM stops a replay (exit 130).
         \(CurveClientKeys.help)
         """
 
@@ -37,11 +46,14 @@ public struct ReplayCommand {
     package var endpoint = "tcp://127.0.0.1:7700"
     package var speed = 1.0
     package var flatOut = false
+    package var copies: Int?
+    package var loop = false
+    package var connections = 1
     package var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["to", "speed"]).union(CurveClientKeys.flags),
-                                            switches: ["flat-out"])
+        let args = try CommandLineArguments(arguments, valued: Set(["to", "speed", "rewrite-ids", "connections"]).union(CurveClientKeys.flags),
+                                            switches: ["flat-out", "loop"])
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 1 else { throw .init("replay needs exactly one FILE") }
         file = args.positionals[0]
@@ -51,6 +63,9 @@ public struct ReplayCommand {
             speed = s
         }
         flatOut = args.has("flat-out")
+        if args.value("rewrite-ids") != nil { copies = try args.int("rewrite-ids", default: 1, in: 1...10_000_000) }
+        loop = args.has("loop")
+        connections = try args.int("connections", default: 1, in: 1...256)
     }
 
     public func run() -> Int32 {
@@ -60,60 +75,81 @@ public struct ReplayCommand {
             return 1
         }
         defer { close(fd) }
+        let stop = StopSignal()
+        if loop { stop.trapTerminationSignals() }
+        // Looping without rewriting would send the same event ids again, which the daemon drops.
+        let copiesPerPass = copies ?? (loop ? 1 : 0)
         do {
-            let pusher = try IngestPusher(endpoint: endpoint, timeoutSeconds: 10, curve: curve)
-            let reader = LineReader(fd: fd)
+            let pushers = try (0..<connections).map { _ in try IngestPusher(endpoint: endpoint, timeoutSeconds: 10, curve: curve) }
             let doc = JSONDocument()
             var out = JSONWriter(capacity: 4096)
-            var firstTime: Int64?
-            let start = BusClock.monotonicNanoseconds()
+            var copy: [UInt8] = []
             var sent = 0
             var skipped = 0
-            while let line = reader.nextLine() {
-                if LineReader.isBlank(line) { continue }
-                var payload = line
-                var time: Int64?
-                let parsed: Bool = line.withUnsafeBytes { buf in
-                    guard (try? doc.parse(buf)) != nil, doc.kind(doc.root) == .object else { return false }
-                    return true
-                }
-                if parsed {
-                    let isEnvelope = line.withUnsafeBytes { _ in doc.member(doc.root, "seq") != nil && doc.member(doc.root, "v") != nil }
-                    if isEnvelope {
-                        let kind = doc.member(doc.root, "kind").flatMap { doc.string($0) } ?? ""
-                        guard LifecycleKind.allCases.contains(where: { String(describing: $0.name) == kind }) else {
-                            skipped += 1
-                            continue
+            var pass = 0
+            passes: repeat {
+                guard lseek(fd, 0, SEEK_SET) == 0 else { throw DaemonError("cannot read \(file) again: not a regular file") }
+                let reader = LineReader(fd: fd)
+                var firstTime: Int64?
+                let start = BusClock.monotonicNanoseconds()
+                while let line = reader.nextLine() {
+                    if stop.isRaised { break passes }
+                    if LineReader.isBlank(line) { continue }
+                    let template = copiesPerPass > 0 ? RecordedIDRewriter.template(line) : nil
+                    for c in 0..<max(1, copiesPerPass) {
+                        var raw = line
+                        if let template {
+                            RecordedIDRewriter.render(template, copy: pass * copiesPerPass + c, into: &copy)
+                            raw = copy
                         }
-                        time = doc.member(doc.root, "received_at").flatMap { ReplayCommand.milliseconds(doc, $0) }
-                        line.withUnsafeBytes { _ in ReplayCommand.callbackEvent(from: doc, kind: kind, into: &out) }
-                        payload = out.bytes
-                    } else {
-                        time = doc.member(doc.root, anyOf: "occurred_at", "occurredAt")
-                            .flatMap { ReplayCommand.milliseconds(doc, $0) }
+                        guard let (payload, time) = prepare(raw, doc: doc, out: &out) else {
+                            if c == 0 { skipped += 1 }
+                            break
+                        }
+                        if c == 0 && !flatOut, let t = time {
+                            if let t0 = firstTime {
+                                let due = start + UInt64(max(0, Double(t - t0) * 1_000_000 / speed))
+                                let now = BusClock.monotonicNanoseconds()
+                                if due > now { usleep(UInt32(min((due - now) / 1000, 60_000_000))) }
+                            } else {
+                                firstTime = t
+                            }
+                        }
+                        let pusher = pushers[c % pushers.count]
+                        guard try pusher.send(payload) else {
+                            FileHandleWriter.standardError(pusher.unreachable(command: "replay", sent: sent))
+                            return 1
+                        }
+                        sent += 1
                     }
                 }
-                if !flatOut, let t = time {
-                    if let t0 = firstTime {
-                        let due = start + UInt64(max(0, Double(t - t0) * 1_000_000 / speed))
-                        let now = BusClock.monotonicNanoseconds()
-                        if due > now { usleep(UInt32(min((due - now) / 1000, 60_000_000))) }
-                    } else {
-                        firstTime = t
-                    }
-                }
-                guard try pusher.send(payload) else {
-                    FileHandleWriter.standardError(pusher.unreachable(command: "replay", sent: sent))
-                    return 1
-                }
-                sent += 1
-            }
+                pass += 1
+            } while loop && !stop.isRaised
             FileHandleWriter.standardError("sent=\(sent) skipped=\(skipped)\n")
-            return 0
+            return stop.isRaised ? FloodCommand.interruptedStatus : 0
         } catch {
             FileHandleWriter.standardError("checkoutbus replay: \(error)\n")
             return 1
         }
+    }
+
+    /// What to send for one recorded line and its time (ms since the epoch, when it has one), or
+    /// nil for a line to skip (a heartbeat or dead letter in a recording of envelopes).
+    private func prepare(_ line: [UInt8], doc: JSONDocument, out: inout JSONWriter) -> ([UInt8], Int64?)? {
+        let parsed: Bool = line.withUnsafeBytes { buf in
+            guard (try? doc.parse(buf)) != nil, doc.kind(doc.root) == .object else { return false }
+            return true
+        }
+        guard parsed else { return (line, nil) }
+        let isEnvelope = line.withUnsafeBytes { _ in doc.member(doc.root, "seq") != nil && doc.member(doc.root, "v") != nil }
+        if isEnvelope {
+            let kind = doc.member(doc.root, "kind").flatMap { doc.string($0) } ?? ""
+            guard LifecycleKind.allCases.contains(where: { String(describing: $0.name) == kind }) else { return nil }
+            let time = doc.member(doc.root, "received_at").flatMap { ReplayCommand.milliseconds(doc, $0) }
+            line.withUnsafeBytes { _ in ReplayCommand.callbackEvent(from: doc, kind: kind, into: &out) }
+            return (out.bytes, time)
+        }
+        return (line, doc.member(doc.root, anyOf: "occurred_at", "occurredAt").flatMap { ReplayCommand.milliseconds(doc, $0) })
     }
 
     /// An envelope turned back into a wrapped callback event the daemon decodes like any other:

@@ -17,7 +17,7 @@ import ZeroMQ
 /// interleaved, as concurrent buyers would be. Every event is wrapped in the ingest wrapper whose
 /// `event_id` carries a fixed-width field the driver stamps with the send time.
 ///
-/// `Sendable`: a value; ``makeEvents()`` is pure given the seed.
+/// `Sendable`: a value; ``makeEvents()`` and ``Stream`` are pure given the seed.
 public struct FloodGenerator: Sendable {
     /// One raw event and what the daemon must do with it.
     public struct Event: Sendable {
@@ -51,36 +51,70 @@ public struct FloodGenerator: Sendable {
         return (published, suppressed)
     }
 
+    /// Every event of the run, in one list (tests, small runs). Flood itself streams them
+    /// (``Stream``) and never holds more than the interleaving window.
     public func makeEvents() -> [Event] {
-        var rng = SplitMix64(seed: seed)
-        var perCheckout: [[Event]] = []
-        perCheckout.reserveCapacity(checkouts)
         var out: [Event] = []
-        var active: [(events: [Event], next: Int)] = []
-        var made = 0
-        var counter = 0
-        while made < checkouts || !active.isEmpty {
-            while active.count < window && made < checkouts {
-                active.append((lifecycle(index: made, rng: &rng, counter: &counter), 0))
-                made += 1
-            }
-            let pick = Int(rng.next() % UInt64(active.count))
-            out.append(active[pick].events[active[pick].next])
-            active[pick].next += 1
-            if active[pick].next == active[pick].events.count { active.swapAt(pick, active.count - 1); active.removeLast() }
-        }
+        var stream = Stream(self, producer: 0, of: 1)
+        while let e = stream.next() { out.append(e) }
         return out
+    }
+
+    /// The events of one producer's share of the checkouts (indices `producer`, `producer + of`, …),
+    /// made as they are asked for: O(1) work and memory per event, whatever the number of checkouts.
+    ///
+    /// Each lifecycle is drawn from a generator seeded by the run's seed and the checkout's index
+    /// alone, so a checkout's events are the same whichever producer sends them; only the
+    /// interleaving differs. Event numbers (in `event_id`) are unique across producers.
+    /// `Sendable`: a value; lives with the producer that iterates it.
+    public struct Stream: IteratorProtocol, Sendable {
+        private let generator: FloodGenerator
+        private let producer: Int
+        private let producers: Int
+        private var interleave: SplitMix64
+        private var active: [(events: [Event], next: Int)] = []
+        private var nextCheckout: Int
+        private var counter = 0
+
+        public init(_ generator: FloodGenerator, producer: Int, of producers: Int) {
+            precondition(producers > 0 && producer >= 0 && producer < producers)
+            self.generator = generator
+            self.producer = producer
+            self.producers = producers
+            interleave = SplitMix64(seed: generator.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(producer))
+            nextCheckout = producer
+            active.reserveCapacity(generator.window)
+        }
+
+        public mutating func next() -> Event? {
+            while active.count < generator.window && nextCheckout < generator.checkouts {
+                var rng = SplitMix64(seed: generator.seed ^ (UInt64(nextCheckout) &* 0x9E37_79B9_7F4A_7C15))
+                active.append((generator.lifecycle(index: nextCheckout, rng: &rng, counter: &counter,
+                                                   producer: producer, producers: producers), 0))
+                nextCheckout += producers
+            }
+            guard !active.isEmpty else { return nil }
+            let pick = Int(interleave.next() % UInt64(active.count))
+            let event = active[pick].events[active[pick].next]
+            active[pick].next += 1
+            if active[pick].next == active[pick].events.count {
+                active.swapAt(pick, active.count - 1)
+                active.removeLast()
+            }
+            return event
+        }
     }
 
     // MARK: Lifecycles
 
-    private func lifecycle(index: Int, rng: inout SplitMix64, counter: inout Int) -> [Event] {
+    private func lifecycle(index: Int, rng: inout SplitMix64, counter: inout Int, producer: Int, producers: Int) -> [Event] {
         let id = "\(runID)-\(index)"
         var events: [Event] = []
         func add(_ payload: String, sdk: String, platform: String, _ expected: LifecycleKind?) {
             counter += 1
             events.append(FloodGenerator.wrap(payload, checkoutID: id, sdk: sdk, platform: platform,
-                                              eventNumber: counter, runID: runID, expected: expected))
+                                              eventNumber: (counter - 1) * producers + producer + 1, runID: runID,
+                                              expected: expected))
         }
         let family = rng.next() % 10
         if family >= 8 {
