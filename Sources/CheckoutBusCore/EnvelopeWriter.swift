@@ -45,12 +45,7 @@ package struct EnvelopeWriter: ~Copyable {
         envelope.reset()
         let (shard, keepBuyerData) = (shard, keepBuyerData)
         EnvelopeWriter.writing(&envelope, &receivedAtFormatter) { w, receivedAtFormatter in
-            w.append("{\"v\":1,\"seq\":")
-            w.append(int: Int64(bitPattern: seq))
-            w.append(",\"kind_seq\":")
-            w.append(int: Int64(bitPattern: kindSeq))
-            w.append(",\"shard\":")
-            w.append(int: shard.index)
+            EnvelopeWriter.writeNumbering(seq: seq, kindSeq: kindSeq, shard: shard, to: &w)
             w.append(",\"kind\":\"")
             w.append(e.kind.name)
             w.append("\",\"checkout_id\":")
@@ -120,12 +115,7 @@ package struct EnvelopeWriter: ~Copyable {
         envelope.reset()
         let shard = shard
         EnvelopeWriter.writing(&envelope, &receivedAtFormatter) { w, receivedAtFormatter in
-            w.append("{\"v\":1,\"seq\":")
-            w.append(int: Int64(bitPattern: seq))
-            w.append(",\"kind_seq\":")
-            w.append(int: Int64(bitPattern: kindSeq))
-            w.append(",\"shard\":")
-            w.append(int: shard.index)
+            EnvelopeWriter.writeNumbering(seq: seq, kindSeq: kindSeq, shard: shard, to: &w)
             w.append(",\"kind\":\"deadletter\",\"reason\":")
             w.appendString(reason.code)
             w.append(",\"detail\":")
@@ -197,6 +187,17 @@ package struct EnvelopeWriter: ~Copyable {
         _ w: inout JSONWriter, _ formatter: inout TimestampFormatter, _ body: (inout JSONWriter, inout TimestampFormatter) -> Void
     ) {
         body(&w, &formatter)
+    }
+
+    /// An event's or dead letter's envelope up to its numbering: `{"v":1,"seq":…,"kind_seq":…,"shard":…`.
+    @inline(__always)
+    private static func writeNumbering(seq: UInt64, kindSeq: UInt64, shard: ShardMap, to w: inout JSONWriter) {
+        w.append("{\"v\":1,\"seq\":")
+        w.append(int: Int64(bitPattern: seq))
+        w.append(",\"kind_seq\":")
+        w.append(int: Int64(bitPattern: kindSeq))
+        w.append(",\"shard\":")
+        w.append(int: shard.index)
     }
 
     @inline(__always)

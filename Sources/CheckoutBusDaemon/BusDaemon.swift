@@ -360,16 +360,8 @@ public final class BusDaemon {
             let (arrival, receivedAt, now) = clock.now()
             let result: ProcessingResult
             if message.hasMore {
-                let first = message.bytes
-                var frames = 1
-                while message.hasMore {
-                    _ = try ingest.receive(into: message)
-                    frames += 1
-                }
-                result = first.withUnsafeBytes {
-                    processor.reject(.multipart, "message of \(frames) frames; send one event per single-frame message",
-                                     $0, receivedAt: receivedAt)
-                }
+                let (first, frames) = try restOfMultipart(ingest, message)
+                result = rejectMultipart(first, frames: frames, receivedAt: receivedAt)
             } else if timed {
                 processor.timeNextEvent = true
                 result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
@@ -403,13 +395,7 @@ public final class BusDaemon {
                 guard try ingest.receive(into: slot.message, dontWait: true) else { break }
                 (slot.arrival, slot.receivedAt, slot.now) = clock.now()
                 slot.frames = 1
-                if slot.message.hasMore {
-                    slot.firstFrame = slot.message.bytes
-                    while slot.message.hasMore {
-                        _ = try ingest.receive(into: slot.message)
-                        slot.frames += 1
-                    }
-                }
+                if slot.message.hasMore { (slot.firstFrame, slot.frames) = try restOfMultipart(ingest, slot.message) }
                 // About one event in `StageTimes.sampleInterval` is timed (stats' `stages`).
                 slot.context.timing = ingestCountdown == 0 && slot.frames == 1
                 ingestCountdown = ingestCountdown == 0 ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
@@ -438,10 +424,7 @@ public final class BusDaemon {
                 let slot = slots[i]
                 let result: ProcessingResult
                 if slot.frames > 1 {
-                    result = slot.firstFrame.withUnsafeBytes {
-                        processor.reject(.multipart, "message of \(slot.frames) frames; send one event per single-frame message",
-                                         $0, receivedAt: slot.receivedAt)
-                    }
+                    result = rejectMultipart(slot.firstFrame, frames: slot.frames, receivedAt: slot.receivedAt)
                     slot.firstFrame = []
                 } else {
                     result = slot.message.withUnsafeBytes {
@@ -460,6 +443,26 @@ public final class BusDaemon {
         }
     }
 
+    /// Reads the rest of a multipart message whose first frame is in `message`, into it.
+    /// - Returns: the first frame's bytes and how many frames there were.
+    private func restOfMultipart(_ socket: ZMQSocket, _ message: ZMQMessage) throws -> (first: [UInt8], frames: Int) {
+        let first = message.bytes
+        var frames = 1
+        while message.hasMore {
+            _ = try socket.receive(into: message)
+            frames += 1
+        }
+        return (first, frames)
+    }
+
+    /// Dead-letters a message of `frames` frames (`first` its first): one event per single-frame message.
+    private func rejectMultipart(_ first: [UInt8], frames: Int, receivedAt: Timestamp) -> ProcessingResult {
+        first.withUnsafeBytes {
+            processor.reject(.multipart, "message of \(frames) frames; send one event per single-frame message",
+                             $0, receivedAt: receivedAt)
+        }
+    }
+
     /// Reads and processes acknowledged messages; each one's reply waits in ``acks``.
     private func drainAcked(_ acked: ZMQSocket, limit: Int) throws {
         let batches: JournalBatch = self.batches
@@ -475,10 +478,7 @@ public final class BusDaemon {
             if body.count == 1 {
                 result = body.first!.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
             } else {
-                result = body.first!.withUnsafeBytes {
-                    processor.reject(.multipart, "message of \(body.count) frames; send one event per single-frame message",
-                                     $0, receivedAt: receivedAt)
-                }
+                result = rejectMultipart(body.first!, frames: body.count, receivedAt: receivedAt)
             }
             journalOutput(result, arrival: arrival, to: batches)
             acks.append(PendingAck(identity: frames[0], delimiter: delimiter, durableAt: result.seq,
