@@ -63,22 +63,12 @@ public struct FloodCommand {
           (flood's one key is used by its producers and its subscribers: list it in both directories)
         """
 
-    package var ingest = ["tcp://127.0.0.1:7700"]
-    package var publish = ["tcp://127.0.0.1:7702"]
-    package var checkouts = 10_000
-    package var seed: UInt64 = 1
-    package var rate: Double?
-    package var count: Int?
-    package var duration: Double?
-    package var producers = 1
-    package var subscribers = 1
-    package var acked = false
-    package var window = 1000
+    /// The run the flags describe.
+    package var configuration: FloodRun.Configuration
     package var metrics: String?
     package var timeline: String?
     package var htmlReport: String?
     package var json = false
-    package var curve: CurveClientKeys?
 
     /// Exit status of a run stopped by SIGINT or SIGTERM.
     public static let interruptedStatus: Int32 = 130
@@ -88,23 +78,32 @@ public struct FloodCommand {
             arguments, valued: Set(["to", "shards", "from", "checkouts", "seed", "rate", "count", "duration", "producers",
                                     "subscribers", "window", "metrics", "timeline", "report"]).union(CurveClientKeys.flags),
             switches: ["json", "acked"])
-        curve = try CurveClientKeys.parse(args)
-        acked = args.has("acked")
-        if acked { ingest = ["tcp://127.0.0.1:7701"] }
+        let acked = args.has("acked")
+        var ingest = [acked ? "tcp://127.0.0.1:7701" : "tcp://127.0.0.1:7700"]
+        var publish = ["tcp://127.0.0.1:7702"]
         if let v = args.value("to") { ingest = [v] }
         if let list = args.value("shards") {
             guard args.value("to") == nil else { throw .init("give --to (one daemon or a route) or --shards (every shard), not both") }
             ingest = try ShardRouter.parseEndpoints(list, flag: "shards")
         }
         if let list = args.value("from") { publish = try ShardRouter.parseEndpoints(list, flag: "from", ordered: false) }
-        checkouts = try args.int("checkouts", default: 10_000, in: 1...50_000_000)
-        seed = UInt64(try args.int("seed", default: 1, in: 0...Int.max))
+        let checkouts = try args.int("checkouts", default: 10_000, in: 1...50_000_000)
+        let seed = UInt64(try args.int("seed", default: 1, in: 0...Int.max))
+        var rate: Double?
+        var duration: Double?
         if args.value("rate") != nil { rate = Double(try args.int("rate", default: 0, in: 1...10_000_000)) }
-        if args.value("count") != nil { count = try args.int("count", default: 0, in: 1...Int.max) }
         if args.value("duration") != nil { duration = Double(try args.int("duration", default: 0, in: 1...86_400)) }
-        producers = try args.int("producers", default: 1, in: 1...256)
-        subscribers = try args.int("subscribers", default: 1, in: 1...64)
-        window = try args.int("window", default: 1000, in: 1...1_000_000)
+        var generator = FloodGenerator(checkouts: checkouts, seed: seed, runID: "flood\(seed)-\(getpid())")
+        if let rate, let duration { generator.checkouts = max(checkouts, Int(rate * duration / 5) + 1) }
+        configuration = FloodRun.Configuration(ingest: ingest, publish: publish, generator: generator)
+        configuration.curve = try CurveClientKeys.parse(args)
+        configuration.acked = acked
+        configuration.rate = rate
+        configuration.duration = duration
+        if args.value("count") != nil { configuration.count = try args.int("count", default: 0, in: 1...Int.max) }
+        configuration.producers = try args.int("producers", default: 1, in: 1...256)
+        configuration.subscribers = try args.int("subscribers", default: 1, in: 1...64)
+        configuration.window = try args.int("window", default: 1000, in: 1...1_000_000)
         metrics = args.value("metrics")
         timeline = args.value("timeline")
         htmlReport = args.value("report")
@@ -112,21 +111,10 @@ public struct FloodCommand {
     }
 
     public func run() -> Int32 {
-        var generator = FloodGenerator(checkouts: checkouts, seed: seed, runID: "flood\(seed)-\(getpid())")
-        if let rate, let duration { generator.checkouts = max(checkouts, Int(rate * duration / 5) + 1) }
-        var config = FloodRun.Configuration(ingest: ingest, publish: publish, generator: generator)
-        config.producers = producers
-        config.subscribers = subscribers
-        config.acked = acked
-        config.window = window
-        config.rate = rate
-        config.count = count
-        config.duration = duration
-        config.curve = curve
         let stop = StopSignal()
         stop.trapTerminationSignals()
         do {
-            let flood = try FloodRun(config)
+            let flood = try FloodRun(configuration)
             let before = try metrics.map { try FloodCommand.daemonHistogram($0) }
             let cpu0 = FloodCommand.cpuSeconds()
             let showProgress = isatty(2) == 1 && !json

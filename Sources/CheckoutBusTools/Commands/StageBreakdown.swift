@@ -2,8 +2,6 @@
 import Glibc
 #endif
 import Foundation
-import CheckoutBusClient
-import ZeroMQ
 
 /// Where a daemon's CPU goes per event, by stage, for `checkoutbus bench`.
 ///
@@ -40,18 +38,14 @@ package struct StageBreakdown {
     /// CPU seconds (user + system) of each of `pid`'s threads, summed by group.
     package static func threadCPU(pid: Int32) -> [String: Double] {
         var out: [String: Double] = [:]
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         guard let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return out }
         for tid in tids {
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
-                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+                let (comm, statSeconds) = ThroughputBenchmark.procStat(stat)
             else { continue }
-            let comm = String(stat[stat.index(after: open)..<close])
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
             // `schedstat`'s first field is the thread's time on a CPU in ns; `stat`'s ticks (10 ms)
             // are too coarse for a thread that runs a few hundred ms in a round.
-            var seconds = (user + system) / ticks
+            var seconds = statSeconds
             if let sched = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/schedstat", encoding: .utf8),
                 let first = sched.split(separator: " ").first, let ns = Double(first)
             {
@@ -70,12 +64,7 @@ package struct StageBreakdown {
 
     /// The daemon's `stats` object, or nil if it did not answer within two seconds.
     package static func stats(_ control: String) -> [String: Any]? {
-        guard let context = try? ZMQContext(), let dealer = try? ZMQSocket(context: context, type: .dealer) else { return nil }
-        try? dealer.setLinger(milliseconds: 0)
-        try? dealer.setOption(.receiveTimeout, Int32(2000))
-        guard (try? dealer.connect(control)) != nil, (try? dealer.send(#"{"op":"stats"}"#)) != nil,
-            let frames = try? dealer.receiveMultipart(), let reply = frames.first
-        else { return nil }
+        guard let reply = try? StatsCommand.request(control, timeoutSeconds: 2) else { return nil }
         return (try? JSONSerialization.jsonObject(with: Data(reply))) as? [String: Any]
     }
 

@@ -42,14 +42,7 @@ public struct StatsCommand {
 
     public func run() -> Int32 {
         do {
-            let context = try ZMQContext()
-            let dealer = try ZMQSocket(context: context, type: .dealer)
-            try dealer.setLinger(milliseconds: 0)
-            try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
-            try curve?.apply(to: dealer)
-            try dealer.connect(control)
-            _ = try dealer.send(#"{"op":"stats"}"#)
-            guard let frames = try dealer.receiveMultipart(), let reply = frames.first else {
+            guard let reply = try StatsCommand.request(control, timeoutSeconds: timeoutSeconds, curve: curve) else {
                 let why = curve == nil ? "" : CurveClientKeys.refusalHint
                 FileHandleWriter.standardError("checkoutbus stats: no answer from \(control) within \(timeoutSeconds)s\(why)\n")
                 return 1
@@ -68,6 +61,19 @@ public struct StatsCommand {
             FileHandleWriter.standardError("checkoutbus stats: \(error)\n")
             return 1
         }
+    }
+
+    /// Asks the daemon at `control` for `stats` once.
+    /// - Returns: the reply's JSON bytes, or nil when none came within `timeoutSeconds`.
+    package static func request(_ control: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws -> [UInt8]? {
+        let context = try ZMQContext()
+        let dealer = try ZMQSocket(context: context, type: .dealer)
+        try dealer.setLinger(milliseconds: 0)
+        try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
+        try curve?.apply(to: dealer)
+        try dealer.connect(control)
+        _ = try dealer.send(#"{"op":"stats"}"#)
+        return try dealer.receiveMultipart()?.first
     }
 
     /// The stats object as aligned text.

@@ -203,13 +203,17 @@ public struct ThroughputBenchmark {
     /// CPU seconds, user and system, that process `pid` has used in all its threads
     /// (`/proc/PID/stat` fields 14 and 15, in clock ticks).
     package static func cpuSeconds(_ pid: Int32) -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return 0 }
+        (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)).flatMap(procStat)?.cpuSeconds ?? 0
+    }
+
+    /// A `/proc/…/stat` line's command name (field 2) and CPU seconds, user and system (fields
+    /// 14 and 15, in clock ticks).
+    package static func procStat(_ text: String) -> (command: String, cpuSeconds: Double)? {
+        guard let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")") else { return nil }
         // After the command's closing parenthesis: field 3 (state) onwards.
         let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (String(text[text.index(after: open)..<close]), (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
     }
 
     /// Sends `events` fresh snapshots through `target` with a new driver and waits for all of them.
