@@ -12,17 +12,23 @@ def _int(value) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _object(raw: bytes) -> Optional[dict]:
+    """`raw` as a JSON object; None when it is not JSON or not an object."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def envelope(topic: bytes, raw: bytes, origin: str) -> Optional[Envelope]:
     """An envelope's positions read from its bytes; None for an envelope without seq or kind_seq, or
     a topic that is no journaled kind's."""
     kind = kind_of_topic(topic)
     if kind is None:
         return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = _object(raw)
+    if data is None:
         return None
     seq, kind_seq = _int(data.get("seq")), _int(data.get("kind_seq"))
     if seq is None or kind_seq is None:
@@ -42,11 +48,8 @@ def page(frames: Sequence[bytes]) -> List[Envelope]:
 
 
 def heartbeat(raw: bytes) -> Optional[Heartbeat]:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = _object(raw)
+    if data is None:
         return None
     seq, kinds = _int(data.get("seq")), data.get("kind_seqs")
     if seq is None or not isinstance(kinds, dict):
@@ -61,11 +64,8 @@ def heartbeat(raw: bytes) -> Optional[Heartbeat]:
 
 
 def reply(raw: bytes) -> Optional[Reply]:
-    try:
-        d = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(d, dict):
+    d = _object(raw)
+    if d is None:
         return None
     s = lambda k: d.get(k) if isinstance(d.get(k), str) else None  # noqa: E731
     return Reply(op=s("op"), ok=d.get("ok") is True, req=_int(d.get("req")), next=_int(d.get("next")),
