@@ -199,20 +199,6 @@ func document(_ text: String, sourceLocation: SourceLocation = #_sourceLocation)
     }
 }
 
-/// The parse error for `bytes`, or `nil` if they parse.
-func parseError(_ bytes: [UInt8], maxDepth: Int = 64) -> JSONParseError? {
-    let doc = JSONDocument()
-    doc.maxDepth = maxDepth
-    return bytes.withUnsafeBytes { buf -> JSONParseError? in
-        do throws(JSONParseError) {
-            try doc.parse(buf)
-            return nil
-        } catch {
-            return error
-        }
-    }
-}
-
 /// Checkout snapshots shared by several suites (Checkout Kit v4 / ECP shape: snake_case, minor units).
 enum Fixture {
     /// A v4 snapshot; `id: nil` leaves the id out (for wrapped events).

@@ -74,7 +74,7 @@ struct RecordChecksumTests {
 
     @Test("a journal of CBR1 records opens, reads, and takes CBR2 records after them in the same segment")
     func upgradeInPlace() throws {
-        let root = TestScratchDirectory.make("cb-checksum")
+        let root = JournalRecoveryTests.scratch()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let logger = BusLogger(label: "test", level: .error)
         try JournalRecoveryTests.write(10, to: root, logger: logger)
@@ -133,11 +133,5 @@ struct RecordChecksumTests {
         }
         #expect(magics == Array(repeating: JournalFormat.recordMagicV1, count: 10)
             + Array(repeating: JournalFormat.recordMagic, count: 5))
-    }
-}
-
-enum TestScratchDirectory {
-    static func make(_ prefix: String) -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
     }
 }

@@ -1,8 +1,13 @@
 import Foundation
 import Testing
 
-/// A plain HTTP/1.1 GET over a TCP socket (what curl or a Prometheus scraper sends).
-func httpGet(_ address: String, _ path: String, method: String = "GET") throws -> (status: Int, body: String) {
+/// A plain HTTP/1.1 GET over a TCP socket (what curl or a Prometheus scraper sends). With
+/// `version` "1.0" the server closes the connection after one unchunked answer, and any HTTP/1.x
+/// status line is taken (Prometheus's API); with "1.1" (the daemon, which closes by itself) the
+/// answer must be HTTP/1.1.
+func httpGet(_ address: String, _ path: String, method: String = "GET", version: String = "1.1") throws
+    -> (status: Int, body: String)
+{
     let colon = try #require(address.lastIndex(of: ":"))
     let host = String(address[..<colon])
     let port = try #require(UInt16(address[address.index(after: colon)...]))
@@ -19,7 +24,7 @@ func httpGet(_ address: String, _ path: String, method: String = "GET") throws -
     guard connected == 0 else { throw HarnessError("cannot connect to \(address)") }
     var timeout = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    let request = Array("\(method) \(path) HTTP/1.1\r\nHost: \(address)\r\nUser-Agent: test\r\n\r\n".utf8)
+    let request = Array("\(method) \(path) HTTP/\(version)\r\nHost: \(address)\r\nUser-Agent: test\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     var response: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
@@ -29,7 +34,7 @@ func httpGet(_ address: String, _ path: String, method: String = "GET") throws -
         response.append(contentsOf: buffer[0..<n])
     }
     let text = String(decoding: response, as: UTF8.self)
-    guard let statusLine = text.split(separator: "\r\n").first, statusLine.hasPrefix("HTTP/1.1 "),
+    guard let statusLine = text.split(separator: "\r\n").first, statusLine.hasPrefix(version == "1.1" ? "HTTP/1.1 " : "HTTP/1."),
         let status = Int(statusLine.dropFirst(9).prefix(3))
     else { throw HarnessError("not an HTTP response: \(text.prefix(200))") }
     let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")

@@ -142,11 +142,7 @@ struct ObservabilityTests {
 
         // Space comes back (only the soft limit was lowered, so no privilege is needed): the
         // daemon resumes and the alert goes away.
-        let raise = Process()
-        raise.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-        raise.arguments = ["--pid", String(daemon.process.processIdentifier), "--fsize=unlimited:unlimited"]
-        try raise.start()
-        #expect(waitForExit(raise, timeout: 10) == 0)
+        #expect(try daemon.liftFileSizeLimit() == 0)
         #expect(waitForExit(sender, timeout: 60) == 0, "every event acknowledged")
         var cleared = false
         let clearDeadline = Date().addingTimeInterval(60)
@@ -301,37 +297,7 @@ final class PrometheusServer {
     }
 }
 
-/// An HTTP/1.0 GET (so the server closes the connection after one unchunked answer), for
-/// Prometheus's API; `httpGet` speaks HTTP/1.1 to the daemon, which closes by itself.
+/// An HTTP/1.0 GET, for Prometheus's API (``httpGet(_:_:method:version:)``).
 func prometheusGet(_ address: String, _ path: String) throws -> (status: Int, body: String) {
-    let colon = try #require(address.lastIndex(of: ":"))
-    let port = try #require(UInt16(address[address.index(after: colon)...]))
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HarnessError("socket failed") }
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = port.bigEndian
-    inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
-    let connected = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw HarnessError("cannot connect to \(address)") }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    let request = Array("GET \(path) HTTP/1.0\r\nHost: \(address)\r\n\r\n".utf8)
-    _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-    var response: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n <= 0 { break }
-        response.append(contentsOf: buffer[0..<n])
-    }
-    let text = String(decoding: response, as: UTF8.self)
-    guard let statusLine = text.split(separator: "\r\n").first, statusLine.hasPrefix("HTTP/1."),
-        let status = Int(statusLine.dropFirst(9).prefix(3))
-    else { throw HarnessError("not an HTTP response: \(text.prefix(200))") }
-    let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
-    return (status, body)
+    try httpGet(address, path, version: "1.0")
 }

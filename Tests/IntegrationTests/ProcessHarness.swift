@@ -115,6 +115,16 @@ final class DaemonProcess {
 
     var stderrText: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
 
+    /// Lifts the file size limit a `prlimit --fsize=…` launcher set (space comes back): only the
+    /// soft limit was lowered, so no privilege is needed. Returns prlimit's exit status.
+    func liftFileSizeLimit() throws -> Int32 {
+        let raise = Process()
+        raise.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        raise.arguments = ["--pid", String(process.processIdentifier), "--fsize=unlimited:unlimited"]
+        try raise.start()
+        return waitForExit(raise, timeout: 10)
+    }
+
     /// SIGKILL, as a crash would: no drain, no final sync.
     func kill9() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
