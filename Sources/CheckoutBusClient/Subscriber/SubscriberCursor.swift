@@ -72,7 +72,10 @@ public final class FileCursor: SubscriberCursor {
     public init(path: String, durable: Bool = false) throws(SubscriberError) {
         self.path = path
         self.durable = durable
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        // The descriptor is stored only once the cursor is whole: an initializer that throws after
+        // every property is set runs `deinit`, which would close it a second time — by then
+        // perhaps another thread's file under the same number.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SubscriberError(.cursorUnusable, "cannot open cursor file \(path): \(String(cString: strerror(errno)))") }
         // One subscriber per cursor: two would both handle every envelope and overwrite each
         // other's commits. Held until this cursor is released (or the process ends).
@@ -80,7 +83,15 @@ public final class FileCursor: SubscriberCursor {
             close(fd)
             throw SubscriberError(.cursorInUse, "cursor file \(path) is in use by another subscriber")
         }
-        (seq, generation) = try FileCursor.read(fd, path)
+        let committed: (seq: Int64, generation: Int)
+        do {
+            committed = try FileCursor.read(fd, path)
+        } catch {
+            close(fd)
+            throw error
+        }
+        self.fd = fd
+        (seq, generation) = committed
     }
 
     /// The position committed in the cursor file at `path` (0 when it has none), read without
