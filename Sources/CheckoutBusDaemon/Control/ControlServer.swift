@@ -106,8 +106,11 @@ extension ControlServer {
                 return
             }
             startedSignal.signal()
-            defer { snapshots.close() }
             s.exchange.register(snapshots)
+            defer {
+                s.exchange.unregister(snapshots)
+                snapshots.close()
+            }
             let service = ControlService(reader: JournalReader(catalog: s.catalog, logger: s.logger), shard: s.shard,
                                          exchange: s.exchange, reports: s.reports, counters: s.counters)
             let poller = ZMQPoller()

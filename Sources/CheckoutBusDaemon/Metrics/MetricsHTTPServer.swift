@@ -148,8 +148,11 @@ package final class MetricsHTTPServer: Sendable {
         }
         lowerPriority(s.logger)
         guard let snapshots = try? WakePipe("metrics thread's snapshot") else { return }
-        defer { snapshots.close() }
         s.exchange.register(snapshots)
+        defer {
+            s.exchange.unregister(snapshots)
+            snapshots.close()
+        }
         var connections: [Connection] = []
         defer { for c in connections { Glibc.close(c.fd) } }
         var fds: [pollfd] = []

@@ -32,6 +32,11 @@ package final class SnapshotExchange: Sendable {
     /// A pipe that becomes readable after each publication, for a reader thread's poller.
     package func register(_ pipe: WakePipe) { state.withLock { $0.readers.append(pipe) } }
 
+    /// Takes a reader's pipe off the list; once this returns the pipeline never writes to it, so
+    /// the reader may close it (a closed pipe's descriptor numbers can be reused by any file the
+    /// daemon opens next, a journal segment among them).
+    package func unregister(_ pipe: WakePipe) { state.withLock { $0.readers.removeAll { $0 === pipe } } }
+
     /// The latest snapshot and its generation (nil before the first).
     package var latest: (snapshot: DaemonSnapshot?, generation: UInt64) { state.withLock { ($0.latest, $0.generation) } }
 
@@ -50,14 +55,17 @@ package final class SnapshotExchange: Sendable {
         return state.withLock { $0.requested }
     }
 
-    /// Pipeline thread: stores a snapshot and wakes every reader.
+    /// Pipeline thread: stores a snapshot and wakes every reader. The readers are woken under the
+    /// lock (a non-blocking one-byte write each), so a reader that has unregistered is never written to.
     package func publish(_ snapshot: DaemonSnapshot) {
-        let readers = state.withLock { s in
+        state.withLock { s in
             s.latest = snapshot
             s.generation += 1
             s.requested = false
-            return s.readers
+            for r in s.readers { r.signal() }
         }
-        for r in readers { r.signal() }
     }
+
+    /// How many reader pipes are registered.
+    package var readerCount: Int { state.withLock { $0.readers.count } }
 }
