@@ -87,22 +87,47 @@ public final class JSONDocument {
     }
 
     @usableFromInline package func run() throws(JSONParseError) {
+        let needed = JSONDocument.tapeBound(length: length, maxDepth: maxDepth)
+        if needed > tokenCapacity { reserveTape(needed) }
         var scanner = Scanner(base: base, length: length, tokens: tokens, capacity: tokenCapacity, maxDepth: maxDepth)
         defer {
-            tokens = scanner.tokens
-            tokenCapacity = scanner.capacity
             tokenCount = scanner.count
             isCompact = !scanner.sawSpace
         }
         try scanner.parseDocument()
     }
 
+    /// The most tokens a scan of `length` bytes can append, whether it succeeds or fails, so the
+    /// scanner can append without a capacity check.
+    ///
+    /// Every token starts at a byte of its own, so there are at most `length`. Tighter: a complete
+    /// value of B bytes and T tokens has B ≥ 2T − 1 (a scalar is at least one byte; an array adds
+    /// its two brackets and a comma per child after the first; an object also a key of at least two
+    /// bytes and a colon per member, for one more token). A container still open when the scan
+    /// stops (its closing bracket and perhaps a comma not seen) has B ≥ 2T − 2, counting its last
+    /// open child separately; tokens are appended only once a scalar is complete, and a container
+    /// only after the depth check, so at most `maxDepth` are open. Hence T ≤ length / 2 + maxDepth.
+    /// A large reservation costs address space only: the tape's pages are touched as tokens are
+    /// written.
+    @usableFromInline package static func tapeBound(length: Int, maxDepth: Int) -> Int {
+        min(length, length / 2 + min(max(maxDepth, 0), length)) + 1
+    }
+
+    /// Replaces the tape with one of at least `needed` tokens (contents not kept: a parse follows).
+    @usableFromInline package func reserveTape(_ needed: Int) {
+        var bigger = tokenCapacity * 2
+        while bigger < needed { bigger *= 2 }
+        tokens.deallocate()
+        tokens = .allocate(capacity: bigger)
+        tokenCapacity = bigger
+    }
+
     /// The parser proper: a struct over local pointers, so the hot loop has no class accesses.
     @usableFromInline package struct Scanner {
         let base: UnsafePointer<UInt8>
         let length: Int
-        var tokens: UnsafeMutablePointer<Token>
-        var capacity: Int
+        let tokens: UnsafeMutablePointer<Token>
+        let capacity: Int
         var count = 0
         var depth = 0
         let maxDepth: Int
@@ -125,20 +150,14 @@ public final class JSONDocument {
             if i != length { throw JSONParseError(.trailingData, at: i) }
         }
 
+        /// Appends a token; the tape was reserved for the most tokens the text can hold
+        /// (``JSONDocument/tapeBound(length:maxDepth:)``), so there is no capacity check.
         @inline(__always)
         mutating func append(_ kind: Kind, _ flag: Bool, _ start: Int, _ end: Int) {
-            if count == capacity { grow() }
+            assert(count < capacity, "the tape bound does not hold")
             tokens[count] = Token(kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
-                                  end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count + 1))
-            count += 1
-        }
-
-        mutating func grow() {
-            let bigger = UnsafeMutablePointer<Token>.allocate(capacity: capacity * 2)
-            bigger.moveInitialize(from: tokens, count: count)
-            tokens.deallocate()
-            tokens = bigger
-            capacity *= 2
+                                  end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count &+ 1))
+            count &+= 1
         }
 
         @inline(__always)

@@ -45,6 +45,10 @@ struct ScannerDifferentialTests {
                     return .failure(error)
                 }
             }
+            // The tape is reserved up front from this bound, and appends do not check it.
+            if doc.tokenCount >= JSONDocument.tapeBound(length: bytes.count, maxDepth: maxDepth) {
+                return "\(doc.tokenCount) tokens exceed the tape bound"
+            }
             switch (expected, got) {
             case let (.success(a), .success(b)):
                 if a != b {
@@ -189,6 +193,28 @@ struct ScannerDifferentialTests {
             _ = Self.check(bytes, "\(text)")
             for end in 0..<bytes.count { _ = Self.check(Array(bytes[0..<end]), "\(text) cut at \(end)") }
         }
+    }
+
+    @Test("the tape bound holds where tokens are densest: one-byte scalars, empty and unclosed containers")
+    func tapeBound() {
+        var texts: [String] = []
+        for n in 1..<40 {
+            texts.append("[" + Array(repeating: "0", count: n).joined(separator: ",") + "]")
+            texts.append("{" + Array(repeating: "\"\":0", count: n).joined(separator: ",") + "}")
+            texts.append(String(repeating: "[", count: n) + String(repeating: "]", count: n))
+            texts.append("[" + Array(repeating: "[]", count: n).joined(separator: ",") + "]")
+            texts.append(String(repeating: "[0,", count: n))
+            texts.append(String(repeating: "{\"\":[", count: n))
+        }
+        for text in texts {
+            let bytes = Array(text.utf8)
+            for depth in [0, 1, 3, 64, 1000] {
+                for end in 0...bytes.count { _ = Self.check(Array(bytes[0..<end]), maxDepth: depth, "\(text) cut at \(end), depth \(depth)") }
+            }
+        }
+        #expect(JSONDocument.tapeBound(length: 0, maxDepth: 64) == 1)
+        #expect(JSONDocument.tapeBound(length: 10, maxDepth: .max) == 11)
+        #expect(JSONDocument.tapeBound(length: 1000, maxDepth: -1) == 501)
     }
 
     @Test("every byte value at every position of multi-byte sequences, in short and long strings")
