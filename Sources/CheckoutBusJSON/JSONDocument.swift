@@ -191,6 +191,21 @@ public final class JSONDocument {
             }
         }
 
+        /// A non-negative integer without fraction or exponent (most numbers), scanned inline;
+        /// anything else goes to ``parseNumber(_:)`` from the start.
+        @inline(__always)
+        mutating func number(_ start: Int) throws(JSONParseError) -> Int {
+            var i = start &+ 1
+            if base[start] != UInt8(ascii: "0") {
+                while i < length && base[i] &- UInt8(ascii: "0") < 10 { i &+= 1 }
+            }
+            if i < length && (base[i] == UInt8(ascii: ".") || (base[i] | 0x20) == UInt8(ascii: "e")) || i &- start > 300 {
+                return try parseNumber(start)
+            }
+            append(.number, false, start, i)
+            return i
+        }
+
         mutating func literal(_ start: Int, _ word: StaticString, _ kind: Kind) throws(JSONParseError) -> Int {
             let n = word.utf8CodeUnitCount
             guard start + n <= length else { throw JSONParseError(.truncated, at: start) }
@@ -377,10 +392,23 @@ public final class JSONDocument {
                         guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
                         i = skipSpace(i + 1)
                     }
-                    if i < length && base[i] == UInt8(ascii: "\"") {
+                    // The value, dispatched here rather than through `parseValue` (a call per
+                    // value): strings and plain integers inline, containers by a direct call.
+                    var c: UInt8 = i < length ? base[i] : 0
+                    if c <= 0x20 {
+                        i = skipSpace(i)
+                        c = i < length ? base[i] : 0
+                    }
+                    if c == UInt8(ascii: "\"") {
                         i = try string(i)
+                    } else if c &- UInt8(ascii: "0") < 10 {
+                        i = try number(i)
+                    } else if c == UInt8(ascii: "{") {
+                        i = try parseObject(i)
+                    } else if c == UInt8(ascii: "[") {
+                        i = try parseArray(i)
                     } else {
-                        i = try parseValue(skipSpace(i))
+                        i = try parseValue(i)
                     }
                     let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
                     if more {
@@ -406,7 +434,25 @@ public final class JSONDocument {
             guard i < length else { throw JSONParseError(.truncated, at: i) }
             if base[i] != UInt8(ascii: "]") {
                 while true {
-                    let (at, more) = try afterValue(try parseValue(i), close: UInt8(ascii: "]"))
+                    // The element, dispatched here rather than through `parseValue` (a call per
+                    // value): strings and plain integers inline, containers by a direct call.
+                    var c: UInt8 = i < length ? base[i] : 0
+                    if c <= 0x20 {
+                        i = skipSpace(i)
+                        c = i < length ? base[i] : 0
+                    }
+                    if c == UInt8(ascii: "\"") {
+                        i = try string(i)
+                    } else if c &- UInt8(ascii: "0") < 10 {
+                        i = try number(i)
+                    } else if c == UInt8(ascii: "{") {
+                        i = try parseObject(i)
+                    } else if c == UInt8(ascii: "[") {
+                        i = try parseArray(i)
+                    } else {
+                        i = try parseValue(i)
+                    }
+                    let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
                     if more {
                         i = skipSpace(at + 1)
                         continue
