@@ -182,7 +182,7 @@ public final class JSONDocument {
             switch base[start] {
             case UInt8(ascii: "{"): return try parseObject(start)
             case UInt8(ascii: "["): return try parseArray(start)
-            case UInt8(ascii: "\""): return try parseString(start)
+            case UInt8(ascii: "\""): return try string(start)
             case UInt8(ascii: "t"): return try literal(start, "true", .true)
             case UInt8(ascii: "f"): return try literal(start, "false", .false)
             case UInt8(ascii: "n"): return try literal(start, "null", .null)
@@ -255,7 +255,7 @@ public final class JSONDocument {
 
         /// Scans a string of plain printable ASCII that ends within its first 16 bytes (most keys
         /// and many values) without a call: one or two words, one mask each. Anything else, or too
-        /// near the end of the text, goes to ``parseString(_:)``.
+        /// near the end of the text, goes to ``parseString(_:from:)``, which resumes where this stopped.
         @inline(__always)
         mutating func string(_ start: Int) throws(JSONParseError) -> Int {
             let i = start &+ 1
@@ -267,20 +267,23 @@ public final class JSONDocument {
                     m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
                     at = i &+ 8
                 }
-                if m != 0 {
-                    let j = at &+ (m.trailingZeroBitCount &>> 3)
-                    if base[j] == UInt8(ascii: "\"") {
-                        append(.string, false, start, j &+ 1)
-                        return j &+ 1
-                    }
+                if m == 0 { return try parseString(start, from: i &+ 16) }
+                let j = at &+ (m.trailingZeroBitCount &>> 3)
+                if base[j] == UInt8(ascii: "\"") {
+                    append(.string, false, start, j &+ 1)
+                    return j &+ 1
                 }
+                // The bytes before `j` are plain (the mask's lowest bit is exact).
+                return try parseString(start, from: j)
             }
-            return try parseString(start)
+            return try parseString(start, from: i)
         }
 
         /// Scans a string, validating escapes and UTF-8; plain ASCII takes a tight loop.
-        mutating func parseString(_ start: Int) throws(JSONParseError) -> Int {
-            var i = start &+ 1
+        /// - Parameter from: where to start looking; the bytes from `start + 1` to it are known to
+        ///   be plain printable ASCII.
+        mutating func parseString(_ start: Int, from: Int) throws(JSONParseError) -> Int {
+            var i = from
             var escaped = false
             while true {
                 // Fast path: eight bytes at a time; the first byte that needs a look (a quote, a
