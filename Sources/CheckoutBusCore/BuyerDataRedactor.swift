@@ -272,14 +272,25 @@ public enum BuyerDataRedactor {
         let n = key.count
         guard n >= 2 else { return false }
         let p = key.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        let first = p[0]
-        let penultimate = p[n &- 2]
-        let last = p[n &- 1]
-        if isSeparator(first) || isSeparator(penultimate) || isSeparator(last) { return true }
-        let bytes = packed(first, penultimate, last) | 0x20_2020
-        if endingFilterWord & (1 << UInt64(endingBit(bytes))) != 0 { return true }
+        return mayBeRedacted(packed: packed(p[0], p[n &- 2], p[n &- 1]))
+    }
+
+    /// ``mayBeRedacted(_:)`` on a key of at least two bytes, given its first, second-to-last and
+    /// last bytes as ``packed(_:_:_:)`` packs them (the hash walk takes them from the words it
+    /// reads the key as). One branch: the separator test and both filters are combined first.
+    @inline(__always)
+    static func mayBeRedacted(packed: UInt64) -> Bool {
+        let bytes = packed | 0x20_2020
+        // A separator among the three bytes: `_` lower-cases to 0x7F, `-` stays 0x2D (so do DEL
+        // and CR, which merely send such a key to the full check too). A zero byte of `x` shows
+        // in `(x - 0x010101) & ~x & 0x808080`, and only one does.
+        let underscores = bytes ^ 0x7F_7F7F
+        let hyphens = bytes ^ 0x2D_2D2D
+        let separators = ((underscores &- 0x01_0101) & ~underscores | (hyphens &- 0x01_0101) & ~hyphens) & 0x80_8080
+        let ending = endingFilterWord &>> UInt64(endingBit(bytes))
         let bit = nameBit(bytes)
-        return nameFilterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0
+        let name = nameFilterWord(bit >> 6) &>> UInt64(bit & 63)
+        return (separators | ((ending | name) & 1)) != 0
     }
 
     /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is

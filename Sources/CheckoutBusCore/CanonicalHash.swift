@@ -286,28 +286,37 @@ public enum CanonicalHash {
 
     /// The canonical hash of value `t` of `doc` (as ``hash(_:_:)``), noting on the way which
     /// members ``BuyerDataRedactor`` redacts: the text offsets of each such member's value, in
-    /// pairs (`start`, `end`) and in document order, are appended to `redactions`. One walk of the
-    /// tape serves both the comparison and, when the snapshot is published, its redacted copy
+    /// pairs (`start`, `end`) and in document order, replace the contents of `redactions`. One walk
+    /// of the tape serves both the comparison and, when the snapshot is published, its redacted copy
     /// (``BuyerDataRedactor/write(_:_:redactions:to:)``, a few copies and no walk). The hash is of the
     /// value as sent, redacted members included. `doc` must be compact (``JSONDocument/isCompact``).
     public static func hashNotingRedactions(_ doc: JSONDocument, _ t: Int, into redactions: inout [Int]) -> UInt64 {
-        // The caller's array moves in and back out, keeping its capacity (no copy, no allocation).
-        var walker = RedactingWalker(plain: Walker(doc: doc), redactions: [])
-        swap(&walker.redactions, &redactions)
-        walker.redactions.removeAll(keepingCapacity: true)
-        let h = walker.value(t, walker.plain.tokens[t], parent: nil)
-        swap(&walker.redactions, &redactions)
-        return h
+        // The caller's array keeps its capacity; the walker appends through a pointer to it, out
+        // of line, so the walk itself holds no array and mutates nothing.
+        redactions.removeAll(keepingCapacity: true)
+        return withUnsafeMutablePointer(to: &redactions) { notes in
+            let walker = RedactingWalker(plain: Walker(doc: doc), notes: notes)
+            return walker.value(t, walker.plain.tokens[t], parent: -1)
+        }
     }
 
     /// ``Walker``'s object and array steps with ``BuyerDataRedactor``'s member check beside each
     /// key: scalars, and the values of redacted members, are hashed by the plain walker.
+    ///
+    /// A key of 2…16 unescaped bytes is read once, as the one or two words its hash operands
+    /// come from; the redaction prefilter (``BuyerDataRedactor/mayBeRedacted(packed:)``) takes its
+    /// first, second-to-last and last bytes from those words. The full check, and noting a
+    /// redaction, are out of line (rare). A container's parent (the key its member's name is
+    /// checked against) travels as that key's token index, -1 for none, so the walk carries no
+    /// buffer and no optional; the rare full check reads (or decodes) it.
     struct RedactingWalker {
         let plain: Walker
-        var redactions: [Int]
+        /// Where redactions are appended (``CanonicalHash/hashNotingRedactions(_:_:into:)``'s
+        /// argument, for the walk's duration).
+        let notes: UnsafeMutablePointer<[Int]>
 
         @inline(__always)
-        mutating func value(_ t: Int, _ tok: JSONDocument.Token, parent: UnsafeRawBufferPointer?) -> UInt64 {
+        func value(_ t: Int, _ tok: JSONDocument.Token, parent: Int) -> UInt64 {
             switch tok.kind {
             case .object: return object(t, parent: parent)
             case .array: return array(t, parent: parent)
@@ -315,50 +324,79 @@ public enum CanonicalHash {
             }
         }
 
-        mutating func object(_ t: Int, parent: UnsafeRawBufferPointer?) -> UInt64 {
+        func object(_ t: Int, parent: Int) -> UInt64 {
             let tokens = plain.tokens
             var acc: UInt64 = 0
             let end = Int(tokens[t].next)
             var k = t &+ 1
             while k < end {
                 let keyToken = tokens[k]
-                let (kw, kn) = plain.key(k, keyToken)
                 let v = k &+ 1
-                let h: UInt64
-                if keyToken.flag {
-                    // An escaped key: its decoded form is checked (rare).
-                    h = plain.doc.unescapedBytes(k).withUnsafeBytes { member(v, key: $0, parent: parent) }
+                let valueToken = tokens[v]
+                let start = Int(keyToken.start)
+                let keyEnd = Int(keyToken.end)
+                let n = keyEnd &- start &- 2
+                let kw: UInt64
+                let kn: UInt64
+                let screened: Bool
+                if !keyToken.flag && UInt(bitPattern: n &- 2) < 15 && keyEnd >= 9 {
+                    // As ``Walker/key(_:_:)``; `b`'s top two bytes are the key's last two.
+                    let b = plain.last8(keyEnd)
+                    let first = UInt64(plain.base[start &+ 1])
+                    screened = BuyerDataRedactor.mayBeRedacted(packed: b &>> 48 | first &<< 16)
+                    if n <= 8 {
+                        (kw, kn) = shortKey(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n)
+                    } else {
+                        (kw, kn) = longKey(string16(plain.first8(start), b, n))
+                    }
                 } else {
-                    let key = UnsafeRawBufferPointer(start: plain.base + (Int(keyToken.start) &+ 1),
-                                                     count: Int(keyToken.end &- keyToken.start) &- 2)
-                    h = member(v, key: key, parent: parent)
+                    (kw, kn, screened) = keySlow(k, keyToken)
+                }
+                let h: UInt64
+                if screened && redacted(k, valueToken, parent: parent) {
+                    h = plain.value(v, valueToken)
+                } else {
+                    h = value(v, valueToken, parent: k)
                 }
                 acc &+= mum(kw ^ p1, h ^ kn)
-                k = Int(tokens[v].next)
+                k = Int(valueToken.next)
             }
             return mum(acc ^ tagObject, p3)
         }
 
-        /// Member value `v` under `key`: its hash, noted as redacted or walked further.
-        @inline(__always)
-        mutating func member(_ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> UInt64 {
-            let tok = plain.tokens[v]
-            if BuyerDataRedactor.mayBeRedacted(key) && BuyerDataRedactor.isRedacted(key, parent: parent) {
-                note(Int(tok.start), Int(tok.end))
-                return plain.value(v, tok)
-            }
-            return value(v, tok, parent: key)
-        }
-
-        /// Out of line: a redaction is rare, and the array append kept inline costs the walk's
-        /// every member more than it saves.
+        /// A key that is escaped, of 0, 1 or over 16 bytes, or too near the start of the text:
+        /// its hash operands and the prefilter, from its decoded bytes.
         @inline(never)
-        mutating func note(_ start: Int, _ end: Int) {
-            redactions.append(start)
-            redactions.append(end)
+        func keySlow(_ k: Int, _ keyToken: JSONDocument.Token) -> (UInt64, UInt64, Bool) {
+            plain.decodedBytes(k, keyToken) { p, n in
+                let (kw, kn) = CanonicalHash.key(p, n)
+                return (kw, kn, BuyerDataRedactor.mayBeRedacted(UnsafeRawBufferPointer(start: p, count: n)))
+            }
         }
 
-        mutating func array(_ t: Int, parent: UnsafeRawBufferPointer?) -> UInt64 {
+        /// Whether the member of key `k` under parent key `parent` (-1: none) is redacted, by
+        /// ``BuyerDataRedactor/isRedacted(_:parent:)`` on their decoded names; if so, notes its
+        /// value's offsets. Out of line: few keys pass the prefilter.
+        @inline(never)
+        func redacted(_ k: Int, _ valueToken: JSONDocument.Token, parent: Int) -> Bool {
+            let isRedacted = name(k) { key in
+                parent < 0
+                    ? BuyerDataRedactor.isRedacted(key, parent: nil)
+                    : name(parent) { BuyerDataRedactor.isRedacted(key, parent: $0) }
+            }
+            if isRedacted {
+                notes.pointee.append(Int(valueToken.start))
+                notes.pointee.append(Int(valueToken.end))
+            }
+            return isRedacted
+        }
+
+        /// Calls `body` with key `k`'s decoded bytes.
+        func name<R>(_ k: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+            plain.decodedBytes(k, plain.tokens[k]) { body(UnsafeRawBufferPointer(start: $0, count: $1)) }
+        }
+
+        func array(_ t: Int, parent: Int) -> UInt64 {
             let tokens = plain.tokens
             var h = tagArray
             let end = Int(tokens[t].next)
