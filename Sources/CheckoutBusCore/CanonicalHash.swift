@@ -148,6 +148,13 @@ public enum CanonicalHash {
             base = doc.base
         }
 
+        @inline(__always)
+        init(doc: JSONDocument, tokens: UnsafeMutablePointer<JSONDocument.Token>, base: UnsafePointer<UInt8>) {
+            self.doc = doc
+            self.tokens = tokens
+            self.base = base
+        }
+
         /// Value `t`, whose token the caller has already loaded. Scalars are hashed inline,
         /// containers call out (and recurse).
         @inline(__always)
@@ -295,8 +302,11 @@ public enum CanonicalHash {
         // of line, so the walk itself holds no array and mutates nothing.
         redactions.removeAll(keepingCapacity: true)
         return withUnsafeMutablePointer(to: &redactions) { notes in
-            let walker = RedactingWalker(plain: Walker(doc: doc), notes: notes)
-            return walker.value(t, walker.plain.tokens[t], parent: -1)
+            var rare = RedactingWalker.Rare(doc: doc, notes: notes)
+            return withUnsafePointer(to: &rare) { rare in
+                let walker = RedactingWalker(tokens: doc.tokens, base: doc.base, rare: rare)
+                return walker.value(t, parent: -1)
+            }
         }
     }
 
@@ -309,14 +319,29 @@ public enum CanonicalHash {
     /// redaction, are out of line (rare). A container's parent (the key its member's name is
     /// checked against) travels as that key's token index, -1 for none, so the walk carries no
     /// buffer and no optional; the rare full check reads (or decodes) it.
+    ///
+    /// The walker is three words (the tape, the text, and one pointer to what only the rare paths
+    /// need), so a member's loop keeps its state in registers across the recursive calls.
     struct RedactingWalker {
-        let plain: Walker
-        /// Where redactions are appended (``CanonicalHash/hashNotingRedactions(_:_:into:)``'s
+        let tokens: UnsafeMutablePointer<JSONDocument.Token>
+        let base: UnsafePointer<UInt8>
+        let rare: UnsafePointer<Rare>
+
+        /// What the rare paths need: the document (escapes, unusual numbers) and where
+        /// redactions are appended (``CanonicalHash/hashNotingRedactions(_:_:into:)``'s
         /// argument, for the walk's duration).
-        let notes: UnsafeMutablePointer<[Int]>
+        struct Rare {
+            unowned(unsafe) let doc: JSONDocument
+            let notes: UnsafeMutablePointer<[Int]>
+        }
+
+        /// The plain walker over the same tape, for scalars and redacted values.
+        @inline(__always)
+        var plain: Walker { Walker(doc: rare.pointee.doc, tokens: tokens, base: base) }
 
         @inline(__always)
-        func value(_ t: Int, _ tok: JSONDocument.Token, parent: Int) -> UInt64 {
+        func value(_ t: Int, parent: Int) -> UInt64 {
+            let tok = tokens[t]
             switch tok.kind {
             case .object: return object(t, parent: parent)
             case .array: return array(t, parent: parent)
@@ -325,14 +350,12 @@ public enum CanonicalHash {
         }
 
         func object(_ t: Int, parent: Int) -> UInt64 {
-            let tokens = plain.tokens
             var acc: UInt64 = 0
             let end = Int(tokens[t].next)
             var k = t &+ 1
             while k < end {
                 let keyToken = tokens[k]
                 let v = k &+ 1
-                let valueToken = tokens[v]
                 let start = Int(keyToken.start)
                 let keyEnd = Int(keyToken.end)
                 let n = keyEnd &- start &- 2
@@ -342,7 +365,7 @@ public enum CanonicalHash {
                 if !keyToken.flag && UInt(bitPattern: n &- 2) < 15 && keyEnd >= 9 {
                     // As ``Walker/key(_:_:)``; `b`'s top two bytes are the key's last two.
                     let b = plain.last8(keyEnd)
-                    let first = UInt64(plain.base[start &+ 1])
+                    let first = UInt64(base[start &+ 1])
                     screened = BuyerDataRedactor.mayBeRedacted(packed: b &>> 48 | first &<< 16)
                     if n <= 8 {
                         (kw, kn) = shortKey(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n)
@@ -350,16 +373,16 @@ public enum CanonicalHash {
                         (kw, kn) = longKey(string16(plain.first8(start), b, n))
                     }
                 } else {
-                    (kw, kn, screened) = keySlow(k, keyToken)
+                    (kw, kn, screened) = keySlow(k)
                 }
                 let h: UInt64
-                if screened && redacted(k, valueToken, parent: parent) {
-                    h = plain.value(v, valueToken)
+                if screened && redacted(k, parent: parent) {
+                    h = plain.value(v, tokens[v])
                 } else {
-                    h = value(v, valueToken, parent: k)
+                    h = value(v, parent: k)
                 }
                 acc &+= mum(kw ^ p1, h ^ kn)
-                k = Int(valueToken.next)
+                k = Int(tokens[v].next)
             }
             return mum(acc ^ tagObject, p3)
         }
@@ -367,8 +390,8 @@ public enum CanonicalHash {
         /// A key that is escaped, of 0, 1 or over 16 bytes, or too near the start of the text:
         /// its hash operands and the prefilter, from its decoded bytes.
         @inline(never)
-        func keySlow(_ k: Int, _ keyToken: JSONDocument.Token) -> (UInt64, UInt64, Bool) {
-            plain.decodedBytes(k, keyToken) { p, n in
+        func keySlow(_ k: Int) -> (UInt64, UInt64, Bool) {
+            plain.decodedBytes(k, tokens[k]) { p, n in
                 let (kw, kn) = CanonicalHash.key(p, n)
                 return (kw, kn, BuyerDataRedactor.mayBeRedacted(UnsafeRawBufferPointer(start: p, count: n)))
             }
@@ -378,33 +401,32 @@ public enum CanonicalHash {
         /// ``BuyerDataRedactor/isRedacted(_:parent:)`` on their decoded names; if so, notes its
         /// value's offsets. Out of line: few keys pass the prefilter.
         @inline(never)
-        func redacted(_ k: Int, _ valueToken: JSONDocument.Token, parent: Int) -> Bool {
+        func redacted(_ k: Int, parent: Int) -> Bool {
             let isRedacted = name(k) { key in
                 parent < 0
                     ? BuyerDataRedactor.isRedacted(key, parent: nil)
                     : name(parent) { BuyerDataRedactor.isRedacted(key, parent: $0) }
             }
             if isRedacted {
-                notes.pointee.append(Int(valueToken.start))
-                notes.pointee.append(Int(valueToken.end))
+                let value = tokens[k &+ 1]
+                rare.pointee.notes.pointee.append(Int(value.start))
+                rare.pointee.notes.pointee.append(Int(value.end))
             }
             return isRedacted
         }
 
         /// Calls `body` with key `k`'s decoded bytes.
         func name<R>(_ k: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-            plain.decodedBytes(k, plain.tokens[k]) { body(UnsafeRawBufferPointer(start: $0, count: $1)) }
+            plain.decodedBytes(k, tokens[k]) { body(UnsafeRawBufferPointer(start: $0, count: $1)) }
         }
 
         func array(_ t: Int, parent: Int) -> UInt64 {
-            let tokens = plain.tokens
             var h = tagArray
             let end = Int(tokens[t].next)
             var e = t &+ 1
             while e < end {
-                let tok = tokens[e]
-                h = mum(h ^ p1, value(e, tok, parent: parent) ^ p2)
-                e = Int(tok.next)
+                h = mum(h ^ p1, value(e, parent: parent) ^ p2)
+                e = Int(tokens[e].next)
             }
             return mum(h ^ p0, p3)
         }
