@@ -304,7 +304,8 @@ public enum CanonicalHash {
         return withUnsafeMutablePointer(to: &redactions) { notes in
             var rare = RedactingWalker.Rare(doc: doc, notes: notes)
             return withUnsafePointer(to: &rare) { rare in
-                let walker = RedactingWalker(tokens: doc.tokens, base: doc.base, rare: rare)
+                let walker = RedactingWalker(
+                    tokens: doc.tokens, base: doc.base, screen: BuyerDataRedactor.screen, rare: rare)
                 return walker.value(t, parent: -1)
             }
         }
@@ -313,18 +314,21 @@ public enum CanonicalHash {
     /// ``Walker``'s object and array steps with ``BuyerDataRedactor``'s member check beside each
     /// key: scalars, and the values of redacted members, are hashed by the plain walker.
     ///
-    /// A key of 2…16 unescaped bytes is read once, as the one or two words its hash operands
-    /// come from; the redaction prefilter (``BuyerDataRedactor/mayBeRedacted(packed:)``) takes its
-    /// first, second-to-last and last bytes from those words. The full check, and noting a
-    /// redaction, are out of line (rare). A container's parent (the key its member's name is
+    /// A key of 1…16 unescaped bytes is read once: the one or two words its hash operands come
+    /// from, and its first, second-to-last and last bytes for the redaction prefilter
+    /// (``BuyerDataRedactor/mayBeRedacted(first:penultimate:last:screen:)``, three table words).
+    /// The full check, and noting a redaction, are out of line (rare). A container's parent (the key its member's name is
     /// checked against) travels as that key's token index, -1 for none, so the walk carries no
     /// buffer and no optional; the rare full check reads (or decodes) it.
     ///
-    /// The walker is three words (the tape, the text, and one pointer to what only the rare paths
-    /// need), so a member's loop keeps its state in registers across the recursive calls.
+    /// The walker is four words (the tape, the text, the prefilter's tables, and one pointer to what
+    /// only the rare paths need), so a member's loop keeps its state in registers across the
+    /// recursive calls.
     struct RedactingWalker {
         let tokens: UnsafeMutablePointer<JSONDocument.Token>
         let base: UnsafePointer<UInt8>
+        /// ``BuyerDataRedactor/screen``, loaded once.
+        let screen: UnsafePointer<UInt64>
         let rare: UnsafePointer<Rare>
 
         /// What the rare paths need: the document (escapes, unusual numbers) and where
@@ -362,11 +366,12 @@ public enum CanonicalHash {
                 let kw: UInt64
                 let kn: UInt64
                 let screened: Bool
-                if !keyToken.flag && UInt(bitPattern: n &- 2) < 15 && keyEnd >= 9 {
-                    // As ``Walker/key(_:_:)``; `b`'s top two bytes are the key's last two.
+                if !keyToken.flag && UInt(bitPattern: n &- 1) < 16 && keyEnd >= 9 {
+                    // As ``Walker/key(_:_:)``. A one-byte key's `penultimate` is its opening quote.
                     let b = plain.last8(keyEnd)
-                    let first = UInt64(base[start &+ 1])
-                    screened = BuyerDataRedactor.mayBeRedacted(packed: b &>> 48 | first &<< 16)
+                    screened = BuyerDataRedactor.mayBeRedacted(
+                        first: base[start &+ 1], penultimate: base[keyEnd &- 3], last: base[keyEnd &- 2],
+                        screen: screen)
                     if n <= 8 {
                         (kw, kn) = shortKey(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n)
                     } else {
@@ -387,7 +392,7 @@ public enum CanonicalHash {
             return mum(acc ^ tagObject, p3)
         }
 
-        /// A key that is escaped, of 0, 1 or over 16 bytes, or too near the start of the text:
+        /// A key that is escaped, empty or over 16 bytes, or too near the start of the text:
         /// its hash operands and the prefilter, from its decoded bytes.
         @inline(never)
         func keySlow(_ k: Int) -> (UInt64, UInt64, Bool) {
