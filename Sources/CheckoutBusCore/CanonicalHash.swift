@@ -215,12 +215,12 @@ public enum CanonicalHash {
         /// no check against the text's length): the word ending at the closing quote, shifted
         /// down for a short string, plus the first word for 9…16 bytes.
         @inline(__always)
-        func string(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+        func string(_ t: Int, _ tok: JSONDocument.Token, far: Bool = false) -> UInt64 {
             let start = Int(tok.start)
             let end = Int(tok.end)
             let n = end &- start &- 2
             if !tok.flag {
-                if UInt(bitPattern: n &- 1) < 16 && end >= 9 {
+                if UInt(bitPattern: n &- 1) < 16 && (far || end >= 9) {
                     let b = last8(end)
                     if n <= 8 { return string8(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n) }
                     return string16(first8(start), b, n)
@@ -270,12 +270,12 @@ public enum CanonicalHash {
         /// digits. Anything else goes through ``hashNumber(_:_:)``, which hashes the same value
         /// the same way.
         @inline(__always)
-        func number(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+        func number(_ t: Int, _ tok: JSONDocument.Token, far: Bool = false) -> UInt64 {
             let start = Int(tok.start)
             let end = Int(tok.end)
             let negative = base[start] == UInt8(ascii: "-")
             let digits = end &- start &- (negative ? 1 : 0)
-            if tok.flag || UInt(bitPattern: digits &- 1) >= 8 || end < 8 { return numberSlow(t) }
+            if tok.flag || UInt(bitPattern: digits &- 1) >= 8 || (!far && end < 8) { return numberSlow(t) }
             let shift = UInt64(truncatingIfNeeded: 64 &- 8 &* digits)
             let w = UInt64(littleEndian: UnsafeRawPointer(base + (end &- 8)).loadUnaligned(as: UInt64.self))
             // Byte i holds digit i (most significant first): clear the bytes before the number,
@@ -366,6 +366,7 @@ public enum CanonicalHash {
                 let kw: UInt64
                 let kn: UInt64
                 let screened: Bool
+                let h: UInt64
                 if !keyToken.flag && UInt(bitPattern: n &- 1) < 16 && keyEnd >= 9 {
                     // As ``Walker/key(_:_:)``. A one-byte key's `penultimate` is its opening quote.
                     let b = plain.last8(keyEnd)
@@ -377,19 +378,36 @@ public enum CanonicalHash {
                     } else {
                         (kw, kn) = longKey(string16(plain.first8(start), b, n))
                     }
+                    // The key ends at offset 9 or later, so its value ends at 11 or later: the
+                    // plain walker's string and number need not check that their loads stay
+                    // inside the text. Unescaped strings and numbers, the usual values, first.
+                    if screened && redacted(k, parent: parent) {
+                        h = plain.value(v, tokens[v])
+                    } else {
+                        let valueToken = tokens[v]
+                        switch valueToken.kind {
+                        case .string: h = plain.string(v, valueToken, far: true)
+                        case .number: h = plain.number(v, valueToken, far: true)
+                        default: h = value(v, parent: k)
+                        }
+                    }
                 } else {
                     (kw, kn, screened) = keySlow(k)
-                }
-                let h: UInt64
-                if screened && redacted(k, parent: parent) {
-                    h = plain.value(v, tokens[v])
-                } else {
-                    h = value(v, parent: k)
+                    h = memberSlow(k, screened: screened, parent: parent)
                 }
                 acc &+= mum(kw ^ p1, h ^ kn)
                 k = Int(tokens[v].next)
             }
             return mum(acc ^ tagObject, p3)
+        }
+
+        /// The hash of the value of key `k`'s member after ``keySlow(_:)``: noted as redacted or
+        /// walked further.
+        @inline(never)
+        func memberSlow(_ k: Int, screened: Bool, parent: Int) -> UInt64 {
+            let v = k &+ 1
+            if screened && redacted(k, parent: parent) { return plain.value(v, tokens[v]) }
+            return value(v, parent: k)
         }
 
         /// A key that is escaped, empty or over 16 bytes, or too near the start of the text:
