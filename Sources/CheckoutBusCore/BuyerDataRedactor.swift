@@ -225,7 +225,7 @@ public enum BuyerDataRedactor {
     }
 
     /// The prefilter's tables: three of 256 words, indexed by a key's first, second-to-last and
-    /// last byte (``mayBeRedacted(first:penultimate:last:)``), built once from the lists.
+    /// last byte (``mayBeRedacted(first:penultimate:last:screen:)``), built once from the lists.
     ///
     /// Each bit stands for one folded (second-to-last, last) pair that a name of
     /// ``listedNames`` or ``contextualNames`` ends in, or one of ``listedEndings`` does. A pair's

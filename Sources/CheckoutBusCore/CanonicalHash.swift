@@ -317,9 +317,9 @@ public enum CanonicalHash {
     /// A key of 1…16 unescaped bytes is read once: the one or two words its hash operands come
     /// from, and its first, second-to-last and last bytes for the redaction prefilter
     /// (``BuyerDataRedactor/mayBeRedacted(first:penultimate:last:screen:)``, three table words).
-    /// The full check, and noting a redaction, are out of line (rare). A container's parent (the key its member's name is
-    /// checked against) travels as that key's token index, -1 for none, so the walk carries no
-    /// buffer and no optional; the rare full check reads (or decodes) it.
+    /// The full check, and noting a redaction, are out of line (rare). A container's parent (the
+    /// key its member's name is checked against) travels as that key's token index, -1 for none,
+    /// so the walk carries no buffer and no optional; the rare full check reads (or decodes) it.
     ///
     /// The walker is four words (the tape, the text, the prefilter's tables, and one pointer to what
     /// only the rare paths need), so a member's loop keeps its state in registers across the
