@@ -224,62 +224,88 @@ public enum BuyerDataRedactor {
         }
     }
 
-    /// A name's first, second-to-last and last bytes in one word, for the prefilters.
-    @inline(__always)
-    static func packed(_ first: UInt8, _ penultimate: UInt8, _ last: UInt8) -> UInt64 {
-        UInt64(penultimate) | UInt64(last) << 8 | UInt64(first) << 16
-    }
+    /// The prefilter's tables: three of 256 words, indexed by a key's first, second-to-last and
+    /// last byte (``mayBeRedacted(first:penultimate:last:screen:)``), built once from the lists.
+    ///
+    /// Each bit stands for one folded (second-to-last, last) pair that a name of
+    /// ``listedNames`` or ``contextualNames`` ends in, or one of ``listedEndings`` does. A pair's
+    /// bit is set under both its bytes, lower and upper case, in the second and third tables,
+    /// and in the first table under the first byte of each listed or contextual name with that
+    /// pair, or under every byte for an ending's pair (an ending's name may start with anything).
+    /// So the three words AND to non-zero for every spelling of a redacted name without a
+    /// separator in those three places.
+    ///
+    /// A separator (`_`, `-`) is folded away, so in its place any byte may be the folded name's:
+    /// first or second-to-last, its word is all ones; last, its word is all ones and also sets bit
+    /// ``anyBeforeSeparator``, which every word of the first and second tables has (the folded name's
+    /// last two bytes are then both somewhere earlier).
+    ///
+    /// Immutable after it is built; never freed.
+    nonisolated(unsafe) static let screen: UnsafePointer<UInt64> = makeScreen()
 
-    /// The name prefilter's bit (0…255): the top byte of a multiplicative hash of ``packed(_:_:_:)``.
-    @inline(__always)
-    static func nameBit(_ packed: UInt64) -> Int { Int(truncatingIfNeeded: (packed &* 0x78E4_B98D_4787_F93B) >> 56) }
+    /// The bit of ``screen`` that a last byte that is a separator sets alone.
+    static let anyBeforeSeparator: UInt64 = 1 << 63
 
-    /// The ending prefilter's bit (0…63): the same kind of hash of the last two bytes alone.
-    @inline(__always)
-    static func endingBit(_ packed: UInt64) -> Int {
-        Int(truncatingIfNeeded: ((packed & 0xFFFF) &* 0x5217_2DAB_7A58_50AF) >> 58)
-    }
-
-    /// A 256-bit prefilter over ``listedNames`` and ``contextualNames``: the ``nameBit(_:)`` of
-    /// every one is set, so most keys of a snapshot (`id`, `quantity`, `amount`, …) are cleared
-    /// without folding them. A test checks that these words match the lists, and that a
-    /// snapshot's common keys miss them.
-    @inline(__always)
-    static func nameFilterWord(_ i: Int) -> UInt64 {
-        switch i {
-        case 0: return 0x4802_4004_0012_7002
-        case 1: return 0x0112_0110_4000_4280
-        case 2: return 0x0883_A212_8010_0002
-        default: return 0x0010_C308_0002_410B
+    static func makeScreen() -> UnsafePointer<UInt64> {
+        let table = UnsafeMutablePointer<UInt64>.allocate(capacity: 768)
+        table.initialize(repeating: 0, count: 768)
+        var bits: [[UInt8]: UInt64] = [:]
+        func bit(_ name: String) -> UInt64 {
+            let n = Array(name.utf8)
+            let pair = [n[n.count - 2], n[n.count - 1]]
+            if let b = bits[pair] { return b }
+            let b: UInt64 = 1 << UInt64(bits.count)
+            bits[pair] = b
+            return b
         }
+        func set(_ offset: Int, _ byte: UInt8, _ b: UInt64) {
+            table[offset + Int(byte)] |= b
+            // The upper-case spelling of a lower-case letter folds to it.
+            if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { table[offset + Int(byte - 0x20)] |= b }
+        }
+        for name in listedNames + contextualNames + listedEndings {
+            let n = Array(name.utf8)
+            let b = bit(name)
+            set(256, n[n.count - 2], b)
+            set(512, n[n.count - 1], b)
+            if listedEndings.contains(name) {
+                for first in 0..<256 { table[first] |= b }
+            } else {
+                set(0, n[0], b)
+            }
+        }
+        precondition(bits.count < 63, "one bit per pair, and anyBeforeSeparator")
+        for i in 0..<256 {
+            table[i] |= anyBeforeSeparator
+            table[256 + i] |= anyBeforeSeparator
+        }
+        for separator in [UInt8(ascii: "_"), UInt8(ascii: "-")] {
+            table[Int(separator)] = ~0
+            table[256 + Int(separator)] = ~0
+            table[512 + Int(separator)] = ~0
+        }
+        return UnsafePointer(table)
     }
-
-    /// A 64-bit prefilter over ``listedEndings``: the ``endingBit(_:)`` of every one is set.
-    /// A test checks it against the list.
-    @inline(__always)
-    static var endingFilterWord: UInt64 { 0x0000_2000_1404_0040 }
 
     /// A cheap, inlined pre-check for ``isRedacted(_:parent:)``: false for most keys, so the full
-    /// check (which folds the key) is called only for the few that remain.
-    ///
-    /// Unless a separator stands there, a key's first and last two bytes are its folded name's,
-    /// up to case; `| 0x20` lower-cases them (and leaves the digits and lower-case letters the
-    /// lists are made of alone), so both prefilters read the raw bytes and never clear a listed
-    /// name, however long. A key with a separator in one of those places goes to the full check
-    /// (rare).
+    /// check (which folds the key) is called only for the few that remain. Never false for a key
+    /// that ``isRedacted(_:parent:)`` redacts under any parent.
     @inline(__always)
     static func mayBeRedacted(_ key: UnsafeRawBufferPointer) -> Bool {
         let n = key.count
         guard n >= 2 else { return false }
         let p = key.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        let first = p[0]
-        let penultimate = p[n &- 2]
-        let last = p[n &- 1]
-        if isSeparator(first) || isSeparator(penultimate) || isSeparator(last) { return true }
-        let bytes = packed(first, penultimate, last) | 0x20_2020
-        if endingFilterWord & (1 << UInt64(endingBit(bytes))) != 0 { return true }
-        let bit = nameBit(bytes)
-        return nameFilterWord(bit >> 6) & (1 << UInt64(bit & 63)) != 0
+        return mayBeRedacted(first: p[0], penultimate: p[n &- 2], last: p[n &- 1], screen: screen)
+    }
+
+    /// ``mayBeRedacted(_:)`` on a key of at least two bytes, given its first, second-to-last and
+    /// last bytes and ``screen`` (which the hash walk loads once): three loads and two ANDs.
+    ///
+    /// A one-byte key may pass its opening quote as `penultimate`: the quote's word in the second
+    /// table is ``anyBeforeSeparator`` alone, which only a separator's word in the third shares.
+    @inline(__always)
+    static func mayBeRedacted(first: UInt8, penultimate: UInt8, last: UInt8, screen: UnsafePointer<UInt64>) -> Bool {
+        screen[Int(first)] & screen[256 &+ Int(penultimate)] & screen[512 &+ Int(last)] != 0
     }
 
     /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is

@@ -148,6 +148,13 @@ public enum CanonicalHash {
             base = doc.base
         }
 
+        @inline(__always)
+        init(doc: JSONDocument, tokens: UnsafeMutablePointer<JSONDocument.Token>, base: UnsafePointer<UInt8>) {
+            self.doc = doc
+            self.tokens = tokens
+            self.base = base
+        }
+
         /// Value `t`, whose token the caller has already loaded. Scalars are hashed inline,
         /// containers call out (and recurse).
         @inline(__always)
@@ -208,12 +215,12 @@ public enum CanonicalHash {
         /// no check against the text's length): the word ending at the closing quote, shifted
         /// down for a short string, plus the first word for 9…16 bytes.
         @inline(__always)
-        func string(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+        func string(_ t: Int, _ tok: JSONDocument.Token, far: Bool = false) -> UInt64 {
             let start = Int(tok.start)
             let end = Int(tok.end)
             let n = end &- start &- 2
             if !tok.flag {
-                if UInt(bitPattern: n &- 1) < 16 && end >= 9 {
+                if UInt(bitPattern: n &- 1) < 16 && (far || end >= 9) {
                     let b = last8(end)
                     if n <= 8 { return string8(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n) }
                     return string16(first8(start), b, n)
@@ -263,12 +270,12 @@ public enum CanonicalHash {
         /// digits. Anything else goes through ``hashNumber(_:_:)``, which hashes the same value
         /// the same way.
         @inline(__always)
-        func number(_ t: Int, _ tok: JSONDocument.Token) -> UInt64 {
+        func number(_ t: Int, _ tok: JSONDocument.Token, far: Bool = false) -> UInt64 {
             let start = Int(tok.start)
             let end = Int(tok.end)
             let negative = base[start] == UInt8(ascii: "-")
             let digits = end &- start &- (negative ? 1 : 0)
-            if tok.flag || UInt(bitPattern: digits &- 1) >= 8 || end < 8 { return numberSlow(t) }
+            if tok.flag || UInt(bitPattern: digits &- 1) >= 8 || (!far && end < 8) { return numberSlow(t) }
             let shift = UInt64(truncatingIfNeeded: 64 &- 8 &* digits)
             let w = UInt64(littleEndian: UnsafeRawPointer(base + (end &- 8)).loadUnaligned(as: UInt64.self))
             // Byte i holds digit i (most significant first): clear the bytes before the number,
@@ -286,28 +293,59 @@ public enum CanonicalHash {
 
     /// The canonical hash of value `t` of `doc` (as ``hash(_:_:)``), noting on the way which
     /// members ``BuyerDataRedactor`` redacts: the text offsets of each such member's value, in
-    /// pairs (`start`, `end`) and in document order, are appended to `redactions`. One walk of the
-    /// tape serves both the comparison and, when the snapshot is published, its redacted copy
+    /// pairs (`start`, `end`) and in document order, replace the contents of `redactions`. One walk
+    /// of the tape serves both the comparison and, when the snapshot is published, its redacted copy
     /// (``BuyerDataRedactor/write(_:_:redactions:to:)``, a few copies and no walk). The hash is of the
     /// value as sent, redacted members included. `doc` must be compact (``JSONDocument/isCompact``).
     public static func hashNotingRedactions(_ doc: JSONDocument, _ t: Int, into redactions: inout [Int]) -> UInt64 {
-        // The caller's array moves in and back out, keeping its capacity (no copy, no allocation).
-        var walker = RedactingWalker(plain: Walker(doc: doc), redactions: [])
-        swap(&walker.redactions, &redactions)
-        walker.redactions.removeAll(keepingCapacity: true)
-        let h = walker.value(t, walker.plain.tokens[t], parent: nil)
-        swap(&walker.redactions, &redactions)
-        return h
+        // The caller's array keeps its capacity; the walker appends through a pointer to it, out
+        // of line, so the walk itself holds no array and mutates nothing.
+        redactions.removeAll(keepingCapacity: true)
+        return withUnsafeMutablePointer(to: &redactions) { notes in
+            var rare = RedactingWalker.Rare(doc: doc, notes: notes)
+            return withUnsafePointer(to: &rare) { rare in
+                let walker = RedactingWalker(
+                    tokens: doc.tokens, base: doc.base, screen: BuyerDataRedactor.screen, rare: rare)
+                return walker.value(t, parent: -1)
+            }
+        }
     }
 
     /// ``Walker``'s object and array steps with ``BuyerDataRedactor``'s member check beside each
     /// key: scalars, and the values of redacted members, are hashed by the plain walker.
+    ///
+    /// A key of 1…16 unescaped bytes is read once: the one or two words its hash operands come
+    /// from, and its first, second-to-last and last bytes for the redaction prefilter
+    /// (``BuyerDataRedactor/mayBeRedacted(first:penultimate:last:screen:)``, three table words).
+    /// The full check, and noting a redaction, are out of line (rare). A container's parent (the
+    /// key its member's name is checked against) travels as that key's token index, -1 for none,
+    /// so the walk carries no buffer and no optional; the rare full check reads (or decodes) it.
+    ///
+    /// The walker is four words (the tape, the text, the prefilter's tables, and one pointer to what
+    /// only the rare paths need), so a member's loop keeps its state in registers across the
+    /// recursive calls.
     struct RedactingWalker {
-        let plain: Walker
-        var redactions: [Int]
+        let tokens: UnsafeMutablePointer<JSONDocument.Token>
+        let base: UnsafePointer<UInt8>
+        /// ``BuyerDataRedactor/screen``, loaded once.
+        let screen: UnsafePointer<UInt64>
+        let rare: UnsafePointer<Rare>
+
+        /// What the rare paths need: the document (escapes, unusual numbers) and where
+        /// redactions are appended (``CanonicalHash/hashNotingRedactions(_:_:into:)``'s
+        /// argument, for the walk's duration).
+        struct Rare {
+            unowned(unsafe) let doc: JSONDocument
+            let notes: UnsafeMutablePointer<[Int]>
+        }
+
+        /// The plain walker over the same tape, for scalars and redacted values.
+        @inline(__always)
+        var plain: Walker { Walker(doc: rare.pointee.doc, tokens: tokens, base: base) }
 
         @inline(__always)
-        mutating func value(_ t: Int, _ tok: JSONDocument.Token, parent: UnsafeRawBufferPointer?) -> UInt64 {
+        func value(_ t: Int, parent: Int) -> UInt64 {
+            let tok = tokens[t]
             switch tok.kind {
             case .object: return object(t, parent: parent)
             case .array: return array(t, parent: parent)
@@ -315,23 +353,47 @@ public enum CanonicalHash {
             }
         }
 
-        mutating func object(_ t: Int, parent: UnsafeRawBufferPointer?) -> UInt64 {
-            let tokens = plain.tokens
+        func object(_ t: Int, parent: Int) -> UInt64 {
             var acc: UInt64 = 0
             let end = Int(tokens[t].next)
             var k = t &+ 1
             while k < end {
                 let keyToken = tokens[k]
-                let (kw, kn) = plain.key(k, keyToken)
                 let v = k &+ 1
+                let start = Int(keyToken.start)
+                let keyEnd = Int(keyToken.end)
+                let n = keyEnd &- start &- 2
+                let kw: UInt64
+                let kn: UInt64
+                let screened: Bool
                 let h: UInt64
-                if keyToken.flag {
-                    // An escaped key: its decoded form is checked (rare).
-                    h = plain.doc.unescapedBytes(k).withUnsafeBytes { member(v, key: $0, parent: parent) }
+                if !keyToken.flag && UInt(bitPattern: n &- 1) < 16 && keyEnd >= 9 {
+                    // As ``Walker/key(_:_:)``. A one-byte key's `penultimate` is its opening quote.
+                    let b = plain.last8(keyEnd)
+                    screened = BuyerDataRedactor.mayBeRedacted(
+                        first: base[start &+ 1], penultimate: base[keyEnd &- 3], last: base[keyEnd &- 2],
+                        screen: screen)
+                    if n <= 8 {
+                        (kw, kn) = shortKey(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n)
+                    } else {
+                        (kw, kn) = longKey(string16(plain.first8(start), b, n))
+                    }
+                    // The key ends at offset 9 or later, so its value ends at 11 or later: the
+                    // plain walker's string and number need not check that their loads stay
+                    // inside the text. Unescaped strings and numbers, the usual values, first.
+                    if screened && redacted(k, parent: parent) {
+                        h = plain.value(v, tokens[v])
+                    } else {
+                        let valueToken = tokens[v]
+                        switch valueToken.kind {
+                        case .string: h = plain.string(v, valueToken, far: true)
+                        case .number: h = plain.number(v, valueToken, far: true)
+                        default: h = value(v, parent: k)
+                        }
+                    }
                 } else {
-                    let key = UnsafeRawBufferPointer(start: plain.base + (Int(keyToken.start) &+ 1),
-                                                     count: Int(keyToken.end &- keyToken.start) &- 2)
-                    h = member(v, key: key, parent: parent)
+                    (kw, kn, screened) = keySlow(k)
+                    h = memberSlow(k, screened: screened, parent: parent)
                 }
                 acc &+= mum(kw ^ p1, h ^ kn)
                 k = Int(tokens[v].next)
@@ -339,34 +401,55 @@ public enum CanonicalHash {
             return mum(acc ^ tagObject, p3)
         }
 
-        /// Member value `v` under `key`: its hash, noted as redacted or walked further.
-        @inline(__always)
-        mutating func member(_ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> UInt64 {
-            let tok = plain.tokens[v]
-            if BuyerDataRedactor.mayBeRedacted(key) && BuyerDataRedactor.isRedacted(key, parent: parent) {
-                note(Int(tok.start), Int(tok.end))
-                return plain.value(v, tok)
-            }
-            return value(v, tok, parent: key)
-        }
-
-        /// Out of line: a redaction is rare, and the array append kept inline costs the walk's
-        /// every member more than it saves.
+        /// The hash of the value of key `k`'s member after ``keySlow(_:)``: noted as redacted or
+        /// walked further.
         @inline(never)
-        mutating func note(_ start: Int, _ end: Int) {
-            redactions.append(start)
-            redactions.append(end)
+        func memberSlow(_ k: Int, screened: Bool, parent: Int) -> UInt64 {
+            let v = k &+ 1
+            if screened && redacted(k, parent: parent) { return plain.value(v, tokens[v]) }
+            return value(v, parent: k)
         }
 
-        mutating func array(_ t: Int, parent: UnsafeRawBufferPointer?) -> UInt64 {
-            let tokens = plain.tokens
+        /// A key that is escaped, empty or over 16 bytes, or too near the start of the text:
+        /// its hash operands and the prefilter, from its decoded bytes.
+        @inline(never)
+        func keySlow(_ k: Int) -> (UInt64, UInt64, Bool) {
+            plain.decodedBytes(k, tokens[k]) { p, n in
+                let (kw, kn) = CanonicalHash.key(p, n)
+                return (kw, kn, BuyerDataRedactor.mayBeRedacted(UnsafeRawBufferPointer(start: p, count: n)))
+            }
+        }
+
+        /// Whether the member of key `k` under parent key `parent` (-1: none) is redacted, by
+        /// ``BuyerDataRedactor/isRedacted(_:parent:)`` on their decoded names; if so, notes its
+        /// value's offsets. Out of line: few keys pass the prefilter.
+        @inline(never)
+        func redacted(_ k: Int, parent: Int) -> Bool {
+            let isRedacted = name(k) { key in
+                parent < 0
+                    ? BuyerDataRedactor.isRedacted(key, parent: nil)
+                    : name(parent) { BuyerDataRedactor.isRedacted(key, parent: $0) }
+            }
+            if isRedacted {
+                let value = tokens[k &+ 1]
+                rare.pointee.notes.pointee.append(Int(value.start))
+                rare.pointee.notes.pointee.append(Int(value.end))
+            }
+            return isRedacted
+        }
+
+        /// Calls `body` with key `k`'s decoded bytes.
+        func name<R>(_ k: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+            plain.decodedBytes(k, tokens[k]) { body(UnsafeRawBufferPointer(start: $0, count: $1)) }
+        }
+
+        func array(_ t: Int, parent: Int) -> UInt64 {
             var h = tagArray
             let end = Int(tokens[t].next)
             var e = t &+ 1
             while e < end {
-                let tok = tokens[e]
-                h = mum(h ^ p1, value(e, tok, parent: parent) ^ p2)
-                e = Int(tok.next)
+                h = mum(h ^ p1, value(e, parent: parent) ^ p2)
+                e = Int(tokens[e].next)
             }
             return mum(h ^ p0, p3)
         }
