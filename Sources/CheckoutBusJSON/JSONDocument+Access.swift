@@ -346,10 +346,12 @@ extension JSONDocument {
 
     /// A string value, decoded; `nil` if `t` is not a string.
     @inlinable public func string(_ t: Int) -> String? {
-        guard tokens[t].kind == .string else { return nil }
-        if !tokens[t].flag {
-            let r = raw(t)
-            return String(decoding: UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)]), as: UTF8.self)
+        let tok = tokens[t]
+        guard tok.kind == .string else { return nil }
+        if !tok.flag {
+            // Typed UTF-8 units: `String(decoding:)` takes its contiguous fast path.
+            let n = Int(tok.end &- tok.start) &- 2
+            return String(decoding: UnsafeBufferPointer(start: base + (Int(tok.start) &+ 1), count: n), as: UTF8.self)
         }
         return String(decoding: unescapedBytes(t), as: UTF8.self)
     }
@@ -379,26 +381,35 @@ extension JSONDocument {
     @inlinable package static func isPlaceholderText(_ text: UnsafeRawBufferPointer) -> Bool {
         guard let base = text.baseAddress else { return true }
         let p = base.assumingMemoryBound(to: UInt8.self)
-        var n = text.count
+        let length = text.count
         // The usual id: longer than any placeholder word, no space at either end.
-        if n > 15 && p[0] > 0x20 && p[n - 1] > 0x20 { return false }
+        if length > 15 && p[0] > 0x20 && p[length - 1] > 0x20 { return false }
         @inline(__always) func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D }
         var start = 0
-        while start < n && isSpace(p[start]) { start += 1 }
-        while n > start && isSpace(p[n - 1]) { n -= 1 }
-        let count = n - start
+        var end = length
+        while start < end && isSpace(p[start]) { start += 1 }
+        while end > start && isSpace(p[end - 1]) { end -= 1 }
+        let count = end - start
         if count == 0 { return true }
-        guard count <= 15 else { return false }
-        func isWord(_ w: StaticString) -> Bool {
-            guard w.utf8CodeUnitCount == count else { return false }
-            for i in 0..<count {
-                let c = p[start + i]
-                if (c >= 0x41 && c <= 0x5A ? c | 0x20 : c) != w.utf8Start[i] { return false }
-            }
-            return true
+        // Only the words' lengths can match (3: nan nil, 4: null none, 6: (null) <null>, 9: undefined,
+        // 15: [object object]); any other id is ruled out without a comparison.
+        switch count {
+        case 3, 4, 6, 9, 15: break
+        default: return false
         }
-        return isWord("undefined") || isWord("null") || isWord("nan") || isWord("nil") || isWord("none")
-            || isWord("(null)") || isWord("<null>") || isWord("[object object]")
+        let q = UnsafePointer(p + start)
+        return isWord(q, count, "undefined") || isWord(q, count, "null") || isWord(q, count, "nan")
+            || isWord(q, count, "nil") || isWord(q, count, "none") || isWord(q, count, "(null)")
+            || isWord(q, count, "<null>") || isWord(q, count, "[object object]")
+    }
+
+    /// Whether the `count` bytes at `q` are `word` (ASCII lower-case) up to ASCII case.
+    @inline(__always)
+    @inlinable package static func isWord(_ q: UnsafePointer<UInt8>, _ count: Int, _ word: StaticString) -> Bool {
+        guard word.utf8CodeUnitCount == count else { return false }
+        let w = word.utf8Start
+        for i in 0..<count where (q[i] &- 0x41 < 26 ? q[i] | 0x20 : q[i]) != w[i] { return false }
+        return true
     }
 
     /// An integer value: an integral number, or a string holding one.
