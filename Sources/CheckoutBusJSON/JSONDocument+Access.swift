@@ -110,7 +110,30 @@ extension JSONDocument {
         guard Int(tok.end &- tok.start) &- 2 == n else { return false }
         if n == 0 { return true }
         let q = base + (Int(tok.start) &+ 1)
-        return q[0] == p[0] && memcmp(q, p, n) == 0
+        return q[0] == p[0] && JSONDocument.bytesEqual(q, p, n)
+    }
+
+    /// Whether the `n` bytes at `a` and `b` are equal: a key's length (up to 16 bytes) in two
+    /// loads from each side (overlapping), no call; longer ones by `memcmp`. Reads no byte outside
+    /// either range.
+    @inline(__always)
+    @inlinable package static func bytesEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let ra = UnsafeRawPointer(a)
+        let rb = UnsafeRawPointer(b)
+        if n >= 8 {
+            if n > 16 { return memcmp(a, b, n) == 0 }
+            return ra.loadUnaligned(as: UInt64.self) == rb.loadUnaligned(as: UInt64.self)
+                && ra.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+                    == rb.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+        }
+        if n >= 4 {
+            return ra.loadUnaligned(as: UInt32.self) == rb.loadUnaligned(as: UInt32.self)
+                && ra.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+                    == rb.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+        }
+        // 0 to 3 bytes: the first, middle and last cover them all.
+        if n <= 0 { return true }
+        return a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n &- 1] == b[n &- 1]
     }
 
     /// The value of member `key` of object `object`, if present (the first, if repeated).
@@ -174,7 +197,7 @@ extension JSONDocument {
                     candidates &= candidates &- 1
                     let p = keys[i].utf8Start
                     // The first byte rules out most names of the same length without a call.
-                    if found[i] < 0 && (n == 0 || (q[0] == p[0] && memcmp(q, p, n) == 0)) {
+                    if found[i] < 0 && (n == 0 || (q[0] == p[0] && JSONDocument.bytesEqual(q, p, n))) {
                         found[i] = k &+ 1
                     }
                 }

@@ -107,6 +107,69 @@ struct WriterAndAccessFastPathTests {
     }
 }
 
+extension WriterAndAccessFastPathTests {
+    @Test("bytesEqual agrees with memcmp: every length to 40, a difference at every position")
+    func bytesEqualAgreesWithMemcmp() {
+        for n in 0...40 {
+            let a = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            for flip in -1..<n {
+                var b = a
+                if flip >= 0 { b[flip] ^= 0x20 }
+                // Exact-size heap copies: a read past either range would be caught by tools.
+                let pa = UnsafeMutablePointer<UInt8>.allocate(capacity: max(n, 1))
+                let pb = UnsafeMutablePointer<UInt8>.allocate(capacity: max(n, 1))
+                defer { pa.deallocate(); pb.deallocate() }
+                pa.initialize(from: a, count: n)
+                pb.initialize(from: b, count: n)
+                #expect(JSONDocument.bytesEqual(pa, pb, n) == (a == b), "n \(n) flip \(flip)")
+            }
+        }
+    }
+
+    @Test("member lookups by every key length find the right member (word compares)")
+    func memberLookupsByLength() throws {
+        let keys = ["a", "ab", "abc", "abcd", "abcde", "abcdefg", "abcdefgh", "abcdefghi", "abcdefghijklmnop",
+                    "abcdefghijklmnopq", "abcdefghijklmnopqrstuvwxyz"]
+        // Each key next to near misses (same length, one byte off at the start, middle or end).
+        var members: [String] = []
+        for (i, k) in keys.enumerated() {
+            let bytes = Array(k.utf8)
+            for pos in Set([0, bytes.count / 2, bytes.count - 1]) {
+                var miss = bytes
+                miss[pos] = UInt8(ascii: "Z")
+                members.append("\"\(String(decoding: miss, as: UTF8.self))\":-1")
+            }
+            members.append("\"\(k)\":\(i)")
+        }
+        let doc = JSONDocument()
+        try doc.parseOwned(Array("{\(members.joined(separator: ","))}".utf8))
+        for (i, k) in keys.enumerated() {
+            let v = try #require(lookUp(doc, k), "\(k)")
+            #expect(doc.int64(v) == Int64(i), "\(k)")
+        }
+        // And through `member(_:_:)` and `members`, for keys the summary and decoder use.
+        let doc2 = JSONDocument()
+        try doc2.parseOwned(Array(#"{"typf":0,"amount":1,"type":2,"amounu":3,"quantity":4,"currency":5}"#.utf8))
+        #expect(doc2.member(doc2.root, "type").flatMap { doc2.int64($0) } == 2)
+        #expect(doc2.member(doc2.root, "amount").flatMap { doc2.int64($0) } == 1)
+        #expect(doc2.member(doc2.root, "quantity").flatMap { doc2.int64($0) } == 4)
+        #expect(doc2.member(doc2.root, "quantit") == nil)
+        #expect(doc2.member(doc2.root, anyOf: "currencyCode", "currency").flatMap { doc2.int64($0) } == 5)
+    }
+
+    /// The member named `key` (a runtime string) through `keyEquals`, as `member(_:_:)` does.
+    func lookUp(_ doc: JSONDocument, _ key: String) -> Int? {
+        var found: Int?
+        var key = key
+        key.withUTF8 { u in
+            doc.forEachMember(doc.root) { k, v in
+                if found == nil && doc.keyEquals(k, doc.tokens[k], u.baseAddress!, u.count) { found = v }
+            }
+        }
+        return found
+    }
+}
+
 /// SplitMix64, for reproducible inputs.
 struct SeededRandom {
     var state: UInt64
