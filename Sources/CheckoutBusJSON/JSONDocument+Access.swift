@@ -67,13 +67,21 @@ extension JSONDocument {
     }
 
     /// Whether string token `t` holds exactly `text` (escapes decoded when present).
+    /// (Inlined: most calls end at the length, and the rest compare a word or two.)
+    @inline(__always)
     @inlinable public func stringEquals(_ t: Int, _ text: StaticString) -> Bool {
         let tok = tokens[t]
         guard tok.kind == .string else { return false }
-        if tok.flag { return string(t) == text.description }
-        let n = Int(tok.end - tok.start) - 2
+        if _slowPath(tok.flag) { return escapedStringEquals(t, text) }
+        let n = Int(tok.end &- tok.start) &- 2
         guard n == text.utf8CodeUnitCount else { return false }
-        return memcmp(base + Int(tok.start) + 1, text.utf8Start, n) == 0
+        return JSONDocument.bytesEqual(base + (Int(tok.start) &+ 1), text.utf8Start, n)
+    }
+
+    /// ``stringEquals(_:_:)`` of an escaped string: its decoded text.
+    @inline(never)
+    @usableFromInline package func escapedStringEquals(_ t: Int, _ text: StaticString) -> Bool {
+        string(t) == text.description
     }
 
     /// Whether string token `t` holds `text` (ASCII lower-case) up to ASCII case: `TOTAL`, `Total`.
@@ -175,8 +183,9 @@ extension JSONDocument {
     /// 16 names), or -1. The names are indexed by length (`byLength[n]`: a bit per name of `n`
     /// bytes, for n < 64; ``MemberNames`` builds it once), so a member whose length no name has
     /// costs one load, and the others are compared only with the names of their length.
+    /// `starts[i]` is the address of `keys[i]`'s bytes (``MemberNames/starts``).
     @inlinable package func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
-                 _ found: UnsafeMutableBufferPointer<Int>) {
+                 _ starts: UnsafePointer<UInt>, _ found: UnsafeMutableBufferPointer<Int>) {
         for i in found.indices { found[i] = -1 }
         guard tokens[object].kind == .object else { return }
         let end = Int(tokens[object].next)
@@ -195,7 +204,7 @@ extension JSONDocument {
                 while candidates != 0 {
                     let i = candidates.trailingZeroBitCount
                     candidates &= candidates &- 1
-                    let p = keys[i].utf8Start
+                    let p = UnsafePointer<UInt8>(bitPattern: starts[i]).unsafelyUnwrapped
                     // The first byte rules out most names of the same length without a call.
                     if found[i] < 0 && (n == 0 || (q[0] == p[0] && JSONDocument.bytesEqual(q, p, n))) {
                         found[i] = k &+ 1
@@ -212,7 +221,9 @@ extension JSONDocument {
     @inlinable package func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
         withUnsafeTemporaryAllocation(of: Int.self, capacity: names.keys.count) { found in
             names.keys.withUnsafeBufferPointer { keys in
-                names.byLength.withUnsafeBufferPointer { members(object, keys, $0.baseAddress!, found) }
+                names.byLength.withUnsafeBufferPointer { byLength in
+                    names.starts.withUnsafeBufferPointer { members(object, keys, byLength.baseAddress!, $0.baseAddress!, found) }
+                }
             }
             return body(FoundMembers(doc: self, found: UnsafeBufferPointer(found)))
         }
@@ -507,6 +518,8 @@ extension JSONDocument {
     @usableFromInline package let keys: [StaticString]
     /// A bit per name of each length below 64 (bit `i`: `keys[i]`).
     @usableFromInline package let byLength: [UInt16]
+    /// The address of each name's bytes (`keys[i].utf8Start`, read once rather than per compare).
+    @usableFromInline package let starts: [UInt]
 
     @inlinable package init(_ keys: StaticString...) {
         precondition(keys.count <= 16, "MemberNames takes at most 16 names")
@@ -516,5 +529,6 @@ extension JSONDocument {
         }
         self.keys = keys
         byLength = index
+        starts = keys.map { UInt(bitPattern: $0.utf8Start) }
     }
 }

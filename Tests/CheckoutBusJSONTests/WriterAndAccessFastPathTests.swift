@@ -157,6 +157,26 @@ extension WriterAndAccessFastPathTests {
         #expect(doc2.member(doc2.root, anyOf: "currencyCode", "currency").flatMap { doc2.int64($0) } == 5)
     }
 
+    @Test("stringEquals: plain, escaped, empty, other lengths, non-strings")
+    func stringEqualsCases() throws {
+        let doc = JSONDocument()
+        try doc.parseOwned(Array(#"["total","t\u006ftal","","subtotal","totals","tota",5,"TOTAL","caf\u00e9","café"]"#.utf8))
+        let e = doc.root + 1
+        #expect(doc.stringEquals(e, "total"))
+        #expect(doc.stringEquals(e + 1, "total"))
+        #expect(doc.stringEquals(e + 2, ""))
+        #expect(!doc.stringEquals(e + 2, "total"))
+        #expect(doc.stringEquals(e + 3, "subtotal"))
+        #expect(!doc.stringEquals(e + 3, "total"))
+        #expect(!doc.stringEquals(e + 4, "total"))
+        #expect(!doc.stringEquals(e + 5, "total"))
+        #expect(!doc.stringEquals(e + 6, "5"))
+        #expect(!doc.stringEquals(e + 7, "total"))
+        #expect(doc.stringEquals(e + 8, "café"))
+        #expect(doc.stringEquals(e + 9, "café"))
+        #expect(!doc.stringEquals(e + 9, "cafe"))
+    }
+
     /// The member named `key` (a runtime string) through `keyEquals`, as `member(_:_:)` does.
     func lookUp(_ doc: JSONDocument, _ key: String) -> Int? {
         var found: Int?
