@@ -41,4 +41,16 @@ struct SummaryFastPathTests {
             #expect(got?.0 == expected?.0 && got?.1 == expected?.1, "\(text)")
         }
     }
+
+    @Test("isASCII agrees with a byte-by-byte check: every length to 24, a high byte at every position")
+    func isASCIIAgrees() {
+        for n in 0...24 {
+            for high in -1..<n {
+                var bytes = (0..<n).map { UInt8(0x20 + $0 % 90) }
+                if high >= 0 { bytes[high] = 0xC3 }
+                let got = bytes.withUnsafeBytes { RawEventDecoder.isASCII($0) }
+                #expect(got == bytes.allSatisfy { $0 < 0x80 }, "n \(n) high \(high)")
+            }
+        }
+    }
 }
