@@ -255,6 +255,7 @@ public struct JSONWriter: ~Copyable {
         return (below | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs != 0
     }
 
+    @inline(__always)
     @inlinable public mutating func appendString(_ text: String) {
         JSONWriter.withUTF8(of: text) { appendString(utf8: $0) }
     }
