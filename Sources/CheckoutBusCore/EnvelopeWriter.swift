@@ -69,8 +69,9 @@ package struct EnvelopeWriter: ~Copyable {
             w.append(",\"after_complete\":")
             w.append(bool: afterComplete)
             w.append(",\"summary\":")
-            EnvelopeWriter.writeSummary(
-                SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: e.orderID), to: &w)
+            // The order id is written from the event itself: not copied into the summary and released.
+            let summary = SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: nil)
+            EnvelopeWriter.writeSummary(summary, orderID: e.orderID, to: &w)
             if let err = e.error {
                 w.append(",\"error\":{\"code\":\"")
                 w.appendRaw(err.code.rawValue)
@@ -217,7 +218,8 @@ package struct EnvelopeWriter: ~Copyable {
         }
     }
 
-    private static func writeSummary(_ s: SnapshotSummary, to w: inout JSONWriter) {
+    /// Writes `s` with `orderID` as its `order_id` (`s.orderID` is not read).
+    private static func writeSummary(_ s: borrowing SnapshotSummary, orderID: String?, to w: inout JSONWriter) {
         w.append("{\"status\":")
         if let v = s.status { w.appendString(v) } else { w.append("null") }
         w.append(",\"currency\":")
@@ -231,7 +233,7 @@ package struct EnvelopeWriter: ~Copyable {
         w.append(",\"item_quantity\":")
         if let v = s.itemQuantity { w.append(int: v) } else { w.append("null") }
         w.append(",\"order_id\":")
-        if let v = s.orderID { w.appendString(v) } else { w.append("null") }
+        if let v = orderID { w.appendString(v) } else { w.append("null") }
         w.append("}")
     }
 

@@ -54,14 +54,14 @@ extension RawEventDecoder {
     /// matched on its bytes, without building a `String`; anything else takes ``ecpKind(method:_:_:)``.
     private func ecpKind(_ doc: JSONDocument, _ r: Int, method m: Int) throws(DecodeRejection) -> LifecycleKind {
         let raw = doc.raw(m)
-        guard doc.kind(m) == .string, !doc.isEscaped(m), raw.allSatisfy({ $0 < 0x80 }) else {
+        guard doc.kind(m) == .string, !doc.isEscaped(m), RawEventDecoder.isASCII(raw) else {
             guard let method = doc.string(m) else { throw DecodeRejection(.wrongType, "`method` is not a string") }
             return try ecpKind(method: method, doc, r)
         }
-        let p = raw.baseAddress! + 1
+        let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self) + 1
         let n = raw.count - 2
         func bytes(at offset: Int, _ text: StaticString) -> Bool {
-            offset >= 0 && memcmp(p + offset, text.utf8Start, text.utf8CodeUnitCount) == 0
+            offset >= 0 && JSONDocument.bytesEqual(p + offset, text.utf8Start, text.utf8CodeUnitCount)
         }
         func `is`(_ text: StaticString) -> Bool { n == text.utf8CodeUnitCount && bytes(at: 0, text) }
         func hasPrefix(_ text: StaticString) -> Bool { n >= text.utf8CodeUnitCount && bytes(at: 0, text) }
@@ -76,6 +76,21 @@ extension RawEventDecoder {
             return try ecpKind(method: doc.string(m) ?? "", doc, r)
         }
         return .update
+    }
+
+    /// Whether every byte of `raw` is ASCII: eight at a time, then one at a time.
+    static func isASCII(_ raw: UnsafeRawBufferPointer) -> Bool {
+        let n = raw.count
+        var i = 0
+        while i &+ 8 <= n {
+            if raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+            i &+= 8
+        }
+        while i < n {
+            if raw[i] >= 0x80 { return false }
+            i &+= 1
+        }
+        return true
     }
 
     /// ``ecpKind(_:_:method:)`` on the method's decoded `String`.

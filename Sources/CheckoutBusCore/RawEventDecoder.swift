@@ -72,11 +72,13 @@ public final class RawEventDecoder {
         }
         wrapperNamesCheckout = wrapper.checkoutID != nil
         var event = try decodeRaw(raw, wrapper: wrapper)
-        if let id = wrapper.checkoutID { event.checkoutID = id }
-        if let id = wrapper.eventID { event.eventID = id }
+        // The wrapper's fields win; moved into the event (swapped: no retain now, no release of the
+        // wrapper's copy later).
+        if wrapper.checkoutID != nil { swap(&event.checkoutID, &wrapper.checkoutID) }
+        if wrapper.eventID != nil { swap(&event.eventID, &wrapper.eventID) }
         if let at = wrapper.occurredAt { event.occurredAt = at }
-        if let p = wrapper.platform { event.platform = p }
-        if let s = wrapper.sdk { event.sdk = s }
+        if wrapper.platform != nil { swap(&event.platform, &wrapper.platform) }
+        if wrapper.sdk != nil { swap(&event.sdk, &wrapper.sdk!) }
         if event.checkoutID == nil {
             event.checkoutID = event.orderID.map { "order:" + $0 }
         }

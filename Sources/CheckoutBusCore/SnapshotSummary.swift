@@ -43,8 +43,6 @@ public struct SnapshotSummary: Sendable, Equatable {
         if let snapshot { s.readSnapshot(snapshot.doc, snapshot.token) }
         if let payment { s.readPayment(payment.doc, payment.token) }
         if s.status == nil && kind == .complete { s.status = "completed" }
-        // ISO 4217 codes are upper case; a bridge's `eur` is EUR (the exponent lookup folds too).
-        if let c = s.currency, c.utf8.contains(where: { $0 >= 0x61 && $0 <= 0x7A }) { s.currency = c.uppercased() }
         return s
     }
 
@@ -58,7 +56,7 @@ public struct SnapshotSummary: Sendable, Equatable {
         }
         // The currency first: a major-unit amount is scaled by it.
         if let v = f.status { status = SnapshotSummary.usualStatus(doc, v) ?? doc.string(v) }
-        if let v = f.currency { currency = SnapshotSummary.usualCurrency(doc, v) ?? doc.string(v) ?? currency }
+        if let v = f.currency { currency = SnapshotSummary.currencyCode(doc, v) ?? currency }
         if let cart {
             readLines(doc, cart)
             if let price = doc.object(cart, "price") ?? doc.object(cart, "cost") {
@@ -70,9 +68,9 @@ public struct SnapshotSummary: Sendable, Equatable {
             switch doc.kind(totals) {
             case .array:
                 doc.forEachElement(totals) { e in
-                    guard let type = doc.member(e, "type"), let amount = doc.member(e, "amount") else { return }
+                    guard let (type, amount) = SnapshotSummary.typeAndAmount(doc, e) else { return }
                     if currency == nil, let cur = doc.member(e, anyOf: "currency", "currencyCode") {
-                        currency = doc.string(cur)
+                        currency = SnapshotSummary.currencyCode(doc, cur)
                     }
                     // A v4 entry's amount is minor units even beside a `currencyCode`: the entry is
                     // not a MoneyV2 object (its `amount` may be one, and is then read as such).
@@ -104,6 +102,35 @@ public struct SnapshotSummary: Sendable, Equatable {
         if doc.stringEquals(v, "completed") { return "completed" }
         if doc.stringEquals(v, "canceled") { return "canceled" }
         return nil
+    }
+
+    /// The `type` and `amount` members of a v4 totals entry (the first of each), found in one pass
+    /// over its members; nil unless it is an object with both.
+    @inline(__always)
+    static func typeAndAmount(_ doc: JSONDocument, _ e: Int) -> (Int, Int)? {
+        var type = -1
+        var amount = -1
+        doc.forEachMember(e) { k, v in
+            let tok = doc.tokens[k]
+            if type < 0 && doc.keyEquals(k, tok, SnapshotSummary.typeKey.utf8Start, 4) {
+                type = v
+            } else if amount < 0 && doc.keyEquals(k, tok, SnapshotSummary.amountKey.utf8Start, 6) {
+                amount = v
+            }
+        }
+        return type >= 0 && amount >= 0 ? (type, amount) : nil
+    }
+
+    private static let typeKey: StaticString = "type"
+    private static let amountKey: StaticString = "amount"
+
+    /// A currency code from string `v`: one of the usual codes as a literal, else its text, in upper
+    /// case when it has an ASCII lower-case letter (ISO 4217 codes are upper case; a bridge's `eur`
+    /// is EUR; the exponent lookup folds too). Nil when `v` is not a string.
+    static func currencyCode(_ doc: JSONDocument, _ v: Int) -> String? {
+        if let usual = usualCurrency(doc, v) { return usual }
+        guard let c = doc.string(v) else { return nil }
+        return c.utf8.contains(where: { $0 >= 0x61 && $0 <= 0x7A }) ? c.uppercased() : c
     }
 
     /// One of the most used currency codes, upper case already (the usual case), as a literal.
@@ -193,7 +220,7 @@ public struct SnapshotSummary: Sendable, Equatable {
     private mutating func readPayment(_ doc: JSONDocument, _ p: Int) {
         if let v = doc.member(p, "status"), status == nil { status = doc.string(v) }
         if let v = doc.member(p, anyOf: "currencyCode", "currency_code", "currency") {
-            currency = doc.string(v) ?? currency
+            currency = SnapshotSummary.currencyCode(doc, v) ?? currency
         }
         if let v = doc.member(p, "amount"), total == nil {
             total = minorUnits(doc, v, .minor)
@@ -205,18 +232,26 @@ public struct SnapshotSummary: Sendable, Equatable {
     /// `unit` says and is scaled by its own currency; another money object (`{"amount","currency"}`)
     /// is in `unit`. A money object's currency becomes the summary's when it has none yet.
     private mutating func minorUnits(_ doc: JSONDocument, _ v: Int, _ unit: AmountUnit) -> Int64? {
-        var value = v
+        // The usual value, a bare number or string: no money object, no currency of its own.
+        guard doc.kind(v) == .object else {
+            switch unit {
+            case .minor: return SnapshotSummary.integer(doc, v)
+            case .major: return SnapshotSummary.decimal(doc, v, exponent: SnapshotSummary.exponent(currency))
+            }
+        }
+        return moneyObjectMinorUnits(doc, v, unit)
+    }
+
+    /// ``minorUnits(_:_:_:)`` of a money object `v`.
+    private mutating func moneyObjectMinorUnits(_ doc: JSONDocument, _ v: Int, _ unit: AmountUnit) -> Int64? {
         var unit = unit
         var ownCurrency: String?
-        if doc.kind(v) == .object {
-            guard let a = doc.member(v, "amount") else { return nil }
-            let code = doc.member(v, "currencyCode")
-            if code != nil { unit = .major }
-            if let cur = code ?? doc.member(v, anyOf: "currency_code", "currency") {
-                ownCurrency = doc.string(cur)
-                if currency == nil { currency = ownCurrency }
-            }
-            value = a
+        guard let value = doc.member(v, "amount") else { return nil }
+        let code = doc.member(v, "currencyCode")
+        if code != nil { unit = .major }
+        if let cur = code ?? doc.member(v, anyOf: "currency_code", "currency") {
+            ownCurrency = SnapshotSummary.currencyCode(doc, cur)
+            if currency == nil { currency = ownCurrency }
         }
         switch unit {
         case .minor:
@@ -231,8 +266,25 @@ public struct SnapshotSummary: Sendable, Equatable {
     /// away from zero (`2500.5` is 2501). Nil for anything else.
     @inline(__always)
     static func integer(_ doc: JSONDocument, _ v: Int) -> Int64? {
-        // The usual case, a plain JSON integer, costs what it always did.
-        if doc.kind(v) == .number && !doc.tokens[v].flag { return doc.int64(v) }
+        // The usual case, a plain JSON integer (`-?[0-9]+`) of up to 18 bytes, which cannot
+        // overflow: read here, no call. Longer ones as `int64(_:)` reads them.
+        let tok = doc.tokens[v]
+        if tok.kind == .number && !tok.flag {
+            let n = Int(tok.end &- tok.start)
+            guard n > 0, n <= 18 else { return doc.int64(v) }
+            let p = doc.base + Int(tok.start)
+            let negative = p[0] == UInt8(ascii: "-")
+            var i = negative ? 1 : 0
+            guard i < n else { return nil }
+            var value: Int64 = 0
+            while i < n {
+                let d = p[i] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                value = value &* 10 &+ Int64(d)
+                i &+= 1
+            }
+            return negative ? -value : value
+        }
         return decimal(doc, v, exponent: 0)
     }
 

@@ -67,13 +67,21 @@ extension JSONDocument {
     }
 
     /// Whether string token `t` holds exactly `text` (escapes decoded when present).
+    /// (Inlined: most calls end at the length, and the rest compare a word or two.)
+    @inline(__always)
     @inlinable public func stringEquals(_ t: Int, _ text: StaticString) -> Bool {
         let tok = tokens[t]
         guard tok.kind == .string else { return false }
-        if tok.flag { return string(t) == text.description }
-        let n = Int(tok.end - tok.start) - 2
+        if _slowPath(tok.flag) { return escapedStringEquals(t, text) }
+        let n = Int(tok.end &- tok.start) &- 2
         guard n == text.utf8CodeUnitCount else { return false }
-        return memcmp(base + Int(tok.start) + 1, text.utf8Start, n) == 0
+        return JSONDocument.bytesEqual(base + (Int(tok.start) &+ 1), text.utf8Start, n)
+    }
+
+    /// ``stringEquals(_:_:)`` of an escaped string: its decoded text.
+    @inline(never)
+    @usableFromInline package func escapedStringEquals(_ t: Int, _ text: StaticString) -> Bool {
+        string(t) == text.description
     }
 
     /// Whether string token `t` holds `text` (ASCII lower-case) up to ASCII case: `TOTAL`, `Total`.
@@ -110,7 +118,30 @@ extension JSONDocument {
         guard Int(tok.end &- tok.start) &- 2 == n else { return false }
         if n == 0 { return true }
         let q = base + (Int(tok.start) &+ 1)
-        return q[0] == p[0] && memcmp(q, p, n) == 0
+        return q[0] == p[0] && JSONDocument.bytesEqual(q, p, n)
+    }
+
+    /// Whether the `n` bytes at `a` and `b` are equal: a key's length (up to 16 bytes) in two
+    /// loads from each side (overlapping), no call; longer ones by `memcmp`. Reads no byte outside
+    /// either range.
+    @inline(__always)
+    @inlinable package static func bytesEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let ra = UnsafeRawPointer(a)
+        let rb = UnsafeRawPointer(b)
+        if n >= 8 {
+            if n > 16 { return memcmp(a, b, n) == 0 }
+            return ra.loadUnaligned(as: UInt64.self) == rb.loadUnaligned(as: UInt64.self)
+                && ra.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+                    == rb.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+        }
+        if n >= 4 {
+            return ra.loadUnaligned(as: UInt32.self) == rb.loadUnaligned(as: UInt32.self)
+                && ra.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+                    == rb.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+        }
+        // 0 to 3 bytes: the first, middle and last cover them all.
+        if n <= 0 { return true }
+        return a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n &- 1] == b[n &- 1]
     }
 
     /// The value of member `key` of object `object`, if present (the first, if repeated).
@@ -152,8 +183,9 @@ extension JSONDocument {
     /// 16 names), or -1. The names are indexed by length (`byLength[n]`: a bit per name of `n`
     /// bytes, for n < 64; ``MemberNames`` builds it once), so a member whose length no name has
     /// costs one load, and the others are compared only with the names of their length.
+    /// `starts[i]` is the address of `keys[i]`'s bytes (``MemberNames/starts``).
     @inlinable package func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
-                 _ found: UnsafeMutableBufferPointer<Int>) {
+                 _ starts: UnsafePointer<UInt>, _ found: UnsafeMutableBufferPointer<Int>) {
         for i in found.indices { found[i] = -1 }
         guard tokens[object].kind == .object else { return }
         let end = Int(tokens[object].next)
@@ -172,9 +204,9 @@ extension JSONDocument {
                 while candidates != 0 {
                     let i = candidates.trailingZeroBitCount
                     candidates &= candidates &- 1
-                    let p = keys[i].utf8Start
+                    let p = UnsafePointer<UInt8>(bitPattern: starts[i]).unsafelyUnwrapped
                     // The first byte rules out most names of the same length without a call.
-                    if found[i] < 0 && (n == 0 || (q[0] == p[0] && memcmp(q, p, n) == 0)) {
+                    if found[i] < 0 && (n == 0 || (q[0] == p[0] && JSONDocument.bytesEqual(q, p, n))) {
                         found[i] = k &+ 1
                     }
                 }
@@ -189,7 +221,9 @@ extension JSONDocument {
     @inlinable package func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
         withUnsafeTemporaryAllocation(of: Int.self, capacity: names.keys.count) { found in
             names.keys.withUnsafeBufferPointer { keys in
-                names.byLength.withUnsafeBufferPointer { members(object, keys, $0.baseAddress!, found) }
+                names.byLength.withUnsafeBufferPointer { byLength in
+                    names.starts.withUnsafeBufferPointer { members(object, keys, byLength.baseAddress!, $0.baseAddress!, found) }
+                }
             }
             return body(FoundMembers(doc: self, found: UnsafeBufferPointer(found)))
         }
@@ -346,10 +380,12 @@ extension JSONDocument {
 
     /// A string value, decoded; `nil` if `t` is not a string.
     @inlinable public func string(_ t: Int) -> String? {
-        guard tokens[t].kind == .string else { return nil }
-        if !tokens[t].flag {
-            let r = raw(t)
-            return String(decoding: UnsafeRawBufferPointer(rebasing: r[1..<(r.count - 1)]), as: UTF8.self)
+        let tok = tokens[t]
+        guard tok.kind == .string else { return nil }
+        if !tok.flag {
+            // Typed UTF-8 units: `String(decoding:)` takes its contiguous fast path.
+            let n = Int(tok.end &- tok.start) &- 2
+            return String(decoding: UnsafeBufferPointer(start: base + (Int(tok.start) &+ 1), count: n), as: UTF8.self)
         }
         return String(decoding: unescapedBytes(t), as: UTF8.self)
     }
@@ -379,26 +415,35 @@ extension JSONDocument {
     @inlinable package static func isPlaceholderText(_ text: UnsafeRawBufferPointer) -> Bool {
         guard let base = text.baseAddress else { return true }
         let p = base.assumingMemoryBound(to: UInt8.self)
-        var n = text.count
+        let length = text.count
         // The usual id: longer than any placeholder word, no space at either end.
-        if n > 15 && p[0] > 0x20 && p[n - 1] > 0x20 { return false }
+        if length > 15 && p[0] > 0x20 && p[length - 1] > 0x20 { return false }
         @inline(__always) func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D }
         var start = 0
-        while start < n && isSpace(p[start]) { start += 1 }
-        while n > start && isSpace(p[n - 1]) { n -= 1 }
-        let count = n - start
+        var end = length
+        while start < end && isSpace(p[start]) { start += 1 }
+        while end > start && isSpace(p[end - 1]) { end -= 1 }
+        let count = end - start
         if count == 0 { return true }
-        guard count <= 15 else { return false }
-        func isWord(_ w: StaticString) -> Bool {
-            guard w.utf8CodeUnitCount == count else { return false }
-            for i in 0..<count {
-                let c = p[start + i]
-                if (c >= 0x41 && c <= 0x5A ? c | 0x20 : c) != w.utf8Start[i] { return false }
-            }
-            return true
+        // Only the words' lengths can match (3: nan nil, 4: null none, 6: (null) <null>, 9: undefined,
+        // 15: [object object]); any other id is ruled out without a comparison.
+        switch count {
+        case 3, 4, 6, 9, 15: break
+        default: return false
         }
-        return isWord("undefined") || isWord("null") || isWord("nan") || isWord("nil") || isWord("none")
-            || isWord("(null)") || isWord("<null>") || isWord("[object object]")
+        let q = UnsafePointer(p + start)
+        return isWord(q, count, "undefined") || isWord(q, count, "null") || isWord(q, count, "nan")
+            || isWord(q, count, "nil") || isWord(q, count, "none") || isWord(q, count, "(null)")
+            || isWord(q, count, "<null>") || isWord(q, count, "[object object]")
+    }
+
+    /// Whether the `count` bytes at `q` are `word` (ASCII lower-case) up to ASCII case.
+    @inline(__always)
+    @inlinable package static func isWord(_ q: UnsafePointer<UInt8>, _ count: Int, _ word: StaticString) -> Bool {
+        guard word.utf8CodeUnitCount == count else { return false }
+        let w = word.utf8Start
+        for i in 0..<count where (q[i] &- 0x41 < 26 ? q[i] | 0x20 : q[i]) != w[i] { return false }
+        return true
     }
 
     /// An integer value: an integral number, or a string holding one.
@@ -473,6 +518,8 @@ extension JSONDocument {
     @usableFromInline package let keys: [StaticString]
     /// A bit per name of each length below 64 (bit `i`: `keys[i]`).
     @usableFromInline package let byLength: [UInt16]
+    /// The address of each name's bytes (`keys[i].utf8Start`, read once rather than per compare).
+    @usableFromInline package let starts: [UInt]
 
     @inlinable package init(_ keys: StaticString...) {
         precondition(keys.count <= 16, "MemberNames takes at most 16 names")
@@ -482,5 +529,6 @@ extension JSONDocument {
         }
         self.keys = keys
         byLength = index
+        starts = keys.map { UInt(bitPattern: $0.utf8Start) }
     }
 }

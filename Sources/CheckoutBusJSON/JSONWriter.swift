@@ -178,34 +178,50 @@ public struct JSONWriter: ~Copyable {
 
     /// Appends a JSON string literal for UTF-8 `text`, escaping quotes, backslashes and controls.
     @inlinable public mutating func appendString(utf8 text: UnsafeRawBufferPointer) {
-        // The usual case, a string with nothing to escape: one scan, one copy between the quotes.
+        // The usual case, a string with nothing to escape: checked and copied in one pass, in place
+        // (no call), then closed; a byte that needs an escape drops what was copied and escapes.
         let n = text.count
-        if let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self) {
-            var i = 0
-            // Eight bytes at a time: a word with no control byte, quote or backslash (exact
-            // zero-byte tests; bytes from 0x80 up pass) moves on at once.
-            while i &+ 8 <= n {
-                let w = UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
-                if JSONWriter.needsEscape(w) { break }
-                i &+= 8
-            }
-            while i < n {
-                let c = p[i]
-                if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { break }
-                i &+= 1
-            }
-            if i == n {
-                let b = reserve(n &+ 2)
-                b[0] = UInt8(ascii: "\"")
-                (b + 1).update(from: p, count: n)
-                b[n &+ 1] = UInt8(ascii: "\"")
-                written &+= n &+ 2
-                return
-            }
-        } else {
+        guard let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             append("\"\"")
             return
         }
+        let b = reserve(n &+ 2) + 1
+        var i = 0
+        // Eight bytes at a time: a word with no control byte, quote or backslash (exact zero-byte
+        // tests; bytes from 0x80 up pass) is stored at once.
+        while i &+ 8 <= n {
+            let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+            if JSONWriter.needsEscape(UInt64(littleEndian: w)) { break }
+            UnsafeMutableRawPointer(b + i).storeBytes(of: w, as: UInt64.self)
+            i &+= 8
+        }
+        // The last bytes of a string of eight or more (when no word above needed an escape): the
+        // word that ends it (overlapping bytes already checked), rather than one byte at a time.
+        if i < n && n >= 8 && i &+ 8 > n {
+            let w = UnsafeRawPointer(p + (n &- 8)).loadUnaligned(as: UInt64.self)
+            if !JSONWriter.needsEscape(UInt64(littleEndian: w)) {
+                UnsafeMutableRawPointer(b + (n &- 8)).storeBytes(of: w, as: UInt64.self)
+                i = n
+            }
+        }
+        while i < n {
+            let c = p[i]
+            if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { break }
+            b[i] = c
+            i &+= 1
+        }
+        if i == n {
+            b[-1] = UInt8(ascii: "\"")
+            b[n] = UInt8(ascii: "\"")
+            written &+= n &+ 2
+            return
+        }
+        appendEscaping(text)
+    }
+
+    /// ``appendString(utf8:)`` for a string with a byte to escape.
+    @inline(never)
+    @inlinable package mutating func appendEscaping(_ text: UnsafeRawBufferPointer) {
         append(byte: UInt8(ascii: "\""))
         var runStart = 0
         for i in 0..<text.count {
@@ -239,6 +255,7 @@ public struct JSONWriter: ~Copyable {
         return (below | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs != 0
     }
 
+    @inline(__always)
     @inlinable public mutating func appendString(_ text: String) {
         JSONWriter.withUTF8(of: text) { appendString(utf8: $0) }
     }
