@@ -100,6 +100,9 @@ public final class EventProcessor {
         self.envelopes = EnvelopeWriter(shard: options.shard, keepBuyerData: options.keepBuyerData)
         if options.dedupeWindow > 0 { eventIDs = EventIDWindow(capacity: options.dedupeWindow) }
         self.state = CheckoutStateTable(capacity: options.maxCheckouts, idleTTL: options.checkoutTTLSeconds)
+        // The redaction prefilter's tables are built (and their one precondition checked) when a
+        // processor is made, at start, not on the first message.
+        _ = BuyerDataRedactor.screen
     }
 
     /// Continues numbering after a restart: `seq` and each kind's `kind_seq` (start, update,

@@ -30,7 +30,9 @@ public final class JSONDocument {
     /// The tape. Unsafe storage the document owns and grows, so reads cost one load, no checks.
     @exclusivity(unchecked) @usableFromInline package private(set) var tokens: UnsafeMutablePointer<Token>
     @exclusivity(unchecked) @usableFromInline package private(set) var tokenCount = 0
-    @exclusivity(unchecked) @usableFromInline package var tokenCapacity: Int
+    /// The tape's size in tokens: memory safety rests on it matching the allocation, so only
+    /// ``reserveTape(_:)`` sets it.
+    @exclusivity(unchecked) @usableFromInline package private(set) var tokenCapacity: Int
     @exclusivity(unchecked) @usableFromInline package private(set) var base: UnsafePointer<UInt8> = UnsafePointer(bitPattern: 1)!
     @exclusivity(unchecked) @usableFromInline package private(set) var length = 0
     @exclusivity(unchecked) @usableFromInline package var owned: UnsafeMutablePointer<UInt8>?
@@ -106,17 +108,20 @@ public final class JSONDocument {
     /// bytes and a colon per member, for one more token). A container still open when the scan
     /// stops (its closing bracket and perhaps a comma not seen) has B ≥ 2T − 2, counting its last
     /// open child separately; tokens are appended only once a scalar is complete, and a container
-    /// only after the depth check, so at most `maxDepth` are open. Hence T ≤ length / 2 + maxDepth.
+    /// only after the depth check, so at most `maxDepth` are open. Hence 2T ≤ length + maxDepth + 1,
+    /// T ≤ length / 2 + maxDepth + 1 (the `+ 1` is needed: `0` alone at depth limit 0 is one token).
     /// A large reservation costs address space only: the tape's pages are touched as tokens are
     /// written.
     @usableFromInline package static func tapeBound(length: Int, maxDepth: Int) -> Int {
         min(length, length / 2 + min(max(maxDepth, 0), length)) + 1
     }
 
-    /// Replaces the tape with one of at least `needed` tokens (contents not kept: a parse follows).
+    /// Replaces the tape with one of at least `needed` tokens (contents not kept: a parse follows):
+    /// twice the old size, or exactly `needed` when that is more, so a large message reserves no
+    /// more than its bound (a 1 MiB message: 8 MiB of address space, touched only as tokens are
+    /// written), never the next power of two.
     @usableFromInline package func reserveTape(_ needed: Int) {
-        var bigger = tokenCapacity * 2
-        while bigger < needed { bigger *= 2 }
+        let bigger = max(tokenCapacity * 2, needed)
         tokens.deallocate()
         tokens = .allocate(capacity: bigger)
         tokenCapacity = bigger
