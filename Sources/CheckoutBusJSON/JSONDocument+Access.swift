@@ -474,6 +474,16 @@ extension JSONDocument {
         }
         guard i < r.count else { return nil }
         var v: Int64 = 0
+        // Up to 18 digits cannot overflow (10^18 < 2^63): no overflow checks (the usual case).
+        if r.count <= 18 {
+            while i < r.count {
+                let d = r[i] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                v = v &* 10 &+ Int64(d)
+                i &+= 1
+            }
+            return negative ? -v : v
+        }
         while i < r.count {
             let d = r[i] &- UInt8(ascii: "0")
             guard d < 10 else { return nil }
