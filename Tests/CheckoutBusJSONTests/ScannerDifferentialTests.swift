@@ -314,16 +314,3 @@ struct ScannerDifferentialTests {
         }
     }
 }
-
-/// A small seeded generator (SplitMix64), so a failing run can be repeated.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49EB_133D_111B
-        return z ^ (z >> 31)
-    }
-}

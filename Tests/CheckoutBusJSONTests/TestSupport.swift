@@ -28,3 +28,17 @@ func parseError(_ bytes: [UInt8], maxDepth: Int = 64) -> JSONParseError? {
         }
     }
 }
+
+/// A small seeded generator (SplitMix64, as `CheckoutBusCore.SplitMix64`, which this target does not
+/// depend on), so a failing run of a randomized test can be repeated.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -66,7 +66,7 @@ struct WriterAndAccessFastPathTests {
 
     @Test("appendString(utf8:) writes what a byte-by-byte escaper writes: 20,000 random strings")
     func appendStringRandom() {
-        var rng = SeededRandom(seed: 0x5EED_0001)
+        var rng = SplitMix64(seed: 0x5EED_0001)
         let alphabet: [UInt8] = Array("abcXYZ09 -_:/.".utf8) + [0x22, 0x5C, 0x0A, 0x09, 0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xE2, 0x82, 0xAC]
         for _ in 0..<20_000 {
             let n = Int(rng.next() % 48)
@@ -96,7 +96,7 @@ struct WriterAndAccessFastPathTests {
             let fast = bytes.withUnsafeBytes { JSONDocument.isPlaceholderText($0) }
             #expect(fast == Self.referencePlaceholder(bytes), "\(c.debugDescription)")
         }
-        var rng = SeededRandom(seed: 0x5EED_0002)
+        var rng = SplitMix64(seed: 0x5EED_0002)
         let alphabet = Array("nulNULdefiaobjct ()<>[]\t\n\r-x".utf8)
         for _ in 0..<20_000 {
             let n = Int(rng.next() % 20)
@@ -187,18 +187,5 @@ extension WriterAndAccessFastPathTests {
             }
         }
         return found
-    }
-}
-
-/// SplitMix64, for reproducible inputs.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
