@@ -9,9 +9,6 @@ import CheckoutBusProtocol
 /// to the decoder without its row in `docs/error-codes.md` or `docs/raw-shapes.md` fails here.
 @Suite("docs keep up with the decoder")
 struct DocsDriftTests {
-    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
-
     /// Every `code span` of a doc, folded as the decoder folds names (letters and digits, lower case).
     static func foldedCodeSpans(_ doc: String, from heading: String? = nil) throws -> Set<String> {
         var text = try String(contentsOf: repositoryRoot.appendingPathComponent(doc), encoding: .utf8)
@@ -67,7 +64,7 @@ struct DocsDriftTests {
     ])
     func tablesAsPrinted(script: String, doc: String) throws {
         let table = try Self.scriptOutput(script)
-        let text = try String(contentsOf: Self.repositoryRoot.appendingPathComponent(doc), encoding: .utf8)
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent(doc), encoding: .utf8)
         let rows = table.split(separator: "\n").filter { $0.hasPrefix("|") }
         #expect(rows.count > 10)
         let missing = rows.filter { !text.contains($0) }

@@ -20,11 +20,8 @@ struct GoldenEnvelopeTests {
         var envelope: String?
     }
 
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
     static func records() throws -> [Record] {
-        let text = try String(contentsOf: root.appendingPathComponent("Tests/Golden/envelopes.jsonl"), encoding: .utf8)
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent("Tests/Golden/envelopes.jsonl"), encoding: .utf8)
         return try text.split(separator: "\n").map { try JSONDecoder().decode(Record.self, from: Data($0.utf8)) }
     }
 
@@ -57,7 +54,7 @@ struct GoldenEnvelopeTests {
             options.dedupeWindow = 200_000  // as the daemon's (and `checkoutbus decode`'s) configuration
             options.keepBuyerData = mode == "full"
             let processor = EventProcessor(options: options)
-            let input = try Data(contentsOf: Self.root.appendingPathComponent(file))
+            let input = try Data(contentsOf: repositoryRoot.appendingPathComponent(file))
             let lines = [UInt8](input).split(separator: 0x0A, omittingEmptySubsequences: false)
             var expected = records.makeIterator()
             for (n, raw) in lines.enumerated() {

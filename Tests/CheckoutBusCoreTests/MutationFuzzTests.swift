@@ -8,12 +8,7 @@ import Testing
 /// and every outcome is either a well-formed envelope or a dead letter with a known reason.
 @Suite("mutation fuzz")
 struct MutationFuzzTests {
-    static func sample(_ name: String) -> [String] {
-        let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("samples/" + name)
-        let text = (try? String(contentsOf: sample, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").map(String.init)
-    }
+    static func sample(_ name: String) -> [String] { repositoryLines("samples/" + name) }
 
     static let seeds = sample("tour.jsonl")
     /// Bridge and relay packaging: JSON in strings, nested wrappers, holders, placeholder ids.

@@ -77,15 +77,8 @@ struct RedactingHashTests {
         [compact, Array(#"{"padding_member":"0123456789","v":"#.utf8) + compact + Array("}".utf8)]
     }
 
-    static let lines: [String] = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let files = ["samples/tour.jsonl", "samples/bridges.jsonl", "Tests/Corpus/sdk-payloads.jsonl"]
-        return files.flatMap { file in
-            ((try? String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)) ?? "")
-                .split(separator: "\n").map(String.init)
-        }
-    }()
+    static let lines: [String] = ["samples/tour.jsonl", "samples/bridges.jsonl", "Tests/Corpus/sdk-payloads.jsonl"]
+        .flatMap(repositoryLines)
 
     @Test("every container of every sample and corpus line")
     func samples() throws {

@@ -11,10 +11,7 @@ import CheckoutBusProtocol
 struct RedactionPathTests {
     /// Every value of every tour sample line, plus hand-written cases with escapes and nesting.
     static let inputs: [String] = {
-        let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("samples/tour.jsonl")
-        let lines = ((try? String(contentsOf: sample, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-        return lines + [
+        repositoryLines("samples/tour.jsonl") + [
             #"{"buyer":{"email":"a@b.c"},"cart":{"token":"t-1","id":"c"},"paymentMethods":[{"details":{"x":1}}]}"#,
             #"{"em\u0061il":"escaped-key@example.com","n":[1,2,{"phone":"+1"}],"deliveries":[{"details":"d"}]}"#,
             #"[{"address1":"a","ok":"keep \"quoted\" \\ text"},{"zip":"12345"},[],{}]"#,

@@ -5,6 +5,17 @@ import CheckoutBusCore
 import CheckoutBusJSON
 import CheckoutBusProtocol
 
+/// The repository's root (samples, corpus, golden files, docs), from this file's path.
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// The lines of a file under the repository's root; none when it cannot be read (the suites that
+/// read samples expect a count, so a missing file fails there).
+func repositoryLines(_ path: String) -> [String] {
+    ((try? String(contentsOf: repositoryRoot.appendingPathComponent(path), encoding: .utf8)) ?? "")
+        .split(separator: "\n").map(String.init)
+}
+
 // Helpers shared by the CheckoutBusCore suites. Envelopes are read back with Foundation's
 // JSONDecoder, independently of the module under test, so a malformed envelope fails the test.
 
