@@ -39,6 +39,10 @@ let package = Package(
         // Swift owner. No `pkgConfig`, as for libzmq: headers and library sit on the default paths.
         .systemLibrary(name: "CNATS", providers: [.apt(["libnats-dev"])]),
         .target(name: "NATS", dependencies: ["CNATS"], swiftSettings: swiftSettings),
+        // jemalloc from Debian, linked into checkoutbusd alone (Sources/checkoutbusd/Jemalloc.swift):
+        // one cache per thread instead of an arena lock the pipeline and ZeroMQ's I/O thread take
+        // in turn on every message. The module declares only `mallctl`.
+        .systemLibrary(name: "CJemalloc", providers: [.apt(["libjemalloc-dev"])]),
         // A cache prefetch hint for the pipeline's table probes (Swift has none): two inline C
         // functions, no library.
         .target(name: "CPrefetch"),
@@ -91,7 +95,8 @@ let package = Package(
             name: "CheckoutBusJetStream",
             dependencies: ["CheckoutBusClient", "CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusRuntime", "NATS"], swiftSettings: swiftSettings),
 
-        .executableTarget(name: "checkoutbusd", dependencies: ["CheckoutBusDaemon", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "checkoutbusd", dependencies: ["CheckoutBusDaemon", "CheckoutBusRuntime", "CJemalloc"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBusTools", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-analytics", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),

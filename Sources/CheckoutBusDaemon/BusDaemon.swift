@@ -113,6 +113,8 @@ public final class BusDaemon {
     package static let subscriptionAnswerInterval: UInt64 = 5_000_000
     private var receivedAtLastHeartbeat: UInt64 = 0
     private var trimmedSinceInput = true
+    /// The process's allocator (set by the executable before ``run(stop:ready:)``; glibc's by default).
+    public var allocator = MemoryAllocator.system
 
     /// With `--pipeline-threads` above 1: the threads that prepare messages beside the pipeline
     /// thread, and the slots a batch is received into.
@@ -232,7 +234,7 @@ public final class BusDaemon {
             "metrics": bound.metrics ?? "off",
             "last_seq": String(journal.lastSeq), "journal_segments": String(journal.segmentCount),
             "journal_writes": journal.writesDirect ? "direct" : "page_cache", "zmq": ZMQContext.version,
-            "max_wire_bytes": String(configuration.maxWireBytes),
+            "max_wire_bytes": String(configuration.maxWireBytes), "allocator": allocator.name,
         ])
 
         // Two pollers: everything, and — while a journal write is failing — everything but ingest,
@@ -325,23 +327,18 @@ public final class BusDaemon {
     }
 
     /// After a burst, once a whole heartbeat interval passed without input, hands the memory the
-    /// burst's queues freed back to the system (`malloc_trim`), so RSS reflects what is tracked.
+    /// burst's queues freed back to the system (``MemoryAllocator/releaseFreed``), so RSS
+    /// reflects what is tracked.
     private func returnFreedMemoryWhenIdle() {
         let received = processor.counters.received
         if received != receivedAtLastHeartbeat {
             receivedAtLastHeartbeat = received
             trimmedSinceInput = false
         } else if !trimmedSinceInput {
-            _ = BusDaemon.mallocTrim?(0)
+            allocator.releaseFreed()
             trimmedSinceInput = true
         }
     }
-
-    /// glibc's `malloc_trim`, which the Glibc module does not import (nil on another libc).
-    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
-    }()
 
     /// Reads and processes queued fire-and-forget messages, at most `limit`, without blocking.
     private func drainIngest(_ ingest: ZMQSocket, _ message: ZMQMessage, limit: Int) throws {

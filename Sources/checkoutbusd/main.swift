@@ -35,6 +35,7 @@ do {
     logger.error("fatal", ["error": "\(error)"])
     exit(1)
 }
+daemon.allocator = Jemalloc.allocator() ?? .system
 stop.trapTerminationSignals()
 let reloadSources = ReloadSignal.trap(configuration: configuration, logger: logger, allowlists: daemon.allowlists)
 do {

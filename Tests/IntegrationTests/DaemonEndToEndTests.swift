@@ -18,6 +18,24 @@ struct DaemonEndToEndTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("checkoutbusd runs on jemalloc: the start log names it only when it serves the process's allocations, and it is mapped")
+    func runsOnJemalloc() throws {
+        let daemon = try DaemonProcess()
+        // The process works on it, end to end; and once an event went through, the loop runs, so
+        // the start line (logged just before it) is written.
+        let tail = try TailProcess(from: daemon.publish, count: 1)
+        try send([#"{"event":"checkoutDidDismiss","checkout_id":"je-1"}"#], to: daemon.ingest)
+        #expect(try tail.envelopes().first?.string("checkout_id") == "je-1")
+        // Named only once jemalloc counts allocated bytes: linked but not interposed would say glibc.
+        #expect(daemon.stderrText.contains("allocator=\"jemalloc 5."), "\(daemon.stderrText.prefix(2000))")
+        // Read to the end: a /proc file reports size 0, and a whole-file read may stop at a page.
+        let file = try #require(FileHandle(forReadingAtPath: "/proc/\(daemon.process.processIdentifier)/maps"))
+        let maps = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+        try file.close()
+        #expect(maps.contains("libjemalloc.so"))
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("ipc:// endpoints work end to end")
     func ipcEndpoints() throws {
         let dir = TestScratch.url("cb-ipc-\(UUID().uuidString.prefix(8))")
