@@ -1,7 +1,7 @@
 import Testing
 import ZeroMQ
 
-@Suite("ZeroMQ binding", .serialized, .timeLimit(.minutes(1)))
+@Suite("ZeroMQ binding", .serialized, .timeLimit(.minutes(5)))
 struct ZeroMQTests {
     /// A bound PULL and a connected PUSH on an ephemeral loopback port.
     func pair(_ context: ZMQContext) throws -> (push: ZMQSocket, pull: ZMQSocket) {
