@@ -341,16 +341,19 @@ public final class JSONDocument {
 
         /// The high bit of every byte of `w` that is a control character, non-ASCII, `"` or `\\`
         /// (SWAR tests). Bits above the lowest may be false positives (borrows); the lowest is exact.
+        ///
+        /// Controls and the quote are one test: flipping bit 1 maps `"` (0x22) to 0x20 and keeps
+        /// 0x00…0x1F among themselves (0x20 and 0x21 go to 0x22 and 0x23), so exactly those bytes
+        /// are below 0x21 after the flip.
         @inline(__always)
         static func lookMask(_ w: UInt64) -> UInt64 {
             let ones: UInt64 = 0x0101_0101_0101_0101
             let highs: UInt64 = 0x8080_8080_8080_8080
-            let belowSpace = (w &- ones &* 0x20) & ~w
-            let quote = w ^ (ones &* 0x22)
+            let flipped = w ^ (ones &* 0x02)
             let backslash = w ^ (ones &* 0x5C)
-            let hasQuote = (quote &- ones) & ~quote
+            let controlOrQuote = (flipped &- ones &* 0x21) & ~flipped
             let hasBackslash = (backslash &- ones) & ~backslash
-            return (belowSpace | hasQuote | hasBackslash | w) & highs
+            return (controlOrQuote | hasBackslash | w) & highs
         }
 
         /// Validates one multi-byte UTF-8 sequence; returns the index after it.
