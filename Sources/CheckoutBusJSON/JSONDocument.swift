@@ -284,6 +284,30 @@ public final class JSONDocument {
             return try parseString(start, from: i)
         }
 
+        /// The usual compact member's start, `"key":` with a key of 0…15 plain printable ASCII
+        /// bytes, recognised with one check against the text's length: the key's two words, the
+        /// colon and the value's first byte all lie within the 19 bytes from `start`.
+        /// - Returns: the offset just past the key's closing quote (where the colon is) and the
+        ///   byte after the colon; nil for anything else (the member is then scanned the careful
+        ///   way, from `start`).
+        @inline(__always)
+        func compactKey(_ start: Int) -> (Int, UInt8)? {
+            guard start &+ 19 <= length && base[start] == UInt8(ascii: "\"") else { return nil }
+            let p = UnsafeRawPointer(base + (start &+ 1))
+            var m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)))
+            var at = start &+ 1
+            if m == 0 {
+                m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                at = start &+ 9
+                if m == 0 { return nil }
+            }
+            // The closing quote at `j` ≤ start + 16: the colon at j + 1 and the value's first
+            // byte at j + 2 ≤ start + 18 are inside the text.
+            let j = at &+ (m.trailingZeroBitCount &>> 3)
+            guard base[j] == UInt8(ascii: "\"") && base[j &+ 1] == UInt8(ascii: ":") else { return nil }
+            return (j &+ 1, base[j &+ 2])
+        }
+
         /// Scans a string, validating escapes and UTF-8; plain ASCII takes a tight loop.
         /// - Parameter from: where to start looking; the bytes from `start + 1` to it are known to
         ///   be plain printable ASCII.
@@ -389,23 +413,31 @@ public final class JSONDocument {
             guard i < length else { throw JSONParseError(.truncated, at: i) }
             if base[i] != UInt8(ascii: "}") {
                 while true {
-                    guard i < length else { throw JSONParseError(.truncated, at: i) }
-                    guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
-                    i = try string(i)
-                    // Compact input (the usual case) has the colon right after the key, and the
-                    // value right after the colon: whitespace is looked for only when it is not
-                    // (and after the value, by `afterValue`).
-                    if i < length && base[i] == UInt8(ascii: ":") {
-                        i &+= 1
+                    var c: UInt8
+                    if let (keyEnd, next) = compactKey(i) {
+                        // `"key":` and the value's first byte, all known to be inside the text.
+                        append(.string, false, i, keyEnd)
+                        i = keyEnd &+ 1
+                        c = next
                     } else {
-                        i = skipSpace(i)
                         guard i < length else { throw JSONParseError(.truncated, at: i) }
-                        guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
-                        i = skipSpace(i + 1)
+                        guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
+                        i = try string(i)
+                        // Compact input (the usual case) has the colon right after the key, and the
+                        // value right after the colon: whitespace is looked for only when it is not
+                        // (and after the value, by `afterValue`).
+                        if i < length && base[i] == UInt8(ascii: ":") {
+                            i &+= 1
+                        } else {
+                            i = skipSpace(i)
+                            guard i < length else { throw JSONParseError(.truncated, at: i) }
+                            guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
+                            i = skipSpace(i + 1)
+                        }
+                        c = i < length ? base[i] : 0
                     }
                     // The value, dispatched here rather than through `parseValue` (a call per
                     // value): strings and plain integers inline, containers by a direct call.
-                    var c: UInt8 = i < length ? base[i] : 0
                     if c <= 0x20 {
                         i = skipSpace(i)
                         c = i < length ? base[i] : 0

@@ -195,6 +195,33 @@ struct ScannerDifferentialTests {
         }
     }
 
+    @Test("members with keys of 0…18 bytes (plain, escaped, non-ASCII, a control, spaced) before every kind of value, every truncation")
+    func compactMembers() {
+        var failures = 0
+        let values = ["1", "-2", "\"v\"", "{}", "[]", "true", "null", " 1", "\t\"x\"", "\"\"", "{\"a\":0}", "0.5"]
+        for length in 0...18 where failures < 10 {
+            let plain = String((0..<length).map { Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+            var keys = [plain]
+            if length > 0 {
+                keys += [String(plain.dropLast()) + "\\n", String(plain.dropLast()) + "é", String(plain.dropLast()) + "\u{01}",
+                         String(plain.dropLast()) + "\""]
+            }
+            for key in keys {
+                for value in values {
+                    for member in ["\"\(key)\":\(value)", "\"\(key)\" :\(value)", "\"\(key)\": \(value)"] {
+                        for text in ["{\(member)}", "{\"0\":0,\(member)}", "[{\(member),\(member)}]"] {
+                            let bytes = Array(text.utf8)
+                            for end in 0...bytes.count where !Self.check(Array(bytes[0..<end]), "\(text) cut at \(end)") {
+                                failures += 1
+                                break
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test("the tape bound holds where tokens are densest: one-byte scalars, empty and unclosed containers")
     func tapeBound() {
         // A lone one-byte scalar at depth limit 0 fills the bound exactly (one token, bound one).
