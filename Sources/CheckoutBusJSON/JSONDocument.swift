@@ -420,6 +420,8 @@ public final class JSONDocument {
                         i = keyEnd &+ 1
                         c = next
                     } else {
+                        // Whitespace before the key (after `{` or a comma) is skipped only here.
+                        i = skipSpace(i)
                         guard i < length else { throw JSONParseError(.truncated, at: i) }
                         guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
                         i = try string(i)
@@ -455,7 +457,7 @@ public final class JSONDocument {
                     }
                     let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
                     if more {
-                        i = skipSpace(at + 1)
+                        i = at &+ 1  // any whitespace after the comma: skipped before the key
                         continue
                     }
                     i = at
@@ -499,7 +501,7 @@ public final class JSONDocument {
                     }
                     let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
                     if more {
-                        i = skipSpace(at + 1)
+                        i = at &+ 1  // any whitespace after the comma: skipped by the dispatch
                         continue
                     }
                     i = at
