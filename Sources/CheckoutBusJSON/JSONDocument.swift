@@ -405,11 +405,11 @@ public final class JSONDocument {
         }
 
         mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
-            depth += 1
+            depth &+= 1
             if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
             let me = count
             append(.object, false, start, 0)
-            var i = skipSpace(start + 1)
+            var i = skipSpace(start &+ 1)
             guard i < length else { throw JSONParseError(.truncated, at: i) }
             if base[i] != UInt8(ascii: "}") {
                 while true {
@@ -464,18 +464,18 @@ public final class JSONDocument {
                     break
                 }
             }
-            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            depth -= 1
-            return i + 1
+            depth &-= 1
+            return i &+ 1
         }
 
         mutating func parseArray(_ start: Int) throws(JSONParseError) -> Int {
-            depth += 1
+            depth &+= 1
             if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
             let me = count
             append(.array, false, start, 0)
-            var i = skipSpace(start + 1)
+            var i = skipSpace(start &+ 1)
             guard i < length else { throw JSONParseError(.truncated, at: i) }
             if base[i] != UInt8(ascii: "]") {
                 while true {
@@ -508,10 +508,10 @@ public final class JSONDocument {
                     break
                 }
             }
-            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            depth -= 1
-            return i + 1
+            depth &-= 1
+            return i &+ 1
         }
     }
 
