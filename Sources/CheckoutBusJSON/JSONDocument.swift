@@ -409,60 +409,63 @@ public final class JSONDocument {
             if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
             let me = count
             append(.object, false, start, 0)
-            var i = skipSpace(start &+ 1)
-            guard i < length else { throw JSONParseError(.truncated, at: i) }
-            if base[i] != UInt8(ascii: "}") {
-                while true {
-                    var c: UInt8
-                    if let (keyEnd, next) = compactKey(i) {
-                        // `"key":` and the value's first byte, all known to be inside the text.
-                        append(.string, false, i, keyEnd)
-                        i = keyEnd &+ 1
-                        c = next
+            // The loop starts right after the brace: the usual first member is compact, and an
+            // empty object is found on the careful path, where `}` stands instead of a first key.
+            var i = start &+ 1
+            while true {
+                var c: UInt8
+                if let (keyEnd, next) = compactKey(i) {
+                    // `"key":` and the value's first byte, all known to be inside the text.
+                    append(.string, false, i, keyEnd)
+                    i = keyEnd &+ 1
+                    c = next
+                } else {
+                    // Whitespace before the key (after `{` or a comma) is skipped only here.
+                    i = skipSpace(i)
+                    guard i < length else { throw JSONParseError(.truncated, at: i) }
+                    if base[i] != UInt8(ascii: "\"") {
+                        // `}` before any member (nothing appended after the object's token).
+                        if base[i] == UInt8(ascii: "}") && count == me &+ 1 { break }
+                        throw JSONParseError(.expectedKey, at: i)
+                    }
+                    i = try string(i)
+                    // Compact input (the usual case) has the colon right after the key, and the
+                    // value right after the colon: whitespace is looked for only when it is not
+                    // (and after the value, by `afterValue`).
+                    if i < length && base[i] == UInt8(ascii: ":") {
+                        i &+= 1
                     } else {
-                        // Whitespace before the key (after `{` or a comma) is skipped only here.
                         i = skipSpace(i)
                         guard i < length else { throw JSONParseError(.truncated, at: i) }
-                        guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
-                        i = try string(i)
-                        // Compact input (the usual case) has the colon right after the key, and the
-                        // value right after the colon: whitespace is looked for only when it is not
-                        // (and after the value, by `afterValue`).
-                        if i < length && base[i] == UInt8(ascii: ":") {
-                            i &+= 1
-                        } else {
-                            i = skipSpace(i)
-                            guard i < length else { throw JSONParseError(.truncated, at: i) }
-                            guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
-                            i = skipSpace(i + 1)
-                        }
-                        c = i < length ? base[i] : 0
+                        guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
+                        i = skipSpace(i + 1)
                     }
-                    // The value, dispatched here rather than through `parseValue` (a call per
-                    // value): strings and plain integers inline, containers by a direct call.
-                    if c <= 0x20 {
-                        i = skipSpace(i)
-                        c = i < length ? base[i] : 0
-                    }
-                    if c == UInt8(ascii: "\"") {
-                        i = try string(i)
-                    } else if c &- UInt8(ascii: "0") < 10 {
-                        i = try number(i)
-                    } else if c == UInt8(ascii: "{") {
-                        i = try parseObject(i)
-                    } else if c == UInt8(ascii: "[") {
-                        i = try parseArray(i)
-                    } else {
-                        i = try parseValue(i)
-                    }
-                    let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
-                    if more {
-                        i = at &+ 1  // any whitespace after the comma: skipped before the key
-                        continue
-                    }
-                    i = at
-                    break
+                    c = i < length ? base[i] : 0
                 }
+                // The value, dispatched here rather than through `parseValue` (a call per
+                // value): strings and plain integers inline, containers by a direct call.
+                if c <= 0x20 {
+                    i = skipSpace(i)
+                    c = i < length ? base[i] : 0
+                }
+                if c == UInt8(ascii: "\"") {
+                    i = try string(i)
+                } else if c &- UInt8(ascii: "0") < 10 {
+                    i = try number(i)
+                } else if c == UInt8(ascii: "{") {
+                    i = try parseObject(i)
+                } else if c == UInt8(ascii: "[") {
+                    i = try parseArray(i)
+                } else {
+                    i = try parseValue(i)
+                }
+                let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
+                if more {
+                    i = at &+ 1  // any whitespace after the comma: skipped before the key
+                    continue
+                }
+                i = at
+                break
             }
             tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
@@ -475,38 +478,39 @@ public final class JSONDocument {
             if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
             let me = count
             append(.array, false, start, 0)
-            var i = skipSpace(start &+ 1)
-            guard i < length else { throw JSONParseError(.truncated, at: i) }
-            if base[i] != UInt8(ascii: "]") {
-                while true {
-                    // The element, dispatched here rather than through `parseValue` (a call per
-                    // value): strings and plain integers inline, containers by a direct call. The
-                    // same lines as in `parseObject`, on purpose: one `@inline(__always)` helper for
-                    // both is not inlined through the recursion (+830 instructions per bench event).
-                    var c: UInt8 = i < length ? base[i] : 0
-                    if c <= 0x20 {
-                        i = skipSpace(i)
-                        c = i < length ? base[i] : 0
-                    }
-                    if c == UInt8(ascii: "\"") {
-                        i = try string(i)
-                    } else if c &- UInt8(ascii: "0") < 10 {
-                        i = try number(i)
-                    } else if c == UInt8(ascii: "{") {
-                        i = try parseObject(i)
-                    } else if c == UInt8(ascii: "[") {
-                        i = try parseArray(i)
-                    } else {
-                        i = try parseValue(i)
-                    }
-                    let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
-                    if more {
-                        i = at &+ 1  // any whitespace after the comma: skipped by the dispatch
-                        continue
-                    }
-                    i = at
-                    break
+            // The loop starts right after the bracket; an empty array is found where `]` stands
+            // instead of a first element.
+            var i = start &+ 1
+            while true {
+                // The element, dispatched here rather than through `parseValue` (a call per
+                // value): strings and plain integers inline, containers by a direct call. The
+                // same lines as in `parseObject`, on purpose: one `@inline(__always)` helper for
+                // both is not inlined through the recursion (+830 instructions per bench event).
+                var c: UInt8 = i < length ? base[i] : 0
+                if c <= 0x20 {
+                    i = skipSpace(i)
+                    c = i < length ? base[i] : 0
                 }
+                if c == UInt8(ascii: "\"") {
+                    i = try string(i)
+                } else if c &- UInt8(ascii: "0") < 10 {
+                    i = try number(i)
+                } else if c == UInt8(ascii: "{") {
+                    i = try parseObject(i)
+                } else if c == UInt8(ascii: "[") {
+                    i = try parseArray(i)
+                } else if c == UInt8(ascii: "]") && count == me &+ 1 {
+                    break  // before any element (nothing appended after the array's token)
+                } else {
+                    i = try parseValue(i)
+                }
+                let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
+                if more {
+                    i = at &+ 1  // any whitespace after the comma: skipped by the dispatch
+                    continue
+                }
+                i = at
+                break
             }
             tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
