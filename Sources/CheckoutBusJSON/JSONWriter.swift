@@ -264,10 +264,11 @@ public struct JSONWriter: ~Copyable {
     @inlinable package static func needsEscape(_ w: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = w ^ (ones &* 0x22)
+        // Controls and the quote in one test, as in the scanner's `lookMask`: with bit 1 flipped,
+        // exactly they are below 0x21.
+        let flipped = w ^ (ones &* 0x02)
         let backslash = w ^ (ones &* 0x5C)
-        let below = (w &- ones &* 0x20) & ~w
-        return (below | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs != 0
+        return (((flipped &- ones &* 0x21) & ~flipped) | ((backslash &- ones) & ~backslash)) & highs != 0
     }
 
     /// The `n` bytes (0…7) at `p` as a little-endian word, the rest zero: two loads that may
