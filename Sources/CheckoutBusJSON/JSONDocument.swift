@@ -388,20 +388,23 @@ public final class JSONDocument {
         }
 
         /// The comma or closing bracket after a container's member or element, which compact input
-        /// has right after the value: whitespace is skipped only when the byte is not one.
+        /// has right after the value: both are tested first, and whitespace is skipped only when
+        /// the byte is neither.
         /// - Returns: its offset, and whether it is a comma (more follows).
         @inline(__always)
         mutating func afterValue(_ start: Int, close: UInt8) throws(JSONParseError) -> (Int, Bool) {
             var i = start
             var c: UInt8 = i < length ? base[i] : 0
+            if c == UInt8(ascii: ",") { return (i, true) }
+            if c == close { return (i, false) }
             if c <= 0x20 {
                 i = skipSpace(i)
                 guard i < length else { throw JSONParseError(.truncated, at: i) }
                 c = base[i]
+                if c == UInt8(ascii: ",") { return (i, true) }
+                if c == close { return (i, false) }
             }
-            if c == UInt8(ascii: ",") { return (i, true) }
-            guard c == close else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
-            return (i, false)
+            throw JSONParseError(.expectedCommaOrEnd, at: i)
         }
 
         mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
