@@ -416,7 +416,7 @@ public final class JSONDocument {
             // empty object is found on the careful path, where `}` stands instead of a first key.
             var i = start &+ 1
             while true {
-                var c: UInt8
+                let c: UInt8
                 if let (keyEnd, next) = compactKey(i) {
                     // `"key":` and the value's first byte, all known to be inside the text.
                     append(.string, false, i, keyEnd)
@@ -447,10 +447,7 @@ public final class JSONDocument {
                 }
                 // The value, dispatched here rather than through `parseValue` (a call per
                 // value): strings and plain integers inline, containers by a direct call.
-                if c <= 0x20 {
-                    i = skipSpace(i)
-                    c = i < length ? base[i] : 0
-                }
+                // Whitespace before it (rare) is skipped on the way to `parseValue`.
                 if c == UInt8(ascii: "\"") {
                     i = try string(i)
                 } else if c &- UInt8(ascii: "0") < 10 {
@@ -460,7 +457,7 @@ public final class JSONDocument {
                 } else if c == UInt8(ascii: "[") {
                     i = try parseArray(i)
                 } else {
-                    i = try parseValue(i)
+                    i = try parseValue(c <= 0x20 ? skipSpace(i) : i)
                 }
                 let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
                 if more {
@@ -489,11 +486,8 @@ public final class JSONDocument {
                 // value): strings and plain integers inline, containers by a direct call. The
                 // same lines as in `parseObject`, on purpose: one `@inline(__always)` helper for
                 // both is not inlined through the recursion (+830 instructions per bench event).
-                var c: UInt8 = i < length ? base[i] : 0
-                if c <= 0x20 {
-                    i = skipSpace(i)
-                    c = i < length ? base[i] : 0
-                }
+                // Whitespace before it (rare) is skipped on the way to `parseValue`.
+                let c: UInt8 = i < length ? base[i] : 0
                 if c == UInt8(ascii: "\"") {
                     i = try string(i)
                 } else if c &- UInt8(ascii: "0") < 10 {
@@ -502,9 +496,10 @@ public final class JSONDocument {
                     i = try parseObject(i)
                 } else if c == UInt8(ascii: "[") {
                     i = try parseArray(i)
-                } else if c == UInt8(ascii: "]") && count == me &+ 1 {
-                    break  // before any element (nothing appended after the array's token)
                 } else {
+                    if c <= 0x20 { i = skipSpace(i) }
+                    // `]` before any element (nothing appended after the array's token).
+                    if i < length && base[i] == UInt8(ascii: "]") && count == me &+ 1 { break }
                     i = try parseValue(i)
                 }
                 let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
