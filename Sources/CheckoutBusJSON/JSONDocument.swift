@@ -488,12 +488,12 @@ public final class JSONDocument {
                 // both is not inlined through the recursion (+830 instructions per bench event).
                 // Whitespace before it (rare) is skipped on the way to `parseValue`.
                 let c: UInt8 = i < length ? base[i] : 0
-                if c == UInt8(ascii: "\"") {
+                if c == UInt8(ascii: "{") {  // arrays of objects (line items, totals) first
+                    i = try parseObject(i)
+                } else if c == UInt8(ascii: "\"") {
                     i = try string(i)
                 } else if c &- UInt8(ascii: "0") < 10 {
                     i = try number(i)
-                } else if c == UInt8(ascii: "{") {
-                    i = try parseObject(i)
                 } else if c == UInt8(ascii: "[") {
                     i = try parseArray(i)
                 } else {
