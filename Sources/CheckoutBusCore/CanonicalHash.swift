@@ -353,7 +353,20 @@ public enum CanonicalHash {
             }
         }
 
+        /// An object. One that starts at offset 5 or later (every one but a root near the text's
+        /// start) has all its keys start at 6 or later, so a key of at least one byte ends at 9 or
+        /// later: its members need no check that ``Walker/last8(_:)`` stays inside the text.
         func object(_ t: Int, parent: Int) -> UInt64 {
+            if tokens[t].start >= 5 { return members(t, parent: parent, far: true) }
+            return objectNearStart(t, parent: parent)
+        }
+
+        @inline(never)
+        func objectNearStart(_ t: Int, parent: Int) -> UInt64 { members(t, parent: parent, far: false) }
+
+        /// The members of object `t`; `far`: it starts at offset 5 or later (see ``object(_:parent:)``).
+        @inline(__always)
+        func members(_ t: Int, parent: Int, far: Bool) -> UInt64 {
             var acc: UInt64 = 0
             let end = Int(tokens[t].next)
             var k = t &+ 1
@@ -367,7 +380,7 @@ public enum CanonicalHash {
                 let kn: UInt64
                 let screened: Bool
                 let h: UInt64
-                if !keyToken.flag && UInt(bitPattern: n &- 1) < 16 && keyEnd >= 9 {
+                if !keyToken.flag && UInt(bitPattern: n &- 1) < 16 && (far || keyEnd >= 9) {
                     // As ``Walker/key(_:_:)``. A one-byte key's `penultimate` is its opening quote.
                     let b = plain.last8(keyEnd)
                     screened = BuyerDataRedactor.mayBeRedacted(

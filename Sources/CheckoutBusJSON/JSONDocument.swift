@@ -284,6 +284,30 @@ public final class JSONDocument {
             return try parseString(start, from: i)
         }
 
+        /// The usual compact member's start, `"key":` with a key of 0…15 plain printable ASCII
+        /// bytes, recognised with one check against the text's length: the key's two words, the
+        /// colon and the value's first byte all lie within the 19 bytes from `start`.
+        /// - Returns: the offset just past the key's closing quote (where the colon is) and the
+        ///   byte after the colon; nil for anything else (the member is then scanned the careful
+        ///   way, from `start`).
+        @inline(__always)
+        func compactKey(_ start: Int) -> (Int, UInt8)? {
+            guard start &+ 19 <= length && base[start] == UInt8(ascii: "\"") else { return nil }
+            let p = UnsafeRawPointer(base + (start &+ 1))
+            var m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)))
+            var at = start &+ 1
+            if m == 0 {
+                m = Scanner.lookMask(UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                at = start &+ 9
+                if m == 0 { return nil }
+            }
+            // The closing quote at `j` ≤ start + 16: the colon at j + 1 and the value's first
+            // byte at j + 2 ≤ start + 18 are inside the text.
+            let j = at &+ (m.trailingZeroBitCount &>> 3)
+            guard base[j] == UInt8(ascii: "\"") && base[j &+ 1] == UInt8(ascii: ":") else { return nil }
+            return (j &+ 1, base[j &+ 2])
+        }
+
         /// Scans a string, validating escapes and UTF-8; plain ASCII takes a tight loop.
         /// - Parameter from: where to start looking; the bytes from `start + 1` to it are known to
         ///   be plain printable ASCII.
@@ -341,16 +365,19 @@ public final class JSONDocument {
 
         /// The high bit of every byte of `w` that is a control character, non-ASCII, `"` or `\\`
         /// (SWAR tests). Bits above the lowest may be false positives (borrows); the lowest is exact.
+        ///
+        /// Controls and the quote are one test: flipping bit 1 maps `"` (0x22) to 0x20 and keeps
+        /// 0x00…0x1F among themselves (0x20 and 0x21 go to 0x22 and 0x23), so exactly those bytes
+        /// are below 0x21 after the flip.
         @inline(__always)
         static func lookMask(_ w: UInt64) -> UInt64 {
             let ones: UInt64 = 0x0101_0101_0101_0101
             let highs: UInt64 = 0x8080_8080_8080_8080
-            let belowSpace = (w &- ones &* 0x20) & ~w
-            let quote = w ^ (ones &* 0x22)
+            let flipped = w ^ (ones &* 0x02)
             let backslash = w ^ (ones &* 0x5C)
-            let hasQuote = (quote &- ones) & ~quote
+            let controlOrQuote = (flipped &- ones &* 0x21) & ~flipped
             let hasBackslash = (backslash &- ones) & ~backslash
-            return (belowSpace | hasQuote | hasBackslash | w) & highs
+            return (controlOrQuote | hasBackslash | w) & highs
         }
 
         /// Validates one multi-byte UTF-8 sequence; returns the index after it.
@@ -361,33 +388,49 @@ public final class JSONDocument {
         }
 
         /// The comma or closing bracket after a container's member or element, which compact input
-        /// has right after the value: whitespace is skipped only when the byte is not one.
+        /// has right after the value: both are tested first, and whitespace is skipped only when
+        /// the byte is neither.
         /// - Returns: its offset, and whether it is a comma (more follows).
         @inline(__always)
         mutating func afterValue(_ start: Int, close: UInt8) throws(JSONParseError) -> (Int, Bool) {
             var i = start
             var c: UInt8 = i < length ? base[i] : 0
+            if c == UInt8(ascii: ",") { return (i, true) }
+            if c == close { return (i, false) }
             if c <= 0x20 {
                 i = skipSpace(i)
                 guard i < length else { throw JSONParseError(.truncated, at: i) }
                 c = base[i]
+                if c == UInt8(ascii: ",") { return (i, true) }
+                if c == close { return (i, false) }
             }
-            if c == UInt8(ascii: ",") { return (i, true) }
-            guard c == close else { throw JSONParseError(.expectedCommaOrEnd, at: i) }
-            return (i, false)
+            throw JSONParseError(.expectedCommaOrEnd, at: i)
         }
 
         mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
-            depth += 1
+            depth &+= 1
             if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
             let me = count
             append(.object, false, start, 0)
-            var i = skipSpace(start + 1)
-            guard i < length else { throw JSONParseError(.truncated, at: i) }
-            if base[i] != UInt8(ascii: "}") {
-                while true {
+            // The loop starts right after the brace: the usual first member is compact, and an
+            // empty object is found on the careful path, where `}` stands instead of a first key.
+            var i = start &+ 1
+            while true {
+                let c: UInt8
+                if let (keyEnd, next) = compactKey(i) {
+                    // `"key":` and the value's first byte, all known to be inside the text.
+                    append(.string, false, i, keyEnd)
+                    i = keyEnd &+ 1
+                    c = next
+                } else {
+                    // Whitespace before the key (after `{` or a comma) is skipped only here.
+                    i = skipSpace(i)
                     guard i < length else { throw JSONParseError(.truncated, at: i) }
-                    guard base[i] == UInt8(ascii: "\"") else { throw JSONParseError(.expectedKey, at: i) }
+                    if base[i] != UInt8(ascii: "\"") {
+                        // `}` before any member (nothing appended after the object's token).
+                        if base[i] == UInt8(ascii: "}") && count == me &+ 1 { break }
+                        throw JSONParseError(.expectedKey, at: i)
+                    }
                     i = try string(i)
                     // Compact input (the usual case) has the colon right after the key, and the
                     // value right after the colon: whitespace is looked for only when it is not
@@ -400,81 +443,77 @@ public final class JSONDocument {
                         guard base[i] == UInt8(ascii: ":") else { throw JSONParseError(.expectedColon, at: i) }
                         i = skipSpace(i + 1)
                     }
-                    // The value, dispatched here rather than through `parseValue` (a call per
-                    // value): strings and plain integers inline, containers by a direct call.
-                    var c: UInt8 = i < length ? base[i] : 0
-                    if c <= 0x20 {
-                        i = skipSpace(i)
-                        c = i < length ? base[i] : 0
-                    }
-                    if c == UInt8(ascii: "\"") {
-                        i = try string(i)
-                    } else if c &- UInt8(ascii: "0") < 10 {
-                        i = try number(i)
-                    } else if c == UInt8(ascii: "{") {
-                        i = try parseObject(i)
-                    } else if c == UInt8(ascii: "[") {
-                        i = try parseArray(i)
-                    } else {
-                        i = try parseValue(i)
-                    }
-                    let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
-                    if more {
-                        i = skipSpace(at + 1)
-                        continue
-                    }
-                    i = at
-                    break
+                    c = i < length ? base[i] : 0
                 }
+                // The value, dispatched here rather than through `parseValue` (a call per
+                // value): strings and plain integers inline, containers by a direct call.
+                // Whitespace before it (rare) is skipped on the way to `parseValue`.
+                if c == UInt8(ascii: "\"") {
+                    i = try string(i)
+                } else if c &- UInt8(ascii: "0") < 10 {
+                    i = try number(i)
+                } else if c == UInt8(ascii: "{") {
+                    i = try parseObject(i)
+                } else if c == UInt8(ascii: "[") {
+                    i = try parseArray(i)
+                } else {
+                    i = try parseValue(c <= 0x20 ? skipSpace(i) : i)
+                }
+                let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
+                if more {
+                    i = at &+ 1  // any whitespace after the comma: skipped before the key
+                    continue
+                }
+                i = at
+                break
             }
-            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            depth -= 1
-            return i + 1
+            depth &-= 1
+            return i &+ 1
         }
 
         mutating func parseArray(_ start: Int) throws(JSONParseError) -> Int {
-            depth += 1
+            depth &+= 1
             if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
             let me = count
             append(.array, false, start, 0)
-            var i = skipSpace(start + 1)
-            guard i < length else { throw JSONParseError(.truncated, at: i) }
-            if base[i] != UInt8(ascii: "]") {
-                while true {
-                    // The element, dispatched here rather than through `parseValue` (a call per
-                    // value): strings and plain integers inline, containers by a direct call. The
-                    // same lines as in `parseObject`, on purpose: one `@inline(__always)` helper for
-                    // both is not inlined through the recursion (+830 instructions per bench event).
-                    var c: UInt8 = i < length ? base[i] : 0
-                    if c <= 0x20 {
-                        i = skipSpace(i)
-                        c = i < length ? base[i] : 0
-                    }
-                    if c == UInt8(ascii: "\"") {
-                        i = try string(i)
-                    } else if c &- UInt8(ascii: "0") < 10 {
-                        i = try number(i)
-                    } else if c == UInt8(ascii: "{") {
-                        i = try parseObject(i)
-                    } else if c == UInt8(ascii: "[") {
-                        i = try parseArray(i)
-                    } else {
-                        i = try parseValue(i)
-                    }
-                    let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
-                    if more {
-                        i = skipSpace(at + 1)
-                        continue
-                    }
-                    i = at
-                    break
+            // The loop starts right after the bracket; an empty array is found where `]` stands
+            // instead of a first element.
+            var i = start &+ 1
+            while true {
+                // The element, dispatched here rather than through `parseValue` (a call per
+                // value): strings and plain integers inline, containers by a direct call. The
+                // same lines as in `parseObject`, on purpose: one `@inline(__always)` helper for
+                // both is not inlined through the recursion (+830 instructions per bench event).
+                // Whitespace before it (rare) is skipped on the way to `parseValue`.
+                let c: UInt8 = i < length ? base[i] : 0
+                if c == UInt8(ascii: "{") {  // arrays of objects (line items, totals) first
+                    i = try parseObject(i)
+                } else if c == UInt8(ascii: "\"") {
+                    i = try string(i)
+                } else if c &- UInt8(ascii: "0") < 10 {
+                    i = try number(i)
+                } else if c == UInt8(ascii: "[") {
+                    i = try parseArray(i)
+                } else {
+                    if c <= 0x20 { i = skipSpace(i) }
+                    // `]` before any element (nothing appended after the array's token).
+                    if i < length && base[i] == UInt8(ascii: "]") && count == me &+ 1 { break }
+                    i = try parseValue(i)
                 }
+                let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
+                if more {
+                    i = at &+ 1  // any whitespace after the comma: skipped by the dispatch
+                    continue
+                }
+                i = at
+                break
             }
-            tokens[me].end = Int32(truncatingIfNeeded: i + 1)
+            tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            depth -= 1
-            return i + 1
+            depth &-= 1
+            return i &+ 1
         }
     }
 

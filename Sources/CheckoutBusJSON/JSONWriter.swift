@@ -185,8 +185,23 @@ public struct JSONWriter: ~Copyable {
             append("\"\"")
             return
         }
-        let b = reserve(n &+ 2) + 1
+        // Room for the quotes, and for a whole word stored at `b` (a short string's, below).
+        let b = reserve(n &+ 10) + 1
         var i = 0
+        if n < 8 {
+            // A short string: its bytes in one word, read by two loads that may overlap and
+            // never reach past it; the test sees a plain byte (`A`) in place of each byte past
+            // it, and the word is stored whole (the bytes past the string are overwritten or
+            // lie past what is written).
+            let w = JSONWriter.shortWord(p, n)
+            if !JSONWriter.needsEscape(w | 0x4141_4141_4141_4141 &<< UInt64(truncatingIfNeeded: n &* 8)) {
+                UnsafeMutableRawPointer(b).storeBytes(of: w.littleEndian, as: UInt64.self)
+                b[-1] = UInt8(ascii: "\"")
+                b[n] = UInt8(ascii: "\"")
+                written &+= n &+ 2
+                return
+            }
+        }
         // Eight bytes at a time: a word with no control byte, quote or backslash (exact zero-byte
         // tests; bytes from 0x80 up pass) is stored at once.
         while i &+ 8 <= n {
@@ -249,10 +264,29 @@ public struct JSONWriter: ~Copyable {
     @inlinable package static func needsEscape(_ w: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = w ^ (ones &* 0x22)
+        // Controls and the quote in one test, as in the scanner's `lookMask`: with bit 1 flipped,
+        // exactly they are below 0x21.
+        let flipped = w ^ (ones &* 0x02)
         let backslash = w ^ (ones &* 0x5C)
-        let below = (w &- ones &* 0x20) & ~w
-        return (below | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs != 0
+        return (((flipped &- ones &* 0x21) & ~flipped) | ((backslash &- ones) & ~backslash)) & highs != 0
+    }
+
+    /// The `n` bytes (0…7) at `p` as a little-endian word, the rest zero: two loads that may
+    /// overlap (the same bytes, so or-ing them is harmless), none past the `n` bytes.
+    @inline(__always)
+    @inlinable package static func shortWord(_ p: UnsafePointer<UInt8>, _ n: Int) -> UInt64 {
+        let r = UnsafeRawPointer(p)
+        if n >= 4 {
+            let low = UInt64(UInt32(littleEndian: r.loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: r.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
+            return low | high &<< UInt64(truncatingIfNeeded: (n &- 4) &* 8)
+        }
+        if n >= 2 {
+            let low = UInt64(UInt16(littleEndian: r.loadUnaligned(as: UInt16.self)))
+            let high = UInt64(UInt16(littleEndian: r.loadUnaligned(fromByteOffset: n &- 2, as: UInt16.self)))
+            return low | high &<< UInt64(truncatingIfNeeded: (n &- 2) &* 8)
+        }
+        return n == 1 ? UInt64(p.pointee) : 0
     }
 
     @inline(__always)

@@ -280,6 +280,21 @@ struct RedactingHashTests {
         }
     }
 
+    @Test("objects starting at every offset 0…12 with keys of every length 0…17: where the careful and unchecked member loops meet")
+    func objectOffsets() throws {
+        for offset in 0...12 {
+            for length in 0...17 {
+                let key = (0..<length).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+                let object = Array(#"{""#.utf8) + key + Array(#"":"v","e":1,"Email":[2],"x":{"k":"w"}}"#.utf8)
+                let text = [UInt8](repeating: UInt8(ascii: "["), count: offset) + object
+                    + [UInt8](repeating: UInt8(ascii: "]"), count: offset)
+                let doc = try #require(Self.parse(text))
+                let (checked, redacted) = Self.checkContainers(doc, "object at \(offset), key of \(length)")
+                #expect(checked == offset + 3 && redacted == offset + 1)  // "Email" counted by each enclosing container
+            }
+        }
+    }
+
     @Test("deep nesting, with a redacted member at every depth")
     func deepNesting() throws {
         for depth in [1, 2, 10, 40, 60] {

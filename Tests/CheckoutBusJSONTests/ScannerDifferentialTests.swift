@@ -177,7 +177,11 @@ struct ScannerDifferentialTests {
                                "{\"\":0}", "{\"a\":[]}", "\"\"", "\"a", "[\"\"]", "true", "tru", "nul", "falsey",
                                "[0,]", "{,}", "[,]", "{\"a\"}", "{\"a\":}", "{\"a\" :1 }", " [ 1 , 2 ] ",
                                "01", "-01", "1.", "1.e5", "1e", "1e+", "1E-7", "0.5e308", "1e309", "-1e309",
-                               "\"\\u00e9\"", "\"\\u00g9\"", "\"\\x\"", "\"\\", "\"\\u12", "[1e5,2.5,-0.0]"]
+                               "\"\\u00e9\"", "\"\\u00g9\"", "\"\\x\"", "\"\\", "\"\\u12", "[1e5,2.5,-0.0]",
+                               "{ }", "[ ]", "[\n]", "{\t}", "{ ,}", "[ ,]", "{\"a\":1,}", "{\"a\":1, }", "[1,]", "[1, ]",
+                               "{}}", "[]]", "[[],[]]", "{\"a\":{},\"b\":[]}", "[{ }]", "{\"a\":[ ],\"b\":{ }}", "{]", "[}",
+                               "{\"a\": 1}", "{\"a\":\t\"x\"}", "{\"a\": {}}", "{\"a\":\n[]}", "{\"a\": -1}", "{\"a\": tru}",
+                               "[ 1]", "[ \"x\"]", "[ {}]", "[ []]", "[1, 2]", "[1,\n-2]", "[ -1 ]", "{\"a\": }", "[ x]", "[ ,1]"]
         for d in [62, 63, 64, 65] {
             cases.append(String(repeating: "[", count: d) + String(repeating: "]", count: d))
             cases.append(String(repeating: "{\"k\":", count: d) + "1" + String(repeating: "}", count: d))
@@ -192,6 +196,33 @@ struct ScannerDifferentialTests {
             let bytes = Array(text.utf8)
             _ = Self.check(bytes, "\(text)")
             for end in 0..<bytes.count { _ = Self.check(Array(bytes[0..<end]), "\(text) cut at \(end)") }
+        }
+    }
+
+    @Test("members with keys of 0…18 bytes (plain, escaped, non-ASCII, a control, spaced) before every kind of value, every truncation")
+    func compactMembers() {
+        var failures = 0
+        let values = ["1", "-2", "\"v\"", "{}", "[]", "true", "null", " 1", "\t\"x\"", "\"\"", "{\"a\":0}", "0.5"]
+        for length in 0...18 where failures < 10 {
+            let plain = String((0..<length).map { Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+            var keys = [plain]
+            if length > 0 {
+                keys += [String(plain.dropLast()) + "\\n", String(plain.dropLast()) + "é", String(plain.dropLast()) + "\u{01}",
+                         String(plain.dropLast()) + "\""]
+            }
+            for key in keys {
+                for value in values {
+                    for member in ["\"\(key)\":\(value)", "\"\(key)\" :\(value)", "\"\(key)\": \(value)"] {
+                        for text in ["{\(member)}", "{\"0\":0,\(member)}", "[{\(member),\(member)}]"] {
+                            let bytes = Array(text.utf8)
+                            for end in 0...bytes.count where !Self.check(Array(bytes[0..<end]), "\(text) cut at \(end)") {
+                                failures += 1
+                                break
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -47,7 +47,21 @@ struct WriterAndAccessFastPathTests {
 
     @Test("appendString(utf8:) writes what a byte-by-byte escaper writes: edge cases")
     func appendStringEdgeCases() {
-        let cases: [[UInt8]] = [
+        // Strings of 0…9 bytes (the one-word path below 8) with a byte to escape at each place,
+        // and with bytes from 0x80 up (not escaped).
+        var short: [[UInt8]] = []
+        for n in 0...9 {
+            short.append([UInt8](repeating: UInt8(ascii: "a"), count: n))
+            short.append((0..<n).map { UInt8(0x7A + $0 * 0x0D) })
+            for at in 0..<n {
+                for bad: UInt8 in [0x22, 0x5C, 0x00, 0x1F, 0x0A, 0x21, 0x20, 0x23] {
+                    var b = [UInt8](repeating: UInt8(ascii: "a"), count: n)
+                    b[at] = bad
+                    short.append(b)
+                }
+            }
+        }
+        let cases: [[UInt8]] = short + [
             [], Array("a".utf8), Array("1234567".utf8), Array("12345678".utf8), Array("123456789".utf8),
             Array("gid://shopify/Checkout/tour-1".utf8), Array("r:5:0000000000000000000".utf8),
             Array("caf\u{E9} \u{1F600} \u{65E5}\u{672C}".utf8), Array("quote\"here".utf8), Array("1234567\"".utf8),
