@@ -338,10 +338,9 @@ public final class EventProcessor {
         let doc = document
         guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object else { return false }
         // The envelope's members this needs, found in one pass (this runs for a million records at start).
-        let f = doc.members(doc.root, EventProcessor.envelopeNames) { m in
-            (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
-             key: m.at(5), checkout: m.at(6))
-        }
+        let m = doc.members(doc.root, EventProcessor.envelopeNames)
+        let f = (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
+                 key: m.at(5), checkout: m.at(6))
         if let k = f.kind, doc.stringEquals(k, "deadletter") {
             // A dead letter's event id: a retry that fails again is still a duplicate after a restart.
             guard remember, let t = f.eventID, let id = doc.string(t),

@@ -18,25 +18,24 @@ extension RawEventDecoder {
         "orderConfirmation", "order_confirmation")
 
     /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),
-    /// its members found in one pass (``JSONDocument/members(_:_:_:)``).
+    /// its members found in one pass (``JSONDocument/members(_:_:)``).
     func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
         let skipCheckoutID = wrapperNamesCheckout
-        doc.members(c, RawEventDecoder.snapshotIDNames) { m in
-            if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
-            if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
-            if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
-                event.orderID = doc.identifier(v)
-            }
-            if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
-            // Checkout Sheet Kit 4: `{"orderConfirmation":{"order":{"id":…}},"cart":{"id":…}}`.
-            if let confirmation = m.object(9) ?? m.object(10), let order = doc.object(confirmation, "order"),
-                let v = doc.member(order, "id")
-            {
-                event.orderID = doc.identifier(v) ?? event.orderID
-            }
-            if !skipCheckoutID, event.checkoutID == nil, let cart = m.object(8), let v = doc.member(cart, "id") {
-                event.checkoutID = doc.identifier(v)
-            }
+        let m = doc.members(c, RawEventDecoder.snapshotIDNames)
+        if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
+        if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
+        if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
+            event.orderID = doc.identifier(v)
+        }
+        if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
+        // Checkout Sheet Kit 4: `{"orderConfirmation":{"order":{"id":…}},"cart":{"id":…}}`.
+        if let confirmation = m.object(9) ?? m.object(10), let order = doc.object(confirmation, "order"),
+            let v = doc.member(order, "id")
+        {
+            event.orderID = doc.identifier(v) ?? event.orderID
+        }
+        if !skipCheckoutID, event.checkoutID == nil, let cart = m.object(8), let v = doc.member(cart, "id") {
+            event.checkoutID = doc.identifier(v)
         }
     }
 
