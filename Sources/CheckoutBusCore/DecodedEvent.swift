@@ -11,7 +11,21 @@ public struct DecodedEvent: ~Copyable {
     public var format: RawFormat
     public var sdk: String
     public var platform: String?
-    public var checkoutID: String?
+    /// The checkout id. Usually read in place (``checkoutIDText``): this builds its `String`.
+    public var checkoutID: String? {
+        get { checkoutIDString ?? checkoutIDText.map { String(decoding: $0, as: UTF8.self) } }
+        set {
+            checkoutIDString = newValue
+            checkoutIDText = nil
+        }
+    }
+    /// The checkout id as written in the message — an unescaped string's text or a number's —
+    /// when it was read from one: no `String` is built for it. Points into the decoded document's
+    /// bytes (the message, or the decoder's document for JSON nested in a string), so it is
+    /// valid for as long as ``snapshot`` is. Nil when ``checkoutIDString`` holds the id, or there is none.
+    var checkoutIDText: UnsafeRawBufferPointer?
+    /// The checkout id when it is not in the message as is (escaped, or made up: `order:…`).
+    var checkoutIDString: String?
     public var eventID: String?
     public var occurredAt: JSONRef?
     public var snapshot: JSONRef?
@@ -23,5 +37,19 @@ public struct DecodedEvent: ~Copyable {
         self.kind = kind
         self.format = format
         self.sdk = sdk
+    }
+
+    /// Whether there is a checkout id (without building its `String`).
+    var hasCheckoutID: Bool { checkoutIDText != nil || checkoutIDString != nil }
+
+    /// The checkout id's state-table key (``CheckoutStateTable/key(utf8:)`` of its UTF-8), if any.
+    func checkoutKey() -> CheckoutStateTable.Key? {
+        if let text = checkoutIDText { return CheckoutStateTable.key(utf8: text) }
+        return checkoutIDString.map { CheckoutStateTable.key($0) }
+    }
+
+    /// Writes the checkout id as a JSON string (`""` without one), as `appendString` of its `String` would.
+    func writeCheckoutID(to w: inout JSONWriter) {
+        if let text = checkoutIDText { w.appendString(utf8: text) } else { w.appendString(checkoutIDString ?? "") }
     }
 }

@@ -187,7 +187,7 @@ public final class EventProcessor {
             context.outcome = .wrongShard(owner)
             return consume event
         }
-        let checkoutKey = CheckoutStateTable.key(event.checkoutID!)  // the decoder guarantees one
+        let checkoutKey = event.checkoutKey()!  // the decoder guarantees one
         var idKey: (UInt64, UInt64)?
         if eventIDWindow, let id = event.eventID { idKey = EventIDWindow.key(id, checkout: checkoutKey) }
         prefetch(checkoutKey, idKey)
@@ -411,7 +411,6 @@ public final class EventProcessor {
     ///   - hash: the canonical hash of the event's snapshot (0 without one).
     private func apply(_ event: inout DecodedEvent, _ checkoutKey: CheckoutStateTable.Key, snapshotHash hash: UInt64,
                        receivedAt: Timestamp, now: UInt32, context: EventDecodeContext) -> ProcessingResult {
-        let checkoutID = event.checkoutID!  // the decoder guarantees one
         let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
 
@@ -426,7 +425,8 @@ public final class EventProcessor {
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     counters.suppressed &+= 1
                     return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: event.eventID,
-                                            suppressedCheckoutID: event.eventID != nil ? checkoutID : nil, publication: nil)
+                                            suppressedCheckoutID: event.eventID != nil ? event.checkoutID : nil,
+                                            publication: nil)
                 }
             }
         case .complete:
@@ -434,7 +434,7 @@ public final class EventProcessor {
             if !isRepeat {
                 state.insertFlags(.completed, entry)
                 // Remember the key this order was published under; every repeat reuses it.
-                state.setCompleteKey(event.orderID ?? checkoutID, entry)
+                state.setCompleteKey(event.orderID ?? event.checkoutID!, entry)
             }
         case .fail:
             afterComplete = flags.contains(.completed)
@@ -442,8 +442,9 @@ public final class EventProcessor {
             break
         }
         if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
-        // One key per placed order: the first complete's key, else this event's order id, else the checkout.
-        let idempotencyKey = state.completeKey(entry) ?? event.orderID ?? checkoutID
+        // One key per placed order: the first complete's key, else this event's order id, else the
+        // checkout (nil here: the writer writes the checkout id as it is in the message).
+        let idempotencyKey = state.completeKey(entry) ?? event.orderID
         let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                         afterComplete: afterComplete, receivedAt: receivedAt, context: context)
         counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
@@ -457,7 +458,7 @@ public final class EventProcessor {
     // MARK: Envelopes
 
     private func writeEnvelope(
-        _ e: borrowing DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp,
+        _ e: borrowing DecodedEvent, idempotencyKey: String?, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp,
         context: EventDecodeContext
     ) -> ProcessingResult.Publication {
         if timing { envelopeStartedAt = StageTimes.now() }

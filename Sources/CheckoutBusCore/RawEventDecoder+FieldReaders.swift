@@ -34,8 +34,23 @@ extension RawEventDecoder {
         {
             event.orderID = doc.identifier(v) ?? event.orderID
         }
-        if !skipCheckoutID, event.checkoutID == nil, let cart = m.object(8), let v = doc.member(cart, "id") {
+        if !skipCheckoutID, !event.hasCheckoutID, let cart = m.object(8), let v = doc.member(cart, "id") {
             event.checkoutID = doc.identifier(v)
+        }
+    }
+
+    /// ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be: the text of an
+    /// unescaped string (not a placeholder) or of a number, as bytes in the document; else the
+    /// identifier's `String` (an escaped string's decoded text), or neither (no id). The bytes are
+    /// exactly the `String`'s UTF-8 (the scanner validates strings' UTF-8).
+    static func identifierText(_ doc: JSONDocument, _ t: Int) -> (text: UnsafeRawBufferPointer?, string: String?) {
+        switch doc.kind(t) {
+        case .string where !doc.isEscaped(t):
+            let raw = doc.raw(t)
+            if JSONDocument.isPlaceholder(raw) { return (nil, nil) }
+            return (UnsafeRawBufferPointer(rebasing: raw[1..<(raw.count - 1)]), nil)
+        case .number: return (doc.raw(t), nil)
+        default: return (nil, doc.identifier(t))
         }
     }
 
@@ -48,7 +63,7 @@ extension RawEventDecoder {
     }
 
     /// Whether the raw event's own checkout id is still wanted.
-    func needsCheckoutID(_ event: borrowing DecodedEvent) -> Bool { event.checkoutID == nil && !wrapperNamesCheckout }
+    func needsCheckoutID(_ event: borrowing DecodedEvent) -> Bool { !event.hasCheckoutID && !wrapperNamesCheckout }
 
     /// Ids and timestamps written beside the event name.
     func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {

@@ -70,19 +70,22 @@ public final class RawEventDecoder {
                 throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
             }
         }
-        wrapperNamesCheckout = wrapper.checkoutID != nil
+        wrapperNamesCheckout = wrapper.hasCheckoutID
         var event = try decodeRaw(raw, wrapper: wrapper)
         // The wrapper's fields win; moved into the event (swapped: no retain now, no release of the
         // wrapper's copy later).
-        if wrapper.checkoutID != nil { swap(&event.checkoutID, &wrapper.checkoutID) }
+        if wrapper.hasCheckoutID {
+            event.checkoutIDText = wrapper.checkoutIDText
+            swap(&event.checkoutIDString, &wrapper.checkoutIDString)
+        }
         if wrapper.eventID != nil { swap(&event.eventID, &wrapper.eventID) }
         if let at = wrapper.occurredAt { event.occurredAt = at }
         if wrapper.platform != nil { swap(&event.platform, &wrapper.platform) }
         if wrapper.sdk != nil { swap(&event.sdk, &wrapper.sdk!) }
-        if event.checkoutID == nil {
+        if !event.hasCheckoutID {
             event.checkoutID = event.orderID.map { "order:" + $0 }
         }
-        guard event.checkoutID != nil else {
+        guard event.hasCheckoutID else {
             throw DecodeRejection(.missingCheckoutID, "no checkout id in the snapshot, the event or the wrapper")
         }
         return event
@@ -91,7 +94,10 @@ public final class RawEventDecoder {
     // MARK: Wrapper
 
     struct Wrapper {
-        var checkoutID: String?
+        /// The checkout id in place (``DecodedEvent/checkoutIDText``), or as a `String`.
+        var checkoutIDText: UnsafeRawBufferPointer?
+        var checkoutIDString: String?
+        var hasCheckoutID: Bool { checkoutIDText != nil || checkoutIDString != nil }
         var eventID: String?
         var occurredAt: JSONRef?
         var platform: String?
@@ -122,7 +128,9 @@ public final class RawEventDecoder {
         let anyName = named || (m.at(14) ?? m.at(15)) != nil
         guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
         else { return nil }
-        if w.checkoutID == nil, let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
+        if !w.hasCheckoutID, let v = m.at(6) ?? m.at(7) {
+            (w.checkoutIDText, w.checkoutIDString) = RawEventDecoder.identifierText(doc, v)
+        }
         if w.eventID == nil, let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
         if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
             w.occurredAt = JSONRef(doc, v)
