@@ -26,7 +26,18 @@ public struct DecodedEvent: ~Copyable {
     var checkoutIDText: UnsafeRawBufferPointer?
     /// The checkout id when it is not in the message as is (escaped, or made up: `order:…`).
     var checkoutIDString: String?
-    public var eventID: String?
+    /// The event id. Usually read in place (``eventIDText``): this builds its `String`.
+    public var eventID: String? {
+        get { eventIDString ?? eventIDText.map { String(decoding: $0, as: UTF8.self) } }
+        set {
+            eventIDString = newValue
+            eventIDText = nil
+        }
+    }
+    /// The event id as written in the message, as ``checkoutIDText``.
+    var eventIDText: UnsafeRawBufferPointer?
+    /// The event id when it is not in the message as is (an escaped string's text).
+    var eventIDString: String?
     public var occurredAt: JSONRef?
     public var snapshot: JSONRef?
     public var payment: JSONRef?
@@ -41,6 +52,36 @@ public struct DecodedEvent: ~Copyable {
 
     /// Whether there is a checkout id (without building its `String`).
     var hasCheckoutID: Bool { checkoutIDText != nil || checkoutIDString != nil }
+
+    /// Whether there is an event id (without building its `String`).
+    var hasEventID: Bool { eventIDText != nil || eventIDString != nil }
+
+    /// Sets the checkout id to ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be.
+    mutating func setCheckoutID(_ doc: JSONDocument, _ t: Int) {
+        (checkoutIDText, checkoutIDString) = RawEventDecoder.identifierText(doc, t)
+    }
+
+    /// Sets the event id to ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be.
+    mutating func setEventID(_ doc: JSONDocument, _ t: Int) {
+        (eventIDText, eventIDString) = RawEventDecoder.identifierText(doc, t)
+    }
+
+    /// The event id's window key (``EventIDWindow/key(utf8:checkout:)`` of its UTF-8), if any.
+    func eventIDKey(checkout: CheckoutStateTable.Key) -> (UInt64, UInt64)? {
+        if let text = eventIDText { return EventIDWindow.key(utf8: text, checkout: checkout) }
+        return eventIDString.map { EventIDWindow.key($0, checkout: checkout) }
+    }
+
+    /// Writes the event id as a JSON string, `null` without one.
+    func writeEventID(to w: inout JSONWriter) {
+        if let text = eventIDText {
+            w.appendString(utf8: text)
+        } else if let id = eventIDString {
+            w.appendString(id)
+        } else {
+            w.append("null")
+        }
+    }
 
     /// The checkout id's state-table key (``CheckoutStateTable/key(utf8:)`` of its UTF-8), if any.
     func checkoutKey() -> CheckoutStateTable.Key? {

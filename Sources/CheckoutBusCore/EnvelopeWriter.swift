@@ -52,7 +52,7 @@ package struct EnvelopeWriter: ~Copyable {
             w.append("\",\"checkout_id\":")
             e.writeCheckoutID(to: &w)
             w.append(",\"event_id\":")
-            if let id = e.eventID { w.appendString(id) } else { w.append("null") }
+            e.writeEventID(to: &w)
             w.append(",\"idempotency_key\":")
             if let idempotencyKey { w.appendString(idempotencyKey) } else { e.writeCheckoutID(to: &w) }
             w.append(",\"source\":{\"sdk\":")

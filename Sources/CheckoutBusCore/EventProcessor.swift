@@ -94,6 +94,26 @@ public final class EventProcessor {
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
 
+    /// The last result's event id, copied from its message when it was read in place
+    /// (``ProcessingResult/eventIDText``): no `String` is built unless the caller reads it.
+    private var resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
+    private var resultEventIDCapacity = 64
+
+    deinit { resultEventIDBytes.deallocate() }
+
+    /// The event's id for its ``ProcessingResult``: its `String`, or its bytes copied into
+    /// ``resultEventIDBytes`` (the message may be gone when the result is read).
+    private func resultEventID(_ e: borrowing DecodedEvent) -> (string: String?, text: UnsafeRawBufferPointer?) {
+        guard let text = e.eventIDText else { return (e.eventIDString, nil) }
+        if text.count > resultEventIDCapacity {
+            resultEventIDBytes.deallocate()
+            resultEventIDCapacity = max(text.count, 2 * resultEventIDCapacity)
+            resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: resultEventIDCapacity, alignment: 8)
+        }
+        resultEventIDBytes.copyMemory(from: text.baseAddress!, byteCount: text.count)
+        return (nil, UnsafeRawBufferPointer(start: resultEventIDBytes, count: text.count))
+    }
+
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
         self.options = options
         self.lastSeq = startSeq
@@ -189,7 +209,7 @@ public final class EventProcessor {
         }
         let checkoutKey = event.checkoutKey()!  // the decoder guarantees one
         var idKey: (UInt64, UInt64)?
-        if eventIDWindow, let id = event.eventID { idKey = EventIDWindow.key(id, checkout: checkoutKey) }
+        if eventIDWindow { idKey = event.eventIDKey(checkout: checkoutKey) }
         prefetch(checkoutKey, idKey)
         context.hash = snapshotHash(event.snapshot, options: options, context)
         context.checkoutKey = checkoutKey
@@ -248,7 +268,8 @@ public final class EventProcessor {
         }
         if let original = eventIDs!.lookup(idKey) {
             counters.duplicates &+= 1
-            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: event.eventID,
+            let id = resultEventID(event)
+            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: id.string, eventIDText: id.text,
                                     suppressedCheckoutID: nil, publication: nil)
         }
         let result = apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
@@ -424,8 +445,9 @@ public final class EventProcessor {
                     // A match on the redacted form keeps this snapshot's own hash from now on.
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     counters.suppressed &+= 1
-                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: event.eventID,
-                                            suppressedCheckoutID: event.eventID != nil ? event.checkoutID : nil,
+                    let id = resultEventID(event)
+                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id.string, eventIDText: id.text,
+                                            suppressedCheckoutID: event.hasEventID ? event.checkoutID : nil,
                                             publication: nil)
                 }
             }
@@ -451,7 +473,8 @@ public final class EventProcessor {
         if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
             counters.failedByCode[i] &+= 1
         }
-        return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: event.eventID,
+        let id = resultEventID(event)
+        return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: id.string, eventIDText: id.text,
                                 suppressedCheckoutID: nil, publication: publication)
     }
 

@@ -22,7 +22,7 @@ extension RawEventDecoder {
     func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
         let skipCheckoutID = wrapperNamesCheckout
         let m = doc.members(c, RawEventDecoder.snapshotIDNames)
-        if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
+        if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.setCheckoutID(doc, v) }
         if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
         if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
             event.orderID = doc.identifier(v)
@@ -35,7 +35,7 @@ extension RawEventDecoder {
             event.orderID = doc.identifier(v) ?? event.orderID
         }
         if !skipCheckoutID, !event.hasCheckoutID, let cart = m.object(8), let v = doc.member(cart, "id") {
-            event.checkoutID = doc.identifier(v)
+            event.setCheckoutID(doc, v)
         }
     }
 
@@ -68,9 +68,9 @@ extension RawEventDecoder {
     /// Ids and timestamps written beside the event name.
     func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {
         if needsCheckoutID(event), let v = doc.member(r, anyOf: "checkout_id", "checkoutId") {
-            event.checkoutID = doc.identifier(v)
+            event.setCheckoutID(doc, v)
         }
-        if event.eventID == nil, let v = doc.member(r, anyOf: "event_id", "eventId") { event.eventID = doc.identifier(v) }
+        if !event.hasEventID, let v = doc.member(r, anyOf: "event_id", "eventId") { event.setEventID(doc, v) }
         if event.orderID == nil, let v = doc.member(r, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
         if event.occurredAt == nil, let v = doc.member(r, anyOf: "occurred_at", "occurredAt", "timestamp"),
             doc.kind(v) == .string || doc.kind(v) == .number

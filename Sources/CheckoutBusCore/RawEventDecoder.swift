@@ -25,7 +25,12 @@ public final class RawEventDecoder {
 
     /// The event id the message's ingest wrapper gave (nil without one), kept for a message the
     /// decoder then rejects: the producer's reply still names its event.
-    public private(set) var wrapperEventID: String?
+    public var wrapperEventID: String? {
+        wrapperEventIDString ?? wrapperEventIDText.map { String(decoding: $0, as: UTF8.self) }
+    }
+    /// ``wrapperEventID`` in place (into the message's document, valid until the next decode), or as a `String`.
+    private var wrapperEventIDText: UnsafeRawBufferPointer?
+    private var wrapperEventIDString: String?
 
     public init() {}
 
@@ -37,7 +42,8 @@ public final class RawEventDecoder {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")
         }
         embeddedUsed = 0
-        wrapperEventID = nil
+        wrapperEventIDText = nil
+        wrapperEventIDString = nil
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
         // A relay may wrap a wrapper: the outer one's fields win, the inner one's fill the gaps.
@@ -48,7 +54,7 @@ public final class RawEventDecoder {
             let payload = readWrapper(raw.doc, raw.token, into: &wrapper)
         {
             depth += 1
-            wrapperEventID = wrapper.eventID
+            (wrapperEventIDText, wrapperEventIDString) = (wrapper.eventIDText, wrapper.eventIDString)
             let pd = raw.doc
             if pd.kind(payload) == .null {
                 // `"payload": null` is no payload (a dismiss needs none): the wrapper's own name
@@ -78,7 +84,10 @@ public final class RawEventDecoder {
             event.checkoutIDText = wrapper.checkoutIDText
             swap(&event.checkoutIDString, &wrapper.checkoutIDString)
         }
-        if wrapper.eventID != nil { swap(&event.eventID, &wrapper.eventID) }
+        if wrapper.hasEventID {
+            event.eventIDText = wrapper.eventIDText
+            swap(&event.eventIDString, &wrapper.eventIDString)
+        }
         if let at = wrapper.occurredAt { event.occurredAt = at }
         if wrapper.platform != nil { swap(&event.platform, &wrapper.platform) }
         if wrapper.sdk != nil { swap(&event.sdk, &wrapper.sdk!) }
@@ -98,7 +107,10 @@ public final class RawEventDecoder {
         var checkoutIDText: UnsafeRawBufferPointer?
         var checkoutIDString: String?
         var hasCheckoutID: Bool { checkoutIDText != nil || checkoutIDString != nil }
-        var eventID: String?
+        /// The event id in place, or as a `String`.
+        var eventIDText: UnsafeRawBufferPointer?
+        var eventIDString: String?
+        var hasEventID: Bool { eventIDText != nil || eventIDString != nil }
         var occurredAt: JSONRef?
         var platform: String?
         var sdk: String?
@@ -131,7 +143,9 @@ public final class RawEventDecoder {
         if !w.hasCheckoutID, let v = m.at(6) ?? m.at(7) {
             (w.checkoutIDText, w.checkoutIDString) = RawEventDecoder.identifierText(doc, v)
         }
-        if w.eventID == nil, let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
+        if !w.hasEventID, let v = m.at(10) ?? m.at(11) {
+            (w.eventIDText, w.eventIDString) = RawEventDecoder.identifierText(doc, v)
+        }
         if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
             w.occurredAt = JSONRef(doc, v)
         }

@@ -32,6 +32,14 @@ struct InPlaceIDTests {
                 #expect(event.checkoutID == expected && event.hasCheckoutID)
                 let k = event.checkoutKey()
                 #expect(k?.lo == b.lo && k?.hi == b.hi)
+                // The event id's window key, and its envelope text, likewise.
+                event.eventIDText = text
+                #expect(event.eventID == expected && event.hasEventID)
+                #expect(event.eventIDKey(checkout: b).map { [$0.0, $0.1] } == [EventIDWindow.key(expected, checkout: b).0,
+                                                                               EventIDWindow.key(expected, checkout: b).1])
+                var w3 = JSONWriter(capacity: 16)
+                event.writeEventID(to: &w3)
+                #expect(w3.bytes == w2.bytes, "\(context): token \(t)", sourceLocation: sourceLocation)
             }
         }
     }
@@ -62,6 +70,42 @@ struct InPlaceIDTests {
             guard (try? doc.parseOwned(Array(line.utf8))) != nil else { continue }
             Self.check(doc, String(line.prefix(80)))
         }
+    }
+
+    @Test("a result's event id read in place outlives its message; a retry is a duplicate whether its id is escaped or not")
+    func resultEventIDAndDuplicates() {
+        var options = EventProcessor.Options()
+        options.dedupeWindow = 16
+        let p = EventProcessor(options: options)
+        func run(_ text: String) -> ProcessingResult {
+            // A fresh array per call, overwritten once processed: the result must not read it.
+            var bytes = Array(text.utf8)
+            let result = bytes.withUnsafeBytes { p.process($0, receivedAt: Timestamp(milliseconds: 0), now: 1_000) }
+            for i in bytes.indices { bytes[i] = 0x20 }
+            return result
+        }
+        func start(_ id: String) -> String {
+            #"{"checkout_id":"ck-1","event_id":"# + id + #","payload":{"jsonrpc":"2.0","method":"ec.start","params":{}}}"#
+        }
+        let first = run(start(#""r:5:0000000000000000000""#))
+        #expect(first.outcome == .published(.start))
+        #expect(first.eventID == "r:5:0000000000000000000")
+        let retry = run(start(#""r:5:0000000000000000000""#))
+        #expect(retry.outcome == .duplicate(first.seq))
+        #expect(retry.eventID == "r:5:0000000000000000000")
+        let escapedFirst = run(start(#""e-2""#))
+        #expect(escapedFirst.outcome == .published(.start))
+        #expect(escapedFirst.eventID == "e-2")
+        let plainRetry = run(start(#""e-2""#))
+        #expect(plainRetry.outcome == .duplicate(escapedFirst.seq))
+        #expect(plainRetry.eventID == "e-2")
+        let number = run(start("12345678901234567890"))
+        #expect(number.eventID == "12345678901234567890")
+        #expect(run(start(#""12345678901234567890""#)).outcome == .duplicate(number.seq))
+        // A long id (past the processor's first buffer) and a short one after it.
+        let long = String(repeating: "x", count: 300)
+        #expect(run(start("\"" + long + "\"")).eventID == long)
+        #expect(run(start(#""s""#)).eventID == "s")
     }
 
     @Test("a wrapper's checkout id in place reaches the event, the state key and the envelope as its String would")
