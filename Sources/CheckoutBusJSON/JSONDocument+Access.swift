@@ -196,16 +196,9 @@ extension JSONDocument {
         while k < end {
             let tok = tokens[k]
             if _slowPath(tok.flag) {
-                // An escaped key (rare): its decoded length is not its raw one.
-                var candidates = pending
-                while candidates != 0 {
-                    let i = candidates.trailingZeroBitCount
-                    candidates &= candidates &- 1
-                    if keyEquals(k, tok, starts[i], names.lengths[i]) {
-                        found.set(i, k &+ 1)
-                        pending &= ~(1 &<< UInt16(i))
-                    }
-                }
+                // An escaped key (rare): its decoded length is not its raw one (out of line: the
+                // loop keeps its registers).
+                pending = escapedKeyMembers(k, names, pending, &found)
             } else {
                 let n = Int(tok.end &- tok.start) &- 2
                 var candidates = n < 64 ? byLength[n] & pending : 0
@@ -218,7 +211,7 @@ extension JSONDocument {
                     repeat {
                         let i = candidates.trailingZeroBitCount
                         candidates &= candidates &- 1
-                        if names.first[i] == a && names.last[i] == b && (n <= 16 || memcmp(q, starts[i], n) == 0) {
+                        if names.first[i] == a && names.last[i] == b && (n <= 16 || JSONDocument.middleEqual(q, starts[i], n)) {
                             found.set(i, k &+ 1)
                             pending &= ~(1 &<< UInt16(i))
                         }
@@ -229,6 +222,41 @@ extension JSONDocument {
             k = Int(tokens[k &+ 1].next)
         }
         return found
+    }
+
+    /// ``members(_:_:)`` of escaped key `k`: the names still `pending` it equals (decoded) are found.
+    /// - Returns: the names still pending.
+    @inline(never)
+    @usableFromInline package func escapedKeyMembers(_ k: Int, _ names: MemberNames, _ pending: UInt16,
+                                                     _ found: inout FoundMembers) -> UInt16 {
+        var pending = pending
+        var candidates = pending
+        let tok = tokens[k]
+        while candidates != 0 {
+            let i = candidates.trailingZeroBitCount
+            candidates &= candidates &- 1
+            if keyEquals(k, tok, names.starts[i], names.lengths[i]) {
+                found.set(i, k &+ 1)
+                pending &= ~(1 &<< UInt16(i))
+            }
+        }
+        return pending
+    }
+
+    /// Whether the `n` bytes (17 to 63) at `a` and `b` are equal between their first and last 8
+    /// (which the caller compared): 8 at a time, no call.
+    @inline(__always)
+    @inlinable package static func middleEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let ra = UnsafeRawPointer(a)
+        let rb = UnsafeRawPointer(b)
+        var i = 8
+        while i < n &- 8 {
+            if ra.loadUnaligned(fromByteOffset: i, as: UInt64.self) != rb.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                return false
+            }
+            i &+= 8
+        }
+        return true
     }
 
     /// What ``members(_:_:)`` found, by each name's index in its list: at most 16 token indices,

@@ -55,6 +55,7 @@ struct MemberLookupTests {
             #"{"i\u0064":{"id":3}}"#, #"{"":1,"":2}"#, #"{"\"":1}"#, #"{"a\\b":1}"#,
             #"{"typ":"x","amounts":1,"type":"t","amount":2}"#, #"{"order":{"id":"o1"},"cart":{"id":"c"},"order":[]}"#,
             #"{"abcdefghijklmnop":1,"abcdefghijklmnoq":2,"abcdefghijklmnopq":3,"abcdefghijklmXopq":4,"abcdefghijklmYopq":5}"#,
+            #"{"abcdefghXjklmnopq":1,"abcdefghijklmnopq":2,"orderConfirmatiom":3,"order_confirmatioN":4,"order_confirmation":5}"#,
             #"{"abcdefgh":1,"abcdefgi":2,"abcdefgj":3,"bbcdefgh":4,"abcdefg":5,"abcdefG":6}"#,
             #"{"abc":1,"axc":2,"abd":3,"ab":4,"ba":5,"aa":6,"a":7,"b":8,"c":9}"#, #"{"abcd":1,"abce":2,"abcf":3,"bbcd":4}"#,
             #"{"orderConfirmation":{"order":{"id":9}},"order_confirmation":1,"orderConfirmatioN":2}"#,
