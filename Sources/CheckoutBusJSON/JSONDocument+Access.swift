@@ -145,17 +145,34 @@ extension JSONDocument {
     }
 
     /// The value of member `key` of object `object`, if present (the first, if repeated).
+    /// Inlined: the name's length and words (``MemberNames/words(_:_:)``) are constants at the call,
+    /// so a member is ruled out by its length, and a key of the name's length costs two compares.
+    @inline(__always)
     @inlinable public func member(_ object: Int, _ key: StaticString) -> Int? {
         guard tokens[object].kind == .object else { return nil }
         let p = key.utf8Start
         let n = key.utf8CodeUnitCount
+        let (a, b) = MemberNames.words(p, n)
         let end = Int(tokens[object].next)
         var k = object &+ 1
         while k < end {
-            if keyEquals(k, tokens[k], p, n) { return k &+ 1 }
+            let tok = tokens[k]
+            if _slowPath(tok.flag) {
+                if escapedKeyEquals(k, p, n) { return k &+ 1 }
+            } else if Int(tok.end &- tok.start) &- 2 == n {
+                let q = base + (Int(tok.start) &+ 1)
+                let (x, y) = MemberNames.words(q, n)
+                if x == a && y == b && (n <= 16 || JSONDocument.bytesEqual(q, p, n)) { return k &+ 1 }
+            }
             k = Int(tokens[k &+ 1].next)
         }
         return nil
+    }
+
+    /// Whether escaped key `k`, decoded, is the `n` bytes at `p` (as ``keyEquals(_:_:_:_:)``), out of line.
+    @inline(never)
+    @usableFromInline package func escapedKeyEquals(_ k: Int, _ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        string(k) == String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
     }
 
     /// The first of several spellings of a member that is present: one pass over the members,
