@@ -78,12 +78,15 @@ public struct CheckoutStateTable {
     /// Hashes a checkout id for ``prefetch(_:)`` and ``touch(_:now:)``.
     public static func key(_ checkoutID: String) -> Key {
         var id = checkoutID
+        return id.withUTF8 { key(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// ``key(_:)`` of the id whose UTF-8 is `utf8` (read in place from a message).
+    public static func key(utf8: UnsafeRawBufferPointer) -> Key {
         let seed = CheckoutStateTable.seed
-        return id.withUTF8 { buf in
-            let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-            return Key(lo: CanonicalHash.hashBytes(p, buf.count, seed: 0x9e37_79b9_7f4a_7c15 ^ seed),
-                       hi: CanonicalHash.hashBytes(p, buf.count, seed: 0xc2b2_ae3d_27d4_eb4f ^ seed))
-        }
+        let p = utf8.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
+        return Key(lo: CanonicalHash.hashBytes(p, utf8.count, seed: 0x9e37_79b9_7f4a_7c15 ^ seed),
+                   hi: CanonicalHash.hashBytes(p, utf8.count, seed: 0xc2b2_ae3d_27d4_eb4f ^ seed))
     }
 
     /// Starts loading what ``touch(_:now:)`` of `key` will read first — its index slot and, when

@@ -30,10 +30,11 @@ package struct EnvelopeWriter: ~Copyable {
 
     /// Writes a lifecycle event's topic (`checkout.<kind>`, a failure's with `.<code>`) and envelope.
     /// - Parameters:
+    ///   - idempotencyKey: the envelope's key; nil: the event's checkout id (written from the message).
     ///   - redactions: where the event's snapshot is redacted (offset pairs), when `useRedactions`:
     ///     noted while it was hashed, so publishing it takes a few copies and no second walk.
     package mutating func writeEvent(
-        _ e: borrowing DecodedEvent, seq: UInt64, kindSeq: UInt64, idempotencyKey: String, isRepeat: Bool,
+        _ e: borrowing DecodedEvent, seq: UInt64, kindSeq: UInt64, idempotencyKey: String?, isRepeat: Bool,
         afterComplete: Bool, receivedAt: Timestamp, redactions: [Int], useRedactions: Bool
     ) -> Frames {
         topic.reset()
@@ -49,11 +50,11 @@ package struct EnvelopeWriter: ~Copyable {
             w.append(",\"kind\":\"")
             w.append(e.kind.name)
             w.append("\",\"checkout_id\":")
-            w.appendString(e.checkoutID ?? "")
+            e.writeCheckoutID(to: &w)
             w.append(",\"event_id\":")
-            if let id = e.eventID { w.appendString(id) } else { w.append("null") }
+            e.writeEventID(to: &w)
             w.append(",\"idempotency_key\":")
-            w.appendString(idempotencyKey)
+            if let idempotencyKey { w.appendString(idempotencyKey) } else { e.writeCheckoutID(to: &w) }
             w.append(",\"source\":{\"sdk\":")
             w.appendString(e.sdk)
             w.append(",\"platform\":")

@@ -44,12 +44,15 @@ public struct EventIDWindow: Sendable {
     /// producers that number each checkout's events alike are never taken for retries.
     public static func key(_ id: String, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
         var s = id
+        return s.withUTF8 { key(utf8: UnsafeRawBufferPointer($0), checkout: checkout) }
+    }
+
+    /// ``key(_:checkout:)`` of the id whose UTF-8 is `utf8` (read in place from a message).
+    public static func key(utf8: UnsafeRawBufferPointer, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
         let seed = EventIDWindow.seed
-        return s.withUTF8 { buf in
-            let p = UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-            return (CanonicalHash.hashBytes(p, buf.count, seed: 0x243f_6a88_85a3_08d3 ^ seed ^ checkout.lo),
-                    CanonicalHash.hashBytes(p, buf.count, seed: 0x1319_8a2e_0370_7344 ^ seed ^ checkout.hi))
-        }
+        let p = utf8.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
+        return (CanonicalHash.hashBytes(p, utf8.count, seed: 0x243f_6a88_85a3_08d3 ^ seed ^ checkout.lo),
+                CanonicalHash.hashBytes(p, utf8.count, seed: 0x1319_8a2e_0370_7344 ^ seed ^ checkout.hi))
     }
 
     /// Starts loading the index slot ``lookup(_:)`` and ``insert(_:seq:)`` of `key` read first,

@@ -94,6 +94,26 @@ public final class EventProcessor {
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
 
+    /// The last result's event id, copied from its message when it was read in place
+    /// (``ProcessingResult/eventIDText``): no `String` is built unless the caller reads it.
+    private var resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
+    private var resultEventIDCapacity = 64
+
+    deinit { resultEventIDBytes.deallocate() }
+
+    /// The event's id for its ``ProcessingResult``: its `String`, or its bytes copied into
+    /// ``resultEventIDBytes`` (the message may be gone when the result is read).
+    private func resultEventID(_ e: borrowing DecodedEvent) -> (string: String?, text: UnsafeRawBufferPointer?) {
+        guard let text = e.eventIDText else { return (e.eventIDString, nil) }
+        if text.count > resultEventIDCapacity {
+            resultEventIDBytes.deallocate()
+            resultEventIDCapacity = max(text.count, 2 * resultEventIDCapacity)
+            resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: resultEventIDCapacity, alignment: 8)
+        }
+        resultEventIDBytes.copyMemory(from: text.baseAddress!, byteCount: text.count)
+        return (nil, UnsafeRawBufferPointer(start: resultEventIDBytes, count: text.count))
+    }
+
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
         self.options = options
         self.lastSeq = startSeq
@@ -187,9 +207,9 @@ public final class EventProcessor {
             context.outcome = .wrongShard(owner)
             return consume event
         }
-        let checkoutKey = CheckoutStateTable.key(event.checkoutID!)  // the decoder guarantees one
+        let checkoutKey = event.checkoutKey()!  // the decoder guarantees one
         var idKey: (UInt64, UInt64)?
-        if eventIDWindow, let id = event.eventID { idKey = EventIDWindow.key(id, checkout: checkoutKey) }
+        if eventIDWindow { idKey = event.eventIDKey(checkout: checkoutKey) }
         prefetch(checkoutKey, idKey)
         context.hash = snapshotHash(event.snapshot, options: options, context)
         context.checkoutKey = checkoutKey
@@ -248,7 +268,8 @@ public final class EventProcessor {
         }
         if let original = eventIDs!.lookup(idKey) {
             counters.duplicates &+= 1
-            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: event.eventID,
+            let id = resultEventID(event)
+            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: id.string, eventIDText: id.text,
                                     suppressedCheckoutID: nil, publication: nil)
         }
         let result = apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
@@ -338,10 +359,9 @@ public final class EventProcessor {
         let doc = document
         guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object else { return false }
         // The envelope's members this needs, found in one pass (this runs for a million records at start).
-        let f = doc.members(doc.root, EventProcessor.envelopeNames) { m in
-            (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
-             key: m.at(5), checkout: m.at(6))
-        }
+        let m = doc.members(doc.root, EventProcessor.envelopeNames)
+        let f = (checkoutID: m.at(0), kind: m.at(1), eventID: m.at(2), receivedAt: m.at(3), afterComplete: m.at(4),
+                 key: m.at(5), checkout: m.at(6))
         if let k = f.kind, doc.stringEquals(k, "deadletter") {
             // A dead letter's event id: a retry that fails again is still a duplicate after a restart.
             guard remember, let t = f.eventID, let id = doc.string(t),
@@ -412,7 +432,6 @@ public final class EventProcessor {
     ///   - hash: the canonical hash of the event's snapshot (0 without one).
     private func apply(_ event: inout DecodedEvent, _ checkoutKey: CheckoutStateTable.Key, snapshotHash hash: UInt64,
                        receivedAt: Timestamp, now: UInt32, context: EventDecodeContext) -> ProcessingResult {
-        let checkoutID = event.checkoutID!  // the decoder guarantees one
         let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
 
@@ -426,8 +445,10 @@ public final class EventProcessor {
                     // A match on the redacted form keeps this snapshot's own hash from now on.
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     counters.suppressed &+= 1
-                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: event.eventID,
-                                            suppressedCheckoutID: event.eventID != nil ? checkoutID : nil, publication: nil)
+                    let id = resultEventID(event)
+                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id.string, eventIDText: id.text,
+                                            suppressedCheckoutID: event.hasEventID ? event.checkoutID : nil,
+                                            publication: nil)
                 }
             }
         case .complete:
@@ -435,7 +456,7 @@ public final class EventProcessor {
             if !isRepeat {
                 state.insertFlags(.completed, entry)
                 // Remember the key this order was published under; every repeat reuses it.
-                state.setCompleteKey(event.orderID ?? checkoutID, entry)
+                state.setCompleteKey(event.orderID ?? event.checkoutID!, entry)
             }
         case .fail:
             afterComplete = flags.contains(.completed)
@@ -443,22 +464,24 @@ public final class EventProcessor {
             break
         }
         if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
-        // One key per placed order: the first complete's key, else this event's order id, else the checkout.
-        let idempotencyKey = state.completeKey(entry) ?? event.orderID ?? checkoutID
+        // One key per placed order: the first complete's key, else this event's order id, else the
+        // checkout (nil here: the writer writes the checkout id as it is in the message).
+        let idempotencyKey = state.completeKey(entry) ?? event.orderID
         let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                         afterComplete: afterComplete, receivedAt: receivedAt, context: context)
         counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
         if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
             counters.failedByCode[i] &+= 1
         }
-        return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: event.eventID,
+        let id = resultEventID(event)
+        return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: id.string, eventIDText: id.text,
                                 suppressedCheckoutID: nil, publication: publication)
     }
 
     // MARK: Envelopes
 
     private func writeEnvelope(
-        _ e: borrowing DecodedEvent, idempotencyKey: String, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp,
+        _ e: borrowing DecodedEvent, idempotencyKey: String?, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp,
         context: EventDecodeContext
     ) -> ProcessingResult.Publication {
         if timing { envelopeStartedAt = StageTimes.now() }

@@ -3,8 +3,8 @@ import CheckoutBusProtocol
 /// What one input to ``EventProcessor`` produced, returned as a value: the outcome, the seq it was
 /// published under and, when a message is to be journaled and sent, its numbering and frames.
 ///
-/// Not `Sendable`: ``Publication/topic`` and ``Publication/envelope`` point into buffers the
-/// processor owns, valid until its next ``EventProcessor/process(_:receivedAt:now:)`` or
+/// Not `Sendable`: ``Publication/topic``, ``Publication/envelope`` and ``eventID``'s bytes point
+/// into buffers the processor owns, valid until its next ``EventProcessor/process(_:receivedAt:now:)`` or
 /// ``EventProcessor/reject(_:_:_:receivedAt:)`` call (a heartbeat writes buffers of its own and
 /// leaves them alone). Lives on the pipeline thread that called the processor.
 public struct ProcessingResult {
@@ -28,10 +28,27 @@ public struct ProcessingResult {
     /// `seq` assigned before it (what an acknowledgement of it waits to be durable).
     public let seq: UInt64
     /// The input's `event_id` (its ingest wrapper's, when it had one), also for a dead letter that names one.
-    public let eventID: String?
+    /// Built when read, from ``eventIDText`` when the id was read in place.
+    public var eventID: String? { eventIDString ?? eventIDText.map { String(decoding: $0, as: UTF8.self) } }
+    /// The event id's bytes, copied from the message into a buffer the processor owns (as the
+    /// publication's frames, valid until its next ``EventProcessor/process(_:receivedAt:now:)``,
+    /// ``EventProcessor/commit(_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
+    /// call); nil when ``eventIDString`` holds the id, or there is none.
+    let eventIDText: UnsafeRawBufferPointer?
+    let eventIDString: String?
     /// For a suppressed update with an `event_id`: its checkout (the daemon keeps such ids beside
     /// the journal, which holds only what was published).
     public let suppressedCheckoutID: String?
     /// The message to journal and send: `nil` when the input was suppressed or a duplicate.
     public let publication: Publication?
+
+    init(outcome: EventProcessor.Outcome, seq: UInt64, eventID: String?, eventIDText: UnsafeRawBufferPointer? = nil,
+         suppressedCheckoutID: String?, publication: Publication?) {
+        self.outcome = outcome
+        self.seq = seq
+        self.eventIDString = eventID
+        self.eventIDText = eventIDText
+        self.suppressedCheckoutID = suppressedCheckoutID
+        self.publication = publication
+    }
 }

@@ -41,7 +41,7 @@ extension RawEventDecoder {
         }
         if let params {
             if needsCheckoutID(event), let v = pd.member(params, anyOf: "checkout_id", "checkoutId") {
-                event.checkoutID = pd.identifier(v)
+                event.setCheckoutID(pd, v)
             }
         }
         if kind == .fail {

@@ -18,25 +18,39 @@ extension RawEventDecoder {
         "orderConfirmation", "order_confirmation")
 
     /// Checkout and order ids from a snapshot (v4 `id`/`order.id`, or the older `orderDetails`),
-    /// its members found in one pass (``JSONDocument/members(_:_:_:)``).
+    /// its members found in one pass (``JSONDocument/members(_:_:)``).
     func readSnapshotIDs(_ doc: JSONDocument, _ c: Int, into event: inout DecodedEvent) {
         let skipCheckoutID = wrapperNamesCheckout
-        doc.members(c, RawEventDecoder.snapshotIDNames) { m in
-            if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.checkoutID = doc.identifier(v) }
-            if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
-            if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
-                event.orderID = doc.identifier(v)
-            }
-            if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
-            // Checkout Sheet Kit 4: `{"orderConfirmation":{"order":{"id":…}},"cart":{"id":…}}`.
-            if let confirmation = m.object(9) ?? m.object(10), let order = doc.object(confirmation, "order"),
-                let v = doc.member(order, "id")
-            {
-                event.orderID = doc.identifier(v) ?? event.orderID
-            }
-            if !skipCheckoutID, event.checkoutID == nil, let cart = m.object(8), let v = doc.member(cart, "id") {
-                event.checkoutID = doc.identifier(v)
-            }
+        let m = doc.members(c, RawEventDecoder.snapshotIDNames)
+        if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.setCheckoutID(doc, v) }
+        if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
+        if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
+            event.orderID = doc.identifier(v)
+        }
+        if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
+        // Checkout Sheet Kit 4: `{"orderConfirmation":{"order":{"id":…}},"cart":{"id":…}}`.
+        if let confirmation = m.object(9) ?? m.object(10), let order = doc.object(confirmation, "order"),
+            let v = doc.member(order, "id")
+        {
+            event.orderID = doc.identifier(v) ?? event.orderID
+        }
+        if !skipCheckoutID, !event.hasCheckoutID, let cart = m.object(8), let v = doc.member(cart, "id") {
+            event.setCheckoutID(doc, v)
+        }
+    }
+
+    /// ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be: the text of an
+    /// unescaped string (not a placeholder) or of a number, as bytes in the document; else the
+    /// identifier's `String` (an escaped string's decoded text), or neither (no id). The bytes are
+    /// exactly the `String`'s UTF-8 (the scanner validates strings' UTF-8).
+    static func identifierText(_ doc: JSONDocument, _ t: Int) -> (text: UnsafeRawBufferPointer?, string: String?) {
+        switch doc.kind(t) {
+        case .string where !doc.isEscaped(t):
+            let raw = doc.raw(t)
+            if JSONDocument.isPlaceholder(raw) { return (nil, nil) }
+            return (UnsafeRawBufferPointer(rebasing: raw[1..<(raw.count - 1)]), nil)
+        case .number: return (doc.raw(t), nil)
+        default: return (nil, doc.identifier(t))
         }
     }
 
@@ -49,14 +63,14 @@ extension RawEventDecoder {
     }
 
     /// Whether the raw event's own checkout id is still wanted.
-    func needsCheckoutID(_ event: borrowing DecodedEvent) -> Bool { event.checkoutID == nil && !wrapperNamesCheckout }
+    func needsCheckoutID(_ event: borrowing DecodedEvent) -> Bool { !event.hasCheckoutID && !wrapperNamesCheckout }
 
     /// Ids and timestamps written beside the event name.
     func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {
         if needsCheckoutID(event), let v = doc.member(r, anyOf: "checkout_id", "checkoutId") {
-            event.checkoutID = doc.identifier(v)
+            event.setCheckoutID(doc, v)
         }
-        if event.eventID == nil, let v = doc.member(r, anyOf: "event_id", "eventId") { event.eventID = doc.identifier(v) }
+        if !event.hasEventID, let v = doc.member(r, anyOf: "event_id", "eventId") { event.setEventID(doc, v) }
         if event.orderID == nil, let v = doc.member(r, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
         if event.occurredAt == nil, let v = doc.member(r, anyOf: "occurred_at", "occurredAt", "timestamp"),
             doc.kind(v) == .string || doc.kind(v) == .number

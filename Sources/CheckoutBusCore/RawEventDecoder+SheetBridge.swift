@@ -58,7 +58,7 @@ extension RawEventDecoder {
             }
             event.error = makeError(bd, first, terminal: terminal)
             if !wrapperNamesCheckout, let v = bd.member(first, anyOf: "checkout_id", "checkoutId") {
-                event.checkoutID = bd.identifier(v)
+                event.setCheckoutID(bd, v)
             }
         case .complete, .start:
             guard bd.kind(b) == .object else { throw DecodeRejection(.wrongType, "`body` is not an object") }

@@ -25,7 +25,12 @@ public final class RawEventDecoder {
 
     /// The event id the message's ingest wrapper gave (nil without one), kept for a message the
     /// decoder then rejects: the producer's reply still names its event.
-    public private(set) var wrapperEventID: String?
+    public var wrapperEventID: String? {
+        wrapperEventIDString ?? wrapperEventIDText.map { String(decoding: $0, as: UTF8.self) }
+    }
+    /// ``wrapperEventID`` in place (into the message's document, valid until the next decode), or as a `String`.
+    private var wrapperEventIDText: UnsafeRawBufferPointer?
+    private var wrapperEventIDString: String?
 
     public init() {}
 
@@ -37,7 +42,8 @@ public final class RawEventDecoder {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")
         }
         embeddedUsed = 0
-        wrapperEventID = nil
+        wrapperEventIDText = nil
+        wrapperEventIDString = nil
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
         // A relay may wrap a wrapper: the outer one's fields win, the inner one's fill the gaps.
@@ -48,7 +54,7 @@ public final class RawEventDecoder {
             let payload = readWrapper(raw.doc, raw.token, into: &wrapper)
         {
             depth += 1
-            wrapperEventID = wrapper.eventID
+            (wrapperEventIDText, wrapperEventIDString) = (wrapper.eventIDText, wrapper.eventIDString)
             let pd = raw.doc
             if pd.kind(payload) == .null {
                 // `"payload": null` is no payload (a dismiss needs none): the wrapper's own name
@@ -70,19 +76,25 @@ public final class RawEventDecoder {
                 throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
             }
         }
-        wrapperNamesCheckout = wrapper.checkoutID != nil
+        wrapperNamesCheckout = wrapper.hasCheckoutID
         var event = try decodeRaw(raw, wrapper: wrapper)
         // The wrapper's fields win; moved into the event (swapped: no retain now, no release of the
         // wrapper's copy later).
-        if wrapper.checkoutID != nil { swap(&event.checkoutID, &wrapper.checkoutID) }
-        if wrapper.eventID != nil { swap(&event.eventID, &wrapper.eventID) }
+        if wrapper.hasCheckoutID {
+            event.checkoutIDText = wrapper.checkoutIDText
+            swap(&event.checkoutIDString, &wrapper.checkoutIDString)
+        }
+        if wrapper.hasEventID {
+            event.eventIDText = wrapper.eventIDText
+            swap(&event.eventIDString, &wrapper.eventIDString)
+        }
         if let at = wrapper.occurredAt { event.occurredAt = at }
         if wrapper.platform != nil { swap(&event.platform, &wrapper.platform) }
         if wrapper.sdk != nil { swap(&event.sdk, &wrapper.sdk!) }
-        if event.checkoutID == nil {
+        if !event.hasCheckoutID {
             event.checkoutID = event.orderID.map { "order:" + $0 }
         }
-        guard event.checkoutID != nil else {
+        guard event.hasCheckoutID else {
             throw DecodeRejection(.missingCheckoutID, "no checkout id in the snapshot, the event or the wrapper")
         }
         return event
@@ -91,8 +103,14 @@ public final class RawEventDecoder {
     // MARK: Wrapper
 
     struct Wrapper {
-        var checkoutID: String?
-        var eventID: String?
+        /// The checkout id in place (``DecodedEvent/checkoutIDText``), or as a `String`.
+        var checkoutIDText: UnsafeRawBufferPointer?
+        var checkoutIDString: String?
+        var hasCheckoutID: Bool { checkoutIDText != nil || checkoutIDString != nil }
+        /// The event id in place, or as a `String`.
+        var eventIDText: UnsafeRawBufferPointer?
+        var eventIDString: String?
+        var hasEventID: Bool { eventIDText != nil || eventIDString != nil }
         var occurredAt: JSONRef?
         var platform: String?
         var sdk: String?
@@ -113,42 +131,45 @@ public final class RawEventDecoder {
     /// names an event and none of the wrapper's own fields). Without `payload`, an object with
     /// wrapper fields and no event name of its own wraps its `data` or `body`.
     private func readWrapper(_ doc: JSONDocument, _ root: Int, into w: inout Wrapper) -> Int? {
-        return doc.members(root, RawEventDecoder.wrapperNames) { m -> Int? in
-            // `type` and `callback` often tag a relay's message rather than name the event: they
-            // do not stop `payload` from making a wrapper (whose name a nameless payload takes).
-            let named = (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) != nil
-            let ownFields = (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
-            guard ownFields || !named else { return nil }
-            let anyName = named || (m.at(14) ?? m.at(15)) != nil
-            guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
-            else { return nil }
-            if w.checkoutID == nil, let v = m.at(6) ?? m.at(7) { w.checkoutID = doc.identifier(v) }
-            if w.eventID == nil, let v = m.at(10) ?? m.at(11) { w.eventID = doc.identifier(v) }
-            if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
-                w.occurredAt = JSONRef(doc, v)
-            }
-            if w.platform == nil, let v = m.at(9) {
-                w.platform = RawEventDecoder.usualPlatform(doc, v)
-                    ?? doc.string(v).map(RawEventDecoder.platformSpelling)
-            }
-            if w.sdk == nil, let v = m.at(8), let usual = RawEventDecoder.usualSDK(doc, v) {
-                w.sdk = usual
-            } else if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
-                // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
-                let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
-                // `shopify-checkout-kit`, `Primer iOS`: the SDK family, as envelopes name it.
-                w.sdk = lower.hasPrefix("shopify") ? "shopify" : lower.hasPrefix("primer") ? "primer" : lower
-            }
-            if w.name == nil, anyName {
-                for i in [4, 14, 5, 3, 15, 2] {
-                    if let v = m.at(i), doc.kind(v) == .string {
-                        w.name = JSONRef(doc, v)
-                        break
-                    }
+        let m = doc.members(root, RawEventDecoder.wrapperNames)
+        // `type` and `callback` often tag a relay's message rather than name the event: they
+        // do not stop `payload` from making a wrapper (whose name a nameless payload takes).
+        let named = (m.at(1) ?? m.at(2) ?? m.at(3) ?? m.at(4) ?? m.at(5)) != nil
+        let ownFields = (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
+        guard ownFields || !named else { return nil }
+        let anyName = named || (m.at(14) ?? m.at(15)) != nil
+        guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
+        else { return nil }
+        if !w.hasCheckoutID, let v = m.at(6) ?? m.at(7) {
+            (w.checkoutIDText, w.checkoutIDString) = RawEventDecoder.identifierText(doc, v)
+        }
+        if !w.hasEventID, let v = m.at(10) ?? m.at(11) {
+            (w.eventIDText, w.eventIDString) = RawEventDecoder.identifierText(doc, v)
+        }
+        if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
+            w.occurredAt = JSONRef(doc, v)
+        }
+        if w.platform == nil, let v = m.at(9) {
+            w.platform = RawEventDecoder.usualPlatform(doc, v)
+                ?? doc.string(v).map(RawEventDecoder.platformSpelling)
+        }
+        if w.sdk == nil, let v = m.at(8), let usual = RawEventDecoder.usualSDK(doc, v) {
+            w.sdk = usual
+        } else if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
+            // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
+            let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+            // `shopify-checkout-kit`, `Primer iOS`: the SDK family, as envelopes name it.
+            w.sdk = lower.hasPrefix("shopify") ? "shopify" : lower.hasPrefix("primer") ? "primer" : lower
+        }
+        if w.name == nil, anyName {
+            for i in [4, 14, 5, 3, 15, 2] {
+                if let v = m.at(i), doc.kind(v) == .string {
+                    w.name = JSONRef(doc, v)
+                    break
                 }
             }
-            return payload
         }
+        return payload
     }
 
     /// The object or array JSON-encoded in string `t` — twice at most, as bridges that serialise an
@@ -241,29 +262,26 @@ public final class RawEventDecoder {
             return event
         }
         // A callback's name and the member a bridge may have put its fields in, found in one pass.
-        let (nameTokens, holderToken) = doc.members(r, RawEventDecoder.rawEventNames) {
-            m -> ((Int, Int, Int, Int, Int, Int), Int?) in
-            // The strings among these, in this order, may name the event (an `event` object
-            // beside a `type` name is the event's data); -1 pads.
-            var t = (-1, -1, -1, -1, -1, -1)
-            var k = 0
-            withUnsafeMutableBytes(of: &t) { raw in
-                let slots = raw.bindMemory(to: Int.self)
-                for i in 0..<6 {
-                    if let v = m.at(i), doc.kind(v) == .string, !looksEmbedded(doc, v) {
-                        slots[k] = v
-                        k += 1
-                    }
+        let m = doc.members(r, RawEventDecoder.rawEventNames)
+        // The strings among these, in this order, may name the event (an `event` object
+        // beside a `type` name is the event's data); -1 pads.
+        var nameTokens = (-1, -1, -1, -1, -1, -1)
+        var k = 0
+        withUnsafeMutableBytes(of: &nameTokens) { raw in
+            let slots = raw.bindMemory(to: Int.self)
+            for i in 0..<6 {
+                if let v = m.at(i), doc.kind(v) == .string, !looksEmbedded(doc, v) {
+                    slots[k] = v
+                    k += 1
                 }
             }
-            func holder(_ i: Int) -> Int? {
-                guard let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) else { return nil }
-                return v
-            }
-            let h = holder(7) ?? holder(8) ?? holder(13) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10)
-                ?? holder(11) ?? holder(12)
-            return (t, h)
         }
+        func holder(_ i: Int) -> Int? {
+            guard let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) else { return nil }
+            return v
+        }
+        let holderToken = holder(7) ?? holder(8) ?? holder(13) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10)
+            ?? holder(11) ?? holder(12)
         // Else the wrapper's own name.
         let nameToken = nameTokens.0 >= 0 ? nameTokens.0 : nil
         // A name seen lately (a stream repeats a handful): its string and what the tables say of

@@ -146,7 +146,7 @@ public struct SnapshotSummary: Sendable, Equatable {
     }
 
     /// The members of a snapshot (or of its `orderDetails`) a summary reads, found in one pass
-    /// over its members (``JSONDocument/members(_:_:_:)``) rather than one pass per name. Where
+    /// over its members (``JSONDocument/members(_:_:)``) rather than one pass per name. Where
     /// several spellings are accepted, the first in the list that is present wins.
     private struct Fields {
         /// `orderDetails`, else `order_details`, when it is an object.
@@ -168,20 +168,15 @@ public struct SnapshotSummary: Sendable, Equatable {
             "lineItems", "lines", "totals", "cost", "cart")
 
         init(_ doc: JSONDocument, _ o: Int) {
-            var f = Fields()
-            doc.members(o, SnapshotSummary.Fields.fieldNames) { m in
-                f.orderDetails = m.object(0) ?? m.object(1)
-                f.status = m.at(2)
-                f.currency = m.at(3) ?? m.at(4) ?? m.at(5)
-                f.lines = m.at(6) ?? m.at(7) ?? m.at(8)
-                f.totals = m.at(9)
-                f.cost = m.object(10)
-                f.cart = m.object(11)
-            }
-            self = f
+            let m = doc.members(o, SnapshotSummary.Fields.fieldNames)
+            orderDetails = m.object(0) ?? m.object(1)
+            status = m.at(2)
+            currency = m.at(3) ?? m.at(4) ?? m.at(5)
+            lines = m.at(6) ?? m.at(7) ?? m.at(8)
+            totals = m.at(9)
+            cost = m.object(10)
+            cart = m.object(11)
         }
-
-        private init() {}
     }
 
     /// Object of named amounts: `{"total":…,"subtotal":…}` or `totalAmount`/`subtotalAmount`, whose

@@ -145,17 +145,34 @@ extension JSONDocument {
     }
 
     /// The value of member `key` of object `object`, if present (the first, if repeated).
+    /// Inlined: the name's length and words (``MemberNames/words(_:_:)``) are constants at the call,
+    /// so a member is ruled out by its length, and a key of the name's length costs two compares.
+    @inline(__always)
     @inlinable public func member(_ object: Int, _ key: StaticString) -> Int? {
         guard tokens[object].kind == .object else { return nil }
         let p = key.utf8Start
         let n = key.utf8CodeUnitCount
+        let (a, b) = MemberNames.words(p, n)
         let end = Int(tokens[object].next)
         var k = object &+ 1
         while k < end {
-            if keyEquals(k, tokens[k], p, n) { return k &+ 1 }
+            let tok = tokens[k]
+            if _slowPath(tok.flag) {
+                if escapedKeyEquals(k, p, n) { return k &+ 1 }
+            } else if Int(tok.end &- tok.start) &- 2 == n {
+                let q = base + (Int(tok.start) &+ 1)
+                let (x, y) = MemberNames.words(q, n)
+                if x == a && y == b && (n <= 16 || JSONDocument.bytesEqual(q, p, n)) { return k &+ 1 }
+            }
             k = Int(tokens[k &+ 1].next)
         }
         return nil
+    }
+
+    /// Whether escaped key `k`, decoded, is the `n` bytes at `p` (as ``keyEquals(_:_:_:_:)``), out of line.
+    @inline(never)
+    @usableFromInline package func escapedKeyEquals(_ k: Int, _ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        string(k) == String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
     }
 
     /// The first of several spellings of a member that is present: one pass over the members,
@@ -179,70 +196,110 @@ extension JSONDocument {
     }
 
     /// The values of several members of `object` in one pass over its members, instead of one
-    /// pass per name: `found[i]` becomes the value of the first member named `keys[i]` (at most
-    /// 16 names), or -1. The names are indexed by length (`byLength[n]`: a bit per name of `n`
-    /// bytes, for n < 64; ``MemberNames`` builds it once), so a member whose length no name has
-    /// costs one load, and the others are compared only with the names of their length.
-    /// `starts[i]` is the address of `keys[i]`'s bytes (``MemberNames/starts``).
-    @inlinable package func members(_ object: Int, _ keys: UnsafeBufferPointer<StaticString>, _ byLength: UnsafePointer<UInt16>,
-                 _ starts: UnsafePointer<UInt>, _ found: UnsafeMutableBufferPointer<Int>) {
-        for i in found.indices { found[i] = -1 }
-        guard tokens[object].kind == .object else { return }
+    /// pass per name: what is found by name `i` of `names` is the value of the first member named
+    /// so (``FoundMembers/at(_:)``), else nothing. The names are indexed by length (a bit per name of
+    /// each length below 64, ``MemberNames``), so a member whose length no name has costs one
+    /// load, and the others are compared only with the names of their length still unfound; the
+    /// pass ends once every name is found. No allocation, no closure: the result is a value.
+    @inlinable package func members(_ object: Int, _ names: MemberNames) -> FoundMembers {
+        var found = FoundMembers(doc: self)
+        guard tokens[object].kind == .object else { return found }
+        let byLength = names.byLength
+        let starts = names.starts
+        // The names not found yet.
+        var pending = names.all
         let end = Int(tokens[object].next)
         var k = object &+ 1
         while k < end {
             let tok = tokens[k]
-            if tok.flag {
-                // An escaped key (rare): its decoded length is not its raw one.
-                for i in 0..<keys.count where found[i] < 0 && keyEquals(k, tok, keys[i].utf8Start, keys[i].utf8CodeUnitCount) {
-                    found[i] = k &+ 1
-                }
+            if _slowPath(tok.flag) {
+                // An escaped key (rare): its decoded length is not its raw one (out of line: the
+                // loop keeps its registers).
+                pending = escapedKeyMembers(k, names, pending, &found)
             } else {
                 let n = Int(tok.end &- tok.start) &- 2
-                var candidates = n < 64 ? byLength[n] : 0
-                let q = base + (Int(tok.start) &+ 1)
-                while candidates != 0 {
-                    let i = candidates.trailingZeroBitCount
-                    candidates &= candidates &- 1
-                    let p = UnsafePointer<UInt8>(bitPattern: starts[i]).unsafelyUnwrapped
-                    // The first byte rules out most names of the same length without a call.
-                    if found[i] < 0 && (n == 0 || (q[0] == p[0] && JSONDocument.bytesEqual(q, p, n))) {
-                        found[i] = k &+ 1
-                    }
+                var candidates = n < 64 ? byLength[n] & pending : 0
+                if candidates != 0 {
+                    // The key's bytes as two words (``MemberNames/words(_:_:)``), read once and
+                    // compared with each name of its length: equal words are equal keys up to 16
+                    // bytes; a longer key compares its bytes too.
+                    let q = base + (Int(tok.start) &+ 1)
+                    let (a, b) = MemberNames.words(q, n)
+                    repeat {
+                        let i = candidates.trailingZeroBitCount
+                        candidates &= candidates &- 1
+                        if names.first[i] == a && names.last[i] == b && (n <= 16 || JSONDocument.middleEqual(q, starts[i], n)) {
+                            found.set(i, k &+ 1)
+                            pending &= ~(1 &<< UInt16(i))
+                        }
+                    } while candidates != 0
+                    if pending == 0 { break }
                 }
             }
             k = Int(tokens[k &+ 1].next)
         }
+        return found
     }
 
-    /// ``members(_:_:_:_:)`` for a fixed list of names, indexed once (``MemberNames``): `body` reads
-    /// what was found by each name's index in the list.
-    @inline(__always)
-    @inlinable package func members<R>(_ object: Int, _ names: MemberNames, _ body: (FoundMembers) -> R) -> R {
-        withUnsafeTemporaryAllocation(of: Int.self, capacity: names.keys.count) { found in
-            names.keys.withUnsafeBufferPointer { keys in
-                names.byLength.withUnsafeBufferPointer { byLength in
-                    names.starts.withUnsafeBufferPointer { members(object, keys, byLength.baseAddress!, $0.baseAddress!, found) }
-                }
+    /// ``members(_:_:)`` of escaped key `k`: the names still `pending` it equals (decoded) are found.
+    /// - Returns: the names still pending.
+    @inline(never)
+    @usableFromInline package func escapedKeyMembers(_ k: Int, _ names: MemberNames, _ pending: UInt16,
+                                                     _ found: inout FoundMembers) -> UInt16 {
+        var pending = pending
+        var candidates = pending
+        let tok = tokens[k]
+        while candidates != 0 {
+            let i = candidates.trailingZeroBitCount
+            candidates &= candidates &- 1
+            if keyEquals(k, tok, names.starts[i], names.lengths[i]) {
+                found.set(i, k &+ 1)
+                pending &= ~(1 &<< UInt16(i))
             }
-            return body(FoundMembers(doc: self, found: UnsafeBufferPointer(found)))
         }
+        return pending
     }
 
-    /// What ``members(_:names:_:_:)`` found, by each name's index in its list.
+    /// Whether the `n` bytes (17 to 63) at `a` and `b` are equal between their first and last 8
+    /// (which the caller compared): 8 at a time, no call.
+    @inline(__always)
+    @inlinable package static func middleEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let ra = UnsafeRawPointer(a)
+        let rb = UnsafeRawPointer(b)
+        var i = 8
+        while i < n &- 8 {
+            if ra.loadUnaligned(fromByteOffset: i, as: UInt64.self) != rb.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                return false
+            }
+            i &+= 8
+        }
+        return true
+    }
+
+    /// What ``members(_:_:)`` found, by each name's index in its list: at most 16 token indices,
+    /// held in the value (no allocation).
     @usableFromInline package struct FoundMembers {
         @usableFromInline unowned(unsafe) let doc: JSONDocument
-        @usableFromInline package let found: UnsafeBufferPointer<Int>
+        /// Token index + 1 of each name's value; 0 when the object has no such member.
+        @usableFromInline var slots: InlineArray<16, Int32>
 
-        @usableFromInline init(doc: JSONDocument, found: UnsafeBufferPointer<Int>) {
+        @inlinable init(doc: JSONDocument) {
             self.doc = doc
-            self.found = found
+            slots = InlineArray(repeating: 0)
         }
 
+        @inline(__always)
+        @inlinable mutating func set(_ i: Int, _ value: Int) { slots[i & 15] = Int32(truncatingIfNeeded: value &+ 1) }
+
         /// The value of name `i`, if the object has it.
-        @inlinable package func at(_ i: Int) -> Int? { found[i] >= 0 ? found[i] : nil }
+        @inline(__always)
+        @inlinable package func at(_ i: Int) -> Int? {
+            let v = Int(slots[i & 15])
+            return v != 0 ? v &- 1 : nil
+        }
 
         /// The value of name `i`, if the object has it and it is an object.
+        @inline(__always)
         @inlinable package func object(_ i: Int) -> Int? { at(i).flatMap { doc.kind($0) == .object ? $0 : nil } }
     }
 
@@ -522,23 +579,66 @@ extension JSONDocument {
 }
 
 /// Up to 16 member names and their length index, built once — a `static let` beside the code that
-/// looks them up for every event — so `members(_:_:_:_:)` does not
-/// index the names again for each object it reads. `Sendable`; immutable.
-@usableFromInline package struct MemberNames: Sendable {
-    @usableFromInline package let keys: [StaticString]
-    /// A bit per name of each length below 64 (bit `i`: `keys[i]`).
-    @usableFromInline package let byLength: [UInt16]
-    /// The address of each name's bytes (`keys[i].utf8Start`, read once rather than per compare).
-    @usableFromInline package let starts: [UInt]
+/// looks them up for every event — so `members(_:_:)` does not index the names again for each
+/// object it reads. The index lives in memory allocated once and never freed (a few hundred bytes
+/// per list, for the life of the process): reading it takes no retain, no array access.
+/// `Sendable`; immutable.
+@usableFromInline package struct MemberNames: @unchecked Sendable {
+    /// A bit per name of each length below 64 (bit `i`: name `i`): 64 entries.
+    @usableFromInline let byLength: UnsafePointer<UInt16>
+    /// The address of each name's bytes.
+    @usableFromInline let starts: UnsafePointer<UnsafePointer<UInt8>>
+    /// Each name's length in bytes.
+    @usableFromInline let lengths: UnsafePointer<Int>
+    /// Each name's bytes as two words (``words(_:_:)``).
+    @usableFromInline let first: UnsafePointer<UInt64>
+    @usableFromInline let last: UnsafePointer<UInt64>
+    /// A bit per name.
+    @usableFromInline let all: UInt16
+    /// How many names.
+    package let count: Int
 
-    @inlinable package init(_ keys: StaticString...) {
+    package init(_ keys: StaticString...) { self.init(list: keys) }
+
+    package init(list keys: [StaticString]) {
         precondition(keys.count <= 16, "MemberNames takes at most 16 names")
-        var index = [UInt16](repeating: 0, count: 64)
-        for (i, key) in keys.enumerated() where key.utf8CodeUnitCount < 64 {
-            index[key.utf8CodeUnitCount] |= 1 &<< UInt16(i)
+        let index = UnsafeMutablePointer<UInt16>.allocate(capacity: 64)
+        index.initialize(repeating: 0, count: 64)
+        let starts = UnsafeMutablePointer<UnsafePointer<UInt8>>.allocate(capacity: max(1, keys.count))
+        let lengths = UnsafeMutablePointer<Int>.allocate(capacity: max(1, keys.count))
+        let first = UnsafeMutablePointer<UInt64>.allocate(capacity: max(1, keys.count))
+        let last = UnsafeMutablePointer<UInt64>.allocate(capacity: max(1, keys.count))
+        for (i, key) in keys.enumerated() {
+            if key.utf8CodeUnitCount < 64 { index[key.utf8CodeUnitCount] |= 1 &<< UInt16(i) }
+            (starts + i).initialize(to: key.utf8Start)
+            (lengths + i).initialize(to: key.utf8CodeUnitCount)
+            let (a, b) = MemberNames.words(key.utf8Start, key.utf8CodeUnitCount)
+            (first + i).initialize(to: a)
+            (last + i).initialize(to: b)
         }
-        self.keys = keys
-        byLength = index
-        starts = keys.map { UInt(bitPattern: $0.utf8Start) }
+        byLength = UnsafePointer(index)
+        self.starts = UnsafePointer(starts)
+        self.lengths = UnsafePointer(lengths)
+        self.first = UnsafePointer(first)
+        self.last = UnsafePointer(last)
+        all = UInt16(truncatingIfNeeded: (1 &<< keys.count) &- 1)
+        count = keys.count
+    }
+
+    /// The `n` bytes at `p` as two words that, for a given `n`, are equal exactly when the bytes
+    /// are, up to 16 bytes (beyond, they hold the first and last 8): the first and last 8 bytes
+    /// (overlapping) from 8 bytes on, the first and last 4 from 4, else the first, middle and last
+    /// byte. Reads no byte outside the range.
+    @inline(__always)
+    @inlinable static func words(_ p: UnsafePointer<UInt8>, _ n: Int) -> (UInt64, UInt64) {
+        let r = UnsafeRawPointer(p)
+        if n >= 8 {
+            return (r.loadUnaligned(as: UInt64.self), r.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self))
+        }
+        if n >= 4 {
+            return (UInt64(r.loadUnaligned(as: UInt32.self)), UInt64(r.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
+        }
+        if n <= 0 { return (0, 0) }
+        return (UInt64(p[0]) | UInt64(p[n >> 1]) &<< 8, UInt64(p[n &- 1]))
     }
 }
