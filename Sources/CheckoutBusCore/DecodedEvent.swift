@@ -11,33 +11,22 @@ public struct DecodedEvent: ~Copyable {
     public var format: RawFormat
     public var sdk: String
     public var platform: String?
-    /// The checkout id. Usually read in place (``checkoutIDText``): this builds its `String`.
+    /// The checkout id. Usually read in place (``checkoutIdentifier``): this builds its `String`.
     public var checkoutID: String? {
-        get { checkoutIDString ?? checkoutIDText.map { String(decoding: $0, as: UTF8.self) } }
-        set {
-            checkoutIDString = newValue
-            checkoutIDText = nil
-        }
+        get { checkoutIdentifier.value }
+        set { checkoutIdentifier = IdentifierText(string: newValue) }
     }
-    /// The checkout id as written in the message — an unescaped string's text or a number's —
-    /// when it was read from one: no `String` is built for it. Points into the decoded document's
-    /// bytes (the message, or the decoder's document for JSON nested in a string), so it is
-    /// valid for as long as ``snapshot`` is. Nil when ``checkoutIDString`` holds the id, or there is none.
-    var checkoutIDText: UnsafeRawBufferPointer?
-    /// The checkout id when it is not in the message as is (escaped, or made up: `order:…`).
-    var checkoutIDString: String?
-    /// The event id. Usually read in place (``eventIDText``): this builds its `String`.
+    /// The checkout id as read: in place in the decoded document's bytes (the message, or the
+    /// decoder's document for JSON nested in a string), valid for as long as ``snapshot`` is; or
+    /// a `String` when it is not in the message as is (escaped, or made up: `order:…`).
+    var checkoutIdentifier = IdentifierText()
+    /// The event id. Usually read in place (``eventIdentifier``): this builds its `String`.
     public var eventID: String? {
-        get { eventIDString ?? eventIDText.map { String(decoding: $0, as: UTF8.self) } }
-        set {
-            eventIDString = newValue
-            eventIDText = nil
-        }
+        get { eventIdentifier.value }
+        set { eventIdentifier = IdentifierText(string: newValue) }
     }
-    /// The event id as written in the message, as ``checkoutIDText``.
-    var eventIDText: UnsafeRawBufferPointer?
-    /// The event id when it is not in the message as is (an escaped string's text).
-    var eventIDString: String?
+    /// The event id as read, as ``checkoutIdentifier``.
+    var eventIdentifier = IdentifierText()
     public var occurredAt: JSONRef?
     public var snapshot: JSONRef?
     public var payment: JSONRef?
@@ -51,46 +40,73 @@ public struct DecodedEvent: ~Copyable {
     }
 
     /// Whether there is a checkout id (without building its `String`).
-    var hasCheckoutID: Bool { checkoutIDText != nil || checkoutIDString != nil }
+    var hasCheckoutID: Bool { checkoutIdentifier.isPresent }
 
     /// Whether there is an event id (without building its `String`).
-    var hasEventID: Bool { eventIDText != nil || eventIDString != nil }
+    var hasEventID: Bool { eventIdentifier.isPresent }
 
     /// Sets the checkout id to ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be.
     mutating func setCheckoutID(_ doc: JSONDocument, _ t: Int) {
-        (checkoutIDText, checkoutIDString) = RawEventDecoder.identifierText(doc, t)
+        checkoutIdentifier = RawEventDecoder.identifierText(doc, t)
     }
 
     /// Sets the event id to ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be.
     mutating func setEventID(_ doc: JSONDocument, _ t: Int) {
-        (eventIDText, eventIDString) = RawEventDecoder.identifierText(doc, t)
+        eventIdentifier = RawEventDecoder.identifierText(doc, t)
     }
 
     /// The event id's window key (``EventIDWindow/key(utf8:checkout:)`` of its UTF-8), if any.
     func eventIDKey(checkout: CheckoutStateTable.Key) -> (UInt64, UInt64)? {
-        if let text = eventIDText { return EventIDWindow.key(utf8: text, checkout: checkout) }
-        return eventIDString.map { EventIDWindow.key($0, checkout: checkout) }
+        if let bytes = eventIdentifier.bytes { return EventIDWindow.key(utf8: bytes, checkout: checkout) }
+        return eventIdentifier.string.map { EventIDWindow.key($0, checkout: checkout) }
     }
 
     /// Writes the event id as a JSON string, `null` without one.
     func writeEventID(to w: inout JSONWriter) {
-        if let text = eventIDText {
-            w.appendString(utf8: text)
-        } else if let id = eventIDString {
-            w.appendString(id)
-        } else {
-            w.append("null")
-        }
+        if !eventIdentifier.write(to: &w) { w.append("null") }
     }
 
     /// The checkout id's state-table key (``CheckoutStateTable/key(utf8:)`` of its UTF-8), if any.
     func checkoutKey() -> CheckoutStateTable.Key? {
-        if let text = checkoutIDText { return CheckoutStateTable.key(utf8: text) }
-        return checkoutIDString.map { CheckoutStateTable.key($0) }
+        if let bytes = checkoutIdentifier.bytes { return CheckoutStateTable.key(utf8: bytes) }
+        return checkoutIdentifier.string.map { CheckoutStateTable.key($0) }
     }
 
     /// Writes the checkout id as a JSON string (`""` without one), as `appendString` of its `String` would.
     func writeCheckoutID(to w: inout JSONWriter) {
-        if let text = checkoutIDText { w.appendString(utf8: text) } else { w.appendString(checkoutIDString ?? "") }
+        if !checkoutIdentifier.write(to: &w) { w.appendString("") }
+    }
+}
+
+/// An identifier as the decoder read it. When the message holds it as is (an unescaped string's
+/// text, a number's), it is those bytes in place and no `String` is built for it; otherwise
+/// (escaped, or made up) it is a `String`. The bytes are valid only as long as what they point
+/// into (a document, or a buffer of the processor's). Absent when neither is set.
+struct IdentifierText {
+    var bytes: UnsafeRawBufferPointer?
+    var string: String?
+
+    init(bytes: UnsafeRawBufferPointer? = nil, string: String? = nil) {
+        self.bytes = bytes
+        self.string = string
+    }
+
+    @inline(__always) var isPresent: Bool { bytes != nil || string != nil }
+
+    /// Its `String`, built from the bytes when it was read in place; nil when absent.
+    var value: String? { string ?? bytes.map { String(decoding: $0, as: UTF8.self) } }
+
+    /// Writes it as a JSON string, as `appendString` of ``value`` would.
+    /// - Returns: false, writing nothing, when it is absent.
+    @inline(__always)
+    func write(to w: inout JSONWriter) -> Bool {
+        if let bytes {
+            w.appendString(utf8: bytes)
+        } else if let string {
+            w.appendString(string)
+        } else {
+            return false
+        }
+        return true
     }
 }

@@ -95,7 +95,7 @@ public final class EventProcessor {
     private var eventIDs: EventIDWindow?
 
     /// The last result's event id, copied from its message when it was read in place
-    /// (``ProcessingResult/eventIDText``): no `String` is built unless the caller reads it.
+    /// (``ProcessingResult/eventIdentifier``): no `String` is built unless the caller reads it.
     private var resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
     private var resultEventIDCapacity = 64
 
@@ -103,15 +103,15 @@ public final class EventProcessor {
 
     /// The event's id for its ``ProcessingResult``: its `String`, or its bytes copied into
     /// ``resultEventIDBytes`` (the message may be gone when the result is read).
-    private func resultEventID(_ e: borrowing DecodedEvent) -> (string: String?, text: UnsafeRawBufferPointer?) {
-        guard let text = e.eventIDText else { return (e.eventIDString, nil) }
+    private func resultEventID(_ e: borrowing DecodedEvent) -> IdentifierText {
+        guard let text = e.eventIdentifier.bytes else { return e.eventIdentifier }
         if text.count > resultEventIDCapacity {
             resultEventIDBytes.deallocate()
             resultEventIDCapacity = max(text.count, 2 * resultEventIDCapacity)
             resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: resultEventIDCapacity, alignment: 8)
         }
         resultEventIDBytes.copyMemory(from: text.baseAddress!, byteCount: text.count)
-        return (nil, UnsafeRawBufferPointer(start: resultEventIDBytes, count: text.count))
+        return IdentifierText(bytes: UnsafeRawBufferPointer(start: resultEventIDBytes, count: text.count))
     }
 
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
@@ -269,7 +269,7 @@ public final class EventProcessor {
         if let original = eventIDs!.lookup(idKey) {
             counters.duplicates &+= 1
             let id = resultEventID(event)
-            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: id.string, eventIDText: id.text,
+            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: id,
                                     suppressedCheckoutID: nil, publication: nil)
         }
         let result = apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
@@ -317,7 +317,7 @@ public final class EventProcessor {
         counters.duplicates &+= 1
         let original = value & ((1 << EventProcessor.deadLetterTagShift) - 1)
         return ProcessingResult(outcome: .duplicateDeadLetter(original, DeadLetterReason.all[tag - 1]), seq: lastSeq,
-                                eventID: id, suppressedCheckoutID: nil, publication: nil)
+                                eventID: IdentifierText(string: id), suppressedCheckoutID: nil, publication: nil)
     }
 
     /// Remembers that event `id` was dead-lettered under `seq` for `reason`.
@@ -446,7 +446,7 @@ public final class EventProcessor {
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     counters.suppressed &+= 1
                     let id = resultEventID(event)
-                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id.string, eventIDText: id.text,
+                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id,
                                             suppressedCheckoutID: event.hasEventID ? event.checkoutID : nil,
                                             publication: nil)
                 }
@@ -474,7 +474,7 @@ public final class EventProcessor {
             counters.failedByCode[i] &+= 1
         }
         let id = resultEventID(event)
-        return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: id.string, eventIDText: id.text,
+        return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: id,
                                 suppressedCheckoutID: nil, publication: publication)
     }
 
@@ -529,7 +529,7 @@ public final class EventProcessor {
         if let id = eventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
         let publication = ProcessingResult.Publication(seq: lastSeq, kind: .deadletter, kindSeq: deadLetterSeq,
                                                        topic: frames.topic, envelope: frames.envelope)
-        return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: eventID, suppressedCheckoutID: nil,
+        return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: IdentifierText(string: eventID), suppressedCheckoutID: nil,
                                 publication: publication)
     }
 

@@ -28,26 +28,24 @@ public struct ProcessingResult {
     /// `seq` assigned before it (what an acknowledgement of it waits to be durable).
     public let seq: UInt64
     /// The input's `event_id` (its ingest wrapper's, when it had one), also for a dead letter that names one.
-    /// Built when read, from ``eventIDText`` when the id was read in place.
-    public var eventID: String? { eventIDString ?? eventIDText.map { String(decoding: $0, as: UTF8.self) } }
-    /// The event id's bytes, copied from the message into a buffer the processor owns (as the
+    /// Built when read, from ``eventIdentifier``'s bytes when the id was read in place.
+    public var eventID: String? { eventIdentifier.value }
+    /// The event id: its bytes copied from the message into a buffer the processor owns (as the
     /// publication's frames, valid until its next ``EventProcessor/process(_:receivedAt:now:)``,
     /// ``EventProcessor/commit(_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
-    /// call); nil when ``eventIDString`` holds the id, or there is none.
-    let eventIDText: UnsafeRawBufferPointer?
-    let eventIDString: String?
+    /// call), or its `String`.
+    let eventIdentifier: IdentifierText
     /// For a suppressed update with an `event_id`: its checkout (the daemon keeps such ids beside
     /// the journal, which holds only what was published).
     public let suppressedCheckoutID: String?
     /// The message to journal and send: `nil` when the input was suppressed or a duplicate.
     public let publication: Publication?
 
-    init(outcome: EventProcessor.Outcome, seq: UInt64, eventID: String?, eventIDText: UnsafeRawBufferPointer? = nil,
+    init(outcome: EventProcessor.Outcome, seq: UInt64, eventID: IdentifierText,
          suppressedCheckoutID: String?, publication: Publication?) {
         self.outcome = outcome
         self.seq = seq
-        self.eventIDString = eventID
-        self.eventIDText = eventIDText
+        self.eventIdentifier = eventID
         self.suppressedCheckoutID = suppressedCheckoutID
         self.publication = publication
     }

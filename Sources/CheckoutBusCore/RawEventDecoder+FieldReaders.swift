@@ -43,14 +43,14 @@ extension RawEventDecoder {
     /// unescaped string (not a placeholder) or of a number, as bytes in the document; else the
     /// identifier's `String` (an escaped string's decoded text), or neither (no id). The bytes are
     /// exactly the `String`'s UTF-8 (the scanner validates strings' UTF-8).
-    static func identifierText(_ doc: JSONDocument, _ t: Int) -> (text: UnsafeRawBufferPointer?, string: String?) {
+    static func identifierText(_ doc: JSONDocument, _ t: Int) -> IdentifierText {
         switch doc.kind(t) {
         case .string where !doc.isEscaped(t):
             let raw = doc.raw(t)
-            if JSONDocument.isPlaceholder(raw) { return (nil, nil) }
-            return (UnsafeRawBufferPointer(rebasing: raw[1..<(raw.count - 1)]), nil)
-        case .number: return (doc.raw(t), nil)
-        default: return (nil, doc.identifier(t))
+            if JSONDocument.isPlaceholder(raw) { return IdentifierText() }
+            return IdentifierText(bytes: UnsafeRawBufferPointer(rebasing: raw[1..<(raw.count - 1)]))
+        case .number: return IdentifierText(bytes: doc.raw(t))
+        default: return IdentifierText(string: doc.identifier(t))
         }
     }
 

@@ -25,12 +25,9 @@ public final class RawEventDecoder {
 
     /// The event id the message's ingest wrapper gave (nil without one), kept for a message the
     /// decoder then rejects: the producer's reply still names its event.
-    public var wrapperEventID: String? {
-        wrapperEventIDString ?? wrapperEventIDText.map { String(decoding: $0, as: UTF8.self) }
-    }
-    /// ``wrapperEventID`` in place (into the message's document, valid until the next decode), or as a `String`.
-    private var wrapperEventIDText: UnsafeRawBufferPointer?
-    private var wrapperEventIDString: String?
+    public var wrapperEventID: String? { wrapperEventIdentifier.value }
+    /// ``wrapperEventID`` as read (in place: into the message's document, valid until the next decode).
+    private var wrapperEventIdentifier = IdentifierText()
 
     public init() {}
 
@@ -42,8 +39,7 @@ public final class RawEventDecoder {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")
         }
         embeddedUsed = 0
-        wrapperEventIDText = nil
-        wrapperEventIDString = nil
+        wrapperEventIdentifier = IdentifierText()
         var wrapper = Wrapper()
         var raw = JSONRef(doc, root)
         // A relay may wrap a wrapper: the outer one's fields win, the inner one's fill the gaps.
@@ -54,7 +50,7 @@ public final class RawEventDecoder {
             let payload = readWrapper(raw.doc, raw.token, into: &wrapper)
         {
             depth += 1
-            (wrapperEventIDText, wrapperEventIDString) = (wrapper.eventIDText, wrapper.eventIDString)
+            wrapperEventIdentifier = wrapper.eventID
             let pd = raw.doc
             if pd.kind(payload) == .null {
                 // `"payload": null` is no payload (a dismiss needs none): the wrapper's own name
@@ -76,18 +72,12 @@ public final class RawEventDecoder {
                 throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
             }
         }
-        wrapperNamesCheckout = wrapper.hasCheckoutID
+        wrapperNamesCheckout = wrapper.checkoutID.isPresent
         var event = try decodeRaw(raw, wrapper: wrapper)
         // The wrapper's fields win; moved into the event (swapped: no retain now, no release of the
         // wrapper's copy later).
-        if wrapper.hasCheckoutID {
-            event.checkoutIDText = wrapper.checkoutIDText
-            swap(&event.checkoutIDString, &wrapper.checkoutIDString)
-        }
-        if wrapper.hasEventID {
-            event.eventIDText = wrapper.eventIDText
-            swap(&event.eventIDString, &wrapper.eventIDString)
-        }
+        if wrapper.checkoutID.isPresent { swap(&event.checkoutIdentifier, &wrapper.checkoutID) }
+        if wrapper.eventID.isPresent { swap(&event.eventIdentifier, &wrapper.eventID) }
         if let at = wrapper.occurredAt { event.occurredAt = at }
         if wrapper.platform != nil { swap(&event.platform, &wrapper.platform) }
         if wrapper.sdk != nil { swap(&event.sdk, &wrapper.sdk!) }
@@ -103,14 +93,9 @@ public final class RawEventDecoder {
     // MARK: Wrapper
 
     struct Wrapper {
-        /// The checkout id in place (``DecodedEvent/checkoutIDText``), or as a `String`.
-        var checkoutIDText: UnsafeRawBufferPointer?
-        var checkoutIDString: String?
-        var hasCheckoutID: Bool { checkoutIDText != nil || checkoutIDString != nil }
-        /// The event id in place, or as a `String`.
-        var eventIDText: UnsafeRawBufferPointer?
-        var eventIDString: String?
-        var hasEventID: Bool { eventIDText != nil || eventIDString != nil }
+        /// The checkout id and the event id, as read (in place where they can be).
+        var checkoutID = IdentifierText()
+        var eventID = IdentifierText()
         var occurredAt: JSONRef?
         var platform: String?
         var sdk: String?
@@ -140,12 +125,8 @@ public final class RawEventDecoder {
         let anyName = named || (m.at(14) ?? m.at(15)) != nil
         guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
         else { return nil }
-        if !w.hasCheckoutID, let v = m.at(6) ?? m.at(7) {
-            (w.checkoutIDText, w.checkoutIDString) = RawEventDecoder.identifierText(doc, v)
-        }
-        if !w.hasEventID, let v = m.at(10) ?? m.at(11) {
-            (w.eventIDText, w.eventIDString) = RawEventDecoder.identifierText(doc, v)
-        }
+        if !w.checkoutID.isPresent, let v = m.at(6) ?? m.at(7) { w.checkoutID = RawEventDecoder.identifierText(doc, v) }
+        if !w.eventID.isPresent, let v = m.at(10) ?? m.at(11) { w.eventID = RawEventDecoder.identifierText(doc, v) }
         if w.occurredAt == nil, let v = m.at(12) ?? m.at(13), doc.kind(v) == .string || doc.kind(v) == .number {
             w.occurredAt = JSONRef(doc, v)
         }

@@ -12,7 +12,8 @@ struct InPlaceIDTests {
     static func check(_ doc: JSONDocument, _ context: String, sourceLocation: SourceLocation = #_sourceLocation) {
         for t in 0..<doc.tokenCount {
             let expected = doc.identifier(t)
-            let (text, string) = RawEventDecoder.identifierText(doc, t)
+            let read = RawEventDecoder.identifierText(doc, t)
+            let (text, string) = (read.bytes, read.string)
             #expect(text == nil || string == nil, "\(context): token \(t)", sourceLocation: sourceLocation)
             let got = text.map { String(decoding: $0, as: UTF8.self) } ?? string
             #expect(got == expected, "\(context): token \(t)", sourceLocation: sourceLocation)
@@ -25,7 +26,7 @@ struct InPlaceIDTests {
                 var w1 = JSONWriter(capacity: 16)
                 var w2 = JSONWriter(capacity: 16)
                 var event = DecodedEvent(kind: .update, format: .ecp, sdk: "shopify")
-                event.checkoutIDText = text
+                event.checkoutIdentifier = IdentifierText(bytes: text)
                 event.writeCheckoutID(to: &w1)
                 w2.appendString(expected)
                 #expect(w1.bytes == w2.bytes, "\(context): token \(t)", sourceLocation: sourceLocation)
@@ -33,7 +34,7 @@ struct InPlaceIDTests {
                 let k = event.checkoutKey()
                 #expect(k?.lo == b.lo && k?.hi == b.hi)
                 // The event id's window key, and its envelope text, likewise.
-                event.eventIDText = text
+                event.eventIdentifier = IdentifierText(bytes: text)
                 #expect(event.eventID == expected && event.hasEventID)
                 #expect(event.eventIDKey(checkout: b).map { [$0.0, $0.1] } == [EventIDWindow.key(expected, checkout: b).0,
                                                                                EventIDWindow.key(expected, checkout: b).1])
@@ -60,10 +61,7 @@ struct InPlaceIDTests {
 
     @Test("identifierText is identifier(_:) in place: every token of the samples and corpus")
     func samplesAndCorpus() {
-        var lines: [String] = []
-        for file in ["samples/bridges.jsonl", "samples/tour.jsonl", "Tests/Corpus/sdk-payloads.jsonl"] {
-            lines += repositoryLines(file)
-        }
+        let lines = sampleAndCorpusLines
         #expect(lines.count > 150)
         for line in lines {
             let doc = JSONDocument()
