@@ -77,10 +77,7 @@ struct MemberLookupTests {
 
     @Test("members(_:_:) finds what member(_:_:) finds: every object of the samples and corpus")
     func samplesAndCorpus() throws {
-        var lines: [String] = []
-        for file in ["samples/bridges.jsonl", "samples/tour.jsonl", "Tests/Corpus/sdk-payloads.jsonl"] {
-            lines += repositoryLines(file)
-        }
+        let lines = sampleAndCorpusLines
         #expect(lines.count > 150)
         for line in lines {
             let doc = JSONDocument()

@@ -77,8 +77,7 @@ struct RedactingHashTests {
         [compact, Array(#"{"padding_member":"0123456789","v":"#.utf8) + compact + Array("}".utf8)]
     }
 
-    static let lines: [String] = ["samples/tour.jsonl", "samples/bridges.jsonl", "Tests/Corpus/sdk-payloads.jsonl"]
-        .flatMap(repositoryLines)
+    static let lines = sampleAndCorpusLines
 
     @Test("every container of every sample and corpus line")
     func samples() throws {

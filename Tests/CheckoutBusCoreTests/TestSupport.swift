@@ -16,6 +16,10 @@ func repositoryLines(_ path: String) -> [String] {
         .split(separator: "\n").map(String.init)
 }
 
+/// Every line of the samples and the SDK corpus: the real payloads the suites run their checks over.
+let sampleAndCorpusLines: [String] = ["samples/tour.jsonl", "samples/bridges.jsonl", "Tests/Corpus/sdk-payloads.jsonl"]
+    .flatMap(repositoryLines)
+
 // Helpers shared by the CheckoutBusCore suites. Envelopes are read back with Foundation's
 // JSONDecoder, independently of the module under test, so a malformed envelope fails the test.
 
