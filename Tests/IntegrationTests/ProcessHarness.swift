@@ -133,9 +133,17 @@ final class DaemonProcess {
 
     /// Sends SIGTERM and waits; returns the exit status.
     @discardableResult
+    ///
+    /// A daemon still running at the deadline is killed; first its threads and the end of its log
+    /// are printed, so a failed expectation on the status says where it stood.
     func terminate(timeout: Double = 20) -> Int32 {
         if process.isRunning { process.terminate() }
-        return waitForExit(process, timeout: timeout)
+        let pid = process.processIdentifier
+        return waitForExit(process, timeout: timeout) { [stderrURL] in
+            let log = (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? ""
+            print("checkoutbusd pid \(pid) still running \(timeout) s after SIGTERM; threads: \(threadStates(pid))")
+            print("its log ends:\n" + log.split(separator: "\n").suffix(15).joined(separator: "\n"))
+        }
     }
 
     deinit {
@@ -198,16 +206,47 @@ struct HarnessError: Error, CustomStringConvertible {
 }
 
 /// Waits for a process with a deadline, killing it if it overstays. Returns its exit status.
+///
+/// A process that has ended is recognised by its state in `/proc` (a zombie), not only by
+/// `Process.isRunning`: Foundation on Linux can miss a child's exit when many run at once, and a
+/// process that exited in time must not be reported as killed. `beforeKill` runs only for a
+/// process that is really still running at the deadline (to record why, before SIGKILL).
 @discardableResult
-func waitForExit(_ process: Process, timeout: Double) -> Int32 {
+func waitForExit(_ process: Process, timeout: Double, beforeKill: (() -> Void)? = nil) -> Int32 {
     let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(10_000) }
-    if process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
-        reap(process)
-        return -9
+    while process.isRunning && Date() < deadline {
+        if hasEnded(process.processIdentifier) { return reap(process, timeout: 2) }
+        usleep(10_000)
     }
-    return process.terminationStatus
+    if !process.isRunning { return process.terminationStatus }
+    if hasEnded(process.processIdentifier) { return reap(process, timeout: 2) }
+    beforeKill?()
+    kill(process.processIdentifier, SIGKILL)
+    reap(process)
+    return -9
+}
+
+/// Whether child `pid` has ended and waits to be reaped: its state in `/proc/PID/stat` is `Z`
+/// (the state follows the last `)`, as the command name may hold any byte).
+func hasEnded(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return false }
+    return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
+}
+
+/// Each thread of a running process with its state and kernel wait channel, from `/proc`: what a
+/// process that overstayed its deadline was doing.
+func threadStates(_ pid: Int32) -> String {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return tasks.sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }.map { tid in
+        let base = "/proc/\(pid)/task/\(tid)/"
+        let name = (try? String(contentsOfFile: base + "comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) ?? "?"
+        let stat = (try? String(contentsOfFile: base + "stat", encoding: .utf8)) ?? ""
+        let state = stat.lastIndex(of: ")").map { stat[stat.index(after: $0)...].split(separator: " ").first.map(String.init) ?? "?" } ?? "?"
+        let wchan = (try? String(contentsOfFile: base + "wchan", encoding: .utf8)) ?? "?"
+        return "\(tid) \(name) \(state) \(wchan)"
+    }.joined(separator: "; ")
 }
 
 /// Waits for a process that has ended or been sent SIGKILL, and returns its status (negative: the
