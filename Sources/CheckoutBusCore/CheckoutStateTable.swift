@@ -6,7 +6,7 @@ import CheckoutBusJSON
 /// after `idleTTL` seconds without an event.
 ///
 /// Checkouts are keyed by a 128-bit hash of their id (no id strings are kept), and state lives in
-/// parallel arrays with an open-addressing index: ~49 bytes of RSS per tracked checkout, measured by
+/// parallel columns (one allocation) with an open-addressing index: ~49 bytes of RSS per tracked checkout, measured by
 /// `checkoutbus bench` over a million checkouts (README "Performance"). A completed
 /// checkout also keeps the idempotency key its first `complete` was published under, so a repeated
 /// `complete` reuses it.
@@ -29,21 +29,32 @@ public struct CheckoutStateTable {
     public let capacity: Int
     public let idleTTL: UInt32
 
-    private var keyLo: [UInt64] = []
-    private var keyHi: [UInt64] = []
-    private var snapshotHash: [UInt64] = []
-    private var lastSeen: [UInt32] = []
-    private var prev: [Int32] = []
-    private var next: [Int32] = []
-    private var flags: [Flags] = []
+    /// The entries' columns (key halves, snapshot hash, last seen, LRU links, flags), each
+    /// `entryCapacity` long, in one allocation grown all together (``Columns``); and the index.
+    /// Reached through pointers held here: a new checkout is one capacity check, not an append
+    /// (with its uniqueness and capacity checks) to each of seven arrays. The table stays a value:
+    /// ``makeUnique()`` copies the buffers before the first change to a copy of the table.
+    private var buffers: Buffers
+    private var keyLo: UnsafeMutablePointer<UInt64>
+    private var keyHi: UnsafeMutablePointer<UInt64>
+    private var snapshotHash: UnsafeMutablePointer<UInt64>
+    private var lastSeen: UnsafeMutablePointer<UInt32>
+    private var prev: UnsafeMutablePointer<Int32>
+    /// An entry's next in the LRU list; for a free entry, the next free one.
+    private var next: UnsafeMutablePointer<Int32>
+    private var flags: UnsafeMutablePointer<Flags>
+    /// Entries ever allocated (in use or free) and room for them.
+    private var entryCount = 0
+    private var entryCapacity = 0
     private var completeKeys: [Int32: String] = [:]
     /// The index: -1 when empty, else an entry (low 27 bits) and 4 bits of its second hash above
-    /// it, so most probes past other checkouts' slots need not read their keys.
-    private var slots: [Int32] = []
+    /// it, so most probes past other checkouts' slots need not read their keys. `slotMask + 1` long.
+    private var slots: UnsafeMutablePointer<Int32>
     private var slotMask = 0
     private var head: Int32 = -1  // most recently used
     private var tail: Int32 = -1  // least recently used
-    private var freeList: [Int32] = []
+    /// Entries forgotten and free for reuse, last freed first, linked through ``next``.
+    private var freeHead: Int32 = -1
 
     /// Checkouts tracked now.
     public private(set) var count = 0
@@ -59,7 +70,10 @@ public struct CheckoutStateTable {
         precondition(capacity < 1 << 27, "a state table holds at most 2^27 - 1 checkouts")
         self.capacity = max(1, capacity)
         self.idleTTL = max(1, idleTTL)
-        resizeSlots(16)
+        buffers = Buffers()
+        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags) = buffers.setColumns(capacity: 0, copying: 0)
+        slots = buffers.setSlots(count: 16)
+        slotMask = 15
     }
 
     /// A handle to one checkout's state, valid until the next insertion.
@@ -94,19 +108,19 @@ public struct CheckoutStateTable {
     /// cache misses (a large table's slots are scattered over megabytes). A hint: no effect on
     /// state (`mutating` only so its arrays are read in place, without a retain and release each).
     public mutating func prefetch(_ key: Key) {
-        slots.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: key.lo) & slotMask)) }
+        cb_prefetch(slots + (Int(truncatingIfNeeded: key.lo) & slotMask))
         guard count >= capacity, tail >= 0 else { return }
         let e = Int(tail)
-        keyHi.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
-        next.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
-        lastSeen.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
-        flags.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
-        snapshotHash.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + e) }
+        cb_prefetch(keyHi + e)
+        cb_prefetch(next + e)
+        cb_prefetch(lastSeen + e)
+        cb_prefetch(flags + e)
+        cb_prefetch(snapshotHash + e)
         // The previous eviction prefetched this entry's key and links (see `remove`), so they can
         // be read here: the entry's index slot and the next tail's link get a prefetch as well.
-        slots.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: keyLo[e]) & slotMask)) }
+        cb_prefetch(slots + (Int(truncatingIfNeeded: keyLo[e]) & slotMask))
         let p = Int(prev[e])
-        if p >= 0 { next.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + p) } }
+        if p >= 0 { cb_prefetch(next + p) }
     }
 
     /// Finds or creates the state of `checkoutID`, marking it most recently used at `now`.
@@ -117,6 +131,7 @@ public struct CheckoutStateTable {
 
     /// ``touch(_:now:)`` of a hashed id.
     public mutating func touch(_ key: Key, now: UInt32) -> (entry: Entry, isNew: Bool) {
+        makeUnique()
         let (lo, hi) = (key.lo, key.hi)
         var s = Int(truncatingIfNeeded: lo) & slotMask
         let tag = CheckoutStateTable.tag(hi)
@@ -140,16 +155,21 @@ public struct CheckoutStateTable {
     }
 
     public func flags(_ e: Entry) -> Flags { flags[Int(e)] }
-    public mutating func insertFlags(_ f: Flags, _ e: Entry) { flags[Int(e)].formUnion(f) }
+    public mutating func insertFlags(_ f: Flags, _ e: Entry) {
+        makeUnique()
+        flags[Int(e)].formUnion(f)
+    }
     public func snapshotHash(_ e: Entry) -> UInt64 { snapshotHash[Int(e)] }
 
     public mutating func setSnapshotHash(_ h: UInt64, _ e: Entry) {
+        makeUnique()
         snapshotHash[Int(e)] = h
         flags[Int(e)] = Flags(rawValue: flags[Int(e)].rawValue & ~Flags.redactedHash.rawValue | Flags.hasSnapshot.rawValue)
     }
 
     /// Sets the hash of the snapshot as published with buyer data redacted (``Flags/redactedHash``).
     public mutating func setRedactedSnapshotHash(_ h: UInt64, _ e: Entry) {
+        makeUnique()
         snapshotHash[Int(e)] = h
         flags[Int(e)].formUnion([.hasSnapshot, .redactedHash])
     }
@@ -162,12 +182,15 @@ public struct CheckoutStateTable {
 
     /// Records the key a checkout's first `complete` was published under; marks it completed.
     public mutating func setCompleteKey(_ key: String, _ e: Entry) {
+        makeUnique()
         flags[Int(e)].insert(.completed)
         completeKeys[e] = key
     }
 
     /// Forgets checkouts idle longer than the TTL, oldest first. Call about once a second.
     public mutating func expire(now: UInt32) {
+        guard tail >= 0 && now &- lastSeen[Int(tail)] > idleTTL else { return }
+        makeUnique()
         while tail >= 0 && now &- lastSeen[Int(tail)] > idleTTL {
             remove(tail)
             expired &+= 1
@@ -182,8 +205,7 @@ public struct CheckoutStateTable {
 
     /// Bytes of memory the table holds now (arrays at their capacity, index, order ids).
     public var approximateBytes: Int {
-        let perEntry = 8 * 3 + 4 * 3 + 1
-        return keyLo.capacity * perEntry + slots.capacity * 4 + completeKeys.count * 48
+        entryCapacity * Columns.bytesPerEntry + (slotMask + 1) * 4 + completeKeys.count * 48
     }
 
     // MARK: Internals
@@ -206,24 +228,26 @@ public struct CheckoutStateTable {
             evicted &+= 1
         }
         let e: Entry
-        if let f = freeList.popLast() {
-            e = f
+        if freeHead >= 0 {
+            e = freeHead
+            freeHead = next[Int(e)]
             // `remove` reset it when it went on the free list.
             keyLo[Int(e)] = lo
             keyHi[Int(e)] = hi
             lastSeen[Int(e)] = now
         } else {
-            e = Entry(keyLo.count)
-            keyLo.append(lo)
-            keyHi.append(hi)
-            snapshotHash.append(0)
-            lastSeen.append(now)
-            prev.append(-1)
-            next.append(-1)
-            flags.append([])
+            if entryCount == entryCapacity { growColumns() }
+            e = Entry(entryCount)
+            entryCount += 1
+            let i = Int(e)
+            keyLo[i] = lo
+            keyHi[i] = hi
+            snapshotHash[i] = 0
+            lastSeen[i] = now
+            flags[i] = []
         }
         count += 1
-        if count * 2 > slots.count { resizeSlots(slots.count * 2) }
+        if count * 2 > slotMask + 1 { resizeSlots((slotMask + 1) * 2) }
         insertSlot(e)
         prev[Int(e)] = -1
         next[Int(e)] = head
@@ -243,8 +267,8 @@ public struct CheckoutStateTable {
             // An eviction: the next one forgets the new tail, whose key and link ``prefetch(_:)``
             // reads. Start loading them now, an event ahead.
             let t = Int(tail)
-            keyLo.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + t) }
-            prev.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + t) }
+            cb_prefetch(keyLo + t)
+            cb_prefetch(prev + t)
         }
         // Delete from the index with backward-shift, keeping probe chains intact.
         var s = Int(truncatingIfNeeded: keyLo[Int(e)]) & slotMask
@@ -263,7 +287,8 @@ public struct CheckoutStateTable {
         }
         slots[hole] = -1
         reset(e)
-        freeList.append(e)
+        next[Int(e)] = freeHead
+        freeHead = e
         count -= 1
     }
 
@@ -292,12 +317,113 @@ public struct CheckoutStateTable {
     private static func tag(_ hi: UInt64) -> Int32 { Int32(truncatingIfNeeded: hi >> 60) << 27 }
 
     private mutating func resizeSlots(_ size: Int) {
-        slots = [Int32](repeating: -1, count: size)
+        slots = buffers.setSlots(count: size)
         slotMask = size - 1
         var e = head
         while e >= 0 {
             insertSlot(e)
             e = next[Int(e)]
         }
+    }
+
+    /// Doubles the columns' room (as an array's append would), keeping the entries.
+    private mutating func growColumns() {
+        let capacity = max(16, entryCapacity * 2)
+        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags) = buffers.setColumns(capacity: capacity, copying: entryCount)
+        entryCapacity = capacity
+    }
+
+    /// Before a change: a copy of this table (its buffers shared) gets buffers of its own.
+    @inline(__always)
+    private mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&buffers) { copyBuffers() }
+    }
+
+    @inline(never)
+    private mutating func copyBuffers() {
+        let old = buffers
+        buffers = Buffers()
+        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags) = buffers.setColumns(capacity: entryCapacity, copying: 0)
+        old.columns.copy(count: entryCount, to: Columns(buffers.columnBase, capacity: entryCapacity))
+        slots = buffers.setSlots(count: slotMask + 1)
+        slots.update(from: old.slots, count: slotMask + 1)
+    }
+}
+
+/// The columns of ``CheckoutStateTable``'s entries laid out in one block of `capacity` entries.
+private struct Columns {
+    static let bytesPerEntry = 8 * 3 + 4 * 3 + 1
+    let keyLo: UnsafeMutablePointer<UInt64>
+    let keyHi: UnsafeMutablePointer<UInt64>
+    let snapshotHash: UnsafeMutablePointer<UInt64>
+    let lastSeen: UnsafeMutablePointer<UInt32>
+    let prev: UnsafeMutablePointer<Int32>
+    let next: UnsafeMutablePointer<Int32>
+    let flags: UnsafeMutablePointer<CheckoutStateTable.Flags>
+
+    init(_ base: UnsafeMutableRawPointer, capacity n: Int) {
+        keyLo = base.bindMemory(to: UInt64.self, capacity: n)
+        keyHi = (base + 8 * n).bindMemory(to: UInt64.self, capacity: n)
+        snapshotHash = (base + 16 * n).bindMemory(to: UInt64.self, capacity: n)
+        lastSeen = (base + 24 * n).bindMemory(to: UInt32.self, capacity: n)
+        prev = (base + 28 * n).bindMemory(to: Int32.self, capacity: n)
+        next = (base + 32 * n).bindMemory(to: Int32.self, capacity: n)
+        flags = (base + 36 * n).bindMemory(to: CheckoutStateTable.Flags.self, capacity: n)
+    }
+
+    /// Copies the first `count` entries into `other`.
+    func copy(count: Int, to other: Columns) {
+        other.keyLo.update(from: keyLo, count: count)
+        other.keyHi.update(from: keyHi, count: count)
+        other.snapshotHash.update(from: snapshotHash, count: count)
+        other.lastSeen.update(from: lastSeen, count: count)
+        other.prev.update(from: prev, count: count)
+        other.next.update(from: next, count: count)
+        other.flags.update(from: flags, count: count)
+    }
+
+    var pointers: (UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
+                   UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
+                   UnsafeMutablePointer<CheckoutStateTable.Flags>) {
+        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags)
+    }
+}
+
+/// Owns a ``CheckoutStateTable``'s memory: its entries' columns and its index. The table reads
+/// and writes through pointers of its own; this frees the blocks, and tells a shared table
+/// (``CheckoutStateTable/makeUnique()``) from one that is not.
+private final class Buffers {
+    private(set) var columnBase = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 8)
+    private(set) var columnCapacity = 0
+    private(set) var slots = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+
+    var columns: Columns { Columns(columnBase, capacity: columnCapacity) }
+
+    /// Replaces the columns with room for `capacity` entries, the first `count` copied over.
+    func setColumns(capacity: Int, copying count: Int) -> (
+        UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
+        UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
+        UnsafeMutablePointer<CheckoutStateTable.Flags>
+    ) {
+        let base = UnsafeMutableRawPointer.allocate(byteCount: max(1, capacity * Columns.bytesPerEntry), alignment: 8)
+        let new = Columns(base, capacity: capacity)
+        columns.copy(count: count, to: new)
+        columnBase.deallocate()
+        (columnBase, columnCapacity) = (base, capacity)
+        return new.pointers
+    }
+
+    /// Replaces the index with `count` empty slots.
+    func setSlots(count: Int) -> UnsafeMutablePointer<Int32> {
+        let new = UnsafeMutablePointer<Int32>.allocate(capacity: count)
+        new.initialize(repeating: -1, count: count)
+        slots.deallocate()
+        slots = new
+        return new
+    }
+
+    deinit {
+        columnBase.deallocate()
+        slots.deallocate()
     }
 }

@@ -202,4 +202,103 @@ struct CheckoutStateTableTests {
         #expect(b == entries["d"])
         #expect(t.snapshotHash(b) == UInt64(UInt8(ascii: "d")))
     }
+
+    @Test("a copy of the table is a value: changing one leaves the other as it was")
+    func copyIsAValue() {
+        var t = CheckoutStateTable(capacity: 100, idleTTL: 1_000)
+        var entries: [Int: CheckoutStateTable.Entry] = [:]
+        for i in 0..<40 {  // past the columns' first growth
+            let (e, _) = t.touch("ck-\(i)", now: 1)
+            t.setSnapshotHash(UInt64(i), e)
+            entries[i] = e
+        }
+        let saved = t
+        // Change the original: new hashes, flags, new checkouts (the index grows), a completion.
+        for i in 0..<40 { t.setSnapshotHash(UInt64(1_000 + i), entries[i]!) }
+        t.insertFlags(.completed, entries[3]!)
+        for i in 40..<90 { _ = t.touch("ck-\(i)", now: 2) }
+        #expect(t.count == 90)
+        var copy = saved
+        #expect(copy.count == 40)
+        for i in 0..<40 {
+            #expect(copy.snapshotHash(entries[i]!) == UInt64(i))
+            #expect(!copy.flags(entries[i]!).contains(.completed))
+        }
+        #expect(copy.touch("ck-50", now: 3).isNew)
+        #expect(!copy.touch("ck-7", now: 3).isNew)
+        // And changing the copy leaves the original alone.
+        copy.setSnapshotHash(7, entries[0]!)
+        #expect(t.snapshotHash(entries[0]!) == 1_000)
+        #expect(t.flags(entries[3]!).contains(.completed))
+        #expect(!t.touch("ck-89", now: 4).isNew)
+    }
+
+    @Test("random touches, expiries and evictions agree with a plain LRU model")
+    func agreesWithModel() {
+        var rng = SplitMix(seed: 0x5eed)
+        for (capacity, ttl) in [(1, UInt32(5)), (7, 3), (64, 50), (300, 1_000)] {
+            var t = CheckoutStateTable(capacity: capacity, idleTTL: ttl)
+            // The model: ids most recently used last, with their last-seen time and hash.
+            var order: [String] = []
+            var seen: [String: UInt32] = [:]
+            var hashes: [String: UInt64] = [:]
+            var now: UInt32 = 0
+            var evicted: UInt64 = 0
+            for step in 0..<4_000 {
+                if rng.next() % 8 == 0 { now &+= UInt32(rng.next() % 4) }
+                if step % 97 == 0 {
+                    t.expire(now: now)
+                    while let first = order.first, now &- seen[first]! > ttl {
+                        order.removeFirst()
+                        seen[first] = nil
+                        hashes[first] = nil
+                    }
+                    #expect(t.count == order.count)
+                }
+                let id = "ck-\(rng.next() % UInt64(capacity * 2 + 3))"
+                let (e, isNew) = t.touch(id, now: now)
+                var modelNew = false
+                if let at = seen[id] {
+                    order.removeAll { $0 == id }
+                    if now &- at > ttl {
+                        modelNew = true
+                        hashes[id] = nil
+                    }
+                } else {
+                    modelNew = true
+                    if order.count >= capacity {
+                        let lru = order.removeFirst()
+                        seen[lru] = nil
+                        hashes[lru] = nil
+                        evicted += 1
+                    }
+                }
+                order.append(id)
+                seen[id] = now
+                #expect(isNew == modelNew, "\(id) at step \(step), capacity \(capacity)")
+                #expect(t.snapshotHash(e) == (hashes[id] ?? 0))
+                #expect(t.flags(e).contains(.hasSnapshot) == (hashes[id] != nil))
+                if rng.next() % 2 == 0 {
+                    let h = rng.next() | 1
+                    t.setSnapshotHash(h, e)
+                    hashes[id] = h
+                }
+            }
+            #expect(t.count == order.count)
+            #expect(t.evicted == evicted)
+        }
+    }
+}
+
+/// A small deterministic generator for the randomized tests.
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
 }
