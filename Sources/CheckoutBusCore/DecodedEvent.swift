@@ -83,29 +83,61 @@ public struct DecodedEvent: ~Copyable {
 /// (escaped, or made up) it is a `String`. The bytes are valid only as long as what they point
 /// into (a document, or a buffer of the processor's). Absent when neither is set.
 struct IdentifierText {
-    var bytes: UnsafeRawBufferPointer?
-    var string: String?
-
-    init(bytes: UnsafeRawBufferPointer? = nil, string: String? = nil) {
-        self.bytes = bytes
-        self.string = string
+    /// One case at a time: destroying one that holds no `String` (the usual case) releases nothing,
+    /// where an optional `String` field beside the bytes was released (a runtime call) every time.
+    private enum Storage {
+        case absent
+        case bytes(UnsafeRawBufferPointer)
+        case string(String)
     }
 
-    @inline(__always) var isPresent: Bool { bytes != nil || string != nil }
+    private var storage: Storage
+
+    /// Bytes win when both are given.
+    init(bytes: UnsafeRawBufferPointer? = nil, string: String? = nil) {
+        if let bytes {
+            storage = .bytes(bytes)
+        } else if let string {
+            storage = .string(string)
+        } else {
+            storage = .absent
+        }
+    }
+
+    /// The bytes, when it was read in place.
+    var bytes: UnsafeRawBufferPointer? {
+        if case .bytes(let b) = storage { return b }
+        return nil
+    }
+
+    /// The `String`, when it was not read in place.
+    var string: String? {
+        if case .string(let s) = storage { return s }
+        return nil
+    }
+
+    @inline(__always) var isPresent: Bool {
+        if case .absent = storage { return false }
+        return true
+    }
 
     /// Its `String`, built from the bytes when it was read in place; nil when absent.
-    var value: String? { string ?? bytes.map { String(decoding: $0, as: UTF8.self) } }
+    var value: String? {
+        switch storage {
+        case .absent: return nil
+        case .bytes(let b): return String(decoding: b, as: UTF8.self)
+        case .string(let s): return s
+        }
+    }
 
     /// Writes it as a JSON string, as `appendString` of ``value`` would.
     /// - Returns: false, writing nothing, when it is absent.
     @inline(__always)
     func write(to w: inout JSONWriter) -> Bool {
-        if let bytes {
-            w.appendString(utf8: bytes)
-        } else if let string {
-            w.appendString(string)
-        } else {
-            return false
+        switch storage {
+        case .absent: return false
+        case .bytes(let b): w.appendString(utf8: b)
+        case .string(let s): w.appendString(s)
         }
         return true
     }

@@ -45,6 +45,33 @@ struct InPlaceIDTests {
         }
     }
 
+    @Test("an IdentifierText holds one of absent, bytes or a String, and reads and writes as its value")
+    func identifierTextCases() {
+        let absent = IdentifierText()
+        #expect(!absent.isPresent && absent.bytes == nil && absent.string == nil && absent.value == nil)
+        var w = JSONWriter(capacity: 16)
+        let wroteAbsent = absent.write(to: &w)
+        #expect(!wroteAbsent && w.bytes.isEmpty)
+        for text in ["", "r:5:0000000000000000000", "caf\u{E9} \"q\"\\", String(repeating: "x", count: 300)] {
+            var copy = Array(text.utf8)
+            copy.withUnsafeMutableBytes { raw in
+                let bytes = UnsafeRawBufferPointer(raw)
+                var expected = JSONWriter(capacity: 16)
+                expected.appendString(text)
+                for (id, inPlace) in [(IdentifierText(bytes: bytes), true), (IdentifierText(string: text), false),
+                                      (IdentifierText(bytes: bytes, string: "other"), true)] {
+                    #expect(id.isPresent)
+                    #expect(id.value == text)
+                    #expect((id.bytes != nil) == inPlace && (id.string != nil) == !inPlace)
+                    var got = JSONWriter(capacity: 16)
+                    let wrote = id.write(to: &got)
+                    #expect(wrote)
+                    #expect(got.bytes == expected.bytes)
+                }
+            }
+        }
+    }
+
     @Test("identifierText is identifier(_:) in place: edge cases")
     func edgeCases() throws {
         let texts = [
