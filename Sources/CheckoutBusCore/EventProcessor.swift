@@ -60,10 +60,38 @@ public final class EventProcessor {
     }
 
     public let options: Options
-    public private(set) var counters = Counters()
+    /// Running counts (read by stats and metrics, not per event: each read builds the arrays).
+    public var counters: Counters {
+        var c = otherCounters
+        c.receivedByFormat = Array(UnsafeBufferPointer(start: perEventCounts + EventProcessor.receivedByFormatAt,
+                                                       count: EventProcessor.formatCount))
+        c.publishedByKind = Array(UnsafeBufferPointer(start: perEventCounts + EventProcessor.publishedByKindAt,
+                                                      count: EventProcessor.kindCount))
+        return c
+    }
+    /// ``counters`` but for its per-format and per-kind counts, which live in ``perEventCounts``.
+    private var otherCounters = Counters()
+    /// The counts every event adds to, in one block of fixed size: received by format, published
+    /// by kind, and each kind's `kind_seq` (``kindSeq``). A count in an array stored in the
+    /// processor took a uniqueness check (a runtime call) each time it was added to.
+    private let perEventCounts: UnsafeMutablePointer<UInt64> = {
+        let p = UnsafeMutablePointer<UInt64>.allocate(capacity: EventProcessor.perEventCountsSize)
+        p.initialize(repeating: 0, count: EventProcessor.perEventCountsSize)
+        return p
+    }()
+    private static let formatCount = 4
+    /// `LifecycleKind.allCases.count` (checked when a processor is made), as a constant.
+    private static let kindCount = 5
+    private static let receivedByFormatAt = 0
+    private static let publishedByKindAt = formatCount
+    private static let kindSeqAt = formatCount + kindCount
+    private static let perEventCountsSize = formatCount + 2 * kindCount
     /// The last `seq` assigned (0 before the first).
     public private(set) var lastSeq: UInt64
-    public private(set) var kindSeq = [UInt64](repeating: 0, count: LifecycleKind.allCases.count)
+    /// Each kind's last `kind_seq`, in `LifecycleKind.allCases` order.
+    public var kindSeq: [UInt64] {
+        Array(UnsafeBufferPointer(start: perEventCounts + EventProcessor.kindSeqAt, count: EventProcessor.kindCount))
+    }
     public private(set) var deadLetterSeq: UInt64 = 0
     public private(set) var state: CheckoutStateTable
 
@@ -99,7 +127,10 @@ public final class EventProcessor {
     private var resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
     private var resultEventIDCapacity = 64
 
-    deinit { resultEventIDBytes.deallocate() }
+    deinit {
+        resultEventIDBytes.deallocate()
+        perEventCounts.deallocate()
+    }
 
     /// The event's id for its ``ProcessingResult``: its `String`, or its bytes copied into
     /// ``resultEventIDBytes`` (the message may be gone when the result is read).
@@ -115,6 +146,8 @@ public final class EventProcessor {
     }
 
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
+        precondition(LifecycleKind.allCases.count == EventProcessor.kindCount
+                     && LifecycleKind.allCases.allSatisfy { Int($0.rawValue) < EventProcessor.kindCount })
         self.options = options
         self.lastSeq = startSeq
         self.envelopes = EnvelopeWriter(shard: options.shard, keepBuyerData: options.keepBuyerData)
@@ -129,8 +162,9 @@ public final class EventProcessor {
     /// complete, fail, dismiss, then dead letters) as the journal last recorded them.
     public func restore(seq: UInt64, kindSeqs: [UInt64]) {
         lastSeq = seq
-        for i in kindSeq.indices where i < kindSeqs.count { kindSeq[i] = kindSeqs[i] }
-        if kindSeqs.count > kindSeq.count { deadLetterSeq = kindSeqs[kindSeq.count] }
+        let n = EventProcessor.kindCount
+        for i in 0..<min(n, kindSeqs.count) { perEventCounts[EventProcessor.kindSeqAt + i] = kindSeqs[i] }
+        if kindSeqs.count > n { deadLetterSeq = kindSeqs[n] }
     }
 
 
@@ -228,7 +262,7 @@ public final class EventProcessor {
     public func commit(_ bytes: UnsafeRawBufferPointer, _ context: EventDecodeContext, _ decoded: consuming DecodedEvent?,
                        receivedAt: Timestamp, now: UInt32) -> ProcessingResult
     {
-        counters.received &+= 1
+        otherCounters.received &+= 1
         if context.timing { lastStageTimes = nil }
         switch context.outcome {
         case .decoded:
@@ -245,7 +279,7 @@ public final class EventProcessor {
                               checkoutID: context.failedCheckoutID, context: context)
         case .wrongShard(let owner):
             let event = decoded.take()!
-            counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
+            perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
             if let retry = deadLetterRetry(event.eventID) { return retry }
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
                               bytes, receivedAt, eventID: event.eventID, parsed: true, checkoutID: event.checkoutID,
@@ -254,7 +288,7 @@ public final class EventProcessor {
             preconditionFailure("commit without prepare")
         }
         var event = decoded.take()!
-        counters.receivedByFormat[Int(event.format.rawValue)] &+= 1
+        perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
         let commitStart = context.timing ? StageTimes.now() : 0
         timing = context.timing
         envelopeStartedAt = 0
@@ -267,7 +301,7 @@ public final class EventProcessor {
             return apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
         }
         if let original = eventIDs!.lookup(idKey) {
-            counters.duplicates &+= 1
+            otherCounters.duplicates &+= 1
             let id = resultEventID(event)
             return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: id,
                                     suppressedCheckoutID: nil, publication: nil)
@@ -314,7 +348,7 @@ public final class EventProcessor {
             let value = eventIDs!.lookup(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs)),
             case let tag = Int(value >> EventProcessor.deadLetterTagShift), tag > 0, tag <= DeadLetterReason.all.count
         else { return nil }
-        counters.duplicates &+= 1
+        otherCounters.duplicates &+= 1
         let original = value & ((1 << EventProcessor.deadLetterTagShift) - 1)
         return ProcessingResult(outcome: .duplicateDeadLetter(original, DeadLetterReason.all[tag - 1]), seq: lastSeq,
                                 eventID: IdentifierText(string: id), suppressedCheckoutID: nil, publication: nil)
@@ -444,7 +478,7 @@ public final class EventProcessor {
                 if previous == hash || (flags.contains(.redactedHash) && previous == redactedHash(snapshot)) {
                     // A match on the redacted form keeps this snapshot's own hash from now on.
                     if previous != hash { state.setSnapshotHash(hash, entry) }
-                    counters.suppressed &+= 1
+                    otherCounters.suppressed &+= 1
                     let id = resultEventID(event)
                     return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id,
                                             suppressedCheckoutID: event.hasEventID ? event.checkoutID : nil,
@@ -469,9 +503,9 @@ public final class EventProcessor {
         let idempotencyKey = state.completeKey(entry) ?? event.orderID
         let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                         afterComplete: afterComplete, receivedAt: receivedAt, context: context)
-        counters.publishedByKind[Int(event.kind.rawValue)] &+= 1
+        perEventCounts[EventProcessor.publishedByKindAt + Int(event.kind.rawValue)] &+= 1
         if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
-            counters.failedByCode[i] &+= 1
+            otherCounters.failedByCode[i] &+= 1
         }
         let id = resultEventID(event)
         return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: id,
@@ -486,8 +520,9 @@ public final class EventProcessor {
     ) -> ProcessingResult.Publication {
         if timing { envelopeStartedAt = StageTimes.now() }
         lastSeq &+= 1
-        kindSeq[Int(e.kind.rawValue)] &+= 1
-        let kindSeq = kindSeq[Int(e.kind.rawValue)]
+        let kindSeqSlot = perEventCounts + EventProcessor.kindSeqAt + Int(e.kind.rawValue)
+        kindSeqSlot.pointee &+= 1
+        let kindSeq = kindSeqSlot.pointee
         let useRedactions = e.snapshot.map { $0.token == context.redactionsToken } ?? false
         let frames = envelopes.writeEvent(e, seq: lastSeq, kindSeq: kindSeq, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                           afterComplete: afterComplete, receivedAt: receivedAt, redactions: context.redactions,
@@ -499,7 +534,7 @@ public final class EventProcessor {
     /// Dead-letters a message the transport already knows is unusable (a multipart message, say).
     public func reject(_ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer,
                        receivedAt: Timestamp) -> ProcessingResult {
-        counters.received &+= 1
+        otherCounters.received &+= 1
         return deadLetter(reason, detail, bytes, receivedAt, eventID: nil, context: ownContext)
     }
 
@@ -518,8 +553,8 @@ public final class EventProcessor {
             BuyerDataRedactor.write(document, document.root, to: &scratch)
             redacted = scratch.withUnsafeBytes { !$0.elementsEqual(document.bytes) }
         }
-        counters.deadLettered[reason.code, default: 0] &+= 1
-        counters.deadLetteredTotal &+= 1
+        otherCounters.deadLettered[reason.code, default: 0] &+= 1
+        otherCounters.deadLetteredTotal &+= 1
         lastSeq &+= 1
         deadLetterSeq &+= 1
         let frames = envelopes.writeDeadLetter(
