@@ -30,7 +30,8 @@ package struct EnvelopeWriter: ~Copyable {
 
     /// Writes a lifecycle event's topic (`checkout.<kind>`, a failure's with `.<code>`) and envelope.
     /// - Parameters:
-    ///   - idempotencyKey: the envelope's key; nil: the event's checkout id (written from the message).
+    ///   - idempotencyKey: the envelope's key; nil: the event's order id, else its checkout id
+    ///     (written from the message).
     ///   - redactions: where the event's snapshot is redacted (offset pairs), when `useRedactions`:
     ///     noted while it was hashed, so publishing it takes a few copies and no second walk.
     package mutating func writeEvent(
@@ -54,7 +55,13 @@ package struct EnvelopeWriter: ~Copyable {
             w.append(",\"event_id\":")
             e.writeEventID(to: &w)
             w.append(",\"idempotency_key\":")
-            if let idempotencyKey { w.appendString(idempotencyKey) } else { e.writeCheckoutID(to: &w) }
+            if let idempotencyKey {
+                w.appendString(idempotencyKey)
+            } else if let orderID = e.orderID {
+                w.appendString(orderID)
+            } else {
+                e.writeCheckoutID(to: &w)
+            }
             w.append(",\"source\":{\"sdk\":")
             w.appendString(e.sdk)
             w.append(",\"platform\":")

@@ -48,8 +48,10 @@ public final class EventDecodeContext: @unchecked Sendable {
     func reset() {
         outcome = .none
         idKey = nil
-        failedEventID = nil
-        failedCheckoutID = nil
+        // Set only after a message that did not decode: cleared only then (assigning nil releases
+        // the old value, a runtime call, even when it is nil).
+        if failedEventID != nil { failedEventID = nil }
+        if failedCheckoutID != nil { failedCheckoutID = nil }
         redactionsToken = nil
         decodedAt = 0
         hashedAt = 0

@@ -499,8 +499,9 @@ public final class EventProcessor {
         }
         if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
         // One key per placed order: the first complete's key, else this event's order id, else the
-        // checkout (nil here: the writer writes the checkout id as it is in the message).
-        let idempotencyKey = state.completeKey(entry) ?? event.orderID
+        // checkout (nil here: the writer writes the event's order id, else its checkout id as it is
+        // in the message, without copying either).
+        let idempotencyKey = state.completeKey(entry)
         let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                         afterComplete: afterComplete, receivedAt: receivedAt, context: context)
         perEventCounts[EventProcessor.publishedByKindAt + Int(event.kind.rawValue)] &+= 1
