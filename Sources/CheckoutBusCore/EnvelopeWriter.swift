@@ -101,7 +101,11 @@ package struct EnvelopeWriter: ~Copyable {
             EnvelopeWriter.writeValue(e.payment, keepBuyerData: keepBuyerData, to: &w)
             w.append(",\"checkout\":")
             if useRedactions, let snapshot = e.snapshot {
-                BuyerDataRedactor.write(snapshot.doc, snapshot.token, redactions: redactions, to: &w)
+                // The event holds the document: used without a retain and release.
+                let token = snapshot.token
+                Unmanaged.passUnretained(snapshot.doc)._withUnsafeGuaranteedRef {
+                    BuyerDataRedactor.write($0, token, redactions: redactions, to: &w)
+                }
             } else {
                 EnvelopeWriter.writeValue(e.snapshot, keepBuyerData: keepBuyerData, to: &w)
             }

@@ -332,7 +332,11 @@ public final class EventProcessor {
             return CanonicalHash.hash(snapshot.doc, snapshot.token)
         }
         context.redactionsToken = snapshot.token
-        return CanonicalHash.hashNotingRedactions(snapshot.doc, snapshot.token, into: &context.redactions)
+        // The event holds the document: used without a retain and release.
+        let token = snapshot.token
+        return Unmanaged.passUnretained(snapshot.doc)._withUnsafeGuaranteedRef {
+            CanonicalHash.hashNotingRedactions($0, token, into: &context.redactions)
+        }
     }
 
     /// Dead letters' event ids are kept under this checkout key, apart from every checkout's own

@@ -7,7 +7,7 @@ extension RawEventDecoder {
     /// Where a callback's fields are: the first object (or object in a JSON string) among `data`,
     /// `detail`, `nativeEvent` (a React Native synthetic event), `event`, `payload`, `body`,
     /// `arguments` (Flutter's method channel), `args` and
-    /// `params` — `token`, as ``decodeRaw(_:wrapper:)`` found it — else the event itself.
+    /// `params` — `token`, as ``decodeRaw(_:_:wrapper:)`` found it — else the event itself.
     func holder(_ doc: JSONDocument, _ r: Int, _ token: Int?) -> JSONRef {
         objectValue(doc, token) ?? JSONRef(doc, r)
     }

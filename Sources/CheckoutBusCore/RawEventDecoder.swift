@@ -41,24 +41,27 @@ public final class RawEventDecoder {
         embeddedUsed = 0
         wrapperEventIdentifier = IdentifierText()
         var wrapper = Wrapper()
-        var raw = JSONRef(doc, root)
+        // The raw event: its document and token. The document is `doc` or one of
+        // ``embeddedDocuments``, which outlive the decode: used without a retain and release each time.
+        var rawDoc = Unmanaged.passUnretained(doc)
+        var rawToken = root
         // A relay may wrap a wrapper: the outer one's fields win, the inner one's fill the gaps.
         // (An inner wrapper is looked for only when the payload has a `payload` of its own: the
         // usual payload, a raw event, costs one member lookup rather than a wrapper's scan.)
         var depth = 0
-        while depth < 3, depth == 0 || raw.doc.member(raw.token, "payload") != nil,
-            let payload = readWrapper(raw.doc, raw.token, into: &wrapper)
+        while depth < 3, depth == 0 || rawDoc._withUnsafeGuaranteedRef({ $0.member(rawToken, "payload") }) != nil,
+            let payload = rawDoc._withUnsafeGuaranteedRef({ readWrapper($0, rawToken, into: &wrapper) })
         {
             depth += 1
             wrapperEventIdentifier = wrapper.eventID
-            let pd = raw.doc
+            let pd = rawDoc.takeUnretainedValue()
             if pd.kind(payload) == .null {
                 // `"payload": null` is no payload (a dismiss needs none): the wrapper's own name
                 // and fields are the event.
                 break
             }
             switch pd.kind(payload) {
-            case .object: raw = JSONRef(pd, payload)
+            case .object: rawToken = payload
             case .string:
                 let inner: JSONRef?
                 do { inner = try embedded(pd, payload, always: true) } catch {
@@ -67,13 +70,13 @@ public final class RawEventDecoder {
                 guard let inner, inner.doc.kind(inner.token) == .object else {
                     throw DecodeRejection(.unknownShape, "payload is not an object")
                 }
-                raw = inner
+                (rawDoc, rawToken) = (Unmanaged.passUnretained(inner.doc), inner.token)
             default:
                 throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
             }
         }
         wrapperNamesCheckout = wrapper.checkoutID.isPresent
-        var event = try decodeRaw(raw, wrapper: wrapper)
+        var event = try decodeRaw(rawDoc.takeUnretainedValue(), rawToken, wrapper: wrapper)
         // The wrapper's fields win; moved into the event (swapped: no retain now, no release of the
         // wrapper's copy later).
         if wrapper.checkoutID.isPresent { swap(&event.checkoutIdentifier, &wrapper.checkoutID) }
@@ -217,14 +220,12 @@ public final class RawEventDecoder {
 
     // MARK: Family detection
 
-    /// A raw event's possible name fields and holders, read in one pass by ``decodeRaw(_:wrapper:)``.
+    /// A raw event's possible name fields and holders, read in one pass by ``decodeRaw(_:_:wrapper:)``.
     private static let rawEventNames = MemberNames(
         "event", "type", "state", "name", "callback", "method", "body", "data", "detail", "payload", "arguments",
         "args", "params", "nativeEvent")
 
-    func decodeRaw(_ raw: JSONRef, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
-        let doc = raw.doc
-        let r = raw.token
+    func decodeRaw(_ doc: JSONDocument, _ r: Int, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
         if let m = doc.member(r, "method"),
             doc.member(r, "jsonrpc") != nil || RawEventDecoder.hasPrefix(doc, m, "ec.") || RawEventDecoder.hasPrefix(doc, m, "checkout.")
         {
@@ -365,7 +366,7 @@ public final class RawEventDecoder {
         }
     }
 
-    /// The rest of ``decodeRaw(_:wrapper:)`` once the event's name is settled.
+    /// The rest of ``decodeRaw(_:_:wrapper:)`` once the event's name is settled.
     private func decodeNamed(_ doc: JSONDocument, _ r: Int, holder holderToken: Int?, wrapper: Wrapper, name: String,
                              info: NameInfo) throws(DecodeRejection) -> DecodedEvent {
         if info.nonLifecycle {
