@@ -14,8 +14,9 @@ extension RawEventDecoder {
         var snapshot = try checkedObject(hd, hd.member(h.token, "checkout"), "checkout")
         if snapshot == nil && !atTop { snapshot = try checkedObject(doc, doc.member(r, "checkout"), "checkout") }
         if let c = snapshot {
-            event.snapshot = c
+            // Read before `c` moves into the event: its document without a retain of its own.
             readSnapshotIDs(c.doc, c.token, into: &event)
+            event.snapshot = c
         } else if kind == .complete || kind == .start || kind == .update,
             hd.object(h.token, "orderDetails") != nil || hd.object(h.token, "order_details") != nil
         {

@@ -54,15 +54,16 @@ public final class RawEventDecoder {
         {
             depth += 1
             wrapperEventIdentifier = wrapper.eventID
-            let pd = rawDoc.takeUnretainedValue()
-            if pd.kind(payload) == .null {
+            let payloadKind = rawDoc._withUnsafeGuaranteedRef { $0.kind(payload) }
+            if payloadKind == .null {
                 // `"payload": null` is no payload (a dismiss needs none): the wrapper's own name
                 // and fields are the event.
                 break
             }
-            switch pd.kind(payload) {
+            switch payloadKind {
             case .object: rawToken = payload
             case .string:
+                let pd = rawDoc.takeUnretainedValue()
                 let inner: JSONRef?
                 do { inner = try embedded(pd, payload, always: true) } catch {
                     throw DecodeRejection(.invalidEmbeddedJSON, "payload string is not JSON: \(error.reason.name)")
@@ -76,7 +77,15 @@ public final class RawEventDecoder {
             }
         }
         wrapperNamesCheckout = wrapper.checkoutID.isPresent
-        var event = try decodeRaw(rawDoc.takeUnretainedValue(), rawToken, wrapper: wrapper)
+        // Decoded on the guaranteed reference (no retain and release of the document); the
+        // closure can neither return the event (not copyable) nor throw it typed, so both land here.
+        var decoded: DecodedEvent?
+        var rejection: DecodeRejection?
+        rawDoc._withUnsafeGuaranteedRef { d in
+            do throws(DecodeRejection) { decoded = try decodeRaw(d, rawToken, wrapper: wrapper) } catch { rejection = error }
+        }
+        if let rejection { throw rejection }
+        var event = decoded.take()!
         // The wrapper's fields win; moved into the event (swapped: no retain now, no release of the
         // wrapper's copy later).
         if wrapper.checkoutID.isPresent { swap(&event.checkoutIdentifier, &wrapper.checkoutID) }
