@@ -477,9 +477,10 @@ public final class EventProcessor {
         var afterComplete = false
         switch event.kind {
         case .update:
-            if let snapshot = event.snapshot, flags.contains(.hasSnapshot) {
+            // (Tested, not bound: binding would copy the snapshot's reference, a retain and a release.)
+            if event.snapshot != nil, flags.contains(.hasSnapshot) {
                 let previous = state.snapshotHash(entry)
-                if previous == hash || (flags.contains(.redactedHash) && previous == redactedHash(snapshot)) {
+                if previous == hash || (flags.contains(.redactedHash) && previous == redactedHash(event.snapshot!)) {
                     // A match on the redacted form keeps this snapshot's own hash from now on.
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     otherCounters.suppressed &+= 1
@@ -505,9 +506,12 @@ public final class EventProcessor {
         // One key per placed order: the first complete's key, else this event's order id, else the
         // checkout (nil here: the writer writes the event's order id, else its checkout id as it is
         // in the message, without copying either).
-        let idempotencyKey = state.completeKey(entry)
-        let publication = writeEnvelope(event, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
-                                        afterComplete: afterComplete, receivedAt: receivedAt, context: context)
+        // (Only a completed checkout has a key: the others pass a plain nil, with nothing to release.)
+        let publication = state.flags(entry).contains(.completed)
+            ? writeEnvelope(event, idempotencyKey: state.completeKey(entry), isRepeat: isRepeat,
+                            afterComplete: afterComplete, receivedAt: receivedAt, context: context)
+            : writeEnvelope(event, idempotencyKey: nil, isRepeat: isRepeat,
+                            afterComplete: afterComplete, receivedAt: receivedAt, context: context)
         perEventCounts[EventProcessor.publishedByKindAt + Int(event.kind.rawValue)] &+= 1
         if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
             otherCounters.failedByCode[i] &+= 1
@@ -528,7 +532,8 @@ public final class EventProcessor {
         let kindSeqSlot = perEventCounts + EventProcessor.kindSeqAt + Int(e.kind.rawValue)
         kindSeqSlot.pointee &+= 1
         let kindSeq = kindSeqSlot.pointee
-        let useRedactions = e.snapshot.map { $0.token == context.redactionsToken } ?? false
+        let snapshotToken = e.snapshot?.token
+        let useRedactions = snapshotToken != nil && snapshotToken == context.redactionsToken
         let frames = envelopes.writeEvent(e, seq: lastSeq, kindSeq: kindSeq, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                           afterComplete: afterComplete, receivedAt: receivedAt, redactions: context.redactions,
                                           useRedactions: useRedactions)
