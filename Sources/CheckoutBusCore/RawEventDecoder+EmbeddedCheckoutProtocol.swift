@@ -26,8 +26,9 @@ extension RawEventDecoder {
             guard let c = try checkedObject(pd, checkout, "params.checkout") else {
                 throw DecodeRejection(.wrongType, "`params.checkout` is not an object")
             }
-            // Read before `c` moves into the event: its document without a retain of its own.
-            readSnapshotIDs(c.doc, c.token, into: &event)
+            // Read before `c` moves into the event, on its document's guaranteed reference.
+            let token = c.token
+            Unmanaged.passUnretained(c.doc)._withUnsafeGuaranteedRef { readSnapshotIDs($0, token, into: &event) }
             event.snapshot = c
         } else if sheetKit4, kind != .fail, let params,
             pd.object(params, "cart") != nil || pd.object(params, "orderConfirmation") != nil
