@@ -287,7 +287,8 @@ public final class EventProcessor {
         case .none:
             preconditionFailure("commit without prepare")
         }
-        var event = decoded.take()!
+        // Moved out once (`take()!` moved it twice, a copy of the whole event each time).
+        guard var event = consume decoded else { preconditionFailure("a decoded outcome without its event") }
         perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
         let commitStart = context.timing ? StageTimes.now() : 0
         timing = context.timing
