@@ -201,6 +201,7 @@ extension JSONDocument {
     /// each length below 64, ``MemberNames``), so a member whose length no name has costs one
     /// load, and the others are compared only with the names of their length still unfound; the
     /// pass ends once every name is found. No allocation, no closure: the result is a value.
+    @inline(__always)
     @inlinable package func members(_ object: Int, _ names: MemberNames) -> FoundMembers {
         var found = FoundMembers(doc: self)
         guard tokens[object].kind == .object else { return found }
