@@ -172,7 +172,9 @@ public final class JSONDocument {
             if i < length && base[i] > 0x20 { return i }
             while i < length {
                 let c = base[i]
-                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 {
+                // Compares with immediates, not a bit test against a 64-bit mask: the mask's
+                // register would be kept (and reloaded) across the hot member loop.
+                if c == 0x20 || c &- 0x09 < 2 || c == 0x0D {
                     i &+= 1
                     sawSpace = true
                 } else {
