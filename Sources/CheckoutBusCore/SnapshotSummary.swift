@@ -39,11 +39,19 @@ public struct SnapshotSummary: Sendable, Equatable {
     /// Reads a summary from a snapshot (v4 `Checkout`, older `orderDetails`) and/or a Primer payment.
     public static func read(kind: LifecycleKind, snapshot: JSONRef?, payment: JSONRef?, orderID: String?) -> SnapshotSummary {
         var s = SnapshotSummary()
-        s.orderID = orderID
-        if let snapshot { s.readSnapshot(snapshot.doc, snapshot.token) }
-        if let payment { s.readPayment(payment.doc, payment.token) }
-        if s.status == nil && kind == .complete { s.status = "completed" }
+        s.read(kind: kind, snapshot: snapshot, payment: payment, orderID: orderID)
         return s
+    }
+
+    /// ``read(kind:snapshot:payment:orderID:)`` into a summary, out of line, so that the one above
+    /// returns its value moved, not copied and then destroyed (three optional strings retained and
+    /// released).
+    @inline(never)
+    private mutating func read(kind: LifecycleKind, snapshot: JSONRef?, payment: JSONRef?, orderID: String?) {
+        self.orderID = orderID
+        if let snapshot { readSnapshot(snapshot.doc, snapshot.token) }
+        if let payment { readPayment(payment.doc, payment.token) }
+        if status == nil && kind == .complete { status = "completed" }
     }
 
     private mutating func readSnapshot(_ doc: JSONDocument, _ c: Int) {
