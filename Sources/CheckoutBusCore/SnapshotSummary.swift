@@ -269,9 +269,19 @@ public struct SnapshotSummary: Sendable, Equatable {
     /// away from zero (`2500.5` is 2501). Nil for anything else.
     @inline(__always)
     static func integer(_ doc: JSONDocument, _ v: Int) -> Int64? {
-        // The usual case, a plain JSON integer: read in place (`parseInt`, inlined), no call.
+        // The usual case, a plain JSON integer: read in place, no call. One of 1…8 digits ending
+        // 8 or more bytes into the text is read as one word (``CanonicalHash/digitsValue(endingAt:_:)``,
+        // as the hash reads it), a longer one by `parseInt`.
         let tok = doc.tokens[v]
         if tok.kind == .number && !tok.flag {
+            let start = Int(tok.start)
+            let end = Int(tok.end)
+            let negative = doc.base[start] == UInt8(ascii: "-")
+            let digits = end &- start &- (negative ? 1 : 0)
+            if UInt(bitPattern: digits &- 1) < 8 && end >= 8 {
+                let value = Int64(bitPattern: CanonicalHash.digitsValue(endingAt: doc.base + end, digits))
+                return negative ? 0 &- value : value
+            }
             return JSONDocument.parseInt(doc.raw(v))
         }
         return decimal(doc, v, exponent: 0)
