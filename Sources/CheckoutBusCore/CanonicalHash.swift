@@ -276,14 +276,7 @@ public enum CanonicalHash {
             let negative = base[start] == UInt8(ascii: "-")
             let digits = end &- start &- (negative ? 1 : 0)
             if tok.flag || UInt(bitPattern: digits &- 1) >= 8 || (!far && end < 8) { return numberSlow(t) }
-            let shift = UInt64(truncatingIfNeeded: 64 &- 8 &* digits)
-            let w = UInt64(littleEndian: UnsafeRawPointer(base + (end &- 8)).loadUnaligned(as: UInt64.self))
-            // Byte i holds digit i (most significant first): clear the bytes before the number,
-            // then subtract "0" from the digits only.
-            var d = (w & (UInt64.max &<< shift)) &- (0x3030_3030_3030_3030 &<< shift)
-            d = d &* 10 &+ (d &>> 8)  // bytes 0, 2, 4, 6: two-digit values
-            let v = ((d & 0x0000_00FF_0000_00FF) &* (100 &+ (1_000_000 &<< 32))
-                &+ ((d &>> 16) & 0x0000_00FF_0000_00FF) &* (1 &+ (10_000 &<< 32))) &>> 32
+            let v = CanonicalHash.digitsValue(endingAt: base + end, digits)
             return integer(Int64(bitPattern: negative ? 0 &- v : v))
         }
 
@@ -466,6 +459,23 @@ public enum CanonicalHash {
             }
             return mum(h ^ p0, p3)
         }
+    }
+
+    /// The value of the `digits` (1…8) ASCII digits just before `end`, which must be at least 8
+    /// bytes into the text: the word ending at the last digit, shifted so the digits fill its top
+    /// bytes (the bytes below, before the number, are cleared and count as leading zeros), then
+    /// summed in SWAR steps of 2, 4 and 8 digits. No loop, no check of the digits (the scanner
+    /// checked them).
+    @inline(__always)
+    static func digitsValue(endingAt end: UnsafePointer<UInt8>, _ digits: Int) -> UInt64 {
+        let shift = UInt64(truncatingIfNeeded: 64 &- 8 &* digits)
+        let w = UInt64(littleEndian: UnsafeRawPointer(end - 8).loadUnaligned(as: UInt64.self))
+        // Byte i holds digit i (most significant first): clear the bytes before the number,
+        // then subtract "0" from the digits only.
+        var d = (w & (UInt64.max &<< shift)) &- (0x3030_3030_3030_3030 &<< shift)
+        d = d &* 10 &+ (d &>> 8)  // bytes 0, 2, 4, 6: two-digit values
+        return ((d & 0x0000_00FF_0000_00FF) &* (100 &+ (1_000_000 &<< 32))
+            &+ ((d &>> 16) & 0x0000_00FF_0000_00FF) &* (1 &+ (10_000 &<< 32))) &>> 32
     }
 
     /// An integer's hash, however it was spelled.

@@ -39,11 +39,19 @@ public struct SnapshotSummary: Sendable, Equatable {
     /// Reads a summary from a snapshot (v4 `Checkout`, older `orderDetails`) and/or a Primer payment.
     public static func read(kind: LifecycleKind, snapshot: JSONRef?, payment: JSONRef?, orderID: String?) -> SnapshotSummary {
         var s = SnapshotSummary()
-        s.orderID = orderID
-        if let snapshot { s.readSnapshot(snapshot.doc, snapshot.token) }
-        if let payment { s.readPayment(payment.doc, payment.token) }
-        if s.status == nil && kind == .complete { s.status = "completed" }
+        s.read(kind: kind, snapshot: snapshot, payment: payment, orderID: orderID)
         return s
+    }
+
+    /// ``read(kind:snapshot:payment:orderID:)`` into a summary, out of line, so that the one above
+    /// returns its value moved, not copied and then destroyed (three optional strings retained and
+    /// released).
+    @inline(never)
+    private mutating func read(kind: LifecycleKind, snapshot: JSONRef?, payment: JSONRef?, orderID: String?) {
+        self.orderID = orderID
+        if let snapshot { readSnapshot(snapshot.doc, snapshot.token) }
+        if let payment { readPayment(payment.doc, payment.token) }
+        if status == nil && kind == .complete { status = "completed" }
     }
 
     private mutating func readSnapshot(_ doc: JSONDocument, _ c: Int) {
@@ -261,9 +269,19 @@ public struct SnapshotSummary: Sendable, Equatable {
     /// away from zero (`2500.5` is 2501). Nil for anything else.
     @inline(__always)
     static func integer(_ doc: JSONDocument, _ v: Int) -> Int64? {
-        // The usual case, a plain JSON integer: read in place (`parseInt`, inlined), no call.
+        // The usual case, a plain JSON integer: read in place, no call. One of 1…8 digits ending
+        // 8 or more bytes into the text is read as one word (``CanonicalHash/digitsValue(endingAt:_:)``,
+        // as the hash reads it), a longer one by `parseInt`.
         let tok = doc.tokens[v]
         if tok.kind == .number && !tok.flag {
+            let start = Int(tok.start)
+            let end = Int(tok.end)
+            let negative = doc.base[start] == UInt8(ascii: "-")
+            let digits = end &- start &- (negative ? 1 : 0)
+            if UInt(bitPattern: digits &- 1) < 8 && end >= 8 {
+                let value = Int64(bitPattern: CanonicalHash.digitsValue(endingAt: doc.base + end, digits))
+                return negative ? 0 &- value : value
+            }
             return JSONDocument.parseInt(doc.raw(v))
         }
         return decimal(doc, v, exponent: 0)

@@ -201,6 +201,7 @@ extension JSONDocument {
     /// each length below 64, ``MemberNames``), so a member whose length no name has costs one
     /// load, and the others are compared only with the names of their length still unfound; the
     /// pass ends once every name is found. No allocation, no closure: the result is a value.
+    @inline(__always)
     @inlinable package func members(_ object: Int, _ names: MemberNames) -> FoundMembers {
         var found = FoundMembers(doc: self)
         guard tokens[object].kind == .object else { return found }
@@ -280,21 +281,27 @@ extension JSONDocument {
     /// held in the value (no allocation).
     @usableFromInline package struct FoundMembers {
         @usableFromInline unowned(unsafe) let doc: JSONDocument
-        /// Token index + 1 of each name's value; 0 when the object has no such member.
-        @usableFromInline var slots: InlineArray<16, Int32>
+        /// Token index + 1 of each name's value (16 `Int32`s); 0 when the object has no such
+        /// member. A tuple of words rather than an `InlineArray`: zeroing it is a few stores
+        /// inline, where `InlineArray(repeating:)` is a call.
+        @usableFromInline var slots: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
 
         @inlinable init(doc: JSONDocument) {
             self.doc = doc
-            slots = InlineArray(repeating: 0)
+            slots = (0, 0, 0, 0, 0, 0, 0, 0)
         }
 
         @inline(__always)
-        @inlinable mutating func set(_ i: Int, _ value: Int) { slots[i & 15] = Int32(truncatingIfNeeded: value &+ 1) }
+        @inlinable mutating func set(_ i: Int, _ value: Int) {
+            withUnsafeMutableBytes(of: &slots) {
+                $0.storeBytes(of: Int32(truncatingIfNeeded: value &+ 1), toByteOffset: (i & 15) &* 4, as: Int32.self)
+            }
+        }
 
         /// The value of name `i`, if the object has it.
         @inline(__always)
         @inlinable package func at(_ i: Int) -> Int? {
-            let v = Int(slots[i & 15])
+            let v = Int(withUnsafeBytes(of: slots) { $0.load(fromByteOffset: (i & 15) &* 4, as: Int32.self) })
             return v != 0 ? v &- 1 : nil
         }
 

@@ -134,7 +134,6 @@ public final class JSONDocument {
         let tokens: UnsafeMutablePointer<Token>
         let capacity: Int
         var count = 0
-        var depth = 0
         let maxDepth: Int
         /// Whether any whitespace separated two tokens.
         var sawSpace = false
@@ -150,7 +149,7 @@ public final class JSONDocument {
         mutating func parseDocument() throws(JSONParseError) {
             var i = skipSpace(0)
             if i >= length { throw JSONParseError(.empty, at: i) }
-            i = try parseValue(i)
+            i = try parseValue(i, room: maxDepth)
             i = skipSpace(i)
             if i != length { throw JSONParseError(.trailingData, at: i) }
         }
@@ -172,7 +171,9 @@ public final class JSONDocument {
             if i < length && base[i] > 0x20 { return i }
             while i < length {
                 let c = base[i]
-                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 {
+                // Compares with immediates, not a bit test against a 64-bit mask: the mask's
+                // register would be kept (and reloaded) across the hot member loop.
+                if c == 0x20 || c &- 0x09 < 2 || c == 0x0D {
                     i &+= 1
                     sawSpace = true
                 } else {
@@ -182,11 +183,14 @@ public final class JSONDocument {
             return i
         }
 
-        mutating func parseValue(_ start: Int) throws(JSONParseError) -> Int {
+        /// - Parameter room: how many more containers may open around this value (``maxDepth`` at
+        ///   the root): a parameter, in a register, rather than a depth counted up and down in
+        ///   the scanner.
+        mutating func parseValue(_ start: Int, room: Int) throws(JSONParseError) -> Int {
             guard start < length else { throw JSONParseError(.truncated, at: start) }
             switch base[start] {
-            case UInt8(ascii: "{"): return try parseObject(start)
-            case UInt8(ascii: "["): return try parseArray(start)
+            case UInt8(ascii: "{"): return try parseObject(start, room: room)
+            case UInt8(ascii: "["): return try parseArray(start, room: room)
             case UInt8(ascii: "\""): return try string(start)
             case UInt8(ascii: "t"): return try literal(start, "true", .true)
             case UInt8(ascii: "f"): return try literal(start, "false", .false)
@@ -407,9 +411,9 @@ public final class JSONDocument {
             throw JSONParseError(.expectedCommaOrEnd, at: i)
         }
 
-        mutating func parseObject(_ start: Int) throws(JSONParseError) -> Int {
-            depth &+= 1
-            if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+        mutating func parseObject(_ start: Int, room: Int) throws(JSONParseError) -> Int {
+            if room <= 0 { throw JSONParseError(.tooDeep, at: start) }
+            let inner = room &- 1
             let me = count
             append(.object, false, start, 0)
             // The loop starts right after the brace: the usual first member is compact, and an
@@ -453,11 +457,11 @@ public final class JSONDocument {
                 } else if c &- UInt8(ascii: "0") < 10 {
                     i = try number(i)
                 } else if c == UInt8(ascii: "{") {
-                    i = try parseObject(i)
+                    i = try parseObject(i, room: inner)
                 } else if c == UInt8(ascii: "[") {
-                    i = try parseArray(i)
+                    i = try parseArray(i, room: inner)
                 } else {
-                    i = try parseValue(c <= 0x20 ? skipSpace(i) : i)
+                    i = try parseValue(c <= 0x20 ? skipSpace(i) : i, room: inner)
                 }
                 let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
                 if more {
@@ -469,13 +473,12 @@ public final class JSONDocument {
             }
             tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            depth &-= 1
             return i &+ 1
         }
 
-        mutating func parseArray(_ start: Int) throws(JSONParseError) -> Int {
-            depth &+= 1
-            if depth > maxDepth { throw JSONParseError(.tooDeep, at: start) }
+        mutating func parseArray(_ start: Int, room: Int) throws(JSONParseError) -> Int {
+            if room <= 0 { throw JSONParseError(.tooDeep, at: start) }
+            let inner = room &- 1
             let me = count
             append(.array, false, start, 0)
             // The loop starts right after the bracket; an empty array is found where `]` stands
@@ -489,18 +492,18 @@ public final class JSONDocument {
                 // Whitespace before it (rare) is skipped on the way to `parseValue`.
                 let c: UInt8 = i < length ? base[i] : 0
                 if c == UInt8(ascii: "{") {  // arrays of objects (line items, totals) first
-                    i = try parseObject(i)
+                    i = try parseObject(i, room: inner)
                 } else if c == UInt8(ascii: "\"") {
                     i = try string(i)
                 } else if c &- UInt8(ascii: "0") < 10 {
                     i = try number(i)
                 } else if c == UInt8(ascii: "[") {
-                    i = try parseArray(i)
+                    i = try parseArray(i, room: inner)
                 } else {
                     if c <= 0x20 { i = skipSpace(i) }
                     // `]` before any element (nothing appended after the array's token).
                     if i < length && base[i] == UInt8(ascii: "]") && count == me &+ 1 { break }
-                    i = try parseValue(i)
+                    i = try parseValue(i, room: inner)
                 }
                 let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
                 if more {
@@ -512,7 +515,6 @@ public final class JSONDocument {
             }
             tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            depth &-= 1
             return i &+ 1
         }
     }

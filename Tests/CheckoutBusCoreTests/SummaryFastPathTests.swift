@@ -7,7 +7,7 @@ import Testing
 /// plain JSON integer), and its totals-entry lookup against `member(_:_:)`.
 @Suite("summary fast paths")
 struct SummaryFastPathTests {
-    @Test("integer(_:_:) reads plain integers as int64(_:) does: lengths 1 to 22, signs, zeros, limits")
+    @Test("integer(_:_:) reads plain integers as int64(_:) does: lengths 1 to 22, signs, zeros, limits, at every offset 1 to 14")
     func integerAgreesWithInt64() throws {
         var numbers = ["0", "-0", "7", "-7", "1005", "123456789012345678", "-12345678901234567",
                        "999999999999999999", "-999999999999999999", "9223372036854775807", "-9223372036854775808",
@@ -20,11 +20,15 @@ struct SummaryFastPathTests {
             for i in 0..<n { text.append(Character(String(i == 0 && n > 1 ? 1 + rng.next() % 9 : rng.next() % 10))) }
             numbers.append(text)
         }
-        for text in numbers {
-            let doc = JSONDocument()
-            try doc.parseOwned(Array("[\(text)]".utf8))
-            let v = doc.root + 1
-            #expect(SnapshotSummary.integer(doc, v) == doc.int64(v), "\(text)")
+        // Padded so the number ends before, at and after offset 8: a number of up to 8 digits
+        // ending 8 or more bytes into the text is read as one word, others by `parseInt`.
+        let doc = JSONDocument()
+        for (index, text) in numbers.enumerated() {
+            for padding in index < 200 ? Array(0...13) : [index % 14] {
+                try doc.parseOwned(Array(("[" + String(repeating: " ", count: padding) + text + "]").utf8))
+                let v = doc.root + 1
+                #expect(SnapshotSummary.integer(doc, v) == doc.int64(v), "\(text) after \(padding) spaces")
+            }
         }
     }
 
