@@ -101,7 +101,8 @@ package struct EnvelopeWriter: ~Copyable {
             EnvelopeWriter.writeValue(e.payment, keepBuyerData: keepBuyerData, to: &w)
             w.append(",\"checkout\":")
             if useRedactions, let snapshot = e.snapshot {
-                // The event holds the document: used without a retain and release.
+                // Used without a retain and release: the event does not own its document (JSONRef.doc is
+                // unowned); the decode context or the decoder's embedded documents keep it for this call.
                 let token = snapshot.token
                 Unmanaged.passUnretained(snapshot.doc)._withUnsafeGuaranteedRef {
                     BuyerDataRedactor.write($0, token, redactions: redactions, to: &w)

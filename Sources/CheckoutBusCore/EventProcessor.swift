@@ -333,7 +333,8 @@ public final class EventProcessor {
             return CanonicalHash.hash(snapshot.doc, snapshot.token)
         }
         context.redactionsToken = snapshot.token
-        // The event holds the document: used without a retain and release.
+        // Used without a retain and release: the event does not own its document (JSONRef.doc is
+        // unowned); the decode context or the decoder's embedded documents keep it for this call.
         let token = snapshot.token
         return Unmanaged.passUnretained(snapshot.doc)._withUnsafeGuaranteedRef {
             CanonicalHash.hashNotingRedactions($0, token, into: &context.redactions)
