@@ -235,7 +235,7 @@ struct CheckoutStateTableTests {
 
     @Test("random touches, expiries and evictions agree with a plain LRU model")
     func agreesWithModel() {
-        var rng = SplitMix(seed: 0x5eed)
+        var rng = SplitMix64(seed: 0x5eed)
         for (capacity, ttl) in [(1, UInt32(5)), (7, 3), (64, 50), (300, 1_000)] {
             var t = CheckoutStateTable(capacity: capacity, idleTTL: ttl)
             // The model: ids most recently used last, with their last-seen time and hash.
@@ -287,18 +287,5 @@ struct CheckoutStateTableTests {
             #expect(t.count == order.count)
             #expect(t.evicted == evicted)
         }
-    }
-}
-
-/// A small deterministic generator for the randomized tests.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }
