@@ -40,18 +40,7 @@ public enum CanonicalHash {
         if n <= 16 {
             // Short strings (most keys and many values): two words that together cover every
             // byte, then two multiply-mixes.
-            var a: UInt64 = 0
-            var b: UInt64 = 0
-            if n >= 8 {
-                a = p.loadUnaligned(as: UInt64.self)
-                b = p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
-            } else if n >= 4 {
-                a = UInt64(p.loadUnaligned(as: UInt32.self))
-                b = UInt64(p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
-            } else if n > 0 {
-                a = UInt64(p.load(as: UInt8.self)) << 16 | UInt64(p.load(fromByteOffset: n >> 1, as: UInt8.self)) << 8
-                    | UInt64(p.load(fromByteOffset: n - 1, as: UInt8.self))
-            }
+            let (a, b) = shortWords(p, n)
             return mum(mum(a ^ p1, b ^ seed ^ UInt64(truncatingIfNeeded: n) &* p0) ^ p2, p3 ^ seed)
         }
         // Longer: eight bytes per multiply, each against the running hash. The byte-dependent
@@ -64,12 +53,61 @@ public enum CanonicalHash {
             h = mum(p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1, h ^ p2)
             i &+= 8
         }
-        if i < n {
-            // The last 1…7 bytes: the word ending at the last byte, shifted down to them.
-            let w = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) &>> UInt64(truncatingIfNeeded: 8 &* (8 &- (n &- i)))
-            h = mum(w ^ p3, h ^ p0)
-        }
+        if i < n { h = mum(tailWord(p, n, i) ^ p3, h ^ p0) }
         return mum(h ^ p2, p3)
+    }
+
+    /// ``hashBytes(_:_:seed:)`` under two seeds, `(hashBytes(p, n, seed: a), hashBytes(p, n, seed: b))`,
+    /// in one pass over the bytes: the 128-bit keys of a checkout id and an event id read each
+    /// word once.
+    @inline(__always)
+    static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seeds a: UInt64, _ b: UInt64) -> (UInt64, UInt64) {
+        if n <= 16 {
+            let (x, y) = shortWords(p, n)
+            let u = x ^ p1
+            let v = y ^ UInt64(truncatingIfNeeded: n) &* p0
+            return (mum(mum(u, v ^ a) ^ p2, p3 ^ a), mum(mum(u, v ^ b) ^ p2, p3 ^ b))
+        }
+        let start = mum(UInt64(truncatingIfNeeded: n) ^ p0, p1)
+        var ha = a ^ start
+        var hb = b ^ start
+        var i = 0
+        while i &+ 8 <= n {
+            let w = p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ p1
+            ha = mum(w, ha ^ p2)
+            hb = mum(w, hb ^ p2)
+            i &+= 8
+        }
+        if i < n {
+            let w = tailWord(p, n, i) ^ p3
+            ha = mum(w, ha ^ p0)
+            hb = mum(w, hb ^ p0)
+        }
+        return (mum(ha ^ p2, p3), mum(hb ^ p2, p3))
+    }
+
+    /// The 0…16 bytes at `p` as two words that together cover every byte, reading none outside
+    /// them (the short path of both `hashBytes`).
+    @inline(__always)
+    @usableFromInline
+    static func shortWords(_ p: UnsafeRawPointer, _ n: Int) -> (UInt64, UInt64) {
+        if n >= 8 {
+            return (p.loadUnaligned(as: UInt64.self), p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self))
+        } else if n >= 4 {
+            return (UInt64(p.loadUnaligned(as: UInt32.self)), UInt64(p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)))
+        } else if n > 0 {
+            return (UInt64(p.load(as: UInt8.self)) << 16 | UInt64(p.load(fromByteOffset: n >> 1, as: UInt8.self)) << 8
+                | UInt64(p.load(fromByteOffset: n - 1, as: UInt8.self)), 0)
+        }
+        return (0, 0)
+    }
+
+    /// The last 1…7 bytes of `p[i..<n]` (`n >= 8`): the word ending at the last byte, shifted
+    /// down to them.
+    @inline(__always)
+    @usableFromInline
+    static func tailWord(_ p: UnsafeRawPointer, _ n: Int, _ i: Int) -> UInt64 {
+        p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) &>> UInt64(truncatingIfNeeded: 8 &* (8 &- (n &- i)))
     }
 
     /// The canonical hash of value `t` of `doc`.

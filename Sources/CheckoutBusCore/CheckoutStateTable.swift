@@ -99,51 +99,9 @@ public struct CheckoutStateTable {
     public static func key(utf8: UnsafeRawBufferPointer) -> Key {
         let seed = CheckoutStateTable.seed
         let p = utf8.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
-        let (lo, hi) = CheckoutStateTable.hashBytes(p, utf8.count, seeds: 0x9e37_79b9_7f4a_7c15 ^ seed,
-                                                   0xc2b2_ae3d_27d4_eb4f ^ seed)
+        let (lo, hi) = CanonicalHash.hashBytes(p, utf8.count, seeds: 0x9e37_79b9_7f4a_7c15 ^ seed,
+                                              0xc2b2_ae3d_27d4_eb4f ^ seed)
         return Key(lo: lo, hi: hi)
-    }
-
-    /// `(CanonicalHash.hashBytes(p, n, seed: a), CanonicalHash.hashBytes(p, n, seed: b))`, the
-    /// same two values, in one pass over the bytes: the 128-bit keys of a checkout id and an
-    /// event id read each word once.
-    @inline(__always)
-    static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seeds a: UInt64, _ b: UInt64) -> (UInt64, UInt64) {
-        typealias H = CanonicalHash
-        if n <= 16 {
-            var x: UInt64 = 0
-            var y: UInt64 = 0
-            if n >= 8 {
-                x = p.loadUnaligned(as: UInt64.self)
-                y = p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
-            } else if n >= 4 {
-                x = UInt64(p.loadUnaligned(as: UInt32.self))
-                y = UInt64(p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
-            } else if n > 0 {
-                x = UInt64(p.load(as: UInt8.self)) << 16 | UInt64(p.load(fromByteOffset: n >> 1, as: UInt8.self)) << 8
-                    | UInt64(p.load(fromByteOffset: n - 1, as: UInt8.self))
-            }
-            let u = x ^ H.p1
-            let v = y ^ UInt64(truncatingIfNeeded: n) &* H.p0
-            return (H.mum(H.mum(u, v ^ a) ^ H.p2, H.p3 ^ a), H.mum(H.mum(u, v ^ b) ^ H.p2, H.p3 ^ b))
-        }
-        let start = H.mum(UInt64(truncatingIfNeeded: n) ^ H.p0, H.p1)
-        var ha = a ^ start
-        var hb = b ^ start
-        var i = 0
-        while i &+ 8 <= n {
-            let w = p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ H.p1
-            ha = H.mum(w, ha ^ H.p2)
-            hb = H.mum(w, hb ^ H.p2)
-            i &+= 8
-        }
-        if i < n {
-            let w = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) &>> UInt64(truncatingIfNeeded: 8 &* (8 &- (n &- i)))
-                ^ H.p3
-            ha = H.mum(w, ha ^ H.p0)
-            hb = H.mum(w, hb ^ H.p0)
-        }
-        return (H.mum(ha ^ H.p2, H.p3), H.mum(hb ^ H.p2, H.p3))
     }
 
     /// Starts loading what ``touch(_:now:)`` of `key` will read first — its index slot and, when

@@ -51,8 +51,8 @@ public struct EventIDWindow: Sendable {
     public static func key(utf8: UnsafeRawBufferPointer, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
         let seed = EventIDWindow.seed
         let p = utf8.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
-        return CheckoutStateTable.hashBytes(p, utf8.count, seeds: 0x243f_6a88_85a3_08d3 ^ seed ^ checkout.lo,
-                                            0x1319_8a2e_0370_7344 ^ seed ^ checkout.hi)
+        return CanonicalHash.hashBytes(p, utf8.count, seeds: 0x243f_6a88_85a3_08d3 ^ seed ^ checkout.lo,
+                                      0x1319_8a2e_0370_7344 ^ seed ^ checkout.hi)
     }
 
     /// Starts loading the index slot ``lookup(_:)`` and ``insert(_:seq:)`` of `key` read first,

@@ -23,7 +23,7 @@ struct KeyHashTests {
                     let p = raw.baseAddress! + offset
                     for _ in 0..<3 {
                         let (a, b) = (next(), next())
-                        let pair = CheckoutStateTable.hashBytes(p, n, seeds: a, b)
+                        let pair = CanonicalHash.hashBytes(p, n, seeds: a, b)
                         #expect(pair.0 == CanonicalHash.hashBytes(p, n, seed: a), "length \(n)")
                         #expect(pair.1 == CanonicalHash.hashBytes(p, n, seed: b), "length \(n)")
                     }
