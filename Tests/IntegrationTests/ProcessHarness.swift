@@ -226,13 +226,18 @@ func waitForExit(_ process: Process, timeout: Double, beforeKill: (() -> Void)? 
     return -9
 }
 
-/// Whether child `pid` has ended and waits to be reaped: its state in `/proc/PID/stat` is `Z`
-/// (the state follows the last `)`, as the command name may hold any byte).
+/// Whether child `pid` has ended and waits to be reaped: its state in `/proc/PID/stat` is `Z`.
 func hasEnded(_ pid: Int32) -> Bool {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let close = stat.lastIndex(of: ")")
-    else { return false }
-    return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
+    procState("/proc/\(pid)/stat") == "Z"
+}
+
+/// The state letter of a `/proc/…/stat` file (after the last `)`: the command name may hold any
+/// byte), or nil when it cannot be read.
+func procState(_ path: String) -> String? {
+    guard let stat = try? String(contentsOfFile: path, encoding: .utf8), let close = stat.lastIndex(of: ")") else {
+        return nil
+    }
+    return stat[stat.index(after: close)...].split(separator: " ").first.map(String.init)
 }
 
 /// Each thread of a running process with its state and kernel wait channel, from `/proc`: what a
@@ -242,8 +247,7 @@ func threadStates(_ pid: Int32) -> String {
     return tasks.sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }.map { tid in
         let base = "/proc/\(pid)/task/\(tid)/"
         let name = (try? String(contentsOfFile: base + "comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) ?? "?"
-        let stat = (try? String(contentsOfFile: base + "stat", encoding: .utf8)) ?? ""
-        let state = stat.lastIndex(of: ")").map { stat[stat.index(after: $0)...].split(separator: " ").first.map(String.init) ?? "?" } ?? "?"
+        let state = procState(base + "stat") ?? "?"
         let wchan = (try? String(contentsOfFile: base + "wchan", encoding: .utf8)) ?? "?"
         return "\(tid) \(name) \(state) \(wchan)"
     }.joined(separator: "; ")
