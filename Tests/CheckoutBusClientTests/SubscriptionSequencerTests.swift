@@ -189,6 +189,37 @@ struct SubscriptionSequencerTests {
         #expect(Self.replays(s.tick(now: timeout + 1)).first?.from == 1)
     }
 
+    /// The fulfilment worker's freeze (issue 32): a daemon killed after reading the prefetched
+    /// request for the next page never answers it, and the restarted daemon answers every `report`
+    /// (one per heartbeat). Those replies must not keep the lost request looking fresh.
+    @Test func aPrefetchLostWithTheDaemonIsSentAgainDespiteOtherReplies() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        let first = try #require(Self.replays(s.tick(now: 0)).first)
+        let page = (1...3).map { Self.envelope(Int64($0), origin: .journal) }
+        let actions = try s.receiveReply(Self.page(first.id, next: 4, lastSeq: 10), page: page, now: 1)
+        #expect(Self.delivered(actions) == [1, 2, 3])
+        let prefetch = try #require(Self.replays(actions).first)
+        #expect(prefetch.from == 4)
+        let second: UInt64 = 1_000_000_000
+        s.pageDelivered(now: second)
+        let timeout = UInt64(s.options.requestTimeoutMilliseconds) * 1_000_000
+        // The daemon died holding the prefetch; its successor answers a report every second.
+        var now = second
+        while now <= second + timeout {
+            now += 1_000_000_000
+            _ = try s.receiveHeartbeat(Self.heartbeat(10, complete: 10))
+            let report = SubscriptionSequencer.Reply(op: "report", ok: true, req: 1000 + Int64(now / 1_000_000_000))
+            #expect(Self.delivered(try s.receiveReply(report, page: [], now: now)).isEmpty)
+            s.pageDelivered(now: now)
+            if now <= second + timeout { #expect(Self.replays(s.tick(now: now)).isEmpty) }
+        }
+        let again = try #require(Self.replays(s.tick(now: now)).first)
+        #expect(again.from == 4)
+        let rest = (4...10).map { Self.envelope(Int64($0), origin: .journal) }
+        #expect(Self.delivered(try s.receiveReply(Self.page(again.id, next: 11, lastSeq: 10), page: rest, now: now)) == Array(4...10))
+    }
+
     @Test func aShardOtherThanExpectedIsRefusedBeforeAnythingIsDelivered() throws {
         let identity = ShardIdentity(position: 1, shard: 1, shards: 2, chosen: nil)
         var s = SubscriptionSequencer(options: Self.options(), expectedShard: identity)

@@ -150,6 +150,9 @@ package struct SubscriptionSequencer {
     // Control requests.
     private var needReplay = false
     private var inFlight: (id: Int64, from: Int64, sentAt: UInt64)?
+    /// The in-flight request was sent before the page just received was delivered (a prefetch):
+    /// ``pageDelivered(now:)`` restarts its clock, once. Any other reply leaves the clock alone.
+    private var prefetchAwaitsDelivery = false
     private var nextRequestID: Int64 = 1
 
     /// - Parameters:
@@ -410,6 +413,7 @@ package struct SubscriptionSequencer {
         nextRequestID += 1
         needReplay = false
         inFlight = (id, from, now)
+        prefetchAwaitsDelivery = false
         statistics.replayRequests += 1
         return .requestReplay(id: id, from: from)
     }
@@ -451,7 +455,10 @@ package struct SubscriptionSequencer {
         var actions: [Action] = []
         let morePages = next <= lastSeq && next > request.from
         // Ask for the next page before delivering this one, so the daemon reads while the application works.
-        if morePages { actions.append(replayAction(from: next, now: now)) }
+        if morePages {
+            actions.append(replayAction(from: next, now: now))
+            prefetchAwaitsDelivery = true
+        }
         for envelope in page {
             try checkShard(of: envelope, from: options.control)
             guard envelope.seq > (verified ?? 0) else { continue }
@@ -476,9 +483,17 @@ package struct SubscriptionSequencer {
         return actions
     }
 
-    /// The driver finished delivering a page whose next page was already asked for: time that
-    /// request from now, since its answer may have waited while this page was delivered.
+    /// The driver finished handling a reply: if it was a page whose next page was already asked
+    /// for, time that request from now, since its answer may have waited while this page was
+    /// delivered.
+    ///
+    /// Only that once. Restarting the clock after any reply (a `report`'s, every heartbeat) kept a
+    /// request lost with a daemon that died after reading it in flight for ever: the subscriber held
+    /// every live envelope behind it and delivered nothing again (docs/durability.md, "A request
+    /// lost with the daemon").
     package mutating func pageDelivered(now: UInt64) {
+        guard prefetchAwaitsDelivery else { return }
+        prefetchAwaitsDelivery = false
         if let prefetched = inFlight { inFlight = (prefetched.id, prefetched.from, now) }
     }
 
