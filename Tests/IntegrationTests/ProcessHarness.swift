@@ -86,9 +86,11 @@ final class DaemonProcess {
     var control: String { ready["control"] as! String }
 
     /// Starts a daemon on ephemeral ports; `dataDirectory` reuses a journal (a restart);
-    /// `launcher` runs it through another program (`prlimit --fsize=…`) that execs it.
+    /// `launcher` runs it through another program (`prlimit --fsize=…`) that execs it;
+    /// `failpoints` sets `CHECKOUTBUS_FAILPOINTS` (docs/durability.md, "Failpoints").
     init(_ extraArguments: [String] = [], ingest: String = "tcp://127.0.0.1:*",
-         publish: String = "tcp://127.0.0.1:*", dataDirectory reuse: URL? = nil, launcher: [String] = []) throws {
+         publish: String = "tcp://127.0.0.1:*", dataDirectory reuse: URL? = nil, launcher: [String] = [],
+         failpoints: String? = nil) throws {
         let tmp = TestScratch.url("cb-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         dataDirectory = reuse ?? tmp.appendingPathComponent("data")
@@ -102,6 +104,11 @@ final class DaemonProcess {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = try FileHandle(forWritingTo: stderrURL)
+        if let failpoints {
+            var environment = ProcessInfo.processInfo.environment
+            environment["CHECKOUTBUS_FAILPOINTS"] = failpoints
+            process.environment = environment
+        }
         try process.start()
         stdout = PipeLineReader(out.fileHandleForReading)
         guard let line = stdout.readLine(timeout: 20),
@@ -114,6 +121,11 @@ final class DaemonProcess {
     }
 
     var stderrText: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// The flags that bind a new daemon to this one's endpoints (a restart in place).
+    var sameEndpoints: [String] {
+        ["--ingest", ingest, "--ingest-acked", ingestAcked, "--publish", publish, "--control", control]
+    }
 
     /// Lifts the file size limit a `prlimit --fsize=…` launcher set (space comes back): only the
     /// soft limit was lowered, so no privilege is needed. Returns prlimit's exit status.

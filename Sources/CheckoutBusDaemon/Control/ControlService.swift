@@ -209,6 +209,8 @@ package final class ControlService {
     // MARK: replay
 
     private func replay(req: [UInt8]?, into frames: inout [[UInt8]]) {
+        // A test seam (docs/durability.md, "Failpoints"): kill -9 with this request read and unanswered.
+        _ = Failpoints.hit("control.replay")
         let root = request.root
         guard let fromToken = request.member(root, "from"), let from = request.int64(fromToken), from >= 0 else {
             frames.append(badRequest("replay needs \"from\": a seq (integer ≥ 0)", req: req))
