@@ -122,6 +122,9 @@ class SubscriptionSequencer:
         self.released = expected_shard is None
         self._need_replay = False
         self._in_flight = None  # (id, from, sent_at)
+        # The in-flight request was prefetched behind the page just received: page_delivered
+        # restarts its clock, once. Other replies (a report's) leave it alone.
+        self._prefetch_awaits_delivery = False
         self._next_request_id = 1
 
     @property
@@ -345,6 +348,7 @@ class SubscriptionSequencer:
         self._next_request_id += 1
         self._need_replay = False
         self._in_flight = (rid, from_seq, now)
+        self._prefetch_awaits_delivery = False
         self.statistics.replay_requests += 1
         return ("replay", rid, from_seq)
 
@@ -382,6 +386,7 @@ class SubscriptionSequencer:
         more_pages = nxt <= last_seq and nxt > from_seq
         if more_pages:
             actions.append(self._replay_action(nxt, now))
+            self._prefetch_awaits_delivery = True
         for envelope in page:
             self._check_shard(envelope, self.options.control)
             if envelope.seq <= (self._verified or 0):
@@ -402,6 +407,12 @@ class SubscriptionSequencer:
         return actions
 
     def page_delivered(self, now: int) -> None:
+        """After handling a reply: a request prefetched behind the page just delivered is timed
+        from now. Only then: restarting the clock after any reply (a report's, each heartbeat)
+        kept a request lost with a daemon that died after reading it in flight for ever."""
+        if not self._prefetch_awaits_delivery:
+            return
+        self._prefetch_awaits_delivery = False
         if self._in_flight is not None:
             self._in_flight = (self._in_flight[0], self._in_flight[1], now)
 

@@ -192,6 +192,32 @@ def test_an_unanswered_request_is_sent_again():
     assert replays(s.tick(timeout + 1))[0][1] == 1
 
 
+def test_a_prefetch_lost_with_the_daemon_is_sent_again_despite_other_replies():
+    # A daemon killed holding the prefetched request never answers it; its successor answers a
+    # report every second. Those replies must not keep the lost request looking fresh.
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    rid, _ = replays(s.tick(0))[0]
+    actions = s.receive_reply(page(rid, 4, 10), [envelope(i, origin=Envelope.JOURNAL) for i in (1, 2, 3)], 1)
+    assert delivered(actions) == [1, 2, 3]
+    assert replays(actions)[0][1] == 4
+    second = 1_000_000_000
+    s.page_delivered(second)
+    timeout = s.options.request_timeout_ms * 1_000_000
+    now = second
+    while now <= second + timeout:
+        now += 1_000_000_000
+        s.receive_heartbeat(heartbeat(10, 10))
+        assert delivered(s.receive_reply(Reply(op="report", ok=True, req=1000 + now // second), [], now)) == []
+        s.page_delivered(now)
+        if now <= second + timeout:
+            assert replays(s.tick(now)) == []
+    again = replays(s.tick(now))
+    assert again and again[0][1] == 4
+    rest = [envelope(i, origin=Envelope.JOURNAL) for i in range(4, 11)]
+    assert delivered(s.receive_reply(page(again[0][0], 11, 10), rest, now)) == list(range(4, 11))
+
+
 def test_a_shard_other_than_expected_is_refused_before_anything_is_delivered():
     s = SubscriptionSequencer(options(), expected_shard=ShardIdentity(1, 2))
     start = s.start(0, 0)
