@@ -58,12 +58,20 @@ public enum AtomicFile {
         if durable {
             let slash = path.lastIndex(of: "/")
             let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if dfd >= 0 {
-                _ = fsync(dfd)
-                close(dfd)
+            if let e = syncDirectory(directory) {
+                throw AtomicFileError(.notSynced, "renamed \(temporary) to \(path), but cannot sync \(directory): \(String(cString: strerror(e)))")
             }
         }
+    }
+
+    /// `fsync`s a directory, so that names created, renamed or removed in it survive a crash.
+    /// - Returns: nil, or the `errno` of the failed `open` or `fsync` (failpoint `file.dirsync`).
+    public static func syncDirectory(_ directory: String) -> Int32? {
+        if let injected = Failpoints.hit("file.dirsync") { return injected }
+        let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { return errno }
+        defer { close(dfd) }
+        return fsync(dfd) == 0 ? nil : errno
     }
 }
 
@@ -84,6 +92,9 @@ public struct AtomicFileError: Error, CustomStringConvertible, Sendable {
         public static let unwritable = Code("unwritable")
         /// The temporary file cannot be renamed over the file (the file is unchanged).
         public static let notReplaced = Code("not_replaced")
+        /// The file was replaced, but its directory could not be synced: after a crash the old
+        /// file may be back. Nothing may be taken as durable on the strength of this write.
+        public static let notSynced = Code("not_synced")
     }
 
     public let code: Code

@@ -11,6 +11,10 @@ import CheckoutBusRuntime
 extension Journal {
 
     func recover() throws {
+        // A daemon fenced by a failed sync left the last seq it knew to be on disk: what follows
+        // it is cut first, then recovered as after any stop.
+        let fenced = try fence.read()
+        if let fenced { try cutBack(after: fenced) }
         // Drop newest segments whose header never made it to disk.
         while let last = segments.last {
             let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
@@ -71,7 +75,9 @@ extension Journal {
             guard ftruncate(fd, off_t(intact)) == 0 else {
                 throw JournalError(.notWritable, "cannot truncate the tail of \(last.path): \(String(cString: strerror(errno)))")
             }
-            _ = fdatasync(fd)
+            guard fdatasync(fd) == 0 else {
+                throw JournalError(.notWritable, "cannot sync \(last.path) after cutting its tail: \(String(cString: strerror(errno)))")
+            }
         }
         _ = lseek(fd, off_t(intact), SEEK_SET)
         segments[i].size = intact
@@ -92,9 +98,14 @@ extension Journal {
                 "file": directory + "/" + SeqReservation.fileName,
             ])
         }
-        let resume = SeqReservation.resumeAfter(intact: seq, cutTail: recovery.truncatedBytes > 0 && beyond.count == 0,
+        var resume = SeqReservation.resumeAfter(intact: seq, cutTail: recovery.truncatedBytes > 0 && beyond.count == 0,
                                                 previous: reservation.previous, damaged: reservation.damaged,
                                                 boot: reservation.boot)
+        if fenced != nil {
+            // The records cut after the fence were published (not acknowledged): their seqs are
+            // not given again, whatever boot this is.
+            resume = max(resume, reservation.previous?.reserved ?? seq + SeqReservation.block, recovery.fenceCutMaxSeq)
+        }
         if resume > seq {
             let skipped = resume - seq
             logger.warning("journal: records after the last intact one may have been published before the stop; their seqs are not reused", [
@@ -113,6 +124,9 @@ extension Journal {
             throw JournalError(.notReadable, "cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
         }
         writtenSeq = seq
+        // Only now is the numbering after the cut on disk (the new segment's name and header): a
+        // crash before this line finds the marker again and cuts nothing more.
+        if fenced != nil { try fence.clear() }
         recovery.lastSeq = seq
         recovery.kindSeqs = kindSeqs
         recovery.segments = segments.count
@@ -121,6 +135,61 @@ extension Journal {
                                                  "set_aside_records": String(recovery.skippedRecords),
                                                  "skipped_seqs": String(recovery.skippedSeqs), "segment": last.path])
         }
+    }
+
+    /// Cuts the journal back to `marker`'s durable seq: segments wholly after it are set aside
+    /// (renamed `….seg.fenced`), the records after it in the one holding it are cut (copied beside
+    /// it first, `….fenced-after-OFFSET`, when the disk takes them). Everything is synced before
+    /// recovery goes on; a call that fails makes the daemon refuse to start.
+    func cutBack(after marker: JournalFence.Marker) throws {
+        let d = marker.durableSeq
+        var cutSegments = 0
+        var cutBytes = 0
+        var maxSeq: UInt64 = 0
+        // Keep one segment, cut to its header at least: its header carries the kind_seqs.
+        while segments.count > 1, let last = segments.last, last.firstSeq > d + 1 {
+            reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, _, _ in
+                maxSeq = max(maxSeq, h.seq)
+                return true
+            }
+            guard rename(last.path, last.path + ".fenced") == 0 else {
+                throw JournalError(.notWritable, "cannot set aside \(last.path) after a fence: \(String(cString: strerror(errno)))")
+            }
+            cutSegments += 1
+            cutBytes += last.size
+            segments.removeLast()
+        }
+        if let last = segments.last {
+            var keep = JournalFormat.segmentHeaderSize
+            reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
+                if h.seq <= d { keep = offset + h.recordSize } else { maxSeq = max(maxSeq, h.seq) }
+                return true
+            }
+            if keep < last.size {
+                let tail = JournalFiles.readRange(last.path, from: keep, count: last.size - keep)
+                try? AtomicFile.write(tail, to: last.path + ".fenced-after-\(keep)", durable: true)
+                let cfd = open(last.path, O_RDWR | O_CLOEXEC)
+                guard cfd >= 0 else { throw JournalError(.notReadable, "cannot open \(last.path): \(String(cString: strerror(errno)))") }
+                defer { Glibc.close(cfd) }
+                guard ftruncate(cfd, off_t(keep)) == 0, fdatasync(cfd) == 0 else {
+                    throw JournalError(.notWritable, "cannot cut \(last.path) back to seq \(d) after a fence: \(String(cString: strerror(errno)))")
+                }
+                cutBytes += last.size - keep
+                segments[segments.count - 1].size = keep
+            }
+        }
+        if let e = AtomicFile.syncDirectory(directory) {
+            throw JournalError(.notWritable, "cannot sync \(directory) after cutting the journal back: \(String(cString: strerror(e)))")
+        }
+        recovery.fence = marker
+        recovery.fenceCutBytes = cutBytes
+        recovery.fenceCutSegments = cutSegments
+        recovery.fenceCutMaxSeq = maxSeq
+        logger.error("journal: the last run was fenced by a failed durability call; the records after its last synced seq "
+                     + "are cut (published, never acknowledged: producers resend them)", [
+            "reason": marker.reason, "fenced_at": marker.at, "durable_seq": String(d), "cut_bytes": String(cutBytes),
+            "set_aside_segments": String(cutSegments), "highest_cut_seq": String(maxSeq),
+        ])
     }
 
     /// Rewrites the damaged header of segment `i` (which holds records): its first seq from the

@@ -76,6 +76,8 @@ public final class Journal {
     let lock: DataDirectoryLock
     /// The highest seq that may be published, durable ahead of publication.
     var reservation: SeqReservation!
+    /// Ends the process when a durability call fails; its marker is read back at the next start.
+    let fence: JournalFence
 
     /// Opens (creating if needed) the journal in `directory`, recovering from a crash: a torn or
     /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
@@ -109,8 +111,9 @@ public final class Journal {
         }
         appender = SegmentAppender(direct: direct)
         // The short runs written through the page cache leave pages there, dropped as before.
+        fence = JournalFence(directory: directory, logger: logger)
         syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds,
-                               cacheBytes: options.cacheBytes)
+                               cacheBytes: options.cacheBytes, fence: fence)
         writer = try JournalWriter()
         do {
             reservation = try SeqReservation(directory: directory)
@@ -249,8 +252,19 @@ public final class Journal {
             unlink(path)
             throw JournalError(.notWritable, "cannot write journal segment header \(path): \(String(cString: strerror(errno)))")
         }
-        _ = fdatasync(newFD)
-        JournalFiles.syncDirectory(directory)
+        // Its header and its name must be on disk before a record in it can be: a failure here is
+        // the fence's at a rotation (the daemon has acknowledged from the segments before it), and
+        // at start a refusal to start.
+        let headerSync = Failpoints.hit("journal.segment-sync") ?? (fdatasync(newFD) == 0 ? nil : errno)
+        let directorySync = headerSync == nil ? AtomicFile.syncDirectory(directory) : nil
+        if let e = headerSync ?? directorySync {
+            Glibc.close(newFD)
+            unlink(path)
+            let reason = "cannot sync " + (headerSync != nil ? "the header of journal segment \(path)" : "the journal directory \(directory)")
+                + ": \(String(cString: strerror(e)))"
+            if replacing { fence.trip(reason, durableSeq: syncer.durable) }
+            throw JournalError(.notWritable, reason)
+        }
         if let e = appender.open(path: path, fd: newFD, size: header.count) {
             Glibc.close(newFD)
             unlink(path)

@@ -62,11 +62,4 @@ enum JournalFiles {
         var st = stat()
         return stat(path, &st) == 0 ? Int(st.st_size) : 0
     }
-
-    static func syncDirectory(_ path: String) {
-        let dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dfd >= 0 else { return }
-        _ = fsync(dfd)
-        Glibc.close(dfd)
-    }
 }

@@ -22,6 +22,13 @@ public struct JournalRecovery: Sendable {
     /// Seqs skipped after the last intact record because they may have been published before
     /// the stop (``SeqReservation``): 0 unless the tail was cut or the machine crashed.
     public var skippedSeqs: UInt64 = 0
+    /// The marker of a run fenced by a failed durability call (``JournalFence``), when this start
+    /// cut the journal back to its durable seq.
+    package var fence: JournalFence.Marker?
+    /// What that cut removed: bytes, whole segments set aside, and the highest seq among them.
+    public var fenceCutBytes = 0
+    public var fenceCutSegments = 0
+    public var fenceCutMaxSeq: UInt64 = 0
 
     /// Whether `tail`, the bytes after a segment's last intact record up to the file's `end`, is
     /// only the zero padding of a direct write: fewer than a block of zeros, ending on a block.

@@ -12,6 +12,11 @@ import ZeroMQ
 /// Group commit: a background thread that `fdatasync`s the journal's open segment at most every
 /// `interval`, while there are written but unsynced records, and then advances ``durableSeq``.
 ///
+/// Every `fdatasync`'s result is checked: one that fails never advances ``durableSeq`` — under the
+/// same lock, so a concurrent sync of the same file that returned 0 (the error is reported once)
+/// cannot advance it either — and trips the ``JournalFence``, which ends the process
+/// (failpoint `journal.fdatasync`).
+///
 /// `Sendable`: its state is atomics and one mutex. The pipeline thread stores ``writtenSeq``
 /// after each `write`; the syncer reads it, syncs, and stores ``durableSeq``; the pipeline answers
 /// acknowledged producers up to ``durableSeq``. The mutex guards the segment's file descriptor,
@@ -42,14 +47,19 @@ package final class JournalSyncer: Sendable {
     /// Every `fdatasync`'s duration, for metrics.
     package let fsyncDurations = Mutex(Histogram.fsync())
     private let segment: Mutex<Segment>
+    /// What a failed sync trips (nil in tests of the syncer alone: the failure is only recorded).
+    private let fence: JournalFence?
+    /// A sync failed: nothing is durable past ``durableSeq`` any more. Read and set under `segment`'s lock.
+    private let failed = Atomic<Bool>(false)
     private let intervalNanos: UInt64
     /// Synced bytes of the open segment kept in the page cache (nil: never dropped).
     private let cacheBytes: Int?
     private let finished = DispatchSemaphore(value: 0)
     private static let offsetBits: UInt64 = 44
 
-    package init(fd: Int32, seq: UInt64, intervalMilliseconds: Int, cacheBytes: Int?) {
+    package init(fd: Int32, seq: UInt64, intervalMilliseconds: Int, cacheBytes: Int?, fence: JournalFence?) {
         segment = Mutex(Segment(fd: fd))
+        self.fence = fence
         writtenSeq = Atomic(seq)
         durableSeq = Atomic(seq)
         intervalNanos = UInt64(max(0, intervalMilliseconds)) * 1_000_000
@@ -98,11 +108,43 @@ package final class JournalSyncer: Sendable {
     /// Syncs now on the calling thread (rotation, shutdown), then records `seq` as durable.
     /// - Parameter closing: the segment is being closed: all of its pages leave the page cache.
     package func syncNow(upTo seq: UInt64, closing: Bool = false) {
-        segment.withLock { s in
-            _ = fdatasync(s.fd)
+        let synced = segment.withLock { s in
+            guard sync(s.fd) else { return false }
             if closing && cacheBytes != nil { _ = posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED) }
+            advanceDurable(to: seq)
+            return true
         }
-        advanceDurable(to: seq)
+        if !synced { tripFence() }
+    }
+
+    /// Whether a sync has failed (the daemon is being fenced).
+    package var hasFailed: Bool { failed.load(ordering: .acquiring) }
+
+    /// `fdatasync`s `fd`, under `segment`'s lock. A failure is recorded for good: this and every
+    /// later call returns false, and the caller must not advance ``durableSeq``.
+    private func sync(_ fd: Int32) -> Bool {
+        if failed.load(ordering: .acquiring) { return false }
+        let result: Int32
+        if let injected = Failpoints.hit("journal.fdatasync") {
+            result = injected
+        } else {
+            result = fdatasync(fd) == 0 ? 0 : errno
+        }
+        guard result == 0 else {
+            failureReason.withLock { $0 = "fdatasync of the open journal segment failed: \(String(cString: strerror(result)))" }
+            failed.store(true, ordering: .releasing)
+            return false
+        }
+        return true
+    }
+
+    /// Why the first sync failed.
+    private let failureReason = Mutex("")
+
+    /// Hands a failed sync to the fence (which ends the process); without one, leaves it recorded.
+    private func tripFence() {
+        guard let fence else { return }
+        fence.trip(failureReason.withLock { $0 }, durableSeq: durable)
     }
 
     /// Drops the synced pages of `s` older than the newest ``cacheBytes``, in steps of at least 1 MiB.
@@ -133,11 +175,16 @@ package final class JournalSyncer: Sendable {
             if written > durableSeq.load(ordering: .acquiring) {
                 // Loaded before the sync: every byte it counts is in the file, and so synced after.
                 let extent = writtenExtent.load(ordering: .acquiring)
-                segment.withLock { s in
-                    _ = fdatasync(s.fd)
+                let synced = segment.withLock { s in
+                    guard sync(s.fd) else { return false }
                     dropSyncedPages(&s, extent: extent)
+                    advanceDurable(to: written)
+                    return true
                 }
-                advanceDurable(to: written)
+                if !synced {
+                    tripFence()
+                    break
+                }
                 let nanos = BusClock.monotonicNanoseconds() - start
                 let micros = nanos / 1000
                 fsyncDurations.withLock { $0.observe(nanoseconds: nanos) }

@@ -49,6 +49,8 @@ package final class SegmentAppender: @unchecked Sendable {
     private var tailBytes = 0
     /// The head of ``staging`` holds the last partial block's bytes.
     private var tailLoaded = false
+    /// Failed appends whose partial bytes could not be cut (harmless: see ``append(_:_:)``).
+    private(set) var truncateFailures = 0
 
     /// - Parameter direct: try `O_DIRECT` (see ``JournalFiles/probeDirectWrites(in:)``).
     package init(direct: Bool) {
@@ -110,10 +112,14 @@ package final class SegmentAppender: @unchecked Sendable {
         // The last block is written again from the head of the staging buffer: never without it.
         if !tailLoaded, let e = loadTail() { return e }
         let start = size
-        let failure = writeBlocks(base, count, direct: isDirect && count >= SegmentAppender.directMinimum)
+        let failure = Failpoints.hit("journal.write")
+            ?? writeBlocks(base, count, direct: isDirect && count >= SegmentAppender.directMinimum)
         if failure != 0 {
-            // Leave the file as it was: a partial run would be a torn tail.
-            _ = ftruncate(fd, off_t(start))
+            // Leave the file as it was: a partial run would be a torn tail. Should the cut fail,
+            // the bytes past `start` are still never read as records: the next append writes over
+            // them at `start` (every write names its offset), and recovery cuts a torn tail. The
+            // tail block is read again before that append (`tailLoaded`).
+            if ftruncate(fd, off_t(start)) != 0 { truncateFailures += 1 }
             setEnd(start)
             _ = loadTail()
         }

@@ -129,11 +129,26 @@ package final class SuppressedLog {
     }
 
     /// `fdatasync`s what was written since the last call.
+    ///
+    /// The log promises no producer anything (acknowledgements wait for the journal, not for it),
+    /// so a failed sync does not fence the daemon: it is logged, counted (``syncFailures``), and the
+    /// ids written since the last good sync are taken as forgettable — as after a power loss.
     package func sync() {
         guard unsynced, fd >= 0 else { return }
-        _ = fdatasync(fd)
+        let failure = Failpoints.hit("suppressed.fdatasync") ?? (fdatasync(fd) == 0 ? 0 : errno)
+        if failure != 0 {
+            if syncFailures % 1000 == 0 {
+                logger.error("suppressed-id log: fdatasync failed; the ids written since the last good sync may be "
+                             + "forgotten by a crash (retries of them are then compared by snapshot)",
+                             ["error": String(cString: strerror(failure)), "failures": String(syncFailures + 1)])
+            }
+            syncFailures += 1
+        }
         unsynced = false
     }
+
+    /// `fdatasync`s of the log that failed.
+    package private(set) var syncFailures = 0
 
     package func close() {
         guard fd >= 0 else { return }

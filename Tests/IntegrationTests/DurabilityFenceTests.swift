@@ -1,0 +1,117 @@
+import CheckoutBusClient
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A durability call that fails (docs/durability.md, "When the disk says no"), made to fail on
+/// purpose with failpoints in a real daemon under an acknowledged producer: no acknowledgement
+/// past the failure, the daemon fenced (exit 75, a `FENCED` marker), and after the restart every
+/// acknowledged event still in the journal, the unsynced tail cut, its seqs never given again.
+@Suite("durability: failed syncs fence the journal", .serialized, .timeLimit(.minutes(3)))
+struct DurabilityFenceTests {
+    struct Marker: Decodable {
+        var durable_seq: Int
+        var reason: String
+    }
+
+    /// Sends `count` distinct events until the failpoint fences the daemon; returns what was
+    /// acknowledged before it died, and the marker it left.
+    static func sendUntilFenced(failpoints: String, extra: [String] = [], run: String, count: Int = 20_000) async throws
+        -> (daemon: DaemonProcess, acked: [Acknowledgement], events: [[UInt8]], marker: Marker)
+    {
+        let daemon = try DaemonProcess(extra, failpoints: failpoints)
+        let producer = try await AcknowledgedProducer(options: .init(endpoint: daemon.ingestAcked, timeout: .seconds(10), window: 64))
+        let events = AcknowledgedProducerTests.bytes(distinctEvents(count, run: run))
+        var acked: [Acknowledgement] = []
+        do {
+            acked = try await producer.send(events)
+            Issue.record("every event was acknowledged: the failpoint \(failpoints) never fired")
+        } catch let error as AcknowledgedProducerError {
+            #expect(error.code == .disconnected || error.code == .timedOut, "\(error)")
+            acked = error.acknowledged
+        }
+        await producer.close()
+        #expect(waitForExit(daemon.process, timeout: 20) == 75, "a fenced daemon exits 75")
+        #expect(daemon.stderrText.contains("journal fenced"), "the log says why: \(daemon.stderrText.suffix(600))")
+        let markerURL = daemon.dataDirectory.appendingPathComponent("journal/FENCED")
+        let marker = try JSONDecoder().decode(Marker.self, from: Data(contentsOf: markerURL))
+        return (daemon, acked, events, marker)
+    }
+
+    /// The restart cuts back to the marker, keeps every acknowledged event, numbers after the
+    /// cut, and takes the unacknowledged events again (those it kept as duplicates).
+    static func restartAndCheck(_ fenced: DaemonProcess, acked: [Acknowledgement], events: [[UInt8]],
+                                marker: Marker) async throws {
+        #expect(!acked.isEmpty, "the run acknowledged something before the failure")
+        let ackedSeqs = acked.compactMap(\.seq)
+        #expect(ackedSeqs.count == acked.count)
+        #expect(ackedSeqs.allSatisfy { $0 <= Int64(marker.durable_seq) },
+                "no acknowledgement past the failed sync: max acked \(ackedSeqs.max() ?? 0), durable \(marker.durable_seq)")
+
+        let restarted = try DaemonProcess(["--ingest-acked", fenced.ingestAcked], dataDirectory: fenced.dataDirectory)
+        #expect(restarted.stderrText.contains("the last run was fenced"))
+        #expect(!FileManager.default.fileExists(atPath: fenced.dataDirectory.appendingPathComponent("journal/FENCED").path),
+                "the marker is cleared once the cut is on disk")
+        let journal = try AcknowledgedProducerTests.journalEventIDs(restarted)
+        #expect(journal.keys.allSatisfy { $0 <= marker.durable_seq }, "nothing past the durable seq survives the cut")
+        for answer in acked {
+            #expect(journal[Int(answer.seq ?? -1)] == answer.eventID, "acknowledged \(answer) lost")
+        }
+        // The rest again: all accepted, numbered after the cut, each event once in the journal.
+        let producer = try await AcknowledgedProducer(options: .init(endpoint: restarted.ingestAcked, timeout: .seconds(20), window: 64))
+        let resent = try await producer.send(Array(events[acked.count...]))
+        await producer.close()
+        #expect(resent.allSatisfy { $0.isAccepted })
+        let kept = Set(journal.values)
+        let fresh = resent.filter { !kept.contains($0.eventID ?? "") }
+        #expect(fresh.allSatisfy { ($0.seq ?? 0) > Int64(marker.durable_seq) })
+        let after = try AcknowledgedProducerTests.journalEventIDs(restarted)
+        let ids = after.values.sorted()
+        #expect(ids.count == events.count && Set(ids).count == events.count, "each event once: \(ids.count) records")
+        #expect(restarted.terminate() == 0)
+    }
+
+    @Test("fdatasync fails with EIO under an acknowledged producer: no acknowledgement past it; the restart loses nothing acknowledged")
+    func fdatasyncEIO() async throws {
+        let (daemon, acked, events, marker) = try await Self.sendUntilFenced(
+            failpoints: "journal.fdatasync=eio@40", run: "fence-eio")
+        #expect(marker.reason.contains("fdatasync"))
+        try await Self.restartAndCheck(daemon, acked: acked, events: events, marker: marker)
+    }
+
+    @Test("fdatasync fails with ENOSPC (thin provisioning): the same fence")
+    func fdatasyncENOSPC() async throws {
+        let (daemon, acked, events, marker) = try await Self.sendUntilFenced(
+            failpoints: "journal.fdatasync=enospc@25", run: "fence-enospc")
+        #expect(marker.reason.contains("No space left"))
+        try await Self.restartAndCheck(daemon, acked: acked, events: events, marker: marker)
+    }
+
+    @Test("a new segment's header cannot be synced at a rotation: fenced, nothing acknowledged lost")
+    func segmentSyncAtRotation() async throws {
+        // Hit 1 is the first segment's, at start; 3 is the second rotation's.
+        let (daemon, acked, events, marker) = try await Self.sendUntilFenced(
+            failpoints: "journal.segment-sync=eio@3", extra: ["--segment-bytes", "262144"], run: "fence-seg")
+        #expect(marker.reason.contains("header of journal segment"))
+        try await Self.restartAndCheck(daemon, acked: acked, events: events, marker: marker)
+    }
+
+    @Test("a write refused for a while (ENOSPC) holds the acknowledgements, then releases them; nothing lost, no fence")
+    func transientWriteFailure() async throws {
+        let daemon = try DaemonProcess(failpoints: "journal.write=enospc@5x30")
+        let producer = try await AcknowledgedProducer(options: .init(endpoint: daemon.ingestAcked, timeout: .seconds(20), window: 64))
+        let events = AcknowledgedProducerTests.bytes(distinctEvents(3000, run: "fence-write"))
+        let answers = try await producer.send(events)
+        await producer.close()
+        #expect(answers.count == events.count && answers.allSatisfy { $0.isAccepted })
+        let journal = try AcknowledgedProducerTests.journalEventIDs(daemon)
+        for answer in answers { #expect(journal[Int(answer.seq ?? -1)] == answer.eventID) }
+        #expect(Set(journal.values).count == events.count)
+        #expect(daemon.stderrText.contains("journal write failed; ingest paused"), "the failpoint fired")
+        #expect(!daemon.stderrText.contains("journal fenced"))
+        #expect(daemon.terminate() == 0)
+    }
+}
