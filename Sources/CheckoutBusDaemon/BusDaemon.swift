@@ -601,7 +601,8 @@ public final class BusDaemon {
             fsyncHistogram: journal.fsyncHistogram, writesDirect: journal.writesDirect,
             journalWritable: journal.isWritable && !batches.isFailing, trackedCheckouts: processor.state.count,
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
-            pipelineLatency: batches.latency, stages: pipelineStages)
+            pipelineLatency: batches.latency, stages: pipelineStages, recoveredFence: journal.recovery.fence,
+            suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.
@@ -628,6 +629,8 @@ public final class BusDaemon {
 
     /// Publishes a heartbeat as one two-frame message.
     private func sendHeartbeat(_ publish: ZMQSocket) throws {
+        // A test seam (docs/durability.md, "Failpoints"): die or stop just before a heartbeat.
+        _ = Failpoints.hit("publish.heartbeat")
         let heartbeat = processor.writeHeartbeat(at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
         _ = try publish.send(heartbeat.topic, more: true)
         _ = try publish.send(heartbeat.envelope)

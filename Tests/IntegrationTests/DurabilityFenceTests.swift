@@ -55,6 +55,12 @@ struct DurabilityFenceTests {
         #expect(restarted.stderrText.contains("the last run was fenced"))
         #expect(!FileManager.default.fileExists(atPath: fenced.dataDirectory.appendingPathComponent("journal/FENCED").path),
                 "the marker is cleared once the cut is on disk")
+        // The operator sees it: stats and the metric the alert reads.
+        let stats = try ControlClient(restarted.control).stats()
+        let fence = (stats["journal"] as? [String: Any])?["fence_recovered"] as? [String: Any]
+        #expect(fence?["durable_seq"] as? Int == marker.durable_seq && fence?["reason"] as? String == marker.reason)
+        let metrics = try httpGet(restarted.ready["metrics"] as! String, "/metrics").body
+        #expect(metrics.contains("\ncheckoutbus_journal_fence_recovered 1\n"))
         let journal = try AcknowledgedProducerTests.journalEventIDs(restarted)
         #expect(journal.keys.allSatisfy { $0 <= marker.durable_seq }, "nothing past the durable seq survives the cut")
         for answer in acked {

@@ -391,6 +391,18 @@ package final class ControlService {
         w.append(snap.writesDirect ? ",\"writes\":\"direct\"" : ",\"writes\":\"page_cache\"")
         w.append(",\"writable\":")
         w.append(bool: snap.journalWritable)
+        w.append(",\"fence_recovered\":")
+        if let fence = snap.recoveredFence {
+            w.append("{\"durable_seq\":")
+            w.append(int: Int64(fence.durableSeq))
+            w.append(",\"reason\":")
+            w.appendString(fence.reason)
+            w.append(",\"at\":")
+            w.appendString(fence.at)
+            w.append("}")
+        } else {
+            w.append("null")
+        }
         w.append("},\"stages\":")
         ControlService.writeStages(snap.stages, to: &w)
         w.append(",\"connections\":")

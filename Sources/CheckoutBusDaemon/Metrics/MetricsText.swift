@@ -52,6 +52,12 @@ package enum MetricsText {
         gauge("checkoutbus_journal_writable", "1 while the journal takes writes; 0 after a failed write (ingest paused).",
               [("", snap.journalWritable ? 1 : 0)])
         counter("checkoutbus_journal_fsyncs_total", "fdatasync calls by the group commit.", [("", snap.fsyncs)])
+        gauge("checkoutbus_journal_fence_recovered",
+              "1 when this run began by cutting the journal back to the last synced seq of a run that a failed durability call fenced (exit 75; the log has the reason).",
+              [("", snap.recoveredFence == nil ? 0 : 1)])
+        counter("checkoutbus_suppressed_log_sync_failures_total",
+                "Failed fdatasyncs of the suppressed-id log (retries of those suppressed updates may be compared by snapshot after a crash).",
+                [("", UInt64(snap.suppressedLogSyncFailures))])
         snap.fsyncHistogram.write(name: "checkoutbus_journal_fsync_seconds", help: "Duration of each fdatasync.", to: &out)
         gauge("checkoutbus_tracked_checkouts", "Checkouts in the state table.", [("", Int64(snap.trackedCheckouts))])
         counter("checkoutbus_checkouts_evicted_total", "Checkouts evicted from a full state table (least recently used).",
