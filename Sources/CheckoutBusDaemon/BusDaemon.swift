@@ -76,6 +76,8 @@ public final class BusDaemon {
     /// A peer that has not finished its ZeroMQ handshake this long after connecting is cut off
     /// (`ZMQ_HANDSHAKE_IVL`): junk and idle connections on the ZeroMQ ports do not accumulate.
     package static let handshakeTimeoutMilliseconds: Int32 = 10_000
+    /// How long SIGTERM's drain reads the ingest sockets at most (docs/durability.md, "Stopping").
+    package static let shutdownDrainNanoseconds: UInt64 = 2_000_000_000
     /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
     private let batchSize = 512
     package var journal: Journal!
@@ -286,11 +288,25 @@ public final class BusDaemon {
             try serve(sides, subscriptions: false)
         }
 
-        // Drain: stop accepting, journal and publish what is already queued, sync, answer acks.
+        // Drain: stop accepting, journal and publish what is already queued, sync, answer acks —
+        // for at most `shutdownDrainNanoseconds`: a producer that never stops sending (the acked
+        // socket stays bound, to answer) cannot hold SIGTERM off.
         logger.info("stopping: draining ingest")
         try? ingest.unbind(bound.ingest)
-        try drainIngest(ingest, message, limit: Int.max)
-        try drainAcked(acked, limit: Int.max)
+        let drainDeadline = BusClock.monotonicNanoseconds() + BusDaemon.shutdownDrainNanoseconds
+        while true {
+            let before = processor.counters.received
+            try drainIngest(ingest, message, limit: batchSize)
+            try drainAcked(acked, limit: batchSize)
+            _ = try commitBatch(publish)
+            if processor.counters.received == before { break }
+            if BusClock.monotonicNanoseconds() >= drainDeadline {
+                logger.warning("stopping: producers were still sending when the drain's time ran out; what they send "
+                               + "from now on is not read (acknowledged producers get no answer and send it again)",
+                               ["drain_ms": String(BusDaemon.shutdownDrainNanoseconds / 1_000_000)])
+                break
+            }
+        }
         suppressedLog?.close()
         // A journal that still cannot be written gets five more seconds; what it never took was
         // neither published nor acknowledged.
