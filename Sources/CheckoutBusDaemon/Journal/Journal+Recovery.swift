@@ -101,9 +101,9 @@ extension Journal {
         var resume = SeqReservation.resumeAfter(intact: seq, cutTail: recovery.truncatedBytes > 0 && beyond.count == 0,
                                                 previous: reservation.previous, damaged: reservation.damaged,
                                                 boot: reservation.boot)
-        if fenced != nil {
-            // The records cut after the fence were published (not acknowledged): their seqs are
-            // not given again, whatever boot this is.
+        if fenced != nil && (recovery.fenceCutBytes > 0 || recovery.fenceCutSegments > 0) {
+            // Records cut after the fence may have been published (never acknowledged): their seqs
+            // are not given again, whatever boot this is.
             resume = max(resume, reservation.previous?.reserved ?? seq + SeqReservation.block, recovery.fenceCutMaxSeq)
         }
         if resume > seq {
@@ -137,19 +137,26 @@ extension Journal {
         }
     }
 
-    /// Cuts the journal back to `marker`'s durable seq: segments wholly after it are set aside
-    /// (renamed `….seg.fenced`), the records after it in the one holding it are cut (copied beside
-    /// it first, `….fenced-after-OFFSET`, when the disk takes them). Everything is synced before
-    /// recovery goes on; a call that fails makes the daemon refuse to start.
+    /// Makes the journal after a fenced run trustworthy again, from `marker`'s durable seq `D` on.
+    ///
+    /// The records after `D` in the segment holding it were written and published, but their sync
+    /// failed: whether they are on the disk is unknown. What this start reads back is checked
+    /// (each record's checksum and `seq` one more than the one before): the intact run after `D`
+    /// is written again at the same offsets and synced, so it is on the disk now or the start fails
+    /// with the reason; it is exactly what subscribers saw. Bytes after that run that are not
+    /// intact records (pages the kernel dropped and the disk never got) are cut, copied beside the
+    /// segment first (`….fenced-after-OFFSET`) when the disk takes them, and so are segments wholly
+    /// after `D` (renamed `….seg.fenced`); their seqs may have been published, so numbering then
+    /// goes on after the seq reservation (``recover()``).
     func cutBack(after marker: JournalFence.Marker) throws {
         let d = marker.durableSeq
         var cutSegments = 0
         var cutBytes = 0
-        var maxSeq: UInt64 = 0
+        var cutMaxSeq: UInt64 = 0
         // Keep one segment, cut to its header at least: its header carries the kind_seqs.
         while segments.count > 1, let last = segments.last, last.firstSeq > d + 1 {
             reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, _, _ in
-                maxSeq = max(maxSeq, h.seq)
+                cutMaxSeq = max(cutMaxSeq, h.seq)
                 return true
             }
             guard rename(last.path, last.path + ".fenced") == 0 else {
@@ -159,36 +166,55 @@ extension Journal {
             cutBytes += last.size
             segments.removeLast()
         }
+        var redriven = 0
+        var redrivenBytes = 0
         if let last = segments.last {
-            var keep = JournalFormat.segmentHeaderSize
+            // The synced records, then the intact run after them.
+            var durableEnd = JournalFormat.segmentHeaderSize
+            var intactEnd = JournalFormat.segmentHeaderSize
+            var seq = last.firstSeq - 1
             reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
-                if h.seq <= d { keep = offset + h.recordSize } else { maxSeq = max(maxSeq, h.seq) }
+                guard h.seq == seq + 1 else { return false }
+                seq = h.seq
+                intactEnd = offset + h.recordSize
+                if h.seq <= d { durableEnd = intactEnd } else { redriven += 1 }
                 return true
             }
-            if keep < last.size {
-                let tail = JournalFiles.readRange(last.path, from: keep, count: last.size - keep)
-                try? AtomicFile.write(tail, to: last.path + ".fenced-after-\(keep)", durable: true)
-                let cfd = open(last.path, O_RDWR | O_CLOEXEC)
-                guard cfd >= 0 else { throw JournalError(.notReadable, "cannot open \(last.path): \(String(cString: strerror(errno)))") }
-                defer { Glibc.close(cfd) }
-                guard ftruncate(cfd, off_t(keep)) == 0, fdatasync(cfd) == 0 else {
-                    throw JournalError(.notWritable, "cannot cut \(last.path) back to seq \(d) after a fence: \(String(cString: strerror(errno)))")
-                }
-                cutBytes += last.size - keep
-                segments[segments.count - 1].size = keep
+            let tail = intactEnd < last.size ? JournalFiles.readRange(last.path, from: intactEnd, count: last.size - intactEnd) : []
+            let garbage = !tail.isEmpty && !JournalRecovery.isPadding(tail, end: last.size)
+            if garbage {
+                try? AtomicFile.write(tail, to: last.path + ".fenced-after-\(intactEnd)", durable: true)
+                cutBytes += tail.count
+                cutMaxSeq = max(cutMaxSeq, JournalRecovery.intactRecords(in: tail).maxSeq)
             }
+            let run = JournalFiles.readRange(last.path, from: durableEnd, count: intactEnd - durableEnd)
+            guard run.count == intactEnd - durableEnd else {
+                throw JournalError(.notReadable, "cannot read back \(last.path) after a fence")
+            }
+            let cfd = open(last.path, O_RDWR | O_CLOEXEC)
+            guard cfd >= 0 else { throw JournalError(.notReadable, "cannot open \(last.path): \(String(cString: strerror(errno)))") }
+            defer { Glibc.close(cfd) }
+            // Cut what is not intact, write the intact run again (its pages dirty once more), sync.
+            let written = run.withUnsafeBytes { b in b.count == 0 ? 0 : pwrite(cfd, b.baseAddress, b.count, off_t(durableEnd)) }
+            guard ftruncate(cfd, off_t(intactEnd)) == 0, written == run.count, fdatasync(cfd) == 0 else {
+                throw JournalError(.notWritable, "cannot write \(last.path) again after a fence: \(String(cString: strerror(errno)))")
+            }
+            redrivenBytes = run.count
+            segments[segments.count - 1].size = intactEnd
         }
         if let e = AtomicFile.syncDirectory(directory) {
             throw JournalError(.notWritable, "cannot sync \(directory) after cutting the journal back: \(String(cString: strerror(e)))")
         }
         recovery.fence = marker
+        recovery.fenceRedrivenRecords = redriven
         recovery.fenceCutBytes = cutBytes
         recovery.fenceCutSegments = cutSegments
-        recovery.fenceCutMaxSeq = maxSeq
+        recovery.fenceCutMaxSeq = cutMaxSeq
         logger.error("journal: the last run was fenced by a failed durability call; the records after its last synced seq "
-                     + "are cut (published, never acknowledged: producers resend them)", [
-            "reason": marker.reason, "fenced_at": marker.at, "durable_seq": String(d), "cut_bytes": String(cutBytes),
-            "set_aside_segments": String(cutSegments), "highest_cut_seq": String(maxSeq),
+                     + "were read back, checked and written again (what is not intact is cut)", [
+            "reason": marker.reason, "fenced_at": marker.at, "durable_seq": String(d),
+            "rewritten_records": String(redriven), "rewritten_bytes": String(redrivenBytes), "cut_bytes": String(cutBytes),
+            "set_aside_segments": String(cutSegments), "highest_cut_seq": String(cutMaxSeq),
         ])
     }
 

@@ -25,6 +25,8 @@ public struct JournalRecovery: Sendable {
     /// The marker of a run fenced by a failed durability call (``JournalFence``), when this start
     /// cut the journal back to its durable seq.
     package var fence: JournalFence.Marker?
+    /// Records after that seq read back intact and written again (now synced).
+    public var fenceRedrivenRecords = 0
     /// What that cut removed: bytes, whole segments set aside, and the highest seq among them.
     public var fenceCutBytes = 0
     public var fenceCutSegments = 0
