@@ -110,7 +110,11 @@ let package = Package(
         .testTarget(
             name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
         .testTarget(name: "NATSTests", dependencies: ["NATS"], swiftSettings: swiftSettings),
-        .testTarget(name: "CheckoutBusWorkersTests", dependencies: ["CheckoutBusWorkers"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CheckoutBusWorkersTests",
+            dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusProtocol", "CheckoutBusRuntime", "SQLite"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CheckoutBusJetStreamTests", dependencies: ["CheckoutBusJetStream", "CheckoutBusRuntime"],
             swiftSettings: swiftSettings

@@ -73,6 +73,14 @@ struct StateRestorer {
                 ])
                 next = first
                 continue
+            } catch let error as JournalError where error.code == .notReadable {
+                // A segment that cannot be read (an I/O error, a file gone): the rebuild ends here
+                // and the daemon starts; replays that reach it are refused with the same error.
+                logger.error("state rebuild: the journal cannot be read; rebuild ended early", [
+                    "from_seq": String(next), "error": error.description,
+                    "note": "event ids and checkout state after this are not restored; retries of them are published again",
+                ])
+                break
             }
             if page.next <= next { break }
             next = page.next

@@ -22,6 +22,10 @@ import CheckoutBusRuntime
 /// - A repeated `complete` (or the same one replayed) only raises `last_seen_seq`.
 /// - A `fail` with `after_complete` notes it on the order (`failed_after_complete`, `last_fail_code`)
 ///   and never undoes it; other failures are not orders and change nothing but the cursor.
+/// - An envelope it cannot apply — not a JSON object, a `complete` without `idempotency_key` or
+///   `checkout_id`, a `fail` with `after_complete` without `idempotency_key` — is parked in table
+///   `rejected` (``RejectionReason``) in the same transaction as the cursor move, and logged as an
+///   error: the cursor never passes an envelope that left no trace.
 ///
 /// Not `Sendable`: ``run(onSubscribed:)`` uses its SQLite connection from the calling task only (the
 /// subscriber's poll thread never touches it).
@@ -44,6 +48,23 @@ public final class FulfilmentWorker {
         public var repeats = 0
         public var failsAfterComplete = 0
         public var otherFails = 0
+        /// Envelopes parked in table `rejected` instead of applied.
+        public var rejected = 0
+    }
+
+    /// Why an envelope was parked in table `rejected` (its `reason` column). `Sendable`.
+    ///
+    /// A struct, so reasons can be added without breaking a `switch`: compare with the `static let`s.
+    public struct RejectionReason: Hashable, Sendable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        /// Not JSON, or JSON that is not an object.
+        public static let unreadable = RejectionReason("unreadable")
+        /// A `complete`, or a `fail` with `after_complete`, without a non-empty string `idempotency_key`.
+        public static let missingIdempotencyKey = RejectionReason("missing_idempotency_key")
+        /// A `complete` without a non-empty string `checkout_id`.
+        public static let missingCheckoutID = RejectionReason("missing_checkout_id")
     }
 
     public static let schema = """
@@ -64,6 +85,16 @@ public final class FulfilmentWorker {
             name TEXT PRIMARY KEY,
             seq  INTEGER NOT NULL
         );
+        CREATE TABLE IF NOT EXISTS rejected (
+            cursor_name TEXT NOT NULL,
+            seq         INTEGER NOT NULL,
+            kind        TEXT NOT NULL,
+            topic       TEXT NOT NULL,
+            reason      TEXT NOT NULL,
+            envelope    BLOB NOT NULL,
+            rejected_at TEXT NOT NULL,
+            PRIMARY KEY (cursor_name, seq)
+        );
         """
 
     public let options: Options
@@ -74,6 +105,7 @@ public final class FulfilmentWorker {
     let updateSeen: SQLiteStatement
     let noteFail: SQLiteStatement
     let saveCursor: SQLiteStatement
+    let insertRejected: SQLiteStatement
     private let document = JSONDocument()
 
     /// Opens (creating if needed) the order store.
@@ -101,6 +133,12 @@ public final class FulfilmentWorker {
         saveCursor = try database.prepare("""
             INSERT INTO subscriber_cursor (name, seq) VALUES (?, ?)
             ON CONFLICT (name) DO UPDATE SET seq = excluded.seq
+            """)
+        // The first rejection of a (cursor, seq) stands: the journal's bytes for it never change.
+        insertRejected = try database.prepare("""
+            INSERT INTO rejected (cursor_name, seq, kind, topic, reason, envelope, rejected_at)
+            VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+            ON CONFLICT (cursor_name, seq) DO NOTHING
             """)
     }
 
@@ -155,6 +193,12 @@ public final class FulfilmentWorker {
         let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0, of: shardCount) }
         // The rows are the cursors; the subscriber starts from them and keeps its own in memory.
         var positions = try names.map { try storedCursor(name: $0) }
+        let parked = try rejectedCount()
+        if parked > 0 {
+            logger.warning("the store holds envelopes it could not apply, in table rejected (docs/workers.md)", [
+                "rejected": String(parked),
+            ])
+        }
         let subscriber = Subscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
             cursors: positions.map { MemoryCursor(seq: $0) as any SubscriberCursor }, logger: logger,
@@ -162,38 +206,66 @@ public final class FulfilmentWorker {
         for try await envelope in subscriber.envelopes {
             // With one daemon its cursor is row 0, whichever shard that daemon is.
             let position = shardCount == 1 ? 0 : envelope.shard
-            try database.transaction {
-                try apply(envelope.raw)
-                try saveCursor.run([.text(names[position]), .integer(envelope.seq)])
-            }
+            try handle(envelope.raw, cursorName: names[position])
             try await subscriber.commit(envelope)
             positions[position] = envelope.seq
-            counts.handled += 1
         }
         let s = subscriber.statistics
         logger.info("stopped", [
             "handled": String(counts.handled), "orders_inserted": String(counts.ordersInserted),
             "repeats": String(counts.repeats), "fails_after_complete": String(counts.failsAfterComplete),
-            "missed": String(s.missed), "recovered": String(s.recovered),
+            "rejected": String(counts.rejected), "missed": String(s.missed), "recovered": String(s.recovered),
             "last_seq": positions.map(String.init).joined(separator: ","),
         ])
     }
 
-    /// Applies one envelope to the order store (inside the caller's transaction).
-    func apply(_ envelope: BusEnvelope) throws {
-        let parsed = envelope.bytes.withUnsafeBytes { bytes in (try? document.parse(bytes)) != nil }
-        guard parsed, document.kind(document.root) == .object else {
-            logger.error("unreadable envelope; skipped", ["seq": String(envelope.seq)])
-            return
+    /// Handles one envelope: applies it, or parks it in `rejected`, in one transaction with the
+    /// move of cursor row `cursorName` to its `seq`. What ``run(onSubscribed:)`` does with each
+    /// envelope before committing it to the subscriber.
+    /// - Throws: a ``SQLiteError`` (the transaction is rolled back: neither the order nor the cursor moved).
+    func handle(_ envelope: BusEnvelope, cursorName: String) throws {
+        let rejection = try database.transaction { () throws -> RejectionReason? in
+            let rejection = try apply(envelope)
+            if let rejection {
+                try insertRejected.run([
+                    .text(cursorName), .integer(envelope.seq), .text(envelope.kind.name), .text(envelope.topicString),
+                    .text(rejection.description), .blob(envelope.bytes),
+                ])
+            }
+            try saveCursor.run([.text(cursorName), .integer(envelope.seq)])
+            return rejection
         }
+        counts.handled += 1
+        if let rejection {
+            counts.rejected += 1
+            logger.error("envelope not applied; parked in table rejected", [
+                "seq": String(envelope.seq), "reason": rejection.description, "cursor": cursorName,
+                "topic": envelope.topicString,
+            ])
+        }
+    }
+
+    /// Rows of table `rejected`: envelopes parked and not yet handled by an operator.
+    func rejectedCount() throws -> Int64 {
+        let q = try database.prepare("SELECT count(*) FROM rejected")
+        try q.bind([])
+        defer { q.reset() }
+        return try q.step() ? (q.int64(0) ?? 0) : 0
+    }
+
+    /// Applies one envelope to the order store (inside the caller's transaction).
+    /// - Returns: why it could not be applied (the caller parks it), or nil once applied.
+    func apply(_ envelope: BusEnvelope) throws -> RejectionReason? {
+        let parsed = envelope.bytes.withUnsafeBytes { bytes in (try? document.parse(bytes)) != nil }
+        guard parsed, document.kind(document.root) == .object else { return .unreadable }
         let root = document.root
-        func string(_ key: StaticString) -> String? { document.member(root, key).flatMap { document.string($0) } }
-        guard let key = string("idempotency_key"), let checkoutID = string("checkout_id") else {
-            logger.error("envelope without idempotency_key or checkout_id; skipped", ["seq": String(envelope.seq)])
-            return
+        func string(_ key: StaticString) -> String? {
+            document.member(root, key).flatMap { document.string($0) }.flatMap { $0.isEmpty ? nil : $0 }
         }
         switch envelope.kind {
         case .complete:
+            guard let key = string("idempotency_key") else { return .missingIdempotencyKey }
+            guard let checkoutID = string("checkout_id") else { return .missingCheckoutID }
             let summary = document.member(root, "summary")
             func summaryString(_ k: StaticString) -> String? { summary.flatMap { document.member($0, k) }.flatMap { document.string($0) } }
             let total = summary.flatMap { document.member($0, "total") }.flatMap { document.int64($0) }
@@ -209,16 +281,19 @@ public final class FulfilmentWorker {
             if isRepeat || changed == 0 { counts.repeats += 1 } else { counts.ordersInserted += 1 }
         case .fail:
             let afterComplete = document.member(root, "after_complete").map { document.kind($0) == .true } ?? false
+            // A failure before any complete is no order: nothing to apply, with or without a key.
             guard afterComplete else {
                 counts.otherFails += 1
-                return
+                return nil
             }
+            guard let key = string("idempotency_key") else { return .missingIdempotencyKey }
             let code = document.member(root, "error").flatMap { document.member($0, "code") }.flatMap { document.string($0) }
             try noteFail.run([.optional(code), .integer(envelope.seq), .text(key)])
             counts.failsAfterComplete += 1
         default:
             break
         }
+        return nil
     }
 
     public static let help = """
@@ -228,8 +303,11 @@ public final class FulfilmentWorker {
                                   [--name NAME] [--receive-hwm N] [--log-level LEVEL]
 
           --db PATH            the order store, created if missing (default ./orders.sqlite): table
-                               `orders` (one row per idempotency_key) and the worker's cursors (one
+                               `orders` (one row per idempotency_key), the worker's cursors (one
                                row per shard: fulfil for a single daemon, fulfil.I-of-N for shard I of N)
+                               and `rejected`: envelopes it could not apply (unreadable, no
+                               idempotency_key or checkout_id), parked with their bytes and reason
+                               as the cursor passes them; re-drive or DELETE them (docs/workers.md)
           --sync MODE          normal (default) or full: SQLite's synchronous setting. normal is
                                exactly-once already (the cursor rolls back with the orders and the
                                journal replays them); full also makes each order durable on its own

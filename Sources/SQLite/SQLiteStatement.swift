@@ -15,7 +15,7 @@ public final class SQLiteStatement {
     /// SQLite copies bound text and blobs (`SQLITE_TRANSIENT`).
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    /// Binds parameters 1, 2, … in order: `Int64`, `Int`, `String`, `nil`.
+    /// Binds parameters 1, 2, … in order: `Int64`, `String`, bytes, `nil`.
     public func bind(_ values: [SQLiteValue]) throws {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
@@ -25,6 +25,12 @@ public final class SQLiteStatement {
             switch value {
             case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
             case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, SQLiteStatement.transient)
+            // Empty bytes bind an empty blob, not NULL (which a nil pointer would).
+            case .blob(let b) where b.isEmpty: rc = sqlite3_bind_zeroblob(handle, index, 0)
+            case .blob(let b):
+                rc = b.withUnsafeBytes {
+                    sqlite3_bind_blob64(handle, index, $0.baseAddress, UInt64($0.count), SQLiteStatement.transient)
+                }
             case .null: rc = sqlite3_bind_null(handle, index)
             }
             guard rc == SQLITE_OK else { throw database.lastError(rc) }
@@ -62,6 +68,14 @@ public final class SQLiteStatement {
     public func text(_ column: Int32) -> String? {
         guard let p = sqlite3_column_text(handle, column) else { return nil }
         return String(cString: p)
+    }
+
+    /// The column's bytes as stored (a blob's, or a text's UTF-8); nil for NULL.
+    public func blob(_ column: Int32) -> [UInt8]? {
+        guard sqlite3_column_type(handle, column) != SQLITE_NULL else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        guard count > 0, let p = sqlite3_column_blob(handle, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: count))
     }
 
     /// Ends a query early (the next ``bind(_:)`` also does).

@@ -4,6 +4,8 @@ import CSQLite
 public enum SQLiteValue: Sendable {
     case integer(Int64)
     case text(String)
+    /// Bytes as they are (a `BLOB`): what may not be UTF-8 text.
+    case blob([UInt8])
     case null
 
     public static func optional(_ s: String?) -> SQLiteValue { s.map { .text($0) } ?? .null }

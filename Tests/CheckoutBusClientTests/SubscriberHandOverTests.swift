@@ -26,4 +26,27 @@ struct SubscriberHandOverTests {
         handOver = nil  // two envelopes still queued
         #expect(handOver == nil)
     }
+
+    /// A consumer always a little behind: the queue never drains. (Before the ring, the queue was
+    /// compacted only when fully drained, so it kept every envelope ever delivered: 20,002 here.)
+    @Test("a consumer that never lets the queue drain: storage stays within twice the capacity, order kept")
+    func neverDrained() async throws {
+        let capacity = 8
+        let handOver = SubscriberHandOver(capacity: capacity, cursors: [MemoryCursor()])
+        #expect(handOver.push(Self.envelope(1)))
+        #expect(handOver.push(Self.envelope(2)))
+        var most = handOver.storageSlots
+        for seq in Int64(3)...20_002 {
+            #expect(handOver.push(Self.envelope(seq)))
+            let taken = try await handOver.next()
+            if taken?.seq != seq - 2 {
+                Issue.record("got \(taken?.seq ?? -1), expected \(seq - 2)")
+                return
+            }
+            most = max(most, handOver.storageSlots)
+        }
+        #expect(most <= 2 * capacity, "storage slots: at most \(most) for a capacity of \(capacity)")
+        #expect(try await handOver.next()?.seq == 20_001)
+        #expect(try await handOver.next()?.seq == 20_002)
+    }
 }

@@ -52,8 +52,9 @@ final class ControlClient {
             for i in stride(from: 0, to: frames.count - 1, by: 2) {
                 out.append((try seqOf(frames[i + 1]), String(decoding: frames[i], as: UTF8.self), frames[i + 1]))
             }
+            if n > last { return out }
+            guard n > next else { throw HarnessError("replay from \(next) made no progress: \(status)") }
             next = n
-            if next > last { return out }
         }
     }
 

@@ -13,6 +13,8 @@ import Testing
 final class FulfilProcess {
     let process = Process()
     let stderr: PipeLineReader
+    /// The lines on stderr before `fulfil: subscribed`.
+    private(set) var startupLines: [String] = []
 
     convenience init(daemon: DaemonProcess, database: URL, extra: [String] = []) throws {
         try self.init(publish: daemon.publish, control: daemon.control, database: database, extra: extra)
@@ -32,6 +34,7 @@ final class FulfilProcess {
         while Date() < deadline {
             guard let line = stderr.readLine(timeout: max(0.01, deadline.timeIntervalSinceNow)) else { break }
             if line.hasPrefix("fulfil: subscribed") { return }
+            startupLines.append(line)
         }
         process.terminate()
         throw HarnessError("checkoutbus-fulfil did not report its subscriptions")

@@ -131,4 +131,34 @@ struct TraceTests {
         #expect(swapped.status == 3)
         #expect(swapped.errors.contains("is shard 1/2"), "\(swapped.errors)")
     }
+
+    /// Before, the daemon answered `ok` with no records and `next == from`, and trace asked again
+    /// for ever (this test then failed at its bounds, trace killed after 30 s).
+    @Test("a journal segment that cannot be read: trace and tail --since stop at once with journal_unreadable")
+    func unreadableSegment() throws {
+        let daemon = try DaemonProcess()
+        let checkout = "gid://shopify/Checkout/trace-unreadable"
+        #expect(try send(traceLifecycle(checkout, order: "gid://shopify/Order/3003"), to: daemon.ingestAcked,
+                         arguments: ["--acked"]).status == 0)
+        // The daemon goes on writing through its own descriptor; a replay must open the file by name.
+        let segments = try journalSegments(daemon)
+        try #require(segments.count == 1)
+        try FileManager.default.removeItem(at: segments[0])
+
+        let started = Date()
+        let trace = try runTrace([checkout, "--control", daemon.control, "--timeout", "5"])
+        #expect(trace.status == 3, "\(trace.errors)")
+        #expect(Date().timeIntervalSince(started) < 5, "trace stopped at the refusal, not at a bound")
+        #expect(trace.errors.contains("journal_unreadable"), "\(trace.errors)")
+        #expect(trace.errors.contains(segments[0].lastPathComponent) && trace.errors.contains("errno 2"), "\(trace.errors)")
+
+        let tailStarted = Date()
+        let tail = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control,
+                                               "--since", "1"], timeout: 20)
+        #expect(tail.status != 0, "\(tail.output)")
+        #expect(Date().timeIntervalSince(tailStarted) < 15, "tail stopped, not killed")
+        #expect(tail.output.contains("journal_unreadable"), "\(tail.output)")
+        #expect(daemon.stderrText.contains("journal: a segment cannot be read"), "\(daemon.stderrText)")
+        #expect(daemon.terminate() == 0)
+    }
 }

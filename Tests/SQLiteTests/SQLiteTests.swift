@@ -53,4 +53,23 @@ struct SQLiteTests {
         #expect(try count.step())
         #expect(count.int64(0) == 0)
     }
+
+    @Test("bytes bind as a blob and read back as they were, not UTF-8 included; empty bytes are not NULL")
+    func blobs() throws {
+        let path = Self.path()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let db = try SQLiteDatabase(path: path)
+        try db.execute("CREATE TABLE raw (id INTEGER PRIMARY KEY, bytes BLOB)")
+        let insert = try db.prepare("INSERT INTO raw (id, bytes) VALUES (?, ?)")
+        let values: [[UInt8]] = [[0x7B, 0xFF, 0x00, 0xFE], []]
+        for (i, v) in values.enumerated() { try insert.run([.integer(Int64(i)), .blob(v)]) }
+        let select = try db.prepare("SELECT bytes, bytes IS NULL, typeof(bytes) FROM raw ORDER BY id")
+        for v in values {
+            #expect(try select.step())
+            #expect(select.blob(0) == v)
+            #expect(select.int64(1) == 0)
+            #expect(select.text(2) == "blob")
+        }
+        #expect(try !select.step())
+    }
 }

@@ -8,11 +8,11 @@ import CheckoutBusRuntime
 /// `Sendable`: its state sits behind a `Mutex`. The poll thread blocks in ``push(_:)`` while the
 /// queue is full — it reads no socket meanwhile, so ZeroMQ's high-water mark drops and the journal
 /// fills the gap later, which is the design — and the consumer suspends in ``next()`` while it is
-/// empty.
+/// empty. The queue is a ``RingBuffer``: an envelope taken is released at once, and the storage
+/// stays within twice the capacity however the consumer's pace compares with the poll thread's.
 package final class SubscriberHandOver: Sendable {
     private struct State {
-        var queue: [ReceivedEnvelope] = []
-        var head = 0
+        var queue = RingBuffer<ReceivedEnvelope>()
         /// The consumer suspended in next().
         var waiter: CheckedContinuation<ReceivedEnvelope?, any Error>?
         var started = false
@@ -41,6 +41,9 @@ package final class SubscriberHandOver: Sendable {
         for _ in 0..<max(1, capacity) { space.signal() }
         self.cursors = Mutex(cursors)
     }
+
+    /// The slots the queue's storage holds, queued envelopes and free slots: what it costs in memory.
+    package var storageSlots: Int { state.withLock { $0.queue.capacity } }
 
     /// Whether this call is the first: the poll thread is started once.
     package func claimStart() -> Bool {
@@ -79,15 +82,7 @@ package final class SubscriberHandOver: Sendable {
         let envelope = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ReceivedEnvelope?, any Error>) in
                 let ready = state.withLock { s -> Result<ReceivedEnvelope?, any Error>? in
-                    if s.head < s.queue.count {
-                        let envelope = s.queue[s.head]
-                        s.head += 1
-                        if s.head == s.queue.count {
-                            s.queue.removeAll(keepingCapacity: true)
-                            s.head = 0
-                        }
-                        return .success(envelope)
-                    }
+                    if let envelope = s.queue.popFirst() { return .success(envelope) }
                     if s.cancelled { return .success(nil) }
                     if s.finished {
                         defer { s.failure = nil }

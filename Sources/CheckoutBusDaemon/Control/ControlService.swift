@@ -278,6 +278,23 @@ package final class ControlService {
             w.append("}")
             frames.append(w.bytes)
             return
+        } catch let error as JournalError where error.code == .notReadable {
+            // A segment that cannot be opened or read: a refusal that says so, never an empty page
+            // (which a client pages on for ever) nor damage (whose seqs it would count as lost).
+            pageFrames.removeAll()
+            var w = begin("replay", ok: false, req: req)
+            w.append(",\"error\":\"journal_unreadable\",\"detail\":")
+            w.appendString(error.description)
+            w.append(",\"from\":")
+            w.append(int: from)
+            let bounds = reader.bounds
+            w.append(",\"first_seq\":")
+            w.append(int: Int64(bounds.first))
+            w.append(",\"last_seq\":")
+            w.append(int: Int64(bounds.last))
+            w.append("}")
+            frames.append(w.bytes)
+            return
         } catch {
             pageFrames.removeAll()
             frames.append(badRequest("replay failed: \(error)", req: req))

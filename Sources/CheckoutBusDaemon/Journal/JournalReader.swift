@@ -58,6 +58,8 @@ package final class JournalReader {
     private var indexes: [String: SegmentIndex] = [:]
     /// Damage already logged (segment path and offset), so a replay that meets it again is quiet.
     private var damageLogged: Set<String> = []
+    /// Read errors already logged, so a client retrying the same page is quiet.
+    private var unreadableLogged: Set<String> = []
 
     package init(catalog: JournalCatalog, logger: BusLogger) {
         self.catalog = catalog
@@ -91,7 +93,10 @@ package final class JournalReader {
     ///     (it always holds at least one record).
     /// - Returns: the seq the next page starts at, and how many records matched.
     /// - Throws: ``Journal/ReplayError/notRetained(firstSeq:)`` when `from` is older than the
-    ///   journal, or falls in seqs a recovery set aside (`firstSeq` is then where the journal goes on).
+    ///   journal, or falls in seqs a recovery set aside (`firstSeq` is then where the journal goes on);
+    ///   ``JournalError`` ``JournalError/Code/notReadable`` when a segment the catalog lists cannot be
+    ///   opened, a read of it fails, or it ends before the bytes the catalog says were written: never
+    ///   an empty page, and never taken for a damaged record.
     package func read(
         from: UInt64, prefixes: [[UInt8]], limit: Int, maxExamined: Int = .max, maxBytes: Int = .max,
         _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
@@ -112,18 +117,19 @@ package final class JournalReader {
         func full() -> Bool { count >= limit || examined >= maxExamined || bytes >= maxBytes }
         while s < segments.count && !full() && next <= journal.lastSeq {
             let seg = segments[s]
-            guard let rfd = descriptor(seg.path) else { break }
+            let rfd = try descriptor(seg.path)
             var index = indexes[seg.path] ?? SegmentIndex()
             defer { indexes[seg.path] = index }
             var offset = index.start(for: next)
             var window = ReadWindow()
             var endPage = false
             while offset < seg.size {
-                var found = record(rfd, at: offset, size: seg.size, &window)
+                var found = try record(rfd, at: offset, size: seg.size, &window, path: seg.path)
                 if found == nil {
                     // A damaged record (a corrupt byte in a closed segment): the reader goes on at
                     // the next intact record rather than losing the rest of the segment.
-                    guard let (at, r) = nextIntactRecord(rfd, after: offset, size: seg.size, &window) else { break }
+                    guard let (at, r) = try nextIntactRecord(rfd, after: offset, size: seg.size, &window, path: seg.path)
+                    else { break }
                     noteDamage(seg.path, from: offset, to: at, nextSeq: r.0.seq)
                     offset = at
                     found = r
@@ -166,23 +172,36 @@ package final class JournalReader {
 
     /// Reads records of the segment at `path` from `from` to `size`, calling `body` with each
     /// valid one and its offset until it returns false or a record is torn or corrupt.
+    ///
+    /// - Important: a segment that cannot be opened or read ends the scan as a torn record would,
+    ///   logged as an error: the recovery that calls this takes no error yet.
     package func scanRecords(
         path: String, from: Int, size: Int,
         _ body: (JournalFormat.RecordHeader, Int, UnsafeRawPointer) -> Bool
     ) {
         let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0 else { return }
+        guard rfd >= 0 else {
+            logger.error("journal: a segment cannot be opened for its scan", [
+                "segment": path, "error": JournalReader.describe(errno),
+            ])
+            return
+        }
         defer { Glibc.close(rfd) }
-        scan(rfd, from: from, size: size, body)
+        do {
+            try scan(rfd, path: path, from: from, size: size, body)
+        } catch {
+            logger.error("journal: a segment's scan ended at a read error", ["error": "\(error)"])
+        }
     }
 
     private func scan(
-        _ rfd: Int32, from: Int, size: Int, _ body: (JournalFormat.RecordHeader, Int, UnsafeRawPointer) -> Bool
-    ) {
+        _ rfd: Int32, path: String, from: Int, size: Int,
+        _ body: (JournalFormat.RecordHeader, Int, UnsafeRawPointer) -> Bool
+    ) throws {
         var window = ReadWindow()
         var offset = from
         while offset < size {
-            guard let (h, p) = record(rfd, at: offset, size: size, &window) else { return }
+            guard let (h, p) = try record(rfd, at: offset, size: size, &window, path: path) else { return }
             guard body(h, offset, p) else { return }
             offset += h.recordSize
         }
@@ -205,8 +224,12 @@ package final class JournalReader {
         var count = 0
     }
 
-    /// Makes `[offset, offset + n)` of the file available in ``buffer``; nil past its end.
-    private func bytes(_ rfd: Int32, at offset: Int, _ n: Int, size: Int, _ w: inout ReadWindow) -> UnsafeRawPointer? {
+    /// Makes `[offset, offset + n)` of the file available in ``buffer``; nil past `size`.
+    /// - Throws: ``JournalError`` ``JournalError/Code/notReadable`` when `pread` fails, or the file
+    ///   ends before `size` (bytes written, as far as the caller knows, are gone).
+    private func bytes(_ rfd: Int32, at offset: Int, _ n: Int, size: Int, _ w: inout ReadWindow, path: String) throws
+        -> UnsafeRawPointer?
+    {
         guard offset + n <= size else { return nil }
         if offset >= w.start && offset + n <= w.start + w.count { return UnsafeRawPointer(buffer + (offset - w.start)) }
         if n > capacity {
@@ -216,25 +239,34 @@ package final class JournalReader {
         }
         let want = min(capacity, size - offset)
         var got = 0
+        w = ReadWindow()
         while got < want {
             let r = pread(rfd, buffer + got, want - got, off_t(offset + got))
             if r < 0 && errno == EINTR { continue }
-            if r <= 0 { break }
+            if r < 0 {
+                throw unreadable("cannot read journal segment \(path) at byte \(offset + got): "
+                                 + JournalReader.describe(errno))
+            }
+            if r == 0 {
+                throw unreadable("journal segment \(path) ends at byte \(offset + got), before the \(size) bytes "
+                                 + "written to it (truncated or replaced under the daemon)")
+            }
             got += r
         }
         w = ReadWindow(start: offset, count: got)
-        return got >= n ? UnsafeRawPointer(buffer) : nil
+        return UnsafeRawPointer(buffer)
     }
 
     /// The valid record at `offset`, or nil when it is torn, corrupt or past `size`.
-    private func record(_ rfd: Int32, at offset: Int, size: Int, _ w: inout ReadWindow)
+    private func record(_ rfd: Int32, at offset: Int, size: Int, _ w: inout ReadWindow, path: String) throws
         -> (JournalFormat.RecordHeader, UnsafeRawPointer)?
     {
-        guard let head = bytes(rfd, at: offset, JournalFormat.recordHeaderSize, size: size, &w) else { return nil }
+        guard let head = try bytes(rfd, at: offset, JournalFormat.recordHeaderSize, size: size, &w, path: path)
+        else { return nil }
         let body = Int(JournalFormat.load(head, 4, as: UInt32.self))
         guard body <= JournalFormat.maxBodySize else { return nil }
         let total = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
-        guard let p = bytes(rfd, at: offset, total, size: size, &w),
+        guard let p = try bytes(rfd, at: offset, total, size: size, &w, path: path),
             let h = JournalFormat.readRecord(p, available: total)
         else { return nil }
         return (h, p)
@@ -242,14 +274,14 @@ package final class JournalReader {
 
     /// The first intact record after the damaged one at `offset` (found by its magic and checksum),
     /// and its offset; nil when none follows in the segment.
-    private func nextIntactRecord(_ rfd: Int32, after offset: Int, size: Int, _ w: inout ReadWindow)
+    private func nextIntactRecord(_ rfd: Int32, after offset: Int, size: Int, _ w: inout ReadWindow, path: String) throws
         -> (Int, (JournalFormat.RecordHeader, UnsafeRawPointer))?
     {
         var at = offset + 1
         while at + JournalFormat.recordHeaderSize <= size {
-            guard let p = bytes(rfd, at: at, 4, size: size, &w) else { return nil }
+            guard let p = try bytes(rfd, at: at, 4, size: size, &w, path: path) else { return nil }
             if JournalFormat.isRecordMagic(JournalFormat.load(p, 0, as: UInt32.self)),
-                let r = record(rfd, at: at, size: size, &w)
+                let r = try record(rfd, at: at, size: size, &w, path: path)
             {
                 return (at, r)
             }
@@ -265,12 +297,37 @@ package final class JournalReader {
         ])
     }
 
-    private func descriptor(_ path: String) -> Int32? {
+    /// The descriptor of the segment at `path`, opened when it is not the one open.
+    /// - Throws: ``Journal/ReplayError/notRetained(firstSeq:)`` when retention retired the segment
+    ///   since the catalog was read (it is gone from the catalog now), else ``JournalError``
+    ///   ``JournalError/Code/notReadable`` naming the file and the error.
+    private func descriptor(_ path: String) throws -> Int32 {
         if let f = openFile, f.path == path { return f.fd }
         close()
         let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0 else { return nil }
+        guard rfd >= 0 else {
+            let code = errno
+            let now = catalog.contents
+            if code == ENOENT && !now.segments.contains(where: { $0.path == path }) {
+                throw ReplayError.notRetained(firstSeq: now.firstSeq)
+            }
+            throw unreadable("cannot open journal segment \(path): \(JournalReader.describe(code))")
+        }
         openFile = (path, rfd)
         return rfd
+    }
+
+    /// A ``JournalError/Code/notReadable`` error, logged the first time this reader meets it (a
+    /// client retrying the same page does not fill the log).
+    private func unreadable(_ description: String) -> JournalError {
+        if unreadableLogged.insert(description).inserted {
+            logger.error("journal: a segment cannot be read; replays that reach it are refused", ["error": description])
+        }
+        return JournalError(.notReadable, description)
+    }
+
+    /// `strerror` and the number, as in `No such file or directory (errno 2)`.
+    static func describe(_ code: Int32) -> String {
+        "\(String(cString: strerror(code))) (errno \(code))"
     }
 }

@@ -100,7 +100,8 @@ public struct JournalBenchmark {
                 let status = message.bytes
                 guard let obj = try JSONSerialization.jsonObject(with: Data(status)) as? [String: Any],
                     let n = obj["next"] as? Int
-                else { throw DaemonError("bad replay reply") }
+                else { throw DaemonError("bad replay reply: \(String(decoding: status, as: UTF8.self))") }
+                guard n > next else { throw DaemonError("replay from \(next) made no progress (next \(n))") }
                 while message.hasMore {
                     _ = try dealer.receive(into: message)
                     received += 1

@@ -145,6 +145,11 @@ public struct TraceCommand {
                 i += 2
             }
             if page.next > page.lastSeq { break }
+            // A page that does not move on would be asked for again for ever.
+            guard page.next > from else {
+                throw TraceError(description: "\(controls[shard]) answered a replay from \(from) that made no progress "
+                                 + "(next \(page.next), last_seq \(page.lastSeq))")
+            }
             from = page.next
         }
         if let dataDirectory {
