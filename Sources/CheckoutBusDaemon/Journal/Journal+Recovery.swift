@@ -39,7 +39,7 @@ extension Journal {
         kindSeqs = startKinds
         var seq = firstSeq - 1
         var intact = JournalFormat.segmentHeaderSize
-        reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
+        try reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
             guard h.seq == seq + 1 else { return false }
             seq = h.seq
             kindSeqs[Int(h.kind)] = max(kindSeqs[Int(h.kind)], h.kindSeq)
@@ -155,7 +155,7 @@ extension Journal {
         var cutMaxSeq: UInt64 = 0
         // Keep one segment, cut to its header at least: its header carries the kind_seqs.
         while segments.count > 1, let last = segments.last, last.firstSeq > d + 1 {
-            reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, _, _ in
+            try reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, _, _ in
                 cutMaxSeq = max(cutMaxSeq, h.seq)
                 return true
             }
@@ -173,7 +173,7 @@ extension Journal {
             var durableEnd = JournalFormat.segmentHeaderSize
             var intactEnd = JournalFormat.segmentHeaderSize
             var seq = last.firstSeq - 1
-            reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
+            try reader.scanRecords(path: last.path, from: JournalFormat.segmentHeaderSize, size: last.size) { h, offset, _ in
                 guard h.seq == seq + 1 else { return false }
                 seq = h.seq
                 intactEnd = offset + h.recordSize
@@ -229,13 +229,13 @@ extension Journal {
             let prev = segments[i - 1]
             let h = JournalFiles.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
             if let (_, kinds) = h.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) { before = kinds }
-            reader.scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
+            try reader.scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
                 before[Int(r.kind)] = max(before[Int(r.kind)], r.kindSeq)
                 return true
             }
         }
         var seen = [Bool](repeating: false, count: JournalFormat.kindCount)
-        reader.scanRecords(path: seg.path, from: JournalFormat.segmentHeaderSize, size: seg.size) { r, _, _ in
+        try reader.scanRecords(path: seg.path, from: JournalFormat.segmentHeaderSize, size: seg.size) { r, _, _ in
             let k = Int(r.kind)
             if !seen[k] {
                 seen[k] = true

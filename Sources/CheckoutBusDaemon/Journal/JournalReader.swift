@@ -172,26 +172,16 @@ package final class JournalReader {
 
     /// Reads records of the segment at `path` from `from` to `size`, calling `body` with each
     /// valid one and its offset until it returns false or a record is torn or corrupt.
-    ///
-    /// - Important: a segment that cannot be opened or read ends the scan as a torn record would,
-    ///   logged as an error: the recovery that calls this takes no error yet.
+    /// - Throws: ``JournalError`` ``JournalError/Code/notReadable`` when the segment cannot be opened
+    ///   or read: recovery must not take a read error for a torn tail and cut good records.
     package func scanRecords(
         path: String, from: Int, size: Int,
         _ body: (JournalFormat.RecordHeader, Int, UnsafeRawPointer) -> Bool
-    ) {
+    ) throws {
         let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0 else {
-            logger.error("journal: a segment cannot be opened for its scan", [
-                "segment": path, "error": JournalReader.describe(errno),
-            ])
-            return
-        }
+        guard rfd >= 0 else { throw unreadable("cannot open journal segment \(path): " + JournalReader.describe(errno)) }
         defer { Glibc.close(rfd) }
-        do {
-            try scan(rfd, path: path, from: from, size: size, body)
-        } catch {
-            logger.error("journal: a segment's scan ended at a read error", ["error": "\(error)"])
-        }
+        try scan(rfd, path: path, from: from, size: size, body)
     }
 
     private func scan(
