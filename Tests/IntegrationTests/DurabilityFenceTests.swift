@@ -69,7 +69,8 @@ struct DurabilityFenceTests {
     {
         let daemon = try DaemonProcess(extra, failpoints: failpoints)
         let capture = PublishedCapture(daemon.publish)
-        #expect(capture.subscribed.wait(timeout: .now() + 20) == .success, "a heartbeat answered the subscription")
+        #expect(await eventually(20) { capture.subscribed.wait(timeout: .now()) == .success },
+                "a heartbeat answered the subscription")
         let producer = try await AcknowledgedProducer(options: .init(endpoint: daemon.ingestAcked, timeout: .seconds(10), window: 64))
         let events = AcknowledgedProducerTests.bytes(distinctEvents(count, run: run))
         var acked: [Acknowledgement] = []
@@ -81,7 +82,7 @@ struct DurabilityFenceTests {
             acked = error.acknowledged
         }
         await producer.close()
-        #expect(waitForExit(daemon.process, timeout: 20) == 75, "a fenced daemon exits 75")
+        #expect(await exitStatus(daemon.process, timeout: 20) == 75, "a fenced daemon exits 75")
         #expect(daemon.stderrText.contains("journal fenced"), "the log says why: \(daemon.stderrText.suffix(600))")
         let markerURL = daemon.dataDirectory.appendingPathComponent("journal/FENCED")
         let marker = try JSONDecoder().decode(Marker.self, from: Data(contentsOf: markerURL))

@@ -12,20 +12,14 @@ struct FaultCampaignTests {
     /// two daemon kills among worker kills, and a failed fdatasync (a fence) among three daemon
     /// faults and a bridge kill.
     @Test("seeded schedules of kill -9, SIGSTOP, disk full and a failed fdatasync: every invariant holds")
-    func seededSchedules() throws {
+    func seededSchedules() async throws {
         let python = try #require(PyZMQSubscriberTests.pythonWithZMQ)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = [python, Products.repositoryRoot.appendingPathComponent("scripts/fault-campaign").path,
-                       "--seed", "32", "--first", "2", "--schedules", "4", "--checkouts", "2000",
-                       "--bin", Products.directory.path, "--json"]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.start()
-        let reader = PipeLineReader(out.fileHandleForReading)
-        let lines = reader.readAll(timeout: 420)
-        let status = waitForExit(p, timeout: 10)
+        // Two minutes of processes: on a thread of its own, not one of the cooperative pool's.
+        let (status, output) = try await PythonClientTests.runOffPool(
+            [python, Products.repositoryRoot.appendingPathComponent("scripts/fault-campaign").path,
+             "--seed", "32", "--first", "2", "--schedules", "4", "--checkouts", "2000",
+             "--bin", Products.directory.path, "--json"], timeout: 420)
+        let lines = output.split(separator: "\n").map(String.init)
         for line in lines where !line.hasPrefix("{") { print("fault-campaign: \(line)") }
         #expect(status == 0, "fault-campaign failed:\n\(lines.filter { !$0.hasPrefix("{") }.joined(separator: "\n"))")
         let summary = try #require(lines.first { $0.hasPrefix("{") }.flatMap {

@@ -10,7 +10,7 @@ import Testing
 @Suite("fulfilment worker across a daemon killed mid-replay", .serialized, .timeLimit(.minutes(4)))
 struct FulfilmentFreezeTests {
     /// A journal with more than two replay pages of completes and fails for the worker to catch up on.
-    static func journalWithOrders(checkouts: Int, seed: UInt64) throws -> (daemon: DaemonProcess, orders: Int) {
+    static func journalWithOrders(checkouts: Int, seed: UInt64) async throws -> (daemon: DaemonProcess, orders: Int) {
         let daemon = try DaemonProcess()
         let flood = Process()
         flood.executableURL = Products.url("checkoutbus")
@@ -19,7 +19,7 @@ struct FulfilmentFreezeTests {
         flood.standardOutput = FileHandle.nullDevice
         flood.standardError = FileHandle.nullDevice
         try flood.start()
-        #expect(waitForExit(flood, timeout: 120) == 0, "the flood saw nothing lost")
+        #expect(await exitStatus(flood, timeout: 120) == 0, "the flood saw nothing lost")
         let events = FloodGenerator(checkouts: checkouts, seed: seed, runID: "expected").makeEvents()
         return (daemon, Set(events.filter { $0.expected == .complete }.map(\.checkoutID)).count)
     }
@@ -28,8 +28,8 @@ struct FulfilmentFreezeTests {
     /// first page, 2 the next page's request, sent before the first page is delivered (the prefetch).
     @Test("killed holding the worker's first or prefetched replay request, then restarted in place: every order arrives once",
           arguments: [1, 2])
-    func killedHoldingAReplayRequest(request n: Int) throws {
-        let (first, orders) = try Self.journalWithOrders(checkouts: 6000, seed: 32)
+    func killedHoldingAReplayRequest(request n: Int) async throws {
+        let (first, orders) = try await Self.journalWithOrders(checkouts: 6000, seed: 32)
         #expect(orders > 1000)
         let endpoints = first.sameEndpoints
         let data = first.dataDirectory
@@ -38,7 +38,7 @@ struct FulfilmentFreezeTests {
         let doomed = try DaemonProcess(endpoints, dataDirectory: data, failpoints: "control.replay=kill@\(n)")
         let database = data.deletingLastPathComponent().appendingPathComponent("orders-\(n).sqlite")
         let worker = try FulfilProcess(publish: doomed.publish, control: doomed.control, database: database)
-        let status = waitForExit(doomed.process, timeout: 30)
+        let status = await exitStatus(doomed.process, timeout: 30)
         #expect(status != 0, "the failpoint killed the daemon")
         #expect(doomed.stderrText.contains("failpoints: control.replay: kill"))
         let before = orderCount(database)
@@ -46,13 +46,13 @@ struct FulfilmentFreezeTests {
 
         // The deploy: a new daemon on the same endpoints and journal, no failpoint.
         let restarted = try DaemonProcess(endpoints, dataDirectory: data)
-        let converged = waitUntil(60) { orderCount(database) >= orders }
+        let converged = await eventually(60) { orderCount(database) >= orders }
         #expect(converged, "the worker recorded \(orderCount(database)) of \(orders) orders a minute after the restart")
         let rows = try readOrders(database)
         #expect(rows.count == orders)
         #expect(Set(rows.map(\.key)).count == rows.count)
         worker.process.terminate()
-        #expect(waitForExit(worker.process, timeout: 20) == 0)
+        #expect(await exitStatus(worker.process, timeout: 20) == 0)
         #expect(restarted.terminate() == 0)
     }
 }

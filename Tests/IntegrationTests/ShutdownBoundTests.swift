@@ -48,15 +48,15 @@ struct ShutdownBoundTests {
     }
 
     @Test("SIGTERM with both ingest sockets flooded for ever: exit 0 within the drain bound, every published event journaled")
-    func endlessProducers() throws {
+    func endlessProducers() async throws {
         let daemon = try DaemonProcess()
         let producers = EndlessProducers(ingest: daemon.ingest, ingestAcked: daemon.ingestAcked)
         defer { producers.finish() }
         // Under way: the daemon has taken a good number of both.
-        #expect(waitUntil(20) { producers.sent.load(ordering: .relaxed) > 20_000 })
+        #expect(await eventually(20) { producers.sent.load(ordering: .relaxed) > 20_000 })
         let started = Date()
         daemon.process.terminate()
-        let status = waitForExit(daemon.process, timeout: 20)
+        let status = await exitStatus(daemon.process, timeout: 20)
         let seconds = Date().timeIntervalSince(started)
         print("shutdown under endless producers: exit \(status) after \(String(format: "%.2f", seconds)) s")
         #expect(status == 0)
