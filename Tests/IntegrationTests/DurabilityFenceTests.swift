@@ -13,7 +13,7 @@ import Glibc
 /// past the failure, the daemon fenced (exit 75, a `FENCED` marker), and after the restart every
 /// acknowledged event still in the journal, and the journal byte for byte what subscribers saw
 /// (the unsynced tail read back, checked and written again).
-@Suite("durability: failed syncs fence the journal", .serialized, .timeLimit(.minutes(3)))
+@Suite("durability: failed syncs fence the journal", .serialized, .timeLimit(.minutes(6)))
 struct DurabilityFenceTests {
     struct Marker: Decodable {
         var durable_seq: Int
@@ -69,8 +69,7 @@ struct DurabilityFenceTests {
     {
         let daemon = try DaemonProcess(extra, failpoints: failpoints)
         let capture = PublishedCapture(daemon.publish)
-        #expect(await eventually(20) { capture.subscribed.wait(timeout: .now()) == .success },
-                "a heartbeat answered the subscription")
+        #expect(capture.subscribed.wait(timeout: .now() + 20) == .success, "a heartbeat answered the subscription")
         let producer = try await AcknowledgedProducer(options: .init(endpoint: daemon.ingestAcked, timeout: .seconds(10), window: 64))
         let events = AcknowledgedProducerTests.bytes(distinctEvents(count, run: run))
         var acked: [Acknowledgement] = []
@@ -82,7 +81,7 @@ struct DurabilityFenceTests {
             acked = error.acknowledged
         }
         await producer.close()
-        #expect(await exitStatus(daemon.process, timeout: 20) == 75, "a fenced daemon exits 75")
+        #expect(waitForExit(daemon.process, timeout: 20) == 75, "a fenced daemon exits 75")
         #expect(daemon.stderrText.contains("journal fenced"), "the log says why: \(daemon.stderrText.suffix(600))")
         let markerURL = daemon.dataDirectory.appendingPathComponent("journal/FENCED")
         let marker = try JSONDecoder().decode(Marker.self, from: Data(contentsOf: markerURL))

@@ -20,8 +20,10 @@ final class FulfilProcess {
         try self.init(publish: daemon.publish, control: daemon.control, database: database, extra: extra)
     }
 
-    /// `publish` and `control` may list several shards' endpoints, comma-separated.
-    init(publish: String, control: String, database: URL, extra: [String] = []) throws {
+    /// `publish` and `control` may list several shards' endpoints, comma-separated. With
+    /// `waitForSubscription` false it returns once started (a daemon about to die may never answer
+    /// the subscription).
+    init(publish: String, control: String, database: URL, extra: [String] = [], waitForSubscription: Bool = true) throws {
         process.executableURL = Products.url("checkoutbus-fulfil")
         process.arguments = ["--db", database.path, "--from", publish, "--control", control,
                              "--name", "fulfil-test"] + extra
@@ -30,6 +32,7 @@ final class FulfilProcess {
         process.standardOutput = FileHandle.nullDevice
         try process.start()
         stderr = PipeLineReader(err.fileHandleForReading)
+        if !waitForSubscription { return }
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             guard let line = stderr.readLine(timeout: max(0.01, deadline.timeIntervalSinceNow)) else { break }

@@ -217,25 +217,6 @@ struct HarnessError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Whether `condition` holds within `seconds`, checked every 20 ms — without holding a thread of the
-/// cooperative pool while it waits (it has as many threads as cores: a test that blocks one for
-/// tens of seconds stalls the other suites, and their time limits run out).
-func eventually(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(nanoseconds: 20_000_000)
-    }
-    return condition()
-}
-
-/// ``waitForExit(_:timeout:beforeKill:)`` without holding a cooperative-pool thread while the
-/// process runs: the exit status, or -9 when it was killed at the deadline.
-func exitStatus(_ process: Process, timeout: Double) async -> Int32 {
-    _ = await eventually(timeout) { !process.isRunning || hasEnded(process.processIdentifier) }
-    return waitForExit(process, timeout: 1)
-}
-
 /// Waits for a process with a deadline, killing it if it overstays. Returns its exit status.
 ///
 /// A process that has ended is recognised by its state in `/proc` (a zombie), not only by
