@@ -142,19 +142,13 @@ struct DurabilityFenceTests {
         #expect(restarted.terminate() == 0)
     }
 
-    @Test("fdatasync fails with EIO under an acknowledged producer: no acknowledgement past it; the restart loses nothing acknowledged")
-    func fdatasyncEIO() async throws {
+    /// EIO: the disk failed the writeback. ENOSPC: a thin-provisioned volume ran out of space.
+    @Test("fdatasync fails under an acknowledged producer: no acknowledgement past it; the restart loses nothing acknowledged",
+          arguments: [("journal.fdatasync=eio@40", "Input/output error"), ("journal.fdatasync=enospc@25", "No space left")])
+    func fdatasyncFails(failpoint: String, reason: String) async throws {
         let (daemon, acked, events, marker, published) = try await Self.sendUntilFenced(
-            failpoints: "journal.fdatasync=eio@40", run: "fence-eio")
-        #expect(marker.reason.contains("fdatasync"))
-        try await Self.restartAndCheck(daemon, acked: acked, events: events, marker: marker, published: published)
-    }
-
-    @Test("fdatasync fails with ENOSPC (thin provisioning): the same fence")
-    func fdatasyncENOSPC() async throws {
-        let (daemon, acked, events, marker, published) = try await Self.sendUntilFenced(
-            failpoints: "journal.fdatasync=enospc@25", run: "fence-enospc")
-        #expect(marker.reason.contains("No space left"))
+            failpoints: failpoint, run: "fence-\(failpoint.suffix(6))")
+        #expect(marker.reason.contains("fdatasync") && marker.reason.contains(reason), "\(marker.reason)")
         try await Self.restartAndCheck(daemon, acked: acked, events: events, marker: marker, published: published)
     }
 

@@ -287,11 +287,7 @@ package final class ControlService {
             w.appendString(error.description)
             w.append(",\"from\":")
             w.append(int: from)
-            let bounds = reader.bounds
-            w.append(",\"first_seq\":")
-            w.append(int: Int64(bounds.first))
-            w.append(",\"last_seq\":")
-            w.append(int: Int64(bounds.last))
+            appendBounds(to: &w)
             w.append("}")
             frames.append(w.bytes)
             return
@@ -312,13 +308,18 @@ package final class ControlService {
         w.append(int: Int64(result.next))
         w.append(",\"count\":")
         w.append(int: pageFrames.count)
+        appendBounds(to: &w)
+        w.append("}")
+        frames.append(w.bytes)
+    }
+
+    /// `,"first_seq":F,"last_seq":L`: what the journal holds now.
+    private func appendBounds(to w: inout JSONWriter) {
         let bounds = reader.bounds
         w.append(",\"first_seq\":")
         w.append(int: Int64(bounds.first))
         w.append(",\"last_seq\":")
         w.append(int: Int64(bounds.last))
-        w.append("}")
-        frames.append(w.bytes)
     }
 
     private static let checkoutKey = Array(#""checkout_id":"#.utf8)
@@ -410,13 +411,7 @@ package final class ControlService {
         w.append(bool: snap.journalWritable)
         w.append(",\"fence_recovered\":")
         if let fence = snap.recoveredFence {
-            w.append("{\"durable_seq\":")
-            w.append(int: Int64(fence.durableSeq))
-            w.append(",\"reason\":")
-            w.appendString(fence.reason)
-            w.append(",\"at\":")
-            w.appendString(fence.at)
-            w.append("}")
+            fence.write(to: &w)
         } else {
             w.append("null")
         }

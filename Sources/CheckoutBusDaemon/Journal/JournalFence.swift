@@ -32,6 +32,17 @@ package final class JournalFence: Sendable {
         package var durableSeq: UInt64
         package var reason: String
         package var at: String
+
+        /// `{"durable_seq":D,"reason":…,"at":…}`: the marker file, and `stats` → `journal.fence_recovered`.
+        package func write(to w: inout JSONWriter) {
+            w.append("{\"durable_seq\":")
+            w.append(int: Int64(durableSeq))
+            w.append(",\"reason\":")
+            w.appendString(reason)
+            w.append(",\"at\":")
+            w.appendString(at)
+            w.append("}")
+        }
     }
 
     package let directory: String
@@ -93,15 +104,11 @@ package final class JournalFence: Sendable {
         }
     }
 
+    /// The marker file's bytes: ``Marker/write(to:)`` and a newline.
     static func encode(_ marker: Marker) -> [UInt8] {
         var w = JSONWriter(capacity: 256)
-        w.append("{\"durable_seq\":")
-        w.append(int: Int64(marker.durableSeq))
-        w.append(",\"reason\":")
-        w.appendString(marker.reason)
-        w.append(",\"at\":")
-        w.appendString(marker.at)
-        w.append("}\n")
+        marker.write(to: &w)
+        w.append("\n")
         return w.bytes
     }
 
