@@ -193,20 +193,25 @@ public final class FulfilmentWorker {
         let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0, of: shardCount) }
         // The rows are the cursors; the subscriber starts from them and keeps its own in memory.
         var positions = try names.map { try storedCursor(name: $0) }
-        let parked = try rejectedCount()
-        if parked > 0 {
+        // Each shard's parked envelopes, reported to its daemon (stats, checkoutbus_subscriber_rejected).
+        var parked = try names.map { try rejectedCount(cursorName: $0) }
+        if parked.reduce(0, +) > 0 {
             logger.warning("the store holds envelopes it could not apply, in table rejected (docs/workers.md)", [
-                "rejected": String(parked),
+                "rejected": String(parked.reduce(0, +)),
             ])
         }
         let subscriber = Subscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
             cursors: positions.map { MemoryCursor(seq: $0) as any SubscriberCursor }, logger: logger,
             onSubscribed: onSubscribed)
+        for (position, count) in parked.enumerated() { subscriber.reportRejected(count, position: position) }
         for try await envelope in subscriber.envelopes {
             // With one daemon its cursor is row 0, whichever shard that daemon is.
             let position = shardCount == 1 ? 0 : envelope.shard
-            try handle(envelope.raw, cursorName: names[position])
+            if try handle(envelope.raw, cursorName: names[position]) != nil {
+                parked[position] += 1
+                subscriber.reportRejected(parked[position], position: position)
+            }
             try await subscriber.commit(envelope)
             positions[position] = envelope.seq
         }
@@ -223,7 +228,9 @@ public final class FulfilmentWorker {
     /// move of cursor row `cursorName` to its `seq`. What ``run(onSubscribed:)`` does with each
     /// envelope before committing it to the subscriber.
     /// - Throws: a ``SQLiteError`` (the transaction is rolled back: neither the order nor the cursor moved).
-    func handle(_ envelope: BusEnvelope, cursorName: String) throws {
+    /// - Returns: why it was parked, or nil once applied.
+    @discardableResult
+    func handle(_ envelope: BusEnvelope, cursorName: String) throws -> RejectionReason? {
         let rejection = try database.transaction { () throws -> RejectionReason? in
             let rejection = try apply(envelope)
             if let rejection {
@@ -243,14 +250,16 @@ public final class FulfilmentWorker {
                 "topic": envelope.topicString,
             ])
         }
+        return rejection
     }
 
-    /// Rows of table `rejected`: envelopes parked and not yet handled by an operator.
-    func rejectedCount() throws -> Int64 {
-        let q = try database.prepare("SELECT count(*) FROM rejected")
-        try q.bind([])
+    /// Rows of table `rejected` (of cursor row `cursorName` only, when given): envelopes parked and
+    /// not yet handled by an operator.
+    func rejectedCount(cursorName: String? = nil) throws -> Int {
+        let q = try database.prepare("SELECT count(*) FROM rejected WHERE ?1 IS NULL OR cursor_name = ?1")
+        try q.bind([.optional(cursorName)])
         defer { q.reset() }
-        return try q.step() ? (q.int64(0) ?? 0) : 0
+        return try q.step() ? Int(q.int64(0) ?? 0) : 0
     }
 
     /// Applies one envelope to the order store (inside the caller's transaction).

@@ -54,6 +54,15 @@ struct FulfilmentRejectedTests {
         let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
         let worker = try FulfilProcess(daemon: daemon, database: database)
         #expect(waitUntil(20) { orderCount(database) == 2 }, "orders: \(orderCount(database))")
+        // The operator sees the parked envelopes at the daemon too: stats and the metric, from the
+        // worker's reports (one after every heartbeat).
+        func reportedRejected() -> Int? {
+            let subscribers = (try? ControlClient(daemon.control).stats())?["subscribers"] as? [String: Any]
+            return (subscribers?["fulfil-test"] as? [String: Any])?["rejected"] as? Int
+        }
+        #expect(waitUntil(20) { reportedRejected() == 2 }, "stats: \(String(describing: reportedRejected()))")
+        let metrics = try httpGet(daemon.ready["metrics"] as! String, "/metrics").body
+        #expect(metrics.contains("checkoutbus_subscriber_rejected{subscriber=\"fulfil-test\"} 2\n"))
         worker.process.terminate()
         #expect(waitForExit(worker.process, timeout: 20) == 0)
         let log = worker.stderr.readAll(timeout: 2).joined(separator: "\n")

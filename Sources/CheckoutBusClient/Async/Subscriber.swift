@@ -90,6 +90,14 @@ public final class Subscriber: Sendable {
         try handOver.cursors.withLock { cursors throws in try cursors[envelope.position].commit(envelope.seq) }
     }
 
+    /// Says how many envelopes of the shard at `position` the application holds parked because it
+    /// could not apply them (the fulfilment worker's `rejected` table): sent to that shard's daemon
+    /// with every report from now on, shown by its `stats` (`subscribers`) and metrics
+    /// (`checkoutbus_subscriber_rejected`), so that an operator sees them without the worker's store.
+    public func reportRejected(_ count: Int, position: Int = 0) {
+        handOver.rejected.withLock { $0[position] = count }
+    }
+
     /// Every shard's counts added up, as of the poll thread's last round.
     public var statistics: BusSubscriber.Statistics { handOver.statistics.withLock { $0 } }
 
@@ -132,6 +140,7 @@ public final class Subscriber: Sendable {
             loop.logger = logger
             loop.onSubscribed = onSubscribed
             loop.onBatchEnd = { [unowned loop] in handOver.statistics.withLock { $0 = loop.statistics } }
+            loop.rejectedCount = { position in handOver.rejected.withLock { $0[position] } ?? 0 }
             do {
                 try loop.run(stop: handOver.stop) { envelope in
                     let position = shardIDs?.firstIndex(of: envelope.shard) ?? (shards.count > 1 ? envelope.shard : 0)

@@ -32,6 +32,9 @@ package final class SubscriberHandOver: Sendable {
     package let cursors: Mutex<[any SubscriberCursor]>
     /// The poll loop's counts, copied after each round.
     package let statistics = Mutex(BusSubscriber.Statistics())
+    /// Each shard's parked envelopes as the application last said (``Subscriber/reportRejected(_:position:)``);
+    /// nil until it does.
+    package let rejected = Mutex([Int: Int]())
 
     package init(capacity: Int, cursors: sending [any SubscriberCursor]) {
         // Created empty and raised once per slot: libdispatch traps when a semaphore is released

@@ -129,6 +129,10 @@ public final class BusSubscriber {
     /// Called after each round of reading both sockets: a handler that buffers output flushes here.
     public var onBatchEnd: (() -> Void)?
     public var logger = BusLogger(label: "subscriber")
+    /// How many envelopes the application holds parked because it could not apply them (a table
+    /// of rejects, say): sent with every report as `rejected`, shown by the daemon's `stats` and
+    /// `checkoutbus_subscriber_rejected`. nil: not reported. Called on the subscriber's thread.
+    public var rejectedCount: (() -> Int)?
 
     private let cursor: any SubscriberCursor
     /// The gap logic; a new one for every run.
@@ -287,7 +291,8 @@ public final class BusSubscriber {
                 if try !control.send(request, dontWait: true) { sequencer.replayNotSent() }
             case .requestIdentity(let id):
                 _ = try control?.send(SubscriptionWire.identityRequest(id: id), dontWait: true)
-            case .report(let report):
+            case .report(var report):
+                report.rejected = rejectedCount?()
                 _ = try? control?.send(SubscriptionWire.report(report, name: options.name), dontWait: true)
             case .subscribed:
                 onSubscribed?()

@@ -49,6 +49,9 @@ public final class ShardedSubscriber {
     public var onBatchEnd: (() -> Void)?
     /// Given to every shard's subscriber when ``run(stop:deadline:handler:)`` starts, labelled with the shard.
     public var logger = BusLogger(label: "subscriber")
+    /// Each shard's parked envelopes (``BusSubscriber/rejectedCount``), by the shard's position in
+    /// the list; nil: not reported.
+    public var rejectedCount: ((_ position: Int) -> Int)?
 
     /// - Parameters:
     ///   - shards: each shard's endpoints and options, in shard order: element `i` is shard `i` of
@@ -156,6 +159,7 @@ public final class ShardedSubscriber {
                 if live == self.shards.count { self.onSubscribed?() }
             }
             subscriber.onHeartbeat = { [unowned self] topic, envelope in self.onHeartbeat?(index, topic, envelope) }
+            subscriber.rejectedCount = rejectedCount.map { count in { count(index) } }
             subscriber.onBatchEnd = nil
         }
         let context = try ZMQContext()

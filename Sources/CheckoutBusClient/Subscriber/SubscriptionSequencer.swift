@@ -49,6 +49,8 @@ package struct SubscriptionSequencer {
         package var missed: Int
         package var recovered: Int
         package var gaps: Int
+        /// Envelopes the application holds parked, not applied (set by the driver; nil: not said).
+        package var rejected: Int? = nil
     }
 
     /// A heartbeat's fields: the shard's last `seq`, each kind's `kind_seq`, and which shard it is.

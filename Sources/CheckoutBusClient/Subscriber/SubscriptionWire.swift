@@ -128,6 +128,10 @@ package final class SubscriptionWire {
         w.append(int: report.recovered)
         w.append(",\"gaps\":")
         w.append(int: report.gaps)
+        if let rejected = report.rejected {
+            w.append(",\"rejected\":")
+            w.append(int: rejected)
+        }
         w.append(",\"req\":")
         w.append(int: report.id)
         w.append("}")

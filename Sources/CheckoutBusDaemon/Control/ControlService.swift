@@ -431,6 +431,8 @@ package final class ControlService {
             w.append(int: r.recovered)
             w.append(",\"gaps\":")
             w.append(int: r.gaps)
+            w.append(",\"rejected\":")
+            w.append(int: r.rejected)
             w.append(",\"reported_at\":")
             r.reportedAt.write(to: &w)
             w.append("}")
@@ -486,7 +488,7 @@ package final class ControlService {
         else { return badRequest("report needs \"subscriber\": a name of 1 to 200 bytes", req: req) }
         func field(_ key: StaticString) -> Int64? { request.member(root, key).flatMap { request.int64($0) } }
         reports.record(name, lastSeq: field("last_seq"), missed: field("missed"), recovered: field("recovered"),
-                       gaps: field("gaps"), at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
+                       gaps: field("gaps"), rejected: field("rejected"), at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
         var w = begin("report", ok: true, req: req)
         w.append("}")
         return w.bytes

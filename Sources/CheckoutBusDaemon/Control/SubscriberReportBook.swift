@@ -16,6 +16,9 @@ package final class SubscriberReportBook: Sendable {
         var missed: Int64 = 0
         var recovered: Int64 = 0
         var gaps: Int64 = 0
+        /// Envelopes the subscriber holds parked, not applied (the fulfilment worker's `rejected`
+        /// table), as it last said; 0 for a subscriber that does not report it.
+        var rejected: Int64 = 0
         var reportedAt = Timestamp(milliseconds: 0)
         var order: UInt64 = 0
     }
@@ -30,13 +33,15 @@ package final class SubscriberReportBook: Sendable {
     private let state = Mutex(State())
 
     /// Updates `name`'s report with the fields given (nil: unchanged), stamped now.
-    package func record(_ name: String, lastSeq: Int64?, missed: Int64?, recovered: Int64?, gaps: Int64?, at time: Timestamp) {
+    package func record(_ name: String, lastSeq: Int64?, missed: Int64?, recovered: Int64?, gaps: Int64?,
+                        rejected: Int64? = nil, at time: Timestamp) {
         state.withLock { s in
             var r = s.reports[name] ?? Report()
             r.lastSeq = lastSeq ?? r.lastSeq
             r.missed = missed ?? r.missed
             r.recovered = recovered ?? r.recovered
             r.gaps = gaps ?? r.gaps
+            r.rejected = rejected ?? r.rejected
             r.reportedAt = time
             s.order += 1
             r.order = s.order

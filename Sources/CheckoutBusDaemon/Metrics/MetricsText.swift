@@ -42,6 +42,9 @@ package enum MetricsText {
                 reports.map { ("{subscriber=\"\(escape($0.name))\"}", UInt64(max(0, $0.report.missed))) })
         counter("checkoutbus_subscriber_recovered_total", "Missed envelopes a subscriber fetched again from the journal.",
                 reports.map { ("{subscriber=\"\(escape($0.name))\"}", UInt64(max(0, $0.report.recovered))) })
+        gauge("checkoutbus_subscriber_rejected",
+              "Envelopes a subscriber holds parked because it could not apply them (the fulfilment worker's rejected table), as it last reported.",
+              reports.map { ("{subscriber=\"\(escape($0.name))\"}", max(0, $0.report.rejected)) })
         gauge("checkoutbus_subscriber_lag",
               "Envelopes published after the last seq a subscriber reported handling (its last report; 0 if it is ahead).",
               reports.map { ("{subscriber=\"\(escape($0.name))\"}", max(0, Int64(snap.lastSeq) - $0.report.lastSeq)) })
