@@ -4,6 +4,7 @@ import Glibc
 import CheckoutBusJSON
 import CheckoutBusProtocol
 import CheckoutBusRuntime
+import Synchronization
 
 /// What the daemon does when a durability call fails: it stops at once, and the next start cuts
 /// the journal back to what is known to be on disk (docs/durability.md, "When the disk says no").
@@ -47,6 +48,8 @@ package final class JournalFence: Sendable {
 
     package let directory: String
     private let logger: BusLogger
+    /// A thread is fencing: it alone writes the marker and ends the process.
+    private let tripped = Atomic<Bool>(false)
 
     package init(directory: String, logger: BusLogger) {
         self.directory = directory
@@ -60,6 +63,10 @@ package final class JournalFence: Sendable {
     ///   - reason: the failed call and its error, for the log and the marker.
     ///   - durableSeq: the last seq a successful sync covered.
     package func trip(_ reason: String, durableSeq: UInt64) -> Never {
+        // The sync thread and the pipeline (a rotation) can fail at once: one marker, one exit.
+        if tripped.exchange(true, ordering: .acquiringAndReleasing) {
+            while true { pause() }
+        }
         logger.error("journal fenced: a durability call failed; nothing after the last synced seq is acknowledged, "
                      + "and the next start cuts the journal back to it", [
             "reason": reason, "durable_seq": String(durableSeq), "marker": path,
