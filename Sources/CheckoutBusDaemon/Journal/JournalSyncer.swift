@@ -47,8 +47,8 @@ package final class JournalSyncer: Sendable {
     /// Every `fdatasync`'s duration, for metrics.
     package let fsyncDurations = Mutex(Histogram.fsync())
     private let segment: Mutex<Segment>
-    /// What a failed sync trips (nil in tests of the syncer alone: the failure is only recorded).
-    private let fence: JournalFence?
+    /// What a failed sync trips: it ends the process.
+    private let fence: JournalFence
     /// A sync failed: nothing is durable past ``durableSeq`` any more. Read and set under `segment`'s lock.
     private let failed = Atomic<Bool>(false)
     private let intervalNanos: UInt64
@@ -57,7 +57,7 @@ package final class JournalSyncer: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private static let offsetBits: UInt64 = 44
 
-    package init(fd: Int32, seq: UInt64, intervalMilliseconds: Int, cacheBytes: Int?, fence: JournalFence?) {
+    package init(fd: Int32, seq: UInt64, intervalMilliseconds: Int, cacheBytes: Int?, fence: JournalFence) {
         segment = Mutex(Segment(fd: fd))
         self.fence = fence
         writtenSeq = Atomic(seq)
@@ -117,9 +117,6 @@ package final class JournalSyncer: Sendable {
         if !synced { tripFence() }
     }
 
-    /// Whether a sync has failed (the daemon is being fenced).
-    package var hasFailed: Bool { failed.load(ordering: .acquiring) }
-
     /// `fdatasync`s `fd`, under `segment`'s lock. A failure is recorded for good: this and every
     /// later call returns false, and the caller must not advance ``durableSeq``.
     private func sync(_ fd: Int32) -> Bool {
@@ -141,9 +138,8 @@ package final class JournalSyncer: Sendable {
     /// Why the first sync failed.
     private let failureReason = Mutex("")
 
-    /// Hands a failed sync to the fence (which ends the process); without one, leaves it recorded.
-    private func tripFence() {
-        guard let fence else { return }
+    /// Hands a failed sync to the fence, which ends the process.
+    private func tripFence() -> Never {
         fence.trip(failureReason.withLock { $0 }, durableSeq: durable)
     }
 
@@ -181,10 +177,7 @@ package final class JournalSyncer: Sendable {
                     advanceDurable(to: written)
                     return true
                 }
-                if !synced {
-                    tripFence()
-                    break
-                }
+                if !synced { tripFence() }
                 let nanos = BusClock.monotonicNanoseconds() - start
                 let micros = nanos / 1000
                 fsyncDurations.withLock { $0.observe(nanoseconds: nanos) }
