@@ -6,18 +6,19 @@ import CheckoutBusProtocol
 import CheckoutBusRuntime
 import Synchronization
 
-/// What the daemon does when a durability call fails: it stops at once, and the next start cuts
-/// the journal back to what is known to be on disk (docs/durability.md, "When the disk says no").
+/// What the daemon does when a durability call fails: it stops at once, and the next start makes
+/// the journal after the last good sync trustworthy again (docs/durability.md, "When the disk says no").
 ///
 /// A failed `fdatasync` cannot be retried into success: Linux reports a writeback error once and
 /// may mark the dirty pages clean, so a second call returns 0 over data that never reached the
 /// disk (PostgreSQL's "fsyncgate"). Nothing this process has written since the last good sync can
-/// be trusted again, not even by reading it back (the page cache answers). So, as PostgreSQL
+/// be taken as durable again, whatever a later sync says. So, as PostgreSQL
 /// PANICs and etcd's WAL treats the error as fatal, ``trip(_:durableSeq:)``:
 /// 1. stops the durable seq where it is: no acknowledgement past it is ever sent (the caller
 ///    returns without advancing it; the process is gone before the pipeline looks again);
 /// 2. writes `FENCED` in the journal directory — `{"durable_seq":D,"reason":…,"at":…}`, synced —
-///    so that the next start, which sees the same page cache, cuts every record after `D`;
+///    so that the next start reads every record after `D` back, checks it and writes it again
+///    (``Journal/cutBack(after:)``), cutting what is not intact;
 /// 3. logs the reason at error level and exits with status 75 (`EX_TEMPFAIL`): the supervisor
 ///    (`Restart=on-failure`) starts it again into recovery; a disk that still fails makes that
 ///    start fail at its own checked syncs, visibly, instead of acknowledging on a broken disk.
@@ -68,7 +69,7 @@ package final class JournalFence: Sendable {
             while true { pause() }
         }
         logger.error("journal fenced: a durability call failed; nothing after the last synced seq is acknowledged, "
-                     + "and the next start cuts the journal back to it", [
+                     + "and the next start writes what follows it again from what it reads back and checks", [
             "reason": reason, "durable_seq": String(durableSeq), "marker": path,
             "exit_status": String(JournalFence.exitStatus),
         ])
@@ -101,7 +102,7 @@ package final class JournalFence: Sendable {
         return marker
     }
 
-    /// Removes the marker once the journal was cut back (and the cut synced).
+    /// Removes the marker once the records after its seq are on disk again (or cut), synced.
     package func clear() throws {
         guard unlink(path) == 0 || errno == ENOENT else {
             throw JournalError(.notWritable, "cannot remove the fence marker \(path): \(String(cString: strerror(errno)))")

@@ -56,7 +56,7 @@ package enum MetricsText {
               [("", snap.journalWritable ? 1 : 0)])
         counter("checkoutbus_journal_fsyncs_total", "fdatasync calls by the group commit.", [("", snap.fsyncs)])
         gauge("checkoutbus_journal_fence_recovered",
-              "1 when this run began by cutting the journal back to the last synced seq of a run that a failed durability call fenced (exit 75; the log has the reason).",
+              "1 when this run began by recovering the journal of a run that a failed durability call fenced (exit 75; the log has the reason).",
               [("", snap.recoveredFence == nil ? 0 : 1)])
         counter("checkoutbus_suppressed_log_sync_failures_total",
                 "Failed fdatasyncs of the suppressed-id log (retries of those suppressed updates may be compared by snapshot after a crash).",
