@@ -51,6 +51,8 @@ class _Shard:
         self.sub = None
         self.control = None
         self.subscribed = False
+        # Envelopes the application holds parked (Subscriber.report_rejected); None: not reported.
+        self.rejected = None
 
 
 class Subscriber:
@@ -242,6 +244,12 @@ class Subscriber:
                 return None
         return self._ready.popleft()
 
+    def report_rejected(self, count: int, position: int = 0) -> None:
+        """Says how many envelopes of the shard at `position` the application holds parked because
+        it could not apply them: sent with every report from now on (`rejected`), shown by the
+        daemon's stats and `checkoutbus_subscriber_rejected`."""
+        self._shards[position].rejected = count
+
     def commit(self, envelope: Envelope) -> None:
         """Moves the cursor of the envelope's shard to its seq (a FileCursor write is in the kernel
         when this returns, so it survives kill -9)."""
@@ -355,7 +363,7 @@ class Subscriber:
                     pass  # asked again after the request timeout
             elif what == "report":
                 try:
-                    shard.control.send(wire.report(action[1], self.name), zmq.NOBLOCK)
+                    shard.control.send(wire.report(action[1], self.name, shard.rejected), zmq.NOBLOCK)
                 except zmq.Again:
                     pass  # the next heartbeat reports again
             elif what == "subscribed":
@@ -468,6 +476,10 @@ class AsyncSubscriber:
     def commit(self, envelope: Envelope) -> None:
         """Moves the envelope's shard cursor to its seq (a write in the kernel: survives kill -9)."""
         self._subscriber.commit(envelope)
+
+    def report_rejected(self, count: int, position: int = 0) -> None:
+        """See Subscriber.report_rejected."""
+        self._subscriber.report_rejected(count, position)
 
     async def aclose(self) -> None:
         """Stops the thread; returns once it sent its last report and closed the sockets."""

@@ -85,6 +85,11 @@ def identity_request(req_id: int) -> bytes:
     return _dump({"op": "stats", "req": req_id})
 
 
-def report(r: Report, name: str) -> bytes:
-    return _dump({"op": "report", "subscriber": name, "last_seq": r.last_seq, "missed": r.missed,
-                  "recovered": r.recovered, "gaps": r.gaps, "req": r.id})
+def report(r: Report, name: str, rejected: Optional[int] = None) -> bytes:
+    """A report of the counts; `rejected`, when given, is how many envelopes the application holds
+    parked because it could not apply them (shown by the daemon's stats and metrics)."""
+    body = {"op": "report", "subscriber": name, "last_seq": r.last_seq, "missed": r.missed,
+            "recovered": r.recovered, "gaps": r.gaps, "req": r.id}
+    if rejected is not None:
+        body["rejected"] = rejected
+    return _dump(body)

@@ -1,4 +1,6 @@
 """The Subscriber against a real daemon under `checkoutbus flood`."""
+import time
+
 import pytest
 
 from checkoutbus import FileCursor, MemoryCursor, Subscriber
@@ -85,6 +87,19 @@ def test_narrower_prefixes_stalled_under_flood_get_every_match_once_byte_for_byt
     finally:
         for sub in subs:
             sub.close()
+
+
+def test_parked_envelopes_are_reported_to_the_daemon(bus):
+    daemon = bus.daemon()
+    with Subscriber(publish=daemon.publish, control=daemon.control, name="py-parking") as sub:
+        assert sub.wait_subscribed(20)
+        assert daemon.report_of("py-parking")["rejected"] == 0
+        sub.report_rejected(3)
+        # Reports go out with each heartbeat: read on until one carries the count.
+        deadline = time.monotonic() + 10
+        while daemon.stats()["subscribers"]["py-parking"]["rejected"] != 3 and time.monotonic() < deadline:
+            sub.receive(timeout=0.2)
+    assert daemon.stats()["subscribers"]["py-parking"]["rejected"] == 3
 
 
 def test_resumes_from_a_cursor_file_and_refuses_a_second_user(bus, tmp_path):
