@@ -160,7 +160,7 @@ package struct EnvelopeWriter: ~Copyable {
     ///   - kindSeqs: each kind's last `kind_seq`, dead letters last.
     package mutating func writeHeartbeat(
         at time: Timestamp, seq: UInt64, kindSeqs: [UInt64], trackedCheckouts: Int, counters: EventProcessor.Counters,
-        evictedCheckouts: UInt64, expiredCheckouts: UInt64
+        evictedCheckouts: UInt64, expiredCheckouts: UInt64, startedAt: Timestamp? = nil
     ) -> Frames {
         heartbeatTopic.reset()
         heartbeatTopic.append("bus.heartbeat")
@@ -177,6 +177,10 @@ package struct EnvelopeWriter: ~Copyable {
             EnvelopeWriter.writeKindSeqs(kindSeqs, to: &w)
             w.append(",\"sent_at\":")
             time.write(to: &w)
+            if let startedAt {
+                w.append(",\"started_at\":")
+                startedAt.write(to: &w)
+            }
             w.append(",\"tracked_checkouts\":")
             w.append(int: trackedCheckouts)
             w.append(",\"counters\":{\"received\":")

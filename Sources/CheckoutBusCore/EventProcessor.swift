@@ -586,8 +586,14 @@ public final class EventProcessor {
     ///   ``ProcessingResult/publication`` is left as it was): valid until the next heartbeat.
     public func writeHeartbeat(at time: Timestamp) -> (topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
         envelopes.writeHeartbeat(at: time, seq: lastSeq, kindSeqs: kindSeqs, trackedCheckouts: state.count,
-                                 counters: counters, evictedCheckouts: state.evicted, expiredCheckouts: state.expired)
+                                 counters: counters, evictedCheckouts: state.evicted, expiredCheckouts: state.expired,
+                                 startedAt: startedAt)
     }
+
+    /// When this run of the daemon started (set by the daemon; heartbeats carry it as `started_at`):
+    /// a subscriber that sees it change knows the daemon restarted and that a request it had in
+    /// flight is lost with the old run.
+    public var startedAt: Timestamp?
 
     /// Each kind's last `kind_seq`, dead letters last (as heartbeats and stats write them).
     public var kindSeqs: [UInt64] { kindSeq + [deadLetterSeq] }

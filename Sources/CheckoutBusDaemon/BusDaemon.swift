@@ -159,6 +159,7 @@ public final class BusDaemon {
         try DataDirectoryLock.claimShard(configuration.processor.shard, dataDirectory: configuration.dataDirectory,
                                          journalHasRecords: journal.lastSeq > 0)
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
+        processor.startedAt = Timestamp(milliseconds: BusClock.wallMilliseconds())
         if configuration.processor.dedupeWindow > 0 {
             suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, journalSeq: journal.lastSeq,
                                               logger: logger)

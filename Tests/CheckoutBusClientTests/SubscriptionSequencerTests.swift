@@ -220,6 +220,29 @@ struct SubscriptionSequencerTests {
         #expect(Self.delivered(try s.receiveReply(Self.page(again.id, next: 11, lastSeq: 10), page: rest, now: now)) == Array(4...10))
     }
 
+    /// A heartbeat with another `started_at` is another run of the daemon: a request in flight was
+    /// lost with the old one, and is asked again at once, not after the timeout.
+    @Test func aRequestInFlightIsAskedAgainAtOnceWhenTheDaemonRestarted() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        var first = Self.heartbeat(10, complete: 10)
+        first.startedAt = "2026-12-06T05:00:00.000Z"
+        _ = try s.receiveHeartbeat(first)
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        // The same run again: nothing to resend.
+        _ = try s.receiveHeartbeat(first)
+        #expect(Self.replays(s.tick(now: 2)).isEmpty)
+        var restarted = first
+        restarted.startedAt = "2026-12-06T05:00:07.512Z"
+        _ = try s.receiveHeartbeat(restarted)
+        let again = try #require(Self.replays(s.tick(now: 3)).first, "asked again well before the timeout")
+        #expect(again.from == request.from && again.id != request.id)
+        let page = (1...10).map { Self.envelope(Int64($0), origin: .journal) }
+        // The old request's answer, should it come after all, is not the one in flight.
+        #expect(Self.delivered(try s.receiveReply(Self.page(request.id, next: 11, lastSeq: 10), page: page, now: 4)).isEmpty)
+        #expect(Self.delivered(try s.receiveReply(Self.page(again.id, next: 11, lastSeq: 10), page: page, now: 5)) == Array(1...10))
+    }
+
     @Test func aShardOtherThanExpectedIsRefusedBeforeAnythingIsDelivered() throws {
         let identity = ShardIdentity(position: 1, shard: 1, shards: 2, chosen: nil)
         var s = SubscriptionSequencer(options: Self.options(), expectedShard: identity)

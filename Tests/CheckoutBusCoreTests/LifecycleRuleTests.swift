@@ -273,6 +273,11 @@ struct LifecycleRuleTests {
         #expect(hb["kind_seqs.deadletter"] == 1)
         #expect(hb["sent_at"] == "1970-01-01T00:00:00.000Z")
         #expect(hb["tracked_checkouts"] == 1)
+        #expect(hb["started_at"] == nil, "said only when the daemon set it")
+        p.startedAt = Timestamp(milliseconds: 1_765_000_000_123)
+        let again = p.writeHeartbeat(at: Timestamp(milliseconds: 0))
+        let run = readFrames(.published(.start), topic: again.topic, envelope: again.envelope)
+        #expect(run["started_at"] == "2025-12-06T05:46:40.123Z")
     }
 
     @Test("idle checkouts are forgotten after the TTL: a late complete is no longer a repeat")

@@ -61,6 +61,8 @@ package struct SubscriptionSequencer {
         /// `shard` and `shards` (0 and 1 from a daemon without shards).
         package var shard = 0
         package var shards = 1
+        /// When the daemon's run started (`started_at`); nil from a daemon that does not say.
+        package var startedAt: String?
 
         package init(seq: Int64, kindSeqs: [Int64], shard: Int = 0, shards: Int = 1) {
             self.seq = seq
@@ -148,6 +150,9 @@ package struct SubscriptionSequencer {
     package private(set) var released: Bool
     /// Both endpoints have shown that they are the expected shard.
     package var isIdentified: Bool { publishIdentified && controlIdentified }
+
+    /// The `started_at` of the daemon's run, from its heartbeats: a new value is a restart.
+    private var daemonRun: String?
 
     // Control requests.
     private var needReplay = false
@@ -267,6 +272,7 @@ package struct SubscriptionSequencer {
     /// A heartbeat from the publish socket.
     package mutating func receiveHeartbeat(_ heartbeat: Heartbeat) throws(SubscriberError) -> [Action] {
         try checkIdentity(heartbeat)
+        noteRun(heartbeat.startedAt)
         guard released else { return [] }
         var actions: [Action] = []
         statistics.heartbeats += 1
@@ -288,6 +294,22 @@ package struct SubscriptionSequencer {
         if inFlight == nil && !needReplay && pendingHead == pending.count { evaluateHeartbeat() }
         actions.append(reportAction())
         return actions
+    }
+
+    /// A heartbeat from another run of the daemon than the last one: the requests in flight were
+    /// lost with the old run (its successor on the endpoint never saw them), so they are asked
+    /// again at once rather than after their timeout ("A request lost with the daemon").
+    private mutating func noteRun(_ run: String?) {
+        guard let run else { return }
+        defer { daemonRun = run }
+        guard let known = daemonRun, known != run else { return }
+        if let request = inFlight {
+            logger.info("the daemon restarted; asking the journal again", ["from": String(request.from)])
+            inFlight = nil
+            needReplay = true
+            prefetchAwaitsDelivery = false
+        }
+        if let request = identityRequest { identityRequest = (request.id, 0) }
     }
 
     private mutating func hold(_ envelope: BusEnvelope) {

@@ -65,6 +65,7 @@ package final class SubscriptionWire {
             var heartbeat = SubscriptionSequencer.Heartbeat(seq: seq, kindSeqs: kindSeqs)
             if let i = document.member(root, "shard").flatMap({ document.int64($0) }) { heartbeat.shard = Int(i) }
             if let n = document.member(root, "shards").flatMap({ document.int64($0) }) { heartbeat.shards = Int(n) }
+            heartbeat.startedAt = document.member(root, "started_at").flatMap { document.string($0) }
             return heartbeat
         }
     }

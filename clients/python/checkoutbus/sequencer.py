@@ -65,6 +65,7 @@ class Heartbeat:
     kind_seqs: List[int]  # indexed like kinds.KINDS
     shard: int = 0
     shards: int = 1
+    started_at: Optional[str] = None  # when the daemon's run started; None: it does not say
 
 
 @dataclass
@@ -125,6 +126,7 @@ class SubscriptionSequencer:
         # The in-flight request was prefetched behind the page just received: page_delivered
         # restarts its clock, once. Other replies (a report's) leave it alone.
         self._prefetch_awaits_delivery = False
+        self._daemon_run = None  # the started_at of the daemon's run: a new one is a restart
         self._next_request_id = 1
 
     @property
@@ -210,6 +212,7 @@ class SubscriptionSequencer:
 
     def receive_heartbeat(self, heartbeat: Heartbeat) -> list:
         self._check_identity(heartbeat)
+        self._note_run(heartbeat.started_at)
         if not self.released:
             return []
         actions = []
@@ -405,6 +408,22 @@ class SubscriptionSequencer:
                 self.log("warning", "replay from %d made no progress; following live" % from_seq)
             self._caught_up(actions)
         return actions
+
+    def _note_run(self, run: Optional[str]) -> None:
+        """A heartbeat of another run of the daemon: the requests in flight were lost with the old
+        run, so they are asked again at once rather than after their timeout."""
+        if run is None:
+            return
+        known, self._daemon_run = self._daemon_run, run
+        if known is None or known == run:
+            return
+        if self._in_flight is not None:
+            self.log("info", "the daemon restarted; asking the journal again from %d" % self._in_flight[1])
+            self._in_flight = None
+            self._need_replay = True
+            self._prefetch_awaits_delivery = False
+        if self._identity_request is not None:
+            self._identity_request = (self._identity_request[0], 0)
 
     def page_delivered(self, now: int) -> None:
         """After handling a reply: a request prefetched behind the page just delivered is timed

@@ -60,6 +60,8 @@ def heartbeat(raw: bytes) -> Optional[Heartbeat]:
         hb.shard = data["shard"]
     if _int(data.get("shards")) is not None:
         hb.shards = data["shards"]
+    if isinstance(data.get("started_at"), str):
+        hb.started_at = data["started_at"]
     return hb
 
 

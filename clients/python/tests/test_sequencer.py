@@ -218,6 +218,25 @@ def test_a_prefetch_lost_with_the_daemon_is_sent_again_despite_other_replies():
     assert delivered(s.receive_reply(page(again[0][0], 11, 10), rest, now)) == list(range(4, 11))
 
 
+def test_a_request_in_flight_is_asked_again_at_once_when_the_daemon_restarted():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    first = heartbeat(10, 10)
+    first.started_at = "2026-12-06T05:00:00.000Z"
+    s.receive_heartbeat(first)
+    rid, frm = replays(s.tick(1))[0]
+    s.receive_heartbeat(first)
+    assert replays(s.tick(2)) == []
+    restarted = heartbeat(10, 10)
+    restarted.started_at = "2026-12-06T05:00:07.512Z"
+    s.receive_heartbeat(restarted)
+    again = replays(s.tick(3))
+    assert again and again[0][1] == frm and again[0][0] != rid
+    page_ = [envelope(i, origin=Envelope.JOURNAL) for i in range(1, 11)]
+    assert delivered(s.receive_reply(page(rid, 11, 10), page_, 4)) == []
+    assert delivered(s.receive_reply(page(again[0][0], 11, 10), page_, 5)) == list(range(1, 11))
+
+
 def test_a_shard_other_than_expected_is_refused_before_anything_is_delivered():
     s = SubscriptionSequencer(options(), expected_shard=ShardIdentity(1, 2))
     start = s.start(0, 0)
