@@ -49,8 +49,6 @@ package final class SegmentAppender: @unchecked Sendable {
     private var tailBytes = 0
     /// The head of ``staging`` holds the last partial block's bytes.
     private var tailLoaded = false
-    /// Failed appends whose partial bytes could not be cut (harmless: see ``append(_:_:)``).
-    private(set) var truncateFailures = 0
 
     /// - Parameter direct: try `O_DIRECT` (see ``JournalFiles/probeDirectWrites(in:)``).
     package init(direct: Bool) {
@@ -116,10 +114,11 @@ package final class SegmentAppender: @unchecked Sendable {
             ?? writeBlocks(base, count, direct: isDirect && count >= SegmentAppender.directMinimum)
         if failure != 0 {
             // Leave the file as it was: a partial run would be a torn tail. Should the cut fail,
-            // the bytes past `start` are still never read as records: the next append writes over
-            // them at `start` (every write names its offset), and recovery cuts a torn tail. The
-            // tail block is read again before that append (`tailLoaded`).
-            if ftruncate(fd, off_t(start)) != 0 { truncateFailures += 1 }
+            // nothing changes what happens next, so its result is not acted on: the bytes past
+            // `start` are never read as records, the next append writes over them at `start`
+            // (every write names its offset), and recovery cuts a torn tail. The tail block is
+            // read again before that append (`tailLoaded`).
+            _ = ftruncate(fd, off_t(start))
             setEnd(start)
             _ = loadTail()
         }

@@ -34,8 +34,8 @@ package struct DaemonSnapshot: Sendable {
     package var pipelineLatency: Histogram
     /// The pipeline thread's time by stage, over a sample of events.
     package var stages: StageTimes
-    /// This run began by cutting the journal back after a fenced run (``JournalFence``): that
-    /// run's marker (its last synced seq and why it stopped).
+    /// This run began by recovering the journal of a fenced run (``JournalFence``): that run's
+    /// marker (its last synced seq and why it stopped).
     package var recoveredFence: JournalFence.Marker? = nil
     /// Failed `fdatasync`s of the suppressed-id log (logged; they fence nothing).
     package var suppressedLogSyncFailures = 0
