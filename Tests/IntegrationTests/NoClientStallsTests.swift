@@ -168,7 +168,11 @@ struct NoClientStallsTests {
         }
         try expectServing(daemon, "idle")
         let metrics = try httpGet(address, "/metrics").body
-        #expect((metric(metrics, "checkoutbus_http_connections_total{outcome=\"evicted\"}") ?? 0) >= Double(wanted - 200))
+        // Each newcomer past the cap took the place of one silent 100 ms or more, or was told 503.
+        let evicted = metric(metrics, "checkoutbus_http_connections_total{outcome=\"evicted\"}") ?? 0
+        let refused = metric(metrics, "checkoutbus_http_connections_total{outcome=\"refused\"}") ?? 0
+        #expect(evicted + refused >= Double(wanted - 200))
+        #expect(evicted > 0)
         #expect((metric(metrics, "checkoutbus_http_connections_open") ?? 1000) <= 128)
         #expect(daemon.terminate() == 0)
     }
@@ -194,8 +198,9 @@ struct NoClientStallsTests {
                 if text.hasPrefix("HTTP/1.1 200") {
                     ok += 1
                 } else {
-                    // Made room for newer connections: closed without an answer, never a wrong one.
-                    #expect(text.isEmpty, "a split head got: \(text.prefix(40))")
+                    // Made room for newer connections (closed without an answer), or told the
+                    // endpoint is full: never a wrong answer.
+                    #expect(text.isEmpty || text.hasPrefix("HTTP/1.1 503"), "a split head got: \(text.prefix(40))")
                 }
             }
             print("split heads: \(ok) of \(count) answered 200")

@@ -135,6 +135,9 @@ package final class MetricsHTTPServer: Sendable {
     private struct Connection {
         var fd: Int32
         var acceptedAt: UInt64
+        /// When the last byte of the request arrived (the accept time before the first): a full
+        /// server makes room by closing the reading connection silent the longest.
+        var heardAt: UInt64
         var request: [UInt8] = []
         var phase = Phase.reading
         var response: [UInt8] = []
@@ -156,13 +159,17 @@ package final class MetricsHTTPServer: Sendable {
         var connections: [Connection] = []
         defer { for c in connections { Glibc.close(c.fd) } }
         var fds: [pollfd] = []
+        var acceptPausedUntil: UInt64 = 0
         while !stopping.load(ordering: .acquiring) {
             let now = BusClock.monotonicNanoseconds()
             fds.removeAll(keepingCapacity: true)
             fds.append(pollfd(fd: wake.readFD, events: Int16(POLLIN), revents: 0))
             fds.append(pollfd(fd: snapshots.readFD, events: Int16(POLLIN), revents: 0))
-            fds.append(pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0))
-            var nextDeadline = now + 1_000_000_000
+            // Out of descriptors, the listening socket stays readable with nothing acceptable:
+            // it is left out of the poll for a while instead of spun on.
+            let accepting = now >= acceptPausedUntil
+            fds.append(pollfd(fd: accepting ? listenFD : -1, events: Int16(POLLIN), revents: 0))
+            var nextDeadline = accepting ? now + 1_000_000_000 : acceptPausedUntil
             for c in connections {
                 var events: Int16 = 0
                 switch c.phase {
@@ -189,13 +196,20 @@ package final class MetricsHTTPServer: Sendable {
                 connections.removeAll { $0.fd < 0 }
                 s.counters.update { $0.httpOpen = connections.count }
             }
-            if fds[2].revents != 0 { accept(into: &connections, now: now2, s) }
+            if fds[2].revents != 0 {
+                if !accept(into: &connections, now: now2, s) {
+                    acceptPausedUntil = now2 + MetricsHTTPServer.acceptPauseNanoseconds
+                }
+            }
         }
     }
 
     /// Accepts every pending connection: kept while fewer than ``maxConnections`` are open,
     /// otherwise answered 503 and closed at once.
-    private func accept(into connections: inout [Connection], now: UInt64, _ s: Settings) {
+    /// - Returns: false when the process is out of descriptors (`EMFILE`, `ENFILE`): the pending
+    ///   ones stay in the backlog and accepting pauses for ``acceptPauseNanoseconds``.
+    @discardableResult
+    private func accept(into connections: inout [Connection], now: UInt64, _ s: Settings) -> Bool {
         var (accepted, refused, evicted) = (UInt64(0), UInt64(0), UInt64(0))
         defer {
             let open = connections.count
@@ -206,23 +220,36 @@ package final class MetricsHTTPServer: Sendable {
                 $0.httpOpen = open
             }
         }
-        while true {
+        // At most a backlog's worth per turn: clients that reconnect as fast as they are
+        // answered must not keep this loop from the connections already open, or its clock still.
+        for _ in 0..<MetricsHTTPServer.acceptsPerTurn {
             let fd = Glibc.accept(listenFD, nil, nil)
             if fd < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 // EAGAIN: none left. EMFILE/ENFILE: the process is out of descriptors; the
                 // pending ones stay in the backlog until some close.
-                return
+                return !(errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
             }
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            let flags = fcntl(fd, F_GETFL)
+            guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else {
+                Glibc.close(fd)
+                refused += 1
+                continue
+            }
+            accepted += 1
+            // What the newcomer has already sent is read at once: a client that sent its whole
+            // request with its connection is being answered, not idle, when room must be made.
+            var c = Connection(fd: fd, acceptedAt: now, heardAt: now, deadline: now + MetricsHTTPServer.requestTimeoutNanoseconds)
+            read(&c, now: now, s)
+            if c.fd < 0 { continue }
             if connections.count >= MetricsHTTPServer.maxConnections {
-                // Full: the connection that has waited longest without sending a whole request
-                // makes room (connections are kept in the order they came, so it is the first
-                // still reading), and held-open idle connections cannot lock health checks out.
-                // If every one is being answered, the newcomer is told 503.
-                guard let oldest = connections.firstIndex(where: { if case .reading = $0.phase { true } else { false } })
-                else {
+                // Full: a connection that has not sent a whole request makes room: the one silent
+                // the longest if that is ``evictableSilence`` or more, so idle and stalled
+                // connections cannot lock health checks out; else the oldest that has sent
+                // nothing at all, so an idle flood cannot either. A head arriving in two segments
+                // is not cut between them. With neither, every connection is being answered or
+                // is sending, and the newcomer is told 503: a clear answer, never a reset.
+                guard let oldest = MetricsHTTPServer.evictionCandidate(connections, now: now) else {
                     _ = MetricsHTTPServer.busy.withUnsafeBytes {
                         send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
                     }
@@ -234,10 +261,32 @@ package final class MetricsHTTPServer: Sendable {
                 connections.remove(at: oldest)
                 evicted += 1
             }
-            connections.append(Connection(fd: fd, acceptedAt: now, deadline: now + MetricsHTTPServer.requestTimeoutNanoseconds))
-            accepted += 1
+            connections.append(c)
         }
+        return true
     }
+
+    /// Connections accepted per turn of the loop at most.
+    private static let acceptsPerTurn = 256
+
+    /// How long a connection that has sent part of a request head must have been silent before a
+    /// newcomer may take its place.
+    package static let evictableSilence: UInt64 = 100_000_000
+
+    /// The connection a newcomer to a full endpoint replaces, if any (see ``accept(into:now:_:)``).
+    private static func evictionCandidate(_ connections: [Connection], now: UInt64) -> Int? {
+        var silent: Int?
+        var idle: Int?
+        for (i, c) in connections.enumerated() {
+            guard case .reading = c.phase else { continue }
+            if now &- c.heardAt >= evictableSilence, silent.map({ c.heardAt < connections[$0].heardAt }) ?? true { silent = i }
+            if c.request.isEmpty, idle.map({ c.acceptedAt < connections[$0].acceptedAt }) ?? true { idle = i }
+        }
+        return silent ?? idle
+    }
+
+    /// How long accepting pauses when the process is out of descriptors.
+    package static let acceptPauseNanoseconds: UInt64 = 50_000_000
 
     private static let busy = response(status: "503 Service Unavailable", type: "text/plain",
                                        body: "too many connections\n", head: false)
@@ -271,7 +320,10 @@ package final class MetricsHTTPServer: Sendable {
     private func read(_ c: inout Connection, now: UInt64, _ s: Settings) {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            // Never more than one byte past the limit is read, so a head too large is told so
+            // whatever size the reads come in.
+            let room = min(chunk.count, MetricsHTTPServer.maxRequestBytes + 1 - c.request.count)
+            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, room, Int32(MSG_DONTWAIT)) }
             if n < 0 && errno == EINTR { continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
             if n <= 0 {
@@ -281,7 +333,8 @@ package final class MetricsHTTPServer: Sendable {
                 return
             }
             c.request.append(contentsOf: chunk[0..<n])
-            if let end = MetricsHTTPServer.headEnd(c.request) {
+            c.heardAt = now
+            if let end = MetricsHTTPServer.headEnd(c.request), end <= MetricsHTTPServer.maxRequestBytes {
                 route(&c, head: Array(c.request[..<end]), now: now, s)
                 return
             }
