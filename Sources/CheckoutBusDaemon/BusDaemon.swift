@@ -70,9 +70,17 @@ public final class BusDaemon {
     public let configuration: DaemonConfiguration
     public let logger: BusLogger
     package let processor: EventProcessor
-    /// Bytes a subscription message may have on the publish socket (a topic prefix); a larger one
-    /// disconnects its subscriber.
-    package static let maxSubscriptionBytes: Int64 = 64 * 1024
+    /// Bytes a subscription message may have on the publish socket (a topic prefix of at most
+    /// ``TopicLimits/maxPrefixBytes``); a larger one disconnects its subscriber as its size arrives,
+    /// before libzmq reads it or adds it to its subscription trie.
+    package static let maxSubscriptionBytes = Int64(TopicLimits.maxSubscriptionMessageBytes)
+    /// Subscription messages queued inside the daemon per subscriber connection (the publish
+    /// socket's `ZMQ_RCVHWM`): libzmq applies a connection's queued subscriptions all at once when
+    /// the pipeline next touches the socket, so this bounds that work per connection and turn; a
+    /// subscriber sending faster waits in its own TCP buffers.
+    package static let subscriptionQueue: Int32 = 64
+    /// Subscription messages the pipeline reads per turn at most, between ingest batches.
+    package static let subscriptionsPerTurn = 256
     /// A peer that has not finished its ZeroMQ handshake this long after connecting is cut off
     /// (`ZMQ_HANDSHAKE_IVL`): junk and idle connections on the ZeroMQ ports do not accumulate.
     package static let handshakeTimeoutMilliseconds: Int32 = 10_000
@@ -192,6 +200,7 @@ public final class BusDaemon {
         try acked.setOption(.sendHighWaterMark, 1_000_000)
         try acked.setLinger(milliseconds: 2000)
         try publish.setOption(.sendHighWaterMark, configuration.publishHighWaterMark)
+        try publish.setOption(.receiveHighWaterMark, BusDaemon.subscriptionQueue)
         try publish.setOption(.xpubVerbose, 1)
         try publish.setMaxMessageSize(BusDaemon.maxSubscriptionBytes)
         try publish.setLinger(milliseconds: 2000)
@@ -657,11 +666,15 @@ public final class BusDaemon {
     /// subscriber that also subscribes to `bus.heartbeat` knows the moment its filters are live.
     private func readSubscriptions(_ publish: ZMQSocket) throws {
         var subscribed = false
-        while let frames = try publish.receiveMultipart(dontWait: true) {
+        var read = 0
+        while read < BusDaemon.subscriptionsPerTurn, let frames = try publish.receiveMultipart(dontWait: true) {
+            read += 1
             guard let first = frames.first, let flag = first.first else { continue }
             if flag == 1 {
                 subscribed = true
-                logger.debug("subscribe", ["topic": String(decoding: first.dropFirst(), as: UTF8.self)])
+                if logger.level <= .debug {
+                    logger.debug("subscribe", ["topic": String(decoding: first.dropFirst(), as: UTF8.self)])
+                }
             }
         }
         if subscribed {

@@ -193,8 +193,22 @@ public final class BusSubscriber {
         wire.logger = logger
     }
 
+    /// Refuses prefixes the daemon would not take (docs/security.md, "Limits"): a subscription
+    /// longer than ``TopicLimits/maxPrefixBytes`` has its connection cut, and a replay naming more
+    /// than ``TopicLimits/maxReplayPrefixes`` is refused.
+    /// - Throws: ``SubscriberError`` ``SubscriberError/Code/badPrefix``.
+    public static func checkPrefixes(_ prefixes: [String]) throws {
+        if let long = prefixes.first(where: { $0.utf8.count > TopicLimits.maxPrefixBytes }) {
+            throw SubscriberError(.badPrefix, "topic prefix of \(long.utf8.count) bytes: at most \(TopicLimits.maxPrefixBytes) (\(long.prefix(40))…)")
+        }
+        if prefixes.count > TopicLimits.maxReplayPrefixes {
+            throw SubscriberError(.badPrefix, "\(prefixes.count) topic prefixes: at most \(TopicLimits.maxReplayPrefixes)")
+        }
+    }
+
     /// Creates, configures and connects both sockets in `context`, and loads the cursor.
     package func open(_ context: ZMQContext) throws {
+        try BusSubscriber.checkPrefixes(options.prefixes)
         let sub = try ZMQSocket(context: context, type: .sub)
         try sub.setOption(.receiveHighWaterMark, options.receiveHighWaterMark)
         if let bytes = options.receiveBufferBytes { try sub.setOption(.receiveBuffer, bytes) }

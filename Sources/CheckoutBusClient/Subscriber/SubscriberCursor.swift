@@ -201,6 +201,9 @@ public struct SubscriberError: Error, CustomStringConvertible, Sendable {
         public static let wrongShard = Code("wrong_shard")
         /// A list of shard ids or a shard count that cannot be.
         public static let badShardList = Code("bad_shard_list")
+        /// A topic prefix longer than ``TopicLimits/maxPrefixBytes``, or more prefixes than
+        /// ``TopicLimits/maxReplayPrefixes``: the daemon would cut the subscription or refuse the replay.
+        public static let badPrefix = Code("bad_prefix")
         /// A recording of envelopes (`tail --record`) cannot be opened, read, written or used.
         public static let recordingUnusable = Code("recording_unusable")
         /// Anything else.

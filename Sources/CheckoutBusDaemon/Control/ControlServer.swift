@@ -40,8 +40,11 @@ package final class ControlServer: Sendable {
 
     /// Replies queued per control client before further replies to it are dropped (`ZMQ_SNDHWM`).
     package static let sendHighWaterMark: Int32 = 8
-    /// Requests queued per control client (`ZMQ_RCVHWM`).
-    package static let receiveHighWaterMark: Int32 = 1000
+    /// Requests queued per control client (`ZMQ_RCVHWM`): clients ask one or two things at a time
+    /// (a subscriber's report beside its replay). libzmq counts a multipart message once, whatever
+    /// its frames, so this is also what bounds the frames a client can park in the daemon while the
+    /// control thread is busy (each frame at most ``maxRequestBytes``).
+    package static let receiveHighWaterMark: Int32 = 8
     /// A control request larger than this disconnects its client (`ZMQ_MAXMSGSIZE`).
     package static let maxRequestBytes: Int64 = 64 * 1024
 

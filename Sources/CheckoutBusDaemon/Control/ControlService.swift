@@ -243,6 +243,15 @@ package final class ControlService {
                 return
             }
         }
+        // Each record is matched against every prefix: their number and length are bounded so a
+        // page costs at most maxExamined × maxReplayPrefixes short comparisons.
+        guard prefixes.count <= TopicLimits.maxReplayPrefixes,
+            prefixes.allSatisfy({ $0.count <= TopicLimits.maxPrefixBytes })
+        else {
+            frames.append(badRequest("\"prefix\" takes at most \(TopicLimits.maxReplayPrefixes) prefixes of at most \(TopicLimits.maxPrefixBytes) bytes",
+                                     req: req))
+            return
+        }
         if prefixes.contains(where: { $0.isEmpty }) { prefixes = [] }
         // `checkout_id`: only envelopes whose top-level checkout_id is that id (`checkoutbus trace`).
         var checkoutNeedle: [UInt8]?

@@ -89,8 +89,9 @@ package final class JournalReader {
     /// - Parameters:
     ///   - maxExamined: at most this many records are read, matched or not, so a narrow prefix
     ///     over a long journal takes several short pages rather than one long scan.
-    ///   - maxBytes: the page ends once its records' topics and envelopes reach this many bytes
-    ///     (it always holds at least one record).
+    ///   - maxBytes: the page ends before a record that would take its records' topics and
+    ///     envelopes past this many bytes (it always holds at least one record, which may alone be
+    ///     larger).
     /// - Returns: the seq the next page starts at, and how many records matched.
     /// - Throws: ``Journal/ReplayError/notRetained(firstSeq:)`` when `from` is older than the
     ///   journal, or falls in seqs a recovery set aside (`firstSeq` is then where the journal goes on);
@@ -147,6 +148,10 @@ package final class JournalReader {
                 if h.seq > journal.lastSeq { break }
                 let topic = UnsafeRawBufferPointer(start: p + JournalFormat.recordHeaderSize, count: h.topicLength)
                 if prefixes.isEmpty || prefixes.contains(where: { topic.starts(with: $0) }) {
+                    if count > 0 && bytes + h.bodyLength > maxBytes {
+                        endPage = true
+                        break
+                    }
                     let envelope = UnsafeRawBufferPointer(start: p + JournalFormat.recordHeaderSize + h.topicLength,
                                                           count: h.bodyLength - h.topicLength)
                     try body(h.seq, topic, envelope)

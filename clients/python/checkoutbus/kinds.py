@@ -14,6 +14,19 @@ KINDS = [
 KIND_NAMES = [k[0] for k in KINDS]
 HEARTBEAT_TOPIC = "bus.heartbeat"
 DEFAULT_PREFIXES = ["checkout.", "bus.deadletter"]
+# The daemon's limits on topic prefixes (TopicLimits in the Swift package): a longer subscription has
+# its connection cut; a replay naming more prefixes, or a longer one, is refused as bad_request.
+MAX_PREFIX_BYTES = 64
+MAX_REPLAY_PREFIXES = 32
+
+
+def check_prefixes(prefixes) -> None:
+    """Raises ValueError for prefixes the daemon would not take."""
+    for p in prefixes:
+        if len(p.encode()) > MAX_PREFIX_BYTES:
+            raise ValueError("topic prefix of %d bytes: at most %d (%r...)" % (len(p.encode()), MAX_PREFIX_BYTES, p[:40]))
+    if len(prefixes) > MAX_REPLAY_PREFIXES:
+        raise ValueError("%d topic prefixes: at most %d" % (len(prefixes), MAX_REPLAY_PREFIXES))
 
 
 def topic_root(i: int) -> str:

@@ -24,7 +24,7 @@ from .cursor import FileCursor, MemoryCursor
 from .curve import curve_keys
 from .envelope import Envelope
 from .errors import ShardIdentity, SubscriberError
-from .kinds import DEFAULT_PREFIXES, HEARTBEAT_TOPIC
+from .kinds import DEFAULT_PREFIXES, HEARTBEAT_TOPIC, check_prefixes
 from .sequencer import LIVE_PREFIXES, Options, Statistics, SubscriptionSequencer
 
 _HEARTBEAT = HEARTBEAT_TOPIC.encode()
@@ -95,6 +95,8 @@ class Subscriber:
                  live_subscription: str = LIVE_PREFIXES, durable: bool = False, log=None,
                  shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None):
         publishes, controls = _endpoints(publish), _endpoints(control)
+        if prefixes is not None:
+            check_prefixes(list(prefixes))
         if not publishes or len(publishes) != len(controls):
             raise ValueError("one control endpoint per publish endpoint, and at least one")
         if (shard_ids is None) != (shard_count is None):

@@ -119,3 +119,19 @@ def test_resumes_from_a_cursor_file_and_refuses_a_second_user(bus, tmp_path):
         except Exception as e:
             assert getattr(e, "kind", None) == "cursor_in_use"
     assert FileCursor.committed(path) == last_seq
+
+
+def test_prefixes_the_daemon_would_not_take_are_refused_up_front(bus):
+    daemon = bus.daemon()
+    # A prefix longer than 64 bytes would have its connection cut over and over: refused here.
+    with pytest.raises(ValueError, match="at most 64"):
+        Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0),
+                   prefixes=["checkout." + "x" * 56])
+    with pytest.raises(ValueError, match="at most 32"):
+        Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0),
+                   prefixes=["checkout.%d" % i for i in range(33)])
+    # At the limit it subscribes, and the daemon answers with a heartbeat.
+    sub = Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0),
+                     prefixes=["checkout." + "x" * 55], name="py-long-prefix")
+    with sub:
+        assert sub.wait_subscribed(30)
