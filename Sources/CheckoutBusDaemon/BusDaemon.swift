@@ -122,6 +122,8 @@ public final class BusDaemon {
     /// make the pipeline do it for every message.
     package static let subscriptionAnswerInterval: UInt64 = 5_000_000
     private var receivedAtLastHeartbeat: UInt64 = 0
+    /// The publish socket's high-water mark (``sharedPublishHighWaterMark(budget:subscribers:configured:)``).
+    private var publishHighWaterMark: Int32 = 0
     private var trimmedSinceInput = true
     /// The process's allocator (set by the executable before ``run(stop:ready:)``; glibc's by default).
     public var allocator = MemoryAllocator.system
@@ -158,7 +160,14 @@ public final class BusDaemon {
     /// stops accepting, journals and publishes everything already received, syncs, and returns.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
-        BusDaemon.raiseDescriptorLimit(logger)
+        let descriptors = BusDaemon.raiseDescriptorLimit(logger)
+        let maxConnections = BusDaemon.connectionsPerSocket(configured: configuration.maxConnectionsPerSocket,
+                                                            descriptorLimit: descriptors)
+        if maxConnections < configuration.maxConnectionsPerSocket {
+            logger.warning("--max-connections lowered to fit the open-file limit", [
+                "max_connections": String(maxConnections), "open_file_limit": String(descriptors),
+            ])
+        }
         try JournalFiles.makeDirectory(configuration.dataDirectory)
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
@@ -199,7 +208,10 @@ public final class BusDaemon {
         try ingest.setLinger(milliseconds: 0)
         try acked.setOption(.sendHighWaterMark, 1_000_000)
         try acked.setLinger(milliseconds: 2000)
-        try publish.setOption(.sendHighWaterMark, configuration.publishHighWaterMark)
+        publishHighWaterMark = BusDaemon.sharedPublishHighWaterMark(
+            budget: configuration.subscriberMemoryBytes, subscribers: min(configuration.maxSubscribers, maxConnections),
+            configured: configuration.publishHighWaterMark)
+        try publish.setOption(.sendHighWaterMark, publishHighWaterMark)
         try publish.setOption(.receiveHighWaterMark, BusDaemon.subscriptionQueue)
         try publish.setOption(.xpubVerbose, 1)
         try publish.setMaxMessageSize(BusDaemon.maxSubscriptionBytes)
@@ -221,7 +233,9 @@ public final class BusDaemon {
         let controlServer = try ControlServer(ControlServer.Settings(
             endpoint: configuration.control, liveContext: context, controlContext: controlContext,
             allowlists: allowlists, curveSecretKey: curveKeys?.secretKey, shard: configuration.processor.shard,
-            monitors: monitors, catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
+            monitors: monitors,
+            maxConnections: ServiceCounters.Socket.allCases.map { $0 == .publish ? min(configuration.maxSubscribers, maxConnections) : maxConnections },
+            catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
             logger: logger))
         defer { controlServer.stop() }
         // Runs first: the monitors stop before the control thread closes their readers.
@@ -342,15 +356,57 @@ public final class BusDaemon {
     /// Raises the soft limit on open files to the hard one: every connection on the ZeroMQ ports
     /// holds a descriptor until it leaves (or fails its handshake within
     /// ``handshakeTimeoutMilliseconds``), and the journal needs some of its own.
-    package static func raiseDescriptorLimit(_ logger: BusLogger) {
+    /// - Returns: the soft limit now in force (1024 if it cannot be read).
+    @discardableResult
+    package static func raiseDescriptorLimit(_ logger: BusLogger) -> Int {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+            logger.warning("the open-file limit cannot be read; assuming 1024", ["error": String(cString: strerror(errno))])
+            return 1024
+        }
+        guard limit.rlim_cur < limit.rlim_max else { return Int(clamping: limit.rlim_cur) }
         let before = limit.rlim_cur
         limit.rlim_cur = limit.rlim_max
-        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
-            logger.debug("open-file limit raised", ["from": String(before), "to": String(limit.rlim_max)])
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+            logger.warning("the open-file limit cannot be raised", [
+                "limit": String(before), "error": String(cString: strerror(errno)),
+            ])
+            return Int(clamping: before)
         }
+        logger.debug("open-file limit raised", ["from": String(before), "to": String(limit.rlim_max)])
+        return Int(clamping: limit.rlim_max)
     }
+
+    /// Descriptors kept out of the ZeroMQ ports' reach: the journal's segments and readers, the
+    /// suppressed-id log, the metrics endpoint's 128 connections, libzmq's own.
+    package static let reservedDescriptors = 1024
+
+    /// The connections each of the four ZeroMQ ports keeps: `configured`, lowered so that all four
+    /// full leave ``reservedDescriptors`` of `descriptorLimit` (16 at least).
+    package static func connectionsPerSocket(configured: Int, descriptorLimit: Int) -> Int {
+        min(configured, max(16, (descriptorLimit - reservedDescriptors) / 4))
+    }
+
+    /// Bytes one message queued for one subscriber costs (two `zmq_msg_t` of 64 bytes, topic and
+    /// envelope, and libzmq's queue around them; measured 163–183 from /proc), with a margin, and
+    /// what a queued envelope's content costs once, shared by every subscriber that holds it.
+    package static let queuedMessageBytes = 224
+    package static let sharedEnvelopeBytes = 1024
+
+    /// The publish high-water mark per subscriber that keeps `subscribers` queues, each full,
+    /// within `budget` bytes: at most `configured` (`--publish-hwm`; 0, libzmq's "no limit", counts
+    /// as no limit here too), at least ``minimumPublishHighWaterMark``. It is set once, before the
+    /// socket binds: libzmq 4.3 gives a connection the mark in force at bind, and a later change
+    /// reaches no connection (measured).
+    package static func sharedPublishHighWaterMark(budget: Int, subscribers: Int, configured: Int32) -> Int32 {
+        let share = budget / (max(1, subscribers) * queuedMessageBytes + sharedEnvelopeBytes)
+        let ceiling = configured == 0 ? Int(Int32.max) : Int(configured)
+        return Int32(max(minimumPublishHighWaterMark, min(ceiling, share)))
+    }
+
+    /// The publish high-water mark is never shared below this: a subscriber that falls this far
+    /// behind recovers from the journal.
+    package static let minimumPublishHighWaterMark = 100
 
     /// After a burst, once a whole heartbeat interval passed without input, hands the memory the
     /// burst's queues freed back to the system (``MemoryAllocator/releaseFreed``), so RSS
@@ -628,7 +684,7 @@ public final class BusDaemon {
             journalWritable: journal.isWritable && !batches.isFailing, trackedCheckouts: processor.state.count,
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
             pipelineLatency: batches.latency, stages: pipelineStages, recoveredFence: journal.recovery.fence,
-            suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0)
+            suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0, publishHighWaterMark: publishHighWaterMark)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.

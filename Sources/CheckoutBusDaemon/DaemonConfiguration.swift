@@ -33,8 +33,20 @@ public struct DaemonConfiguration: Sendable {
         options.dedupeWindow = 200_000
         return options
     }()
-    /// Messages queued per subscriber before ZeroMQ drops for that subscriber (`ZMQ_SNDHWM`).
+    /// Messages queued per subscriber before ZeroMQ drops for that subscriber (`ZMQ_SNDHWM`); lowered
+    /// while many subscribers share ``subscriberMemoryBytes``.
     public var publishHighWaterMark: Int32 = 100_000
+    /// What all subscribers' queues may hold together (`--subscriber-memory`): the publish
+    /// high-water mark per subscriber is lowered so that ``maxSubscribers`` subscribers, each at
+    /// its mark, stay within it (docs/security.md, "One memory budget").
+    public var subscriberMemoryBytes = 1 << 30
+    /// Subscribers (connections to the publish socket) the daemon keeps (`--max-subscribers`); more
+    /// are cut as they are accepted.
+    public var maxSubscribers = 256
+    /// Connections each ZeroMQ port keeps at most (`--max-connections`); more are cut as they are
+    /// accepted. Lowered at start to fit the open-file limit, so the journal and `/healthz` always
+    /// have descriptors.
+    public var maxConnectionsPerSocket = 4096
     /// The largest message the ingest sockets take off the wire (`ZMQ_MAXMSGSIZE`); a producer that
     /// sends a larger one is disconnected as its size arrives. Messages between
     /// `--max-message-bytes` and this are dead-lettered `oversized` (`--max-wire-bytes`; default

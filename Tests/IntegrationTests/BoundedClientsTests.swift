@@ -251,6 +251,112 @@ struct BoundedClientsTests {
         try expectServing(daemon, "multipart-control")
         #expect(daemon.terminate() == 0)
     }
+
+    @Test("2,000 subscribers that never read: those past --max-subscribers are cut, the queues stay within --subscriber-memory")
+    func subscribersThatNeverRead() throws {
+        _ = raiseFileLimit()
+        let budget = 64 << 20
+        let daemon = try DaemonProcess(["--subscriber-memory", String(budget)])
+        let pid = daemon.process.processIdentifier
+        let publishPort = try port(of: daemon.publish.replacingOccurrences(of: "tcp://", with: ""))
+        let before = rssKilobytes(pid)
+        // ZMTP 3.0 SUB peers (rfc.zeromq.org/spec/23) subscribed to everything, with small receive
+        // buffers, that never read a byte after their handshake.
+        var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
+        greeting += [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
+        let ready: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8) + [0, 0, 0, 3] + Array("SUB".utf8)
+        let subscribeAll: [UInt8] = [0x00, 0x01, 0x01]
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        for i in 0..<2_000 {
+            let c = try tcpConnect(port: publishPort, source: UInt8(2 + i % 16))
+            var small: Int32 = 4096
+            setsockopt(c, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            tcpWrite(c, greeting)
+            fds.append(c)
+        }
+        // The rest of the handshake once the daemon answered the greetings (sent with the greeting
+        // in one segment, libzmq 4.3.4 closes a SUB peer's connection).
+        for c in fds { tcpWrite(c, [0x04, UInt8(ready.count)] + ready + subscribeAll) }
+        let control = try ControlClient(daemon.control)
+        // Every connection counted, and the mark shared among them.
+        let expectedMark = BusDaemon.sharedPublishHighWaterMark(budget: budget, subscribers: DaemonConfiguration().maxSubscribers,
+                                                                configured: 100_000)
+        var stats: [String: Any] = [:]
+        for _ in 0..<100 {
+            stats = try control.stats()
+            let publish = (stats["connections"] as? [String: Any])?["publish"] as? [String: Any] ?? [:]
+            if (publish["accepted"] as? Int ?? 0) >= fds.count && (publish["open"] as? Int ?? 0) <= DaemonConfiguration().maxSubscribers { break }
+            usleep(100_000)
+        }
+        let publish = (stats["connections"] as? [String: Any])?["publish"] as? [String: Any] ?? [:]
+        print("subscribers that never read: connections \(publish)")
+        // (Some of the first may have timed out in their handshake, making room for later ones.)
+        #expect((publish["refused"] as? Int ?? 0) >= 1_000, "\(publish)")
+        #expect((publish["open"] as? Int ?? 0) <= DaemonConfiguration().maxSubscribers, "\(publish)")
+        #expect(stats["publish_hwm"] as? Int == Int(expectedMark), "publish_hwm \(stats["publish_hwm"] ?? "none"), expected \(expectedMark)")
+        let connected = rssKilobytes(pid)
+        // 5,000 events to 2,000 subscribers that read none of them: 10 M deliveries.
+        let events = (0..<5_000).map { #"{"event_id":"slow-\#($0)","checkout_id":"slow-\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
+        let sent = try send(events, to: daemon.ingest)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        for _ in 0..<300 {
+            if (try control.stats()["last_seq"] as? Int ?? 0) >= 5_000 { break }
+            usleep(100_000)
+        }
+        usleep(1_000_000)
+        let flooded = rssKilobytes(pid)
+        print("subscribers that never read: RSS \(before) KiB before, \(connected) KiB with \(fds.count) connected, \(flooded) KiB after 5,000 events; mark \(expectedMark)")
+        #expect(flooded - connected < budget / 1024, "the queues grew \(flooded - connected) KiB past the \(budget >> 20) MiB budget")
+        for fd in fds { close(fd) }
+        fds = []
+        try expectServing(daemon, "never-read")
+        #expect(daemon.terminate() == 0)
+    }
+
+    @Test("connections past --max-connections are cut as they are accepted: the journal rotates, /healthz and replay answer")
+    func connectionCap() throws {
+        _ = raiseFileLimit()
+        let daemon = try DaemonProcess(["--max-connections", "64", "--segment-bytes", "4096"])
+        let pid = daemon.process.processIdentifier
+        let ingestPort = try port(of: daemon.ingest.replacingOccurrences(of: "tcp://", with: ""))
+        var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
+        greeting += [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
+        let ready: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8) + [0, 0, 0, 4] + Array("PUSH".utf8)
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        // The issue's client: connections that finish the ZeroMQ handshake and idle.
+        for i in 0..<1_000 {
+            let c = try tcpConnect(port: ingestPort, source: UInt8(2 + i % 16))
+            tcpWrite(c, greeting + [0x04, UInt8(ready.count)] + ready)
+            fds.append(c)
+        }
+        let control = try ControlClient(daemon.control)
+        var connections: [String: Any] = [:]
+        for _ in 0..<100 {
+            connections = try control.stats()["connections"] as? [String: Any] ?? [:]
+            let ingest = connections["ingest"] as? [String: Any] ?? [:]
+            if (ingest["refused"] as? Int ?? 0) >= 1_000 - 64 && (ingest["open"] as? Int ?? 1_000) <= 64 { break }
+            usleep(100_000)
+        }
+        let ingest = connections["ingest"] as? [String: Any] ?? [:]
+        let descriptors = openDescriptors(pid)
+        print("connection cap: ingest \(ingest); the daemon holds \(descriptors) descriptors")
+        #expect((ingest["refused"] as? Int ?? 0) >= 1_000 - 64, "\(ingest)")
+        #expect((ingest["open"] as? Int ?? 1_000) <= 64, "\(ingest)")
+        #expect(descriptors < 400, "\(descriptors) descriptors")
+        // Journal segments still open (4 KiB segments: every few events a new one), acks come back.
+        let events = (0..<200).map { #"{"event_id":"cap-\#($0)","checkout_id":"cap-\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
+        let acked = try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "20"])
+        #expect(acked.status == 0, "\(acked.stderr)")
+        let replay = try control.request(#"{"op":"replay","from":1,"limit":10000}"#)
+        #expect(replay.status["ok"] as? Bool == true)
+        #expect(replay.frames.count / 2 >= 100, "replayed \(replay.frames.count / 2) records")
+        let metrics = try httpGet(try #require(daemon.ready["metrics"] as? String), "/metrics").body
+        #expect((metric(metrics, "checkoutbus_connections_refused_total{socket=\"ingest\"}") ?? 0) >= Double(1_000 - 64))
+        try expectServing(daemon, "connection-cap")
+        #expect(daemon.terminate() == 0)
+    }
 }
 
 /// Live latency (µs) of `count` start events pushed one at a time to `daemon.ingest`, each timed

@@ -31,6 +31,9 @@ package final class ControlServer: Sendable {
         var shard: ShardMap
         /// Monitors of the pipeline's sockets (`inproc://` endpoints their owner started), by socket.
         var monitors: [(socket: ServiceCounters.Socket, endpoint: String)]
+        /// Connections each ZeroMQ socket keeps, by ``ServiceCounters/Socket``; more are cut as
+        /// they are accepted.
+        var maxConnections: [Int]
         var catalog: JournalCatalog
         var exchange: SnapshotExchange
         var reports: SubscriberReportBook
@@ -130,7 +133,7 @@ extension ControlServer {
                     if poller.isReadable(wakeIndex) { wake.drain() }
                     for (i, zap) in zip(zapIndexes, sockets.zap) where poller.isReadable(i) { try zap.serve() }
                     for (i, (socket, monitor)) in zip(monitorIndexes, sockets.monitors) where poller.isReadable(i) {
-                        readEvents(monitor, socket, s.counters)
+                        readEvents(monitor, socket, s)
                     }
                     if poller.isReadable(snapshotIndex) { snapshots.drain() }
                     try service.answerPendingStats(sockets.control)
@@ -186,11 +189,13 @@ extension ControlServer {
             return pair
         }
 
-        /// Counts the connection events queued on a monitor's socket.
-        private func readEvents(_ monitor: ZMQSocket, _ socket: ServiceCounters.Socket, _ counters: ServiceCounters) {
+        /// Counts the connection events queued on a monitor's socket, and cuts a connection
+        /// accepted while its socket already had its ``Settings/maxConnections`` open.
+        private func readEvents(_ monitor: ZMQSocket, _ socket: ServiceCounters.Socket, _ s: Settings) {
             while let frames = try? monitor.receiveMultipart(dontWait: true) {
                 guard let first = frames.first, let e = ZMQMonitorEvent(frame: first) else { continue }
-                counters.update { c in
+                var open = 0
+                s.counters.update { c in
                     switch e.event {
                     case ZMQMonitorEvent.accepted: c.accepted[socket.rawValue] += 1
                     case ZMQMonitorEvent.disconnected: c.disconnected[socket.rawValue] += 1
@@ -199,9 +204,68 @@ extension ControlServer {
                         c.handshakesFailed[socket.rawValue] += 1
                     default: break
                     }
+                    open = Int(c.accepted[socket.rawValue]) - Int(c.disconnected[socket.rawValue])
+                }
+                if e.event == ZMQMonitorEvent.accepted && open > s.maxConnections[socket.rawValue],
+                    frames.count > 1, ConnectionCutter.cut(Int32(bitPattern: e.value), acceptedOn: frames[1])
+                {
+                    s.counters.update { $0.refused[socket.rawValue] += 1 }
                 }
             }
         }
+    }
+}
+
+/// Cuts a connection libzmq accepted, by its descriptor, from outside libzmq: `shutdown(2)`, so
+/// libzmq sees the peer gone and closes the descriptor itself (closing it here would race with
+/// libzmq's use of it).
+enum ConnectionCutter {
+    /// Shuts down `fd` if it still is a connection accepted on `listener` (the monitor event's
+    /// endpoint: `tcp://HOST:PORT` or `ipc://PATH`); the descriptor may have been closed and reused
+    /// since the event, and anything else is left alone.
+    /// - Returns: whether it was cut.
+    static func cut(_ fd: Int32, acceptedOn listener: [UInt8]) -> Bool {
+        guard fd >= 0 else { return false }
+        let endpoint = String(decoding: listener, as: UTF8.self)
+        var local = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { return false }
+        var peer = sockaddr_storage()
+        var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let connected = withUnsafeMutablePointer(to: &peer) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &peerLength) }
+        }
+        // A listening socket has no peer: never cut one.
+        guard connected == 0 else { return false }
+        let matches: Bool
+        switch Int32(local.ss_family) {
+        case AF_INET, AF_INET6:
+            guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"),
+                let port = UInt16(endpoint[endpoint.index(after: colon)...])
+            else { return false }
+            let family = Int32(local.ss_family)
+            let localPort = withUnsafePointer(to: &local) { p -> UInt16 in
+                if family == AF_INET {
+                    return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+                }
+                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+            }
+            matches = localPort == port
+        case AF_UNIX:
+            guard endpoint.hasPrefix("ipc://") else { return false }
+            let path = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr_un.self, capacity: 1) { un in
+                    withUnsafeBytes(of: un.pointee.sun_path) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                }
+            }
+            matches = path == String(endpoint.dropFirst("ipc://".count))
+        default:
+            matches = false
+        }
+        return matches && shutdown(fd, Int32(SHUT_RDWR)) == 0
     }
 }
 

@@ -367,6 +367,8 @@ package final class ControlService {
         w.append(int: Int64(snap.firstSeq))
         w.append(",\"snapshot_age_ms\":")
         w.append(int: Int64((now - min(now, snap.takenAt)) / 1_000_000))
+        w.append(",\"publish_hwm\":")
+        w.append(int: Int64(snap.publishHighWaterMark))
         w.append(",\"kind_seqs\":")
         EnvelopeWriter.writeKindSeqs(snap.kindSeqs, to: &w)
         w.append(",\"counters\":{\"received\":")
@@ -460,7 +462,7 @@ package final class ControlService {
             let (accepted, closed) = (Int64(f.accepted[s.rawValue]), Int64(f.disconnected[s.rawValue]))
             ControlService.writeObject([
                 ("accepted", accepted), ("disconnected", closed), ("open", accepted - closed),
-                ("handshakes_failed", Int64(f.handshakesFailed[s.rawValue])),
+                ("handshakes_failed", Int64(f.handshakesFailed[s.rawValue])), ("refused", Int64(f.refused[s.rawValue])),
             ], to: &w)
             w.append(",")
         }

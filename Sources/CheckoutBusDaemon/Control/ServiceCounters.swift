@@ -32,6 +32,10 @@ package final class ServiceCounters: Sendable {
         var disconnected = [UInt64](repeating: 0, count: Socket.allCases.count)
         /// CURVE handshakes refused or failed, by ``Socket``.
         var handshakesFailed = [UInt64](repeating: 0, count: Socket.allCases.count)
+        /// Connections cut as they were accepted because the socket had its limit open
+        /// (`--max-connections`, `--max-subscribers`),
+        /// by ``Socket`` (each is also counted in `accepted` and, once gone, `disconnected`).
+        var refused = [UInt64](repeating: 0, count: Socket.allCases.count)
         var httpAccepted: UInt64 = 0
         /// HTTP connections refused at once: ``MetricsHTTPServer/maxConnections`` were open and all
         /// being answered.

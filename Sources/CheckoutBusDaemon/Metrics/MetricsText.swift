@@ -77,6 +77,12 @@ package enum MetricsText {
                 sockets.map { ("{socket=\"\($0.name)\"}", f.disconnected[$0.rawValue]) })
         gauge("checkoutbus_connections_open", "Connections open on each ZeroMQ socket.",
               sockets.map { ("{socket=\"\($0.name)\"}", Int64(f.accepted[$0.rawValue]) - Int64(f.disconnected[$0.rawValue])) })
+        counter("checkoutbus_connections_refused_total",
+                "Connections cut as they were accepted on each ZeroMQ socket: it had --max-connections open.",
+                sockets.map { ("{socket=\"\($0.name)\"}", f.refused[$0.rawValue]) })
+        gauge("checkoutbus_publish_hwm",
+              "Messages queued per subscriber before it drops: --publish-hwm, or the subscribers' share of --subscriber-memory.",
+              [("", Int64(snap.publishHighWaterMark))])
         counter("checkoutbus_handshakes_failed_total", "Handshakes refused or failed (CURVE keys, protocol) on each ZeroMQ socket.",
                 sockets.map { ("{socket=\"\($0.name)\"}", f.handshakesFailed[$0.rawValue]) })
         counter("checkoutbus_http_connections_total", "HTTP connections to the metrics endpoint, by outcome.", [
