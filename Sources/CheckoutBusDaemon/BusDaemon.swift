@@ -214,7 +214,8 @@ public final class BusDaemon {
         try publish.setOption(.sendHighWaterMark, publishHighWaterMark)
         try publish.setOption(.receiveHighWaterMark, BusDaemon.subscriptionQueue)
         try publish.setOption(.xpubVerbose, 1)
-        try publish.setMaxMessageSize(BusDaemon.maxSubscriptionBytes)
+        try publish.setMaxMessageSize(curveKeys == nil ? BusDaemon.maxSubscriptionBytes
+                                                      : Int64(TopicLimits.maxCurveSubscriptionMessageBytes))
         try publish.setLinger(milliseconds: 2000)
         var monitors: [(socket: ServiceCounters.Socket, endpoint: String)] = []
         for (socket, kind) in [(ingest, ServiceCounters.Socket.ingest), (acked, .ingestAcked), (publish, .publish)] {

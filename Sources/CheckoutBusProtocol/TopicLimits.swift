@@ -8,6 +8,10 @@ public enum TopicLimits {
     /// (`\x09SUBSCRIBE` and the prefix, 10 bytes more than the prefix) or the older form (one flag
     /// byte and the prefix). A longer one cuts its connection as its size arrives.
     public static let maxSubscriptionMessageBytes = maxPrefixBytes + 10
+    /// The same with CURVE: the limit applies to frames as they arrive, and CURVE's handshake
+    /// (`INITIATE`, about 260 bytes and the client's metadata) and its encrypted frames (33 bytes
+    /// more than the message) are larger. Only listed keys get past the handshake.
+    public static let maxCurveSubscriptionMessageBytes = 1024
     /// The most prefixes one replay request may name.
     public static let maxReplayPrefixes = 32
 }

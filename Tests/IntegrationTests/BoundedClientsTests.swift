@@ -357,6 +357,43 @@ struct BoundedClientsTests {
         try expectServing(daemon, "connection-cap")
         #expect(daemon.terminate() == 0)
     }
+
+    @Test("with a low open-file limit, 3,000 idle handshaken producers never exhaust descriptors: ingest, rotation, replay and /healthz go on")
+    func descriptorExhaustion() throws {
+        _ = raiseFileLimit()
+        // 2,048 descriptors: each port keeps (2048 - 1024) / 4 = 256 connections.
+        let daemon = try DaemonProcess(["--segment-bytes", "4096"], launcher: ["/usr/bin/prlimit", "--nofile=2048:2048", "--"])
+        let pid = daemon.process.processIdentifier
+        let ingestPort = try port(of: daemon.ingest.replacingOccurrences(of: "tcp://", with: ""))
+        var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
+        greeting += [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
+        let ready: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8) + [0, 0, 0, 4] + Array("PUSH".utf8)
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        var peak = 0
+        for i in 0..<3_000 {
+            guard let c = try? tcpConnect(port: ingestPort, source: UInt8(2 + i % 16)) else { continue }
+            tcpWrite(c, greeting + [0x04, UInt8(ready.count)] + ready)
+            fds.append(c)
+            if i % 100 == 0 { peak = max(peak, openDescriptors(pid)) }
+        }
+        let control = try ControlClient(daemon.control)
+        // Ingest goes on: acknowledged events across many 4 KiB segments.
+        let events = (0..<300).map { #"{"event_id":"fd-\#($0)","checkout_id":"fd-\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
+        let acked = try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "20"])
+        #expect(acked.status == 0, "\(acked.stderr)")
+        let replay = try control.request(#"{"op":"replay","from":1,"limit":10000}"#)
+        #expect(replay.status["ok"] as? Bool == true, "\(replay.status)")
+        #expect(replay.frames.count / 2 >= 300, "replayed \(replay.frames.count / 2) records")
+        let stats = try control.stats()
+        let ingest = (stats["connections"] as? [String: Any])?["ingest"] as? [String: Any] ?? [:]
+        print("descriptor exhaustion: \(fds.count) connections made; ingest \(ingest); the daemon peaked at \(peak) descriptors of 2048")
+        #expect((ingest["open"] as? Int ?? 3_000) <= 256, "\(ingest)")
+        #expect(peak < 2048 - 256, "the daemon reached \(peak) descriptors")
+        #expect(!daemon.stderrText.contains("Too many open files"), "\(daemon.stderrText.suffix(400))")
+        try expectServing(daemon, "descriptors")
+        #expect(daemon.terminate() == 0)
+    }
 }
 
 /// Live latency (µs) of `count` start events pushed one at a time to `daemon.ingest`, each timed

@@ -10,9 +10,10 @@ import CheckoutBusJSON
 import CheckoutBusRuntime
 import ZeroMQ
 
-/// `checkoutbus bench`'s abuse round: live latency at a fixed rate while impatient clients hammer
-/// the daemon's side doors (``ClientStorm``: four clients replaying the journal's first 10,000
-/// records in a loop, and a `/metrics` scraper), against the same storm aimed at a twin daemon
+/// `checkoutbus bench`'s abuse round: live latency at a fixed rate while impatient and hostile
+/// clients hammer the daemon's side doors (``ClientStorm``: four clients replaying the journal's
+/// first 10,000 records in a loop, a `/metrics` scraper, a subscriber churning subscriptions, 50
+/// subscribers that never read, multipart control requests, stalled HTTP heads), against the same storm aimed at a twin daemon
 /// on a copy of the journal. The twin's figure is what the machine's CPU contention alone costs;
 /// the difference between the two is what the storm does to the bus itself.
 ///
@@ -57,7 +58,9 @@ public struct AbuseBenchmark {
             try ThroughputBenchmark.BusProcess("checkoutbusd", [
                 "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", dir.path,
                 "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
-                "--publish-hwm", "1000000", "--log-level", "warning",
+                // The defaults a user runs with: --max-subscribers and --subscriber-memory set the
+                // mark the never-reading subscribers fill.
+                "--log-level", "warning",
             ] + daemonArguments)
         }
         // The journal both daemons replay from: written once, then copied.
@@ -69,7 +72,7 @@ public struct AbuseBenchmark {
         defer { bus.stop() }
         let twin = try start(twinDirectory)
         defer { twin.stop() }
-        say("abuse round: live p99 at \(Int(rate))/s (\(events) events) with four replaying clients and a /metrics scraper")
+        say("abuse round: live p99 at \(Int(rate))/s (\(events) events) with four replaying clients, a /metrics scraper, a subscription churner, 50 subscribers that never read, multipart control requests and 100 stalled HTTP heads")
         say("  storm on twin = the same storm on a second daemon with a copy of the journal (the host's CPU contention alone)")
         let quiet = try drive(bus, events: events, run: "abuse-quiet", rate: rate)
         say("  no storm: \(quiet.line)")
@@ -77,13 +80,14 @@ public struct AbuseBenchmark {
         var selfP99: [Double] = []
         for round in 1...rounds {
             for (name, target) in [("storm on twin", twin), ("storm on bus ", bus)] {
-                let storm = ClientStorm(control: target.ready["control"] as? String, metrics: target.ready["metrics"] as? String)
+                let storm = ClientStorm(control: target.ready["control"] as? String, metrics: target.ready["metrics"] as? String,
+                                        publish: target.publish)
                 let started = Date()
                 let m = try drive(bus, events: events, run: "abuse-\(round)-\(name.hasSuffix("twin") ? "t" : "s")", rate: rate)
                 let tally = storm.stop()
                 let seconds = max(0.001, Date().timeIntervalSince(started))
                 if name.hasSuffix("twin") { twinP99.append(m.p99) } else { selfP99.append(m.p99) }
-                say("  round \(round) \(name): \(m.line); storm \(Int(Double(tally.pages) / seconds)) pages/s (\(Int(Double(tally.records) / seconds)) records/s), \(Int(Double(tally.scrapes) / seconds)) scrapes/s")
+                say("  round \(round) \(name): \(m.line); storm \(Int(Double(tally.pages) / seconds)) pages/s (\(Int(Double(tally.records) / seconds)) records/s), \(Int(Double(tally.scrapes) / seconds)) scrapes/s, \(Int(Double(tally.subscriptions) / seconds)) subscriptions/s, \(Int(Double(tally.multipart) / seconds)) multipart requests/s")
             }
         }
         let t = ThroughputBenchmark.median(twinP99)

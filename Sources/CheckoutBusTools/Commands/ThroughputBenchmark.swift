@@ -104,11 +104,13 @@ public struct ThroughputBenchmark {
         do {
             let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-bench-\(getpid())")
             defer { try? FileManager.default.removeItem(at: tmp) }
+            // The forwarder's queue, and the same on the bus: a few subscribers, each with 1 M
+            // messages of room (so --subscriber-memory does not lower it).
             let hwm = "1000000"
             let daemon = try BusProcess("checkoutbusd", [
                 "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path,
                 "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
-                "--publish-hwm", hwm, "--log-level", "warning",
+                "--publish-hwm", hwm, "--max-subscribers", "4", "--subscriber-memory", "4294967296", "--log-level", "warning",
             ] + daemonArguments)
             defer { daemon.stop() }
             let raw = try BusProcess("checkoutbus", ["forwarder", "--hwm", hwm])
@@ -169,7 +171,7 @@ public struct ThroughputBenchmark {
                 let fresh = try BusProcess("checkoutbusd", [
                     "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path + "-m",
                     "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
-                    "--publish-hwm", hwm, "--log-level", "warning", "--max-checkouts", String(memoryCheckouts * 2),
+                    "--publish-hwm", hwm, "--max-subscribers", "4", "--subscriber-memory", "4294967296", "--log-level", "warning", "--max-checkouts", String(memoryCheckouts * 2),
                 ])
                 defer { fresh.stop() }
                 let driver = try LoadDriver(ingest: fresh.ingest, publish: fresh.publish, target: .daemon)

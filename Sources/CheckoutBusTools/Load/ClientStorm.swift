@@ -14,7 +14,10 @@ import CheckoutBusRuntime
 /// Impatient clients hammering a daemon's side doors, for `checkoutbus bench`'s abuse round and
 /// the tests that prove they cannot stall the bus: replay clients that ask for the journal's
 /// first 10,000 records again and again (a subscriber catching up after an outage, times four), and
-/// metrics scrapers that fetch `/metrics` in a loop.
+/// metrics scrapers that fetch `/metrics` in a loop. With `publish`, the hostile ones of
+/// docs/security.md as well: a subscriber churning distinct short subscriptions, subscribers that
+/// never read, a control client sending multipart requests of 64 KiB frames, and stalled
+/// half-sent HTTP heads.
 ///
 /// `Sendable`: each client runs on a thread of its own with its own sockets; ``stop()`` ends them
 /// and returns what they got.
@@ -24,6 +27,10 @@ public final class ClientStorm: Sendable {
         public var pages = 0
         public var records = 0
         public var scrapes = 0
+        /// Subscriptions and cancellations the churning subscriber sent.
+        public var subscriptions = 0
+        /// Multipart control requests sent.
+        public var multipart = 0
     }
 
     private let stopping = Atomic<Bool>(false)
@@ -35,8 +42,19 @@ public final class ClientStorm: Sendable {
     /// - Parameters:
     ///   - control: the daemon's control endpoint (needed when `replayClients` > 0).
     ///   - metrics: the daemon's metrics `HOST:PORT` (needed when `scrapers` > 0).
-    public init(control: String?, metrics: String?, replayClients: Int = 4, scrapers: Int = 1, pageLimit: Int = 10_000) {
-        clients = (control == nil ? 0 : replayClients) + (metrics == nil ? 0 : scrapers)
+    ///   - publish: the daemon's publish endpoint: adds the hostile clients (the churner, 50
+    ///     subscribers that never read, and with `control` and `metrics` a multipart control client
+    ///     and 100 stalled HTTP heads).
+    public init(control: String?, metrics: String?, publish: String? = nil, replayClients: Int = 4, scrapers: Int = 1,
+                pageLimit: Int = 10_000) {
+        let hostile = publish == nil ? 0 : 2 + (control == nil ? 0 : 1) + (metrics == nil ? 0 : 1)
+        clients = (control == nil ? 0 : replayClients) + (metrics == nil ? 0 : scrapers) + hostile
+        if let publish {
+            Thread { [self] in churnLoop(publish) }.start()
+            Thread { [self] in neverReadLoop(publish) }.start()
+            if let control { Thread { [self] in multipartLoop(control) }.start() }
+            if let metrics { Thread { [self] in stalledHeadsLoop(metrics) }.start() }
+        }
         if let control {
             for i in 0..<replayClients {
                 let thread = Thread { [self] in replayLoop(control, pageLimit: pageLimit) }
@@ -79,6 +97,93 @@ public final class ClientStorm: Sendable {
                 $0.pages += 1
                 $0.records += (frames.count - 1) / 2
             }
+        }
+    }
+
+    /// Subscribes to and cancels distinct short prefixes as fast as the socket takes them.
+    private func churnLoop(_ endpoint: String) {
+        defer { done.signal() }
+        guard let context = try? ZMQContext(), let xsub = try? ZMQSocket(context: context, type: .xsub) else { return }
+        defer { context.shutdown() }
+        try? xsub.setLinger(milliseconds: 0)
+        try? xsub.setOption(.sendTimeout, 100)
+        guard (try? xsub.connect(endpoint)) != nil else { return }
+        var i = 0
+        while running {
+            let prefix = Array("storm.\(i % 100_000)".utf8)
+            guard (try? xsub.send([1] + prefix)) == true, (try? xsub.send([0] + prefix)) == true else { continue }
+            i += 1
+            if i % 1000 == 0 { tally.withLock { $0.subscriptions += 2000 } }
+        }
+    }
+
+    /// 50 subscribers to everything that never read: the daemon queues for each up to its mark.
+    private func neverReadLoop(_ endpoint: String) {
+        defer { done.signal() }
+        guard let context = try? ZMQContext() else { return }
+        defer { context.shutdown() }
+        var subscribers: [ZMQSocket] = []
+        for _ in 0..<50 {
+            guard let sub = try? ZMQSocket(context: context, type: .sub) else { break }
+            try? sub.setLinger(milliseconds: 0)
+            try? sub.setOption(.receiveHighWaterMark, 1)
+            try? sub.setOption(.receiveBuffer, 4096)
+            try? sub.subscribe("")
+            try? sub.connect(endpoint)
+            subscribers.append(sub)
+        }
+        while running { usleep(50_000) }
+    }
+
+    /// Requests of 100 frames of 64 KiB, sent and never read back.
+    private func multipartLoop(_ endpoint: String) {
+        defer { done.signal() }
+        guard let context = try? ZMQContext(), let socket = try? ZMQSocket(context: context, type: .dealer) else { return }
+        defer { context.shutdown() }
+        try? socket.setLinger(milliseconds: 0)
+        try? socket.setOption(.sendTimeout, 100)
+        guard (try? socket.connect(endpoint)) != nil else { return }
+        let frames = [Array(#"{"op":"stats"}"#.utf8)] + Array(repeating: [UInt8](repeating: 0x7B, count: 64 * 1024), count: 99)
+        while running {
+            if (try? socket.sendMultipart(frames)) == true {
+                tally.withLock { $0.multipart += 1 }
+            } else {
+                usleep(10_000)
+            }
+        }
+    }
+
+    /// 100 HTTP connections that sent half a request head and stall; each one closed is opened again.
+    private func stalledHeadsLoop(_ address: String) {
+        defer { done.signal() }
+        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else { return }
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        while running {
+            while fds.count < 100 {
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                guard fd >= 0 else { break }
+                var addr = sockaddr_in()
+                addr.sin_family = sa_family_t(AF_INET)
+                addr.sin_port = port.bigEndian
+                inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
+                let connected = withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                guard connected == 0 else {
+                    close(fd)
+                    break
+                }
+                _ = Array("GET /metr".utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                fds.append(fd)
+            }
+            var polled = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&polled, nfds_t(polled.count), 100)
+            fds = polled.filter { pfd in
+                if pfd.revents == 0 { return true }
+                close(pfd.fd)
+                return false
+            }.map(\.fd)
         }
     }
 
