@@ -262,9 +262,8 @@ struct BoundedClientsTests {
         let before = rssKilobytes(pid)
         // ZMTP 3.0 SUB peers (rfc.zeromq.org/spec/23) subscribed to everything, with small receive
         // buffers, that never read a byte after their handshake.
-        var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
-        greeting += [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
-        let ready: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8) + [0, 0, 0, 3] + Array("SUB".utf8)
+        let greeting = ZMTP.nullGreeting
+        let ready = ZMTP.ready(socketType: "SUB")
         let subscribeAll: [UInt8] = [0x00, 0x01, 0x01]
         var fds: [Int32] = []
         defer { for fd in fds { close(fd) } }
@@ -277,7 +276,7 @@ struct BoundedClientsTests {
         }
         // The rest of the handshake once the daemon answered the greetings (sent with the greeting
         // in one segment, libzmq 4.3.4 closes a SUB peer's connection).
-        for c in fds { tcpWrite(c, [0x04, UInt8(ready.count)] + ready + subscribeAll) }
+        for c in fds { tcpWrite(c, ready + subscribeAll) }
         let control = try ControlClient(daemon.control)
         // Every connection counted, and the mark shared among them.
         let expectedMark = BusDaemon.sharedPublishHighWaterMark(budget: budget, subscribers: DaemonConfiguration().maxSubscribers,
@@ -320,15 +319,14 @@ struct BoundedClientsTests {
         let daemon = try DaemonProcess(["--max-connections", "64", "--segment-bytes", "4096"])
         let pid = daemon.process.processIdentifier
         let ingestPort = try port(of: daemon.ingest.replacingOccurrences(of: "tcp://", with: ""))
-        var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
-        greeting += [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
-        let ready: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8) + [0, 0, 0, 4] + Array("PUSH".utf8)
+        let greeting = ZMTP.nullGreeting
+        let ready = ZMTP.ready(socketType: "PUSH")
         var fds: [Int32] = []
         defer { for fd in fds { close(fd) } }
         // The client: connections that finish the ZeroMQ handshake and idle.
         for i in 0..<1_000 {
             let c = try tcpConnect(port: ingestPort, source: UInt8(2 + i % 16))
-            tcpWrite(c, greeting + [0x04, UInt8(ready.count)] + ready)
+            tcpWrite(c, greeting + ready)
             fds.append(c)
         }
         let control = try ControlClient(daemon.control)
@@ -365,15 +363,14 @@ struct BoundedClientsTests {
         let daemon = try DaemonProcess(["--segment-bytes", "4096"], launcher: ["/usr/bin/prlimit", "--nofile=2048:2048", "--"])
         let pid = daemon.process.processIdentifier
         let ingestPort = try port(of: daemon.ingest.replacingOccurrences(of: "tcp://", with: ""))
-        var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
-        greeting += [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
-        let ready: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8) + [0, 0, 0, 4] + Array("PUSH".utf8)
+        let greeting = ZMTP.nullGreeting
+        let ready = ZMTP.ready(socketType: "PUSH")
         var fds: [Int32] = []
         defer { for fd in fds { close(fd) } }
         var peak = 0
         for i in 0..<3_000 {
             guard let c = try? tcpConnect(port: ingestPort, source: UInt8(2 + i % 16)) else { continue }
-            tcpWrite(c, greeting + [0x04, UInt8(ready.count)] + ready)
+            tcpWrite(c, greeting + ready)
             fds.append(c)
             if i % 100 == 0 { peak = max(peak, openDescriptors(pid)) }
         }
@@ -423,4 +420,19 @@ func liveLatencies(_ daemon: DaemonProcess, count: Int, tag: String) throws -> [
         out.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1000)
     }
     return out.sorted()
+}
+
+/// A raw ZMTP 3.0 peer's handshake with the NULL mechanism (rfc.zeromq.org/spec/23), for clients
+/// that misbehave below what libzmq lets a socket do.
+enum ZMTP {
+    /// The 64-byte greeting: signature, version 3.0, mechanism NULL, as-server 0.
+    static let nullGreeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
+        + [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
+
+    /// The READY command frame with a `Socket-Type` property.
+    static func ready(socketType: String) -> [UInt8] {
+        let body: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8)
+            + [0, 0, 0, UInt8(socketType.utf8.count)] + Array(socketType.utf8)
+        return [0x04, UInt8(body.count)] + body
+    }
 }

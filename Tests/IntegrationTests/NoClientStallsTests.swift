@@ -250,10 +250,7 @@ struct NoClientStallsTests {
         let fd = try tcpConnect(port: ingestPort)
         defer { close(fd) }
         // ZMTP 3.0 as a PUSH peer with the NULL mechanism (rfc.zeromq.org/spec/23): greeting, READY.
-        var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0] + Array("NULL".utf8)
-        greeting += [UInt8](repeating: 0, count: 16) + [0] + [UInt8](repeating: 0, count: 31)
-        let ready: [UInt8] = [5] + Array("READY".utf8) + [11] + Array("Socket-Type".utf8) + [0, 0, 0, 4] + Array("PUSH".utf8)
-        #expect(tcpWrite(fd, greeting + [0x04, UInt8(ready.count)] + ready))
+        #expect(tcpWrite(fd, ZMTP.nullGreeting + ZMTP.ready(socketType: "PUSH")))
         // A long frame of 512 MiB, then up to half of it.
         var header: [UInt8] = [0x02]
         for shift in stride(from: 56, through: 0, by: -8) { header.append(UInt8(truncatingIfNeeded: (512 << 20) >> shift)) }
