@@ -391,6 +391,54 @@ struct BoundedClientsTests {
         try expectServing(daemon, "descriptors")
         #expect(daemon.terminate() == 0)
     }
+
+    @Test("six clients replaying with the most prefixes allowed: stats stays within a ratio of its baseline")
+    func replayPrefixStorm() throws {
+        let daemon = try DaemonProcess()
+        let events = (0..<20_000).map { #"{"event_id":"p-\#($0)","checkout_id":"p-\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "60"]).status == 0)
+        let control = try ControlClient(daemon.control)
+        func statsTimes(_ n: Int) throws -> [Double] {
+            try (0..<n).map { _ in
+                let started = DispatchTime.now().uptimeNanoseconds
+                _ = try control.stats()
+                return Double(DispatchTime.now().uptimeNanoseconds - started) / 1000
+            }.sorted()
+        }
+        let baseline = try statsTimes(50)
+        // The worst a replay may ask: 32 prefixes of 64 bytes that match nothing, so every page
+        // examines its 100,000 records (here the whole journal) against each of them.
+        let prefixes = (0..<TopicLimits.maxReplayPrefixes).map {
+            "\"checkout.none.\($0)." + String(repeating: "z", count: TopicLimits.maxPrefixBytes - 16 - String($0).count) + "\""
+        }.joined(separator: ",")
+        let request = #"{"op":"replay","from":1,"prefix":[\#(prefixes)]}"#
+        let stop = Atomic<Bool>(false)
+        let pages = Atomic<Int>(0)
+        let endpoint = daemon.control
+        var storm: [Thread] = []
+        for _ in 0..<6 {
+            let t = Thread {
+                guard let client = try? ControlClient(endpoint) else { return }
+                while !stop.load(ordering: .relaxed) {
+                    if (try? client.request(request))?.status["ok"] as? Bool == true { pages.add(1, ordering: .relaxed) }
+                }
+            }
+            t.start()
+            storm.append(t)
+        }
+        defer { stop.store(true, ordering: .relaxed) }
+        while pages.load(ordering: .relaxed) < 6 { usleep(10_000) }
+        let during = try statsTimes(50)
+        stop.store(true, ordering: .relaxed)
+        let p90 = { (l: [Double]) in l[l.count * 9 / 10] }
+        let ratio = p90(during) / max(p90(baseline), 1_000)
+        print("replay prefix storm: \(pages.load(ordering: .relaxed)) pages of 32 prefixes; stats p90 \(p90(baseline)) µs baseline, \(p90(during)) µs during (ratio \(ratio))")
+        // The issue measured 6–8 s for stats behind six replays of 16,368 prefixes.
+        #expect(ratio < 100, "stats p90 during the storm is \(ratio)× its baseline")
+        for t in storm { while !t.isFinished { usleep(10_000) } }
+        try expectServing(daemon, "prefix-storm")
+        #expect(daemon.terminate() == 0)
+    }
 }
 
 /// Live latency (µs) of `count` start events pushed one at a time to `daemon.ingest`, each timed

@@ -24,6 +24,10 @@ package final class ControlService {
     package static let defaultPage = 1000
     /// Records one replay request reads at most, matched or not.
     package static let maxExamined = 100_000
+    /// A page ends once it has read the journal this long (ns): with clients taking turns a page
+    /// at a time, `stats` and the next client wait for at most a few such pages, whatever the
+    /// prefixes, the record sizes and the build.
+    package static let pageTimeBudget: UInt64 = 10_000_000
     /// A page ends once its topics and envelopes reach this many bytes (it holds at least one record).
     package static let maxPageBytes = 4 << 20
     /// `stats` requests waiting for a snapshot at once; more are answered `busy`.
@@ -269,7 +273,8 @@ package final class ControlService {
         let result: (next: UInt64, count: Int)
         do {
             result = try reader.read(from: UInt64(from), prefixes: prefixes, limit: limit,
-                                     maxExamined: ControlService.maxExamined, maxBytes: ControlService.maxPageBytes) {
+                                     maxExamined: ControlService.maxExamined, maxBytes: ControlService.maxPageBytes,
+                                     deadline: BusClock.monotonicNanoseconds() + ControlService.pageTimeBudget) {
                 _, topic, envelope in
                 if let checkoutNeedle, !ControlService.names(envelope, checkout: checkoutNeedle) { return }
                 let start = page.count

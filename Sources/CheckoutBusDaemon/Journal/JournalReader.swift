@@ -11,7 +11,7 @@ import ZeroMQ
 /// state rebuild at start, and recovery's scans.
 ///
 /// Not `Sendable`: one reader per thread, with its own file descriptor, read buffer and seek
-/// index. It learns what is written from a ``JournalCatalog`` (taken once per ``read(from:prefixes:limit:maxExamined:maxBytes:_:)``)
+/// index. It learns what is written from a ``JournalCatalog`` (taken once per ``read(from:prefixes:limit:maxExamined:maxBytes:deadline:_:)``)
 /// and never reads past a segment's recorded size, so it runs beside the pipeline's appends
 /// without a lock on the files: a retired segment it still has open stays readable until it
 /// moves on (unlinked, not truncated).
@@ -92,6 +92,9 @@ package final class JournalReader {
     ///   - maxBytes: the page ends before a record that would take its records' topics and
     ///     envelopes past this many bytes (it always holds at least one record, which may alone be
     ///     larger).
+    ///   - deadline: the page ends once the monotonic clock passes this (looked at every 256
+    ///     records examined), so one page holds the reading thread a bounded time whatever the
+    ///     prefixes and the machine; at least 256 records are examined.
     /// - Returns: the seq the next page starts at, and how many records matched.
     /// - Throws: ``Journal/ReplayError/notRetained(firstSeq:)`` when `from` is older than the
     ///   journal, or falls in seqs a recovery set aside (`firstSeq` is then where the journal goes on);
@@ -100,7 +103,7 @@ package final class JournalReader {
     ///   an empty page, and never taken for a damaged record.
     package func read(
         from: UInt64, prefixes: [[UInt8]], limit: Int, maxExamined: Int = .max, maxBytes: Int = .max,
-        _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+        deadline: UInt64 = .max, _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws -> (next: UInt64, count: Int) {
         let journal = catalog.contents
         let segments = journal.segments
@@ -115,7 +118,10 @@ package final class JournalReader {
         var count = 0
         var examined = 0
         var bytes = 0
-        func full() -> Bool { count >= limit || examined >= maxExamined || bytes >= maxBytes }
+        func full() -> Bool {
+            count >= limit || examined >= maxExamined || bytes >= maxBytes
+                || (examined & 255 == 0 && examined > 0 && deadline != .max && BusClock.monotonicNanoseconds() >= deadline)
+        }
         while s < segments.count && !full() && next <= journal.lastSeq {
             let seg = segments[s]
             let rfd = try descriptor(seg.path)
