@@ -236,7 +236,7 @@ public final class BusDaemon {
             allowlists: allowlists, curveSecretKey: curveKeys?.secretKey, shard: configuration.processor.shard,
             monitors: monitors,
             maxConnections: ServiceCounters.Socket.allCases.map { $0 == .publish ? min(configuration.maxSubscribers, maxConnections) : maxConnections },
-            catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
+            replyBudget: configuration.controlMemoryBytes, catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
             logger: logger))
         defer { controlServer.stop() }
         // Runs first: the monitors stop before the control thread closes their readers.

@@ -43,6 +43,9 @@ public struct DaemonConfiguration: Sendable {
     /// Subscribers (connections to the publish socket) the daemon keeps (`--max-subscribers`); more
     /// are cut as they are accepted.
     public var maxSubscribers = 256
+    /// What all control clients' queued replies may hold together (`--control-memory`): replay
+    /// pages are sized so that every connected client's queue, full, fits.
+    public var controlMemoryBytes = 256 << 20
     /// Connections each ZeroMQ port keeps at most (`--max-connections`); more are cut as they are
     /// accepted. Lowered at start to fit the open-file limit, so the journal and `/healthz` always
     /// have descriptors.

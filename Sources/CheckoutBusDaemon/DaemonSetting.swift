@@ -220,6 +220,11 @@ struct DaemonSetting: Sendable {
                   + "--publish-hwm, or the share of this that max-subscribers full queues fit in (100 at least)",
               read: { String($0.subscriberMemoryBytes) },
               apply: { c, v throws(UsageError) in c.subscriberMemoryBytes = try int("subscriber-memory", v, in: (1 << 20)...(1 << 44)) }),
+        .init("control-memory", "N", .publishing,
+              help: "bytes all control clients' queued replies may hold together: replay pages are sized so that "
+                  + "each connected client's 8 replies fit (4 MiB at most, 4 KiB at least, always one record)",
+              read: { String($0.controlMemoryBytes) },
+              apply: { c, v throws(UsageError) in c.controlMemoryBytes = try int("control-memory", v, in: (1 << 20)...(1 << 44)) }),
         .init("max-subscribers", "N", .publishing,
               help: "subscribers (publish connections) kept; more are cut as they are accepted",
               read: { String($0.maxSubscribers) },

@@ -439,6 +439,50 @@ struct BoundedClientsTests {
         try expectServing(daemon, "prefix-storm")
         #expect(daemon.terminate() == 0)
     }
+
+    @Test("64 control clients asking for large replay pages and never reading stay within --control-memory")
+    func controlClientsThatNeverRead() throws {
+        let budget = 16 << 20
+        let daemon = try DaemonProcess(["--control-memory", String(budget)])
+        let pid = daemon.process.processIdentifier
+        // 3,000 records of about 4 KB: a page of the whole journal would be 4 MiB.
+        let pad = String(repeating: "x", count: 2_000)
+        let events = (0..<3_000).map { #"{"event_id":"big-\#($0)","checkout_id":"big-\#($0)-\#(pad)","payload":{"event":"onCheckoutStarted"}}"# }
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "60"]).status == 0)
+        let before = rssKilobytes(pid)
+        let context = try ZMQContext()
+        var clients: [ZMQSocket] = []
+        for _ in 0..<64 {
+            let c = try ZMQSocket(context: context, type: .dealer)
+            try c.setLinger(milliseconds: 0)
+            try c.setOption(.receiveHighWaterMark, 1)
+            try c.setOption(.receiveBuffer, 4096)
+            try c.connect(daemon.control)
+            clients.append(c)
+        }
+        // Connected before they ask: the pages are sized for all 64.
+        let control = try ControlClient(daemon.control)
+        for _ in 0..<100 {
+            let open = ((try control.stats()["connections"] as? [String: Any])?["control"] as? [String: Any])?["open"] as? Int ?? 0
+            if open >= 65 { break }
+            usleep(50_000)
+        }
+        for c in clients {
+            for _ in 0..<8 { _ = try c.send(#"{"op":"replay","from":1,"limit":10000}"#, dontWait: true) }
+        }
+        usleep(2_000_000)
+        let grown = rssKilobytes(pid) - before
+        let page = ControlService.pageBytes(budget: budget, clients: 65)
+        print("control clients that never read: RSS +\(grown) KiB for 64 × 8 pages of at most \(page) bytes")
+        #expect(grown < budget / 1024 + 8 * 1024, "RSS grew \(grown) KiB; the replies' budget is \(budget >> 20) MiB")
+        // A client that reads gets its pages, smaller while the others are connected.
+        let reply = try control.request(#"{"op":"replay","from":1,"limit":10000}"#)
+        let bytes = reply.frames.reduce(0) { $0 + $1.count }
+        #expect(reply.status["ok"] as? Bool == true && bytes <= page && bytes > 0, "a page of \(bytes) bytes, at most \(page)")
+        clients = []
+        try expectServing(daemon, "control-never-read")
+        #expect(daemon.terminate() == 0)
+    }
 }
 
 /// Live latency (µs) of `count` start events pushed one at a time to `daemon.ingest`, each timed

@@ -34,6 +34,8 @@ package final class ControlServer: Sendable {
         /// Connections each ZeroMQ socket keeps, by ``ServiceCounters/Socket``; more are cut as
         /// they are accepted.
         var maxConnections: [Int]
+        /// What all control clients' queued replies may hold together (`--control-memory`).
+        var replyBudget: Int
         var catalog: JournalCatalog
         var exchange: SnapshotExchange
         var reports: SubscriberReportBook
@@ -119,6 +121,7 @@ extension ControlServer {
             }
             let service = ControlService(reader: JournalReader(catalog: s.catalog, logger: s.logger), shard: s.shard,
                                          exchange: s.exchange, reports: s.reports, counters: s.counters)
+            service.replyBudget = s.replyBudget
             let poller = ZMQPoller()
             let controlIndex = poller.addReadable(sockets.control)
             let wakeIndex = poller.addReadable(fileDescriptor: wake.readFD)

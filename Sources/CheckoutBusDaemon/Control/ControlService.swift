@@ -28,8 +28,18 @@ package final class ControlService {
     /// at a time, `stats` and the next client wait for at most a few such pages, whatever the
     /// prefixes, the record sizes and the build.
     package static let pageTimeBudget: UInt64 = 10_000_000
-    /// A page ends once its topics and envelopes reach this many bytes (it holds at least one record).
+    /// A page ends before its topics and envelopes pass this many bytes (it holds at least one record).
     package static let maxPageBytes = 4 << 20
+
+    /// The bytes a page may hold with `clients` control clients connected, so that each client's
+    /// queue of ``ControlServer/sendHighWaterMark`` replies, all full, fits `budget`
+    /// (`--control-memory`): at most ``maxPageBytes``, at least 4 KiB (and always one record).
+    package static func pageBytes(budget: Int, clients: Int) -> Int {
+        max(4096, min(maxPageBytes, budget / (max(1, clients) * Int(ControlServer.sendHighWaterMark))))
+    }
+
+    /// `--control-memory`: what all control clients' queued replies may hold together.
+    package var replyBudget = 256 << 20
     /// `stats` requests waiting for a snapshot at once; more are answered `busy`.
     package static let maxPendingStats = 1024
     /// How long a `stats` request waits for the pipeline's snapshot before the last one answers it.
@@ -62,6 +72,13 @@ package final class ControlService {
         self.reports = reports
         self.counters = counters
         request.maxDepth = 8
+    }
+
+    /// The page size now: the reply budget shared among the control clients connected.
+    private func pageBytes() -> Int {
+        let f = counters.figures
+        let socket = ServiceCounters.Socket.control.rawValue
+        return ControlService.pageBytes(budget: replyBudget, clients: Int(f.accepted[socket]) - Int(f.disconnected[socket]))
     }
 
     /// Whether `stats` requests wait for a snapshot.
@@ -273,7 +290,7 @@ package final class ControlService {
         let result: (next: UInt64, count: Int)
         do {
             result = try reader.read(from: UInt64(from), prefixes: prefixes, limit: limit,
-                                     maxExamined: ControlService.maxExamined, maxBytes: ControlService.maxPageBytes,
+                                     maxExamined: ControlService.maxExamined, maxBytes: pageBytes(),
                                      deadline: BusClock.monotonicNanoseconds() + ControlService.pageTimeBudget) {
                 _, topic, envelope in
                 if let checkoutNeedle, !ControlService.names(envelope, checkout: checkoutNeedle) { return }
