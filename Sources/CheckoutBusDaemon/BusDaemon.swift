@@ -79,8 +79,7 @@ public final class BusDaemon {
     /// the pipeline next touches the socket, so this bounds that work per connection and turn; a
     /// subscriber sending faster waits in its own TCP buffers.
     package static let subscriptionQueue: Int32 = 64
-    /// Subscription messages the pipeline reads per turn at most, between ingest batches.
-    package static let subscriptionsPerTurn = 256
+
     /// A peer that has not finished its ZeroMQ handshake this long after connecting is cut off
     /// (`ZMQ_HANDSHAKE_IVL`): junk and idle connections on the ZeroMQ ports do not accumulate.
     package static let handshakeTimeoutMilliseconds: Int32 = 10_000
@@ -362,15 +361,17 @@ public final class BusDaemon {
     package static func raiseDescriptorLimit(_ logger: BusLogger) -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
-            logger.warning("the open-file limit cannot be read; assuming 1024", ["error": String(cString: strerror(errno))])
+            let code = errno
+            logger.warning("the open-file limit cannot be read; assuming 1024", ["error": String(cString: strerror(code))])
             return 1024
         }
         guard limit.rlim_cur < limit.rlim_max else { return Int(clamping: limit.rlim_cur) }
         let before = limit.rlim_cur
         limit.rlim_cur = limit.rlim_max
         guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+            let code = errno
             logger.warning("the open-file limit cannot be raised", [
-                "limit": String(before), "error": String(cString: strerror(errno)),
+                "limit": String(before), "error": String(cString: strerror(code)),
             ])
             return Int(clamping: before)
         }
@@ -379,13 +380,14 @@ public final class BusDaemon {
     }
 
     /// Descriptors kept out of the ZeroMQ ports' reach: the journal's segments and readers, the
-    /// suppressed-id log, the metrics endpoint's 128 connections, libzmq's own.
-    package static let reservedDescriptors = 1024
+    /// suppressed-id log, the metrics endpoint's 128 connections, libzmq's own. A quarter of
+    /// the limit, and no more than 1024.
+    package static func reservedDescriptors(_ descriptorLimit: Int) -> Int { min(1024, descriptorLimit / 4) }
 
     /// The connections each of the four ZeroMQ ports keeps: `configured`, lowered so that all four
-    /// full leave ``reservedDescriptors`` of `descriptorLimit` (16 at least).
+    /// full leave ``reservedDescriptors(_:)`` of `descriptorLimit` (16 at least).
     package static func connectionsPerSocket(configured: Int, descriptorLimit: Int) -> Int {
-        min(configured, max(16, (descriptorLimit - reservedDescriptors) / 4))
+        min(configured, max(16, (descriptorLimit - reservedDescriptors(descriptorLimit)) / 4))
     }
 
     /// Bytes one message queued for one subscriber costs (two `zmq_msg_t` of 64 bytes, topic and
@@ -723,9 +725,9 @@ public final class BusDaemon {
     /// subscriber that also subscribes to `bus.heartbeat` knows the moment its filters are live.
     private func readSubscriptions(_ publish: ZMQSocket) throws {
         var subscribed = false
-        var read = 0
-        while read < BusDaemon.subscriptionsPerTurn, let frames = try publish.receiveMultipart(dontWait: true) {
-            read += 1
+        // Everything queued is read: libzmq has applied each to its trie already and keeps the
+        // rest in a list of its own until read (the budget is the 64 queued per connection).
+        while let frames = try publish.receiveMultipart(dontWait: true) {
             guard let first = frames.first, let flag = first.first else { continue }
             if flag == 1 {
                 subscribed = true

@@ -194,9 +194,16 @@ extension ControlServer {
 
         /// Counts the connection events queued on a monitor's socket, and cuts a connection
         /// accepted while its socket already had its ``Settings/maxConnections`` open.
+        ///
+        /// The queued events are read first: a connection accepted and gone again within them is
+        /// not looked for, since its descriptor may already belong to a newer connection.
         private func readEvents(_ monitor: ZMQSocket, _ socket: ServiceCounters.Socket, _ s: Settings) {
-            while let frames = try? monitor.receiveMultipart(dontWait: true) {
+            var events: [(event: ZMQMonitorEvent, endpoint: [UInt8])] = []
+            while events.count < 4096, let frames = try? monitor.receiveMultipart(dontWait: true) {
                 guard let first = frames.first, let e = ZMQMonitorEvent(frame: first) else { continue }
+                events.append((e, frames.count > 1 ? frames[1] : []))
+            }
+            for (i, (e, endpoint)) in events.enumerated() {
                 var open = 0
                 s.counters.update { c in
                     switch e.event {
@@ -209,9 +216,9 @@ extension ControlServer {
                     }
                     open = Int(c.accepted[socket.rawValue]) - Int(c.disconnected[socket.rawValue])
                 }
-                if e.event == ZMQMonitorEvent.accepted && open > s.maxConnections[socket.rawValue],
-                    frames.count > 1, ConnectionCutter.cut(Int32(bitPattern: e.value), acceptedOn: frames[1])
-                {
+                guard e.event == ZMQMonitorEvent.accepted, open > s.maxConnections[socket.rawValue] else { continue }
+                let goneSince = events[(i + 1)...].contains { $0.event.event == ZMQMonitorEvent.disconnected && $0.event.value == e.value }
+                if !goneSince && ConnectionCutter.cut(Int32(bitPattern: e.value), acceptedOn: endpoint) {
                     s.counters.update { $0.refused[socket.rawValue] += 1 }
                 }
             }
@@ -259,9 +266,13 @@ enum ConnectionCutter {
             matches = localPort == port
         case AF_UNIX:
             guard endpoint.hasPrefix("ipc://") else { return false }
+            // An abstract socket's name starts with a NUL byte, which libzmq spells `@`.
             let path = withUnsafePointer(to: &local) {
                 $0.withMemoryRebound(to: sockaddr_un.self, capacity: 1) { un in
-                    withUnsafeBytes(of: un.pointee.sun_path) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                    withUnsafeBytes(of: un.pointee.sun_path) { bytes in
+                        bytes.first == 0 ? "@" + String(decoding: bytes.dropFirst().prefix { $0 != 0 }, as: UTF8.self)
+                            : String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+                    }
                 }
             }
             matches = path == String(endpoint.dropFirst("ipc://".count))

@@ -40,7 +40,8 @@ package final class ServiceCounters: Sendable {
         /// HTTP connections refused at once: ``MetricsHTTPServer/maxConnections`` were open and all
         /// being answered.
         var httpRefused: UInt64 = 0
-        /// HTTP connections closed to make room for a newer one: the oldest still sending no request.
+        /// HTTP connections closed to make room for a newer one: the oldest open 100 ms or more
+        /// without a whole request, else the oldest that sent nothing.
         var httpEvicted: UInt64 = 0
         /// HTTP connections closed for taking longer than the request or response timeout.
         var httpTimedOut: UInt64 = 0

@@ -135,9 +135,6 @@ package final class MetricsHTTPServer: Sendable {
     private struct Connection {
         var fd: Int32
         var acceptedAt: UInt64
-        /// When the last byte of the request arrived (the accept time before the first): a full
-        /// server makes room by closing the reading connection silent the longest.
-        var heardAt: UInt64
         var request: [UInt8] = []
         var phase = Phase.reading
         var response: [UInt8] = []
@@ -236,19 +233,23 @@ package final class MetricsHTTPServer: Sendable {
                 refused += 1
                 continue
             }
-            accepted += 1
             // What the newcomer has already sent is read at once: a client that sent its whole
             // request with its connection is being answered, not idle, when room must be made.
-            var c = Connection(fd: fd, acceptedAt: now, heardAt: now, deadline: now + MetricsHTTPServer.requestTimeoutNanoseconds)
+            var c = Connection(fd: fd, acceptedAt: now, deadline: now + MetricsHTTPServer.requestTimeoutNanoseconds)
             read(&c, now: now, s)
-            if c.fd < 0 { continue }
+            if c.fd < 0 {
+                // Its client closed or reset it at once (counted as aborted).
+                accepted += 1
+                continue
+            }
             if connections.count >= MetricsHTTPServer.maxConnections {
-                // Full: a connection that has not sent a whole request makes room: the one silent
-                // the longest if that is ``evictableSilence`` or more, so idle and stalled
-                // connections cannot lock health checks out; else the oldest that has sent
-                // nothing at all, so an idle flood cannot either. A head arriving in two segments
-                // is not cut between them. With neither, every connection is being answered or
-                // is sending, and the newcomer is told 503: a clear answer, never a reset.
+                // Full: a connection that has not sent a whole request makes room: the oldest one
+                // open ``evictableAge`` or more, so idle, stalled or trickling connections cannot
+                // lock health checks out (a real request head comes within milliseconds, so one in
+                // two segments is not cut between them); else the oldest that has sent nothing at
+                // all, so an idle flood cannot either. With neither, every connection is being
+                // answered or is young and sending, and the newcomer is told 503: a clear answer,
+                // never a reset.
                 guard let oldest = MetricsHTTPServer.evictionCandidate(connections, now: now) else {
                     _ = MetricsHTTPServer.busy.withUnsafeBytes {
                         send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
@@ -262,6 +263,7 @@ package final class MetricsHTTPServer: Sendable {
                 evicted += 1
             }
             connections.append(c)
+            accepted += 1
         }
         return true
     }
@@ -269,20 +271,21 @@ package final class MetricsHTTPServer: Sendable {
     /// Connections accepted per turn of the loop at most.
     private static let acceptsPerTurn = 256
 
-    /// How long a connection that has sent part of a request head must have been silent before a
-    /// newcomer may take its place.
-    package static let evictableSilence: UInt64 = 100_000_000
+    /// How long a connection that has not sent a whole request must have been open before a
+    /// newcomer may take its place (one that has sent nothing may be taken at any age).
+    package static let evictableAge: UInt64 = 100_000_000
 
     /// The connection a newcomer to a full endpoint replaces, if any (see ``accept(into:now:_:)``).
     private static func evictionCandidate(_ connections: [Connection], now: UInt64) -> Int? {
-        var silent: Int?
+        var aged: Int?
         var idle: Int?
         for (i, c) in connections.enumerated() {
             guard case .reading = c.phase else { continue }
-            if now &- c.heardAt >= evictableSilence, silent.map({ c.heardAt < connections[$0].heardAt }) ?? true { silent = i }
-            if c.request.isEmpty, idle.map({ c.acceptedAt < connections[$0].acceptedAt }) ?? true { idle = i }
+            let older = { (j: Int?) in j.map { c.acceptedAt < connections[$0].acceptedAt } ?? true }
+            if now &- c.acceptedAt >= evictableAge, older(aged) { aged = i }
+            if c.request.isEmpty, older(idle) { idle = i }
         }
-        return silent ?? idle
+        return aged ?? idle
     }
 
     /// How long accepting pauses when the process is out of descriptors.
@@ -333,7 +336,6 @@ package final class MetricsHTTPServer: Sendable {
                 return
             }
             c.request.append(contentsOf: chunk[0..<n])
-            c.heardAt = now
             if let end = MetricsHTTPServer.headEnd(c.request), end <= MetricsHTTPServer.maxRequestBytes {
                 route(&c, head: Array(c.request[..<end]), now: now, s)
                 return

@@ -113,7 +113,10 @@ public final class ClientStorm: Sendable {
         var i = 0
         while running {
             let prefix = Array("storm.\(i % 100_000)".utf8)
-            guard (try? xsub.send([1] + prefix)) == true, (try? xsub.send([0] + prefix)) == true else { continue }
+            guard (try? xsub.send([1] + prefix)) == true, (try? xsub.send([0] + prefix)) == true else {
+                usleep(10_000)
+                continue
+            }
             i += 1
             if i % 1000 == 0 {
                 tally.withLock { $0.subscriptions += 2000 }
@@ -160,6 +163,8 @@ public final class ClientStorm: Sendable {
     private func stalledHeadsLoop(_ address: String) {
         defer { done.signal() }
         guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else { return }
+        var host = in_addr()
+        guard inet_pton(AF_INET, String(address[..<colon]), &host) == 1 else { return }
         var fds: [Int32] = []
         defer { for fd in fds { close(fd) } }
         while running {
@@ -169,19 +174,20 @@ public final class ClientStorm: Sendable {
                 var addr = sockaddr_in()
                 addr.sin_family = sa_family_t(AF_INET)
                 addr.sin_port = port.bigEndian
-                inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
+                addr.sin_addr = host
                 let connected = withUnsafePointer(to: &addr) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
                 }
-                guard connected == 0 else {
+                let sent = connected == 0
+                    ? Array("GET /metr".utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } : -1
+                guard sent > 0 else {
                     close(fd)
                     break
                 }
-                _ = Array("GET /metr".utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 fds.append(fd)
             }
             var polled = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            _ = poll(&polled, nfds_t(polled.count), 100)
+            if poll(&polled, nfds_t(polled.count), 100) < 0 { usleep(100_000) }
             fds = polled.filter { pfd in
                 if pfd.revents == 0 { return true }
                 close(pfd.fd)
