@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CheckoutBusClient
+import CheckoutBusProtocol
 
 /// A subscriber's failures carry a code for programs beside the message for people.
 @Suite("SubscriberError: codes")
@@ -31,5 +32,21 @@ struct SubscriberErrorCodeTests {
             (error as? SubscriberError).map { $0.code == .cursorInUse } ?? false
         }
         _ = held
+    }
+
+    @Test("prefixes the daemon would not take are bad_prefix; at the limits they are fine")
+    func badPrefix() throws {
+        let long = "checkout." + String(repeating: "x", count: TopicLimits.maxPrefixBytes - 8)
+        #expect {
+            try BusSubscriber.checkPrefixes([long])
+        } throws: { error in
+            (error as? SubscriberError).map { $0.code == .badPrefix && $0.description.contains("at most 64") } ?? false
+        }
+        #expect {
+            try BusSubscriber.checkPrefixes((0...TopicLimits.maxReplayPrefixes).map { "checkout.\($0)" })
+        } throws: { error in
+            (error as? SubscriberError).map { $0.code == .badPrefix && $0.description.contains("at most 32") } ?? false
+        }
+        try BusSubscriber.checkPrefixes([String(long.dropLast())] + (1..<TopicLimits.maxReplayPrefixes).map { "checkout.\($0)" })
     }
 }

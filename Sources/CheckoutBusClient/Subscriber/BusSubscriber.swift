@@ -38,7 +38,9 @@ public final class BusSubscriber {
         public var publish: String
         /// The daemon's control (ROUTER) endpoint.
         public var control: String
-        /// Topic prefixes to follow; the subscriber adds `bus.heartbeat` itself.
+        /// Topic prefixes to follow; the subscriber adds `bus.heartbeat` itself. At most
+        /// ``TopicLimits/maxReplayPrefixes``, each at most ``TopicLimits/maxPrefixBytes``
+        /// (``checkPrefixes(_:)``).
         public var prefixes: [String] = ["checkout.", "bus.deadletter"]
         /// The name this subscriber reports under (`stats` → `subscribers`).
         public var name: String = "subscriber-\(getpid())"
