@@ -140,7 +140,7 @@ extension NoClientStallsTests {
         #expect(grown < 32 * 1024, "RSS grew \(grown) KiB for 9.4 MiB of subscriptions")
         // The tools refuse such a prefix up front instead of being cut over and over.
         let tail = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--topic", "checkout." + String(repeating: "x", count: 56)])
-        #expect(tail.status != 0 && tail.output.contains("at most 64 bytes"), "\(tail)")
+        #expect(tail.status != 0 && tail.output.contains("at most 64"), "\(tail)")
         // The fair subscriber was not cut: it still gets heartbeats, and it is the only one left.
         for _ in 0..<2 { #expect(try fair.receiveMultipart()?.first == Array("bus.heartbeat".utf8)) }
         try expectServing(daemon, "long-subscriptions")

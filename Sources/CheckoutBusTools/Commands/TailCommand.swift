@@ -149,8 +149,10 @@ public struct TailCommand {
             control = "tcp://127.0.0.1:7703"
         }
         if !args.all("topic").isEmpty { topics = args.all("topic") }
-        if let long = topics.first(where: { $0.utf8.count > TopicLimits.maxPrefixBytes }) {
-            throw .init("--topic \(long.prefix(40))…: a topic prefix is at most \(TopicLimits.maxPrefixBytes) bytes (the daemon cuts a longer subscription)")
+        do {
+            try BusSubscriber.checkPrefixes(topics)
+        } catch {
+            throw .init("--topic: \(error)")
         }
         if args.value("count") != nil { count = try args.int("count", default: 0, in: 1...Int.max) }
         if args.value("timeout") != nil { timeoutSeconds = try args.int("timeout", default: 0, in: 1...86_400) }

@@ -162,25 +162,11 @@ public final class ClientStorm: Sendable {
     /// 100 HTTP connections that sent half a request head and stall; each one closed is opened again.
     private func stalledHeadsLoop(_ address: String) {
         defer { done.signal() }
-        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else { return }
-        var host = in_addr()
-        guard inet_pton(AF_INET, String(address[..<colon]), &host) == 1 else { return }
         var fds: [Int32] = []
         defer { for fd in fds { close(fd) } }
         while running {
-            while fds.count < 100 {
-                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                guard fd >= 0 else { break }
-                var addr = sockaddr_in()
-                addr.sin_family = sa_family_t(AF_INET)
-                addr.sin_port = port.bigEndian
-                addr.sin_addr = host
-                let connected = withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
-                let sent = connected == 0
-                    ? Array("GET /metr".utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } : -1
-                guard sent > 0 else {
+            while fds.count < 100, let fd = try? ClientStorm.tcpConnect(address) {
+                guard Array("GET /metr".utf8).withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) > 0 else {
                     close(fd)
                     break
                 }
@@ -194,6 +180,31 @@ public final class ClientStorm: Sendable {
                 return false
             }.map(\.fd)
         }
+    }
+
+    /// A TCP connection to an IPv4 `HOST:PORT`, with `timeoutSeconds` on its reads and writes.
+    /// - Throws: ``DaemonError`` when the address is not one or the connection fails.
+    static func tcpConnect(_ address: String, timeoutSeconds: Int = 10) throws -> Int32 {
+        var addr = sockaddr_in()
+        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]),
+            inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr) == 1
+        else { throw DaemonError("not an IPv4 HOST:PORT: \(address)") }
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw DaemonError("socket: \(String(cString: strerror(errno)))") }
+        // The send timeout bounds connect(2) too.
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0,
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0,
+            withUnsafePointer(to: &addr, {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }) == 0
+        else {
+            close(fd)
+            throw DaemonError("cannot connect to \(address)")
+        }
+        return fd
     }
 
     private func scrapeLoop(_ address: String) {
@@ -211,23 +222,8 @@ public final class ClientStorm: Sendable {
     /// - Returns: the status code and body.
     /// - Throws: ``DaemonError`` when it cannot connect or the answer is not HTTP.
     public static func httpGet(_ address: String, _ path: String, timeoutSeconds: Int = 10) throws -> (status: Int, body: String) {
-        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else {
-            throw DaemonError("not HOST:PORT: \(address)")
-        }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw DaemonError("socket: \(String(cString: strerror(errno)))") }
+        let fd = try tcpConnect(address, timeoutSeconds: timeoutSeconds)
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw DaemonError("cannot connect to \(address)") }
         let request = Array("GET \(path) HTTP/1.1\r\nHost: \(address)\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var response: [UInt8] = []
