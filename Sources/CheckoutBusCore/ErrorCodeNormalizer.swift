@@ -181,7 +181,9 @@ public enum ErrorCodeNormalizer {
             let key = fold(rawCode)
             if let c = table[key] {
                 code = c
-            } else if let status = Int(key), (100...599).contains(status) {
+            } else if let status = Int(key), (400...599).contains(status) {
+                // Only a 4xx or 5xx is an HTTP error status; another number (`123`, `200`) is a
+                // code nobody mapped, and stays `unknown` with its raw code.
                 code = fromHTTP(status)
             }
         }
@@ -218,5 +220,34 @@ public enum ErrorCodeNormalizer {
 
     static func fromHTTP(_ status: Int) -> StableErrorCode {
         status == 410 ? .cartExpired : .httpError
+    }
+
+    /// The SDKs' own sentences for an error whose code they do not send with it, folded
+    /// (docs/error-codes.md, "Messages that name a cause"; each cited there).
+    static let sentences: [String: StableErrorCode] = [
+        // Checkout Sheet Kit Android, CheckoutBridge.kt: a message from checkout it cannot decode
+        // (its code, ERROR_RECEIVING_MESSAGE_FROM_CHECKOUT, is `error_receiving_message`).
+        fold("Error decoding message from checkout."): .sdkError,
+        // CheckoutException.kt: CheckoutExpiredException's and CheckoutUnavailableException's
+        // default descriptions.
+        fold("Checkout is no longer available with the provided token. Please generate a new checkout URL"): .cartExpired,
+        fold("Checkout is currently unavailable due to an internal error"): .sdkError,
+    ]
+
+    /// What an error's message says of its cause, for an error whose code says nothing (none, or
+    /// `unknown`): an HTTP status at its start (`HTTP 404 Error`, `http 503`: `HTTP`, one space,
+    /// three digits, then anything but a digit), or one of the SDKs' own sentences
+    /// (``sentences``), in English as the SDKs write them. Anything else names nothing: nil.
+    /// - Returns: the code, and the HTTP status when the message gave one (4xx or 5xx only).
+    public static func fromMessage(_ text: String) -> (code: StableErrorCode, httpStatus: Int?)? {
+        let u = Array(text.utf8.prefix(9))
+        if u.count >= 8, u[0] | 0x20 == 0x68, u[1] | 0x20 == 0x74, u[2] | 0x20 == 0x74, u[3] | 0x20 == 0x70, u[4] == 0x20,
+            u[5...7].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), u.count == 8 || !(u[8] >= 0x30 && u[8] <= 0x39)
+        {
+            let status = Int(u[5] - 0x30) * 100 + Int(u[6] - 0x30) * 10 + Int(u[7] - 0x30)
+            return (400...599).contains(status) ? (fromHTTP(status), status) : nil
+        }
+        guard text.utf8.count <= 256, let code = sentences[fold(text)] else { return nil }
+        return (code, nil)
     }
 }

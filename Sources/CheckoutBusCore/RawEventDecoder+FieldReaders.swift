@@ -115,7 +115,10 @@ extension RawEventDecoder {
         var code = ErrorCodeNormalizer.normalize(rawCode: codeLike ? text : nil)
         // A Swift case printed with its values (`cartExpired(message: "…")`) has spaces, yet names a code.
         if !codeLike, text.utf8.count <= 1024, let c = ErrorCodeNormalizer.enumCase(text) { code = c }
-        return DecodedError(code: code, rawCode: codeLike ? text : nil, message: text, httpStatus: nil, terminal: terminal)
+        var status: Int?
+        // A sentence that names its cause (`HTTP 404 Error`, the SDKs' own messages).
+        if code == .unknown, let named = ErrorCodeNormalizer.fromMessage(text) { (code, status) = named }
+        return DecodedError(code: code, rawCode: codeLike ? text : nil, message: text, httpStatus: status, terminal: terminal)
     }
 
     /// Builds a normalised error from any SDK's error object.
@@ -160,8 +163,18 @@ extension RawEventDecoder {
         if code == .unknown, let v = doc.member(e, "domain"), doc.stringEquals(v, "NSURLErrorDomain") {
             code = .networkError
         }
+        // A message that names its cause, when the code says nothing (none, or `unknown`, as the
+        // Android kit's default is): `HTTP 404 Error`, the SDKs' own sentences. A status read from
+        // the message fills `http_status`, never `raw_code` (the SDK sent no code).
+        let statusField = status
+        if code == .unknown, rawCode.map({ ErrorCodeNormalizer.fold($0) == "unknown" }) ?? true, group == nil,
+            let message, let named = ErrorCodeNormalizer.fromMessage(message)
+        {
+            code = named.code
+            if status == nil { status = named.httpStatus }
+        }
         let continueURL = doc.member(e, anyOf: "continue_url", "continueUrl").flatMap { doc.string($0) }
-        return DecodedError(code: code, rawCode: rawCode ?? group ?? status.map { String($0) },
+        return DecodedError(code: code, rawCode: rawCode ?? group ?? statusField.map { String($0) },
                             message: message, httpStatus: status, terminal: isTerminal, continueURL: continueURL)
     }
 

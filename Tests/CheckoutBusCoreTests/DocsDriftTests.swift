@@ -31,6 +31,21 @@ struct DocsDriftTests {
         #expect(missing.isEmpty, "raw spellings without a row in docs/error-codes.md: \(missing)")
     }
 
+    @Test("the sentences that name a cause are the ones docs/error-codes.md lists, with their codes")
+    func sentences() throws {
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/error-codes.md"), encoding: .utf8)
+        let section = try #require(text.range(of: "**Messages that name a cause.**").map { text[$0.upperBound...] })
+        let end = section.range(of: "Where the raw error lives").map { section[..<$0.lowerBound] } ?? section
+        var listed: [String: String] = [:]
+        for line in end.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|").map { String($0).trimmingCharacters(in: CharacterSet.whitespaces) }
+            guard cells.count >= 2 else { continue }
+            listed[ErrorCodeNormalizer.fold(cells[0])] = cells[1].replacingOccurrences(of: "`", with: "")
+        }
+        let inCode = Dictionary(uniqueKeysWithValues: ErrorCodeNormalizer.sentences.map { ($0.key, $0.value.rawValue) })
+        #expect(listed == inCode, "docs: \(listed)\ncode: \(inCode)")
+    }
+
     @Test("every event name, callback, state and non-lifecycle message the decoder knows is in docs/raw-shapes.md")
     func decodedNames() throws {
         let shapes = try Self.foldedCodeSpans("docs/raw-shapes.md")

@@ -169,4 +169,51 @@ struct ErrorCodeTests {
             #expect(out["error.code"] == "unknown", "\(code)")
         }
     }
+
+    @Test("only a 4xx or 5xx is an HTTP status: another number as a code stays unknown with its raw code",
+          arguments: ["123", "200", "302", "399", "600", "0"])
+    func numbersThatAreNoStatus(_ number: String) {
+        let out = EventProcessor().feed(#"{"event":"onFail","checkout_id":"ck-1","error":{"code":"# + jsonStringLiteral(number) + "}}")
+        #expect(out["error.code"] == "unknown", "\(number): \(out.text)")
+        #expect(out["error.raw_code"] == .string(number))
+        #expect(ErrorCodeNormalizer.normalize(rawCode: number) == .unknown)
+    }
+
+    @Test("4xx and 5xx as a code stay HTTP statuses", arguments: [("400", StableErrorCode.httpError), ("410", .cartExpired), ("599", .httpError)])
+    func numbersThatAreStatuses(_ number: String, _ expected: StableErrorCode) {
+        #expect(ErrorCodeNormalizer.normalize(rawCode: number) == expected)
+    }
+
+    /// Messages that name their cause. `Error decoding message from checkout.` and the default
+    /// descriptions: Shopify/checkout-sheet-kit-android,
+    /// lib/src/main/java/com/shopify/checkoutsheetkit/CheckoutBridge.kt and CheckoutException.kt.
+    @Test("a message that names its cause sets the code when the error has none", arguments: [
+        (#""HTTP 404 Error""#, "http_error", 404),
+        (#""HTTP 410 Error""#, "cart_expired", 410),
+        (#""http 503""#, "http_error", 503),
+        (#"{"message":"HTTP 404 Error"}"#, "http_error", 404),
+        (#"{"code":"unknown","message":"HTTP 410 Error"}"#, "cart_expired", 410),
+        (#""Error decoding message from checkout.""#, "sdk_error", nil),
+        (#"{"errorDescription":"Error decoding message from checkout.","isRecoverable":true}"#, "sdk_error", nil),
+        (#"{"message":"Checkout is no longer available with the provided token. Please generate a new checkout URL"}"#, "cart_expired", nil),
+    ] as [(String, String, Int?)])
+    func messagesThatNameACause(_ error: String, _ expected: String, _ status: Int?) {
+        let out = EventProcessor().feed(#"{"event":"onFail","checkout_id":"ck-1","error":"# + error + "}")
+        #expect(out["error.code"] == .string(expected), "\(error): \(out.text)")
+        #expect((out["error.http_status"] ?? .null) == (status.map { J.int(Int64($0)) } ?? .null), "\(error): \(out.text)")
+    }
+
+    @Test("a message that names nothing, or a status beside a code, leaves the code alone", arguments: [
+        (#""HTTP 200 OK""#, "unknown"),
+        (#""HTTP 4040 Error""#, "unknown"),
+        (#""HTTP/1.1 404 Not Found""#, "unknown"),
+        (#""the HTTP 404 Error page""#, "unknown"),
+        (#""Payment declined by issuer""#, "unknown"),
+        (#"{"code":"quantum_flux","message":"HTTP 404 Error"}"#, "unknown"),
+        (#"{"code":"payment_failed","message":"HTTP 410 Error"}"#, "payment_failed"),
+    ] as [(String, String)])
+    func messagesThatNameNothing(_ error: String, _ expected: String) {
+        let out = EventProcessor().feed(#"{"event":"onFail","checkout_id":"ck-1","error":"# + error + "}")
+        #expect(out["error.code"] == .string(expected), "\(error): \(out.text)")
+    }
 }
