@@ -24,6 +24,9 @@ public struct CheckoutStateTable {
         /// `snapshotHash` is the hash of the snapshot as the journal holds it, buyer data redacted
         /// (state rebuilt at start): compare a new snapshot's redacted form with it.
         public static let redactedHash = Flags(rawValue: 4)
+        /// A terminal `fail` was published for it and ``failureHashes`` holds the hash of its
+        /// error (code, raw code, message), so the same failure reported again is a repeat.
+        public static let failed = Flags(rawValue: 8)
     }
 
     public let capacity: Int
@@ -47,6 +50,8 @@ public struct CheckoutStateTable {
     private var entryCount = 0
     private var entryCapacity = 0
     private var completeKeys: [Int32: String] = [:]
+    /// The hash of the last terminal failure of a checkout flagged ``Flags/failed``.
+    private var failureHashes: [Int32: UInt64] = [:]
     /// The index: -1 when empty, else an entry (low 27 bits) and 4 bits of its second hash above
     /// it, so most probes past other checkouts' slots need not read their keys. `slotMask + 1` long.
     private var slots: UnsafeMutablePointer<Int32>
@@ -188,6 +193,27 @@ public struct CheckoutStateTable {
         completeKeys[e] = key
     }
 
+    /// The hash of the checkout's last terminal failure (``EventProcessor/failureHash(_:)``), if
+    /// it has one.
+    public func failureHash(_ e: Entry) -> UInt64? {
+        flags[Int(e)].contains(.failed) ? failureHashes[e] : nil
+    }
+
+    /// Records the checkout's last terminal failure.
+    public mutating func setFailureHash(_ hash: UInt64, _ e: Entry) {
+        makeUnique()
+        flags[Int(e)].insert(.failed)
+        failureHashes[e] = hash
+    }
+
+    /// Forgets the checkout's last failure (a new `start`: the buyer tries again).
+    public mutating func clearFailure(_ e: Entry) {
+        guard flags[Int(e)].contains(.failed) else { return }
+        makeUnique()
+        flags[Int(e)].remove(.failed)
+        failureHashes.removeValue(forKey: e)
+    }
+
     /// Forgets checkouts idle longer than the TTL, oldest first. Call about once a second.
     public mutating func expire(now: UInt32) {
         guard tail >= 0 && now &- lastSeen[Int(tail)] > idleTTL else { return }
@@ -206,7 +232,7 @@ public struct CheckoutStateTable {
 
     /// Bytes of memory the table holds now (arrays at their capacity, index, order ids).
     public var approximateBytes: Int {
-        entryCapacity * Columns.bytesPerEntry + (slotMask + 1) * 4 + completeKeys.count * 48
+        entryCapacity * Columns.bytesPerEntry + (slotMask + 1) * 4 + completeKeys.count * 48 + failureHashes.count * 32
     }
 
     // MARK: Internals
@@ -221,6 +247,7 @@ public struct CheckoutStateTable {
     /// (a hash and a probe per new or forgotten checkout).
     private mutating func forgetCompleteKey(_ e: Entry) {
         if flags[Int(e)].contains(.completed) { completeKeys.removeValue(forKey: e) }
+        if flags[Int(e)].contains(.failed) { failureHashes.removeValue(forKey: e) }
     }
 
     private mutating func allocate(lo: UInt64, hi: UInt64, now: UInt32) -> Entry {

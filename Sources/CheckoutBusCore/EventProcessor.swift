@@ -57,6 +57,9 @@ public final class EventProcessor {
         /// Published `fail` envelopes by their stable code (what `checkout.fail.<code>` carries), in
         /// `StableErrorCode.allCases` order (an array: no hashing on the hot path).
         public var failedByCode = [UInt64](repeating: 0, count: StableErrorCode.allCases.count)
+        /// Terminal `fail` envelopes published with `repeat: true`: the same failure (code, raw
+        /// code, message) reported again for a checkout; not in ``failedByCode``.
+        public var repeatedFailures: UInt64 = 0
     }
 
     public let options: Options
@@ -367,6 +370,18 @@ public final class EventProcessor {
                          seq: seq | UInt64(index + 1) << EventProcessor.deadLetterTagShift)
     }
 
+    /// A failure's identity for repeat detection: FNV-1a over its code, raw code and message with
+    /// a separator byte between them (stable across restarts, so a restored checkout compares the
+    /// same way).
+    static func failureHash(code: String, rawCode: String?, message: String?) -> UInt64 {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for (i, part) in [code, rawCode, message].enumerated() {
+            h = (h ^ UInt64(part == nil ? 0xFE : 0xFF - i)) &* 0x0000_0100_0000_01B3
+            for b in (part ?? "").utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+        }
+        return h
+    }
+
     /// Remembers an event id of `checkoutID` published under `seq` (the daemon refills the window
     /// from the journal at start, so a retry after a restart is still recognised).
     public func rememberEventID(_ id: String, checkoutID: String, seq: UInt64) {
@@ -437,6 +452,18 @@ public final class EventProcessor {
             let key = f.key.flatMap { doc.string($0) } ?? checkoutID
             if state.completeKey(entry) != key { state.setCompleteKey(key, entry) }
         }
+        // A terminal failure leaves its identity behind, so the same failure reported after a
+        // restart is still a repeat; a start forgets it.
+        if kind == .fail, let err = doc.member(doc.root, "error"), doc.kind(err) == .object,
+            doc.member(err, "terminal").map({ doc.kind($0) == .true }) ?? false,
+            let code = doc.member(err, "code").flatMap({ doc.string($0) })
+        {
+            let raw = doc.member(err, "raw_code").flatMap { doc.string($0) }
+            let message = doc.member(err, "message").flatMap { doc.string($0) }
+            state.setFailureHash(EventProcessor.failureHash(code: code, rawCode: raw, message: message), entry)
+        } else if kind == .start {
+            state.clearFailure(entry)
+        }
         if kind != .fail, let s = f.checkout, doc.kind(s) != .null {
             let h = CanonicalHash.hash(doc, s)
             if options.keepBuyerData { state.setSnapshotHash(h, entry) } else { state.setRedactedSnapshotHash(h, entry) }
@@ -501,7 +528,18 @@ public final class EventProcessor {
             }
         case .fail:
             afterComplete = flags.contains(.completed)
-        case .start, .dismiss:
+            // A terminal failure the same as the checkout's last one (code, raw code, message) is
+            // that failure reported again: flagged, as a repeated complete is. A non-terminal one
+            // (Primer's, before a retry) is an attempt of its own and never a repeat.
+            if let err = event.error, err.terminal {
+                let h = EventProcessor.failureHash(code: err.code.rawValue, rawCode: err.rawCode, message: err.message)
+                isRepeat = flags.contains(.failed) && state.failureHash(entry) == h
+                if !isRepeat { state.setFailureHash(h, entry) }
+            }
+        case .start:
+            // The buyer starts again: a failure like the last one is a new failure.
+            if flags.contains(.failed) { state.clearFailure(entry) }
+        case .dismiss:
             break
         }
         if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
@@ -515,7 +553,9 @@ public final class EventProcessor {
             : writeEnvelope(event, idempotencyKey: nil, isRepeat: isRepeat,
                             afterComplete: afterComplete, receivedAt: receivedAt, context: context)
         perEventCounts[EventProcessor.publishedByKindAt + Int(event.kind.rawValue)] &+= 1
-        if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
+        if event.kind == .fail, isRepeat {
+            otherCounters.repeatedFailures &+= 1
+        } else if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
             otherCounters.failedByCode[i] &+= 1
         }
         let id = resultEventID(event)

@@ -132,6 +132,7 @@ public enum AnalyticsCheckpoint {
             guard let counters = doc.object(root, "counters") else { return .failure(bad("no counters")) }
             for field in AnalyticsFunnel.Counters.fields {
                 guard let t = doc.member(counters, field.name), let n = doc.int64(t) else {
+                    if AnalyticsFunnel.Counters.addedLater.contains("\(field.name)") { continue }
                     return .failure(bad("no counter \(field.name)"))
                 }
                 f.counters[keyPath: field.path] = n

@@ -16,6 +16,7 @@ import SQLite
 /// - `started`: `start` envelopes. `started_checkouts`: checkouts whose first `start` the worker
 ///   saw (a later `start` of a checkout it still remembers is not counted again).
 /// - `completed`: orders, the `complete` envelopes with `repeat` false; `repeat_completes` the others.
+/// - `failed`: `fail` envelopes with `repeat` false, by code; `repeat_failures` the others.
 /// - `completed_after_start`: orders of checkouts whose `start` the worker saw and still remembers;
 ///   `completed_without_start` the rest (Primer sends no `start`; or the checkout was forgotten).
 /// - `conversion_rate` = `completed_after_start` / `started_checkouts`.
@@ -38,6 +39,9 @@ public final class AnalyticsFunnel {
         public var completedAfterStart: Int64 = 0
         public var completedWithoutStart: Int64 = 0
         public var failed: Int64 = 0
+        /// Terminal `fail` envelopes with `repeat:true`: a checkout's last failure reported again,
+        /// not counted in `failed` nor by code.
+        public var repeatFailures: Int64 = 0
         public var failedAfterComplete: Int64 = 0
         public var dismissed: Int64 = 0
         public var abandoned: Int64 = 0
@@ -45,12 +49,16 @@ public final class AnalyticsFunnel {
         /// Envelopes that could not be read (not JSON, no checkout id): counted, otherwise ignored.
         public var unreadable: Int64 = 0
 
+        /// Counters a state file written before them may lack (read as 0).
+        static let addedLater: Set<String> = ["repeat_failures"]
+
         /// Names in the report and the state file, with key paths, in report order.
         static var fields: [(name: StaticString, path: WritableKeyPath<Counters, Int64>)] { [
             ("events", \.events), ("started", \.started), ("started_checkouts", \.startedCheckouts),
             ("updated", \.updated), ("completed", \.completed), ("repeat_completes", \.repeatCompletes),
             ("completed_after_start", \.completedAfterStart), ("completed_without_start", \.completedWithoutStart),
-            ("failed", \.failed), ("failed_after_complete", \.failedAfterComplete), ("dismissed", \.dismissed),
+            ("failed", \.failed), ("repeat_failures", \.repeatFailures), ("failed_after_complete", \.failedAfterComplete),
+            ("dismissed", \.dismissed),
             ("abandoned", \.abandoned), ("dead_letters", \.deadLetters), ("unreadable", \.unreadable),
         ] }
     }
@@ -170,6 +178,11 @@ public final class AnalyticsFunnel {
             }
             revenue[currency] = r
         case .fail:
+            if fields.isRepeat {
+                counters.repeatFailures += 1
+                _ = checkouts.slot(for: id, insert: false)
+                return
+            }
             counters.failed += 1
             let code = fields.code ?? AnalyticsFunnel.code(fromTopic: envelope.topic)
             failedByCode[code, default: 0] += 1

@@ -187,6 +187,37 @@ struct LifecycleRuleTests {
         #expect(success["kind_seq"] == 1)
     }
 
+    @Test("a terminal failure reported again is a repeat, counted apart; another failure, a non-terminal one or one after a new start is not")
+    func failureRepeat() {
+        let p = EventProcessor()
+        let fail = #"{"event":"onFail","checkout_id":"ck-f","error":{"code":"payment_failed","message":"Card declined"}}"#
+        let first = p.feed(fail)
+        let second = p.feed(fail)
+        #expect(first.outcome == .published(.fail) && second.outcome == .published(.fail))
+        #expect(first["repeat"] == false)
+        #expect(second["repeat"] == true)
+        #expect(second.topic == "checkout.fail.payment_failed")
+        let code = StableErrorCode.allCases.firstIndex(of: .paymentFailed)!
+        #expect(p.counters.failedByCode[code] == 1)
+        #expect(p.counters.repeatedFailures == 1)
+        // Another message is another failure, and becomes the one a repeat is compared with.
+        let other = p.feed(#"{"event":"onFail","checkout_id":"ck-f","error":{"code":"payment_failed","message":"Insufficient funds"}}"#)
+        #expect(other["repeat"] == false)
+        #expect(p.feed(#"{"event":"onFail","checkout_id":"ck-f","error":{"code":"payment_failed","message":"Insufficient funds"}}"#)["repeat"] == true)
+        // A new start: the buyer tries again, and the same failure is a new one.
+        _ = p.feed(#"{"event":"onStart","checkout_id":"ck-f"}"#)
+        #expect(p.feed(fail)["repeat"] == false)
+        // Another checkout's identical failure is its own.
+        #expect(p.feed(#"{"event":"onFail","checkout_id":"ck-g","error":{"code":"payment_failed","message":"Card declined"}}"#)["repeat"] == false)
+        #expect(p.counters.failedByCode[code] == 4)
+        #expect(p.counters.repeatedFailures == 2)
+        // Primer's failures are not terminal: each is an attempt of its own, never a repeat.
+        let primer = wrap(#"{"state":"failure","error":{"errorId":"payment-failed","description":"Card declined"}}"#,
+                          checkoutID: "primer-r", sdk: "primer")
+        #expect(p.feed(primer)["error.terminal"] == false)
+        #expect(p.feed(primer)["repeat"] == false)
+    }
+
     @Test("seq is strictly increasing daemon-wide; kind_seq counts per kind")
     func sequences() throws {
         let p = EventProcessor()

@@ -33,6 +33,19 @@ struct StateRestoreTests {
         return p
     }
 
+    @Test("a terminal failure repeated after a restart is still a repeat; after a restored start it is not")
+    func failureRepeatAfterRestart() {
+        let a = EventProcessor()
+        let fail = #"{"event":"onFail","checkout_id":"ck-r","error":{"code":"cart_expired","message":"Cart expired"}}"#
+        let first = a.feed(fail)
+        #expect(first["repeat"] == false)
+        let b = Self.restored([first])
+        #expect(b.feed(fail, now: 2_001)["repeat"] == true)
+        let start = a.feed(#"{"event":"onStart","checkout_id":"ck-r"}"#)
+        let c = Self.restored([first, start])
+        #expect(c.feed(fail, now: 2_001)["repeat"] == false)
+    }
+
     @Test("a complete repeated after a restart is a repeat under the first complete's key, even with an order id now")
     func completeKeepsKey() {
         let a = EventProcessor()

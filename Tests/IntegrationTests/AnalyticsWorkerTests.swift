@@ -215,7 +215,7 @@ struct AnalyticsWorkerTests {
 struct ExpectedFunnel {
     var counts: [String: Int] = [
         "started": 0, "started_checkouts": 0, "updated": 0, "completed": 0, "repeat_completes": 0,
-        "completed_after_start": 0, "completed_without_start": 0, "failed": 0, "failed_after_complete": 0,
+        "completed_after_start": 0, "completed_without_start": 0, "failed": 0, "repeat_failures": 0, "failed_after_complete": 0,
         "dismissed": 0, "abandoned": 0,
     ]
     var failedByCode: [String: Int] = [:]
@@ -286,6 +286,8 @@ struct ExpectedFunnel {
                 let summary = e.object("summary")
                 complete(id, repeat: e.bool("repeat") == true, currency: summary?.string("currency") ?? "XXX",
                          total: summary?.int("total") ?? 0, at: ms)
+            case "fail" where e.bool("repeat") == true:
+                counts["repeat_failures"]! += 1
             case "fail":
                 let code = try #require(e.object("error")?.string("code"))
                 fail(id, code: code, afterComplete: e.bool("after_complete") == true)

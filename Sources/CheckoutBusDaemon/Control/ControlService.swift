@@ -417,7 +417,9 @@ package final class ControlService {
             w.append(":")
             w.append(int: Int64(c.failedByCode[i]))
         }
-        w.append("},\"suppressed\":")
+        w.append("},\"repeated_failures\":")
+        w.append(int: Int64(c.repeatedFailures))
+        w.append(",\"suppressed\":")
         w.append(int: Int64(c.suppressed))
         w.append(",\"duplicates\":")
         w.append(int: Int64(c.duplicates))

@@ -29,8 +29,12 @@ package enum MetricsText {
         counter("checkoutbus_messages_received_total", "Messages received on the ingest sockets.", [("", c.received)])
         counter("checkoutbus_events_published_total", "Lifecycle envelopes published, by kind.",
                 LifecycleKind.allCases.enumerated().map { ("{kind=\"\($0.element.name)\"}", c.publishedByKind[$0.offset]) })
-        counter("checkoutbus_failures_total", "Failure envelopes published, by stable error code (checkout.fail.<code>).",
+        counter("checkoutbus_failures_total",
+                "Failure envelopes published, by stable error code (checkout.fail.<code>), repeats of a checkout's last terminal failure not counted.",
                 StableErrorCode.allCases.enumerated().map { ("{code=\"\($0.element.rawValue)\"}", c.failedByCode[$0.offset]) })
+        counter("checkoutbus_failures_repeated_total",
+                "Terminal failure envelopes published with repeat: true: a checkout's last failure (code, raw code, message) reported again.",
+                [("", c.repeatedFailures)])
         counter("checkoutbus_events_suppressed_total", "Updates suppressed as identical to the last snapshot.",
                 [("", c.suppressed)])
         counter("checkoutbus_events_duplicate_total", "Producer retries recognised by event_id and not published again.",
