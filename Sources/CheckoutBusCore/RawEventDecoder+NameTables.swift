@@ -38,8 +38,11 @@ extension RawEventDecoder {
                   "CheckoutFailedEvent", "CheckoutErrorEvent"] {
             t[ErrorCodeNormalizer.fold(n)] = .fail
         }
+        // `canceled` is a community wrapper's result for a dismissed sheet (checkout_sheet_kit_flutter,
+        // docs/sdk-inventory/shopify.md, §4a), with its British spelling.
         for n in ["checkoutDidDismiss", "onDismiss", "onCheckoutDismissed", "dismiss", "checkoutDismissed",
                   "checkoutDidCancel", "onCheckoutCanceled", "onCheckoutCancelled", "onCancel", "cancel",
+                  "canceled", "cancelled", "checkoutCanceled", "checkoutCancelled",
                   "close", "closed", "checkoutClosed", "checkoutDismiss", "checkoutClose",
                   "CheckoutDismissEvent", "CheckoutDismissedEvent", "CheckoutCanceledEvent"] {
             t[ErrorCodeNormalizer.fold(n)] = .dismiss
