@@ -60,7 +60,18 @@ public final class EventProcessor {
         /// Terminal `fail` envelopes published with `repeat: true`: the same failure (code, raw
         /// code, message) reported again for a checkout; not in ``failedByCode``.
         public var repeatedFailures: UInt64 = 0
+        /// Failures published as `unknown`, by raw code (`""` for none): the first
+        /// ``EventProcessor/maxUnknownRawCodes`` raw codes since start, each at most
+        /// ``EventProcessor/maxUnknownRawCodeBytes`` bytes; the others are summed in
+        /// ``unknownRawCodesOther``. A new SDK error id shows here the day it appears.
+        public var unknownRawCodes: [String: UInt64] = [:]
+        public var unknownRawCodesOther: UInt64 = 0
     }
+
+    /// Distinct raw codes of `unknown` failures counted apart (``Counters/unknownRawCodes``).
+    public static let maxUnknownRawCodes = 64
+    /// Longer raw codes are counted under their first this many bytes.
+    public static let maxUnknownRawCodeBytes = 64
 
     public let options: Options
     /// Running counts (read by stats and metrics, not per event: each read builds the arrays).
@@ -370,6 +381,21 @@ public final class EventProcessor {
                          seq: seq | UInt64(index + 1) << EventProcessor.deadLetterTagShift)
     }
 
+    /// Counts an `unknown` failure under its raw code (``Counters/unknownRawCodes``).
+    private func countUnknown(rawCode: String?) {
+        var key = rawCode ?? ""
+        if key.utf8.count > EventProcessor.maxUnknownRawCodeBytes {
+            key = String(decoding: key.utf8.prefix(EventProcessor.maxUnknownRawCodeBytes), as: UTF8.self)
+        }
+        if let n = otherCounters.unknownRawCodes[key] {
+            otherCounters.unknownRawCodes[key] = n &+ 1
+        } else if otherCounters.unknownRawCodes.count < EventProcessor.maxUnknownRawCodes {
+            otherCounters.unknownRawCodes[key] = 1
+        } else {
+            otherCounters.unknownRawCodesOther &+= 1
+        }
+    }
+
     /// A failure's identity for repeat detection: FNV-1a over its code, raw code and message with
     /// a separator byte between them (stable across restarts, so a restored checkout compares the
     /// same way).
@@ -557,6 +583,7 @@ public final class EventProcessor {
             otherCounters.repeatedFailures &+= 1
         } else if event.kind == .fail, let code = event.error?.code, let i = StableErrorCode.allCases.firstIndex(of: code) {
             otherCounters.failedByCode[i] &+= 1
+            if code == .unknown { countUnknown(rawCode: event.error?.rawCode) }
         }
         let id = resultEventID(event)
         return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: id,

@@ -39,10 +39,10 @@ public struct DaemonConfiguration: Sendable {
     /// What all subscribers' queues may hold together (`--subscriber-memory`): the publish
     /// high-water mark per subscriber is lowered so that ``maxSubscribers`` subscribers, each at
     /// its mark, stay within it (docs/security.md, "One memory budget").
-    public var subscriberMemoryBytes = 1 << 30
+    public var subscriberMemoryBytes = 4 << 30
     /// Subscribers (connections to the publish socket) the daemon keeps (`--max-subscribers`); more
     /// are cut as they are accepted.
-    public var maxSubscribers = 256
+    public var maxSubscribers = 128
     /// What all control clients' queued replies may hold together (`--control-memory`): replay
     /// pages are sized so that every connected client's queue, full, fits.
     public var controlMemoryBytes = 256 << 20

@@ -216,4 +216,23 @@ struct ErrorCodeTests {
         let out = EventProcessor().feed(#"{"event":"onFail","checkout_id":"ck-1","error":"# + error + "}")
         #expect(out["error.code"] == .string(expected), "\(error): \(out.text)")
     }
+
+    @Test("unknown failures are counted by raw code: the first 64 apart, the rest summed, long codes cut to 64 bytes")
+    func unknownRawCodes() {
+        let p = EventProcessor()
+        func fail(_ i: Int, _ error: String) {
+            _ = p.feed(#"{"event":"onFail","checkout_id":"ck-u\#(i)","error":"# + error + "}")
+        }
+        fail(1, #"{"code":"stripe-new-thing"}"#)
+        fail(2, #"{"code":"stripe-new-thing"}"#)
+        fail(3, #"{"message":"no code at all"}"#)
+        fail(4, #"{"code":"payment_failed"}"#)  // known: not counted here
+        #expect(p.counters.unknownRawCodes == ["stripe-new-thing": 2, "": 1])
+        let long = String(repeating: "z", count: 100)
+        fail(5, #"{"code":"\#(long)"}"#)
+        #expect(p.counters.unknownRawCodes[String(long.prefix(EventProcessor.maxUnknownRawCodeBytes))] == 1)
+        for i in 0..<70 { fail(100 + i, #"{"code":"new-id-\#(i)"}"#) }
+        #expect(p.counters.unknownRawCodes.count == EventProcessor.maxUnknownRawCodes)
+        #expect(p.counters.unknownRawCodesOther == UInt64(3 + 70 - EventProcessor.maxUnknownRawCodes))
+    }
 }

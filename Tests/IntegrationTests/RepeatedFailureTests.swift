@@ -35,4 +35,27 @@ struct RepeatedFailureTests {
         #expect(after.first?["repeat"] as? Bool == true, "\(after)")
         #expect(again.terminate() == 0)
     }
+
+    @Test("failures published as unknown show by raw code in stats, /metrics and top")
+    func unknownRawCodesOverTheWire() throws {
+        let daemon = try DaemonProcess()
+        let events = ["u-1", "u-2"].map {
+            #"{"event_id":"\#($0)","checkout_id":"\#($0)","payload":{"event":"onCheckoutFailed","error":{"code":"stripe-new-thing","message":"x"}}}"#
+        } + [#"{"event_id":"u-3","checkout_id":"u-3","payload":{"event":"onCheckoutFailed","error":{"code":"quote\"d"}}}"#]
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let stats = try ControlClient(daemon.control).stats()
+        let unknown = (stats["counters"] as? [String: Any])?["unknown_raw_codes"] as? [String: Any]
+        #expect(unknown?["stripe-new-thing"] as? Int == 2, "\(unknown ?? [:])")
+        #expect(unknown?["quote\"d"] as? Int == 1, "\(unknown ?? [:])")
+        let metrics = try httpGet(try #require(daemon.ready["metrics"] as? String), "/metrics").body
+        #expect(metric(metrics, "checkoutbus_failures_unknown_total{raw_code=\"stripe-new-thing\"}") == 2)
+        #expect(metric(metrics, "checkoutbus_failures_unknown_total{raw_code=\"quote\\\"d\"}") == 1)
+        // Without a terminal, top writes a line; with one, the table says "unknown, by raw code:".
+        let top = try runTool("checkoutbus", ["top", "--control", daemon.control, "--interval", "0.2", "--once"])
+        #expect(top.output.contains("unknown_raw_code.stripe-new-thing=2"), "\(top.output)")
+        let json = try runTool("checkoutbus", ["top", "--control", daemon.control, "--interval", "0.2", "--once", "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
+        #expect((object?["unknown_raw_codes"] as? [String: Any])?["stripe-new-thing"] as? Int == 2, "\(json.output)")
+        #expect(daemon.terminate() == 0)
+    }
 }

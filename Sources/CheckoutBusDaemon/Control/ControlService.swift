@@ -417,7 +417,16 @@ package final class ControlService {
             w.append(":")
             w.append(int: Int64(c.failedByCode[i]))
         }
-        w.append("},\"repeated_failures\":")
+        w.append("},\"unknown_raw_codes\":{")
+        for (i, (raw, n)) in c.unknownRawCodes.sorted(by: { $0.key < $1.key }).enumerated() {
+            if i > 0 { w.append(",") }
+            w.appendString(raw)
+            w.append(":")
+            w.append(int: Int64(n))
+        }
+        w.append("},\"unknown_raw_codes_other\":")
+        w.append(int: Int64(c.unknownRawCodesOther))
+        w.append(",\"repeated_failures\":")
         w.append(int: Int64(c.repeatedFailures))
         w.append(",\"suppressed\":")
         w.append(int: Int64(c.suppressed))

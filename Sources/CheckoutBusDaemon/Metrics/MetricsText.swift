@@ -32,6 +32,12 @@ package enum MetricsText {
         counter("checkoutbus_failures_total",
                 "Failure envelopes published, by stable error code (checkout.fail.<code>), repeats of a checkout's last terminal failure not counted.",
                 StableErrorCode.allCases.enumerated().map { ("{code=\"\($0.element.rawValue)\"}", c.failedByCode[$0.offset]) })
+        counter("checkoutbus_failures_unknown_total",
+                "Failures published as unknown, by raw code (the first 64 raw codes since start; empty: none sent).",
+                c.unknownRawCodes.sorted { $0.key < $1.key }.map { ("{raw_code=\"\(escape($0.key))\"}", $0.value) })
+        counter("checkoutbus_failures_unknown_other_total",
+                "Failures published as unknown whose raw code was not among the first 64 counted apart.",
+                [("", c.unknownRawCodesOther)])
         counter("checkoutbus_failures_repeated_total",
                 "Terminal failure envelopes published with repeat: true: a checkout's last failure (code, raw code, message) reported again.",
                 [("", c.repeatedFailures)])

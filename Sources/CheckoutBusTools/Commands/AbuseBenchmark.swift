@@ -72,7 +72,7 @@ public struct AbuseBenchmark {
         defer { bus.stop() }
         let twin = try start(twinDirectory)
         defer { twin.stop() }
-        say("abuse round: live p99 at \(Int(rate))/s (\(events) events) with four replaying clients, a /metrics scraper, a subscription churner, 50 subscribers that never read, multipart control requests and 100 stalled HTTP heads")
+        say("abuse round: live p99 at \(Int(rate))/s (\(events) events) with four replaying clients, a /metrics scraper, a subscription churner, 20 subscribers that never read, multipart control requests and 100 stalled HTTP heads")
         say("  storm on twin = the same storm on a second daemon with a copy of the journal (the host's CPU contention alone)")
         let quiet = try drive(bus, events: events, run: "abuse-quiet", rate: rate)
         say("  no storm: \(quiet.line)")

@@ -42,7 +42,7 @@ public struct BenchCommand {
           abuse                (also the last part of the default run) live latency at a fixed rate
                                with no storm, with four clients replaying the journal's first
                                10,000 records in a loop, a /metrics scraper, a subscriber churning
-                               20,000 subscriptions/s, 50 subscribers that never read, ten
+                               20,000 subscriptions/s, 20 subscribers that never read, ten
                                multipart control requests/s of 100 x 64 KiB frames and 100 stalled
                                HTTP heads aimed at a twin daemon on a copy of the journal (the
                                host's CPU contention alone), and with the same storm aimed at the

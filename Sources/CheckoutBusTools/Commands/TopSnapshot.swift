@@ -39,6 +39,8 @@ package struct TopSnapshot: Sendable, Equatable {
     package var suppressed = 0
     /// Failures published, by stable code.
     package var failedByCode: [String: Int] = [:]
+    /// Failures published as `unknown`, by raw code.
+    package var unknownRawCodes: [String: Int] = [:]
     /// Dead letters, by reason.
     package var deadLettered: [String: Int] = [:]
     package var trackedCheckouts = 0
@@ -75,6 +77,7 @@ package struct TopSnapshot: Sendable, Equatable {
         publishedByKind = ints(counters["published"])
         suppressed = int(counters["suppressed"])
         failedByCode = ints(counters["failed_by_code"])
+        unknownRawCodes = ints(counters["unknown_raw_codes"])
         deadLettered = ints(counters["deadlettered"])
         trackedCheckouts = int(counters["tracked_checkouts"])
         journalBytes = int(journal["bytes"])
@@ -109,6 +112,7 @@ package struct TopSnapshot: Sendable, Equatable {
             add(&total.publishedByKind, s.publishedByKind)
             total.suppressed += s.suppressed
             add(&total.failedByCode, s.failedByCode)
+            add(&total.unknownRawCodes, s.unknownRawCodes)
             add(&total.deadLettered, s.deadLettered)
             total.trackedCheckouts += s.trackedCheckouts
             total.journalBytes += s.journalBytes

@@ -188,6 +188,12 @@ package struct TopView: Sendable {
                 lines.append(("  " + row.code).padding(34) + TopView.rate(row.rate).leftPadding(10)
                     + String(row.total).leftPadding(12))
             }
+            // What the unknown ones were sent as: a new SDK error id to map (docs/runbook.md).
+            let unknown = f.current.unknownRawCodes.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+            if !unknown.isEmpty {
+                lines.append("  unknown, by raw code: " + unknown.prefix(topN).map { "\($0.key.isEmpty ? "(none)" : $0.key)=\($0.value)" }
+                    .joined(separator: " "))
+            }
             lines.append("")
             lines.append("DEAD LETTERS".padding(34) + "/s".leftPadding(10) + "total".leftPadding(12))
             let dead = f.current.deadLettered.filter { $0.value > 0 }.sorted { $0.key < $1.key }
@@ -285,6 +291,11 @@ package struct TopView: Sendable {
             parts.append("subscriber.\(row.name).lag=\(row.report.lag)")
             parts.append("subscriber.\(row.name).missed=\(row.report.missed)")
         }
+        if let f = summedFigures {
+            for (raw, n) in f.current.unknownRawCodes.sorted(by: { $0.key < $1.key }) {
+                parts.append("unknown_raw_code.\(raw.isEmpty ? "(none)" : raw)=\(n)")
+            }
+        }
         for shard in shards where shard.current == nil { parts.append("no_answer=\(shard.endpoint)") }
         return parts.joined(separator: " ")
     }
@@ -299,6 +310,7 @@ package struct TopView: Sendable {
             object["published_per_s_by_kind"] = f.publishedByKind
             object["suppressed_ratio"] = f.suppressionRatio ?? NSNull()
             object["failures_per_s_by_code"] = f.failuresByCode.filter { $0.value > 0 }
+            object["unknown_raw_codes"] = f.current.unknownRawCodes
             object["deadletters_per_s_by_reason"] = f.deadLettersByReason.filter { $0.value > 0 }
             object["last_seq"] = f.current.lastSeq
             object["first_seq"] = f.current.firstSeq

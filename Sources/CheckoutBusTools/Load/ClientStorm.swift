@@ -15,7 +15,7 @@ import CheckoutBusRuntime
 /// the tests that prove they cannot stall the bus: replay clients that ask for the journal's
 /// first 10,000 records again and again (a subscriber catching up after an outage, times four), and
 /// metrics scrapers that fetch `/metrics` in a loop. With `publish`, the hostile ones of
-/// docs/security.md as well: a subscriber churning distinct short subscriptions, subscribers that
+/// docs/security.md as well: a subscriber churning distinct short subscriptions, 20 subscribers that
 /// never read, a control client sending multipart requests of 64 KiB frames, and stalled
 /// half-sent HTTP heads.
 ///
@@ -42,7 +42,7 @@ public final class ClientStorm: Sendable {
     /// - Parameters:
     ///   - control: the daemon's control endpoint (needed when `replayClients` > 0).
     ///   - metrics: the daemon's metrics `HOST:PORT` (needed when `scrapers` > 0).
-    ///   - publish: the daemon's publish endpoint: adds the hostile clients (the churner, 50
+    ///   - publish: the daemon's publish endpoint: adds the hostile clients (the churner, 20
     ///     subscribers that never read, and with `control` and `metrics` a multipart control client
     ///     and 100 stalled HTTP heads).
     public init(control: String?, metrics: String?, publish: String? = nil, replayClients: Int = 4, scrapers: Int = 1,
@@ -125,13 +125,13 @@ public final class ClientStorm: Sendable {
         }
     }
 
-    /// 50 subscribers to everything that never read: the daemon queues for each up to its mark.
+    /// 20 subscribers to everything that never read: the daemon queues for each up to its mark.
     private func neverReadLoop(_ endpoint: String) {
         defer { done.signal() }
         guard let context = try? ZMQContext() else { return }
         defer { context.shutdown() }
         var subscribers: [ZMQSocket] = []
-        for _ in 0..<50 {
+        for _ in 0..<20 {
             guard let sub = try? ZMQSocket(context: context, type: .sub) else { break }
             try? sub.setLinger(milliseconds: 0)
             try? sub.setOption(.receiveHighWaterMark, 1)
