@@ -243,6 +243,14 @@ package final class MetricsHTTPServer: Sendable {
                 continue
             }
             if connections.count >= MetricsHTTPServer.maxConnections {
+                // Connections whose clients have gone since the last turn make room first: read
+                // what the reading ones sent (a gone one reads EOF and is closed, counted aborted).
+                for i in connections.indices {
+                    if case .reading = connections[i].phase { read(&connections[i], now: now, s) }
+                }
+                connections.removeAll { $0.fd < 0 }
+            }
+            if connections.count >= MetricsHTTPServer.maxConnections {
                 // Full: a connection that has not sent a whole request makes room: the oldest one
                 // open ``evictableAge`` or more, so idle, stalled or trickling connections cannot
                 // lock health checks out (a real request head comes within milliseconds, so one in
