@@ -185,6 +185,9 @@ public enum ErrorCodeNormalizer {
                 // Only a 4xx or 5xx is an HTTP error status; another number (`123`, `200`) is a
                 // code nobody mapped, and stays `unknown` with its raw code.
                 code = fromHTTP(status)
+            } else if let rule = familyRules.first(where: { $0.matches(key) }) {
+                // No exact entry: a rule from an SDK's naming (an exact entry always wins).
+                code = rule.code
             }
         }
         if let httpStatus, code == nil || code == .httpError || code == .unknown {
@@ -221,6 +224,29 @@ public enum ErrorCodeNormalizer {
     static func fromHTTP(_ status: Int) -> StableErrorCode {
         status == 410 ? .cartExpired : .httpError
     }
+
+    /// A rule read from an SDK's naming of its error ids, for ids no exact entry names (new SDK
+    /// releases' ids): matched on the folded key (docs/error-codes.md, "Family rules").
+    public struct FamilyRule: Sendable {
+        public enum Position: String, Sendable { case prefix, suffix }
+        public let position: Position
+        /// Folded (letters and digits, lower case).
+        public let text: String
+        public let code: StableErrorCode
+        func matches(_ key: String) -> Bool {
+            key.count > text.count && (position == .prefix ? key.hasPrefix(text) : key.hasSuffix(text))
+        }
+    }
+
+    /// Primer names an id for what went wrong, with the same words release after release:
+    /// `missing-configuration`, `missing-3ds-configuration`, `3ds-invalid-configuration`,
+    /// `huc-missing-configuration`, newer branches' `…-mandate-config`, and
+    /// `misconfigured-payment-method(s)` are each the integration's configuration.
+    public static let familyRules: [FamilyRule] = [
+        FamilyRule(position: .suffix, text: "configuration", code: .configurationError),
+        FamilyRule(position: .suffix, text: "config", code: .configurationError),
+        FamilyRule(position: .prefix, text: "misconfigured", code: .configurationError),
+    ]
 
     /// The SDKs' own sentences for an error whose code they do not send with it, folded
     /// (docs/error-codes.md, "Messages that name a cause"; each cited there).

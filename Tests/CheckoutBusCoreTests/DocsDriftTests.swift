@@ -46,6 +46,27 @@ struct DocsDriftTests {
         #expect(listed == inCode, "docs: \(listed)\ncode: \(inCode)")
     }
 
+    @Test("no exact entry is overridden by a family rule")
+    func exactWins() {
+        for (key, code) in ErrorCodeNormalizer.table {
+            #expect(ErrorCodeNormalizer.normalize(rawCode: key) == code, "\(key)")
+        }
+    }
+
+    @Test("the family rules are the ones docs/error-codes.md lists")
+    func familyRules() throws {
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/error-codes.md"), encoding: .utf8)
+        let section = try #require(text.range(of: "**Family rules.**").map { text[$0.upperBound...] })
+        let end = section.range(of: "**Seeing what is unknown.**").map { section[..<$0.lowerBound] } ?? section
+        var listed: [String] = []
+        for line in end.split(separator: "\n") where line.hasPrefix("| suffix") || line.hasPrefix("| prefix") {
+            let cells = line.split(separator: "|").map { String($0).trimmingCharacters(in: CharacterSet.whitespaces) }
+            listed.append(cells[0] + " " + cells[1].replacingOccurrences(of: "`", with: "") + " " + cells[2].replacingOccurrences(of: "`", with: ""))
+        }
+        let inCode = ErrorCodeNormalizer.familyRules.map { "\($0.position.rawValue) \($0.text) \($0.code.rawValue)" }
+        #expect(listed == inCode, "docs: \(listed)\ncode: \(inCode)")
+    }
+
     @Test("every event name, callback, state and non-lifecycle message the decoder knows is in docs/raw-shapes.md")
     func decodedNames() throws {
         let shapes = try Self.foldedCodeSpans("docs/raw-shapes.md")

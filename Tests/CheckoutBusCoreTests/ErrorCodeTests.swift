@@ -235,4 +235,17 @@ struct ErrorCodeTests {
         #expect(p.counters.unknownRawCodes.count == EventProcessor.maxUnknownRawCodes)
         #expect(p.counters.unknownRawCodesOther == UInt64(3 + 70 - EventProcessor.maxUnknownRawCodes))
     }
+
+    @Test("family rules name new ids by their SDK's words; an exact entry always wins", arguments: [
+        ("stripe-mandate-config", StableErrorCode.configurationError),
+        ("klarna-missing-configuration", .configurationError),
+        ("MISCONFIGURED_GOOGLE_PAY", .configurationError),
+        ("misconfigured-payment-methods", .configurationError),
+        ("additional-info-unhandled", .unknown),
+        ("stripe-something-new", .unknown),
+        ("config", .unknown),  // the rule's word alone, no id around it
+    ])
+    func familyRules(_ raw: String, _ expected: StableErrorCode) {
+        #expect(ErrorCodeNormalizer.normalize(rawCode: raw) == expected, "\(raw)")
+    }
 }
