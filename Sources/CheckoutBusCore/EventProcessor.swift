@@ -527,6 +527,10 @@ public final class EventProcessor {
                        receivedAt: Timestamp, now: UInt32, context: EventDecodeContext) -> ProcessingResult {
         let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
+        // The operator's `--error-map` adds to and overrides the built-in table, by raw code.
+        if event.kind == .fail, let raw = event.error?.rawCode, let mapped = ErrorMap.code(forRaw: raw, family: event.format) {
+            event.error!.code = mapped
+        }
 
         var isRepeat = false
         var afterComplete = false

@@ -161,6 +161,11 @@ public final class BusDaemon {
     /// stops accepting, journals and publishes everything already received, syncs, and returns.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
+        if let path = configuration.errorMapPath {
+            let map = try DaemonConfiguration.loadErrorMap(path)
+            ErrorMap.install(map)
+            logger.info("error map loaded", ["path": path, "entries": String(map.count)])
+        }
         let descriptors = BusDaemon.raiseDescriptorLimit(logger)
         let maxConnections = BusDaemon.connectionsPerSocket(configured: configuration.maxConnectionsPerSocket,
                                                             descriptorLimit: descriptors)

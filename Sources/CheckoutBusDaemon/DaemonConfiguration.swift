@@ -33,6 +33,25 @@ public struct DaemonConfiguration: Sendable {
         options.dedupeWindow = 200_000
         return options
     }()
+    /// An operator's raw code → stable code map (`--error-map`), read at start and on SIGHUP.
+    public var errorMapPath: String?
+
+    /// Reads the `--error-map` file at `path`.
+    /// - Throws: ``DaemonError`` naming the file and, for a bad line, the line.
+    public static func loadErrorMap(_ path: String) throws -> ErrorMap {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw DaemonError(.badSetting, "--error-map \(path): cannot be read: \(error.localizedDescription)")
+        }
+        do {
+            return try ErrorMap(parsing: text)
+        } catch {
+            throw DaemonError(.badSetting, "--error-map \(path):\(error.line): \(error.reason)")
+        }
+    }
+
     /// Messages queued per subscriber before ZeroMQ drops for that subscriber (`ZMQ_SNDHWM`); lowered
     /// while many subscribers share ``subscriberMemoryBytes``.
     public var publishHighWaterMark: Int32 = 100_000

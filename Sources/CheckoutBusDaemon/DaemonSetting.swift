@@ -155,6 +155,11 @@ struct DaemonSetting: Sendable {
                   default: throw UsageError("--buyer-data must be redacted or full, got \(v)")
                   }
               }),
+        .init("error-map", "FILE", .input,
+              help: "raw code → stable code lines that add to and override the built-in table (docs/error-codes.md); "
+                  + "read at start and on SIGHUP, a bad file refused with its line; none: the built-in table alone",
+              read: { $0.errorMapPath ?? "none" },
+              apply: { c, v in c.errorMapPath = v == "none" ? nil : v }),
         .init("max-message-bytes", "N", .input, help: "larger messages are dead-lettered as `oversized`",
               read: { String($0.processor.maxMessageBytes) },
               apply: { c, v throws(UsageError) in

@@ -22,7 +22,18 @@ public enum ReloadSignal {
         signal(SIGHUP, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
         let path = configuration.configPath
+        let errorMapPath = configuration.errorMapPath
         source.setEventHandler {
+            if let errorMapPath {
+                // A bad file never replaces a good map: the error names its line, the old map stays.
+                do {
+                    let map = try DaemonConfiguration.loadErrorMap(errorMapPath)
+                    ErrorMap.install(map)
+                    logger.log(.warning, "error map reloaded", ["path": errorMapPath, "entries": String(map.count)])
+                } catch {
+                    logger.error("error map reload failed; the map stays as it was", ["error": "\(error)"])
+                }
+            }
             if let allowlists {
                 do {
                     let n = try allowlists.reload()
@@ -34,7 +45,7 @@ public enum ReloadSignal {
                 }
             }
             guard let path else {
-                if allowlists == nil { logger.warning("SIGHUP ignored: no --config file to reload") }
+                if allowlists == nil && errorMapPath == nil { logger.warning("SIGHUP ignored: no --config file to reload") }
                 return
             }
             do {

@@ -25,6 +25,8 @@ public struct DecodeCommand {
           --format json        one object per event: {"line":N,"outcome":…,"topic":…,"envelope":{…},
                                "redacted":[paths]}; the envelope exactly as the daemon would publish it
           --buyer-data MODE    redacted (default) or full, as the daemon's flag
+          --error-map FILE     raw code → stable code lines, as the daemon's flag: check a map
+                               before the daemon loads it (a bad line: exit 2, naming it)
 
         The events go through one processor in order, as through one daemon: an update identical
         to the checkout's last snapshot is `suppressed`, a repeated event_id a `duplicate`, a
@@ -36,13 +38,16 @@ public struct DecodeCommand {
         case pretty, json
     }
 
+    /// `--error-map`: installed before the first line.
+    public var errorMapPath: String?
     public var file = "-"
     public var format = Format.pretty
     /// The daemon's own options (``DaemonConfiguration/processor``), `--buyer-data` applied.
     public var options = DaemonConfiguration().processor
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["format", "buyer-data"], switches: [])
+        let args = try CommandLineArguments(arguments, valued: ["format", "buyer-data", "error-map"], switches: [])
+        errorMapPath = args.value("error-map")
         switch args.value("format") {
         case nil, "pretty": format = .pretty
         case "json": format = .json
@@ -58,6 +63,14 @@ public struct DecodeCommand {
     }
 
     public func run() -> Int32 {
+        if let errorMapPath {
+            do {
+                ErrorMap.install(try DaemonConfiguration.loadErrorMap(errorMapPath))
+            } catch {
+                FileHandleWriter.standardError("checkoutbus decode: \(error)\n")
+                return 2
+            }
+        }
         let input: Data
         do {
             input = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()

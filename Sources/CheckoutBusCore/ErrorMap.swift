@@ -1,0 +1,109 @@
+import Synchronization
+import CheckoutBusProtocol
+
+/// Raw codes an operator maps without a release (`--error-map FILE`, docs/error-codes.md,
+/// "Mappings operators own"): exact raw codes and prefix or suffix patterns, each to a stable
+/// code, optionally for one family only. Consulted before the built-in table, so it adds and
+/// overrides. `Sendable`: a value.
+///
+/// The file: one `RAW = CODE` a line, `#` comments and blank lines ignored. `RAW` is a raw code
+/// (folded as the table folds it: any case, separators ignored), `prefix:TEXT` or `suffix:TEXT`;
+/// a leading `FAMILY:` (`ecp`, `sheet_bridge`, `callback`, `primer`) limits the line to that raw
+/// family. `CODE` is a stable code (docs/error-codes.md).
+public struct ErrorMap: Sendable, Equatable {
+    struct Entry: Sendable, Equatable {
+        enum Match: Sendable, Equatable { case exact, prefix, suffix }
+        var match: Match
+        var text: String
+        var family: RawFormat?
+        var code: StableErrorCode
+    }
+
+    var exact: [String: [Entry]] = [:]
+    var patterns: [Entry] = []
+
+    public init() {}
+
+    /// Entries in the map.
+    public var count: Int { exact.values.reduce(0) { $0 + $1.count } + patterns.count }
+
+    /// A line the file cannot be read by. `Sendable`.
+    public struct ParseError: Error, CustomStringConvertible, Sendable {
+        public let line: Int
+        public let reason: String
+        public var description: String { "line \(line): \(reason)" }
+    }
+
+    /// Reads a map file's text.
+    /// - Throws: ``ParseError`` naming the first bad line.
+    public init(parsing text: String) throws(ParseError) {
+        for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let trimmed = line.trimmingWhitespace()
+            if trimmed.isEmpty { continue }
+            let sides = trimmed.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard sides.count == 2 else { throw ParseError(line: i + 1, reason: "expected RAW = CODE") }
+            var left = String(sides[0]).trimmingWhitespace()
+            let right = String(sides[1]).trimmingWhitespace()
+            guard let code = StableErrorCode(rawValue: right) else {
+                throw ParseError(line: i + 1, reason: "\(right.isEmpty ? "no code" : "`\(right)` is not a stable code") (one of \(StableErrorCode.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            var family: RawFormat?
+            if let colon = left.firstIndex(of: ":"),
+                let f = ErrorMap.families.first(where: { "\($0.name)" == String(left[..<colon]) })
+            {
+                family = f
+                left = String(left[left.index(after: colon)...]).trimmingWhitespace()
+            }
+            var match = Entry.Match.exact
+            for (prefix, m) in [("prefix:", Entry.Match.prefix), ("suffix:", .suffix)] where left.hasPrefix(prefix) {
+                match = m
+                left = String(left.dropFirst(prefix.count)).trimmingWhitespace()
+            }
+            let folded = ErrorCodeNormalizer.fold(left)
+            guard !folded.isEmpty else { throw ParseError(line: i + 1, reason: "no raw code before `=`") }
+            let entry = Entry(match: match, text: folded, family: family, code: code)
+            if match == .exact { exact[folded, default: []].append(entry) } else { patterns.append(entry) }
+        }
+    }
+
+    /// The code this map gives a folded raw code of `family`, if any: an exact line first (one for
+    /// this family before one for all), then the first pattern that matches.
+    func code(forFolded key: String, family: RawFormat?) -> StableErrorCode? {
+        if let entries = exact[key] {
+            if let e = entries.first(where: { $0.family != nil && $0.family == family }) { return e.code }
+            if let e = entries.first(where: { $0.family == nil }) { return e.code }
+        }
+        for e in patterns where e.family == nil || e.family == family {
+            if key.count > e.text.count && (e.match == .prefix ? key.hasPrefix(e.text) : key.hasSuffix(e.text)) { return e.code }
+        }
+        return nil
+    }
+
+    static let families: [RawFormat] = [.ecp, .sheetBridge, .callback, .primer]
+
+    /// The map in force for every processor of the process (set at start and on SIGHUP).
+    static let current = Mutex(ErrorMap())
+
+    /// The code the installed map gives `rawCode` of `family`, if it names it.
+    static func code(forRaw rawCode: String, family: RawFormat) -> StableErrorCode? {
+        current.withLock { map in
+            map.exact.isEmpty && map.patterns.isEmpty ? nil : map.code(forFolded: ErrorCodeNormalizer.fold(rawCode), family: family)
+        }
+    }
+
+    /// Makes `map` the one every decoder consults from its next failure on.
+    public static func install(_ map: ErrorMap) { current.withLock { $0 = map } }
+
+    /// The map in force now.
+    public static var installed: ErrorMap { current.withLock { $0 } }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var s = Substring(self)
+        while let c = s.first, c == " " || c == "\t" || c == "\r" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\t" || c == "\r" { s = s.dropLast() }
+        return String(s)
+    }
+}
