@@ -20,11 +20,14 @@ public enum ErrorCodeNormalizer {
         }
         add(.storefrontPasswordRequired, ["storefront_password_required", "password_required"])
         add(.customerAccountRequired, [
-            "customer_account_required", "authentication", "authentication_required",
+            "customer_account_required", "authentication", "authentication_required", "authentication_exception",
             // Embedded Checkout Protocol message codes (UCP): the buyer must sign in or link an identity.
             "requires_sign_in", "identity_required", "requires_identity_linking",
         ])
-        add(.cartExpired, ["cart_expired", "expired", "checkout_expired", "checkout_expired_error"])
+        add(.cartExpired, ["cart_expired", "expired", "checkout_expired", "checkout_expired_error",
+                           // The Android kit's exception classes by name (CheckoutException.kt), as
+                           // wrappers send `getSimpleName()` for a code (docs/sdk-inventory/shopify.md §4a).
+                           "checkout_expired_exception"])
         add(.cartCompleted, ["cart_completed", "checkout_completed"])
         add(.invalidCart, [
             "invalid_cart", "cart_invalid",
@@ -40,7 +43,7 @@ public enum ErrorCodeNormalizer {
             "invalid_phone_country_dialling_code", "invalid_unknown_field",
         ])
         add(.httpError, [
-            "http_error", "checkout_http_error", "bad_request", "not_found", "server_error",
+            "http_error", "checkout_http_error", "bad_request", "not_found", "server_error", "http_exception",
             // Primer iOS: an answer that is no HTTP response, or has no body.
             "invalid_response", "no_data",
         ])
@@ -58,6 +61,7 @@ public enum ErrorCodeNormalizer {
             "sdk_error", "internal", "internal_error", "unrecoverable", "unrecoverable_failure",
             "error_sending_message", "error_receiving_message", "client_error", "checkout_client_error",
             "underlying_errors", "generic_error", "checkout", "checkout_unavailable",
+            "checkout_unavailable_exception", "client_exception", "checkout_sheet_kit_exception",
             // Embedded Checkout Protocol session and delegation errors (UCP's embedded protocol).
             "abort_error", "security_error", "invalid_state_error", "not_supported_error", "timeout_error",
             "not_allowed_error", "window_open_rejected_error",
