@@ -362,8 +362,10 @@ struct NoClientStallsTests {
         for (kind, replayers, scrapers) in [("replay", 4, 0), ("metrics", 0, 4)] {
             var onTwin: [Double] = []
             var onBus: [Double] = []
-            // Alternating, five each: medians, so one unlucky second on this shared host decides nothing.
-            for _ in 0..<5 {
+            // Alternating, seven each: medians, so an unlucky few seconds on this shared host decide
+            // nothing (runs of the build before this one too showed two or three rounds in a row at
+            // 15–80 ms, on the twin and on this daemon alike).
+            for _ in 0..<7 {
                 for target in [twin, bus] {
                     let storm = ClientStorm(control: target.control, metrics: target.ready["metrics"] as? String,
                                             replayClients: replayers, scrapers: scrapers)
@@ -373,8 +375,8 @@ struct NoClientStallsTests {
                     if target === twin { onTwin.append(p99) } else { onBus.append(p99) }
                 }
             }
-            let t = onTwin.sorted()[2]
-            let b = onBus.sorted()[2]
+            let t = onTwin.sorted()[3]
+            let b = onBus.sorted()[3]
             print("\(kind) storm: live p99 at 5000/s without a storm \(quiet) µs; storm on the twin \(onTwin) µs (median \(t)); storm on this daemon \(onBus) µs (median \(b)); ratio \(b / t)")
             // The storm on this daemon costs it about what the CPU it takes from the machine costs
             // (what the twin shows). Before the control thread, a replay storm made it 14–19x; in
