@@ -193,7 +193,7 @@ public struct CheckoutStateTable {
         completeKeys[e] = key
     }
 
-    /// The hash of the checkout's last terminal failure (``EventProcessor/failureHash(_:)``), if
+    /// The hash of the checkout's last terminal failure (``EventProcessor/failureHash(code:rawCode:message:)``), if
     /// it has one.
     public func failureHash(_ e: Entry) -> UInt64? {
         flags[Int(e)].contains(.failed) ? failureHashes[e] : nil

@@ -231,7 +231,7 @@ public enum ErrorCodeNormalizer {
 
     /// A rule read from an SDK's naming of its error ids, for ids no exact entry names (new SDK
     /// releases' ids): matched on the folded key (docs/error-codes.md, "Family rules").
-    public struct FamilyRule: Sendable {
+    public struct FamilyRule: Sendable, Equatable {
         public enum Position: String, Sendable { case prefix, suffix }
         public let position: Position
         /// Folded (letters and digits, lower case).

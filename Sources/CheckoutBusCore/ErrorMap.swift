@@ -11,12 +11,13 @@ import CheckoutBusProtocol
 /// a leading `FAMILY:` (`ecp`, `sheet_bridge`, `callback`, `primer`) limits the line to that raw
 /// family. `CODE` is a stable code (docs/error-codes.md).
 public struct ErrorMap: Sendable, Equatable {
+    /// A line: an exact raw code's code, or a pattern (the same prefix or suffix match as the
+    /// built-in family rules), for one family or all.
     struct Entry: Sendable, Equatable {
-        enum Match: Sendable, Equatable { case exact, prefix, suffix }
-        var match: Match
-        var text: String
         var family: RawFormat?
         var code: StableErrorCode
+        /// Nil for an exact line.
+        var pattern: ErrorCodeNormalizer.FamilyRule?
     }
 
     var exact: [String: [Entry]] = [:]
@@ -55,15 +56,19 @@ public struct ErrorMap: Sendable, Equatable {
                 family = f
                 left = String(left[left.index(after: colon)...]).trimmingWhitespace()
             }
-            var match = Entry.Match.exact
-            for (prefix, m) in [("prefix:", Entry.Match.prefix), ("suffix:", .suffix)] where left.hasPrefix(prefix) {
-                match = m
-                left = String(left.dropFirst(prefix.count)).trimmingWhitespace()
+            var position: ErrorCodeNormalizer.FamilyRule.Position?
+            for p in [ErrorCodeNormalizer.FamilyRule.Position.prefix, .suffix] where left.hasPrefix("\(p.rawValue):") {
+                position = p
+                left = String(left.dropFirst(p.rawValue.count + 1)).trimmingWhitespace()
             }
             let folded = ErrorCodeNormalizer.fold(left)
             guard !folded.isEmpty else { throw ParseError(line: i + 1, reason: "no raw code before `=`") }
-            let entry = Entry(match: match, text: folded, family: family, code: code)
-            if match == .exact { exact[folded, default: []].append(entry) } else { patterns.append(entry) }
+            if let position {
+                patterns.append(Entry(family: family, code: code,
+                                      pattern: ErrorCodeNormalizer.FamilyRule(position: position, text: folded, code: code)))
+            } else {
+                exact[folded, default: []].append(Entry(family: family, code: code, pattern: nil))
+            }
         }
     }
 
@@ -74,10 +79,7 @@ public struct ErrorMap: Sendable, Equatable {
             if let e = entries.first(where: { $0.family != nil && $0.family == family }) { return e.code }
             if let e = entries.first(where: { $0.family == nil }) { return e.code }
         }
-        for e in patterns where e.family == nil || e.family == family {
-            if key.count > e.text.count && (e.match == .prefix ? key.hasPrefix(e.text) : key.hasSuffix(e.text)) { return e.code }
-        }
-        return nil
+        return patterns.first { ($0.family == nil || $0.family == family) && $0.pattern!.matches(key) }?.code
     }
 
     static let families: [RawFormat] = [.ecp, .sheetBridge, .callback, .primer]
@@ -94,9 +96,6 @@ public struct ErrorMap: Sendable, Equatable {
 
     /// Makes `map` the one every decoder consults from its next failure on.
     public static func install(_ map: ErrorMap) { current.withLock { $0 = map } }
-
-    /// The map in force now.
-    public static var installed: ErrorMap { current.withLock { $0 } }
 }
 
 extension String {

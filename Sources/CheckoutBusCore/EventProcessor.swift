@@ -563,12 +563,12 @@ public final class EventProcessor {
             // (Primer's, before a retry) is an attempt of its own and never a repeat.
             if let err = event.error, err.terminal {
                 let h = EventProcessor.failureHash(code: err.code.rawValue, rawCode: err.rawCode, message: err.message)
-                isRepeat = flags.contains(.failed) && state.failureHash(entry) == h
+                isRepeat = state.failureHash(entry) == h
                 if !isRepeat { state.setFailureHash(h, entry) }
             }
         case .start:
             // The buyer starts again: a failure like the last one is a new failure.
-            if flags.contains(.failed) { state.clearFailure(entry) }
+            state.clearFailure(entry)
         case .dismiss:
             break
         }
