@@ -527,9 +527,11 @@ public final class EventProcessor {
                        receivedAt: Timestamp, now: UInt32, context: EventDecodeContext) -> ProcessingResult {
         let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
-        // The operator's `--error-map` adds to and overrides the built-in table, by raw code.
-        if event.kind == .fail, let raw = event.error?.rawCode, let mapped = ErrorMap.code(forRaw: raw, family: event.format) {
-            event.error!.code = mapped
+        // The operator's `--error-map` adds to and overrides the built-in table, by raw code, and
+        // may say whether the failure is terminal (before the repeat rule below reads it).
+        if event.kind == .fail, let raw = event.error?.rawCode, let mapped = ErrorMap.mapping(forRaw: raw, family: event.format) {
+            event.error!.code = mapped.code
+            if let terminal = mapped.terminal { event.error!.terminal = terminal }
         }
 
         var isRepeat = false

@@ -156,7 +156,7 @@ struct DaemonSetting: Sendable {
                   }
               }),
         .init("error-map", "FILE", .input,
-              help: "raw code → stable code lines that add to and override the built-in table (docs/error-codes.md); "
+              help: "raw code → stable code lines (optionally terminal or recoverable) that add to and override the built-in table (docs/error-codes.md); "
                   + "read at start and on SIGHUP, a bad file refused with its line; none: the built-in table alone",
               read: { $0.errorMapPath ?? "none" },
               apply: { c, v in c.errorMapPath = v == "none" ? nil : v }),

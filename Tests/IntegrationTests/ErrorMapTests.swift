@@ -31,6 +31,18 @@ struct ErrorMapTests {
             #expect(error.line == 3)
             #expect(error.reason.contains("not_a_code"))
         }
+        // Terminal-ness: one word after the code, never for ecp (always terminal).
+        #expect(try ErrorMap(parsing: "primer:x = payment_failed terminal\ny = sdk_error recoverable").count == 2)
+        for (text, says) in [("x = sdk_error fatal", "expected terminal or recoverable"),
+                             ("x = sdk_error terminal now", "one word at most"),
+                             ("ecp:x = sdk_error recoverable", "ecp failures are always terminal")] {
+            do {
+                _ = try ErrorMap(parsing: text)
+                Issue.record("taken: \(text)")
+            } catch {
+                #expect(error.reason.contains(says), "\(error.reason)")
+            }
+        }
         do {
             _ = try ErrorMap(parsing: " = sdk_error")
             Issue.record("an empty raw code was taken")
@@ -80,6 +92,33 @@ struct ErrorMapTests {
                                                    "--metrics", "off"])
         #expect(refused.status != 0)
         #expect(refused.output.contains(":2: expected RAW = CODE"), "\(refused.output)")
+    }
+
+    @Test("a map's terminal-ness: a Primer failure mapped terminal is published terminal and its repeat flagged; a callback failure mapped recoverable is not terminal")
+    func terminalness() throws {
+        let dir = TestScratch.url("errormap-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let file = dir.appendingPathComponent("error-map")
+        try "primer:3ds-failed = payment_failed terminal\nsoft-decline = payment_failed recoverable\n".write(to: file, atomically: true, encoding: .utf8)
+        let daemon = try DaemonProcess(["--error-map", file.path])
+        let primer = #"{"checkout_id":"pt-1","sdk":"primer","payload":{"state":"failure","error":{"errorId":"3ds-failed","description":"3DS failed"}}}"#
+        let unmapped = #"{"checkout_id":"pt-2","sdk":"primer","payload":{"state":"failure","error":{"errorId":"payment-failed","description":"declined"}}}"#
+        let callback = Self.fail("pt-3", "soft-decline")
+        let tail = try TailProcess(from: daemon.publish, topics: ["checkout.fail"], count: 4, timeout: 20)
+        #expect(try send([primer, primer, unmapped, callback], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let envelopes = try tail.envelopes()
+        try #require(envelopes.count == 4)
+        func field(_ i: Int, _ name: String) -> Any? { (envelopes[i]["error"] as? [String: Any])?[name] }
+        #expect(field(0, "terminal") as? Bool == true)
+        #expect(field(0, "code") as? String == "payment_failed")
+        #expect(envelopes[0]["repeat"] as? Bool != true)
+        // The same terminal failure again: a repeat, as the map made it terminal.
+        #expect(envelopes[1]["repeat"] as? Bool == true, "\(envelopes[1])")
+        // A Primer failure the map does not name keeps the SDK's terminal-ness (a retryable attempt).
+        #expect(field(2, "terminal") as? Bool == false)
+        // A callback failure (terminal as sent) mapped recoverable.
+        #expect(field(3, "terminal") as? Bool == false, "\(envelopes[3])")
+        #expect(daemon.terminate() == 0)
     }
 
     @Test("checkoutbus decode --error-map shows what a map does before the daemon loads it; a bad map exits 2")

@@ -25,8 +25,9 @@ public struct DecodeCommand {
           --format json        one object per event: {"line":N,"outcome":…,"topic":…,"envelope":{…},
                                "redacted":[paths]}; the envelope exactly as the daemon would publish it
           --buyer-data MODE    redacted (default) or full, as the daemon's flag
-          --error-map FILE     raw code → stable code lines, as the daemon's flag: check a map
-                               before the daemon loads it (a bad line: exit 2, naming it)
+          --error-map FILE     raw code → stable code lines (and terminal-ness), as the daemon's
+                               flag: check a map before the daemon loads it (a bad line: exit 2,
+                               naming it)
 
         The events go through one processor in order, as through one daemon: an update identical
         to the checkout's last snapshot is `suppressed`, a repeated event_id a `duplicate`, a
