@@ -110,7 +110,7 @@ public final class BusDaemon {
     /// The least time between two snapshots (ns).
     package static let snapshotInterval: UInt64 = 2_000_000
     /// Subscribers' drop reports, recorded by the control thread, shown by stats and metrics.
-    private let reports = SubscriberReportBook()
+    private let reports: SubscriberReportBook
     /// Connections and refusals counted by the threads that serve clients.
     private let serviceCounters = ServiceCounters()
     private var clock = EventClock()
@@ -141,6 +141,8 @@ public final class BusDaemon {
     /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be read.
     public init(configuration: DaemonConfiguration, logger: BusLogger) throws {
         self.configuration = configuration
+        reports = SubscriberReportBook(lifetimes: .init(goneAfterMilliseconds: Int64(configuration.subscriberGoneAfterSeconds) * 1000,
+                                                        expireAfterMilliseconds: Int64(configuration.subscriberExpireAfterSeconds) * 1000))
         self.logger = logger
         self.processor = EventProcessor(options: configuration.processor)
         let threads = configuration.resolvedPipelineThreads

@@ -93,6 +93,10 @@ public struct DaemonConfiguration: Sendable {
     public static var onlineCores: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
     /// Milliseconds between `bus.heartbeat` messages.
     public var heartbeatMilliseconds = 1000
+    /// A subscriber that has not reported for this long is `gone` (`--subscriber-gone-after`).
+    public var subscriberGoneAfterSeconds = 15
+    /// A gone subscriber is forgotten this long after it went (`--subscriber-expire-after`).
+    public var subscriberExpireAfterSeconds = 3600
     /// Journal records replayed at start to rebuild per-checkout state (`--restore-records`).
     public var restoreRecords = 1_000_000
     /// The least severe level logged (`--log-level`; SIGHUP re-reads it from `--config`).

@@ -242,6 +242,15 @@ struct DaemonSetting: Sendable {
         .init("heartbeat-ms", "N", .publishing, help: "interval of bus.heartbeat",
               read: { String($0.heartbeatMilliseconds) },
               apply: { c, v throws(UsageError) in c.heartbeatMilliseconds = try int("heartbeat-ms", v, in: 10...60_000) }),
+        .init("subscriber-gone-after", "SECONDS", .publishing,
+              help: "a subscriber that has not reported (each heartbeat) for this long is gone: its lag is no longer exported "
+                  + "(docs/observability.md); keep it several heartbeats",
+              read: { String($0.subscriberGoneAfterSeconds) },
+              apply: { c, v throws(UsageError) in c.subscriberGoneAfterSeconds = try int("subscriber-gone-after", v, in: 1...86_400) }),
+        .init("subscriber-expire-after", "SECONDS", .publishing,
+              help: "a gone subscriber is forgotten (stats, metrics) this long after it went",
+              read: { String($0.subscriberExpireAfterSeconds) },
+              apply: { c, v throws(UsageError) in c.subscriberExpireAfterSeconds = try int("subscriber-expire-after", v, in: 0...31_536_000) }),
 
         .init("curve-secret-key", "FILE", .security, help: "CURVE: the daemon's secret key (checkoutbus keygen)",
               environment: "CHECKOUTBUS_CURVE_SECRET_KEY",

@@ -19,6 +19,7 @@ let usage = """
       flood   drive a daemon (or shards) with synthetic lifecycles and check what it publishes
       stats   what a running daemon has done: counters, journal, subscribers' drops
       top     a live view of running daemons: rates, failures, dead letters, subscribers' lag
+      subscribers  who follows the bus: live and gone subscribers, their lag; `forget NAME`
       decode  what raw events would become (topic, code, summary, redaction), offline
       keygen  write a CURVE key pair (NAME.key, NAME.pub)
       bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse`, `bench journal`
@@ -68,6 +69,8 @@ case "trace":
     status = runCommand(TraceCommand.help) { try TraceCommand(arguments: arguments).run() }
 case "stats":
     status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
+case "subscribers":
+    status = runCommand(SubscribersCommand.help) { try SubscribersCommand(arguments: arguments).run() }
 case "top":
     status = runCommand(TopCommand.help) { try TopCommand(arguments: arguments).run(stop: stop) }
 case "decode":

@@ -172,10 +172,10 @@ final class TailProcess {
     let stdout: PipeLineReader
     let stderr: PipeLineReader
 
-    init(from endpoint: String, topics: [String] = [], count: Int, timeout: Int = 30) throws {
+    init(from endpoint: String, topics: [String] = [], count: Int, timeout: Int = 30, arguments extra: [String] = []) throws {
         process.executableURL = Products.url("checkoutbus")
         process.arguments = ["tail", "--from", endpoint, "--format", "json", "--count", String(count),
-                             "--timeout", String(timeout)] + topics.flatMap { ["--topic", $0] }
+                             "--timeout", String(timeout)] + topics.flatMap { ["--topic", $0] } + extra
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out

@@ -101,7 +101,7 @@ struct TopCommandTests {
         return line.dropFirst(label.count).split(separator: " ").first.flatMap { Double($0) }
     }
 
-    /// The `ops-tail` row of the subscribers table, split into columns (name, last seq, lag, …).
+    /// The `ops-tail` row of the subscribers table, split into columns (name, seen, last seq, lag, …).
     static func subscriberRow(_ lines: [String], _ name: String) -> [String]? {
         guard lines.contains(where: { $0.hasPrefix("SUBSCRIBER") && $0.contains("LAG") }),
             let row = lines.first(where: { $0.hasPrefix("  \(name) ") })
@@ -138,9 +138,10 @@ struct TopCommandTests {
 
         let first = try tmux.waitFor("a non-zero events/s and ops-tail's lag") { lines in
             (Self.value(lines, "events in/s") ?? 0) > 0 && (Self.value(lines, "published/s") ?? 0) > 0
-                // ops-tail has reported a seq it handled, and its lag is shown.
-                && Self.subscriberRow(lines, "ops-tail").map { $0.count >= 4 && (Int($0[1]) ?? 0) > 0 && Int($0[2]) != nil }
-                    == true
+                // ops-tail has reported a seq it handled a moment ago, and its lag is shown.
+                && Self.subscriberRow(lines, "ops-tail").map {
+                    $0.count >= 5 && $0[1].hasSuffix("s") && (Int($0[2]) ?? 0) > 0 && Int($0[3]) != nil
+                } == true
                 && Self.failureCodes(lines).count > 0  // the flood's failures, counted by stable code
         }
         #expect(first.contains { $0.hasPrefix("FAILURES") } && first.contains { $0.hasPrefix("DEAD LETTERS") })
@@ -152,6 +153,16 @@ struct TopCommandTests {
                 && (Self.value(lines, "events in/s") ?? 0) > 0
         }
         #expect(Self.subscriberRow(later, "ops-tail") != nil)
+
+        // A tail that exits is gone at once (its final report): hidden until g shows gone ones.
+        let short = try TailProcess(from: daemon.publish, count: 1, arguments: ["--control", daemon.control, "--name", "short-tail"])
+        _ = try short.envelopes()
+        try tmux.waitFor("a refresh without the exited tail") { lines in
+            lines.first { $0.hasPrefix("seq ") }.map { $0 != firstSeq } == true && !lines.contains { $0.contains("short-tail") }
+                && Self.subscriberRow(lines, "ops-tail") != nil
+        }
+        try tmux.key("g")
+        try tmux.waitFor("the exited tail, marked gone") { $0.contains { $0.hasPrefix("  short-tail (gone)") } }
 
         // s sorts: the header says by what.
         try tmux.key("s")

@@ -172,4 +172,6 @@ final class DeliveryCursor: SubscriberCursor {
     func load() throws -> Int64 { try handOver.cursors.withLock { cursors throws in try cursors[position].load() } }
 
     func commit(_ seq: Int64) {}
+
+    var keepsPosition: Bool { handOver.cursors.withLock { $0[position].keepsPosition } }
 }

@@ -309,6 +309,7 @@ public final class BusSubscriber {
                 _ = try control?.send(SubscriptionWire.identityRequest(id: id), dontWait: true)
             case .report(var report):
                 report.rejected = rejectedCount?()
+                report.durable = cursor.keepsPosition
                 _ = try? control?.send(SubscriptionWire.report(report, name: options.name), dontWait: true)
             case .subscribed:
                 onSubscribed?()

@@ -23,6 +23,15 @@ public protocol SubscriberCursor: AnyObject {
     /// Records that every envelope up to and including `seq` was handled.
     /// - Throws: when the position cannot be stored; the subscriber stops with that error.
     func commit(_ seq: Int64) throws
+
+    /// Whether the position outlives the process (a file, a database): the subscriber reports
+    /// itself `durable`, and the daemon keeps showing it, `up 0`, once it is gone
+    /// (docs/observability.md, "Subscribers, live and gone"). Default: true.
+    var keepsPosition: Bool { get }
+}
+
+extension SubscriberCursor {
+    public var keepsPosition: Bool { true }
 }
 
 /// A cursor in memory: starts at a given `seq`, forgets everything when the process ends.
@@ -37,6 +46,10 @@ public final class MemoryCursor: SubscriberCursor {
     public func load() -> Int64 { seq }
 
     public func commit(_ seq: Int64) { self.seq = seq }
+
+    /// False by default: the position ends with the process. True when something else keeps it
+    /// (`tail --record`'s file, which it resumes from).
+    public var keepsPosition = false
 }
 
 /// A cursor in a small file, updated atomically with one `pwrite` per commit.

@@ -49,8 +49,15 @@ package struct SubscriptionSequencer {
         package var missed: Int
         package var recovered: Int
         package var gaps: Int
+        /// The seq through which every envelope this subscriber follows was delivered (past
+        /// `lastSeq` when the bus published only what it does not follow).
+        package var throughSeq: Int64
+        /// The subscriber's last report: it is stopping.
+        package var final = false
         /// Envelopes the application holds parked, not applied (set by the driver; nil: not said).
         package var rejected: Int? = nil
+        /// Whether it keeps a position across runs (set by the driver; nil: not said).
+        package var durable: Bool? = nil
     }
 
     /// A heartbeat's fields: the shard's last `seq`, each kind's `kind_seq`, and which shard it is.
@@ -234,7 +241,11 @@ package struct SubscriptionSequencer {
     }
 
     /// A report of the counts, for when the driver stops.
-    package mutating func finalReport() -> Action { reportAction() }
+    package mutating func finalReport() -> Action {
+        guard case .report(var report) = reportAction() else { preconditionFailure() }
+        report.final = true
+        return .report(report)
+    }
 
     // MARK: Live stream
 
@@ -626,6 +637,7 @@ package struct SubscriptionSequencer {
         let id = nextRequestID
         nextRequestID += 1
         return .report(Report(id: id, lastSeq: statistics.lastSeq, missed: statistics.missed,
-                              recovered: statistics.recovered, gaps: statistics.gaps))
+                              recovered: statistics.recovered, gaps: statistics.gaps,
+                              throughSeq: max(verified ?? statistics.lastSeq, statistics.lastSeq)))
     }
 }

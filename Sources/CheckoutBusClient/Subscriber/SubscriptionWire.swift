@@ -129,6 +129,13 @@ package final class SubscriptionWire {
         w.append(int: report.recovered)
         w.append(",\"gaps\":")
         w.append(int: report.gaps)
+        w.append(",\"through_seq\":")
+        w.append(int: report.throughSeq)
+        if report.final { w.append(",\"final\":true") }
+        if let durable = report.durable {
+            w.append(",\"durable\":")
+            w.append(bool: durable)
+        }
         if let rejected = report.rejected {
             w.append(",\"rejected\":")
             w.append(int: rejected)

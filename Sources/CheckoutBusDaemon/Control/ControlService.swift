@@ -192,7 +192,8 @@ package final class ControlService {
         case "replay": replay(req: req, into: &frames)
         case "stats": return StatsRequest(req: req)
         case "report": frames.append(report(req: req))
-        case let op?: frames.append(badRequest("unknown op \(op); use replay, stats or report", req: req))
+        case "forget": frames.append(forget(req: req))
+        case let op?: frames.append(badRequest("unknown op \(op); use replay, stats, report or forget", req: req))
         case nil: frames.append(badRequest("missing op", req: req))
         }
         return nil
@@ -464,22 +465,11 @@ package final class ControlService {
         w.append(",\"connections\":")
         writeConnections(counters.figures, to: &w)
         w.append(",\"subscribers\":{")
-        for (i, (name, r)) in reports.sorted.enumerated() {
+        for (i, e) in reports.entries().enumerated() {
             if i > 0 { w.append(",") }
-            w.appendString(name)
-            w.append(":{\"last_seq\":")
-            w.append(int: r.lastSeq)
-            w.append(",\"missed\":")
-            w.append(int: r.missed)
-            w.append(",\"recovered\":")
-            w.append(int: r.recovered)
-            w.append(",\"gaps\":")
-            w.append(int: r.gaps)
-            w.append(",\"rejected\":")
-            w.append(int: r.rejected)
-            w.append(",\"reported_at\":")
-            r.reportedAt.write(to: &w)
-            w.append("}")
+            w.appendString(e.name)
+            w.append(":")
+            ControlService.writeSubscriber(e, lastSeq: Int64(snap.lastSeq), to: &w)
         }
         w.append("}}")
         return w.bytes
@@ -524,16 +514,73 @@ package final class ControlService {
         w.append("}")
     }
 
+    /// One subscriber of `stats` → `subscribers`: `{"state":…,"gone_reason":…,"age_ms":…,"last_seq":…,
+    /// "through_seq":…,"lag":…,"missed":…,"recovered":…,"gaps":…,"rejected":…,"durable":…,"reported_at":…}`.
+    static func writeSubscriber(_ e: SubscriberReportBook.Entry, lastSeq: Int64, to w: inout JSONWriter) {
+        let r = e.report
+        w.append("{\"state\":")
+        w.appendString(e.state.rawValue)
+        w.append(",\"gone_reason\":")
+        if let reason = e.goneReason { w.appendString(reason.rawValue) } else { w.append("null") }
+        w.append(",\"age_ms\":")
+        w.append(int: e.ageMilliseconds)
+        w.append(",\"last_seq\":")
+        w.append(int: r.lastSeq)
+        w.append(",\"through_seq\":")
+        w.append(int: r.throughSeq)
+        w.append(",\"lag\":")
+        w.append(int: max(0, lastSeq - r.position))
+        w.append(",\"missed\":")
+        w.append(int: r.missed)
+        w.append(",\"recovered\":")
+        w.append(int: r.recovered)
+        w.append(",\"gaps\":")
+        w.append(int: r.gaps)
+        w.append(",\"rejected\":")
+        w.append(int: r.rejected)
+        w.append(",\"durable\":")
+        w.append(bool: r.durable)
+        w.append(",\"reported_at\":")
+        r.reportedAt.write(to: &w)
+        w.append("}")
+    }
+
     // MARK: report
+
+    /// The subscriber's name of a `report` or `forget`, if the request has a good one.
+    private func subscriberName() -> String? {
+        guard let t = request.member(request.root, "subscriber"), let name = request.string(t), !name.isEmpty, name.utf8.count <= 200
+        else { return nil }
+        return name
+    }
 
     private func report(req: [UInt8]?) -> [UInt8] {
         let root = request.root
-        guard let t = request.member(root, "subscriber"), let name = request.string(t), !name.isEmpty, name.utf8.count <= 200
-        else { return badRequest("report needs \"subscriber\": a name of 1 to 200 bytes", req: req) }
+        guard let name = subscriberName() else { return badRequest("report needs \"subscriber\": a name of 1 to 200 bytes", req: req) }
         func field(_ key: StaticString) -> Int64? { request.member(root, key).flatMap { request.int64($0) } }
-        reports.record(name, lastSeq: field("last_seq"), missed: field("missed"), recovered: field("recovered"),
-                       gaps: field("gaps"), rejected: field("rejected"), at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
+        func flag(_ key: StaticString) -> Bool? { request.member(root, key).flatMap { request.bool($0) } }
+        reports.record(name, lastSeq: field("last_seq"), throughSeq: field("through_seq"), missed: field("missed"),
+                       recovered: field("recovered"), gaps: field("gaps"), rejected: field("rejected"),
+                       durable: flag("durable"), final: flag("final") ?? false,
+                       at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
         var w = begin("report", ok: true, req: req)
+        w.append("}")
+        return w.bytes
+    }
+
+    /// `{"op":"forget","subscriber":NAME}`: drops the subscriber from `stats` and `/metrics` now.
+    /// The reply says whether it was known and in which state (a live one comes back with its next
+    /// report).
+    private func forget(req: [UInt8]?) -> [UInt8] {
+        guard let name = subscriberName() else { return badRequest("forget needs \"subscriber\": a name of 1 to 200 bytes", req: req) }
+        let entry = reports.forget(name)
+        var w = begin("forget", ok: true, req: req)
+        w.append(",\"subscriber\":")
+        w.appendString(name)
+        w.append(",\"known\":")
+        w.append(bool: entry != nil)
+        w.append(",\"state\":")
+        if let entry { w.appendString(entry.state.rawValue) } else { w.append("null") }
         w.append("}")
         return w.bytes
     }

@@ -407,7 +407,7 @@ package final class MetricsHTTPServer: Sendable {
                     head: head, now: now, s)
             return
         }
-        let text = MetricsText.render(shown, reports: s.reports.sorted, figures: s.counters.figures,
+        let text = MetricsText.render(shown, subscribers: s.reports.entries(), figures: s.counters.figures,
                                       snapshotAge: now - min(now, shown.takenAt), upNanoseconds: now - s.startedAt)
         respond(&c, status: "200 OK", type: "text/plain; version=0.0.4; charset=utf-8", body: text, head: head, now: now, s)
     }

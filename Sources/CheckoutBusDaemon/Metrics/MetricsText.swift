@@ -11,7 +11,7 @@ import CheckoutBusRuntime
 /// threads that serve clients (on the metrics thread, never the pipeline's). `Sendable`: no state.
 package enum MetricsText {
     /// Every metric, in Prometheus's text format.
-    package static func render(_ snap: DaemonSnapshot, reports: [(name: String, report: SubscriberReportBook.Report)],
+    package static func render(_ snap: DaemonSnapshot, subscribers: [SubscriberReportBook.Entry],
                        figures f: ServiceCounters.Figures, snapshotAge: UInt64, upNanoseconds: UInt64) -> String {
         var out = ""
         let c = snap.counters
@@ -47,17 +47,32 @@ package enum MetricsText {
                 [("", c.duplicates)])
         counter("checkoutbus_deadletters_total", "Inputs dead-lettered, by reason.",
                 DeadLetterReason.all.map(\.code).map { ("{reason=\"\($0)\"}", c.deadLettered[$0] ?? 0) })
+        // A gone tail leaves no series; a gone durable subscriber (a worker) stays, up 0, until it
+        // expires or is forgotten (docs/observability.md, "Subscribers, live and gone").
+        let shown = subscribers.filter(\.exported)
+        func label(_ e: SubscriberReportBook.Entry) -> String { "{subscriber=\"\(escape(e.name))\"}" }
+        gauge("checkoutbus_subscribers", "Subscribers the daemon knows from their reports, live or gone (not yet expired).",
+              [("{state=\"live\"}", Int64(subscribers.count { $0.state == .live })),
+               ("{state=\"gone\"}", Int64(subscribers.count { $0.state == .gone }))])
+        gauge("checkoutbus_subscriber_up",
+              "1 while a subscriber reports, 0 once it is gone (stopped, or silent past --subscriber-gone-after); gone ones only if they keep a cursor.",
+              shown.map { (label($0), $0.state == .live ? 1 : 0) })
+        out += "# HELP checkoutbus_subscriber_last_report_age_seconds Seconds since the subscriber's last report.\n"
+        out += "# TYPE checkoutbus_subscriber_last_report_age_seconds gauge\n"
+        for e in shown {
+            out += "checkoutbus_subscriber_last_report_age_seconds\(label(e)) \(Double(e.ageMilliseconds) / 1000)\n"
+        }
         counter("checkoutbus_subscriber_hwm_drops_total",
                 "Envelopes a subscriber missed live (dropped at a high-water mark), as it reported them.",
-                reports.map { ("{subscriber=\"\(escape($0.name))\"}", UInt64(max(0, $0.report.missed))) })
+                shown.map { (label($0), UInt64(max(0, $0.report.missed))) })
         counter("checkoutbus_subscriber_recovered_total", "Missed envelopes a subscriber fetched again from the journal.",
-                reports.map { ("{subscriber=\"\(escape($0.name))\"}", UInt64(max(0, $0.report.recovered))) })
+                shown.map { (label($0), UInt64(max(0, $0.report.recovered))) })
         gauge("checkoutbus_subscriber_rejected",
               "Envelopes a subscriber holds parked because it could not apply them (the fulfilment worker's rejected table), as it last reported.",
-              reports.map { ("{subscriber=\"\(escape($0.name))\"}", max(0, $0.report.rejected)) })
+              shown.map { (label($0), max(0, $0.report.rejected)) })
         gauge("checkoutbus_subscriber_lag",
-              "Envelopes published after the last seq a subscriber reported handling (its last report; 0 if it is ahead).",
-              reports.map { ("{subscriber=\"\(escape($0.name))\"}", max(0, Int64(snap.lastSeq) - $0.report.lastSeq)) })
+              "Envelopes published after the position a live subscriber last reported (the seq through which it has everything it follows; 0 if ahead). Live subscribers only.",
+              subscribers.filter { $0.state == .live }.map { (label($0), max(0, Int64(snap.lastSeq) - $0.report.position)) })
         gauge("checkoutbus_last_seq", "The last seq journaled and published.", [("", Int64(snap.lastSeq))])
         gauge("checkoutbus_durable_seq", "The last seq known to be on disk.", [("", Int64(snap.durableSeq))])
         gauge("checkoutbus_journal_bytes", "Bytes in the journal's retained segments.", [("", snap.journalBytes)])

@@ -66,14 +66,7 @@ public struct StatsCommand {
     /// Asks the daemon at `control` for `stats` once.
     /// - Returns: the reply's JSON bytes, or nil when none came within `timeoutSeconds`.
     package static func request(_ control: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws -> [UInt8]? {
-        let context = try ZMQContext()
-        let dealer = try ZMQSocket(context: context, type: .dealer)
-        try dealer.setLinger(milliseconds: 0)
-        try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
-        try curve?.apply(to: dealer)
-        try dealer.connect(control)
-        _ = try dealer.send(#"{"op":"stats"}"#)
-        return try dealer.receiveMultipart()?.first
+        try SubscribersCommand.request(#"{"op":"stats"}"#, control, timeoutSeconds: timeoutSeconds, curve: curve)
     }
 
     /// The stats object as aligned text.
@@ -112,7 +105,8 @@ public struct StatsCommand {
         } else {
             for name in subscribers.keys.sorted() {
                 let r = dict(subscribers[name])
-                line("subscriber \(name)", "last seq \(int(r["last_seq"])), missed \(int(r["missed"])), recovered \(int(r["recovered"])), gaps \(int(r["gaps"]))")
+                let state = (r["state"] as? String).map { $0 + ((r["gone_reason"] as? String).map { " (\($0))" } ?? "") + ", " } ?? ""
+                line("subscriber \(name)", "\(state)last seq \(int(r["last_seq"])), lag \(int(r["lag"])), missed \(int(r["missed"])), recovered \(int(r["recovered"])), gaps \(int(r["gaps"]))")
             }
         }
         return out

@@ -44,6 +44,8 @@ extension TailCommand {
                         cursors.append(file.cursor(forShard: shard))
                     } else {
                         let (cursor, start) = startPosition(shard)
+                        // The file holds the position from its first line on.
+                        cursor.keepsPosition = true
                         cursors.append(cursor)
                         shardOptions[shard].start = start
                     }

@@ -30,10 +30,13 @@ public struct TopCommand {
         \(CurveClientKeys.help)
 
         On a terminal: the full screen, keys q (quit), s (sort the failures and subscribers tables:
-        by rate/lag, by total/drops, by name), + and - (interval ×2, ÷2), b (summed / side by side).
+        by rate/lag, by total/drops, by name), + and - (interval ×2, ÷2), b (summed / side by side),
+        g (gone subscribers shown / hidden: by default only live ones are listed; SEEN is the time
+        since a subscriber's last report).
         Otherwise one key=value line per interval until SIGINT or SIGTERM.
         Rates are differences of the daemons' counters between two rounds over the elapsed time;
-        a subscriber's lag is the daemon's last_seq minus the last seq the subscriber reported.
+        a subscriber's lag is the daemon's last_seq minus the seq through which it reported having
+        everything it follows.
         """
 
     public var controls = ["tcp://127.0.0.1:7703"]
@@ -159,6 +162,7 @@ public struct TopCommand {
                 case UInt8(ascii: "q"), UInt8(ascii: "Q"), 3: return 0
                 case UInt8(ascii: "s"): view.sort = view.sort.next
                 case UInt8(ascii: "b"): view.byShard.toggle()
+                case UInt8(ascii: "g"): view.showGone.toggle()
                 case UInt8(ascii: "+"): interval = min(3600, interval * 2)
                 case UInt8(ascii: "-"): interval = max(0.25, interval / 2)
                 default: continue

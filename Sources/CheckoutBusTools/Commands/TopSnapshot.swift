@@ -14,15 +14,23 @@ package struct TopSnapshot: Sendable, Equatable {
         package var missed: Int
         package var recovered: Int
         package var gaps: Int
-        /// How far it is behind: the daemon's `last_seq` minus the subscriber's (never below 0).
+        /// How far it is behind: the daemon's `last_seq` minus the subscriber's position (never
+        /// below 0).
         package var lag: Int
+        /// It reports (`state` live); a gone one stopped or fell silent.
+        package var live: Bool
+        /// Milliseconds since its last report, as the daemon saw it.
+        package var ageMilliseconds: Int
 
-        package init(lastSeq: Int, missed: Int = 0, recovered: Int = 0, gaps: Int = 0, lag: Int = 0) {
+        package init(lastSeq: Int, missed: Int = 0, recovered: Int = 0, gaps: Int = 0, lag: Int = 0, live: Bool = true,
+                     ageMilliseconds: Int = 0) {
             self.lastSeq = lastSeq
             self.missed = missed
             self.recovered = recovered
             self.gaps = gaps
             self.lag = lag
+            self.live = live
+            self.ageMilliseconds = ageMilliseconds
         }
     }
 
@@ -88,8 +96,11 @@ package struct TopSnapshot: Sendable, Equatable {
         subscribers = dict(s["subscribers"]).mapValues {
             let r = dict($0)
             let last = int(r["last_seq"])
+            // The daemon's lag counts from the seq through which the subscriber has everything it
+            // follows; an older daemon sends none, and last_seq is what there is.
             return Subscriber(lastSeq: last, missed: int(r["missed"]), recovered: int(r["recovered"]),
-                              gaps: int(r["gaps"]), lag: max(0, daemonLast - last))
+                              gaps: int(r["gaps"]), lag: r["lag"] != nil ? int(r["lag"]) : max(0, daemonLast - last),
+                              live: (r["state"] as? String ?? "live") == "live", ageMilliseconds: int(r["age_ms"]))
         }
     }
 
@@ -121,7 +132,8 @@ package struct TopSnapshot: Sendable, Equatable {
             total.fsyncMaxMicros = max(total.fsyncMaxMicros, s.fsyncMaxMicros)
             total.subscribers.merge(s.subscribers) {
                 Subscriber(lastSeq: $0.lastSeq + $1.lastSeq, missed: $0.missed + $1.missed,
-                           recovered: $0.recovered + $1.recovered, gaps: $0.gaps + $1.gaps, lag: $0.lag + $1.lag)
+                           recovered: $0.recovered + $1.recovered, gaps: $0.gaps + $1.gaps, lag: $0.lag + $1.lag,
+                           live: $0.live || $1.live, ageMilliseconds: min($0.ageMilliseconds, $1.ageMilliseconds))
             }
         }
         return total

@@ -41,6 +41,8 @@ package struct TopView: Sendable {
     package var topN = 5
     /// Shards side by side rather than summed.
     package var byShard = false
+    /// Gone subscribers listed too (key g); by default only live ones.
+    package var showGone = false
 
     package init(shards: [Shard], elapsed: Double, sort: Sort = .rate, topN: Int = 5, byShard: Bool = false) {
         self.shards = shards
@@ -135,7 +137,7 @@ package struct TopView: Sendable {
         if byShard {
             for shard in shards {
                 guard let current = shard.current else { continue }
-                for (name, r) in current.subscribers {
+                for (name, r) in current.subscribers where r.live || showGone {
                     rows.append(SubscriberRow(name: name, shard: shard.endpoint, report: r,
                                               dropRate: dropRate(r, shard.previous?.subscribers[name])))
                 }
@@ -144,7 +146,7 @@ package struct TopView: Sendable {
             let answering = shards.filter { $0.current != nil }
             let previous = answering.allSatisfy { $0.previous != nil }
                 ? TopSnapshot.summed(answering.map { $0.previous! }) : nil
-            for (name, r) in f.current.subscribers {
+            for (name, r) in f.current.subscribers where r.live || showGone {
                 rows.append(SubscriberRow(name: name, shard: nil, report: r, dropRate: dropRate(r, previous?.subscribers[name])))
             }
         }
@@ -169,7 +171,7 @@ package struct TopView: Sendable {
         var lines: [String] = []
         let mode = shards.count == 1 ? "1 shard" : "\(shards.count) shards, \(byShard ? "side by side" : "summed")"
         lines.append("checkoutbus top — \(mode) — every \(TopView.number(interval))s — sort: \(sort.rawValue)"
-            + "   q quit · s sort · +/- interval")
+            + "   q quit · s sort · g gone · +/- interval")
         for shard in shards where shard.current == nil { lines.append("\(shard.endpoint): no answer") }
         lines.append("")
         if byShard && shards.count > 1 {
@@ -207,14 +209,15 @@ package struct TopView: Sendable {
         let rows = subscriberRows()
         var header = "SUBSCRIBER".padding(28)
         if byShard { header += "SHARD".padding(26) }
-        header += "LAST SEQ".leftPadding(12) + "LAG".leftPadding(10) + "DROPS/s".leftPadding(10) + "MISSED".leftPadding(10)
+        header += "SEEN".leftPadding(8) + "LAST SEQ".leftPadding(12) + "LAG".leftPadding(10) + "DROPS/s".leftPadding(10) + "MISSED".leftPadding(10)
             + "RECOVERED".leftPadding(11) + "GAPS".leftPadding(8)
         lines.append(header)
-        if rows.isEmpty { lines.append("  none reported") }
+        if rows.isEmpty { lines.append(showGone ? "  none reported" : "  none live") }
         for row in rows {
-            var line = ("  " + row.name).padding(28)
+            var line = ("  " + row.name + (row.report.live ? "" : " (gone)")).padding(28)
             if byShard { line += (row.shard ?? "").padding(26) }
-            line += String(row.report.lastSeq).leftPadding(12) + String(row.report.lag).leftPadding(10)
+            line += (TopView.number(Double(row.report.ageMilliseconds) / 1000) + "s").leftPadding(8)
+                + String(row.report.lastSeq).leftPadding(12) + (row.report.live ? String(row.report.lag) : "-").leftPadding(10)
                 + TopView.rate(row.dropRate).leftPadding(10) + String(row.report.missed).leftPadding(10)
                 + String(row.report.recovered).leftPadding(11) + String(row.report.gaps).leftPadding(8)
             lines.append(line)

@@ -59,6 +59,9 @@ def _read(fd: int):
 
 
 class MemoryCursor:
+    # The position ends with the process: reported as not durable.
+    keeps_position = False
+
     def __init__(self, seq: int = 0):
         self.seq = seq
 

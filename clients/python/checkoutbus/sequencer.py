@@ -57,6 +57,10 @@ class Report:
     missed: int
     recovered: int
     gaps: int
+    # The seq through which every envelope this subscriber follows was delivered.
+    through_seq: int = 0
+    # The subscriber's last report: it is stopping.
+    final: bool = False
 
 
 @dataclass
@@ -179,7 +183,9 @@ class SubscriptionSequencer:
         self.statistics.replay_requests -= 1
 
     def final_report(self) -> tuple:
-        return self._report_action()
+        what, report = self._report_action()
+        report.final = True
+        return (what, report)
 
     # Live stream
 
@@ -524,4 +530,5 @@ class SubscriptionSequencer:
         rid = self._next_request_id
         self._next_request_id += 1
         s = self.statistics
-        return ("report", Report(rid, s.last_seq, s.missed, s.recovered, s.gaps))
+        through = max(self._verified if self._verified is not None else s.last_seq, s.last_seq)
+        return ("report", Report(rid, s.last_seq, s.missed, s.recovered, s.gaps, through))

@@ -365,7 +365,8 @@ class Subscriber:
                     pass  # asked again after the request timeout
             elif what == "report":
                 try:
-                    shard.control.send(wire.report(action[1], self.name, shard.rejected), zmq.NOBLOCK)
+                    durable = shard.cursor is not None and getattr(shard.cursor, "keeps_position", True)
+                    shard.control.send(wire.report(action[1], self.name, shard.rejected, durable), zmq.NOBLOCK)
                 except zmq.Again:
                     pass  # the next heartbeat reports again
             elif what == "subscribed":

@@ -135,3 +135,19 @@ def test_prefixes_the_daemon_would_not_take_are_refused_up_front(bus):
                      prefixes=["checkout." + "x" * 55], name="py-long-prefix")
     with sub:
         assert sub.wait_subscribed(30)
+
+
+def test_reports_say_durable_and_final_and_a_clean_stop_is_gone_stopped(bus):
+    daemon = bus.daemon()
+    path = bus.path("durable-cursor")
+    # No cursor: the position ends with the process; a cursor file keeps it.
+    with Subscriber(publish=daemon.publish, control=daemon.control, name="py-memory") as memory, \
+            Subscriber(publish=daemon.publish, control=daemon.control, cursor=path, name="py-durable") as durable:
+        assert memory.wait_subscribed(20) and durable.wait_subscribed(20)
+        assert daemon.report_of("py-memory")["durable"] is False
+        assert daemon.report_of("py-durable")["durable"] is True
+        assert daemon.report_of("py-durable")["state"] == "live"
+    # close() sent each one's final report: gone at once, stopped.
+    for name in ("py-memory", "py-durable"):
+        report = daemon.report_of(name, until=lambda r: r["state"] == "gone")
+        assert report["gone_reason"] == "stopped"
