@@ -50,7 +50,9 @@ let package = Package(
         .target(name: "CFileIO"),
 
         // The process around the libraries: a logger, signals, flags, clocks, atomic files.
-        .target(name: "CheckoutBusRuntime", swiftSettings: swiftSettings),
+        .target(name: "CheckoutBusRuntime", swiftSettings: swiftSettings, plugins: ["BuildRevision"]),
+        // The git commit the package was built from, for --version and checkoutbus_build_info.
+        .plugin(name: "BuildRevision", capability: .buildTool()),
         // JSON without Foundation: the tape reader and the writer, for both sides of every socket.
         // Its hot class marks its fields `@exclusivity(unchecked)` instead of taking unsafe flags.
         .target(name: "CheckoutBusJSON", dependencies: ["CPrefetch"], swiftSettings: swiftSettings),

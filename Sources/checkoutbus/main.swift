@@ -81,7 +81,7 @@ case "--help", "-h", "help":
     print(usage)
     status = 0
 case "--version":
-    print("checkoutbus \(CheckoutBusVersion.current)")
+    print("checkoutbus \(CheckoutBusVersion.current) (\(CheckoutBusVersion.revision))")
     status = 0
 default:
     FileHandleWriter.standardError("checkoutbus: unknown command \(command)\n\n\(usage)\n")

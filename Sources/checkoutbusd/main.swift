@@ -11,7 +11,7 @@ if arguments.contains("--help") || arguments.contains("-h") {
     exit(0)
 }
 if arguments.contains("--version") {
-    print("checkoutbusd \(CheckoutBusVersion.current)")
+    print("checkoutbusd \(CheckoutBusVersion.current) (\(CheckoutBusVersion.revision))")
     exit(0)
 }
 let configuration: DaemonConfiguration

@@ -113,6 +113,50 @@ struct MetricsTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("the process figures are the daemon's own (/proc), build_info names the git revision, fsync p99 is never above the max")
+    func processFigures() throws {
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        let tour = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("samples/tour.jsonl"), encoding: .utf8)
+        _ = try sendBytes(Array(tour.utf8), to: daemon.ingestAcked, arguments: ["--acked"])
+        let text = try httpGet(try #require(daemon.ready["metrics"] as? String), "/metrics").body
+        let pid = daemon.process.processIdentifier
+        // Resident memory as the kernel counts it for that pid, within a few MiB of the scrape's.
+        let statm = try String(contentsOfFile: "/proc/\(pid)/statm", encoding: .utf8).split(separator: " ")
+        let resident = Double(try #require(Int(statm[1]))) * Double(sysconf(Int32(_SC_PAGESIZE)))
+        let scraped = try #require(metric(text, "process_resident_memory_bytes"))
+        #expect(abs(scraped - resident) < 16 * 1_048_576, "scraped \(scraped), /proc \(resident)")
+        let fds = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+        let openFds = try #require(metric(text, "process_open_fds"))
+        #expect(abs(openFds - Double(fds)) < 8, "scraped \(openFds), /proc \(fds)")
+        #expect(try #require(metric(text, "process_max_fds")) >= openFds)
+        #expect(try #require(metric(text, "process_cpu_seconds_total")) > 0)
+        let started = try #require(metric(text, "process_start_time_seconds"))
+        #expect(abs(started - Date().timeIntervalSince1970) < 120, "started \(started)")
+        #expect(metric(text, "checkoutbus_journal_first_seq") == 1)
+        // The revision the tests' own checkout is at (the binary was built from it).
+        let git = Process()
+        git.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        git.arguments = ["git", "-C", Products.repositoryRoot.path, "rev-parse", "--short=12", "HEAD"]
+        let out = Pipe()
+        git.standardOutput = out
+        git.standardError = FileHandle.nullDevice
+        try git.run()
+        git.waitUntilExit()
+        let head = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let info = try #require(text.split(separator: "\n").first { $0.hasPrefix("checkoutbus_build_info{") })
+        if git.terminationStatus == 0 && !head.isEmpty {
+            #expect(info.contains(#"revision="\#(head)"#), "\(info) at \(head)")
+        } else {
+            #expect(info.contains(#"revision="unknown""#), "\(info)")
+        }
+        #expect(info.hasSuffix(" 1") && info.contains(#"version=""#))
+        let stats = try ControlClient(daemon.control).request(#"{"op":"stats"}"#).status
+        let journal = try #require(stats["journal"] as? [String: Any])
+        let p99 = try #require(journal["fsync_p99_us"] as? Int), max = try #require(journal["fsync_max_us"] as? Int)
+        #expect(max > 0 && p99 <= max, "p99 \(p99) µs, max \(max) µs")
+    }
+
     @Test("--metrics off leaves no HTTP endpoint; a bad address is refused")
     func metricsOff() throws {
         let daemon = try DaemonProcess(["--metrics", "off"])

@@ -450,7 +450,8 @@ package final class ControlService {
         w.append(",\"fsync_max_us\":")
         w.append(int: Int64(snap.fsyncMaxMicros))
         w.append(",\"fsync_p99_us\":")
-        w.append(int: Int64(snap.fsyncHistogram.upperBoundNanoseconds(quantile: 0.99) / 1000))
+        // A bucket's upper bound, never above the slowest fsync seen (which it would overstate).
+        w.append(int: min(Int64(snap.fsyncHistogram.upperBoundNanoseconds(quantile: 0.99) / 1000), Int64(snap.fsyncMaxMicros)))
         w.append(snap.writesDirect ? ",\"writes\":\"direct\"" : ",\"writes\":\"page_cache\"")
         w.append(",\"writable\":")
         w.append(bool: snap.journalWritable)

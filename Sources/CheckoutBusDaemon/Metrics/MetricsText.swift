@@ -73,7 +73,12 @@ package enum MetricsText {
         gauge("checkoutbus_subscriber_lag",
               "Envelopes published after the position a live subscriber last reported (the seq through which it has everything it follows; 0 if ahead). Live subscribers only.",
               subscribers.filter { $0.state == .live }.map { (label($0), max(0, Int64(snap.lastSeq) - $0.report.position)) })
+        gauge("checkoutbus_subscriber_position",
+              "The seq through which a live subscriber has everything it follows, as it last reported (compare with checkoutbus_journal_first_seq).",
+              subscribers.filter { $0.state == .live }.map { (label($0), $0.report.position) })
         gauge("checkoutbus_last_seq", "The last seq journaled and published.", [("", Int64(snap.lastSeq))])
+        gauge("checkoutbus_journal_first_seq", "The oldest seq the journal retains (replays of older seqs answer not_retained).",
+              [("", Int64(snap.firstSeq))])
         gauge("checkoutbus_durable_seq", "The last seq known to be on disk.", [("", Int64(snap.durableSeq))])
         gauge("checkoutbus_journal_bytes", "Bytes in the journal's retained segments.", [("", snap.journalBytes)])
         gauge("checkoutbus_journal_segments", "Retained journal segments.", [("", Int64(snap.journalSegments))])
@@ -126,6 +131,9 @@ package enum MetricsText {
         out += "# HELP checkoutbus_snapshot_age_seconds Age of the pipeline's figures this page shows.\n"
         out += "# TYPE checkoutbus_snapshot_age_seconds gauge\ncheckoutbus_snapshot_age_seconds \(Histogram.seconds(snapshotAge))\n"
         gauge("checkoutbus_up_seconds", "Seconds since the daemon started.", [("", Int64(upNanoseconds / 1_000_000_000))])
+        gauge("checkoutbus_build_info", "1, labelled with the version and the git revision the daemon was built from.",
+              [("{version=\"\(escape(CheckoutBusVersion.current))\",revision=\"\(escape(CheckoutBusVersion.revision))\"}", 1)])
+        ProcessFigures.read().write(to: &out)
         return out
     }
 
