@@ -121,7 +121,7 @@ public actor AnalyticsWorker {
         }
         let subscriber = Subscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.", "bus.deadletter"]),
-            cursors: funnel.shardSeqs.map { MemoryCursor(seq: $0) as any SubscriberCursor },
+            cursors: funnel.shardSeqs.map { MemoryCursor(seq: $0, keepsPosition: true) as any SubscriberCursor },
             logger: BusLogger(label: "analytics-subscriber", level: options.worker.logLevel),
             onSubscribed: { FileHandleWriter.standardError("analytics: subscribed\n") })
         nextTick = BusClock.monotonicNanoseconds() + intervalNanoseconds

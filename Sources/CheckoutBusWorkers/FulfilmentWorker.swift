@@ -202,7 +202,7 @@ public final class FulfilmentWorker {
         }
         let subscriber = Subscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
-            cursors: positions.map { MemoryCursor(seq: $0) as any SubscriberCursor }, logger: logger,
+            cursors: positions.map { MemoryCursor(seq: $0, keepsPosition: true) as any SubscriberCursor }, logger: logger,
             onSubscribed: onSubscribed)
         for (position, count) in parked.enumerated() { subscriber.reportRejected(count, position: position) }
         for try await envelope in subscriber.envelopes {

@@ -98,6 +98,12 @@ public final class Subscriber: Sendable {
         handOver.rejected.withLock { $0[position] = count }
     }
 
+    /// The positions of the shards from which no heartbeat has arrived for
+    /// ``BusSubscriber/Options/silenceMilliseconds`` (the daemon stopped, unreachable, or not at
+    /// the endpoint); empty while every shard is heard. The poll thread also logs each silence
+    /// and its end. Readable from any thread.
+    public var silentShards: Set<Int> { handOver.silent.withLock { $0 } }
+
     /// Every shard's counts added up, as of the poll thread's last round.
     public var statistics: BusSubscriber.Statistics { handOver.statistics.withLock { $0 } }
 
@@ -141,6 +147,9 @@ public final class Subscriber: Sendable {
             loop.onSubscribed = onSubscribed
             loop.onBatchEnd = { [unowned loop] in handOver.statistics.withLock { $0 = loop.statistics } }
             loop.rejectedCount = { position in handOver.rejected.withLock { $0[position] } ?? 0 }
+            loop.onSilence = { position, silent in
+                handOver.silent.withLock { if silent { $0.insert(position) } else { $0.remove(position) } }
+            }
             do {
                 try loop.run(stop: handOver.stop) { envelope in
                     let position = shardIDs?.firstIndex(of: envelope.shard) ?? (shards.count > 1 ? envelope.shard : 0)

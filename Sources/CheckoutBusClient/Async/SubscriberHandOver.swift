@@ -35,6 +35,8 @@ package final class SubscriberHandOver: Sendable {
     /// Each shard's parked envelopes as the application last said (``Subscriber/reportRejected(_:position:)``);
     /// nil until it does.
     package let rejected = Mutex([Int: Int]())
+    /// The positions of the shards whose heartbeats have stopped (``BusSubscriber/isSilent``).
+    package let silent = Mutex(Set<Int>())
 
     package init(capacity: Int, cursors: sending [any SubscriberCursor]) {
         // Created empty and raised once per slot: libdispatch traps when a semaphore is released

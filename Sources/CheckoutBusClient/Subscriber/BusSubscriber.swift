@@ -6,6 +6,14 @@ import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
 
+/// Seconds as a short decimal (`5.0`) for messages.
+enum SecondsText {
+    static func format(_ nanoseconds: UInt64) -> String {
+        let tenths = (nanoseconds + 50_000_000) / 100_000_000
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+}
+
 /// A subscriber that sees every envelope once, in `seq` order, across drops and restarts.
 ///
 /// It joins the live stream and the daemon's journal as the ZeroMQ guide's Clone pattern does
@@ -54,6 +62,10 @@ public final class BusSubscriber {
         public var pageSize = 1000
         /// A control request unanswered this long is sent again.
         public var requestTimeoutMilliseconds = 15_000
+        /// No heartbeat for this long (the daemon sends one a second by default) and the
+        /// subscriber says so: a warning naming the endpoint, ``BusSubscriber/onSilence`` and
+        /// ``BusSubscriber/isSilent``; it keeps waiting, and says so again when heartbeats are back.
+        public var silenceMilliseconds = 5_000
         /// Where to begin: after the cursor's `seq`, or with what is published from now on.
         public var start = StartPosition.cursor
         /// What the SUB socket subscribes to.
@@ -131,6 +143,14 @@ public final class BusSubscriber {
     /// Called after each round of reading both sockets: a handler that buffers output flushes here.
     public var onBatchEnd: (() -> Void)?
     public var logger = BusLogger(label: "subscriber")
+    /// Called on the subscriber's thread when no heartbeat has arrived for
+    /// ``Options/silenceMilliseconds`` (`true`: the daemon is stopped, unreachable or not at the
+    /// endpoint), and when heartbeats arrive again (`false`).
+    public var onSilence: ((_ silent: Bool) -> Void)?
+    /// No heartbeat for ``Options/silenceMilliseconds``, as of the last round.
+    public private(set) var isSilent = false
+    /// When the last heartbeat arrived (or the sockets were opened), monotonic ns.
+    private var lastHeardAt: UInt64 = 0
     /// How many envelopes the application holds parked because it could not apply them (a table
     /// of rejects, say): sent with every report as `rejected`, shown by the daemon's `stats` and
     /// `checkoutbus_subscriber_rejected`. nil: not reported. Called on the subscriber's thread.
@@ -227,6 +247,8 @@ public final class BusSubscriber {
         try control.connect(options.control)
         self.sub = sub
         self.control = control
+        lastHeardAt = BusClock.monotonicNanoseconds()
+        isSilent = false
         let from: Int64? = options.start == .cursor ? try cursor.load() : nil
         try perform(sequencer.start(cursor: from, now: BusClock.monotonicNanoseconds()), stop: nil, handler: { _ in })
     }
@@ -252,7 +274,31 @@ public final class BusSubscriber {
     package func prepareRound(now: UInt64) throws -> Int {
         guard control != nil else { return 200 }
         try perform(sequencer.tick(now: now), stop: nil, handler: { _ in })
+        checkSilence(now: now)
         return sequencer.pollTimeoutMilliseconds
+    }
+
+    /// Says once when heartbeats have stopped arriving for ``Options/silenceMilliseconds``.
+    private func checkSilence(now: UInt64) {
+        let silence = UInt64(max(1, options.silenceMilliseconds)) * 1_000_000
+        guard !isSilent, now >= lastHeardAt &+ silence else { return }
+        isSilent = true
+        let seconds = SecondsText.format(now - lastHeardAt)
+        logger.warning(statistics.heartbeats == 0
+            ? "no heartbeat from the daemon in \(seconds) s since connecting: is it running, at this endpoint, with these keys? still waiting"
+            : "no heartbeat from the daemon for \(seconds) s: it is stopped or unreachable; still waiting",
+            ["endpoint": options.publish, "control": options.control])
+        onSilence?(true)
+    }
+
+    /// A heartbeat arrived: ends a silence, saying so.
+    private func heard(now: UInt64) {
+        defer { lastHeardAt = now }
+        guard isSilent else { return }
+        isSilent = false
+        logger.warning("heartbeats from the daemon again after \(SecondsText.format(now - lastHeardAt)) s of silence",
+                       ["endpoint": options.publish])
+        onSilence?(false)
     }
 
     /// After polling: reads what both sockets hold (the live one at most 1024 messages).
@@ -279,6 +325,7 @@ public final class BusSubscriber {
                     logger.warning("heartbeat without seq or kind_seqs; ignored")
                     continue
                 }
+                heard(now: BusClock.monotonicNanoseconds())
                 let actions = try sequencer.receiveHeartbeat(heartbeat)
                 try perform(actions, stop: stop, handler: handler)
                 if sequencer.released { onHeartbeat?(frames[0], frames[1]) }

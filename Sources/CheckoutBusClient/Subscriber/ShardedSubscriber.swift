@@ -47,6 +47,9 @@ public final class ShardedSubscriber {
     public var onHeartbeat: ((_ shard: Int, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
     /// Called after each round of reading every socket: a handler that buffers output flushes here.
     public var onBatchEnd: (() -> Void)?
+    /// Called when a shard's heartbeats stop (`true`) and start again (`false`)
+    /// (``BusSubscriber/onSilence``), with the shard's position in the list.
+    public var onSilence: ((_ shard: Int, _ silent: Bool) -> Void)?
     /// Given to every shard's subscriber when ``run(stop:deadline:handler:)`` starts, labelled with the shard.
     public var logger = BusLogger(label: "subscriber")
     /// Each shard's parked envelopes (``BusSubscriber/rejectedCount``), by the shard's position in
@@ -160,6 +163,7 @@ public final class ShardedSubscriber {
             }
             subscriber.onHeartbeat = { [unowned self] topic, envelope in self.onHeartbeat?(index, topic, envelope) }
             subscriber.rejectedCount = rejectedCount.map { count in { count(index) } }
+            subscriber.onSilence = { [unowned self] silent in self.onSilence?(index, silent) }
             subscriber.onBatchEnd = nil
         }
         let context = try ZMQContext()

@@ -40,16 +40,22 @@ extension SubscriberCursor {
 public final class MemoryCursor: SubscriberCursor {
     public private(set) var seq: Int64
 
-    /// - Parameter seq: the last `seq` already handled (0: start at the beginning of the journal).
-    public init(seq: Int64 = 0) { self.seq = seq }
+    /// - Parameters:
+    ///   - seq: the last `seq` already handled (0: start at the beginning of the journal).
+    ///   - keepsPosition: the application keeps the position elsewhere (a database, a checkpoint)
+    ///     and resumes from it: reported `durable` (``SubscriberCursor/keepsPosition``).
+    public init(seq: Int64 = 0, keepsPosition: Bool = false) {
+        self.seq = seq
+        self.keepsPosition = keepsPosition
+    }
 
     public func load() -> Int64 { seq }
 
     public func commit(_ seq: Int64) { self.seq = seq }
 
     /// False by default: the position ends with the process. True when something else keeps it
-    /// (`tail --record`'s file, which it resumes from).
-    public var keepsPosition = false
+    /// (`tail --record`'s file, a worker's database), which it resumes from.
+    public var keepsPosition: Bool
 }
 
 /// A cursor in a small file, updated atomically with one `pwrite` per commit.

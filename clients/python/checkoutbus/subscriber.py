@@ -12,6 +12,7 @@ one on a thread of its own and hands envelopes to the event loop through a bound
 """
 import asyncio
 import collections
+import logging
 import os
 import threading
 import time
@@ -28,6 +29,16 @@ from .kinds import DEFAULT_PREFIXES, HEARTBEAT_TOPIC, check_prefixes
 from .sequencer import LIVE_PREFIXES, Options, Statistics, SubscriptionSequencer
 
 _HEARTBEAT = HEARTBEAT_TOPIC.encode()
+
+
+_LOGGER = logging.getLogger("checkoutbus")
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def _default_log(level: str, message: str) -> None:
+    """The `checkoutbus` logger: with logging unconfigured, Python's last-resort handler prints
+    warnings and errors to stderr."""
+    _LOGGER.log(_LEVELS.get(level, logging.WARNING), message)
 
 
 def _now() -> int:
@@ -53,6 +64,10 @@ class _Shard:
         self.subscribed = False
         # Envelopes the application holds parked (Subscriber.report_rejected); None: not reported.
         self.rejected = None
+        # When the last heartbeat arrived (or the shard was opened), time.monotonic(); silent: none
+        # for silence_ms, said once until one arrives.
+        self.heard_at = 0.0
+        self.silent = False
 
 
 class Subscriber:
@@ -84,6 +99,13 @@ class Subscriber:
         shard_count (checked as for the whole bus, even with one endpoint); cursor files are then
         named by the real shard id (PATH.I-of-N), so subscribers of disjoint subsets share the work.
       durable: FileCursor commits are fdatasync'ed too (survive power loss, not only kill -9).
+      log: log(level, message), for what the subscriber has to say (a silence, a cursor ahead of the
+        journal, …); default: the `checkoutbus` logger of Python's logging (warnings reach stderr
+        even when logging is not configured).
+      silence_ms, on_silence: when no heartbeat arrives from a shard for silence_ms (5 s; the daemon
+        sends one a second), the subscriber logs a warning naming the endpoint, calls
+        on_silence(position, True) and lists the shard in `silent_shards`; it keeps waiting, and
+        when heartbeats are back it says so and calls on_silence(position, False).
 
     Not thread-safe: use it from one thread (AsyncSubscriber for asyncio).
     """
@@ -93,7 +115,8 @@ class Subscriber:
                  curve=None, receive_hwm: int = 100_000, receive_buffer: Optional[int] = None,
                  page_size: int = 1000, request_timeout_ms: int = 15_000,
                  live_subscription: str = LIVE_PREFIXES, durable: bool = False, log=None,
-                 shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None):
+                 shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None,
+                 silence_ms: int = 5000, on_silence=None):
         publishes, controls = _endpoints(publish), _endpoints(control)
         if prefixes is not None:
             check_prefixes(list(prefixes))
@@ -113,7 +136,9 @@ class Subscriber:
         self._curve = curve_keys(curve)
         self._receive_hwm = receive_hwm
         self._receive_buffer = receive_buffer
-        self._log = log or (lambda level, message: None)
+        self._log = log or _default_log
+        self._silence = max(1, silence_ms) / 1000.0
+        self._on_silence = on_silence
         count = len(publishes)
         self._owns_cursors = isinstance(cursor, str)
         if cursor is None:
@@ -190,6 +215,7 @@ class Subscriber:
         shard.sub, shard.control = sub, control
         self._poller.register(sub, zmq.POLLIN)
         self._poller.register(control, zmq.POLLIN)
+        shard.heard_at, shard.silent = time.monotonic(), False
         start = shard.cursor.load() if shard.cursor is not None else None
         self._perform(shard, shard.sequencer.start(start, _now()))
 
@@ -276,6 +302,12 @@ class Subscriber:
         return all(shard.subscribed for shard in self._shards)
 
     @property
+    def silent_shards(self) -> List[int]:
+        """The positions of the shards from which no heartbeat arrived for silence_ms (the daemon is
+        stopped, unreachable, or not at that endpoint); empty while every shard is heard."""
+        return [shard.position for shard in self._shards if shard.silent]
+
+    @property
     def statistics(self) -> Statistics:
         """Every shard's counts added up (last_seq: shard 0's; see shard_statistics)."""
         if len(self._shards) == 1:
@@ -300,6 +332,7 @@ class Subscriber:
         for shard in self._shards:
             self._perform(shard, shard.sequencer.tick(now))
             wait = min(wait, shard.sequencer.poll_timeout_ms)
+            self._check_silence(shard)
         if wait_ms is not None:
             wait = min(wait, wait_ms)
         self._poller.poll(wait)
@@ -309,6 +342,29 @@ class Subscriber:
             self._released = True
             for shard in self._shards:
                 shard.sequencer.release()
+
+    def _check_silence(self, shard: _Shard) -> None:
+        quiet = time.monotonic() - shard.heard_at
+        if shard.silent or quiet < self._silence:
+            return
+        shard.silent = True
+        if shard.sequencer.statistics.heartbeats == 0:
+            why = "in %.1f s since connecting: is it running, at this endpoint, with these keys?" % quiet
+        else:
+            why = "for %.1f s: it is stopped or unreachable" % quiet
+        self._log("warning", "no heartbeat from the daemon at %s %s; still waiting" % (shard.options.publish, why))
+        if self._on_silence is not None:
+            self._on_silence(shard.position, True)
+
+    def _heard(self, shard: _Shard) -> None:
+        now = time.monotonic()
+        if shard.silent:
+            shard.silent = False
+            self._log("warning", "heartbeats from the daemon at %s again after %.1f s of silence"
+                      % (shard.options.publish, now - shard.heard_at))
+            if self._on_silence is not None:
+                self._on_silence(shard.position, False)
+        shard.heard_at = now
 
     def _service(self, shard: _Shard) -> None:
         sequencer = shard.sequencer
@@ -339,6 +395,7 @@ class Subscriber:
                 if heartbeat is None:
                     self._log("warning", "heartbeat without seq or kind_seqs; ignored")
                     continue
+                self._heard(shard)
                 self._perform(shard, sequencer.receive_heartbeat(heartbeat))
             elif sequencer.released:
                 envelope = wire.envelope(frames[0], frames[1], Envelope.LIVE)

@@ -1,0 +1,114 @@
+import CheckoutBusClient
+import CheckoutBusRuntime
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Silence is reported (docs/workers.md, "When the daemon goes quiet"): every subscriber says within
+/// five seconds (five heartbeats at the default interval) that no heartbeat arrives, names the
+/// endpoint, keeps waiting, and says so again when heartbeats are back.
+@Suite("silence is reported", .serialized, .timeLimit(.minutes(3)))
+struct SilenceTests {
+    /// A TCP port on 127.0.0.1 that nothing listens on (bound, then closed).
+    static func unusedEndpoint() throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        try #require(bound)
+        return "tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+    }
+
+    /// Reads `reader` until a line contains every one of `needles`; the lines read go to `seen`.
+    static func waitForLine(_ reader: PipeLineReader, _ needles: [String], timeout: Double, seen: inout [String]) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            guard let line = reader.readLine(timeout: max(0.05, deadline.timeIntervalSinceNow)) else { continue }
+            seen.append(line)
+            if needles.allSatisfy({ line.contains($0) }) { return true }
+        }
+        return false
+    }
+
+    @Test("tail, the fulfilment worker and the Python example say when a stopped daemon's heartbeats stop, name it, and say when they are back")
+    func daemonStopped() throws {
+        let python = try #require(PyZMQSubscriberTests.pythonWithZMQ, "python3 with pyzmq (scripts/install-deps)")
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        let tail = try TailProcess(from: daemon.publish, count: 1000, timeout: 170,
+                                   arguments: ["--control", daemon.control, "--name", "quiet-tail"])
+        defer { kill(tail.process.processIdentifier, SIGKILL) }
+        let database = TestScratch.url("silence-\(UUID().uuidString).sqlite")
+        let fulfil = try FulfilProcess(daemon: daemon, database: database)
+        let state = TestScratch.url("silence-py-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        let py = Process()
+        py.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        py.arguments = ["PYTHONPATH=" + Products.repositoryRoot.appendingPathComponent("clients/python").path, python,
+                        Products.repositoryRoot.appendingPathComponent("examples/analytics_worker.py").path,
+                        daemon.publish, daemon.control, state.path]
+        let pyErr = Pipe()
+        py.standardError = pyErr
+        py.standardOutput = FileHandle.nullDevice
+        try py.start()
+        defer { if py.isRunning { kill(py.processIdentifier, SIGKILL) }; reap(py) }
+        let pyLines = PipeLineReader(pyErr.fileHandleForReading)
+        var seen: [String] = []
+        #expect(Self.waitForLine(pyLines, ["subscribed"], timeout: 20, seen: &seen))
+
+        let readers: [(String, PipeLineReader)] = [("tail", tail.stderr), ("fulfil", fulfil.stderr), ("python", pyLines)]
+        let stopped = Date()
+        kill(daemon.process.processIdentifier, SIGSTOP)
+        for (who, reader) in readers {
+            var lines: [String] = []
+            #expect(Self.waitForLine(reader, ["no heartbeat from the daemon", daemon.publish], timeout: 15, seen: &lines),
+                    "\(who) said nothing of the silence: \(lines)")
+        }
+        // Within the documented five seconds (and the time the readers above took to be read).
+        #expect(Date().timeIntervalSince(stopped) < 12)
+        #expect(tail.process.isRunning && fulfil.process.isRunning && py.isRunning, "they keep waiting")
+        kill(daemon.process.processIdentifier, SIGCONT)
+        for (who, reader) in readers {
+            var lines: [String] = []
+            #expect(Self.waitForLine(reader, ["heartbeats from the daemon", "again after", daemon.publish], timeout: 15, seen: &lines),
+                    "\(who) did not say the daemon is back: \(lines)")
+        }
+    }
+
+    @Test("tail and the async Swift subscriber pointed at a port nobody listens on say so, naming it; the subscriber lists the shard as silent")
+    func wrongPort() async throws {
+        let publish = try Self.unusedEndpoint(), control = try Self.unusedEndpoint()
+        let tail = Process()
+        tail.executableURL = Products.url("checkoutbus")
+        tail.arguments = ["tail", "--from", publish, "--control", control]
+        let err = Pipe()
+        tail.standardError = err
+        tail.standardOutput = FileHandle.nullDevice
+        try tail.start()
+        defer { if tail.isRunning { kill(tail.processIdentifier, SIGKILL) }; reap(tail) }
+        var lines: [String] = []
+        #expect(Self.waitForLine(PipeLineReader(err.fileHandleForReading), ["no heartbeat from the daemon", "since connecting", publish],
+                                 timeout: 10, seen: &lines), "\(lines)")
+
+        var options = BusSubscriber.Options(publish: publish, control: control)
+        options.silenceMilliseconds = 300
+        let subscriber = Subscriber(options: options, cursor: MemoryCursor(), logger: BusLogger(label: "test", level: .error))
+        #expect(subscriber.silentShards.isEmpty)
+        let iteration = Task { for try await _ in subscriber.envelopes {} }
+        let deadline = Date().addingTimeInterval(10)
+        while subscriber.silentShards.isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(subscriber.silentShards == [0])
+        iteration.cancel()
+        _ = await iteration.result
+    }
+}
