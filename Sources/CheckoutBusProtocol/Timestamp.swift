@@ -45,6 +45,13 @@ public struct Timestamp: Sendable, Equatable, Comparable {
         }
     }
 
+    /// The text ``write(to:)`` writes, without its quotes (`2026-12-02T11:39:01.123Z`).
+    public var rfc3339: String {
+        var w = JSONWriter(capacity: 32)
+        write(to: &w)
+        return String(decoding: w.bytes.dropFirst().dropLast(), as: UTF8.self)
+    }
+
     /// Reads the text ``write(to:)`` writes, without its quotes (`2026-12-02T11:39:01.123Z`); nil
     /// for anything else.
     public init?(rfc3339 text: UnsafeRawBufferPointer) {

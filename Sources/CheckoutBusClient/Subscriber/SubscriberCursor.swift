@@ -225,6 +225,10 @@ public struct SubscriberError: Error, CustomStringConvertible, Sendable {
         public static let badPrefix = Code("bad_prefix")
         /// A recording of envelopes (`tail --record`) cannot be opened, read, written or used.
         public static let recordingUnusable = Code("recording_unusable")
+        /// A position (``JournalPosition``) that is neither a seq, a duration nor an RFC 3339 time.
+        public static let badPosition = Code("bad_position")
+        /// The daemon did not answer a control request in time.
+        public static let noAnswer = Code("no_answer")
         /// Anything else.
         public static let failed = Code("failed")
     }

@@ -193,7 +193,8 @@ package final class ControlService {
         case "stats": return StatsRequest(req: req)
         case "report": frames.append(report(req: req))
         case "forget": frames.append(forget(req: req))
-        case let op?: frames.append(badRequest("unknown op \(op); use replay, stats, report or forget", req: req))
+        case "seek": frames.append(seek(req: req))
+        case let op?: frames.append(badRequest("unknown op \(op); use replay, stats, report, forget or seek", req: req))
         case nil: frames.append(badRequest("missing op", req: req))
         }
         return nil
@@ -343,6 +344,81 @@ package final class ControlService {
         appendBounds(to: &w)
         w.append("}")
         frames.append(w.bytes)
+    }
+
+    // MARK: seek
+
+    /// `{"op":"seek","time_ms":T}`: the first seq whose envelope was received at or after `T`
+    /// (milliseconds since the epoch), by a binary search over the retained journal on each probe's
+    /// `received_at`; the last seq + 1 when none was, the first retained seq when every retained one
+    /// was (`"before_retention":true` then, when `T` is before it). docs/durability.md, "`seek`".
+    private func seek(req: [UInt8]?) -> [UInt8] {
+        guard let t = request.member(request.root, "time_ms"), let target = request.int64(t) else {
+            return badRequest("seek needs \"time_ms\": milliseconds since the epoch (an integer)", req: req)
+        }
+        let started = BusClock.monotonicNanoseconds()
+        var bounds = reader.bounds
+        var lo = bounds.first, hi = bounds.last + 1
+        var probes = 0
+        var firstAt: Int64?
+        search: while lo < hi {
+            let mid = lo + (hi - lo) / 2
+            var found: (seq: UInt64, at: Int64?)?
+            do {
+                _ = try reader.read(from: mid, prefixes: [], limit: 1) { seq, _, envelope in
+                    found = (seq, ControlService.receivedAt(envelope))
+                }
+            } catch Journal.ReplayError.notRetained(let first) {
+                // Retention (or a recovery's gap) moved the start meanwhile: search on from it.
+                probes += 1
+                if first >= hi { break search }
+                lo = max(lo, first)
+                continue
+            } catch {
+                return badRequest("seek failed: \(error)", req: req)
+            }
+            probes += 1
+            guard let found, found.seq < hi else {
+                hi = mid
+                continue
+            }
+            if found.seq == bounds.first { firstAt = found.at }
+            // An envelope without a readable time (none is written so) counts as before the target.
+            if let at = found.at, at >= target { hi = mid } else { lo = found.seq + 1 }
+        }
+        bounds = reader.bounds
+        var w = begin("seek", ok: true, req: req)
+        w.append(",\"time_ms\":")
+        w.append(int: target)
+        w.append(",\"seq\":")
+        w.append(int: Int64(max(lo, bounds.first)))
+        w.append(",\"before_retention\":")
+        w.append(bool: lo <= bounds.first && (firstAt.map { target < $0 } ?? false))
+        w.append(",\"probes\":")
+        w.append(int: probes)
+        w.append(",\"took_us\":")
+        w.append(int: Int64((BusClock.monotonicNanoseconds() - started) / 1000))
+        appendBounds(to: &w)
+        w.append("}")
+        return w.bytes
+    }
+
+    private static let receivedAtKey = Array(#""received_at":""#.utf8)
+
+    /// The envelope's `received_at` in ms since the epoch: the first `"received_at":"` key, which
+    /// the writer puts in the envelope's head (no string before it can hold an unescaped quote).
+    static func receivedAt(_ envelope: UnsafeRawBufferPointer) -> Int64? {
+        let key = receivedAtKey
+        let end = min(envelope.count, 4096) - key.count - 24
+        guard end >= 0 else { return nil }
+        var i = 0
+        while i <= end {
+            if envelope[i] == key[0] && (0..<key.count).allSatisfy({ envelope[i + $0] == key[$0] }) {
+                return Timestamp(rfc3339: UnsafeRawBufferPointer(rebasing: envelope[(i + key.count)..<(i + key.count + 24)]))?.milliseconds
+            }
+            i += 1
+        }
+        return nil
     }
 
     /// `,"first_seq":F,"last_seq":L`: what the journal holds now.

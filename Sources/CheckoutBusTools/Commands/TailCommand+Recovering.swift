@@ -25,6 +25,25 @@ extension TailCommand {
             options.receiveBufferBytes = receiveBufferBytes
             return options
         }
+        // --since a time: each shard's daemon says where it begins.
+        var sinceByShard = self.sinceByShard
+        if let sinceTime {
+            var resolved: [Int: Int64] = [:]
+            for (shard, control) in controls.enumerated() {
+                do {
+                    let r = try JournalPosition.time(milliseconds: sinceTime).resolve(control: control, curve: curve)
+                    resolved[shard] = r.seq
+                    let at = shardCount == 1 ? "" : " of shard \(shard)"
+                    FileHandleWriter.standardError("tail: --since \(Timestamp(milliseconds: sinceTime).rfc3339) is seq \(r.seq)\(at)"
+                        + (r.beforeRetention ? " (the oldest retained: the journal no longer holds what came before)" : "")
+                        + (r.seq > r.lastSeq ? " (nothing received since: following live from there)" : "") + "\n")
+                } catch {
+                    FileHandleWriter.standardError("checkoutbus tail: --since: \(error)\n")
+                    return 1
+                }
+            }
+            sinceByShard = resolved
+        }
         /// Where a shard without a recorded line begins: --since (all or its own), else live.
         func startPosition(_ shard: Int) -> (MemoryCursor, BusSubscriber.StartPosition) {
             let from = sinceByShard.map { $0[shard] } ?? since

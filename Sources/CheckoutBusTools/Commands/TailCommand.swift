@@ -46,9 +46,11 @@ public struct TailCommand {
                                Envelopes dropped on the way (a full high-water mark) are noticed by their
                                seq and kind_seq, or by a heartbeat, and fetched from the journal: each
                                envelope is printed once, in seq order (per shard: shards interleave)
-          --since SEQ          first replay the journal from SEQ (1: everything retained), then follow live;
-                               with several shards SEQ applies to each, or give I:SEQ,… per shard
-                               (a shard not named follows live)
+          --since POSITION     first replay the journal from POSITION, then follow live: a SEQ (1:
+                               everything retained), a duration back from now (90s, 10m, 2h, 1d) or an
+                               RFC 3339 time (2026-12-05T14:00:00Z), which each shard's daemon turns
+                               into its first seq received at or after it; with several shards a SEQ
+                               applies to each, or give I:SEQ,… per shard (a shard not named follows live)
           --record FILE        append each envelope to FILE, one JSON line exactly as published, instead of
                                printing it. FILE is its own cursor: a restarted tail resumes after FILE's
                                last complete line (a torn last line is cut off), so a killed recorder
@@ -101,6 +103,9 @@ public struct TailCommand {
     public var receiveBufferBytes: Int32?
     /// Replay from this seq first (every shard).
     public var since: Int64?
+    /// `--since` a time or a duration back (ms since the epoch): each shard's daemon finds its
+    /// first seq received at or after it (`seek`) when the tail starts.
+    public var sinceTime: Int64?
     /// Per shard, replay from this seq first (`--since I:SEQ,…`); a shard not in it follows live.
     public var sinceByShard: [Int: Int64]?
     /// Append envelopes to this JSON Lines file, which is also the cursor.
@@ -128,10 +133,15 @@ public struct TailCommand {
             receiveBufferBytes = Int32(try args.int("receive-buffer", default: 0, in: 1024...(1 << 30)))
         }
         if let v = args.value("since") {
-            if v.contains(":") {
+            switch try? JournalPosition.parse(v, now: BusClock.wallMilliseconds()) {
+            case .time(let ms)?: sinceTime = ms
+            case .seq(let seq)?: since = seq
+            case nil:
+                guard v.contains(":") else {
+                    do { _ = try JournalPosition.parse(v, now: 0) } catch { throw .init("--since: \(error)") }
+                    throw .init("--since: `\(v)` is not a position")
+                }
                 sinceByShard = try TailCommand.sinceList(v, shards: endpoints.count)
-            } else {
-                since = Int64(try args.int("since", default: 0, in: 0...Int.max))
             }
         }
         recordPath = args.value("record")
@@ -142,7 +152,7 @@ public struct TailCommand {
                 throw .init("--control lists \(controls!.count) endpoints but --from lists \(endpoints.count): give one of each per shard, in shard order")
             }
         }
-        if controls == nil && (since != nil || sinceByShard != nil || recordPath != nil) {
+        if controls == nil && (since != nil || sinceTime != nil || sinceByShard != nil || recordPath != nil) {
             guard endpoints.count == 1 else {
                 throw .init("with several shards in --from, --control must list each shard's control endpoint, in the same order")
             }

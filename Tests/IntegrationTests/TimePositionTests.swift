@@ -1,0 +1,70 @@
+import CheckoutBusClient
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Positions by time (docs/commands.md, "Positions"): `tail --since` a time or a duration, resolved
+/// by the daemon's `seek` to the first seq received at or after it.
+@Suite("positions by time", .serialized, .timeLimit(.minutes(3)))
+struct TimePositionTests {
+    @Test("a seq, a duration and RFC 3339 times are read; anything else is refused with what is accepted")
+    func parsing() throws {
+        let now: Int64 = 1_796_550_000_000
+        #expect(try JournalPosition.parse("12345", now: now) == .seq(12345))
+        #expect(try JournalPosition.parse("90s", now: now) == .time(milliseconds: now - 90_000))
+        #expect(try JournalPosition.parse("1h30m", now: now) == .time(milliseconds: now - 5_400_000))
+        #expect(try JournalPosition.parse("2d", now: now) == .time(milliseconds: now - 172_800_000))
+        #expect(try JournalPosition.parse("250ms", now: now) == .time(milliseconds: now - 250))
+        #expect(try JournalPosition.parse("2026-12-05T14:00:00Z", now: now) == .time(milliseconds: 1_796_479_200_000))
+        #expect(try JournalPosition.parse("2026-12-05T15:00:00+01:00", now: now) == .time(milliseconds: 1_796_479_200_000))
+        #expect(try JournalPosition.parse("2026-12-05 14:00:00.5Z", now: now) == .time(milliseconds: 1_796_479_200_500))
+        for bad in ["", "10x", "m", "2026-12-05", "2026-13-05T14:00:00Z", "2026-12-05T14:00:00", "-5", "1h-3m"] {
+            #expect(throws: SubscriberError.self, "\(bad)") { try JournalPosition.parse(bad, now: now) }
+        }
+    }
+
+    static func fail(_ id: String) -> String { ErrorMapTests.fail(id, "network_error") }
+
+    @Test("tail --since a time replays from the first envelope received at or after it; --since a duration; seek past the end")
+    func tailSinceTime() throws {
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        #expect(try send((1...10).map { Self.fail("tp-a\($0)") }, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        // Received-at times are in ms: a clear second between the two batches.
+        usleep(1_200_000)
+        let between = Int64(Date().timeIntervalSince1970 * 1000)
+        usleep(200_000)
+        #expect(try send((1...10).map { Self.fail("tp-b\($0)") }, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+
+        let position = JournalPosition.time(milliseconds: between)
+        let resolved = try position.resolve(control: daemon.control)
+        #expect(resolved.seq == 11 && resolved.lastSeq == 20 && !resolved.beforeRetention, "\(resolved)")
+
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let text = iso.string(from: Date(timeIntervalSince1970: Double(between) / 1000))
+        let later = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control, "--since", text,
+                                                "--count", "10", "--format", "json", "--timeout", "20"])
+        #expect(later.status == 0, "\(later.output)")
+        let ids = later.output.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("{"), let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return o["checkout_id"] as? String
+        }
+        #expect(ids == (1...10).map { "tp-b\($0)" }, "\(later.output)")
+        #expect(later.output.contains("is seq 11"), "\(later.output)")
+
+        // A duration back past the oldest envelope: everything, from the first retained seq.
+        let all = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control, "--since", "1h",
+                                              "--count", "20", "--format", "json", "--timeout", "20"])
+        #expect(all.status == 0 && all.output.contains("is seq 1 (the oldest retained"), "\(all.output)")
+        // A time after the last envelope: last + 1 (what comes next, live).
+        let future = try JournalPosition.time(milliseconds: between + 3_600_000).resolve(control: daemon.control)
+        #expect(future.seq == 21)
+        // A bad position: the one-line reason, exit 2.
+        let bad = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control, "--since", "yesterday"])
+        #expect(bad.status == 2 && bad.output.contains("is not a position"), "\(bad.output)")
+    }
+}
