@@ -82,11 +82,12 @@ let package = Package(
             dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "CFileIO"],
             swiftSettings: swiftSettings + hotPathSettings
         ),
-        // The `checkoutbus` commands: send, tail, replay, stats, decode, flood, bench, route, keygen.
+        // The `checkoutbus` commands: send, tail, replay, stats, decode, flood, bench, route, keygen,
+        // subscribers, cursor (which reads and moves the workers' positions in their stores).
         .target(
             name: "CheckoutBusTools",
             dependencies: ["CheckoutBusDaemon", "CheckoutBusClient", "CheckoutBusCore", "CheckoutBusProtocol",
-                           "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ"],
+                           "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "CheckoutBusWorkers"],
             swiftSettings: swiftSettings
         ),
         // Workers and the bridge depend on the client, never on the daemon.

@@ -32,6 +32,10 @@ import SQLite
 public enum AnalyticsCheckpoint {
     static let format: StaticString = "checkoutbus-analytics-state"
 
+    /// The file a running worker holds locked for the checkpoint at `path` (the checkpoint itself
+    /// is replaced by rename, a new file each time).
+    public static func lockPath(_ path: String) -> String { path + ".lock" }
+
     /// Loads the checkpoint at `path`, or returns nil when there is no file yet.
     /// - Throws: ``AnalyticsError`` when the file exists but cannot be read or is not a checkpoint:
     ///   the worker refuses to start rather than count from a wrong position.

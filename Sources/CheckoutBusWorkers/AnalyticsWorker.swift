@@ -104,6 +104,17 @@ public actor AnalyticsWorker {
     ///   subscriber throws (a refused replay, a libzmq error).
     public func run() async throws {
         let shardCount = options.worker.shardCount
+        // Held while the worker runs (PATH.lock): checkoutbus cursor set refuses to move the
+        // checkpoint's positions under it, and a second worker refuses the same checkpoint.
+        var checkpointLock: PositionLock?
+        if let path = options.cursorPath {
+            do {
+                checkpointLock = try PositionLock(path: AnalyticsCheckpoint.lockPath(path), what: "the analytics checkpoint")
+            } catch {
+                throw AnalyticsError(error.description + (error.held ? ": another checkoutbus-analytics, or checkoutbus cursor set" : ""))
+            }
+        }
+        defer { withExtendedLifetime(checkpointLock) {} }
         if let path = options.cursorPath, let loaded = try AnalyticsCheckpoint.load(path: path, maxCheckouts: options.maxCheckouts) {
             // A position means something only in its shard's journal, and another shard count is
             // another generation of journals, each from seq 1: one daemon's checkpoint (or one from

@@ -101,6 +101,9 @@ public final class FulfilmentWorker {
     public private(set) var counts = Counts()
     public let logger: BusLogger
     let database: SQLiteDatabase
+    /// Held while the worker runs: `checkoutbus cursor set` refuses to move a position under it,
+    /// and a second worker refuses the same store.
+    private let storeLock: PositionLock
     let insertOrder: SQLiteStatement
     let updateSeen: SQLiteStatement
     let noteFail: SQLiteStatement
@@ -113,6 +116,11 @@ public final class FulfilmentWorker {
     public init(options: Options, logger: BusLogger) throws {
         self.options = options
         self.logger = logger
+        do {
+            storeLock = try PositionLock(path: options.databasePath, what: "the fulfilment store")
+        } catch {
+            throw FulfilmentError(error.description + (error.held ? ": another checkoutbus-fulfil, or checkoutbus cursor set" : ""))
+        }
         database = try SQLiteDatabase(path: options.databasePath)
         try database.execute("PRAGMA journal_mode=WAL")
         try database.execute(options.fullSync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")

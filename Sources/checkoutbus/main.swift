@@ -20,6 +20,7 @@ let usage = """
       stats   what a running daemon has done: counters, journal, subscribers' drops
       top     a live view of running daemons: rates, failures, dead letters, subscribers' lag
       subscribers  who follows the bus: live and gone subscribers, their lag; `forget NAME`
+      cursor  show a subscriber's position (cursor file, fulfilment store, analytics checkpoint), or set it
       decode  what raw events would become (topic, code, summary, redaction), offline
       keygen  write a CURVE key pair (NAME.key, NAME.pub)
       bench   measure the daemon against a raw ZeroMQ forwarder; `bench parse`, `bench journal`
@@ -69,6 +70,8 @@ case "trace":
     status = runCommand(TraceCommand.help) { try TraceCommand(arguments: arguments).run() }
 case "stats":
     status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
+case "cursor":
+    status = runCommand(CursorCommand.help) { try CursorCommand(arguments: arguments).run() }
 case "subscribers":
     status = runCommand(SubscribersCommand.help) { try SubscribersCommand(arguments: arguments).run() }
 case "top":

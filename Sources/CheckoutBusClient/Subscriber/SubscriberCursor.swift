@@ -146,6 +146,27 @@ public final class FileCursor: SubscriberCursor {
 
     public func load() -> Int64 { seq }
 
+    /// Moves the cursor to `seq`, back or forward (`checkoutbus cursor set`): both slots are
+    /// written, in turn, then synced, so the larger-slot rule of ``load()`` reads `seq`. A crash
+    /// between the two writes of a move back leaves the old position (nothing moved); of a move
+    /// forward, the new one.
+    /// - Throws: ``SubscriberError`` ``SubscriberError/Code/cursorUnusable`` when a write or the
+    ///   sync fails.
+    public func reset(to seq: Int64) throws {
+        var slot = FileCursor.encode(seq)
+        for i in [generation % 2, (generation + 1) % 2] {
+            let n = slot.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(i * FileCursor.slotSize)) }
+            guard n == slot.count else {
+                throw SubscriberError(.cursorUnusable, "cannot write cursor file \(path): \(n < 0 ? String(cString: strerror(errno)) : "short write")")
+            }
+        }
+        guard fdatasync(fd) == 0 else {
+            throw SubscriberError(.cursorUnusable, "cannot sync cursor file \(path): \(String(cString: strerror(errno)))")
+        }
+        self.seq = seq
+        generation += 2
+    }
+
     public func commit(_ seq: Int64) throws {
         self.seq = seq
         var slot = FileCursor.encode(seq)

@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An exclusive `flock` on a file that holds (or stands for) a subscriber's position: a worker
+/// holds its store's for as long as it runs, and `checkoutbus cursor set` takes it before moving a
+/// position, so a position is never moved under a running worker (docs/commands.md, "cursor").
+///
+/// `flock` locks are independent of SQLite's own (`fcntl`) locks on the same file, and are released
+/// when the holder exits, even by `kill -9`. Not `Sendable`: owned by whoever took it; the
+/// descriptor is closed in `deinit`.
+public final class PositionLock {
+    public let path: String
+    private let fd: Int32
+
+    /// Why a lock was not taken. `Sendable`.
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        /// Another process holds it (as opposed to the file not opening).
+        public let held: Bool
+        public let description: String
+    }
+
+    /// Takes the lock on `path` (created if missing, mode 0644) without waiting.
+    /// - Parameter what: how the holder is named in the error (`the fulfilment store`).
+    /// - Throws: ``Failure`` when the file cannot be opened or another process holds the lock.
+    public init(path: String, what: String) throws(Failure) {
+        self.path = path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw Failure(held: false, description: "cannot open \(path) to lock \(what): \(String(cString: strerror(errno)))")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            close(fd)
+            throw Failure(held: code == EWOULDBLOCK,
+                          description: code == EWOULDBLOCK ? "\(what) \(path) is in use by a running process (it holds its lock)"
+                              : "cannot lock \(what) \(path): \(String(cString: strerror(code)))")
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+}
