@@ -20,14 +20,21 @@ public final class PositionLock {
         public let description: String
     }
 
-    /// Takes the lock on `path` (created if missing, mode 0644) without waiting.
+    /// Takes the lock on `path` (created if missing, mode 0644), waiting up to `waitMilliseconds`
+    /// for a holder to let go (a worker restarted right after `kill -9` of the last one may start
+    /// while the old process is still exiting).
     /// - Parameter what: how the holder is named in the error (`the fulfilment store`).
     /// - Throws: ``Failure`` when the file cannot be opened or another process holds the lock.
-    public init(path: String, what: String) throws(Failure) {
+    public init(path: String, what: String, waitMilliseconds: Int = 0) throws(Failure) {
         self.path = path
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             throw Failure(held: false, description: "cannot open \(path) to lock \(what): \(String(cString: strerror(errno)))")
+        }
+        var waited = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EINTR) && waited < waitMilliseconds {
+            usleep(50_000)
+            waited += 50
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno

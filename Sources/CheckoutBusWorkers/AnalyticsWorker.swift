@@ -109,7 +109,7 @@ public actor AnalyticsWorker {
         var checkpointLock: PositionLock?
         if let path = options.cursorPath {
             do {
-                checkpointLock = try PositionLock(path: AnalyticsCheckpoint.lockPath(path), what: "the analytics checkpoint")
+                checkpointLock = try PositionLock(path: AnalyticsCheckpoint.lockPath(path), what: "the analytics checkpoint", waitMilliseconds: 10_000)
             } catch {
                 throw AnalyticsError(error.description + (error.held ? ": another checkoutbus-analytics, or checkoutbus cursor set" : ""))
             }

@@ -117,7 +117,7 @@ public final class FulfilmentWorker {
         self.options = options
         self.logger = logger
         do {
-            storeLock = try PositionLock(path: options.databasePath, what: "the fulfilment store")
+            storeLock = try PositionLock(path: options.databasePath, what: "the fulfilment store", waitMilliseconds: 10_000)
         } catch {
             throw FulfilmentError(error.description + (error.held ? ": another checkoutbus-fulfil, or checkoutbus cursor set" : ""))
         }

@@ -88,6 +88,11 @@ struct CursorCommandTests {
         // The runbook's order: a running worker refuses the move.
         let refused = try Self.cursor(["set", database.path, "--to-seq", "1"])
         #expect(refused.status == 1 && refused.output.contains("in use by a running process"), "\(refused.output)")
+        // A second worker on the same store waits for the lock (10 s), then refuses to start.
+        let second = try FulfilProcess(publish: daemon.publish, control: daemon.control, database: database, waitForSubscription: false)
+        #expect(waitForExit(second.process, timeout: 30) != 0)
+        let said = second.stderr.readAll(timeout: 2).joined(separator: "\n")
+        #expect(said.contains("in use by a running process"), "\(said)")
         worker?.process.terminate()
         #expect(waitForExit(worker!.process, timeout: 20) == 0)
         worker = nil
