@@ -68,3 +68,34 @@ struct TimePositionTests {
         #expect(bad.status == 2 && bad.output.contains("is not a position"), "\(bad.output)")
     }
 }
+
+extension TimePositionTests {
+    @Test("replay --since a time or a seq starts a recording there; lines before it are counted, not sent")
+    func replaySince() throws {
+        let source = try DaemonProcess()
+        defer { _ = source.terminate() }
+        #expect(try send((1...10).map { Self.fail("rs-a\($0)") }, to: source.ingestAcked, arguments: ["--acked"]).status == 0)
+        usleep(1_200_000)
+        let between = Int64(Date().timeIntervalSince1970 * 1000)
+        usleep(200_000)
+        #expect(try send((1...10).map { Self.fail("rs-b\($0)") }, to: source.ingestAcked, arguments: ["--acked"]).status == 0)
+        let recorded = try runTool("checkoutbus", ["tail", "--from", source.publish, "--control", source.control, "--since", "1",
+                                                   "--count", "20", "--format", "json", "--timeout", "20"])
+        let lines = recorded.output.split(separator: "\n").filter { $0.hasPrefix("{") }
+        try #require(lines.count == 20, "\(recorded.output)")
+        let file = TestScratch.url("replay-since-\(UUID().uuidString).jsonl")
+        try (lines.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for (since, expected) in [(iso.string(from: Date(timeIntervalSince1970: Double(between) / 1000)), 10), ("15", 6)] {
+            let target = try DaemonProcess()
+            defer { _ = target.terminate() }
+            let replay = try runTool("checkoutbus", ["replay", file.path, "--to", target.ingest, "--flat-out", "--since", since])
+            #expect(replay.status == 0 && replay.output.contains("sent=\(expected) ") && replay.output.contains("before_since=\(20 - expected)"),
+                    "\(since): \(replay.output)")
+            let control = try ControlClient(target.control)
+            #expect(waitUntil(10) { ((try? control.request(#"{"op":"stats"}"#).status["last_seq"]) as? Int) == expected })
+        }
+    }
+}

@@ -22,7 +22,7 @@ public struct ReplayCommand {
     public static let help = """
         checkoutbus replay — replay a recorded JSONL file into a daemon.
 
-        USAGE: checkoutbus replay FILE [--to ENDPOINT] [--speed N | --flat-out]
+        USAGE: checkoutbus replay FILE [--to ENDPOINT] [--speed N | --flat-out] [--since POSITION]
                                   [--rewrite-ids N] [--loop] [--connections N]
 
           FILE                 JSONL: raw events (a capture) or envelopes from `tail --format json`
@@ -36,9 +36,13 @@ public struct ReplayCommand {
                                every pass has copies of its own (pass p: copies p×N … p×N+N−1)
           --connections N      PUSH connections (default 1); copy k goes on connection k mod N, so
                                each lifecycle keeps its order
+          --since POSITION     start at a position of the recording: a SEQ (recorded envelopes with a
+                               smaller seq are skipped; raw lines have none and are sent), a duration
+                               back from now (2h) or an RFC 3339 time (lines are skipped until the
+                               first whose received_at, else occurred_at, is at or after it)
 
         Heartbeats and dead letters in a recording are skipped. Prints `sent=N skipped=M` on stderr
-        (skipped counts recorded lines, not copies). SIGINT or SIGTERM stops a replay (exit 130).
+        (skipped counts recorded lines, not copies; with --since, ` before_since=K` the lines before it). SIGINT or SIGTERM stops a replay (exit 130).
         \(CurveClientKeys.help)
         """
 
@@ -50,9 +54,11 @@ public struct ReplayCommand {
     package var loop = false
     package var connections = 1
     package var curve: CurveClientKeys?
+    /// `--since`: where in the recording to start.
+    package var since: JournalPosition?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["to", "speed", "rewrite-ids", "connections"]).union(CurveClientKeys.flags),
+        let args = try CommandLineArguments(arguments, valued: Set(["to", "speed", "rewrite-ids", "connections", "since"]).union(CurveClientKeys.flags),
                                             switches: ["flat-out", "loop"])
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 1 else { throw .init("replay needs exactly one FILE") }
@@ -66,6 +72,25 @@ public struct ReplayCommand {
         if args.value("rewrite-ids") != nil { copies = try args.int("rewrite-ids", default: 1, in: 1...10_000_000) }
         loop = args.has("loop")
         connections = try args.int("connections", default: 1, in: 1...256)
+        if let v = args.value("since") {
+            do { since = try JournalPosition.parse(v, now: BusClock.wallMilliseconds()) } catch { throw .init("--since: \(error)") }
+        }
+    }
+
+    /// Whether the line `doc` holds (prepared, its time `time`) is at or after `since`; once one
+    /// is, every later line is (`reached`).
+    private func atOrAfterSince(_ doc: JSONDocument, time: Int64?, reached: inout Bool) -> Bool {
+        if reached { return true }
+        switch since {
+        case nil: reached = true
+        case .seq(let from)?:
+            // Only recorded envelopes carry a seq; a raw line is sent.
+            guard let t = doc.member(doc.root, "seq"), let seq = doc.int64(t) else { return true }
+            reached = seq >= from
+        case .time(let from)?:
+            reached = (time ?? .min) >= from
+        }
+        return reached
     }
 
     public func run() -> Int32 {
@@ -86,11 +111,13 @@ public struct ReplayCommand {
             var copy: [UInt8] = []
             var sent = 0
             var skipped = 0
+            var beforeSince = 0
             var pass = 0
             passes: repeat {
                 guard lseek(fd, 0, SEEK_SET) == 0 else { throw DaemonError("cannot read \(file) again: not a regular file") }
                 let reader = LineReader(fd: fd)
                 var firstTime: Int64?
+                var reached = false
                 let start = BusClock.monotonicNanoseconds()
                 while let line = reader.nextLine() {
                     if stop.isRaised { break passes }
@@ -104,6 +131,11 @@ public struct ReplayCommand {
                         }
                         guard let (payload, time) = prepare(raw, doc: doc, out: &out) else {
                             if c == 0 { skipped += 1 }
+                            break
+                        }
+                        // The document points into `raw`'s bytes, read again under the same borrow.
+                        if c == 0 && !raw.withUnsafeBytes({ _ in atOrAfterSince(doc, time: time, reached: &reached) }) {
+                            beforeSince += 1
                             break
                         }
                         if c == 0 && !flatOut, let t = time {
@@ -125,7 +157,7 @@ public struct ReplayCommand {
                 }
                 pass += 1
             } while loop && !stop.isRaised
-            FileHandleWriter.standardError("sent=\(sent) skipped=\(skipped)\n")
+            FileHandleWriter.standardError("sent=\(sent) skipped=\(skipped)" + (since == nil ? "" : " before_since=\(beforeSince)") + "\n")
             return stop.isRaised ? FloodCommand.interruptedStatus : 0
         } catch {
             FileHandleWriter.standardError("checkoutbus replay: \(error)\n")
