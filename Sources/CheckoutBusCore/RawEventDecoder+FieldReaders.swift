@@ -144,6 +144,9 @@ extension RawEventDecoder {
         var message: String?
         if let v = doc.member(e, anyOf: "message", "description", "content", "reason", "errorDescription") {
             message = doc.string(v)
+        } else if let v = doc.member(e, anyOf: "errorMessage", "error_message") {
+            // Wrappers that flatten the error beside the event (Banxa's Flutter bridge of Primer).
+            message = doc.string(v)
         } else if let text = errorString(doc, e) {
             message = text
         }
