@@ -134,21 +134,26 @@ struct MetricsTests {
         let started = try #require(metric(text, "process_start_time_seconds"))
         #expect(abs(started - Date().timeIntervalSince1970) < 120, "started \(started)")
         #expect(metric(text, "checkoutbus_journal_first_seq") == 1)
-        // The revision the tests' own checkout is at (the binary was built from it).
-        let git = Process()
-        git.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        git.arguments = ["git", "-C", Products.repositoryRoot.path, "rev-parse", "--short=12", "HEAD"]
-        let out = Pipe()
-        git.standardOutput = out
-        git.standardError = FileHandle.nullDevice
-        try git.run()
-        git.waitUntilExit()
-        let head = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // The revision names a commit of the tests' own repository (the one the binary was built
+        // from: HEAD in a fresh build, an older commit when built before the last commit).
         let info = try #require(text.split(separator: "\n").first { $0.hasPrefix("checkoutbus_build_info{") })
-        if git.terminationStatus == 0 && !head.isEmpty {
-            #expect(info.contains(#"revision="\#(head)"#), "\(info) at \(head)")
+        let revision = try #require(info.split(separator: "revision=\"").last?.split(separator: "\"").first.map(String.init))
+        func git(_ arguments: [String]) throws -> Int32 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            p.arguments = ["git", "-C", Products.repositoryRoot.path] + arguments
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        if try git(["rev-parse", "--git-dir"]) == 0 {
+            let commit = revision.hasSuffix("-dirty") ? String(revision.dropLast(6)) : revision
+            #expect(commit.count == 12 && commit.allSatisfy(\.isHexDigit), "\(info)")
+            #expect(try git(["rev-parse", "--verify", "--quiet", commit + "^{commit}"]) == 0, "\(info) is no commit of this repository")
         } else {
-            #expect(info.contains(#"revision="unknown""#), "\(info)")
+            #expect(revision == "unknown", "\(info)")
         }
         #expect(info.hasSuffix(" 1") && info.contains(#"version=""#))
         let stats = try ControlClient(daemon.control).request(#"{"op":"stats"}"#).status

@@ -99,3 +99,35 @@ extension TimePositionTests {
         }
     }
 }
+
+extension TimePositionTests {
+    @Test("tail --since a time across two shards: each shard's daemon resolves its own seq")
+    func shardedSince() throws {
+        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2"]) }
+        defer { for d in shards { _ = d.terminate() } }
+        let acked = shards.map(\.ingestAcked).joined(separator: ",")
+        func sendRouted(_ prefix: String) throws -> Int32 {
+            let file = TestScratch.url("sharded-since-\(UUID().uuidString).jsonl")
+            try ((1...20).map { Self.fail("\(prefix)\($0)") }.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+            return try runTool("checkoutbus", ["send", "--acked", "--shards", acked, file.path]).status
+        }
+        #expect(try sendRouted("sh-a") == 0)
+        usleep(1_200_000)
+        let between = Int64(Date().timeIntervalSince1970 * 1000)
+        usleep(200_000)
+        #expect(try sendRouted("sh-b") == 0)
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let tail = try runTool("checkoutbus", ["tail", "--from", shards.map(\.publish).joined(separator: ","),
+                                               "--control", shards.map(\.control).joined(separator: ","),
+                                               "--since", iso.string(from: Date(timeIntervalSince1970: Double(between) / 1000)),
+                                               "--count", "20", "--format", "json", "--timeout", "20"])
+        #expect(tail.status == 0, "\(tail.output)")
+        let ids = Set(tail.output.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("{"), let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return o["checkout_id"] as? String
+        })
+        #expect(ids == Set((1...20).map { "sh-b\($0)" }), "\(tail.output)")
+        #expect(tail.output.contains("of shard 0") && tail.output.contains("of shard 1"), "\(tail.output)")
+    }
+}
