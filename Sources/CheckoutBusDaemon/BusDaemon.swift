@@ -141,7 +141,9 @@ public final class BusDaemon {
     /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be read.
     public init(configuration: DaemonConfiguration, logger: BusLogger) throws {
         self.configuration = configuration
-        reports = SubscriberReportBook(lifetimes: .init(goneAfterMilliseconds: Int64(configuration.subscriberGoneAfterSeconds) * 1000,
+        // Subscribers report once per heartbeat: silence shorter than three of them is no silence.
+        reports = SubscriberReportBook(lifetimes: .init(goneAfterMilliseconds: max(Int64(configuration.subscriberGoneAfterSeconds) * 1000,
+                                                                                   3 * Int64(configuration.heartbeatMilliseconds)),
                                                         expireAfterMilliseconds: Int64(configuration.subscriberExpireAfterSeconds) * 1000))
         self.logger = logger
         self.processor = EventProcessor(options: configuration.processor)

@@ -244,7 +244,7 @@ struct DaemonSetting: Sendable {
               apply: { c, v throws(UsageError) in c.heartbeatMilliseconds = try int("heartbeat-ms", v, in: 10...60_000) }),
         .init("subscriber-gone-after", "SECONDS", .publishing,
               help: "a subscriber that has not reported (each heartbeat) for this long is gone: its lag is no longer exported "
-                  + "(docs/observability.md); keep it several heartbeats",
+                  + "(docs/observability.md); at least three heartbeats (--heartbeat-ms) whatever is set",
               read: { String($0.subscriberGoneAfterSeconds) },
               apply: { c, v throws(UsageError) in c.subscriberGoneAfterSeconds = try int("subscriber-gone-after", v, in: 1...86_400) }),
         .init("subscriber-expire-after", "SECONDS", .publishing,

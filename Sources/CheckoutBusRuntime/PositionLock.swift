@@ -32,13 +32,20 @@ public final class PositionLock {
             throw Failure(held: false, description: "cannot open \(path) to lock \(what): \(String(cString: strerror(errno)))")
         }
         var waited = 0
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EINTR) && waited < waitMilliseconds {
-            usleep(50_000)
+        var code: Int32 = 0
+        while true {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { break }
+            code = errno
+            guard (code == EWOULDBLOCK || code == EINTR) && waited < waitMilliseconds else { break }
+            // A sleep cut short by a signal only means the next try comes sooner.
+            var pause = timespec(tv_sec: 0, tv_nsec: 50_000_000)
+            var left = timespec()
+            while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
             waited += 50
+            code = 0
         }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            let code = errno
-            close(fd)
+        guard code == 0 else {
+            PositionLock.closeChecked(fd)
             throw Failure(held: code == EWOULDBLOCK,
                           description: code == EWOULDBLOCK ? "\(what) \(path) is in use by a running process (it holds its lock)"
                               : "cannot lock \(what) \(path): \(String(cString: strerror(code)))")
@@ -46,5 +53,13 @@ public final class PositionLock {
         self.fd = fd
     }
 
-    deinit { close(fd) }
+    /// Closing also lets the lock go; a failed close (EIO, EBADF) changes nothing we can act on,
+    /// and the lock goes with the process anyway.
+    private static func closeChecked(_ fd: Int32) {
+        if close(fd) != 0 && errno != EINTR {
+            FileHandleWriter.standardError("PositionLock: close: \(String(cString: strerror(errno)))\n")
+        }
+    }
+
+    deinit { PositionLock.closeChecked(fd) }
 }

@@ -1,4 +1,7 @@
 import CheckoutBusClient
+import CheckoutBusDaemon
+import CheckoutBusProtocol
+import CheckoutBusRuntime
 import Foundation
 import Testing
 
@@ -21,6 +24,8 @@ struct TimePositionTests {
         #expect(try JournalPosition.parse("2026-12-05T14:00:00Z", now: now) == .time(milliseconds: 1_796_479_200_000))
         #expect(try JournalPosition.parse("2026-12-05T15:00:00+01:00", now: now) == .time(milliseconds: 1_796_479_200_000))
         #expect(try JournalPosition.parse("2026-12-05 14:00:00.5Z", now: now) == .time(milliseconds: 1_796_479_200_500))
+        // More than three fraction digits (Python's isoformat): the milliseconds are kept.
+        #expect(try JournalPosition.parse("2026-12-05T14:00:00.123456Z", now: now) == .time(milliseconds: 1_796_479_200_123))
         for bad in ["", "10x", "m", "2026-12-05", "2026-13-05T14:00:00Z", "2026-12-05T14:00:00", "-5", "1h-3m"] {
             #expect(throws: SubscriberError.self, "\(bad)") { try JournalPosition.parse(bad, now: now) }
         }
@@ -59,7 +64,8 @@ struct TimePositionTests {
         // A duration back past the oldest envelope: everything, from the first retained seq.
         let all = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control, "--since", "1h",
                                               "--count", "20", "--format", "json", "--timeout", "20"])
-        #expect(all.status == 0 && all.output.contains("is seq 1 (the oldest retained"), "\(all.output)")
+        // Nothing was deleted yet: seq 1 is the first ever, not the retention horizon.
+        #expect(all.status == 0 && all.output.contains("is seq 1\n") && !all.output.contains("oldest retained"), "\(all.output)")
         // A time after the last envelope: last + 1 (what comes next, live).
         let future = try JournalPosition.time(milliseconds: between + 3_600_000).resolve(control: daemon.control)
         #expect(future.seq == 21)
@@ -129,5 +135,55 @@ extension TimePositionTests {
         })
         #expect(ids == Set((1...20).map { "sh-b\($0)" }), "\(tail.output)")
         #expect(tail.output.contains("of shard 0") && tail.output.contains("of shard 1"), "\(tail.output)")
+    }
+}
+
+extension TimePositionTests {
+    /// Records 1…10 on `dataDirectory`'s journal, record N received at `base + N` seconds.
+    static func appendTimed(_ dataDirectory: URL, base: Int64) throws -> [Int] {
+        let logger = BusLogger(label: "test", level: .error)
+        var options = Journal.Options()
+        options.cacheBytes = nil
+        let journal = try Journal(directory: dataDirectory.appendingPathComponent("journal").path, options: options, logger: logger)
+        let batch = JournalBatch(journal: journal, measuresLatency: false, logger: logger)
+        let topic = Array("checkout.update".utf8)
+        var sizes: [Int] = []
+        for seq in UInt64(1)...10 {
+            let at = Timestamp(milliseconds: base + Int64(seq) * 1000).rfc3339
+            let envelope = Array(#"{"v":1,"seq":\#(seq),"kind_seq":\#(seq),"shard":0,"kind":"update","checkout_id":"gap-\#(seq)","event_id":"gap-\#(seq)-e","source":{"sdk":"shopify","platform":"ios","format":"callback"},"received_at":"\#(at)","repeat":false}"#.utf8)
+            sizes.append(JournalFormat.recordHeaderSize + topic.count + envelope.count + JournalFormat.checksumSize)
+            topic.withUnsafeBytes { t in
+                envelope.withUnsafeBytes { e in
+                    batch.append(seq: seq, kindSeq: seq, kind: UInt8(JournaledKind.update.rawValue), topic: t, envelope: e, arrival: 0)
+                }
+            }
+        }
+        try batch.flush()
+        batch.close()
+        return sizes
+    }
+
+    @Test("seek over a journal with a recovery's gap finds the first seq at or after the time on either side of it")
+    func seekAcrossAGap() throws {
+        let first = try DaemonProcess()
+        #expect(first.terminate() == 0)
+        let base: Int64 = 1_796_400_000_000
+        let sizes = try Self.appendTimed(first.dataDirectory, base: base)
+        // A corrupt byte in record 5: the next start cuts there and sets 5…10 aside (a gap).
+        let segment = first.dataDirectory.appendingPathComponent("journal/" + JournalFormat.segmentName(1)).path
+        let damagedAt = JournalFormat.segmentHeaderSize + sizes[0..<4].reduce(0, +)
+        let fd = open(segment, O_RDWR)
+        try #require(fd >= 0)
+        var byte: UInt8 = 0xFF
+        #expect(pwrite(fd, &byte, 1, off_t(damagedAt + JournalFormat.recordHeaderSize + 3)) == 1)
+        #expect(close(fd) == 0)
+        let daemon = try DaemonProcess(dataDirectory: first.dataDirectory)
+        defer { _ = daemon.terminate() }
+        #expect(try send((1...5).map { Self.fail("gap-new\($0)") }, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        // Between records 2 and 3 (before the gap): 3; inside the gap's times: 11, the first after it.
+        #expect(try JournalPosition.time(milliseconds: base + 2_500).resolve(control: daemon.control).seq == 3)
+        let inGap = try JournalPosition.time(milliseconds: base + 7_000).resolve(control: daemon.control)
+        #expect(inGap.seq == 11, "\(inGap)")
+        #expect(try JournalPosition.time(milliseconds: base).resolve(control: daemon.control).seq == 1)
     }
 }

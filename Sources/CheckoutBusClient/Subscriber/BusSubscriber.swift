@@ -274,11 +274,12 @@ public final class BusSubscriber {
     package func prepareRound(now: UInt64) throws -> Int {
         guard control != nil else { return 200 }
         try perform(sequencer.tick(now: now), stop: nil, handler: { _ in })
-        checkSilence(now: now)
         return sequencer.pollTimeoutMilliseconds
     }
 
-    /// Says once when heartbeats have stopped arriving for ``Options/silenceMilliseconds``.
+    /// Says once when nothing has arrived for ``Options/silenceMilliseconds``. Called only after a
+    /// round that emptied the live socket: messages still queued (a consumer that held the thread)
+    /// are not silence, they are the daemon's and are read first.
     private func checkSilence(now: UInt64) {
         let silence = UInt64(max(1, options.silenceMilliseconds)) * 1_000_000
         guard !isSilent, now >= lastHeardAt &+ silence else { return }
@@ -291,7 +292,7 @@ public final class BusSubscriber {
         onSilence?(true)
     }
 
-    /// A heartbeat arrived: ends a silence, saying so.
+    /// A message arrived from the daemon (a heartbeat or an envelope): ends a silence, saying so.
     private func heard(now: UInt64) {
         defer { lastHeardAt = now }
         guard isSilent else { return }
@@ -317,7 +318,17 @@ public final class BusSubscriber {
             sequencer.pageDelivered(now: BusClock.monotonicNanoseconds())
         }
         var batch = 0
-        while batch < 1024, let frames = try sub.receiveMultipart(dontWait: true) {
+        var drained = false
+        defer {
+            let now = BusClock.monotonicNanoseconds()
+            if batch > 0 { heard(now: now) }
+            if drained { checkSilence(now: now) }
+        }
+        while batch < 1024 {
+            guard let frames = try sub.receiveMultipart(dontWait: true) else {
+                drained = true
+                break
+            }
             batch += 1
             guard frames.count >= 2 else { continue }
             if frames[0].elementsEqual("bus.heartbeat".utf8) {
@@ -325,7 +336,6 @@ public final class BusSubscriber {
                     logger.warning("heartbeat without seq or kind_seqs; ignored")
                     continue
                 }
-                heard(now: BusClock.monotonicNanoseconds())
                 let actions = try sequencer.receiveHeartbeat(heartbeat)
                 try perform(actions, stop: stop, handler: handler)
                 if sequencer.released { onHeartbeat?(frames[0], frames[1]) }

@@ -96,7 +96,7 @@ public enum JournalPosition: Sendable, Equatable {
                 i += 1
             }
             guard digits > 0 else { return nil }
-            for _ in digits..<3 where digits < 3 { ms *= 10 }
+            if digits < 3 { for _ in digits..<3 { ms *= 10 } }
         }
         guard i < b.count else { return nil }
         var offset: Int64 = 0

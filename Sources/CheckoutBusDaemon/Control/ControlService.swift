@@ -359,25 +359,29 @@ package final class ControlService {
         let started = BusClock.monotonicNanoseconds()
         var bounds = reader.bounds
         var lo = bounds.first, hi = bounds.last + 1
+        let hi0 = hi
         var probes = 0
         var firstAt: Int64?
-        search: while lo < hi {
+        while lo < hi {
             let mid = lo + (hi - lo) / 2
             var found: (seq: UInt64, at: Int64?)?
-            do {
-                _ = try reader.read(from: mid, prefixes: [], limit: 1) { seq, _, envelope in
-                    found = (seq, ControlService.receivedAt(envelope))
-                }
-            } catch Journal.ReplayError.notRetained(let first) {
-                // Retention (or a recovery's gap) moved the start meanwhile: search on from it.
+            var from = mid
+            probing: while true {
                 probes += 1
-                if first >= hi { break search }
-                lo = max(lo, first)
-                continue
-            } catch {
-                return badRequest("seek failed: \(error)", req: req)
+                do {
+                    _ = try reader.read(from: from, prefixes: [], limit: 1) { seq, _, envelope in
+                        found = (seq, ControlService.receivedAt(envelope))
+                    }
+                    break probing
+                } catch Journal.ReplayError.notRetained(let first) {
+                    // `from` lies in seqs the journal does not hold (retention passed them, or a
+                    // recovery's gap): the first record after them stands for this probe.
+                    guard first > from, first < hi else { break probing }
+                    from = first
+                } catch {
+                    return badRequest("seek failed: \(error)", req: req)
+                }
             }
-            probes += 1
             guard let found, found.seq < hi else {
                 hi = mid
                 continue
@@ -386,6 +390,16 @@ package final class ControlService {
             // An envelope without a readable time (none is written so) counts as before the target.
             if let at = found.at, at >= target { hi = mid } else { lo = found.seq + 1 }
         }
+        // A seq in seqs the journal does not hold (a recovery's gap): the first record after them.
+        if lo < hi0 {
+            do {
+                _ = try reader.read(from: lo, prefixes: [], limit: 1) { _, _, _ in }
+            } catch Journal.ReplayError.notRetained(let first) {
+                lo = max(lo, first)
+            } catch {
+                return badRequest("seek failed: \(error)", req: req)
+            }
+        }
         bounds = reader.bounds
         var w = begin("seek", ok: true, req: req)
         w.append(",\"time_ms\":")
@@ -393,7 +407,8 @@ package final class ControlService {
         w.append(",\"seq\":")
         w.append(int: Int64(max(lo, bounds.first)))
         w.append(",\"before_retention\":")
-        w.append(bool: lo <= bounds.first && (firstAt.map { target < $0 } ?? false))
+        // Only when retention has deleted something: a time before the first envelope ever is not.
+        w.append(bool: bounds.first > 1 && lo <= bounds.first && (firstAt.map { target < $0 } ?? false))
         w.append(",\"probes\":")
         w.append(int: probes)
         w.append(",\"took_us\":")
@@ -406,10 +421,11 @@ package final class ControlService {
     private static let receivedAtKey = Array(#""received_at":""#.utf8)
 
     /// The envelope's `received_at` in ms since the epoch: the first `"received_at":"` key, which
-    /// the writer puts in the envelope's head (no string before it can hold an unescaped quote).
+    /// the writer puts in the envelope's head (no string before it can hold an unescaped quote), so
+    /// the search stops within the head whatever the ids' lengths.
     static func receivedAt(_ envelope: UnsafeRawBufferPointer) -> Int64? {
         let key = receivedAtKey
-        let end = min(envelope.count, 4096) - key.count - 24
+        let end = envelope.count - key.count - 24
         guard end >= 0 else { return nil }
         var i = 0
         while i <= end {

@@ -36,11 +36,17 @@ package struct ProcessFigures: Sendable {
         }
         if let dir = opendir("/proc/self/fd") {
             var n: Int64 = 0
-            while let entry = readdir(dir) {
+            var failed = false
+            while true {
+                errno = 0
+                guard let entry = readdir(dir) else {
+                    failed = errno != 0  // nil with errno set: a read error, not the end
+                    break
+                }
                 if entry.pointee.d_name.0 != UInt8(ascii: ".") { n += 1 }
             }
-            closedir(dir)
-            f.openDescriptors = n - 1  // the directory's own descriptor
+            if closedir(dir) != 0 { failed = true }
+            if !failed { f.openDescriptors = n - 1 }  // less the directory's own descriptor
         }
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 { f.maxDescriptors = Int64(clamping: limit.rlim_cur) }
@@ -60,7 +66,10 @@ package struct ProcessFigures: Sendable {
     private static func file(_ path: String) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        defer {
+            // A read-only /proc descriptor: a failed close loses nothing already read.
+            if close(fd) != 0 { _ = errno }
+        }
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {

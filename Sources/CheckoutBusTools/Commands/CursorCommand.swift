@@ -33,7 +33,7 @@ public struct CursorCommand {
           --shards N           PATH's cursor files are PATH.I-of-N (found by themselves when they
                                exist; needed to create them)
           --control E0,E1,…    the daemons' --control endpoints (default tcp://127.0.0.1:7703)
-          --dry-run            print what would change, write nothing
+          --dry-run            print what would change; write, create and lock nothing
           --format json        show: {"kind":…,"path":…,"positions":[{"shard":I,"shards":N,"name":…,"seq":S}]}
 
         set takes the position's lock first: it refuses while the worker or subscriber holding it
@@ -129,9 +129,8 @@ public struct CursorCommand {
     public func run() -> Int32 {
         do {
             let store = try detect()
-            let positions = try read(store)
-            if case .show = action { return show(store, positions) }
-            return try set(store, positions)
+            if case .show = action { return show(store, try read(store)) }
+            return try set(store)
         } catch let error as CursorFailure {
             FileHandleWriter.standardError("checkoutbus cursor: \(error.description)\n")
             return 1
@@ -175,12 +174,13 @@ public struct CursorCommand {
     }
 
     /// Every shard's position in the store.
-    package func read(_ store: Store) throws -> [Position] {
+    package func read(_ store: Store, held: [Int: FileCursor] = [:]) throws -> [Position] {
         switch store {
         case .cursorFiles(let n):
-            let files = n == 1 && FileManager.default.fileExists(atPath: path) ? [path] : (0..<n).map { "\(path).\($0)-of-\(n)" }
+            let files = cursorFiles(n)
             return try files.enumerated().map { i, file in
-                Position(shard: i, shards: files.count, name: file, seq: try FileCursor.committed(at: file))
+                // Under the lock, what the held cursor loaded; else the file as it is now.
+                Position(shard: i, shards: files.count, name: file, seq: try held[i]?.load() ?? FileCursor.committed(at: file))
             }
         case .fulfilment:
             let rows = try WorkerPositions.fulfilment(databasePath: path)
@@ -195,6 +195,12 @@ public struct CursorCommand {
             guard let seqs = try WorkerPositions.analytics(checkpointPath: path) else { throw CursorFailure("no analytics checkpoint at \(path)") }
             return seqs.enumerated().map { Position(shard: $0, shards: seqs.count, name: "shard \($0)", seq: $1) }
         }
+    }
+
+    /// The cursor files of `n` shards: PATH itself for one (as both clients name it), else
+    /// PATH.I-of-N.
+    private func cursorFiles(_ n: Int) -> [String] {
+        n == 1 ? [path] : (0..<n).map { "\(path).\($0)-of-\(n)" }
     }
 
     private func show(_ store: Store, _ positions: [Position]) -> Int32 {
@@ -214,18 +220,18 @@ public struct CursorCommand {
     }
 
     /// The store's lock, or each cursor file (a ``FileCursor`` holds its file's lock).
-    private func takeLocks(_ store: Store, _ positions: [Position]) throws -> ([PositionLock], [Int: FileCursor]) {
+    private func takeLocks(_ store: Store) throws -> ([PositionLock], [Int: FileCursor]) {
         var cursors: [Int: FileCursor] = [:]
         let lockPath: String
         let what: String
         switch store {
         case .fulfilment: (lockPath, what) = (path, "the fulfilment store")
         case .analytics: (lockPath, what) = (AnalyticsCheckpoint.lockPath(path), "the analytics checkpoint")
-        case .cursorFiles:
-            for p in positions {
-                let result = Result { () throws(SubscriberError) -> FileCursor in try FileCursor(path: p.name, durable: true) }
+        case .cursorFiles(let n):
+            for (i, file) in cursorFiles(n).enumerated() where shard == nil || shard == i {
+                let result = Result { () throws(SubscriberError) -> FileCursor in try FileCursor(path: file, durable: true) }
                 switch result {
-                case .success(let cursor): cursors[p.shard] = cursor
+                case .success(let cursor): cursors[i] = cursor
                 case .failure(let error) where error.code == .cursorInUse:
                     throw CursorFailure("\(error.description): stop it first, then set the cursor")
                 case .failure(let error): throw error
@@ -240,8 +246,12 @@ public struct CursorCommand {
         }
     }
 
-    private func set(_ store: Store, _ found: [Position]) throws -> Int32 {
-        var positions = found
+    private func set(_ store: Store) throws -> Int32 {
+        // The position's lock first, held for the whole change: never under a running subscriber,
+        // and the positions read under it. A dry run takes none and creates nothing.
+        let (locks, cursors) = dryRun ? ([], [:]) : try takeLocks(store)
+        defer { withExtendedLifetime(locks) {} }
+        var positions = try read(store, held: cursors)
         // A store without rows yet (a worker that never ran): one position per shard, at 0.
         if positions.isEmpty {
             let n = shards ?? controls.count
@@ -253,15 +263,14 @@ public struct CursorCommand {
             positions = positions.filter { $0.shard == shard }
             if positions.isEmpty { throw CursorFailure("\(path) has no position for shard \(shard)") }
         }
-        // Hold the position's lock for the whole change: never under a running subscriber.
-        let (locks, cursors) = try takeLocks(store, positions)
-        defer { withExtendedLifetime(locks) {} }
         var targets: [Int64] = []
         for p in positions {
             switch action {
             case .show: return 2
             case .toSeq(let seq): targets.append(seq - 1)
-            case .shiftBy(let n): targets.append(max(0, p.seq + n))
+            case .shiftBy(let n):
+                let (moved, overflow) = p.seq.addingReportingOverflow(n)
+                targets.append(overflow ? (n > 0 ? Int64.max - 1 : 0) : min(Int64.max - 1, max(0, moved)))
             case .toTime(let ms):
                 let shardCount = p.shards
                 guard controls.count == shardCount else {

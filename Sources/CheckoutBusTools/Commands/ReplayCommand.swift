@@ -77,16 +77,17 @@ public struct ReplayCommand {
         }
     }
 
-    /// Whether the line `doc` holds (prepared, its time `time`) is at or after `since`; once one
-    /// is, every later line is (`reached`).
+    /// Whether the line `doc` holds (prepared, its time `time`) is at or after `since`: by seq,
+    /// each envelope on its own; by time, once one line is, every later line is (`reached`).
     private func atOrAfterSince(_ doc: JSONDocument, time: Int64?, reached: inout Bool) -> Bool {
         if reached { return true }
         switch since {
         case nil: reached = true
         case .seq(let from)?:
-            // Only recorded envelopes carry a seq; a raw line is sent.
+            // Each recorded envelope by its own seq (a recording of several shards interleaves
+            // their seqs); a raw line has none and is sent.
             guard let t = doc.member(doc.root, "seq"), let seq = doc.int64(t) else { return true }
-            reached = seq >= from
+            return seq >= from
         case .time(let from)?:
             reached = (time ?? .min) >= from
         }

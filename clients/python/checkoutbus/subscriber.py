@@ -332,7 +332,6 @@ class Subscriber:
         for shard in self._shards:
             self._perform(shard, shard.sequencer.tick(now))
             wait = min(wait, shard.sequencer.poll_timeout_ms)
-            self._check_silence(shard)
         if wait_ms is not None:
             wait = min(wait, wait_ms)
         self._poller.poll(wait)
@@ -357,6 +356,7 @@ class Subscriber:
             self._on_silence(shard.position, True)
 
     def _heard(self, shard: _Shard) -> None:
+        """A message arrived from the daemon (a heartbeat or an envelope): ends a silence, saying so."""
         now = time.monotonic()
         if shard.silent:
             shard.silent = False
@@ -383,11 +383,14 @@ class Subscriber:
             page = wire.page(frames[1:]) if reply.op == "replay" and reply.ok else []
             self._perform(shard, sequencer.receive_reply(reply, page, _now()))
             sequencer.page_delivered(_now())
+        received, drained = 0, False
         for _ in range(1024):
             try:
                 frames = shard.sub.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
+                drained = True
                 break
+            received += 1
             if len(frames) < 2:
                 continue
             if frames[0] == _HEARTBEAT:
@@ -395,12 +398,17 @@ class Subscriber:
                 if heartbeat is None:
                     self._log("warning", "heartbeat without seq or kind_seqs; ignored")
                     continue
-                self._heard(shard)
                 self._perform(shard, sequencer.receive_heartbeat(heartbeat))
             elif sequencer.released:
                 envelope = wire.envelope(frames[0], frames[1], Envelope.LIVE)
                 if envelope is not None:
                     self._perform(shard, sequencer.receive_live(envelope))
+        # Anything from the daemon ends a silence; silence is judged only once the socket is empty
+        # (messages still queued behind a slow consumer are the daemon's, not its silence).
+        if received:
+            self._heard(shard)
+        if drained:
+            self._check_silence(shard)
 
     def _perform(self, shard: _Shard, actions: list) -> None:
         for action in actions:
@@ -457,6 +465,12 @@ class AsyncSubscriber:
         self._subscribed: Optional[asyncio.Event] = None
         self._error: Optional[BaseException] = None
         self._finished = False
+
+    @property
+    def silent_shards(self) -> List[int]:
+        """The shards from which nothing has arrived for silence_ms (see Subscriber); on_silence,
+        if given, is called on the subscriber's background thread, not the event loop."""
+        return self._subscriber.silent_shards
 
     @property
     def statistics(self) -> Statistics:
