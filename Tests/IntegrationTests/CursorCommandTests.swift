@@ -70,6 +70,12 @@ struct CursorCommandTests {
         #expect(try Self.cursor(["set", sharded, "--shard", "1", "--shift-by", "-5"]).status == 0)
         #expect(try FileCursor.committed(at: "\(sharded).0-of-2") == 10 && FileCursor.committed(at: "\(sharded).1-of-2") == 15)
         #expect(try Self.cursor(["show", dir.appendingPathComponent("nothing").path]).status == 1)
+        // Positioning a subscriber that never ran: a dry run creates nothing; --shards 1 is PATH itself.
+        let fresh = dir.appendingPathComponent("fresh.cursor").path
+        #expect(try Self.cursor(["set", fresh, "--shards", "2", "--to-seq", "7", "--dry-run"]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: fresh + ".0-of-2") && !FileManager.default.fileExists(atPath: fresh))
+        #expect(try Self.cursor(["set", fresh, "--shards", "1", "--to-seq", "7"]).status == 0)
+        #expect(try FileCursor.committed(at: fresh) == 6)
         #expect(try Self.cursor(["set", path]).status == 2)
     }
 
