@@ -12,22 +12,8 @@ import Glibc
 /// endpoint, keeps waiting, and says so again when heartbeats are back.
 @Suite("silence is reported", .serialized, .timeLimit(.minutes(3)))
 struct SilenceTests {
-    /// A TCP port on 127.0.0.1 that nothing listens on (bound, then closed).
-    static func unusedEndpoint() throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        try #require(bound)
-        return "tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
-    }
+    /// A TCP endpoint on 127.0.0.1 that nothing listens on.
+    static func unusedEndpoint() throws -> String { "tcp://127.0.0.1:\(try freeLoopbackPort())" }
 
     /// Reads `reader` until a line contains every one of `needles`; the lines read go to `seen`.
     static func waitForLine(_ reader: PipeLineReader, _ needles: [String], timeout: Double, seen: inout [String]) -> Bool {

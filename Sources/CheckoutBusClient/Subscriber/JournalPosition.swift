@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import ZeroMQ
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
@@ -75,6 +74,8 @@ public enum JournalPosition: Sendable, Equatable {
     }
 
     /// Milliseconds since the epoch of `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; nil otherwise.
+    public static func milliseconds(rfc3339 t: String) -> Int64? { rfc3339(t) }
+
     static func rfc3339(_ t: String) -> Int64? {
         let b = Array(t.utf8)
         guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
@@ -133,14 +134,8 @@ public enum JournalPosition: Sendable, Equatable {
             guard case .seq(let seq) = self else { preconditionFailure() }
             return Resolved(seq: seq, beforeRetention: false, firstSeq: 0, lastSeq: 0)
         }
-        let context = try ZMQContext()
-        let dealer = try ZMQSocket(context: context, type: .dealer)
-        try dealer.setLinger(milliseconds: 0)
-        try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
-        try curve?.apply(to: dealer)
-        try dealer.connect(control)
-        _ = try dealer.send("{\"op\":\"seek\",\"time_ms\":\(ms)}")
-        guard let reply = try dealer.receiveMultipart()?.first else {
+        guard let reply = try ControlRequest.send("{\"op\":\"seek\",\"time_ms\":\(ms)}", to: control,
+                                                  timeoutSeconds: timeoutSeconds, curve: curve) else {
             throw SubscriberError(.noAnswer, "no answer to seek from \(control) within \(timeoutSeconds) s")
         }
         let doc = JSONDocument()

@@ -248,31 +248,7 @@ public struct ReplayCommand {
     package static func milliseconds(_ doc: JSONDocument, _ t: Int) -> Int64? {
         if doc.kind(t) == .number { return doc.int64(t) }
         guard let s = doc.string(t) else { return nil }
-        let b = Array(s.utf8)
-        func num(_ from: Int, _ n: Int) -> Int64? { Timestamp.decimalField(b, from: from, count: n) }
-        guard b.count >= 19, let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2),
-            let mi = num(14, 2), let se = num(17, 2)
-        else { return nil }
-        var i = 19
-        var ms: Int64 = 0
-        if i < b.count && b[i] == UInt8(ascii: ".") {
-            i += 1
-            var digits = 0
-            while i < b.count, b[i] &- UInt8(ascii: "0") < 10 {
-                if digits < 3 { ms = ms * 10 + Int64(b[i] - UInt8(ascii: "0")) }
-                digits += 1
-                i += 1
-            }
-            while digits < 3 {
-                ms *= 10
-                digits += 1
-            }
-        }
-        var offset: Int64 = 0
-        if i < b.count && (b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-")), let oh = num(i + 1, 2), let om = num(i + 4, 2) {
-            offset = (oh * 60 + om) * 60_000 * (b[i] == UInt8(ascii: "+") ? 1 : -1)
-        }
-        let days = Timestamp.daysSinceEpoch(year: y, month: mo, day: d)
-        return ((days * 24 + h) * 60 + mi) * 60_000 + se * 1000 + ms - offset
+        // Without a zone, UTC (as the recordings of older tools wrote it).
+        return JournalPosition.milliseconds(rfc3339: s) ?? JournalPosition.milliseconds(rfc3339: s + "Z")
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import ZeroMQ
 import CheckoutBusClient
 import CheckoutBusJSON
 import CheckoutBusRuntime
@@ -182,13 +181,6 @@ public struct SubscribersCommand {
     /// Sends `body` to the daemon at `control` once.
     /// - Returns: the reply's JSON bytes, or nil when none came within `timeoutSeconds`.
     package static func request(_ body: String, _ control: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws -> [UInt8]? {
-        let context = try ZMQContext()
-        let dealer = try ZMQSocket(context: context, type: .dealer)
-        try dealer.setLinger(milliseconds: 0)
-        try dealer.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
-        try curve?.apply(to: dealer)
-        try dealer.connect(control)
-        _ = try dealer.send(body)
-        return try dealer.receiveMultipart()?.first
+        try ControlRequest.send(body, to: control, timeoutSeconds: timeoutSeconds, curve: curve)
     }
 }
