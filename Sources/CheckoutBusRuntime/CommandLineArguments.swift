@@ -78,9 +78,43 @@ public struct CommandLineArguments: Sendable {
                     i += 1
                 }
             } else {
-                throw UsageError(.unknownFlag, "unknown flag --\(name)")
+                let hint = CommandLineArguments.closest(name, among: allowed.union(valued)).map { "; did you mean --\($0)?" } ?? ""
+                throw UsageError(.unknownFlag, "unknown flag --\(name)\(hint)")
             }
         }
+    }
+
+    /// The candidate `word` was most likely meant as (a typo: at most two edits, or one that
+    /// starts the same way), or nil when none is close.
+    public static func closest(_ word: String, among candidates: some Sequence<String>) -> String? {
+        let w = Array(word.lowercased().utf8)
+        var best: (String, Int)?
+        for candidate in candidates {
+            let c = Array(candidate.lowercased().utf8)
+            var distance = editDistance(w, c)
+            if w.count >= 3 && c.starts(with: w) { distance = min(distance, 1) }
+            let limit = w.count <= 4 ? 1 : 2
+            if distance <= limit, best.map({ distance < $0.1 || (distance == $0.1 && candidate < $0.0) }) ?? true {
+                best = (candidate, distance)
+            }
+        }
+        return best?.0
+    }
+
+    /// Levenshtein distance, with a swap of two neighbours counted as one edit.
+    static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { d[i][0] = i }
+        for j in 0...b.count { d[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1) }
+            }
+        }
+        return d[a.count][b.count]
     }
 
     /// The last value given for `name`.

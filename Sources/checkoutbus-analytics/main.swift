@@ -15,7 +15,7 @@ let options: AnalyticsOptions
 do {
     options = try AnalyticsOptions.parse(arguments)
 } catch {
-    FileHandleWriter.standardError("checkoutbus-analytics: \(error)\n\nRun checkoutbus-analytics --help for the flags.\n")
+    FileHandleWriter.standardError("checkoutbus-analytics: \(error) (checkoutbus-analytics --help lists the flags)\n")
     exit(2)
 }
 let logger = BusLogger(label: "checkoutbus-analytics", level: options.worker.logLevel)

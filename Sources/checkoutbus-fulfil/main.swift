@@ -15,7 +15,7 @@ let options: FulfilmentWorker.Options
 do {
     options = try FulfilmentWorker.parse(arguments)
 } catch {
-    FileHandleWriter.standardError("checkoutbus-fulfil: \(error)\n\nRun checkoutbus-fulfil --help for the flags.\n")
+    FileHandleWriter.standardError("checkoutbus-fulfil: \(error) (checkoutbus-fulfil --help lists the flags)\n")
     exit(2)
 }
 let logger = BusLogger(label: "checkoutbus-fulfil", level: options.worker.logLevel)

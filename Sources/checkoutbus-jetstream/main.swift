@@ -30,7 +30,7 @@ let options: BridgeOptions
 do {
     options = try BridgeOptions.parse(arguments)
 } catch {
-    FileHandleWriter.standardError("checkoutbus-jetstream: \(error)\n\nRun checkoutbus-jetstream --help for the flags.\n")
+    FileHandleWriter.standardError("checkoutbus-jetstream: \(error) (checkoutbus-jetstream --help lists the flags)\n")
     exit(2)
 }
 let logger = BusLogger(label: "checkoutbus-jetstream", level: options.logLevel)

@@ -29,6 +29,10 @@ let usage = """
     Run `checkoutbus <command> --help` for a command's flags.
     """
 
+/// The commands, for "did you mean".
+let commands = ["send", "tail", "route", "replay", "flood", "forwarder", "keygen", "trace", "stats", "cursor", "subscribers",
+                "top", "decode", "bench"]
+
 let allArguments = Array(CommandLine.arguments.dropFirst())
 guard let command = allArguments.first else {
     print(usage)
@@ -48,7 +52,8 @@ func runCommand(_ help: String, _ body: () throws -> Int32) -> Int32 {
     do {
         return try body()
     } catch {
-        FileHandleWriter.standardError("checkoutbus \(command): \(error)\n\n\(help)\n")
+        // One line: what is wrong, and where the flags are (the help itself would scroll it away).
+        FileHandleWriter.standardError("checkoutbus \(command): \(error) (checkoutbus \(command) --help lists the flags)\n")
         return 2
     }
 }
@@ -87,7 +92,8 @@ case "--version":
     print("checkoutbus \(CheckoutBusVersion.current) (\(CheckoutBusVersion.revision))")
     status = 0
 default:
-    FileHandleWriter.standardError("checkoutbus: unknown command \(command)\n\n\(usage)\n")
+    let hint = CommandLineArguments.closest(command, among: commands).map { "; did you mean `checkoutbus \($0)`?" } ?? ""
+    FileHandleWriter.standardError("checkoutbus: unknown command \(command)\(hint) (checkoutbus --help lists the commands)\n")
     status = 2
 }
 exit(status)

@@ -18,7 +18,7 @@ let configuration: DaemonConfiguration
 do {
     configuration = try DaemonConfiguration.parse(arguments)
 } catch {
-    FileHandleWriter.standardError("checkoutbusd: \(error)\n\nRun checkoutbusd --help for the flags.\n")
+    FileHandleWriter.standardError("checkoutbusd: \(error) (checkoutbusd --help lists the flags)\n")
     exit(2)
 }
 let logger = BusLogger(label: "checkoutbusd", level: configuration.logLevel)

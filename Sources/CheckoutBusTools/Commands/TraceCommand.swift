@@ -33,7 +33,7 @@ public struct TraceCommand {
           --timeout SECONDS    give up when the daemon does not answer a page (default 10)
           --data-dir DIR       the daemon's data directory, when on its host: also count the identical updates
                                suppressed between envelopes (from DIR/suppressed.log; updates with an event id)
-        \\(CurveClientKeys.help)
+        \(CurveClientKeys.help)
 
         Every published envelope of the checkout is shown (seq, received_at, kind, summary, stable code,
         repeat, after_complete) and the dead letters that named it. A producer's retry of an event id is

@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+
+/// What a user sees first: every `--help` is whole (no unexpanded `\(…)`), and a mistyped command or
+/// flag gets one line that says what is wrong, what was probably meant, and where the help is.
+@Suite("help texts and one-line errors", .timeLimit(.minutes(2)))
+struct HelpAndErrorsTests {
+    static let commands = ["send", "tail", "route", "replay", "flood", "forwarder", "keygen", "trace", "stats", "cursor",
+                           "subscribers", "top", "decode", "bench"]
+
+    @Test("every command's and executable's --help prints whole text, nothing left unexpanded")
+    func helpTexts() throws {
+        var runs: [(String, [String])] = Self.commands.map { ("checkoutbus", [$0, "--help"]) }
+        runs += [("checkoutbus", ["--help"]), ("checkoutbusd", ["--help"]), ("checkoutbus-fulfil", ["--help"]),
+                 ("checkoutbus-analytics", ["--help"]), ("checkoutbus-jetstream", ["--help"]), ("checkoutbus-jetstream", ["verify", "--help"])]
+        for (tool, arguments) in runs {
+            let r = try runTool(tool, arguments)
+            let what = "\(tool) \(arguments.joined(separator: " "))"
+            #expect(r.status == 0, "\(what): exit \(r.status)")
+            #expect(r.output.count > 200, "\(what): \(r.output)")
+            #expect(!r.output.contains("\\("), "\(what) prints an unexpanded interpolation")
+            #expect(r.output.contains(tool), "\(what): the help names its tool")
+        }
+    }
+
+    @Test("a mistyped command or flag: one line, what was meant, where the help is; exit 2")
+    func typos() throws {
+        let cases: [(String, [String], String)] = [
+            ("checkoutbus", ["tali"], "did you mean `checkoutbus tail`?"),
+            ("checkoutbus", ["subscriber"], "did you mean `checkoutbus subscribers`?"),
+            ("checkoutbus", ["tail", "--sinse", "5"], "did you mean --since?"),
+            ("checkoutbus", ["flood", "--chekouts", "5"], "did you mean --checkouts?"),
+            ("checkoutbusd", ["--data-dri", "/tmp/x"], "did you mean --data-dir?"),
+            ("checkoutbus-fulfil", ["--fromm", "tcp://127.0.0.1:1"], "did you mean --from?"),
+            ("checkoutbus-analytics", ["--interval", "0"], "--help lists the flags"),
+        ]
+        for (tool, arguments, says) in cases {
+            let r = try runTool(tool, arguments)
+            let what = "\(tool) \(arguments.joined(separator: " "))"
+            #expect(r.status == 2, "\(what): exit \(r.status)")
+            #expect(r.output.split(separator: "\n").count == 1, "\(what) printed more than one line: \(r.output)")
+            #expect(r.output.contains(says), "\(what): \(r.output)")
+            #expect(r.output.contains("--help"), "\(what): \(r.output)")
+        }
+        // Nothing close: no guess.
+        let far = try runTool("checkoutbus", ["xyzzy"])
+        #expect(far.status == 2 && !far.output.contains("did you mean") && far.output.split(separator: "\n").count == 1, "\(far.output)")
+    }
+}
