@@ -241,24 +241,26 @@ public final class BusDaemon {
         }
         // The control thread binds the ZAP handlers (before any CURVE socket accepts) and the
         // monitors' readers (before the sockets bind), then the control socket.
-        let controlServer = try ControlServer(ControlServer.Settings(
+        let controlServer = try BusDaemon.naming("control", configuration.control) { () throws -> ControlServer in try ControlServer(ControlServer.Settings(
             endpoint: configuration.control, liveContext: context, controlContext: controlContext,
             allowlists: allowlists, curveSecretKey: curveKeys?.secretKey, shard: configuration.processor.shard,
             monitors: monitors,
             maxConnections: ServiceCounters.Socket.allCases.map { $0 == .publish ? min(configuration.maxSubscribers, maxConnections) : maxConnections },
             replyBudget: configuration.controlMemoryBytes, catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,
-            logger: logger))
+            logger: logger)) }
         defer { controlServer.stop() }
         // Runs first: the monitors stop before the control thread closes their readers.
         defer { for socket in [ingest, acked, publish] { try? socket.stopMonitor() } }
-        try ingest.bind(configuration.ingest)
-        try acked.bind(configuration.ingestAcked)
-        try publish.bind(configuration.publish)
+        try BusDaemon.bind(ingest, configuration.ingest, flag: "ingest")
+        try BusDaemon.bind(acked, configuration.ingestAcked, flag: "ingest-acked")
+        try BusDaemon.bind(publish, configuration.publish, flag: "publish")
         var metricsServer: MetricsHTTPServer?
         if let address = configuration.metrics {
-            metricsServer = try MetricsHTTPServer(MetricsHTTPServer.Settings(
-                address: address, exchange: exchange, reports: reports, counters: serviceCounters,
-                startedAt: BusClock.monotonicNanoseconds(), logger: logger))
+            metricsServer = try BusDaemon.naming("metrics", address) {
+                try MetricsHTTPServer(MetricsHTTPServer.Settings(
+                    address: address, exchange: exchange, reports: reports, counters: serviceCounters,
+                    startedAt: BusClock.monotonicNanoseconds(), logger: logger))
+            }
         }
         defer { metricsServer?.stop() }
         let bound = BoundEndpoints(
@@ -769,5 +771,27 @@ public final class BusDaemon {
         try sendHeartbeat(publish)
         subscriptionHeartbeatOwed = false
         lastSubscriptionAnswerAt = now
+    }
+}
+
+extension BusDaemon {
+    /// Binds `socket` to `endpoint`, naming the flag it came from when it cannot be bound.
+    static func bind(_ socket: ZMQSocket, _ endpoint: String, flag: String) throws {
+        try naming(flag, endpoint) { try socket.bind(endpoint) }
+    }
+
+    /// Runs `body`; an error it throws is told with the flag and value it concerns (`--ingest
+    /// tcp://127.0.0.1:7700: address in use …`), and what to do when the address is taken.
+    static func naming<T>(_ flag: String, _ value: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as ZMQError where error.code == EADDRINUSE {
+            throw DaemonError(.badSetting, "--\(flag) \(value): address already in use (another checkoutbusd, or another "
+                + "program, listens there): give a free port, or tcp://127.0.0.1:* for any")
+        } catch let error as ZMQError {
+            throw DaemonError(.badSetting, "--\(flag) \(value): cannot bind: \(String(cString: strerror(error.code)))")
+        } catch let error as DaemonError where !error.description.hasPrefix("--") {
+            throw DaemonError(error.code, "--\(flag) \(value): \(error.description)")
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -75,6 +76,21 @@ final class DataDirectoryLock {
             try AtomicFile.write(Array((mine.description + "\n").utf8), to: path, durable: true)
         } catch {
             throw JournalError(.notWritable, error.description)
+        }
+    }
+}
+
+/// The data directory as a whole. `Sendable` (no state).
+public enum DataDirectory {
+    /// Removes `path` and everything in it: for a directory a failed start made itself, before it
+    /// took anything in (docs/configuration.md, `--data-dir`).
+    /// - Returns: nil when it is gone, else why not.
+    public static func removeFresh(_ path: String) -> String? {
+        do {
+            try FileManager.default.removeItem(atPath: path)
+            return nil
+        } catch {
+            return "\(error)"
         }
     }
 }

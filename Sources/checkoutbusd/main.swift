@@ -28,22 +28,36 @@ let stop = StopSignal()
 signal(SIGXFSZ, SIG_IGN)
 // A peer that has gone is an error on the write that meets it, never a signal that kills the daemon.
 signal(SIGPIPE, SIG_IGN)
+// A start that fails before the daemon is ready (a port in use, a bad key) leaves no data
+// directory behind that it made itself: nothing was taken into it.
+var directoryInfo = stat()
+let directoryWasThere = stat(configuration.dataDirectory, &directoryInfo) == 0 || errno != ENOENT
+var ready = false
+@MainActor
+func failStart(_ error: any Error) -> Never {
+    logger.error("fatal", ["error": "\(error)"])
+    if !ready && !directoryWasThere {
+        if let failure = DataDirectory.removeFresh(configuration.dataDirectory) {
+            logger.warning("could not remove the data directory this start made", ["path": configuration.dataDirectory, "error": failure])
+        }
+    }
+    exit(1)
+}
 let daemon: BusDaemon
 do {
     daemon = try BusDaemon(configuration: configuration, logger: logger)
 } catch {
-    logger.error("fatal", ["error": "\(error)"])
-    exit(1)
+    failStart(error)
 }
 daemon.allocator = Jemalloc.allocator() ?? .system
 stop.trapTerminationSignals()
 let reloadSources = ReloadSignal.trap(configuration: configuration, logger: logger, allowlists: daemon.allowlists)
 do {
     try daemon.run(stop: stop) { bound in
+        ready = true
         FileHandleWriter.standardOutput(bound.readyLine + "\n")
     }
 } catch {
-    logger.error("fatal", ["error": "\(error)"])
-    exit(1)
+    failStart(error)
 }
 exit(0)

@@ -46,4 +46,34 @@ struct HelpAndErrorsTests {
         let far = try runTool("checkoutbus", ["xyzzy"])
         #expect(far.status == 2 && !far.output.contains("did you mean") && far.output.split(separator: "\n").count == 1, "\(far.output)")
     }
+
+    @Test("a port in use names its flag, and a start that fails leaves no data directory it made (one that was there stays)")
+    func portInUse() throws {
+        let running = try DaemonProcess()
+        defer { _ = running.terminate() }
+        let fresh = TestScratch.url("port-in-use-\(UUID().uuidString)")
+        let r = try runTool("checkoutbusd", ["--data-dir", fresh.path, "--ingest", running.ingest, "--publish", "tcp://127.0.0.1:*",
+                                             "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "off"])
+        #expect(r.status == 1)
+        #expect(r.output.contains("--ingest \(running.ingest): address already in use"), "\(r.output)")
+        #expect(!FileManager.default.fileExists(atPath: fresh.path), "the failed start left \(fresh.path) behind")
+        // A directory that was there before the start is the operator's: it stays.
+        let existing = TestScratch.url("port-in-use-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: existing, withIntermediateDirectories: true)
+        let again = try runTool("checkoutbusd", ["--data-dir", existing.path, "--control", running.control, "--ingest", "tcp://127.0.0.1:*",
+                                                 "--publish", "tcp://127.0.0.1:*", "--ingest-acked", "tcp://127.0.0.1:*", "--metrics", "off"])
+        #expect(again.status == 1 && again.output.contains("--control \(running.control): address already in use"), "\(again.output)")
+        #expect(FileManager.default.fileExists(atPath: existing.path))
+    }
+
+    @Test("decode --strict exits 3 when a line is dead-lettered, 0 when every line decodes")
+    func decodeStrict() throws {
+        let file = TestScratch.url("strict-\(UUID().uuidString).jsonl")
+        try (#"{"checkout_id":"s-1","payload":{"event":"canceled"}}"# + "\n").write(to: file, atomically: true, encoding: .utf8)
+        #expect(try runTool("checkoutbus", ["decode", "--strict", file.path]).status == 0)
+        try (#"{"checkout_id":"s-1","payload":{"event":"canceled"}}"# + "\nnot json\n").write(to: file, atomically: true, encoding: .utf8)
+        let r = try runTool("checkoutbus", ["decode", "--strict", file.path])
+        #expect(r.status == 3 && r.output.contains("decode: 1 of 2 lines dead-lettered"), "\(r.output)")
+        #expect(try runTool("checkoutbus", ["decode", file.path]).status == 0)
+    }
 }

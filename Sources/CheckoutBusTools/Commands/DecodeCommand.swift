@@ -15,7 +15,7 @@ public struct DecodeCommand {
     public static let help = """
         checkoutbus decode — what raw events would become: the daemon's decoder and rules, offline.
 
-        USAGE: checkoutbus decode [FILE|-] [--format pretty|json] [--buyer-data redacted|full]
+        USAGE: checkoutbus decode [FILE|-] [--format pretty|json] [--buyer-data redacted|full] [--strict]
 
           FILE                 raw events, one JSON per line, as a producer sends them (default -:
                                standard input); blank lines and lines starting with # are skipped
@@ -25,6 +25,8 @@ public struct DecodeCommand {
           --format json        one object per event: {"line":N,"outcome":…,"topic":…,"envelope":{…},
                                "redacted":[paths]}; the envelope exactly as the daemon would publish it
           --buyer-data MODE    redacted (default) or full, as the daemon's flag
+          --strict             exit 3 when any line is dead-lettered (a gate for CI: every sample decodes),
+                               with `decode: N of M lines dead-lettered` on stderr
           --error-map FILE     raw code → stable code lines (and terminal-ness), as the daemon's
                                flag: check a map before the daemon loads it (a bad line: exit 2,
                                naming it)
@@ -32,7 +34,8 @@ public struct DecodeCommand {
         The events go through one processor in order, as through one daemon: an update identical
         to the checkout's last snapshot is `suppressed`, a repeated event_id a `duplicate`, a
         second complete carries "repeat":true. Exits 0 when every line was read (dead letters
-        included), 1 when the input cannot be read.
+        included, unless --strict), 1 when the input cannot be read, 2 on a bad flag or error map,
+        3 with --strict when a line was dead-lettered.
         """
 
     public enum Format: String, Sendable {
@@ -43,11 +46,14 @@ public struct DecodeCommand {
     public var errorMapPath: String?
     public var file = "-"
     public var format = Format.pretty
+    /// `--strict`: dead letters make the exit status 3.
+    public var strict = false
     /// The daemon's own options (``DaemonConfiguration/processor``), `--buyer-data` applied.
     public var options = DaemonConfiguration().processor
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["format", "buyer-data", "error-map"], switches: [])
+        let args = try CommandLineArguments(arguments, valued: ["format", "buyer-data", "error-map"], switches: ["strict"])
+        strict = args.has("strict")
         errorMapPath = args.value("error-map")
         switch args.value("format") {
         case nil, "pretty": format = .pretty
@@ -83,6 +89,7 @@ public struct DecodeCommand {
         let processor = EventProcessor(options: options)
         let doc = JSONDocument()
         let lines = [UInt8](input).split(separator: 0x0A, omittingEmptySubsequences: false)
+        var (read, deadLettered) = (0, 0)
         for (n, raw) in lines.enumerated() {
             var line = Array(raw)
             if line.last == 0x0D { line.removeLast() }
@@ -90,7 +97,16 @@ public struct DecodeCommand {
             let result = line.withUnsafeBytes {
                 processor.process($0, receivedAt: Timestamp(milliseconds: BusClock.wallMilliseconds()), now: BusClock.monotonicSeconds())
             }
+            read += 1
+            switch result.outcome {
+            case .deadLettered, .duplicateDeadLetter: deadLettered += 1
+            default: break
+            }
             FileHandleWriter.standardOutput(describe(result, line: n + 1, doc: doc) + "\n")
+        }
+        if strict && deadLettered > 0 {
+            FileHandleWriter.standardError("decode: \(deadLettered) of \(read) lines dead-lettered\n")
+            return 3
         }
         return 0
     }
