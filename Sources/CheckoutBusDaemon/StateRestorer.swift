@@ -50,7 +50,22 @@ struct StateRestorer {
             }
         }
         var next = from
+        // A long rebuild says how far it is, once a second, so a start that takes a while is seen
+        // to be working (ingest opens only after it).
+        var nextProgressAt = started + 1_000_000_000
+        if last >= from {
+            logger.info("rebuilding state from the journal", ["from_seq": String(from), "to_seq": String(last)])
+        }
         while next <= last {
+            let clock = BusClock.monotonicNanoseconds()
+            if clock >= nextProgressAt {
+                nextProgressAt = clock + 1_000_000_000
+                let done = next - from, total = last - from + 1
+                logger.info("rebuilding state from the journal", [
+                    "seq": String(next), "to_seq": String(last), "done": "\(done * 100 / max(1, total))%",
+                    "checkouts": String(processor.state.count), "ms": String((clock - started) / 1_000_000),
+                ])
+            }
             let page: (next: UInt64, count: Int)
             do {
                 page = try journal.read(from: next, prefixes: StateRestorer.restoredTopics, limit: 10_000,

@@ -76,4 +76,16 @@ struct HelpAndErrorsTests {
         #expect(r.status == 3 && r.output.contains("decode: 1 of 2 lines dead-lettered"), "\(r.output)")
         #expect(try runTool("checkoutbus", ["decode", file.path]).status == 0)
     }
+
+    @Test("a restart says it is rebuilding state from the journal before it is ready, with the seqs it reads")
+    func rebuildIsLogged() throws {
+        let first = try DaemonProcess()
+        #expect(try send((1...5).map { ErrorMapTests.fail("rb-\($0)", "network_error") }, to: first.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(first.terminate() == 0)
+        let again = try DaemonProcess(dataDirectory: first.dataDirectory)
+        defer { _ = again.terminate() }
+        let log = again.stderrText
+        #expect(log.contains("rebuilding state from the journal") && log.contains("from_seq=1") && log.contains("to_seq=5"), "\(log)")
+        #expect(log.contains("state rebuilt from the journal"), "\(log)")
+    }
 }

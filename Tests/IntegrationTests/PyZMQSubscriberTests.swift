@@ -93,4 +93,35 @@ struct PyZMQSubscriberTests {
         #expect(waitUntil(timeout: 10) { completes() == 2 }, "totals.json counts \(completes() ?? -1)")
         worker.kill9()
     }
+
+    @Test("Ctrl-C stops examples/analytics_worker.py quietly: one line, exit 130, no traceback",
+          .enabled(if: pythonWithZMQ != nil, "python3 with pyzmq is not installed"))
+    func interruptIsQuiet() throws {
+        let python = try #require(Self.pythonWithZMQ)
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        let state = TestScratch.url("py-int-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        // The runner's children inherit a signal mask that blocks SIGTERM and SIGINT: a terminal's
+        // Ctrl-C reaches a process that has them unblocked, as this one now has.
+        let script = Products.repositoryRoot.appendingPathComponent("examples/analytics_worker.py").path
+        p.arguments = ["PYTHONPATH=" + Products.repositoryRoot.appendingPathComponent("clients/python").path, python, "-c",
+                       "import runpy, signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                           + "signal.signal(signal.SIGINT, signal.default_int_handler); sys.argv = sys.argv[1:]; "
+                           + "runpy.run_path(sys.argv[0], run_name='__main__')",
+                       script, daemon.publish, daemon.control, state.path]
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.start()
+        let reader = PipeLineReader(err.fileHandleForReading)
+        #expect(reader.readLine(timeout: 20) == "subscribed")
+        kill(p.processIdentifier, SIGINT)
+        let status = waitForExit(p, timeout: 20)
+        let rest = reader.readAll(timeout: 2)
+        #expect(status == 130, "exit \(status): \(rest)")
+        #expect(rest == ["analytics-py: interrupted"], "\(rest)")
+    }
 }
