@@ -137,7 +137,8 @@ public struct DaemonConfiguration: Sendable {
             var value = trimmed[trimmed.index(after: eq)...].trimmingCharacters(in: .whitespaces)
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
             guard let setting = keys[key] else {
-                throw .init("\(path):\(n + 1): unknown key \(key) (keys are the daemon's flags without dashes)")
+                let hint = CommandLineArguments.closest(key, among: keys.keys).map { "; did you mean \($0)?" } ?? ""
+                throw .init("\(path):\(n + 1): unknown key \(key)\(hint) (keys are the daemon's flags without dashes)")
             }
             if setting.isSwitch {
                 switch value {
@@ -222,6 +223,50 @@ public struct DaemonConfiguration: Sendable {
     /// names, so `localhost` is 127.0.0.1.
     static func bindable(_ hostAndPort: String) -> String {
         hostAndPort.hasPrefix("localhost:") ? "127.0.0.1:" + hostAndPort.dropFirst("localhost:".count) : hostAndPort
+    }
+
+    /// `checkoutbusd --check-config FILE [flags]`: reads the configuration file (and any flags after
+    /// it) as a start would, and what it names — the error map, the CURVE key and allowlists —
+    /// without binding a port or touching the data directory (docs/configuration.md, "Check a
+    /// configuration").
+    /// - Returns: a one-line summary of what a start with it would do.
+    /// - Throws: the first thing wrong, its file and line where it has one.
+    public static func check(configFile path: String, flags: [String]) throws -> String {
+        let c: DaemonConfiguration
+        do {
+            c = try parse(["--config", path] + flags)
+        } catch {
+            // A value's error names its flag: point at the file's line that set it.
+            let at = lineOf(error.description, in: path).map { "\(path):\($0): " } ?? ""
+            throw CommandLineArguments.UsageError(error.code, at + error.description)
+        }
+        var parts = ["ingest \(c.ingest)", "ingest-acked \(c.ingestAcked)", "publish \(c.publish)", "control \(c.control)",
+                     "metrics \(c.metrics ?? "off")", "data-dir \(c.dataDirectory)"]
+        if let map = c.errorMapPath {
+            let loaded = try loadErrorMap(map)
+            parts.append("error map \(loaded.count) entr\(loaded.count == 1 ? "y" : "ies")")
+        }
+        if let key = c.curveSecretKeyPath, let producers = c.curveProducersDirectory, let subscribers = c.curveSubscribersDirectory {
+            _ = try ZMQCurveKeyPair.readSecretKey(path: key)
+            let lists = try CurveAllowlists(producersDirectory: producers, subscribersDirectory: subscribers)
+            parts.append("CURVE on (\(lists.counts.producers) producer keys, \(lists.counts.subscribers) subscriber keys)")
+        } else {
+            parts.append("CURVE off")
+        }
+        return "\(path): ok: " + parts.joined(separator: ", ")
+    }
+
+    /// The line of the configuration file at `path` that sets the flag a message starts with
+    /// (`--fsync-ms must be …`), if the file sets it.
+    static func lineOf(_ message: String, in path: String) -> Int? {
+        guard message.hasPrefix("--"), let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        let flag = message.dropFirst(2).prefix { $0 != " " && $0 != "," && $0 != ":" }
+        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            guard let eq = line.firstIndex(of: "=") else { continue }
+            if line[..<eq].trimmingCharacters(in: .whitespaces) == flag { return n + 1 }
+        }
+        return nil
     }
 
     /// `checkoutbusd --help`: every setting of ``DaemonSetting/all`` with its default.

@@ -306,6 +306,7 @@ struct DaemonSetting: Sendable {
             for setting in all where setting.section == section { out += setting.helpEntry }
             if section == .other {
                 out += entry("--help", "this text") + entry("--version", "the version")
+                    + entry("--check-config FILE", "read FILE (and any flags given) as a start would, and the error map and CURVE keys it names; print what it sets and exit 0, or the line that is wrong and exit 1; binds and writes nothing")
             }
         }
         out += """

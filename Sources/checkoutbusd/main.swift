@@ -14,6 +14,21 @@ if arguments.contains("--version") {
     print("checkoutbusd \(CheckoutBusVersion.current) (\(CheckoutBusVersion.revision))")
     exit(0)
 }
+// --check-config FILE [flags]: what a start would read, checked; nothing bound, nothing written.
+if let i = arguments.firstIndex(of: "--check-config") {
+    guard i + 1 < arguments.count else {
+        FileHandleWriter.standardError("checkoutbusd: --check-config needs a FILE (checkoutbusd --help lists the flags)\n")
+        exit(2)
+    }
+    do {
+        let summary = try DaemonConfiguration.check(configFile: arguments[i + 1], flags: Array(arguments[..<i] + arguments[(i + 2)...]))
+        print(summary)
+        exit(0)
+    } catch {
+        FileHandleWriter.standardError("checkoutbusd --check-config: \(error)\n")
+        exit(1)
+    }
+}
 let configuration: DaemonConfiguration
 do {
     configuration = try DaemonConfiguration.parse(arguments)

@@ -88,4 +88,34 @@ struct HelpAndErrorsTests {
         #expect(log.contains("rebuilding state from the journal") && log.contains("from_seq=1") && log.contains("to_seq=5"), "\(log)")
         #expect(log.contains("state rebuilt from the journal"), "\(log)")
     }
+
+    @Test("checkoutbusd --check-config: ok with what it sets, or the file's line that is wrong; binds and creates nothing")
+    func checkConfig() throws {
+        let shipped = try runTool("checkoutbusd", ["--check-config", Products.repositoryRoot.appendingPathComponent("deploy/checkoutbusd.conf").path])
+        #expect(shipped.status == 0 && shipped.output.contains(": ok: ingest tcp://127.0.0.1:7700") && shipped.output.contains("CURVE off"),
+                "\(shipped.output)")
+        let dir = TestScratch.url("check-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let file = dir.appendingPathComponent("d.conf"), map = dir.appendingPathComponent("map")
+        let data = dir.appendingPathComponent("data")
+        try "stripe-x = payment_failed\n".write(to: map, atomically: true, encoding: .utf8)
+        try "data-dir = \(data.path)\nerror-map = \(map.path)\n".write(to: file, atomically: true, encoding: .utf8)
+        let good = try runTool("checkoutbusd", ["--check-config", file.path])
+        #expect(good.status == 0 && good.output.contains("error map 1 entry"), "\(good.output)")
+        #expect(!FileManager.default.fileExists(atPath: data.path), "--check-config created the data directory")
+        try "data-dir = \(data.path)\nfsync-ms = lots\n".write(to: file, atomically: true, encoding: .utf8)
+        let value = try runTool("checkoutbusd", ["--check-config", file.path])
+        #expect(value.status == 1 && value.output.contains("d.conf:2: --fsync-ms must be an integer"), "\(value.output)")
+        try "ingset = tcp://127.0.0.1:7700\n".write(to: file, atomically: true, encoding: .utf8)
+        let key = try runTool("checkoutbusd", ["--check-config", file.path])
+        #expect(key.status == 1 && key.output.contains("d.conf:1: unknown key ingset; did you mean ingest?"), "\(key.output)")
+        try "error-map = \(map.path)\n".write(to: file, atomically: true, encoding: .utf8)
+        try "stripe-x = not_a_code\n".write(to: map, atomically: true, encoding: .utf8)
+        let badMap = try runTool("checkoutbusd", ["--check-config", file.path])
+        #expect(badMap.status == 1 && badMap.output.contains("map:1:"), "\(badMap.output)")
+        // A flag after the file overrides it, as at a start.
+        try "ingest = tcp://127.0.0.1:7700\n".write(to: file, atomically: true, encoding: .utf8)
+        let overridden = try runTool("checkoutbusd", ["--check-config", file.path, "--ingest", "tcp://127.0.0.1:9900"])
+        #expect(overridden.status == 0 && overridden.output.contains("ingest tcp://127.0.0.1:9900"), "\(overridden.output)")
+    }
 }
