@@ -125,6 +125,8 @@ public final class BusDaemon {
     private var receivedAtLastHeartbeat: UInt64 = 0
     /// The publish socket's high-water mark (``sharedPublishHighWaterMark(budget:subscribers:configured:)``).
     private var publishHighWaterMark: Int32 = 0
+    /// The endpoints as bound, once they are.
+    private var boundEndpoints: BoundEndpoints?
     private var trimmedSinceInput = true
     /// The process's allocator (set by the executable before ``run(stop:ready:)``; glibc's by default).
     public var allocator = MemoryAllocator.system
@@ -267,6 +269,7 @@ public final class BusDaemon {
             ingest: try ingest.lastEndpoint, ingestAcked: try acked.lastEndpoint, publish: try publish.lastEndpoint,
             control: controlServer.endpoint, metrics: metricsServer?.boundAddress, dataDirectory: configuration.dataDirectory,
             lastSeq: journal.lastSeq, curvePublicKey: curveKeys?.publicKey, shard: configuration.processor.shard)
+        boundEndpoints = bound
         ready(bound)
         logger.info("started", [
             "ingest": bound.ingest, "ingest_acked": bound.ingestAcked, "publish": bound.publish, "control": bound.control,
@@ -700,7 +703,8 @@ public final class BusDaemon {
             journalWritable: journal.isWritable && !batches.isFailing, trackedCheckouts: processor.state.count,
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
             pipelineLatency: batches.latency, stages: pipelineStages, recoveredFence: journal.recovery.fence,
-            suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0, publishHighWaterMark: publishHighWaterMark)
+            suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0, publishHighWaterMark: publishHighWaterMark,
+            endpoints: boundEndpoints)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.

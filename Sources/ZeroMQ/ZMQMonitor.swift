@@ -11,6 +11,14 @@ public struct ZMQMonitorEvent: Sendable, Equatable {
     public static let handshakeFailedNoDetail = UInt16(ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
     public static let handshakeFailedProtocol = UInt16(ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
     public static let handshakeFailedAuth = UInt16(ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    public static let handshakeSucceeded = UInt16(ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+    public static let connectRetried = UInt16(ZMQ_EVENT_CONNECT_RETRIED)
+
+    /// The events a client watches its connection by: the handshake done or refused, a connect
+    /// retried (nothing listening), a disconnect.
+    public static let clientEvents = Int32(
+        ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED
+            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
     /// The events a server counts connections by: accepted, disconnected, handshakes failed.
     public static let connectionEvents = Int32(

@@ -20,6 +20,7 @@ let usage = """
       stats   what a running daemon has done: counters, journal, subscribers' drops
       top     a live view of running daemons: rates, failures, dead letters, subscribers' lag
       subscribers  who follows the bus: live and gone subscribers, their lag; `forget NAME`
+      ping    is every endpoint of a daemon (or of each shard) answering, and how fast
       cursor  show a subscriber's position (cursor file, fulfilment store, analytics checkpoint), or set it
       decode  what raw events would become (topic, code, summary, redaction), offline
       keygen  write a CURVE key pair (NAME.key, NAME.pub)
@@ -30,7 +31,7 @@ let usage = """
     """
 
 /// The commands, for "did you mean".
-let commands = ["send", "tail", "route", "replay", "flood", "forwarder", "keygen", "trace", "stats", "cursor", "subscribers",
+let commands = ["send", "tail", "route", "replay", "flood", "forwarder", "keygen", "trace", "stats", "ping", "cursor", "subscribers",
                 "top", "decode", "bench"]
 
 let allArguments = Array(CommandLine.arguments.dropFirst())
@@ -75,6 +76,8 @@ case "trace":
     status = runCommand(TraceCommand.help) { try TraceCommand(arguments: arguments).run() }
 case "stats":
     status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
+case "ping":
+    status = runCommand(PingCommand.help) { try PingCommand(arguments: arguments).run() }
 case "cursor":
     status = runCommand(CursorCommand.help) { try CursorCommand(arguments: arguments).run() }
 case "subscribers":

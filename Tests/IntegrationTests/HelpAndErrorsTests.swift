@@ -118,4 +118,23 @@ struct HelpAndErrorsTests {
         let overridden = try runTool("checkoutbusd", ["--check-config", file.path, "--ingest", "tcp://127.0.0.1:9900"])
         #expect(overridden.status == 0 && overridden.output.contains("ingest tcp://127.0.0.1:9900"), "\(overridden.output)")
     }
+
+    @Test("checkoutbus ping: every endpoint of each shard answers with its time; a port nobody listens on fails, exit 1")
+    func ping() throws {
+        let shards = try (0..<2).map { try DaemonProcess(["--shard", "\($0)/2"]) }
+        defer { for d in shards { _ = d.terminate() } }
+        let r = try runTool("checkoutbus", ["ping", "--control", shards.map(\.control).joined(separator: ","), "--json"])
+        #expect(r.status == 0, "\(r.output)")
+        let probes = r.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(probes.count == 10, "\(r.output)")
+        for d in shards {
+            let mine = probes.filter { [d.control, d.ingest, d.ingestAcked, d.publish, d.ready["metrics"] as? String].contains($0["endpoint"] as? String) }
+            #expect(Set(mine.compactMap { $0["role"] as? String }) == ["control", "ingest", "ingest-acked", "publish", "metrics"], "\(mine)")
+            #expect(mine.allSatisfy { $0["ok"] as? Bool == true && $0["ms"] != nil }, "\(mine)")
+        }
+        #expect(probes.contains { ($0["detail"] as? String)?.contains("shard 1/2") == true })
+        let nobody = "tcp://127.0.0.1:\(try freeLoopbackPort())"
+        let fail = try runTool("checkoutbus", ["ping", "--control", nobody, "--timeout", "1"])
+        #expect(fail.status == 1 && fail.output.contains("FAIL") && fail.output.contains("no answer within 1 s"), "\(fail.output)")
+    }
 }

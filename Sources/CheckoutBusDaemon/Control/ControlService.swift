@@ -484,6 +484,27 @@ package final class ControlService {
         w.append(int: Int64((now - min(now, snap.takenAt)) / 1_000_000))
         w.append(",\"publish_hwm\":")
         w.append(int: Int64(snap.publishHighWaterMark))
+        // Who answers: the build, whether it speaks CURVE, and its endpoints as bound (`checkoutbus ping`).
+        w.append(",\"daemon\":{\"version\":")
+        w.appendString(CheckoutBusVersion.current)
+        w.append(",\"revision\":")
+        w.appendString(CheckoutBusVersion.revision)
+        if let e = snap.endpoints {
+            w.append(",\"curve\":")
+            w.append(bool: e.curvePublicKey != nil)
+            w.append(",\"endpoints\":{\"ingest\":")
+            w.appendString(e.ingest)
+            w.append(",\"ingest_acked\":")
+            w.appendString(e.ingestAcked)
+            w.append(",\"publish\":")
+            w.appendString(e.publish)
+            w.append(",\"control\":")
+            w.appendString(e.control)
+            w.append(",\"metrics\":")
+            if let m = e.metrics { w.appendString(m) } else { w.append("null") }
+            w.append("}")
+        }
+        w.append("}")
         w.append(",\"kind_seqs\":")
         EnvelopeWriter.writeKindSeqs(snap.kindSeqs, to: &w)
         w.append(",\"counters\":{\"received\":")

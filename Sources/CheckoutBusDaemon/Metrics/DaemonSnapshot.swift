@@ -42,5 +42,7 @@ package struct DaemonSnapshot: Sendable {
     /// The publish high-water mark per subscriber in force: `--publish-hwm`, or the subscribers'
     /// share of `--subscriber-memory` when that is lower.
     package var publishHighWaterMark: Int32 = 0
+    /// The endpoints as bound (nil before they are), for `stats` → `daemon` and `checkoutbus ping`.
+    package var endpoints: BusDaemon.BoundEndpoints? = nil
 }
 

@@ -1,0 +1,201 @@
+import Foundation
+import ZeroMQ
+import CheckoutBusClient
+import CheckoutBusRuntime
+
+/// `checkoutbus ping`: is every endpoint of a daemon (or of each shard) there, and how fast — the
+/// control socket's `stats` round trip, the ZMTP handshake on each ingest socket, a heartbeat on
+/// the publish socket, `/healthz` on the metrics port (docs/commands.md, "ping").
+///
+/// Not `Sendable`; runs on the calling thread.
+public struct PingCommand {
+    public static let help = """
+        checkoutbus ping — is every endpoint of a daemon, or of each shard, answering, and how fast.
+
+        USAGE: checkoutbus ping [--control E0,E1,…] [--timeout SECONDS] [--json]
+
+          --control E0,E1,…    the daemons' --control endpoints (default tcp://127.0.0.1:7703); each
+                               daemon says where its other endpoints are bound
+          --timeout SECONDS    how long each endpoint may take (default 3)
+          --json               one JSON object per endpoint and line
+        \(CurveClientKeys.help)
+
+        Per daemon: control (the stats round trip, the shard, the build, CURVE or not), ingest and
+        ingest-acked (the ZMTP handshake: a daemon listening there, with these CURVE keys when it
+        asks for them), publish (the time to a heartbeat), metrics (/healthz). An endpoint bound to
+        every interface (0.0.0.0, *) is reached on the control endpoint's host. Exits 0 when every
+        endpoint answered, 1 otherwise.
+        """
+
+    public var controls = ["tcp://127.0.0.1:7703"]
+    public var timeoutSeconds = 3
+    public var json = false
+    public var curve: CurveClientKeys?
+
+    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout"]).union(CurveClientKeys.flags), switches: ["json"])
+        curve = try CurveClientKeys.parse(args)
+        if let v = args.value("control") {
+            controls = v.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            if controls.isEmpty { throw .init("--control needs at least one endpoint") }
+        }
+        timeoutSeconds = try args.int("timeout", default: 3, in: 1...600)
+        json = args.has("json")
+        if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
+    }
+
+    /// One endpoint's answer.
+    package struct Probe {
+        var role: String
+        var endpoint: String
+        var ok: Bool
+        var milliseconds: Double?
+        var detail: String
+    }
+
+    public func run() -> Int32 {
+        var all: [Probe] = []
+        for control in controls {
+            let probes = ping(control)
+            all += probes
+            for p in probes { FileHandleWriter.standardOutput(render(p) + "\n") }
+        }
+        return all.allSatisfy(\.ok) ? 0 : 1
+    }
+
+    private func render(_ p: Probe) -> String {
+        if json {
+            var o: [String: Any] = ["role": p.role, "endpoint": p.endpoint, "ok": p.ok, "detail": p.detail]
+            if let ms = p.milliseconds { o["ms"] = (ms * 1000).rounded() / 1000 }
+            let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data()
+            return String(decoding: data, as: UTF8.self)
+        }
+        let time = p.milliseconds.map { String(format: "%.1f ms", $0) } ?? "-"
+        return p.role.padding(toLength: 13, withPad: " ", startingAt: 0) + " " + p.endpoint.padding(toLength: 28, withPad: " ", startingAt: 0)
+            + " " + (p.ok ? "ok  " : "FAIL") + " " + time.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + p.detail
+    }
+
+    /// Every endpoint of the daemon at `control`.
+    package func ping(_ control: String) -> [Probe] {
+        let started = BusClock.monotonicNanoseconds()
+        let reply = try? ControlRequest.send(#"{"op":"stats"}"#, to: control, timeoutSeconds: timeoutSeconds, curve: curve)
+        let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
+        guard let reply, let s = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any] else {
+            let why = curve == nil ? " (a daemon with CURVE answers only clients with its keys: --curve-key, --curve-server)"
+                : CurveClientKeys.refusalHint
+            return [Probe(role: "control", endpoint: control, ok: false, milliseconds: nil,
+                          detail: "no answer within \(timeoutSeconds) s: no daemon there, or not reachable\(why)")]
+        }
+        let daemon = s["daemon"] as? [String: Any] ?? [:]
+        let curveOn = daemon["curve"] as? Bool
+        var detail = "shard \(s["shard"] as? Int ?? 0)/\(s["shards"] as? Int ?? 1), last seq \(s["last_seq"] as? Int ?? 0)"
+        if let v = daemon["version"] as? String { detail += ", checkoutbusd \(v) (\(daemon["revision"] as? String ?? "?"))" }
+        if let curveOn { detail += curveOn ? ", CURVE on" : ", CURVE off" }
+        var probes = [Probe(role: "control", endpoint: control, ok: true, milliseconds: ms, detail: detail)]
+        guard let endpoints = daemon["endpoints"] as? [String: Any] else {
+            probes[0].detail += " (an older daemon: it does not say where its other endpoints are)"
+            return probes
+        }
+        let host = PingCommand.host(of: control)
+        func reachable(_ endpoint: String) -> String { PingCommand.reachable(endpoint, controlHost: host) }
+        if let e = endpoints["ingest"] as? String { probes.append(handshake("ingest", reachable(e), type: .push)) }
+        if let e = endpoints["ingest_acked"] as? String { probes.append(handshake("ingest-acked", reachable(e), type: .dealer)) }
+        if let e = endpoints["publish"] as? String { probes.append(heartbeat(reachable(e))) }
+        if let m = endpoints["metrics"] as? String {
+            let address = PingCommand.reachable("tcp://" + m, controlHost: host).dropFirst("tcp://".count)
+            probes.append(health(String(address)))
+        }
+        return probes
+    }
+
+    /// The host part of a tcp endpoint (nil for ipc).
+    static func host(of endpoint: String) -> String? {
+        guard endpoint.hasPrefix("tcp://") else { return nil }
+        let rest = endpoint.dropFirst(6)
+        guard let colon = rest.lastIndex(of: ":") else { return nil }
+        return String(rest[..<colon])
+    }
+
+    /// `endpoint` with an every-interface host (`0.0.0.0`, `*`, `[::]`) replaced by the control's.
+    static func reachable(_ endpoint: String, controlHost: String?) -> String {
+        guard let host = host(of: endpoint), ["0.0.0.0", "*", "[::]", "::"].contains(host), let controlHost else { return endpoint }
+        return "tcp://" + controlHost + endpoint.dropFirst(6 + host.count)
+    }
+
+    /// The ZMTP handshake on a socket of `type` connected to `endpoint`, watched by a monitor.
+    private func handshake(_ role: String, _ endpoint: String, type: ZMQSocketType) -> Probe {
+        do {
+            let context = try ZMQContext()
+            let socket = try ZMQSocket(context: context, type: type)
+            try socket.setLinger(milliseconds: 0)
+            try curve?.apply(to: socket)
+            let monitorEndpoint = "inproc://ping-\(role)"
+            try socket.monitor(monitorEndpoint, events: ZMQMonitorEvent.clientEvents)
+            let reader = try ZMQSocket(context: context, type: .pair)
+            try reader.setOption(.receiveHighWaterMark, Int32(0))
+            try reader.setOption(.receiveTimeout, Int32(100))
+            try reader.connect(monitorEndpoint)
+            defer { try? socket.stopMonitor() }
+            let started = BusClock.monotonicNanoseconds()
+            try socket.connect(endpoint)
+            let deadline = started + UInt64(timeoutSeconds) * 1_000_000_000
+            var retried = false
+            while BusClock.monotonicNanoseconds() < deadline {
+                guard let frames = try reader.receiveMultipart(), let first = frames.first, let e = ZMQMonitorEvent(frame: first) else { continue }
+                let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
+                switch e.event {
+                case ZMQMonitorEvent.handshakeSucceeded:
+                    return Probe(role: role, endpoint: endpoint, ok: true, milliseconds: ms, detail: "handshake done")
+                case ZMQMonitorEvent.handshakeFailedAuth:
+                    return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: ms, detail: "the daemon refused these CURVE keys")
+                case ZMQMonitorEvent.handshakeFailedProtocol, ZMQMonitorEvent.handshakeFailedNoDetail:
+                    return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: ms,
+                                 detail: "handshake failed: not a ZeroMQ peer, or CURVE on one side only")
+                case ZMQMonitorEvent.connectRetried: retried = true
+                default: break
+                }
+            }
+            return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: nil,
+                         detail: retried ? "connection refused: nothing listens there" : "no handshake within \(timeoutSeconds) s")
+        } catch {
+            return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: nil, detail: "\(error)")
+        }
+    }
+
+    /// The time to a heartbeat on the publish endpoint.
+    private func heartbeat(_ endpoint: String) -> Probe {
+        do {
+            let context = try ZMQContext()
+            let sub = try ZMQSocket(context: context, type: .sub)
+            try sub.setLinger(milliseconds: 0)
+            try curve?.apply(to: sub)
+            try sub.setOption(.receiveTimeout, Int32(timeoutSeconds * 1000))
+            let started = BusClock.monotonicNanoseconds()
+            try sub.connect(endpoint)
+            try sub.subscribe("bus.heartbeat")
+            guard let frames = try sub.receiveMultipart(), frames.count >= 2 else {
+                return Probe(role: "publish", endpoint: endpoint, ok: false, milliseconds: nil,
+                             detail: "no heartbeat within \(timeoutSeconds) s (the daemon sends one a second)")
+            }
+            let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
+            let seq = (try? JSONSerialization.jsonObject(with: Data(frames[1])) as? [String: Any])?["seq"] as? Int
+            return Probe(role: "publish", endpoint: endpoint, ok: true, milliseconds: ms,
+                         detail: "heartbeat" + (seq.map { " at seq \($0)" } ?? ""))
+        } catch {
+            return Probe(role: "publish", endpoint: endpoint, ok: false, milliseconds: nil, detail: "\(error)")
+        }
+    }
+
+    /// `/healthz` on the metrics address.
+    private func health(_ address: String) -> Probe {
+        let started = BusClock.monotonicNanoseconds()
+        do {
+            let r = try ClientStorm.httpGet(address, "/healthz", timeoutSeconds: timeoutSeconds)
+            let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
+            return Probe(role: "metrics", endpoint: address, ok: r.status == 200, milliseconds: ms,
+                         detail: "/healthz \(r.status)" + (r.status == 200 ? "" : ": \(r.body.prefix(120))"))
+        } catch {
+            return Probe(role: "metrics", endpoint: address, ok: false, milliseconds: nil, detail: "\(error)")
+        }
+    }
+}
