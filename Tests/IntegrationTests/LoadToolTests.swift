@@ -141,4 +141,40 @@ struct ReplayTests {
         #expect(elapsed >= 0.35, "0.8 s recorded at ×2 must take at least 0.4 s, took \(elapsed)")
         #expect(try tail.envelopes().map { $0.string("kind") } == ["start", "dismiss"])
     }
+
+    @Test("two floods at once against one daemon, with other traffic: each counts only its own run's envelopes and passes")
+    func floodsSideBySide() throws {
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        let floods = try [1, 2].map { seed in try startFlood(daemon, checkouts: 2000, seed: seed, rate: 5000) }
+        // Someone else's events on the same bus meanwhile.
+        #expect(try send((1...20).map { ErrorMapTests.fail("other-\($0)", "network_error") }, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        var reports: [[String: Any]] = []
+        for (process, out) in floods {
+            let lines = out.readAll(timeout: 120)
+            #expect(waitForExit(process, timeout: 30) == 0, "\(lines)")
+            if let line = lines.last, let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] { reports.append(o) }
+        }
+        try #require(reports.count == 2)
+        for r in reports {
+            #expect(r["ok"] as? Bool == true, "\(r)")
+            #expect(r["published"] as? Int == r["expected_published"] as? Int, "\(r)")
+            #expect((r["run_id"] as? String)?.hasPrefix("flood") == true)
+        }
+        #expect(reports[0]["run_id"] as? String != reports[1]["run_id"] as? String)
+        // Each saw the other's envelopes and the outside ones, and left them out.
+        #expect(reports.allSatisfy { ($0["other_traffic"] as? Int ?? 0) > 0 }, "\(reports.map { $0["other_traffic"] ?? "-" })")
+    }
+
+    @Test("flood --to a port nobody listens on says so as send does, before sending, and exits 1")
+    func floodToNobody() throws {
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        let nobody = "tcp://127.0.0.1:\(try freeLoopbackPort())"
+        let r = try runTool("checkoutbus", ["flood", "--to", nobody, "--from", daemon.publish, "--checkouts", "10"], timeout: 40)
+        #expect(r.status == 1, "\(r.output)")
+        #expect(r.output.contains("checkoutbus flood: no daemon took events at \(nobody) within 10s") && r.output.contains("sent=0"), "\(r.output)")
+        let sent = try send([ErrorMapTests.fail("nobody-1", "network_error")], to: nobody)
+        #expect(sent.status == 1 && sent.stderr.contains("no daemon took events at \(nobody) within 10s"), "\(sent.stderr)")
+    }
 }

@@ -110,9 +110,23 @@ public struct FloodCommand {
         json = args.has("json")
     }
 
+    /// How long an ingest endpoint may take to answer before the flood says nobody is there.
+    static let answerSeconds = 10
+
     public func run() -> Int32 {
         let stop = StopSignal()
         stop.trapTerminationSignals()
+        // Nobody taking events at an ingest endpoint is said as `send` says it, before anything
+        // is generated, not measured as a bus that publishes nothing.
+        for endpoint in configuration.ingest {
+            let probe = PingCommand.handshake(endpoint, type: configuration.acked ? .dealer : .push, curve: configuration.curve,
+                                              timeoutSeconds: FloodCommand.answerSeconds)
+            if !probe.ok {
+                FileHandleWriter.standardError("checkoutbus flood: no daemon took events at \(endpoint) within \(FloodCommand.answerSeconds)s"
+                    + " (\(probe.detail))" + (configuration.curve == nil ? "" : CurveClientKeys.refusalHint) + "; sent=0\n")
+                return 1
+            }
+        }
         do {
             let flood = try FloodRun(configuration)
             let before = try metrics.map { try FloodCommand.daemonHistogram($0) }

@@ -131,6 +131,7 @@ package struct FloodReport: Sendable {
         }
         s += "suppressed  \(suppressed) (expected \(expectedSuppressed))\n"
         s += "deadletters \(deadLetters) (expected 0)\n"
+        if first.foreign > 0 { s += "other       \(first.foreign) envelopes of other traffic on the bus, not this run's (run \(config.generator.runID)): left out\n" }
         if missed > 0 { s += "missed      \(missed) (gaps in seq: published, never received)\n" }
         if outages > 0 { s += "outages     \(outages): silences over \(String(format2: Double(FloodRun.outageNanos) / 1e9)) s without a heartbeat; \(lostInOutages) envelopes published but never received across them\n" }
         if outcome.subscribers.count > 1 {
@@ -180,7 +181,11 @@ package struct FloodReport: Sendable {
     package var json: String {
         let config = outcome.configuration
         var w = JSONWriter(capacity: 1024)
-        w.append("{\"sent\":")
+        w.append("{\"run_id\":")
+        w.appendString(config.generator.runID)
+        w.append(",\"seed\":")
+        w.append(int: Int64(bitPattern: config.generator.seed))
+        w.append(",\"sent\":")
         w.append(int: outcome.sent)
         w.append(",\"seconds\":")
         w.appendRaw(String(format2: outcome.seconds))
@@ -217,6 +222,8 @@ package struct FloodReport: Sendable {
         w.append(int: expectedSuppressed)
         w.append(",\"deadletters\":")
         w.append(int: deadLetters)
+        w.append(",\"other_traffic\":")
+        w.append(int: first.foreign)
         w.append(",\"throughput\":")
         w.append(int: Int(throughput))
         w.append(",\"latency_us\":")

@@ -122,44 +122,10 @@ public struct PingCommand {
         return "tcp://" + controlHost + endpoint.dropFirst(6 + host.count)
     }
 
-    /// The ZMTP handshake on a socket of `type` connected to `endpoint`, watched by a monitor.
+    /// The ZMTP handshake on a socket of `type` connected to `endpoint`.
     private func handshake(_ role: String, _ endpoint: String, type: ZMQSocketType) -> Probe {
-        do {
-            let context = try ZMQContext()
-            let socket = try ZMQSocket(context: context, type: type)
-            try socket.setLinger(milliseconds: 0)
-            try curve?.apply(to: socket)
-            let monitorEndpoint = "inproc://ping-\(role)"
-            try socket.monitor(monitorEndpoint, events: ZMQMonitorEvent.clientEvents)
-            let reader = try ZMQSocket(context: context, type: .pair)
-            try reader.setOption(.receiveHighWaterMark, Int32(0))
-            try reader.setOption(.receiveTimeout, Int32(100))
-            try reader.connect(monitorEndpoint)
-            defer { try? socket.stopMonitor() }
-            let started = BusClock.monotonicNanoseconds()
-            try socket.connect(endpoint)
-            let deadline = started + UInt64(timeoutSeconds) * 1_000_000_000
-            var retried = false
-            while BusClock.monotonicNanoseconds() < deadline {
-                guard let frames = try reader.receiveMultipart(), let first = frames.first, let e = ZMQMonitorEvent(frame: first) else { continue }
-                let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
-                switch e.event {
-                case ZMQMonitorEvent.handshakeSucceeded:
-                    return Probe(role: role, endpoint: endpoint, ok: true, milliseconds: ms, detail: "handshake done")
-                case ZMQMonitorEvent.handshakeFailedAuth:
-                    return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: ms, detail: "the daemon refused these CURVE keys")
-                case ZMQMonitorEvent.handshakeFailedProtocol, ZMQMonitorEvent.handshakeFailedNoDetail:
-                    return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: ms,
-                                 detail: "handshake failed: not a ZeroMQ peer, or CURVE on one side only")
-                case ZMQMonitorEvent.connectRetried: retried = true
-                default: break
-                }
-            }
-            return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: nil,
-                         detail: retried ? "connection refused: nothing listens there" : "no handshake within \(timeoutSeconds) s")
-        } catch {
-            return Probe(role: role, endpoint: endpoint, ok: false, milliseconds: nil, detail: "\(error)")
-        }
+        let r = PingCommand.handshake(endpoint, type: type, curve: curve, timeoutSeconds: timeoutSeconds)
+        return Probe(role: role, endpoint: endpoint, ok: r.ok, milliseconds: r.milliseconds, detail: r.detail)
     }
 
     /// The time to a heartbeat on the publish endpoint.
@@ -196,6 +162,48 @@ public struct PingCommand {
                          detail: "/healthz \(r.status)" + (r.status == 200 ? "" : ": \(r.body.prefix(120))"))
         } catch {
             return Probe(role: "metrics", endpoint: address, ok: false, milliseconds: nil, detail: "\(error)")
+        }
+    }
+
+    /// The ZMTP handshake on a socket of `type` connected to `endpoint`, watched by a monitor: a
+    /// ZeroMQ peer listening there, which takes these CURVE keys when it asks for them. `flood`
+    /// asks it of each ingest endpoint before it sends.
+    package static func handshake(_ endpoint: String, type: ZMQSocketType, curve: CurveClientKeys?, timeoutSeconds: Int)
+        -> (ok: Bool, milliseconds: Double?, detail: String)
+    {
+        do {
+            let context = try ZMQContext()
+            let socket = try ZMQSocket(context: context, type: type)
+            try socket.setLinger(milliseconds: 0)
+            try curve?.apply(to: socket)
+            let monitorEndpoint = "inproc://handshake-probe"
+            try socket.monitor(monitorEndpoint, events: ZMQMonitorEvent.clientEvents)
+            let reader = try ZMQSocket(context: context, type: .pair)
+            try reader.setOption(.receiveHighWaterMark, Int32(0))
+            try reader.setOption(.receiveTimeout, Int32(100))
+            try reader.connect(monitorEndpoint)
+            defer { try? socket.stopMonitor() }
+            let started = BusClock.monotonicNanoseconds()
+            try socket.connect(endpoint)
+            let deadline = started + UInt64(timeoutSeconds) * 1_000_000_000
+            var retried = false
+            while BusClock.monotonicNanoseconds() < deadline {
+                guard let frames = try reader.receiveMultipart(), let first = frames.first, let e = ZMQMonitorEvent(frame: first) else { continue }
+                let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
+                switch e.event {
+                case ZMQMonitorEvent.handshakeSucceeded:
+                    return (true, ms, "handshake done")
+                case ZMQMonitorEvent.handshakeFailedAuth:
+                    return (false, ms, "the daemon refused these CURVE keys")
+                case ZMQMonitorEvent.handshakeFailedProtocol, ZMQMonitorEvent.handshakeFailedNoDetail:
+                    return (false, ms, "handshake failed: not a ZeroMQ peer, or CURVE on one side only")
+                case ZMQMonitorEvent.connectRetried: retried = true
+                default: break
+                }
+            }
+            return (false, nil, retried ? "connection refused: nothing listens there" : "no handshake within \(timeoutSeconds) s")
+        } catch {
+            return (false, nil, "\(error)")
         }
     }
 }

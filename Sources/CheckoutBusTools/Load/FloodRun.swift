@@ -125,6 +125,9 @@ package final class FloodRun: Sendable {
     package struct SubscriberResult: Sendable {
         package var receivedByKind = [Int](repeating: 0, count: LifecycleKind.allCases.count)
         package var receivedOther = 0
+        /// Envelopes of other traffic on the bus (another run, a producer of its own): seen, for
+        /// the gaps, and otherwise left out of every figure.
+        package var foreign = 0
         package var deadLetters = 0
         /// Envelopes never received: gaps in `seq` (dropped at the daemon's `--publish-hwm` for this
         /// subscriber, which did not keep up, or lost in a daemon crash).
@@ -531,9 +534,31 @@ package final class FloodRun: Sendable {
 
     // MARK: Subscribers
 
+    /// Whether an envelope (or a dead letter, whose raw text it quotes) belongs to this run: its
+    /// ids are `<run>-<n>` (checkouts) and `<run>:<n>:…` (events), each after a quote.
+    static func belongs(_ bytes: UnsafeRawBufferPointer, marks: [[UInt8]]) -> Bool {
+        guard let first = marks.first?.first else { return true }
+        var i = 0
+        let end = bytes.count
+        while i < end {
+            if bytes[i] == first {
+                for mark in marks where i + mark.count <= end {
+                    var j = 1
+                    while j < mark.count && bytes[i + j] == mark[j] { j += 1 }
+                    if j == mark.count { return true }
+                }
+            }
+            i += 1
+        }
+        return false
+    }
+
     private func subscribe(index: Int) -> SubscriberResult {
         let config = configuration
         var r = SubscriberResult()
+        // This run's ids, as they stand in its envelopes and in the raw text its dead letters quote.
+        let runID = config.generator.runID
+        let runMarks = [Array("\"\(runID)-".utf8), Array("\"\(runID):".utf8)]
         let counter = receivedCounters[index]
         do {
             let context = try ZMQContext()
@@ -617,6 +642,7 @@ package final class FloodRun: Sendable {
                             afterOutage[si] = true
                         }
                         if isHeartbeat { continue }
+                        let own = message.withUnsafeBytes { FloodRun.belongs($0, marks: runMarks) }
                         if let seq = message.withUnsafeBytes({ FloodRun.envelopeSeq($0) }) {
                             defer { afterOutage[si] = false }
                             if lastSeq[si] > 0 && seq > lastSeq[si] + 1 {
@@ -629,6 +655,10 @@ package final class FloodRun: Sendable {
                                 }
                             }
                             lastSeq[si] = max(lastSeq[si], seq)
+                        }
+                        guard own else {
+                            r.foreign += 1
+                            continue
                         }
                         let sec = Int((now - start) / 1_000_000_000)
                         if r.seconds.count <= sec { r.seconds.append(contentsOf: repeatElement(Second(), count: sec + 1 - r.seconds.count)) }
