@@ -177,4 +177,55 @@ struct ReplayTests {
         let sent = try send([ErrorMapTests.fail("nobody-1", "network_error")], to: nobody)
         #expect(sent.status == 1 && sent.stderr.contains("no daemon took events at \(nobody) within 10s"), "\(sent.stderr)")
     }
+
+    /// Every envelope of `daemon`'s journal, as `tail --since 1 --format json` records them.
+    static func recording(_ daemon: DaemonProcess) throws -> [[String: Any]] {
+        let stats = try ControlClient(daemon.control).request(#"{"op":"stats"}"#).status
+        let last = try #require(stats["last_seq"] as? Int)
+        let r = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control, "--since", "1",
+                                            "--count", String(last), "--format", "json", "--timeout", "60"], timeout: 90)
+        return r.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    /// What must survive a replay of each lifecycle envelope: its checkout, kind, raw family,
+    /// platform, stable code, order id and total.
+    static func shape(_ e: [String: Any]) -> String {
+        let source = e["source"] as? [String: Any] ?? [:], summary = e["summary"] as? [String: Any] ?? [:]
+        return [e["checkout_id"] as? String, e["kind"] as? String, source["format"] as? String, source["platform"] as? String,
+                (e["error"] as? [String: Any])?["code"] as? String, summary["order_id"] as? String,
+                (summary["total"] as? NSNumber)?.stringValue].map { $0 ?? "-" }.joined(separator: " ")
+    }
+
+    @Test("replay of a recording sends each event in its original raw family with its platform's names: the tour and a flood come out the same")
+    func replayKeepsRawShapes() throws {
+        for source in ["tour", "flood"] {
+            let original = try DaemonProcess()
+            defer { _ = original.terminate() }
+            if source == "tour" {
+                let tour = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("samples/tour.jsonl"), encoding: .utf8)
+                _ = try sendBytes(Array(tour.utf8), to: original.ingestAcked, arguments: ["--acked"])
+            } else {
+                let flood = try runTool("checkoutbus", ["flood", "--to", original.ingest, "--from", original.publish, "--checkouts", "300",
+                                                        "--seed", "5", "--json"], timeout: 120)
+                #expect(flood.status == 0, "\(flood.output)")
+            }
+            let recorded = try Self.recording(original).filter { $0["kind"] as? String != "deadletter" }
+            let file = TestScratch.url("replay-shapes-\(UUID().uuidString).jsonl")
+            try (recorded.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }.joined(separator: "\n") + "\n")
+                .write(to: file, atomically: true, encoding: .utf8)
+            let replayed = try DaemonProcess()
+            defer { _ = replayed.terminate() }
+            let r = try runTool("checkoutbus", ["replay", file.path, "--to", replayed.ingest, "--flat-out"], timeout: 120)
+            #expect(r.status == 0, "\(r.output)")
+            let control = try ControlClient(replayed.control)
+            #expect(waitUntil(30) { ((try? control.request(#"{"op":"stats"}"#).status["last_seq"]) as? Int) == recorded.count })
+            let again = try Self.recording(replayed)
+            let (before, after) = (recorded.map(Self.shape), again.map(Self.shape))
+            #expect(before.count == after.count, "\(source): \(before.count) recorded, \(after.count) after the replay")
+            let differing = zip(before, after).filter { $0 != $1 }
+            #expect(differing.isEmpty, "\(source): \(differing.prefix(5))")
+            let families = Set(again.compactMap { ($0["source"] as? [String: Any])?["format"] as? String })
+            #expect(source == "tour" || families == ["ecp", "sheet_bridge", "callback", "primer"], "\(families)")
+        }
+    }
 }

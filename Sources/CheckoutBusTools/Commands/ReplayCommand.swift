@@ -13,9 +13,8 @@ import ZeroMQ
 /// or flat out. Not `Sendable`; runs on the calling thread.
 ///
 /// A line is either a raw capture (any raw shape, wrapped or not: sent as is) or an envelope as
-/// `checkoutbus tail --format json` prints it, which is turned back into a wrapped callback event
-/// (`{"checkout_id":…,"event_id":…,"sdk":…,"payload":{"event":<kind>,"checkout":…,"error":…}}`) so
-/// the daemon decodes and applies the rules to it again. Pacing follows each line's time: an envelope's
+/// `checkoutbus tail --format json` prints it, which is turned back into a raw event of its family
+/// (``rawEvent(from:kind:into:)``) so the daemon decodes and applies the rules to it again. Pacing follows each line's time: an envelope's
 /// `received_at`, else a wrapper's `occurred_at` (RFC 3339 or epoch milliseconds); lines without a
 /// time are sent right after the previous one.
 public struct ReplayCommand {
@@ -179,16 +178,27 @@ public struct ReplayCommand {
             let kind = doc.member(doc.root, "kind").flatMap { doc.string($0) } ?? ""
             guard LifecycleKind.allCases.contains(where: { String(describing: $0.name) == kind }) else { return nil }
             let time = doc.member(doc.root, "received_at").flatMap { ReplayCommand.milliseconds(doc, $0) }
-            line.withUnsafeBytes { _ in ReplayCommand.callbackEvent(from: doc, kind: kind, into: &out) }
+            line.withUnsafeBytes { _ in ReplayCommand.rawEvent(from: doc, kind: kind, into: &out) }
             return (out.bytes, time)
         }
         return (line, doc.member(doc.root, anyOf: "occurred_at", "occurredAt").flatMap { ReplayCommand.milliseconds(doc, $0) })
     }
 
-    /// An envelope turned back into a wrapped callback event the daemon decodes like any other:
-    /// `{"checkout_id","event_id","occurred_at","sdk","platform","payload":{"event":…}}`, with Primer's
-    /// own state names for Primer events so their failures stay non-terminal.
-    package static func callbackEvent(from doc: JSONDocument, kind: String, into w: inout JSONWriter) {
+    /// An envelope turned back into a raw event of the family it came in (`source.format`), with
+    /// its platform's own event names, so a replayed flood exercises the decoders real traffic
+    /// does (docs/commands.md, "replay"):
+    /// - `ecp`: a JSON-RPC `ec.start`, `ec.update`, `ec.complete` (`params.checkout`) or `ec.error`
+    ///   (`params.error`);
+    /// - `sheet_bridge`: `{"name":"started"|"completed","body":"<the snapshot as a JSON string>"}`,
+    ///   `{"name":"error","body":"[<the error>]"}`, `{"name":"close","body":""}`;
+    /// - `primer`: the platform's callback names (`primerDidCompleteCheckoutWithData`, `onFailed`,
+    ///   `success`, …) with `paymentResult` / `error` (`errorId`, `description`);
+    /// - `callback`: the platform's names (`checkoutDidComplete` on iOS, `onCheckoutCompleted` on
+    ///   Android, `onComplete` in React Native) with `checkout` / `error`.
+    /// A kind a family has no form for (an update on the bridge, a dismissal in ECP) goes as a
+    /// callback of the same platform. Which of a platform's several spellings the original used is
+    /// not in the envelope; the first is taken.
+    package static func rawEvent(from doc: JSONDocument, kind: String, into w: inout JSONWriter) {
         let r = doc.root
         w.reset()
         w.append("{\"replayed\":true")
@@ -205,24 +215,17 @@ public struct ReplayCommand {
         let source = doc.object(r, "source")
         copy("sdk", source.flatMap { doc.member($0, "sdk") })
         copy("platform", source.flatMap { doc.member($0, "platform") })
-        let isPrimer = source.flatMap { doc.member($0, "sdk") }.map { doc.stringEquals($0, "primer") } ?? false
-        w.append(",\"payload\":{\"event\":")
-        switch (isPrimer, kind) {
-        case (true, "complete"): w.appendString("success")
-        case (true, "fail"): w.appendString("failure")
-        case (true, "dismiss"): w.appendString("dismissed")
-        default: w.appendString(kind)
-        }
-        if let c = doc.member(r, "checkout"), doc.kind(c) == .object {
-            w.append(",\"checkout\":")
-            w.appendRaw(doc.raw(c))
-        }
-        if let p = doc.member(r, "payment"), doc.kind(p) == .object {
-            w.append(",\"paymentResult\":")
-            w.appendRaw(doc.raw(p))
-        }
-        if let e = doc.object(r, "error") {
-            w.append(",\"error\":{\"code\":")
+        let format = source.flatMap { doc.member($0, "format") }.flatMap { doc.string($0) } ?? "callback"
+        let platform = source.flatMap { doc.member($0, "platform") }.flatMap { doc.string($0) } ?? "ios"
+        let isPrimer = format == "primer" || (source.flatMap { doc.member($0, "sdk") }.map { doc.stringEquals($0, "primer") } ?? false)
+        let checkout = doc.member(r, "checkout").flatMap { doc.kind($0) == .object ? $0 : nil }
+        let error = doc.object(r, "error")
+        /// `{"code":…,"message":…,"http_status":…}` of the envelope's error, the raw code first.
+        func writeError(codeKey: StaticString, messageKey: StaticString) {
+            guard let e = error else { w.append("{}"); return }
+            w.append("{\"")
+            w.append(codeKey)
+            w.append("\":")
             if let raw = doc.member(e, "raw_code"), doc.kind(raw) == .string {
                 w.appendRaw(doc.raw(raw))
             } else if let code = doc.member(e, "code") {
@@ -230,15 +233,81 @@ public struct ReplayCommand {
             } else {
                 w.append("null")
             }
-            if let m = doc.member(e, "message") {
-                w.append(",\"message\":")
+            if let m = doc.member(e, "message"), doc.kind(m) != .null {
+                w.append(",\"")
+                w.append(messageKey)
+                w.append("\":")
                 w.appendRaw(doc.raw(m))
             }
-            if let s = doc.member(e, "http_status") {
+            if let st = doc.member(e, "http_status"), doc.kind(st) != .null {
                 w.append(",\"http_status\":")
-                w.appendRaw(doc.raw(s))
+                w.appendRaw(doc.raw(st))
+            }
+            if let t = doc.member(e, "terminal"), doc.kind(t) == .false {
+                w.append(",\"recoverable\":true")
             }
             w.append("}")
+        }
+        w.append(",\"payload\":")
+        switch (format, kind) {
+        case ("ecp", "start"), ("ecp", "update"), ("ecp", "complete"):
+            w.append("{\"jsonrpc\":\"2.0\",\"method\":")
+            w.appendString(kind == "start" ? "ec.start" : kind == "update" ? "ec.update" : "ec.complete")
+            w.append(",\"params\":{\"checkout\":")
+            if let checkout { w.appendRaw(doc.raw(checkout)) } else { w.append("{}") }
+            w.append("}}}")
+            return
+        case ("ecp", "fail"):
+            w.append("{\"jsonrpc\":\"2.0\",\"method\":\"ec.error\",\"params\":{\"error\":")
+            writeError(codeKey: "code", messageKey: "message")
+            w.append("}}}")
+            return
+        case ("sheet_bridge", "start"), ("sheet_bridge", "complete"):
+            w.append("{\"name\":")
+            w.appendString(kind == "start" ? "started" : "completed")
+            w.append(",\"body\":")
+            // The snapshot as a JSON string, as the bridge's web side posts it.
+            let snapshot = checkout.map { Array(doc.raw($0)) } ?? Array("{}".utf8)
+            snapshot.withUnsafeBytes { w.appendString(utf8: $0) }
+            w.append("}}")
+            return
+        case ("sheet_bridge", "fail"):
+            var inner = JSONWriter(capacity: 256)
+            swap(&w, &inner)
+            w.append("[")
+            writeError(codeKey: "code", messageKey: "message")
+            w.append("]")
+            swap(&w, &inner)
+            w.append("{\"name\":\"error\",\"body\":")
+            inner.bytes.withUnsafeBytes { w.appendString(utf8: $0) }
+            w.append("}}")
+            return
+        case ("sheet_bridge", "dismiss"):
+            w.append("{\"name\":\"close\",\"body\":\"\"}}")
+            return
+        default:
+            break
+        }
+        w.append("{\"event\":")
+        if isPrimer, kind != "start", kind != "update" {
+            let names = FloodGenerator.primerNames[platform] ?? FloodGenerator.primerNames["ios"]!
+            w.appendString(kind == "complete" ? names.complete : kind == "fail" ? names.fail : names.dismiss)
+        } else {
+            let spelling = FloodGenerator.callbackSpellings.first { $0.platform == platform } ?? FloodGenerator.callbackSpellings[0]
+            let index = ["start": 0, "update": 1, "complete": 2, "fail": 3, "dismiss": 4][kind] ?? 1
+            w.appendString(spelling.names[index])
+        }
+        if let checkout {
+            w.append(",\"checkout\":")
+            w.appendRaw(doc.raw(checkout))
+        }
+        if let p = doc.member(r, "payment"), doc.kind(p) == .object {
+            w.append(",\"paymentResult\":")
+            w.appendRaw(doc.raw(p))
+        }
+        if error != nil {
+            w.append(",\"error\":")
+            if isPrimer { writeError(codeKey: "errorId", messageKey: "description") } else { writeError(codeKey: "code", messageKey: "message") }
         }
         w.append("}}")
     }
