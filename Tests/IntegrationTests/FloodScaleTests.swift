@@ -143,6 +143,68 @@ struct FloodScaleTests {
         #expect(drawn["chart-rate"]?.drawn ?? 0 >= 2, "sent and published drawn")
     }
 
+    @Test("--compare and the report: the run's command, build, host and start; p50/p99/p99.9/max; a baseline drawn dashed with ratios; round axis ticks; wrapped text")
+    func compareAndReport() throws {
+        let daemon = try DaemonProcess()
+        let dir = daemon.dataDirectory.deletingLastPathComponent()
+        let baselineRun = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--rate", "3000",
+                                                      "--count", "5000", "--json"], timeout: 60)
+        #expect(baselineRun.status == 0, "\(baselineRun.output)")
+        let baseline = dir.appendingPathComponent("baseline.json")
+        try baselineRun.output.write(to: baseline, atomically: true, encoding: .utf8)
+        let old = try lastJSONObject(baselineRun.output)
+        let run = try #require(old.object("run"))
+        #expect(run.string("command")?.contains("flood --to") == true && run.string("build")?.hasPrefix("checkoutbus ") == true
+                && run.string("host")?.contains("cores") == true && run.string("started_at")?.hasSuffix("Z") == true, "\(run)")
+        #expect((old["timeline"] as? [[String: Any]])?.isEmpty == false)
+
+        let html = dir.appendingPathComponent("compare.html")
+        let compared = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--rate", "3000",
+                                                   "--count", "5000", "--compare", baseline.path, "--report", html.path], timeout: 60)
+        #expect(compared.status == 0 && compared.output.contains("compared    with \(baseline.path)"), "\(compared.output)")
+        let page = try String(contentsOf: html, encoding: .utf8)
+        for text in ["this ÷ baseline", "baseline published", "baseline p99", "p99.9", ">max<", "white-space: pre-wrap", "<th>command</th>",
+                     "<th>build</th>", "<th>host</th>", "<th>started</th>"] {
+            #expect(page.contains(text), "the report lacks \(text)")
+        }
+        #expect(page.contains("stroke-dasharray"), "the baseline is drawn dashed")
+        // The rate chart's y labels are round: each a whole multiple of one step of 1, 2 or 5 × 10ⁿ.
+        let chartStart = try #require(page.range(of: "id=\"chart-rate\""))
+        let chartEnd = try #require(page[chartStart.upperBound...].range(of: "</svg>"))
+        let rateChart = String(page[chartStart.lowerBound..<chartEnd.lowerBound])
+        let labels = rateChart.components(separatedBy: "text-anchor=\"end\" fill=\"#666\">").dropFirst().compactMap { Double($0.prefix { $0 != "<" }) }
+        #expect(labels.count >= 3, "\(labels)")
+        if labels.count >= 2 {
+            let step = labels[1] - labels[0]
+            let magnitude = pow(10, floor(log10(step)))
+            #expect([1.0, 2.0, 5.0].contains((step / magnitude).rounded()), "y ticks \(labels)")
+            #expect(labels.allSatisfy { ($0 / step).rounded() * step == $0 }, "y ticks \(labels)")
+        }
+        let drawn = try drawnCharts(page, in: dir)
+        #expect((drawn["chart-rate"]?.drawn ?? 0) >= 3, "sent, published and the baseline's drawn: \(drawn)")
+        #expect((drawn["chart-latency"]?.drawn ?? 0) >= 4, "p50, p99, p99.9 and max (and the baseline's p99): \(drawn)")
+    }
+
+    @Test("flood --sweep: steps at fixed rates until the SLO is missed; the answer and the table; usage errors in one line")
+    func sweep() throws {
+        let daemon = try DaemonProcess()
+        // An SLO every step holds: every step runs, the answer is the top.
+        let all = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--sweep", "500:1500:500",
+                                              "--slo", "p99=10s", "--step-seconds", "2", "--json"], timeout: 120)
+        #expect(all.status == 0, "\(all.output)")
+        let held = try lastJSONObject(all.output)
+        let steps = held["steps"] as? [[String: Any]] ?? []
+        #expect(steps.map { $0.int("rate") ?? 0 } == [500, 1000, 1500] && steps.allSatisfy { $0.bool("held") == true }, "\(steps)")
+        #expect(held.int("answer") == 1500)
+        #expect(Set(steps.compactMap { $0.string("run_id") }).count == 3, "each step a run of its own")
+        // One no step can hold: the first misses, the sweep stops there, exit 1.
+        let none = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--sweep", "500:1500:500",
+                                               "--slo", "p99=1us", "--step-seconds", "2"], timeout: 120)
+        #expect(none.status == 1 && none.output.contains("MISSED: p99") && none.output.contains("sustainable none"), "\(none.output)")
+        let bad = try runTool("checkoutbus", ["flood", "--sweep", "500:1500"])
+        #expect(bad.status == 2 && bad.output.contains("--sweep needs --slo"), "\(bad.output)")
+    }
+
     @Test("a daemon killed -9 and restarted mid-run: the timeline shows the gap and the recovery")
     func timelineShowsRestart() throws {
         let first = try DaemonProcess()
@@ -182,6 +244,14 @@ struct FloodScaleTests {
         #expect(published[(gap + 1)...].contains { $0 > 0 }, "publishing resumed after the restart: \(published)")
         #expect((rows[gap].int("sent") ?? 0) > 0, "the producer kept sending through the gap")
     }
+}
+
+/// The last line of `output` that is a JSON object.
+func lastJSONObject(_ output: String) throws -> [String: Any] {
+    guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
+        let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+    else { throw HarnessError("no JSON object in: \(output.suffix(300))") }
+    return o
 }
 
 /// Renders `page` in headless Chromium with a check appended (a copy: the page itself has no

@@ -19,6 +19,7 @@ public struct FloodCommand {
                                  [--rate EVENTS_PER_SECOND] [--count N] [--duration SECONDS]
                                  [--producers N] [--acked] [--window N] [--subscribers N]
                                  [--metrics HOST:PORT] [--timeline FILE] [--report FILE.html] [--json]
+                                 [--compare OLD.json] [--sweep FROM:TO[:STEP] --slo p99=5ms [--step-seconds N]]
 
           --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700; with --acked
                                its --ingest-acked endpoint, default tcp://127.0.0.1:7701), or a
@@ -47,7 +48,19 @@ public struct FloodCommand {
                                over the run is reported beside flood's figures
           --timeline FILE      one JSON object per second of the run (docs/commands.md)
           --report FILE.html   the timeline as a self-contained page of SVG charts
-          --json               print the report as one JSON object
+          --json               print the report as one JSON object (with its run: command, build,
+                               host, start; and its seconds, for --compare)
+          --compare OLD.json   a run to compare with (what an earlier `flood --json` printed): its
+                               figures beside this run's, with ratios, and its published rate and
+                               p99 drawn dashed in --report
+          --sweep FROM:TO[:STEP]  find the highest rate the bus sustains within --slo: fixed-rate runs
+                               of --step-seconds each (default 20) at FROM, FROM+STEP, … TO events/s
+                               (STEP default (TO-FROM)/5), each a run of its own; stops at the first
+                               step that misses the SLO or loses anything, and prints the table and the
+                               answer (exit 0 when at least one step held, 1 otherwise)
+          --slo PERCENTILE=TIME  with --sweep: the latency a step must hold, p50, p90, p99 or p99.9 of
+                               what the subscribers measured, in us, ms or s (p99=5ms)
+          --step-seconds N     with --sweep: how long each step runs (default 20)
 
         The report gives sent, published by kind and suppressed — each against what the generator
         expects — dead letters, throughput, end-to-end latency percentiles measured by the subscribers
@@ -69,6 +82,12 @@ public struct FloodCommand {
     package var timeline: String?
     package var htmlReport: String?
     package var json = false
+    /// `--compare`: the run to set this one beside.
+    package var comparePath: String?
+    /// `--sweep FROM:TO[:STEP]` and `--slo`.
+    package var sweep: (from: Int, to: Int, step: Int)?
+    package var slo: (quantile: Double, name: String, micros: Double)?
+    package var stepSeconds = 20
 
     /// Exit status of a run stopped by SIGINT or SIGTERM.
     public static let interruptedStatus: Int32 = 130
@@ -76,6 +95,7 @@ public struct FloodCommand {
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try CommandLineArguments(
             arguments, valued: Set(["to", "shards", "from", "checkouts", "seed", "rate", "count", "duration", "producers",
+                                    "compare", "sweep", "slo", "step-seconds",
                                     "subscribers", "window", "metrics", "timeline", "report"]).union(CurveClientKeys.flags),
             switches: ["json", "acked"])
         let acked = args.has("acked")
@@ -108,6 +128,143 @@ public struct FloodCommand {
         timeline = args.value("timeline")
         htmlReport = args.value("report")
         json = args.has("json")
+        comparePath = args.value("compare")
+        if let v = args.value("sweep") {
+            let parts = v.split(separator: ":").map { Int($0) }
+            guard parts.count == 2 || parts.count == 3, parts.allSatisfy({ $0 != nil && $0! > 0 }), parts[0]! < parts[1]! else {
+                throw .init("--sweep takes FROM:TO[:STEP] in events per second, FROM below TO (5000:40000:5000), got \(v)")
+            }
+            let step = parts.count == 3 ? parts[2]! : max(1, (parts[1]! - parts[0]!) / 5)
+            sweep = (parts[0]!, parts[1]!, step)
+            guard let text = args.value("slo") else { throw .init("--sweep needs --slo, such as --slo p99=5ms") }
+            slo = try FloodCommand.parseSLO(text)
+            if rate != nil || duration != nil || args.value("count") != nil {
+                throw .init("--sweep sets each step's rate and length: leave out --rate, --duration and --count")
+            }
+            stepSeconds = try args.int("step-seconds", default: 20, in: 2...3600)
+        } else if args.value("slo") != nil || args.value("step-seconds") != nil {
+            throw .init("--slo and --step-seconds go with --sweep")
+        }
+    }
+
+    /// `--sweep`: fixed-rate steps, each a run of its own, until one misses the SLO; prints a line
+    /// per step and the answer (docs/commands.md, "Finding the sustainable rate").
+    private func runSweep(_ sweep: (from: Int, to: Int, step: Int), slo: (quantile: Double, name: String, micros: Double),
+                          stop: StopSignal) -> Int32 {
+        var steps: [(rate: Int, report: FloodReport, held: Bool, why: String)] = []
+        let sloText = "\(slo.name) ≤ \(String(format2: slo.micros / 1000)) ms"
+        if !json {
+            FileHandleWriter.standardOutput("sweep       \(sweep.from)…\(sweep.to) events/s by \(sweep.step), \(stepSeconds) s a step, SLO \(sloText)\n")
+        }
+        for rate in stride(from: sweep.from, through: sweep.to, by: sweep.step) {
+            if stop.isRaised { break }
+            var c = configuration
+            c.rate = Double(rate)
+            c.duration = Double(stepSeconds)
+            c.generator.checkouts = max(c.generator.checkouts, rate * stepSeconds / 3 + 1)
+            c.generator.runID += "-r\(rate)"
+            let report: FloodReport
+            do {
+                let startedAt = BusClock.wallMilliseconds()
+                let cpu0 = FloodCommand.cpuSeconds()
+                let outcome = try FloodRun(c).run(stop: stop, progress: nil)
+                var r = FloodReport(outcome: outcome, cpuSeconds: FloodCommand.cpuSeconds() - cpu0)
+                r.info = FloodRunInfo(startedAt: startedAt)
+                report = r
+            } catch {
+                FileHandleWriter.standardError("checkoutbus flood: step \(rate)/s: \(error)\n")
+                return 1
+            }
+            let achieved = report.latency.micros(slo.quantile)
+            let why: String
+            if report.outcome.interrupted {
+                why = "interrupted"
+            } else if !report.ok {
+                why = "lost or extra envelopes"
+            } else if report.limitedBy.isTool {
+                why = "flood itself could not keep \(rate)/s (its limit, not the bus's: more --producers, or another host)"
+            } else if report.limitedBy == .bus {
+                why = "the bus held the producers back"
+            } else if achieved > slo.micros {
+                why = "\(slo.name) \(String(format2: achieved / 1000)) ms over the SLO"
+            } else {
+                why = ""
+            }
+            let held = why.isEmpty
+            steps.append((rate, report, held, why))
+            if !json {
+                let ms: (Double) -> String = { String(format2: report.latency.micros($0) / 1000) }
+                let rateText: String = String(rate).leftPadding(8)
+                let publishedText: String = String(Int(report.throughput)).leftPadding(8)
+                let head = "  \(rateText)/s  published \(publishedText)/s  "
+                let figures = "p50 \(ms(0.5)) ms  p99 \(ms(0.99)) ms  p99.9 \(ms(0.999)) ms  "
+                FileHandleWriter.standardOutput(head + figures + (held ? "held" : "MISSED: " + why) + "\n")
+            }
+            if !held { break }
+        }
+        let answer = steps.last(where: \.held)?.rate
+        if json {
+            var w = JSONWriter(capacity: 512)
+            w.append("{\"slo\":{\"percentile\":")
+            w.appendString(slo.name)
+            w.append(",\"us\":")
+            w.appendRaw(String(format2: slo.micros))
+            w.append("},\"step_seconds\":")
+            w.append(int: stepSeconds)
+            w.append(",\"steps\":[")
+            for (i, st) in steps.enumerated() {
+                if i > 0 { w.append(",") }
+                w.append("{\"rate\":")
+                w.append(int: st.rate)
+                w.append(",\"throughput\":")
+                w.append(int: Int(st.report.throughput))
+                for (name, q) in [("p50_us", 0.5), ("p99_us", 0.99), ("p99_9_us", 0.999)] {
+                    w.append(",")
+                    w.appendString(name)
+                    w.append(":")
+                    w.appendRaw(String(format2: st.report.latency.micros(q)))
+                }
+                w.append(",\"held\":")
+                w.append(bool: st.held)
+                if !st.held {
+                    w.append(",\"why\":")
+                    w.appendString(st.why)
+                }
+                w.append(",\"run_id\":")
+                w.appendString(st.report.outcome.configuration.generator.runID)
+                w.append("}")
+            }
+            w.append("],\"answer\":")
+            if let answer { w.append(int: answer) } else { w.append("null") }
+            w.append(",\"run\":{\"command\":")
+            w.appendString(FloodRunInfo().command)
+            w.append(",\"build\":")
+            w.appendString(FloodRunInfo().build)
+            w.append("}}")
+            FileHandleWriter.standardOutput(String(decoding: w.bytes, as: UTF8.self) + "\n")
+        } else if let answer {
+            let topped = steps.count == stride(from: sweep.from, through: sweep.to, by: sweep.step).underestimatedCount && steps.last?.held == true
+            FileHandleWriter.standardOutput("sustainable \(answer) events/s with \(sloText) over \(stepSeconds) s"
+                + (topped ? " (the top of the sweep: it may hold more)" : "") + "\n")
+        } else {
+            FileHandleWriter.standardOutput("sustainable none: the first step, \(sweep.from) events/s, missed (\(steps.first?.why ?? "stopped"))\n")
+        }
+        if stop.isRaised { return FloodCommand.interruptedStatus }
+        return answer == nil ? 1 : 0
+    }
+
+    /// `p99=5ms` → (0.99, "p99", 5000 µs).
+    static func parseSLO(_ text: String) throws(CommandLineArguments.UsageError) -> (quantile: Double, name: String, micros: Double) {
+        let sides = text.split(separator: "=", maxSplits: 1).map(String.init)
+        let quantiles: [String: Double] = ["p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999]
+        guard sides.count == 2, let q = quantiles[sides[0]] else {
+            throw .init("--slo takes PERCENTILE=TIME, PERCENTILE one of p50, p90, p99, p99.9 (p99=5ms), got \(text)")
+        }
+        let units: [(String, Double)] = [("ms", 1000), ("us", 1), ("µs", 1), ("s", 1_000_000)]
+        for (unit, factor) in units where sides[1].hasSuffix(unit) {
+            if let v = Double(sides[1].dropLast(unit.count)), v > 0 { return (q, sides[0], v * factor) }
+        }
+        throw .init("--slo: the time takes a unit, us, ms or s (p99=5ms), got \(sides[1])")
     }
 
     /// How long an ingest endpoint may take to answer before the flood says nobody is there.
@@ -127,7 +284,16 @@ public struct FloodCommand {
                 return 1
             }
         }
+        var baseline: FloodBaseline?
+        if let comparePath {
+            do { baseline = try FloodBaseline(path: comparePath) } catch {
+                FileHandleWriter.standardError("checkoutbus flood: \(error)\n")
+                return 1
+            }
+        }
+        if let sweep, let slo { return runSweep(sweep, slo: slo, stop: stop) }
         do {
+            let startedAt = BusClock.wallMilliseconds()
             let flood = try FloodRun(configuration)
             let before = try metrics.map { try FloodCommand.daemonHistogram($0) }
             let cpu0 = FloodCommand.cpuSeconds()
@@ -141,10 +307,20 @@ public struct FloodCommand {
             if let metrics, let before {
                 daemon = (try? FloodCommand.daemonHistogram(metrics)).map { $0.since(before) }
             }
-            let report = FloodReport(outcome: outcome, cpuSeconds: cpu, daemonPipeline: daemon)
+            var report = FloodReport(outcome: outcome, cpuSeconds: cpu, daemonPipeline: daemon)
+            report.info = FloodRunInfo(startedAt: startedAt)
             if let timeline { try FloodTimeline(outcome).writeJSONLines(to: timeline) }
-            if let htmlReport { try FloodTimeline(outcome).writeHTML(to: htmlReport, report: report) }
-            FileHandleWriter.standardOutput(json ? report.json + "\n" : report.text)
+            if let htmlReport { try FloodTimeline(outcome).writeHTML(to: htmlReport, report: report, baseline: baseline) }
+            var text = json ? report.json + "\n" : report.text
+            if let baseline, !json {
+                func ratio(_ a: Double, _ b: Double) -> String { b > 0 ? "×" + String(format2: a / b) : "-" }
+                text += "compared    with \(baseline.file) (\(baseline.build), \(baseline.startedAt)): throughput "
+                    + ratio(report.throughput, baseline.throughput) + ", p50 " + ratio(report.latency.micros(0.5), baseline.p50Micros)
+                    + ", p99 " + ratio(report.latency.micros(0.99), baseline.p99Micros) + ", p99.9 "
+                    + ratio(report.latency.micros(0.999), baseline.p999Micros) + ", flood CPU/event "
+                    + ratio(report.cpuMicrosPerEvent, baseline.cpuMicrosPerEvent) + "\n"
+            }
+            FileHandleWriter.standardOutput(text)
             if outcome.interrupted { return FloodCommand.interruptedStatus }
             return report.ok ? 0 : 1
         } catch {

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CheckoutBusCore
+import Foundation
 import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
@@ -38,6 +39,9 @@ package struct FloodReport: Sendable {
     package let cpuSeconds: Double
     /// The daemon's own arrival-to-publication histogram over the run, when `--metrics` was given.
     package let daemonPipeline: DaemonHistogram?
+    /// What was run, where, by which build and when: so two reports can be compared and a run
+    /// repeated.
+    package var info = FloodRunInfo()
 
     package init(outcome: FloodRun.Outcome, cpuSeconds: Double = 0, daemonPipeline: DaemonHistogram? = nil) {
         self.outcome = outcome
@@ -183,6 +187,15 @@ package struct FloodReport: Sendable {
         var w = JSONWriter(capacity: 1024)
         w.append("{\"run_id\":")
         w.appendString(config.generator.runID)
+        w.append(",\"run\":{\"command\":")
+        w.appendString(info.command)
+        w.append(",\"build\":")
+        w.appendString(info.build)
+        w.append(",\"host\":")
+        w.appendString(info.host)
+        w.append(",\"started_at\":")
+        w.appendString(info.startedAt)
+        w.append("}")
         w.append(",\"seed\":")
         w.append(int: Int64(bitPattern: config.generator.seed))
         w.append(",\"sent\":")
@@ -283,6 +296,9 @@ package struct FloodReport: Sendable {
         }
         w.append(",\"ok\":")
         w.append(bool: ok)
+        // Second by second, as --timeline writes it: what --compare overlays.
+        w.append(",\"timeline\":")
+        FloodTimeline(outcome).appendRows(to: &w)
         w.append("}")
         return String(decoding: w.bytes, as: UTF8.self)
     }
@@ -349,5 +365,37 @@ package struct DaemonHistogram: Sendable {
             if b.isFinite { w.appendRaw(String(format2: b * 1e6)) } else { w.append("null") }
         }
         w.append("}")
+    }
+}
+
+/// What a flood run was: the command as typed, the build, the host and the start (in its report
+/// and its `--json`). `Sendable`; a value.
+package struct FloodRunInfo: Sendable {
+    package var command: String
+    package var build: String
+    package var host: String
+    package var startedAt: String
+
+    package init(startedAt: Int64 = BusClock.wallMilliseconds()) {
+        command = CommandLine.arguments.map { FloodRunInfo.quoted($0) }.joined(separator: " ")
+        build = "checkoutbus \(CheckoutBusVersion.current) (\(CheckoutBusVersion.revision))"
+        var u = utsname()
+        var name = "?"
+        var system = ""
+        if uname(&u) == 0 {
+            name = withUnsafeBytes(of: &u.nodename) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            system = withUnsafeBytes(of: &u.sysname) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) } + " "
+                + withUnsafeBytes(of: &u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) } + ", "
+        }
+        host = "\(name) (\(system)\(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores)"
+        self.startedAt = Timestamp(milliseconds: startedAt).rfc3339
+    }
+
+    /// `arg` as a shell reads it back: quoted when it holds anything but plain characters.
+    static func quoted(_ arg: String) -> String {
+        let plain = !arg.isEmpty && arg.unicodeScalars.allSatisfy {
+            CharacterSet.alphanumerics.contains($0) || "-_./:=,@%+*".unicodeScalars.contains($0)
+        }
+        return plain ? arg : "'" + arg.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 }

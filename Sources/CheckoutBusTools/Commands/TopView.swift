@@ -360,7 +360,7 @@ extension String {
     }
 
     /// Right-aligned in `width` columns (never cut).
-    fileprivate func leftPadding(_ width: Int) -> String {
+    package func leftPadding(_ width: Int) -> String {
         count >= width ? " " + self : String(repeating: " ", count: width - count) + self
     }
 }
