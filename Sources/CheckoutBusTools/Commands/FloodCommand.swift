@@ -236,6 +236,9 @@ public struct FloodCommand {
             }
             w.append("],\"answer\":")
             if let answer { w.append(int: answer) } else { w.append("null") }
+            // True when flood's own limit ended the sweep: the answer is a floor, not the bus's boundary.
+            w.append(",\"tool_limited\":")
+            w.append(bool: steps.last.map { !$0.held && $0.report.limitedBy.isTool } ?? false)
             w.append(",\"run\":{\"command\":")
             w.appendString(FloodRunInfo().command)
             w.append(",\"build\":")
@@ -244,8 +247,12 @@ public struct FloodCommand {
             FileHandleWriter.standardOutput(String(decoding: w.bytes, as: UTF8.self) + "\n")
         } else if let answer {
             let topped = steps.count == stride(from: sweep.from, through: sweep.to, by: sweep.step).underestimatedCount && steps.last?.held == true
-            FileHandleWriter.standardOutput("sustainable \(answer) events/s with \(sloText) over \(stepSeconds) s"
-                + (topped ? " (the top of the sweep: it may hold more)" : "") + "\n")
+            // Stopped by flood's own limit: the bus's boundary was not reached, only a floor is known.
+            let toolStop = steps.last.map { !$0.held && $0.report.limitedBy.isTool } ?? false
+            let floor = toolStop ? "at least " : ""
+            let why = toolStop ? " (flood itself could not drive \(steps.last!.rate)/s from this host: the bus's boundary is above; "
+                + "sweep from more --producers or another host to find it)" : topped ? " (the top of the sweep: it may hold more)" : ""
+            FileHandleWriter.standardOutput("sustainable \(floor)\(answer) events/s with \(sloText) over \(stepSeconds) s\(why)\n")
         } else {
             FileHandleWriter.standardOutput("sustainable none: the first step, \(sweep.from) events/s, missed (\(steps.first?.why ?? "stopped"))\n")
         }
