@@ -35,7 +35,6 @@ struct SystemdUnitsTests {
             // verify checks that ExecStart names an executable: the ones this build made.
             let text = try String(contentsOf: deploy.appendingPathComponent(unit), encoding: .utf8)
                 .replacingOccurrences(of: "/usr/local/bin/", with: Products.directory.path + "/")
-                .replacingOccurrences(of: "/bin/kill ", with: "/usr/bin/kill ")
             let copy = dir.appendingPathComponent(unit)
             try text.write(to: copy, atomically: true, encoding: .utf8)
             let verify = try Self.run(["verify", copy.path])
