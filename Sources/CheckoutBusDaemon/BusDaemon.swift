@@ -795,7 +795,9 @@ extension BusDaemon {
         } catch let error as ZMQError {
             throw DaemonError(.badSetting, "--\(flag) \(value): cannot bind: \(String(cString: strerror(error.code)))")
         } catch let error as DaemonError where !error.description.hasPrefix("--") {
-            throw DaemonError(error.code, "--\(flag) \(value): \(error.description)")
+            let taken = error.description.contains("Address already in use")
+            throw DaemonError(error.code, "--\(flag) \(value): \(error.description)"
+                + (taken ? " (another checkoutbusd, or another program, listens there: give a free port, or 127.0.0.1:* for any)" : ""))
         }
     }
 }

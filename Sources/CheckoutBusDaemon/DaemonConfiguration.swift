@@ -237,7 +237,7 @@ public struct DaemonConfiguration: Sendable {
             c = try parse(["--config", path] + flags)
         } catch {
             // A value's error names its flag: point at the file's line that set it.
-            let at = lineOf(error.description, in: path).map { "\(path):\($0): " } ?? ""
+            let at = lineOf(error.description, in: path, flags: flags).map { "\(path):\($0): " } ?? ""
             throw CommandLineArguments.UsageError(error.code, at + error.description)
         }
         var parts = ["ingest \(c.ingest)", "ingest-acked \(c.ingestAcked)", "publish \(c.publish)", "control \(c.control)",
@@ -258,15 +258,19 @@ public struct DaemonConfiguration: Sendable {
 
     /// The line of the configuration file at `path` that sets the flag a message starts with
     /// (`--fsync-ms must be …`), if the file sets it.
-    static func lineOf(_ message: String, in path: String) -> Int? {
+    static func lineOf(_ message: String, in path: String, flags: [String] = []) -> Int? {
         guard message.hasPrefix("--"), let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-        let flag = message.dropFirst(2).prefix { $0 != " " && $0 != "," && $0 != ":" }
+        let flag = String(message.dropFirst(2).prefix { $0 != " " && $0 != "," && $0 != ":" })
+        // A flag given after the file is what was used: the file is not to blame.
+        if flags.contains(where: { $0 == "--" + flag || $0.hasPrefix("--" + flag + "=") }) { return nil }
+        var found: Int?
         for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             guard let eq = line.firstIndex(of: "=") else { continue }
-            if line[..<eq].trimmingCharacters(in: .whitespaces) == flag { return n + 1 }
+            // The last line that sets it is the one in force.
+            if line[..<eq].trimmingCharacters(in: .whitespaces) == flag { found = n + 1 }
         }
-        return nil
+        return found
     }
 
     /// `checkoutbusd --help`: every setting of ``DaemonSetting/all`` with its default.

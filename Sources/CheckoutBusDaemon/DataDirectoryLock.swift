@@ -82,15 +82,38 @@ final class DataDirectoryLock {
 
 /// The data directory as a whole. `Sendable` (no state).
 public enum DataDirectory {
-    /// Removes `path` and everything in it: for a directory a failed start made itself, before it
-    /// took anything in (docs/configuration.md, `--data-dir`).
-    /// - Returns: nil when it is gone, else why not.
-    public static func removeFresh(_ path: String) -> String? {
+    /// Makes `path` (and any missing parent) before a start.
+    /// - Returns: whether this call made `path` itself: its `mkdir` succeeded, which only one
+    ///   process can do. A directory that was there, or that another start made first, is not ours.
+    public static func make(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) != 0, errno == ENOENT else { return false }
+        let parent = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        if !parent.isEmpty { try? JournalFiles.makeDirectory(parent) }
+        return mkdir(path, 0o750) == 0
+    }
+
+    /// What ``removeIfUnused(_:)`` did.
+    public enum Removal: Equatable, Sendable {
+        case removed
+        /// Another daemon holds its journal's lock: left as it is.
+        case inUse
+        case failed(String)
+    }
+
+    /// Removes `path` and everything in it, for a start that made it and failed before it was
+    /// ready — unless another daemon holds its journal's lock (it started there meanwhile), which is
+    /// held here while removing, so none can take it midway (docs/configuration.md, `--data-dir`).
+    public static func removeIfUnused(_ path: String) -> Removal {
+        let fd = open(path + "/journal/LOCK", O_RDWR | O_CLOEXEC)
+        if fd < 0 && errno != ENOENT { return .failed("cannot open \(path)/journal/LOCK: \(String(cString: strerror(errno)))") }
+        defer { if fd >= 0 && close(fd) != 0 { _ = errno } }
+        if fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 { return .inUse }
         do {
             try FileManager.default.removeItem(atPath: path)
-            return nil
+            return .removed
         } catch {
-            return "\(error)"
+            return .failed("\(error)")
         }
     }
 }

@@ -15,13 +15,20 @@ if arguments.contains("--version") {
     exit(0)
 }
 // --check-config FILE [flags]: what a start would read, checked; nothing bound, nothing written.
-if let i = arguments.firstIndex(of: "--check-config") {
-    guard i + 1 < arguments.count else {
+if let i = arguments.firstIndex(where: { $0 == "--check-config" || $0.hasPrefix("--check-config=") }) {
+    let inline = arguments[i].hasPrefix("--check-config=") ? String(arguments[i].dropFirst("--check-config=".count)) : nil
+    guard inline != nil || i + 1 < arguments.count else {
         FileHandleWriter.standardError("checkoutbusd: --check-config needs a FILE (checkoutbusd --help lists the flags)\n")
         exit(2)
     }
+    let file = inline ?? arguments[i + 1]
+    let flags = Array(arguments[..<i] + arguments[(inline == nil ? i + 2 : i + 1)...])
+    if flags.contains(where: { $0 == "--config" || $0.hasPrefix("--config=") }) {
+        FileHandleWriter.standardError("checkoutbusd: --check-config FILE is the configuration to check: no --config beside it (checkoutbusd --help lists the flags)\n")
+        exit(2)
+    }
     do {
-        let summary = try DaemonConfiguration.check(configFile: arguments[i + 1], flags: Array(arguments[..<i] + arguments[(i + 2)...]))
+        let summary = try DaemonConfiguration.check(configFile: file, flags: flags)
         print(summary)
         exit(0)
     } catch {
@@ -44,16 +51,20 @@ signal(SIGXFSZ, SIG_IGN)
 // A peer that has gone is an error on the write that meets it, never a signal that kills the daemon.
 signal(SIGPIPE, SIG_IGN)
 // A start that fails before the daemon is ready (a port in use, a bad key) leaves no data
-// directory behind that it made itself: nothing was taken into it.
-var directoryInfo = stat()
-let directoryWasThere = stat(configuration.dataDirectory, &directoryInfo) == 0 || errno != ENOENT
+// directory behind that it made itself: nothing was taken into it. Only a directory this start's
+// mkdir made counts, and only while no other daemon holds its journal's lock.
+let madeDataDirectory = DataDirectory.make(configuration.dataDirectory)
 var ready = false
 @MainActor
 func failStart(_ error: any Error) -> Never {
     logger.error("fatal", ["error": "\(error)"])
-    if !ready && !directoryWasThere {
-        if let failure = DataDirectory.removeFresh(configuration.dataDirectory) {
-            logger.warning("could not remove the data directory this start made", ["path": configuration.dataDirectory, "error": failure])
+    if !ready && madeDataDirectory {
+        switch DataDirectory.removeIfUnused(configuration.dataDirectory) {
+        case .removed: break
+        case .inUse:
+            logger.info("the data directory this start made is in use by another daemon: left", ["path": configuration.dataDirectory])
+        case .failed(let why):
+            logger.warning("could not remove the data directory this start made", ["path": configuration.dataDirectory, "error": why])
         }
     }
     exit(1)

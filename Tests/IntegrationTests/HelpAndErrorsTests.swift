@@ -1,3 +1,4 @@
+import CheckoutBusDaemon
 import Foundation
 import Testing
 
@@ -136,5 +137,19 @@ struct HelpAndErrorsTests {
         let nobody = "tcp://127.0.0.1:\(try freeLoopbackPort())"
         let fail = try runTool("checkoutbus", ["ping", "--control", nobody, "--timeout", "1"])
         #expect(fail.status == 1 && fail.output.contains("FAIL") && fail.output.contains("no answer within 1 s"), "\(fail.output)")
+    }
+
+    @Test("a failed start never removes a data directory a running daemon holds, nor one its own mkdir did not make")
+    func removalRespectsTheLock() throws {
+        let running = try DaemonProcess()
+        let path = running.dataDirectory.path
+        #expect(!DataDirectory.make(path), "an existing directory is not made again")
+        #expect(DataDirectory.removeIfUnused(path) == .inUse)
+        #expect(FileManager.default.fileExists(atPath: path + "/journal"))
+        #expect(running.terminate() == 0)
+        #expect(DataDirectory.removeIfUnused(path) == .removed)
+        #expect(!FileManager.default.fileExists(atPath: path))
+        let fresh = TestScratch.url("made-\(UUID().uuidString)/data").path
+        #expect(DataDirectory.make(fresh) && !DataDirectory.make(fresh), "one mkdir makes it; the next finds it there")
     }
 }

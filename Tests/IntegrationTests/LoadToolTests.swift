@@ -188,20 +188,24 @@ struct ReplayTests {
     }
 
     /// What must survive a replay of each lifecycle envelope: its checkout, kind, raw family,
-    /// platform, stable code, order id and total.
+    /// platform, stable and raw code, terminal-ness, HTTP status, continue URL, order id and total.
     static func shape(_ e: [String: Any]) -> String {
         let source = e["source"] as? [String: Any] ?? [:], summary = e["summary"] as? [String: Any] ?? [:]
+        let error = e["error"] as? [String: Any]
         return [e["checkout_id"] as? String, e["kind"] as? String, source["format"] as? String, source["platform"] as? String,
-                (e["error"] as? [String: Any])?["code"] as? String, summary["order_id"] as? String,
-                (summary["total"] as? NSNumber)?.stringValue].map { $0 ?? "-" }.joined(separator: " ")
+                error?["code"] as? String, error?["raw_code"] as? String, (error?["terminal"] as? Bool).map { "\($0)" },
+                (error?["http_status"] as? NSNumber)?.stringValue, error?["continue_url"] as? String,
+                summary["order_id"] as? String, (summary["total"] as? NSNumber)?.stringValue].map { $0 ?? "-" }.joined(separator: " ")
     }
 
-    @Test("replay of a recording sends each event in its original raw family with its platform's names: the tour and a flood come out the same")
+    @Test("replay of a recording sends each event in its original raw family with its platform's names: the tour, a flood and the SDK corpus come out the same")
     func replayKeepsRawShapes() throws {
-        for source in ["tour", "flood"] {
+        for source in ["tour", "flood", "corpus"] {
             let original = try DaemonProcess()
             defer { _ = original.terminate() }
-            if source == "tour" {
+            if source == "corpus" {
+                _ = try send(try SDKCorpusTests.corpus().map(\.wrapped), to: original.ingestAcked, arguments: ["--acked"])
+            } else if source == "tour" {
                 let tour = try String(contentsOf: Products.repositoryRoot.appendingPathComponent("samples/tour.jsonl"), encoding: .utf8)
                 _ = try sendBytes(Array(tour.utf8), to: original.ingestAcked, arguments: ["--acked"])
             } else {

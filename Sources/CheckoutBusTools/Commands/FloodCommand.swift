@@ -60,7 +60,8 @@ public struct FloodCommand {
                                answer (exit 0 when at least one step held, 1 otherwise)
           --slo PERCENTILE=TIME  with --sweep: the latency a step must hold, p50, p90, p99 or p99.9 of
                                what the subscribers measured, in us, ms or s (p99=5ms)
-          --step-seconds N     with --sweep: how long each step runs (default 20)
+          --step-seconds N     with --sweep: how long each step runs (default 20); a sweep takes none of
+                               --rate, --duration, --count, --report, --timeline, --metrics, --compare
 
         The report gives sent, published by kind and suppressed — each against what the generator
         expects — dead letters, throughput, end-to-end latency percentiles measured by the subscribers
@@ -131,8 +132,10 @@ public struct FloodCommand {
         comparePath = args.value("compare")
         if let v = args.value("sweep") {
             let parts = v.split(separator: ":").map { Int($0) }
-            guard parts.count == 2 || parts.count == 3, parts.allSatisfy({ $0 != nil && $0! > 0 }), parts[0]! < parts[1]! else {
-                throw .init("--sweep takes FROM:TO[:STEP] in events per second, FROM below TO (5000:40000:5000), got \(v)")
+            guard parts.count == 2 || parts.count == 3, parts.allSatisfy({ $0 != nil && $0! > 0 && $0! <= 10_000_000 }),
+                parts[0]! < parts[1]!
+            else {
+                throw .init("--sweep takes FROM:TO[:STEP] in events per second (1 to 10000000), FROM below TO (5000:40000:5000), got \(v)")
             }
             let step = parts.count == 3 ? parts[2]! : max(1, (parts[1]! - parts[0]!) / 5)
             sweep = (parts[0]!, parts[1]!, step)
@@ -140,6 +143,9 @@ public struct FloodCommand {
             slo = try FloodCommand.parseSLO(text)
             if rate != nil || duration != nil || args.value("count") != nil {
                 throw .init("--sweep sets each step's rate and length: leave out --rate, --duration and --count")
+            }
+            if let flag = ["report", "timeline", "metrics", "compare"].first(where: { args.value($0) != nil }) {
+                throw .init("--\(flag) describes one run; a sweep is several: run the answer's rate alone with --\(flag)")
             }
             stepSeconds = try args.int("step-seconds", default: 20, in: 2...3600)
         } else if args.value("slo") != nil || args.value("step-seconds") != nil {
@@ -238,7 +244,7 @@ public struct FloodCommand {
             if let answer { w.append(int: answer) } else { w.append("null") }
             // True when flood's own limit ended the sweep: the answer is a floor, not the bus's boundary.
             w.append(",\"tool_limited\":")
-            w.append(bool: steps.last.map { !$0.held && $0.report.limitedBy.isTool } ?? false)
+            w.append(bool: steps.last.map { !$0.held && $0.why.hasPrefix("flood itself") } ?? false)
             w.append(",\"run\":{\"command\":")
             w.appendString(FloodRunInfo().command)
             w.append(",\"build\":")
@@ -248,7 +254,7 @@ public struct FloodCommand {
         } else if let answer {
             let topped = steps.count == stride(from: sweep.from, through: sweep.to, by: sweep.step).underestimatedCount && steps.last?.held == true
             // Stopped by flood's own limit: the bus's boundary was not reached, only a floor is known.
-            let toolStop = steps.last.map { !$0.held && $0.report.limitedBy.isTool } ?? false
+            let toolStop = steps.last.map { !$0.held && $0.why.hasPrefix("flood itself") } ?? false
             let floor = toolStop ? "at least " : ""
             let why = toolStop ? " (flood itself could not drive \(steps.last!.rate)/s from this host: the bus's boundary is above; "
                 + "sweep from more --producers or another host to find it)" : topped ? " (the top of the sweep: it may hold more)" : ""

@@ -71,8 +71,8 @@ public struct PingCommand {
             return String(decoding: data, as: UTF8.self)
         }
         let time = p.milliseconds.map { String(format: "%.1f ms", $0) } ?? "-"
-        return p.role.padding(toLength: 13, withPad: " ", startingAt: 0) + " " + p.endpoint.padding(toLength: 28, withPad: " ", startingAt: 0)
-            + " " + (p.ok ? "ok  " : "FAIL") + " " + time.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + p.detail
+        // Padded to line up, never cut: the endpoint is what the reader needs whole.
+        return p.role.padded(13) + " " + p.endpoint.padded(28) + " " + (p.ok ? "ok  " : "FAIL") + " " + time.padded(10) + " " + p.detail
     }
 
     /// Every endpoint of the daemon at `control`.

@@ -216,50 +216,81 @@ public struct ReplayCommand {
         copy("sdk", source.flatMap { doc.member($0, "sdk") })
         copy("platform", source.flatMap { doc.member($0, "platform") })
         let format = source.flatMap { doc.member($0, "format") }.flatMap { doc.string($0) } ?? "callback"
-        let platform = source.flatMap { doc.member($0, "platform") }.flatMap { doc.string($0) } ?? "ios"
-        let isPrimer = format == "primer" || (source.flatMap { doc.member($0, "sdk") }.map { doc.stringEquals($0, "primer") } ?? false)
+        // No platform in the original: names that imply none (`onStart`, Primer's `success`).
+        let platform = source.flatMap { doc.member($0, "platform") }.flatMap { doc.string($0) }
+        // Primer's own callback shapes only for the Primer family: a wrapper's callback event of a
+        // Primer checkout (Banxa's `completed`) stays a callback.
+        let isPrimer = format == "primer"
         let checkout = doc.member(r, "checkout").flatMap { doc.kind($0) == .object ? $0 : nil }
         let error = doc.object(r, "error")
-        /// `{"code":…,"message":…,"http_status":…}` of the envelope's error, the raw code first.
+        /// The envelope's error as the family writes one, so that it decodes to the same stable code,
+        /// raw code, status, continue URL and terminal-ness: the raw code under `codeKey` (none when
+        /// the original had none), and the stable code as a `group` when the raw code alone would not
+        /// give it (an SDK group, an operator's mapping, a message that named the cause).
         func writeError(codeKey: StaticString, messageKey: StaticString) {
             guard let e = error else { w.append("{}"); return }
-            w.append("{\"")
-            w.append(codeKey)
-            w.append("\":")
-            if let raw = doc.member(e, "raw_code"), doc.kind(raw) == .string {
-                w.appendRaw(doc.raw(raw))
-            } else if let code = doc.member(e, "code") {
-                w.appendRaw(doc.raw(code))
-            } else {
-                w.append("null")
+            let raw = doc.member(e, "raw_code").flatMap { doc.kind($0) == .string ? doc.string($0) : nil }
+            let stable = doc.member(e, "code").flatMap { doc.string($0) } ?? "unknown"
+            let status = doc.member(e, "http_status").flatMap { doc.kind($0) == .null ? nil : doc.int64($0) }.map { Int($0) }
+            var first = true
+            func key(_ k: StaticString) {
+                w.append(first ? "{\"" : ",\"")
+                first = false
+                w.append(k)
+                w.append("\":")
+            }
+            if let raw {
+                key(codeKey)
+                w.appendString(raw)
+            }
+            // Without a raw code the original's code came from its message (written below, read
+            // again the same way) or from a group: a group then, only when there is no message.
+            let message = doc.member(e, "message").flatMap { doc.kind($0) == .null ? nil : $0 }
+            if stable != "unknown", raw != nil || message == nil,
+                ErrorCodeNormalizer.normalize(rawCode: raw, httpStatus: status).rawValue != stable
+            {
+                key("group")
+                w.appendString(stable)
             }
             if let m = doc.member(e, "message"), doc.kind(m) != .null {
-                w.append(",\"")
-                w.append(messageKey)
-                w.append("\":")
+                key(messageKey)
                 w.appendRaw(doc.raw(m))
             }
-            if let st = doc.member(e, "http_status"), doc.kind(st) != .null {
-                w.append(",\"http_status\":")
-                w.appendRaw(doc.raw(st))
+            if let status {
+                key("http_status")
+                w.append(int: status)
+            }
+            if let u = doc.member(e, "continue_url"), doc.kind(u) != .null {
+                key("continue_url")
+                w.appendRaw(doc.raw(u))
             }
             if let t = doc.member(e, "terminal"), doc.kind(t) == .false {
-                w.append(",\"recoverable\":true")
+                key("recoverable")
+                w.append("true")
             }
+            if first { w.append("{") }
             w.append("}")
         }
+        let terminal = error.flatMap { doc.member($0, "terminal") }.map { doc.kind($0) == .true } ?? false
         w.append(",\"payload\":")
         switch (format, kind) {
         case ("ecp", "start"), ("ecp", "update"), ("ecp", "complete"):
             w.append("{\"jsonrpc\":\"2.0\",\"method\":")
             w.appendString(kind == "start" ? "ec.start" : kind == "update" ? "ec.update" : "ec.complete")
-            w.append(",\"params\":{\"checkout\":")
-            if let checkout { w.appendRaw(doc.raw(checkout)) } else { w.append("{}") }
+            w.append(",\"params\":{")
+            if let checkout {
+                w.append("\"checkout\":")
+                w.appendRaw(doc.raw(checkout))
+            }
             w.append("}}}")
             return
         case ("ecp", "fail"):
             w.append("{\"jsonrpc\":\"2.0\",\"method\":\"ec.error\",\"params\":{\"error\":")
             writeError(codeKey: "code", messageKey: "message")
+            if let checkout {
+                w.append(",\"checkout\":")
+                w.appendRaw(doc.raw(checkout))
+            }
             w.append("}}}")
             return
         case ("sheet_bridge", "start"), ("sheet_bridge", "complete"):
@@ -270,6 +301,14 @@ public struct ReplayCommand {
             let snapshot = checkout.map { Array(doc.raw($0)) } ?? Array("{}".utf8)
             snapshot.withUnsafeBytes { w.appendString(utf8: $0) }
             w.append("}}")
+            return
+        case ("sheet_bridge", "fail") where error.map({ e in
+            doc.member(e, "raw_code").map { doc.kind($0) == .null } ?? true
+                && doc.member(e, "message").map { doc.kind($0) == .null } ?? true
+                && doc.member(e, "code").map { doc.stringEquals($0, "cart_expired") } ?? false
+        }) ?? false:
+            // The bridge's bare `error` (no body): the kit reads it as an expired checkout.
+            w.append("{\"name\":\"error\"}}")
             return
         case ("sheet_bridge", "fail"):
             var inner = JSONWriter(capacity: 256)
@@ -290,12 +329,13 @@ public struct ReplayCommand {
         }
         w.append("{\"event\":")
         if isPrimer, kind != "start", kind != "update" {
-            let names = FloodGenerator.primerNames[platform] ?? FloodGenerator.primerNames["ios"]!
+            let names = platform.flatMap { FloodGenerator.primerNames[$0] } ?? FloodGenerator.primerNames["react_native"]!
             w.appendString(kind == "complete" ? names.complete : kind == "fail" ? names.fail : names.dismiss)
         } else {
-            let spelling = FloodGenerator.callbackSpellings.first { $0.platform == platform } ?? FloodGenerator.callbackSpellings[0]
+            let neutral = ["onStart", "onUpdate", "onComplete", "onFail", "onDismiss"]
+            let names = platform.flatMap { p in FloodGenerator.callbackSpellings.first { $0.platform == p }?.names } ?? neutral
             let index = ["start": 0, "update": 1, "complete": 2, "fail": 3, "dismiss": 4][kind] ?? 1
-            w.appendString(spelling.names[index])
+            w.appendString(names[index])
         }
         if let checkout {
             w.append(",\"checkout\":")
@@ -305,9 +345,18 @@ public struct ReplayCommand {
             w.append(",\"paymentResult\":")
             w.appendRaw(doc.raw(p))
         }
+        // An order id the original carried beside its snapshot (a wrapper's `orderId`, `data.orderId`).
+        if kind == "complete", checkout == nil, let summary = doc.object(r, "summary"),
+            let order = doc.member(summary, "order_id"), doc.kind(order) == .string
+        {
+            w.append(",\"orderId\":")
+            w.appendRaw(doc.raw(order))
+        }
         if error != nil {
             w.append(",\"error\":")
             if isPrimer { writeError(codeKey: "errorId", messageKey: "description") } else { writeError(codeKey: "code", messageKey: "message") }
+            // Primer says a failure ends the payment on the event, not in its error.
+            if isPrimer && terminal { w.append(",\"terminal\":true") }
         }
         w.append("}}")
     }

@@ -148,7 +148,7 @@ package struct FloodTimeline: Sendable {
         // drop (none drawn when under a tenth of a second).
         let last = t.count - 1
         func rate(_ i: Int, _ v: Int) -> Double? {
-            guard i == last, lastSecondFraction < 1 else { return Double(v) }
+            guard i == last, lastSecondFraction < 1, t.count > 1 else { return Double(v) }
             return lastSecondFraction >= 0.1 ? Double(v) / lastSecondFraction : nil
         }
         var rates = [
