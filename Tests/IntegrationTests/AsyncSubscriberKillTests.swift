@@ -66,7 +66,7 @@ final class AsyncRecorderProcess {
         process.standardError = err
         try process.start()
         stderr = PipeLineReader(err.fileHandleForReading)
-        guard let line = stderr.readLine(timeout: 20), line.hasPrefix("recorder: subscribed") else {
+        guard stderr.waitForLine(prefix: "recorder: subscribed", timeout: 20) else {
             kill9()
             throw HarnessError("async-seq-recorder did not report its subscription")
         }

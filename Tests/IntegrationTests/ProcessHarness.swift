@@ -64,6 +64,16 @@ final class PipeLineReader {
     }
 
     /// Every remaining line until EOF or `timeout`.
+    /// Reads lines until one starts with `prefix` (true), or `timeout` passes (false); a
+    /// subscriber's warnings (a silence on a loaded host) may come before it.
+    func waitForLine(prefix: String, timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while let line = readLine(timeout: max(0.01, deadline.timeIntervalSinceNow)) {
+            if line.hasPrefix(prefix) { return true }
+        }
+        return false
+    }
+
     func readAll(timeout: Double) -> [String] {
         var lines: [String] = []
         let deadline = Date().addingTimeInterval(timeout)
@@ -184,10 +194,17 @@ final class TailProcess {
         stdout = PipeLineReader(out.fileHandleForReading)
         stderr = PipeLineReader(err.fileHandleForReading)
         // Synchronise on something real: tail reports its subscriptions live after the daemon's
-        // heartbeat answers them.
-        guard let line = stderr.readLine(timeout: 20), line.hasPrefix("tail: subscribed") else {
-            process.terminate()
-            throw HarnessError("tail did not report its subscription")
+        // heartbeat answers them. A loaded host may delay that past tail's own silence warning,
+        // which comes first then.
+        let deadline = Date().addingTimeInterval(20)
+        var seen: [String] = []
+        while true {
+            guard let line = stderr.readLine(timeout: max(0.01, deadline.timeIntervalSinceNow)) else {
+                process.terminate()
+                throw HarnessError("tail did not report its subscription: \(seen)")
+            }
+            if line.hasPrefix("tail: subscribed") { break }
+            seen.append(line)
         }
     }
 

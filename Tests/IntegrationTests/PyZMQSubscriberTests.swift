@@ -53,10 +53,9 @@ struct PyZMQSubscriberTests {
         p.standardOutput = out
         p.standardError = err
         try p.start()
-        let line = PipeLineReader(err.fileHandleForReading).readLine(timeout: 20)
-        guard line == "subscribed" else {
+        guard PipeLineReader(err.fileHandleForReading).waitForLine(prefix: "subscribed", timeout: 20) else {
             if p.isRunning { p.terminate() }
-            throw HarnessError("the analytics worker did not report its subscription: \(line ?? "nothing")")
+            throw HarnessError("the analytics worker did not report its subscription")
         }
         return Worker(process: p, stdout: PipeLineReader(out.fileHandleForReading))
     }
@@ -117,7 +116,7 @@ struct PyZMQSubscriberTests {
         p.standardOutput = FileHandle.nullDevice
         try p.start()
         let reader = PipeLineReader(err.fileHandleForReading)
-        #expect(reader.readLine(timeout: 20) == "subscribed")
+        #expect(reader.waitForLine(prefix: "subscribed", timeout: 20))
         kill(p.processIdentifier, SIGINT)
         let status = waitForExit(p, timeout: 20)
         let rest = reader.readAll(timeout: 2)

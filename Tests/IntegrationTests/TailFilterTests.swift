@@ -18,7 +18,7 @@ func startTail(_ arguments: [String], waitForSubscription: Bool = true) throws -
     try p.start()
     let run = TailRun(process: p, stdout: PipeLineReader(out.fileHandleForReading), stderr: PipeLineReader(err.fileHandleForReading))
     guard waitForSubscription else { return run }
-    guard let line = run.stderr.readLine(timeout: 20), line.hasPrefix("tail: subscribed") else {
+    guard run.stderr.waitForLine(prefix: "tail: subscribed", timeout: 20) else {
         p.terminate()
         throw HarnessError("tail did not report its subscription")
     }

@@ -44,7 +44,8 @@ def test_pip_installed_example_counts_every_complete_once_across_kill_9(bus):
     def start(stdout):
         worker = bus.spawn([python, EXAMPLE, daemon.publish, daemon.control, state], cwd=bus.directory,
                            stdout=stdout, stderr=subprocess.PIPE, text=True)
-        assert worker.stderr.readline() == "subscribed\n"
+        # A warning (a silence on a loaded host) may come first.
+        assert any(line == "subscribed\n" for line in iter(worker.stderr.readline, ""))
         return worker
 
     worker = start(subprocess.PIPE)
