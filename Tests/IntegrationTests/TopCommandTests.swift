@@ -155,8 +155,11 @@ struct TopCommandTests {
         #expect(Self.subscriberRow(later, "ops-tail") != nil)
 
         // A tail that exits is gone at once (its final report): hidden until g shows gone ones.
-        let short = try TailProcess(from: daemon.publish, count: 1, arguments: ["--control", daemon.control, "--name", "short-tail"])
-        _ = try short.envelopes()
+        // (Under the flood it may print its envelope before its subscription is confirmed: no
+        // waiting for the subscribed line, only for its exit.)
+        let short = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control, "--name", "short-tail",
+                                                "--count", "1", "--format", "json", "--timeout", "30"], timeout: 40)
+        #expect(short.status == 0, "\(short.output)")
         try tmux.waitFor("a refresh without the exited tail") { lines in
             lines.first { $0.hasPrefix("seq ") }.map { $0 != firstSeq } == true && !lines.contains { $0.contains("short-tail") }
                 && Self.subscriberRow(lines, "ops-tail") != nil
