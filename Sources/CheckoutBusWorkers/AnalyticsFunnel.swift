@@ -233,34 +233,9 @@ public final class AnalyticsFunnel {
         }
     }
 
-    /// Milliseconds since the epoch of an RFC 3339 UTC time as the daemon writes it
-    /// (`2026-12-02T11:50:08.948Z`; a fraction of any length, or none, and `Z` or `+00:00`).
-    static func milliseconds(rfc3339 text: String) -> Int64? {
-        let b = Array(text.utf8)
-        guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
-            b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t") || b[10] == UInt8(ascii: " "),
-            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":")
-        else { return nil }
-        func number(_ from: Int, _ count: Int) -> Int64? { Timestamp.decimalField(b, from: from, count: count) }
-        guard let y = number(0, 4), let m = number(5, 2), let d = number(8, 2), let hh = number(11, 2),
-            let mm = number(14, 2), let ss = number(17, 2), (1...12).contains(m), (1...31).contains(d)
-        else { return nil }
-        var i = 19
-        var ms: Int64 = 0
-        if i < b.count, b[i] == UInt8(ascii: ".") {
-            i += 1
-            var scale: Int64 = 100
-            while i < b.count, b[i] &- UInt8(ascii: "0") < 10 {
-                ms += Int64(b[i] &- UInt8(ascii: "0")) * scale
-                scale /= 10
-                i += 1
-            }
-        }
-        guard i < b.count, b[i] == UInt8(ascii: "Z") || b[i] == UInt8(ascii: "z") || text.utf8.dropFirst(i).elementsEqual("+00:00".utf8)
-        else { return nil }
-        let days = Timestamp.daysSinceEpoch(year: y, month: m, day: d)
-        return ((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms
-    }
+    /// Milliseconds since the epoch of an RFC 3339 time as the daemon writes it
+    /// (`2026-12-02T11:50:08.948Z`): the client's reader (``JournalPosition/milliseconds(rfc3339:)``).
+    static func milliseconds(rfc3339 text: String) -> Int64? { JournalPosition.milliseconds(rfc3339: text) }
 }
 
 /// Start-to-complete durations in milliseconds, bounded: exact below 1024 ms, above that each value

@@ -30,10 +30,6 @@ let usage = """
     Run `checkoutbus <command> --help` for a command's flags.
     """
 
-/// The commands, for "did you mean".
-let commands = ["send", "tail", "route", "replay", "flood", "forwarder", "keygen", "trace", "stats", "ping", "cursor", "subscribers",
-                "top", "decode", "bench"]
-
 let allArguments = Array(CommandLine.arguments.dropFirst())
 guard let command = allArguments.first else {
     print(usage)
@@ -59,44 +55,40 @@ func runCommand(_ help: String, _ body: () throws -> Int32) -> Int32 {
     }
 }
 
+/// Every command, its help and how it runs: the dispatch and the "did you mean" read one list.
+let commands: [(name: String, help: String, run: @MainActor () throws -> Int32)] = [
+    ("send", SendCommand.help, { try SendCommand(arguments: arguments).run() }),
+    ("tail", TailCommand.help, { try TailCommand(arguments: arguments).run(stop: stop) }),
+    ("route", RouteCommand.help, { try RouteCommand(arguments: arguments).run(stop: stop) }),
+    ("replay", ReplayCommand.help, { try ReplayCommand(arguments: arguments).run() }),
+    ("flood", FloodCommand.help, { try FloodCommand(arguments: arguments).run() }),
+    ("forwarder", ForwarderCommand.help, { try ForwarderCommand(arguments: arguments).run() }),
+    ("keygen", KeygenCommand.help, { try KeygenCommand(arguments: arguments).run() }),
+    ("trace", TraceCommand.help, { try TraceCommand(arguments: arguments).run() }),
+    ("stats", StatsCommand.help, { try StatsCommand(arguments: arguments).run() }),
+    ("ping", PingCommand.help, { try PingCommand(arguments: arguments).run() }),
+    ("cursor", CursorCommand.help, { try CursorCommand(arguments: arguments).run() }),
+    ("subscribers", SubscribersCommand.help, { try SubscribersCommand(arguments: arguments).run() }),
+    ("top", TopCommand.help, { try TopCommand(arguments: arguments).run(stop: stop) }),
+    ("decode", DecodeCommand.help, { try DecodeCommand(arguments: arguments).run() }),
+    ("bench", BenchCommand.help, { try BenchCommand(arguments: arguments).run() }),
+]
+
 let status: Int32
-switch command {
-case "send": status = runCommand(SendCommand.help) { try SendCommand(arguments: arguments).run() }
-case "tail": status = runCommand(TailCommand.help) { try TailCommand(arguments: arguments).run(stop: stop) }
-case "route": status = runCommand(RouteCommand.help) { try RouteCommand(arguments: arguments).run(stop: stop) }
-case "replay":
-    status = runCommand(ReplayCommand.help) { try ReplayCommand(arguments: arguments).run() }
-case "flood":
-    status = runCommand(FloodCommand.help) { try FloodCommand(arguments: arguments).run() }
-case "forwarder":
-    status = runCommand(ForwarderCommand.help) { try ForwarderCommand(arguments: arguments).run() }
-case "keygen":
-    status = runCommand(KeygenCommand.help) { try KeygenCommand(arguments: arguments).run() }
-case "trace":
-    status = runCommand(TraceCommand.help) { try TraceCommand(arguments: arguments).run() }
-case "stats":
-    status = runCommand(StatsCommand.help) { try StatsCommand(arguments: arguments).run() }
-case "ping":
-    status = runCommand(PingCommand.help) { try PingCommand(arguments: arguments).run() }
-case "cursor":
-    status = runCommand(CursorCommand.help) { try CursorCommand(arguments: arguments).run() }
-case "subscribers":
-    status = runCommand(SubscribersCommand.help) { try SubscribersCommand(arguments: arguments).run() }
-case "top":
-    status = runCommand(TopCommand.help) { try TopCommand(arguments: arguments).run(stop: stop) }
-case "decode":
-    status = runCommand(DecodeCommand.help) { try DecodeCommand(arguments: arguments).run() }
-case "bench":
-    status = runCommand(BenchCommand.help) { try BenchCommand(arguments: arguments).run() }
-case "--help", "-h", "help":
-    print(usage)
-    status = 0
-case "--version":
-    print("checkoutbus \(CheckoutBusVersion.current) (\(CheckoutBusVersion.revision))")
-    status = 0
-default:
-    let hint = CommandLineArguments.closest(command, among: commands).map { "; did you mean `checkoutbus \($0)`?" } ?? ""
-    FileHandleWriter.standardError("checkoutbus: unknown command \(command)\(hint) (checkoutbus --help lists the commands)\n")
-    status = 2
+if let entry = commands.first(where: { $0.name == command }) {
+    status = runCommand(entry.help, entry.run)
+} else {
+    switch command {
+    case "--help", "-h", "help":
+        print(usage)
+        status = 0
+    case "--version":
+        print("checkoutbus \(CheckoutBusVersion.current) (\(CheckoutBusVersion.revision))")
+        status = 0
+    default:
+        let hint = CommandLineArguments.closest(command, among: commands.map(\.name)).map { "; did you mean `checkoutbus \($0)`?" } ?? ""
+        FileHandleWriter.standardError("checkoutbus: unknown command \(command)\(hint) (checkoutbus --help lists the commands)\n")
+        status = 2
+    }
 }
 exit(status)

@@ -186,9 +186,14 @@ func metricNames(in text: String) -> Set<String> {
 
 /// Runs a tool of Debian's `prometheus` package from /usr/bin; missing, it throws (the test fails).
 func runPrometheusTool(_ name: String, _ arguments: [String], in directory: URL? = nil) throws -> (status: Int32, output: String) {
-    let path = "/usr/bin/\(name)"
+    try runSystemTool("/usr/bin/\(name)", arguments, in: directory, package: "prometheus")
+}
+
+/// Runs a tool a Debian package installs (at `path`) to its end: its status and stdout and stderr
+/// together; missing, it throws (the test fails), naming the package.
+func runSystemTool(_ path: String, _ arguments: [String], in directory: URL? = nil, package: String) throws -> (status: Int32, output: String) {
     guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw HarnessError("\(path) is missing: install Debian's prometheus package (scripts/install-deps)")
+        throw HarnessError("\(path) is missing: install Debian's \(package) package (scripts/install-deps)")
     }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: path)

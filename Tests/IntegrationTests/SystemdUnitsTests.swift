@@ -9,15 +9,7 @@ struct SystemdUnitsTests {
     static let analyze = "/usr/bin/systemd-analyze"
 
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: analyze)
-        p.arguments = arguments
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.start()
-        let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: 60).joined(separator: "\n")
-        return (waitForExit(p, timeout: 30), text)
+        try runSystemTool(analyze, arguments, package: "systemd")
     }
 
     @Test("every unit verifies cleanly (its binaries as built) and rates OK, exposure 2.0 or less",

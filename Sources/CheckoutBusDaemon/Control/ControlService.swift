@@ -424,17 +424,8 @@ package final class ControlService {
     /// the writer puts in the envelope's head (no string before it can hold an unescaped quote), so
     /// the search stops within the head whatever the ids' lengths.
     static func receivedAt(_ envelope: UnsafeRawBufferPointer) -> Int64? {
-        let key = receivedAtKey
-        let end = envelope.count - key.count - 24
-        guard end >= 0 else { return nil }
-        var i = 0
-        while i <= end {
-            if envelope[i] == key[0] && (0..<key.count).allSatisfy({ envelope[i + $0] == key[$0] }) {
-                return Timestamp(rfc3339: UnsafeRawBufferPointer(rebasing: envelope[(i + key.count)..<(i + key.count + 24)]))?.milliseconds
-            }
-            i += 1
-        }
-        return nil
+        guard let at = offset(after: receivedAtKey, in: envelope, room: 24) else { return nil }
+        return Timestamp(rfc3339: UnsafeRawBufferPointer(rebasing: envelope[at..<(at + 24)]))?.milliseconds
     }
 
     /// `,"first_seq":F,"last_seq":L`: what the journal holds now.
@@ -453,19 +444,24 @@ package final class ControlService {
     /// outside a string is the top-level member: the envelope writer puts it before any snapshot
     /// or raw bytes, and quotes inside string values are escaped.
     private static func names(_ envelope: UnsafeRawBufferPointer, checkout quoted: [UInt8]) -> Bool {
-        checkoutKey.withUnsafeBytes { key -> Bool in
-            guard let base = envelope.baseAddress, let keyBase = key.baseAddress else { return false }
-            let last = envelope.count - key.count - quoted.count
+        guard let at = offset(after: checkoutKey, in: envelope, room: quoted.count), let base = envelope.baseAddress else { return false }
+        return quoted.withUnsafeBytes { memcmp(base + at, $0.baseAddress!, quoted.count) == 0 }
+    }
+
+    /// Where the value after the first `key` in `envelope` starts, when `room` bytes follow it: the
+    /// key of the envelope's head (no string before it holds an unescaped quote). nil without one.
+    static func offset(after key: [UInt8], in envelope: UnsafeRawBufferPointer, room: Int) -> Int? {
+        key.withUnsafeBytes { k -> Int? in
+            guard let base = envelope.baseAddress, let keyBase = k.baseAddress else { return nil }
+            let last = envelope.count - key.count - room
             var i = 0
             while i <= last {
-                guard let found = memchr(base + i, Int32(UInt8(ascii: "\"")), last - i + 1) else { return false }
+                guard let found = memchr(base + i, Int32(UInt8(ascii: "\"")), last - i + 1) else { return nil }
                 let at = base.distance(to: UnsafeRawPointer(found))
-                if memcmp(found, keyBase, key.count) == 0 {
-                    return quoted.withUnsafeBytes { memcmp(base + at + key.count, $0.baseAddress!, quoted.count) == 0 }
-                }
+                if memcmp(found, keyBase, key.count) == 0 { return at + key.count }
                 i = at + 1
             }
-            return false
+            return nil
         }
     }
 

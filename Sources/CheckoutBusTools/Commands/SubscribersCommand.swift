@@ -81,7 +81,7 @@ public struct SubscribersCommand {
         var rows: [Row] = []
         for control in controls {
             do {
-                guard let reply = try SubscribersCommand.request(#"{"op":"stats"}"#, control, timeoutSeconds: timeoutSeconds, curve: curve),
+                guard let reply = try ControlRequest.send(#"{"op":"stats"}"#, to: control, timeoutSeconds: timeoutSeconds, curve: curve),
                     let s = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any]
                 else {
                     FileHandleWriter.standardError("checkoutbus subscribers: no answer from \(control) within \(timeoutSeconds)s"
@@ -147,7 +147,7 @@ public struct SubscribersCommand {
         var known = false
         for control in controls {
             do {
-                guard let reply = try SubscribersCommand.request(String(decoding: w.bytes, as: UTF8.self), control,
+                guard let reply = try ControlRequest.send(String(decoding: w.bytes, as: UTF8.self), to: control,
                                                                  timeoutSeconds: timeoutSeconds, curve: curve),
                     let o = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any]
                 else {
@@ -176,11 +176,5 @@ public struct SubscribersCommand {
             return 1
         }
         return 0
-    }
-
-    /// Sends `body` to the daemon at `control` once.
-    /// - Returns: the reply's JSON bytes, or nil when none came within `timeoutSeconds`.
-    package static func request(_ body: String, _ control: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws -> [UInt8]? {
-        try ControlRequest.send(body, to: control, timeoutSeconds: timeoutSeconds, curve: curve)
     }
 }
