@@ -245,10 +245,11 @@ public struct FloodCommand {
             // True when flood's own limit ended the sweep: the answer is a floor, not the bus's boundary.
             w.append(",\"tool_limited\":")
             w.append(bool: steps.last.map { !$0.held && $0.why.hasPrefix("flood itself") } ?? false)
+            let info = FloodRunInfo()
             w.append(",\"run\":{\"command\":")
-            w.appendString(FloodRunInfo().command)
+            w.appendString(info.command)
             w.append(",\"build\":")
-            w.appendString(FloodRunInfo().build)
+            w.appendString(info.build)
             w.append("}}")
             FileHandleWriter.standardOutput(String(decoding: w.bytes, as: UTF8.self) + "\n")
         } else if let answer {
