@@ -55,9 +55,10 @@ public struct FloodCommand {
                                p99 drawn dashed in --report
           --sweep FROM:TO[:STEP]  find the highest rate the bus sustains within --slo: fixed-rate runs
                                of --step-seconds each (default 20) at FROM, FROM+STEP, … TO events/s
-                               (STEP default (TO-FROM)/5), each a run of its own; stops at the first
-                               step that misses the SLO or loses anything, and prints the table and the
-                               answer (exit 0 when at least one step held, 1 otherwise)
+                               (STEP default (TO-FROM)/5), each a run of its own; climbs to the first
+                               step that misses the SLO or loses anything, runs the step below again
+                               (and below that, until one holds twice), and prints the table and the
+                               answer (exit 0 when a step held, 1 otherwise)
           --slo PERCENTILE=TIME  with --sweep: the latency a step must hold, p50, p90, p99 or p99.9 of
                                what the subscribers measured, in us, ms or s (p99=5ms)
           --step-seconds N     with --sweep: how long each step runs (default 20); a sweep takes none of
@@ -157,18 +158,18 @@ public struct FloodCommand {
     /// per step and the answer (docs/commands.md, "Finding the sustainable rate").
     private func runSweep(_ sweep: (from: Int, to: Int, step: Int), slo: (quantile: Double, name: String, micros: Double),
                           stop: StopSignal) -> Int32 {
-        var steps: [(rate: Int, report: FloodReport, held: Bool, why: String)] = []
+        var steps: [(rate: Int, report: FloodReport, held: Bool, why: String, again: Bool)] = []
         let sloText = "\(slo.name) ≤ \(String(format2: slo.micros / 1000)) ms"
         if !json {
             FileHandleWriter.standardOutput("sweep       \(sweep.from)…\(sweep.to) events/s by \(sweep.step), \(stepSeconds) s a step, SLO \(sloText)\n")
         }
-        for rate in stride(from: sweep.from, through: sweep.to, by: sweep.step) {
-            if stop.isRaised { break }
+        /// One fixed-rate run; nil when flood itself failed.
+        func step(_ rate: Int, again: Bool) -> SweepPlan.Outcome? {
             var c = configuration
             c.rate = Double(rate)
             c.duration = Double(stepSeconds)
             c.generator.checkouts = max(c.generator.checkouts, rate * stepSeconds / 3 + 1)
-            c.generator.runID += "-r\(rate)"
+            c.generator.runID += "-r\(rate)" + (again ? "b" : "")
             let report: FloodReport
             do {
                 let startedAt = BusClock.wallMilliseconds()
@@ -179,7 +180,7 @@ public struct FloodCommand {
                 report = r
             } catch {
                 FileHandleWriter.standardError("checkoutbus flood: step \(rate)/s: \(error)\n")
-                return 1
+                return nil
             }
             let achieved = report.latency.micros(slo.quantile)
             let why: String
@@ -197,18 +198,24 @@ public struct FloodCommand {
                 why = ""
             }
             let held = why.isEmpty
-            steps.append((rate, report, held, why))
+            steps.append((rate, report, held, why, again))
             if !json {
                 let ms: (Double) -> String = { String(format2: report.latency.micros($0) / 1000) }
-                let rateText: String = String(rate).leftPadding(8)
+                let rateText: String = (again ? "again " : "") + String(rate).leftPadding(8)
                 let publishedText: String = String(Int(report.throughput)).leftPadding(8)
                 let head = "  \(rateText)/s  published \(publishedText)/s  "
                 let figures = "p50 \(ms(0.5)) ms  p99 \(ms(0.99)) ms  p99.9 \(ms(0.999)) ms  "
                 FileHandleWriter.standardOutput(head + figures + (held ? "held" : "MISSED: " + why) + "\n")
             }
-            if !held { break }
+            if report.outcome.interrupted { return .interrupted }
+            return held ? .held : report.limitedBy.isTool ? .missedByTool : .missedByBus
         }
-        let answer = steps.last(where: \.held)?.rate
+        var plan = SweepPlan(from: sweep.from, to: sweep.to, step: sweep.step)
+        while let (rate, again) = plan.next(), !stop.isRaised {
+            guard let outcome = step(rate, again: again) else { return 1 }
+            plan.record(outcome)
+        }
+        let answer = plan.answer
         if json {
             var w = JSONWriter(capacity: 512)
             w.append("{\"slo\":{\"percentile\":")
@@ -232,6 +239,7 @@ public struct FloodCommand {
                 }
                 w.append(",\"held\":")
                 w.append(bool: st.held)
+                if st.again { w.append(",\"again\":true") }
                 if !st.held {
                     w.append(",\"why\":")
                     w.appendString(st.why)
@@ -244,7 +252,7 @@ public struct FloodCommand {
             if let answer { w.append(int: answer) } else { w.append("null") }
             // True when flood's own limit ended the sweep: the answer is a floor, not the bus's boundary.
             w.append(",\"tool_limited\":")
-            w.append(bool: steps.last.map { !$0.held && $0.why.hasPrefix("flood itself") } ?? false)
+            w.append(bool: plan.toolLimited)
             let info = FloodRunInfo()
             w.append(",\"run\":{\"command\":")
             w.appendString(info.command)
@@ -253,15 +261,18 @@ public struct FloodCommand {
             w.append("}}")
             FileHandleWriter.standardOutput(String(decoding: w.bytes, as: UTF8.self) + "\n")
         } else if let answer {
-            let topped = steps.count == stride(from: sweep.from, through: sweep.to, by: sweep.step).underestimatedCount && steps.last?.held == true
+            let topped = !plan.confirmed && !plan.toolLimited
             // Stopped by flood's own limit: the bus's boundary was not reached, only a floor is known.
-            let toolStop = steps.last.map { !$0.held && $0.why.hasPrefix("flood itself") } ?? false
+            let toolStop = plan.toolLimited
             let floor = toolStop ? "at least " : ""
             let why = toolStop ? " (flood itself could not drive \(steps.last!.rate)/s from this host: the bus's boundary is above; "
                 + "sweep from more --producers or another host to find it)" : topped ? " (the top of the sweep: it may hold more)" : ""
-            FileHandleWriter.standardOutput("sustainable \(floor)\(answer) events/s with \(sloText) over \(stepSeconds) s\(why)\n")
+            let twice = plan.confirmed ? " (held twice)" : ""
+            FileHandleWriter.standardOutput("sustainable \(floor)\(answer) events/s with \(sloText) over \(stepSeconds) s\(twice)\(why)\n")
         } else {
-            FileHandleWriter.standardOutput("sustainable none: the first step, \(sweep.from) events/s, missed (\(steps.first?.why ?? "stopped"))\n")
+            let text = plan.highestHeld == nil ? "the first step, \(sweep.from) events/s, missed (\(steps.first?.why ?? "stopped"))"
+                : "no step held a second time, down to \(sweep.from) events/s"
+            FileHandleWriter.standardOutput("sustainable none: \(text)\n")
         }
         if stop.isRaised { return FloodCommand.interruptedStatus }
         return answer == nil ? 1 : 0
