@@ -137,6 +137,14 @@ struct HelpAndErrorsTests {
         let nobody = "tcp://127.0.0.1:\(try freeLoopbackPort())"
         let fail = try runTool("checkoutbus", ["ping", "--control", nobody, "--timeout", "1"])
         #expect(fail.status == 1 && fail.output.contains("FAIL") && fail.output.contains("no answer within 1 s"), "\(fail.output)")
+        // --healthz: only the metrics port, no keys needed (a container's health check).
+        let metrics = try #require(shards[0].ready["metrics"] as? String)
+        let healthy = try runTool("checkoutbus", ["ping", "--healthz", metrics])
+        #expect(healthy.status == 0 && healthy.output.contains("/healthz 200") && !healthy.output.contains("control"), "\(healthy.output)")
+        let silent = try runTool("checkoutbus", ["ping", "--healthz", "127.0.0.1:\(try freeLoopbackPort())", "--timeout", "1"])
+        #expect(silent.status == 1 && silent.output.contains("FAIL"), "\(silent.output)")
+        let both = try runTool("checkoutbus", ["ping", "--healthz", metrics, "--control", shards[0].control])
+        #expect(both.status == 2 && both.output.contains("give one"), "\(both.output)")
     }
 
     @Test("a failed start never removes a data directory a running daemon holds, nor one its own mkdir did not make")

@@ -12,10 +12,12 @@ public struct PingCommand {
     public static let help = """
         checkoutbus ping — is every endpoint of a daemon, or of each shard, answering, and how fast.
 
-        USAGE: checkoutbus ping [--control E0,E1,…] [--timeout SECONDS] [--json]
+        USAGE: checkoutbus ping [--control E0,E1,… | --healthz HOST:PORT] [--timeout SECONDS] [--json]
 
           --control E0,E1,…    the daemons' --control endpoints (default tcp://127.0.0.1:7703); each
                                daemon says where its other endpoints are bound
+          --healthz HOST:PORT  only /healthz at a daemon's --metrics address: needs no keys (a
+                               container's or a unit's health check)
           --timeout SECONDS    how long each endpoint may take (default 3)
           --json               one JSON object per endpoint and line
         \(CurveClientKeys.help)
@@ -31,13 +33,22 @@ public struct PingCommand {
     public var timeoutSeconds = 3
     public var json = false
     public var curve: CurveClientKeys?
+    /// `--healthz`: only this metrics address.
+    public var healthz: String?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout"]).union(CurveClientKeys.flags), switches: ["json"])
+        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout", "healthz"]).union(CurveClientKeys.flags), switches: ["json"])
         curve = try CurveClientKeys.parse(args)
         if let v = args.value("control") {
             controls = v.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             if controls.isEmpty { throw .init("--control needs at least one endpoint") }
+        }
+        if let v = args.value("healthz") {
+            if args.value("control") != nil { throw .init("--healthz and --control are two kinds of ping: give one") }
+            guard v.split(separator: ":").count == 2, let port = Int(v.split(separator: ":")[1]), (1...65535).contains(port) else {
+                throw .init("--healthz takes HOST:PORT (the daemon's --metrics, 127.0.0.1:7780), got \(v)")
+            }
+            healthz = v
         }
         timeoutSeconds = try args.int("timeout", default: 3, in: 1...600)
         json = args.has("json")
@@ -54,6 +65,11 @@ public struct PingCommand {
     }
 
     public func run() -> Int32 {
+        if let healthz {
+            let probe = health(healthz)
+            FileHandleWriter.standardOutput(render(probe) + "\n")
+            return probe.ok ? 0 : 1
+        }
         var all: [Probe] = []
         for control in controls {
             let probes = ping(control)
