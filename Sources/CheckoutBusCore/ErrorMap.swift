@@ -110,7 +110,7 @@ public struct ErrorMap: Sendable, Equatable {
         return entry.map { Mapping(code: $0.code, terminal: family == .ecp ? nil : $0.terminal) }
     }
 
-    static let families: [RawFormat] = [.ecp, .sheetBridge, .callback, .primer]
+    static let families: [RawFormat] = RawFormat.allCases
 
     /// The map in force for every processor of the process (set at start and on SIGHUP).
     static let current = Mutex(ErrorMap())

@@ -93,7 +93,7 @@ public final class EventProcessor {
         p.initialize(repeating: 0, count: EventProcessor.perEventCountsSize)
         return p
     }()
-    private static let formatCount = 4
+    private static let formatCount = RawFormat.allCases.count
     /// `LifecycleKind.allCases.count` (checked when a processor is made), as a constant.
     private static let kindCount = 5
     private static let receivedByFormatAt = 0

@@ -514,7 +514,7 @@ package final class ControlService {
             w.append(int: Int64(c.publishedByKind[i]))
         }
         w.append("},\"received_by_family\":{")
-        for (i, family) in ["ecp", "sheet_bridge", "callback", "primer"].enumerated() {
+        for (i, family) in RawFormat.labels.enumerated() {
             if i > 0 { w.append(",") }
             w.appendString(family)
             w.append(":")

@@ -23,7 +23,7 @@ package enum MetricsText {
             out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
             for (labels, v) in samples { out += "\(name)\(labels) \(v)\n" }
         }
-        let formats = ["ecp", "sheet_bridge", "callback", "primer"]
+        let formats = RawFormat.labels
         counter("checkoutbus_events_received_total", "Raw events received, by raw family (decoded ones; see also dead letters).",
                 formats.enumerated().map { ("{family=\"\($0.element)\"}", c.receivedByFormat[$0.offset]) })
         counter("checkoutbus_messages_received_total", "Messages received on the ingest sockets.", [("", c.received)])

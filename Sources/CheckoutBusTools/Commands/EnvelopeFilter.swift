@@ -1,4 +1,5 @@
 import CheckoutBusJSON
+import CheckoutBusProtocol
 import CheckoutBusRuntime
 
 /// The field filters of `checkoutbus tail` (`--checkout`, `--code`, `--platform`, `--sdk`,
@@ -29,7 +30,7 @@ package struct EnvelopeFilter: Sendable, Equatable {
           --code CODE          only failures with this stable code (docs/error-codes.md)
           --platform NAME      only envelopes whose source.platform is NAME (ios, android, react_native, …)
           --sdk NAME           only envelopes whose source.sdk is NAME (shopify, primer)
-          --source FORMAT      only envelopes whose source.format is FORMAT (ecp, sheet_bridge, callback, primer)
+          --source FORMAT      only envelopes whose source.format is FORMAT (\(RawFormat.labels.joined(separator: ", ")))
                                Each of these may be repeated (any value matches) and they combine with each
                                other and with --topic (all must match); applied on this side, to each envelope
         """

@@ -1,4 +1,5 @@
 import Foundation
+import CheckoutBusProtocol
 
 /// What `checkoutbus top` shows: two rounds of `stats` snapshots and the time between them turned
 /// into screen lines (or one line for a pipe). Pure: no sockets, no clock, no terminal.
@@ -334,8 +335,8 @@ package struct TopView: Sendable {
 
     // MARK: formatting
 
-    static let families = ["ecp", "sheet_bridge", "callback", "primer"]
-    static let kinds = ["start", "update", "complete", "fail", "dismiss"]
+    static let families = RawFormat.labels
+    static let kinds = LifecycleKind.allCases.map { "\($0.name)" }
 
     /// A rate with one decimal, or `-` before there are two rounds.
     static func rate(_ v: Double?) -> String { v.map { number($0) } ?? "-" }
