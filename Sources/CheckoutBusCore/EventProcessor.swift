@@ -93,7 +93,9 @@ public final class EventProcessor {
         p.initialize(repeating: 0, count: EventProcessor.perEventCountsSize)
         return p
     }()
-    private static let formatCount = RawFormat.allCases.count
+    /// `RawFormat.allCases.count` (checked when a processor is made), as a constant: the offsets
+    /// below stay literals in the per-event path.
+    private static let formatCount = 4
     /// `LifecycleKind.allCases.count` (checked when a processor is made), as a constant.
     private static let kindCount = 5
     private static let receivedByFormatAt = 0
@@ -161,7 +163,9 @@ public final class EventProcessor {
 
     public init(options: Options = Options(), startSeq: UInt64 = 0) {
         precondition(LifecycleKind.allCases.count == EventProcessor.kindCount
-                     && LifecycleKind.allCases.allSatisfy { Int($0.rawValue) < EventProcessor.kindCount })
+                     && LifecycleKind.allCases.allSatisfy { Int($0.rawValue) < EventProcessor.kindCount }
+                     && RawFormat.allCases.count == EventProcessor.formatCount
+                     && RawFormat.allCases.allSatisfy { Int($0.rawValue) < EventProcessor.formatCount })
         self.options = options
         self.lastSeq = startSeq
         self.envelopes = EnvelopeWriter(shard: options.shard, keepBuyerData: options.keepBuyerData)
