@@ -94,8 +94,7 @@ public final class BusDaemon {
     private var batches: JournalBatch!
     /// Event ids of suppressed updates, for retries across a restart (nil with `--dedupe-window 0`).
     private var suppressedLog: SuppressedLog?
-    private var acks: [PendingAck] = []
-    private var ackHead = 0
+    private var acks = RingBuffer<PendingAck>(initialCapacity: 1024)
     /// Where the threads that serve clients get the pipeline's figures (set while running).
     private var snapshots: SnapshotExchange?
     /// A reader asked for a snapshot that is not yet published.
@@ -319,7 +318,7 @@ public final class BusDaemon {
             }
             // Waiting acks are released as the sync thread advances: look again within a millisecond.
             let untilHeartbeat = Int((nextHeartbeat - min(now, nextHeartbeat)) / 1_000_000) + 1
-            let wait = ackHead < acks.count ? 1 : min(untilHeartbeat, snapshotOwed || subscriptionHeartbeatOwed ? 2 : 200)
+            let wait = !acks.isEmpty ? 1 : min(untilHeartbeat, snapshotOwed || subscriptionHeartbeatOwed ? 2 : 200)
             guard try poller.poll(timeoutMilliseconds: wait) > 0 else { continue }
             if poller.isReadable(sides.publishIndex) { try readSubscriptions(publish) }
             if poller.isReadable(ingestIndex) { try drainIngest(ingest, message, limit: batchSize) }
@@ -709,23 +708,15 @@ public final class BusDaemon {
 
     /// Answers acknowledged producers whose events are durable, in arrival order.
     private func releaseAcks(_ acked: ZMQSocket) throws {
-        guard ackHead < acks.count else { return }
+        guard !acks.isEmpty else { return }
         // Durable and published: a record written ahead of a rotation is durable before its
         // batch is published.
         let durable = min(journal.durableSeq, batches.publishedSeq)
-        while ackHead < acks.count && acks[ackHead].durableAt <= durable {
-            let a = acks[ackHead]
+        while let a = acks.first, a.durableAt <= durable {
             _ = try acked.send(a.identity, more: true)
             if a.delimiter { _ = try acked.send([UInt8](), more: true) }
             _ = try acked.send(a.reply)
-            ackHead += 1
-        }
-        if ackHead == acks.count {
-            acks.removeAll(keepingCapacity: true)
-            ackHead = 0
-        } else if ackHead > 4096 {
-            acks.removeFirst(ackHead)
-            ackHead = 0
+            _ = acks.popFirst()
         }
     }
 

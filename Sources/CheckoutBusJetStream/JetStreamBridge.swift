@@ -57,7 +57,7 @@ public actor JetStreamBridge {
     /// Each position's newest envelope handed over and not yet committed.
     private var handled: [ReceivedEnvelope?] = []
     /// Envelopes acknowledged up to, waiting to be committed, in order.
-    private var acknowledged: [ReceivedEnvelope] = []
+    private var acknowledged = RingBuffer<ReceivedEnvelope>()
     /// A commit is under way (``commitAcknowledged(_:)`` suspends): no second one meanwhile.
     private var committing = false
     /// The position of a shard's envelopes in the endpoint list.
@@ -219,8 +219,7 @@ public actor JetStreamBridge {
         guard !committing else { return }
         committing = true
         defer { committing = false }
-        while !acknowledged.isEmpty {
-            let envelope = acknowledged.removeFirst()
+        while let envelope = acknowledged.popFirst() {
             try await subscriber.commit(envelope)
             committedSeqs[positionOfShard[envelope.shard] ?? 0] = envelope.seq
             statistics.commits += 1

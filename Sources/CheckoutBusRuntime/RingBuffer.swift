@@ -4,7 +4,9 @@
 /// twice the most elements it ever held at once, however far the taking lags behind the
 /// appending as long as it keeps up on the whole. A taken element's slot is cleared at once: the
 /// queue keeps nothing alive that it has handed out. The one queue type of the package (in place
-/// of an array with a head index, which keeps every taken element until it drains).
+/// of an array with a head index, which keeps every taken element until it drains): the daemon's
+/// waiting acknowledgements, the subscriber's pending and unconfirmed envelopes, the async
+/// hand-over, the router's waiting acknowledgements and the JetStream bridge's commits.
 ///
 /// A value with copy-on-write storage; `Sendable` when its elements are. Not thread-safe: share it
 /// behind a lock.
@@ -44,10 +46,31 @@ public struct RingBuffer<Element> {
     /// The front element, left in place.
     public var first: Element? { count > 0 ? slots[head] : nil }
 
+    /// The back element (the last appended), left in place.
+    public var last: Element? { count > 0 ? slots[slot(count - 1)] : nil }
+
+    /// The element `offset` places from the front (0: ``first``); `offset` must be below ``count``.
+    public subscript(offset: Int) -> Element {
+        precondition(offset >= 0 && offset < count, "RingBuffer offset \(offset) out of 0..<\(count)")
+        return slots[slot(offset)]!
+    }
+
     /// Takes every element, keeping the storage.
     public mutating func removeAll() {
         while popFirst() != nil {}
         head = 0
+    }
+
+    /// Takes every element; without `keepingCapacity`, the storage goes back to `initialCapacity`
+    /// slots (a queue that once held a flood does not keep its size).
+    public mutating func removeAll(keepingCapacity: Bool, initialCapacity: Int = 16) {
+        if keepingCapacity {
+            removeAll()
+        } else {
+            slots = ContiguousArray(repeating: nil, count: max(1, initialCapacity))
+            head = 0
+            count = 0
+        }
     }
 
     /// The slot `offset` places after the head.

@@ -57,4 +57,22 @@ struct RingBufferTests {
         ring.append(Token(10))
         #expect(ring.popFirst()?.n == 10)
     }
+
+    @Test("last and subscript read from the back and by offset across a wrap; removeAll without keeping capacity shrinks")
+    func indexing() {
+        var ring = RingBuffer<Int>(initialCapacity: 4)
+        for i in 0..<3 { ring.append(i) }
+        _ = ring.popFirst()
+        _ = ring.popFirst()
+        for i in 3..<6 { ring.append(i) }  // wraps: slots 2, 3, 0, 1
+        #expect(ring.first == 2 && ring.last == 5 && ring.count == 4)
+        #expect((0..<ring.count).map { ring[$0] } == [2, 3, 4, 5])
+        for i in 6..<40 { ring.append(i) }
+        #expect(ring.capacity >= 38 && ring.last == 39 && ring[37] == 39)
+        ring.removeAll(keepingCapacity: true)
+        #expect(ring.isEmpty && ring.capacity >= 38 && ring.last == nil)
+        for i in 0..<40 { ring.append(i) }
+        ring.removeAll(keepingCapacity: false, initialCapacity: 8)
+        #expect(ring.isEmpty && ring.capacity == 8 && ring.first == nil)
+    }
 }

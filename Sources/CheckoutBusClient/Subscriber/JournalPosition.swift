@@ -134,7 +134,7 @@ public enum JournalPosition: Sendable, Equatable {
             guard case .seq(let seq) = self else { preconditionFailure() }
             return Resolved(seq: seq, beforeRetention: false, firstSeq: 0, lastSeq: 0)
         }
-        guard let reply = try ControlRequest.send("{\"op\":\"seek\",\"time_ms\":\(ms)}", to: control,
+        guard let reply = try ControlRequest.send(ControlRequestWire.seek(timeMilliseconds: Int64(ms)), to: control,
                                                   timeoutSeconds: timeoutSeconds, curve: curve) else {
             throw SubscriberError(.noAnswer, "no answer to seek from \(control) within \(timeoutSeconds) s")
         }

@@ -130,9 +130,8 @@ package struct SubscriptionSequencer {
     private var checkedKindSeq = [Int64](repeating: -1, count: JournaledKind.allCases.count)
 
     // Live stream.
-    /// Live envelopes not yet provably next, ascending by seq, from `pendingHead` on.
-    private var pending: [BusEnvelope] = []
-    private var pendingHead = 0
+    /// Live envelopes not yet provably next, ascending by seq.
+    private var pending = RingBuffer<BusEnvelope>()
     private var pendingBytes = 0
     /// Live envelopes up to here were received but let go from `pending` (memory bound).
     private var evictedThrough: Int64 = 0
@@ -142,9 +141,8 @@ package struct SubscriptionSequencer {
     private var liveHigh: Int64 = 0
     private var lastHeartbeat: Heartbeat?
     /// Envelopes delivered from the journal before the live stream reached their seq: missed if the
-    /// live stream passes them without bringing them. Ascending, from `unconfirmedHead` on.
-    private var unconfirmed: [Int64] = []
-    private var unconfirmedHead = 0
+    /// live stream passes them without bringing them. Ascending.
+    private var unconfirmed = RingBuffer<Int64>()
     /// Whether the last envelope classified (in delivered order) was a missed one: a gap is a run.
     private var lastWasMissed = false
 
@@ -266,7 +264,7 @@ package struct SubscriptionSequencer {
             if !envelope.positionOnly { statistics.duplicates += 1 }
             return []
         }
-        if inFlight != nil || needReplay || pendingHead < pending.count {
+        if inFlight != nil || needReplay || !pending.isEmpty {
             hold(envelope)
             return []
         }
@@ -302,7 +300,7 @@ package struct SubscriptionSequencer {
                            ["daemon_seq": String(heartbeat.seq), "cursor": String(start)])
         }
         lastHeartbeat = heartbeat
-        if inFlight == nil && !needReplay && pendingHead == pending.count { evaluateHeartbeat() }
+        if inFlight == nil && !needReplay && pending.isEmpty { evaluateHeartbeat() }
         actions.append(reportAction())
         return actions
     }
@@ -324,14 +322,13 @@ package struct SubscriptionSequencer {
     }
 
     private mutating func hold(_ envelope: BusEnvelope) {
-        if let last = pending.last, pendingHead < pending.count, last.seq >= envelope.seq { return }
+        if let last = pending.last, last.seq >= envelope.seq { return }
         pending.append(envelope)
         pendingBytes += envelope.bytes.count + envelope.topic.count
         if pendingBytes > options.maxPendingBytes {
             // The journal has every one of them: let them go and read them from there.
             evictedThrough = max(evictedThrough, envelope.seq)
             pending.removeAll(keepingCapacity: false)
-            pendingHead = 0
             pendingBytes = 0
             needReplay = true
         }
@@ -498,10 +495,9 @@ package struct SubscriptionSequencer {
             try checkShard(of: envelope, from: options.control)
             guard envelope.seq > (verified ?? 0) else { continue }
             // A live copy held in `pending` means it was not missed.
-            while pendingHead < pending.count && pending[pendingHead].seq < envelope.seq { dropPendingHead() }
-            if pendingHead < pending.count && pending[pendingHead].seq == envelope.seq {
+            while let first = pending.first, first.seq < envelope.seq { dropPendingHead() }
+            if let live = pending.first, live.seq == envelope.seq {
                 // Received live after all: deliver that copy (the bytes are the same).
-                let live = pending[pendingHead]
                 dropPendingHead()
                 deliver(live, seenLive: true, into: &actions)
             } else {
@@ -535,9 +531,8 @@ package struct SubscriptionSequencer {
     /// The journal has been read up to what it held: deliver the live envelopes held meanwhile
     /// while each provably follows the last, then check the last heartbeat.
     private mutating func caughtUp(into actions: inout [Action]) {
-        while pendingHead < pending.count && pending[pendingHead].seq <= verified! { dropPendingHead() }
-        while pendingHead < pending.count {
-            let envelope = pending[pendingHead]
+        while let first = pending.first, first.seq <= verified! { dropPendingHead() }
+        while let envelope = pending.first {
             guard isProvablyNext(envelope) else {
                 needReplay = true
                 break
@@ -545,25 +540,15 @@ package struct SubscriptionSequencer {
             dropPendingHead()
             deliver(envelope, seenLive: true, into: &actions)
         }
-        if pendingHead == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            pendingHead = 0
+        if pending.isEmpty {
             pendingBytes = 0
             if !needReplay { evaluateHeartbeat() }
         }
     }
 
     private mutating func dropPendingHead() {
-        pendingBytes -= pending[pendingHead].bytes.count + pending[pendingHead].topic.count
-        pendingHead += 1
-        if pendingHead == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            pendingHead = 0
-            pendingBytes = 0
-        } else if pendingHead >= 4096 {
-            pending.removeFirst(pendingHead)
-            pendingHead = 0
-        }
+        guard let envelope = pending.popFirst() else { return }
+        pendingBytes = pending.isEmpty ? 0 : pendingBytes - envelope.bytes.count - envelope.topic.count
     }
 
     // MARK: Delivery
@@ -592,11 +577,11 @@ package struct SubscriptionSequencer {
             } else if let floor = liveFloor, envelope.seq > floor {
                 // Published after the subscriber joined. Missed if the live stream has already gone
                 // past it; otherwise it is decided when the live stream gets there.
-                if unconfirmedHead == unconfirmed.count && envelope.seq <= liveHigh {
+                if unconfirmed.isEmpty && envelope.seq <= liveHigh {
                     countMissed()
                 } else {
                     unconfirmed.append(envelope.seq)
-                    if unconfirmed.count - unconfirmedHead > 1_000_000 { unconfirmedHead += 1 }
+                    if unconfirmed.count > 1_000_000 { _ = unconfirmed.popFirst() }
                 }
             } else {
                 lastWasMissed = false
@@ -616,20 +601,13 @@ package struct SubscriptionSequencer {
     /// The live stream has reached `seq` (an envelope `arrived`, or a heartbeat sent after it):
     /// envelopes delivered from the journal before it that did not arrive live were missed.
     private mutating func confirm(through seq: Int64, arrived: Int64?) {
-        while unconfirmedHead < unconfirmed.count && unconfirmed[unconfirmedHead] <= seq {
-            if unconfirmed[unconfirmedHead] == arrived {
+        while let first = unconfirmed.first, first <= seq {
+            if first == arrived {
                 lastWasMissed = false
             } else {
                 countMissed()
             }
-            unconfirmedHead += 1
-        }
-        if unconfirmedHead == unconfirmed.count {
-            unconfirmed.removeAll(keepingCapacity: true)
-            unconfirmedHead = 0
-        } else if unconfirmedHead >= 4096 {
-            unconfirmed.removeFirst(unconfirmedHead)
-            unconfirmedHead = 0
+            _ = unconfirmed.popFirst()
         }
     }
 

@@ -93,56 +93,16 @@ package final class SubscriptionWire {
     // MARK: Writing
 
     package static func replayRequest(id: Int64, from: Int64, prefixes: [String], limit: Int) -> [UInt8] {
-        var w = JSONWriter(capacity: 256)
-        w.append("{\"op\":\"replay\",\"from\":")
-        w.append(int: from)
-        w.append(",\"prefix\":[")
-        for (i, prefix) in prefixes.enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(prefix)
-        }
-        w.append("],\"limit\":")
-        w.append(int: limit)
-        w.append(",\"req\":")
-        w.append(int: id)
-        w.append("}")
-        return w.bytes
+        ControlRequestWire.replay(from: from, prefixes: prefixes, limit: limit, req: id)
     }
 
     package static func identityRequest(id: Int64) -> [UInt8] {
-        var w = JSONWriter(capacity: 64)
-        w.append("{\"op\":\"stats\",\"req\":")
-        w.append(int: id)
-        w.append("}")
-        return w.bytes
+        ControlRequestWire.stats(req: id)
     }
 
     package static func report(_ report: SubscriptionSequencer.Report, name: String) -> [UInt8] {
-        var w = JSONWriter(capacity: 256)
-        w.append("{\"op\":\"report\",\"subscriber\":")
-        w.appendString(name)
-        w.append(",\"last_seq\":")
-        w.append(int: report.lastSeq)
-        w.append(",\"missed\":")
-        w.append(int: report.missed)
-        w.append(",\"recovered\":")
-        w.append(int: report.recovered)
-        w.append(",\"gaps\":")
-        w.append(int: report.gaps)
-        w.append(",\"through_seq\":")
-        w.append(int: report.throughSeq)
-        if report.final { w.append(",\"final\":true") }
-        if let durable = report.durable {
-            w.append(",\"durable\":")
-            w.append(bool: durable)
-        }
-        if let rejected = report.rejected {
-            w.append(",\"rejected\":")
-            w.append(int: rejected)
-        }
-        w.append(",\"req\":")
-        w.append(int: report.id)
-        w.append("}")
-        return w.bytes
+        ControlRequestWire.report(.init(subscriber: name, lastSeq: report.lastSeq, missed: report.missed, recovered: report.recovered,
+                                        gaps: report.gaps, throughSeq: report.throughSeq, final: report.final,
+                                        durable: report.durable, rejected: report.rejected), req: report.id)
     }
 }

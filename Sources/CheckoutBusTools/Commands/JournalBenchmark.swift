@@ -95,7 +95,7 @@ public struct JournalBenchmark {
             var next = 1
             var received = 0
             while next <= events {
-                _ = try dealer.send("{\"op\":\"replay\",\"from\":\(next),\"limit\":10000}")
+                _ = try dealer.send(ControlRequestWire.replay(from: Int64(next), limit: 10000))
                 _ = try dealer.receive(into: message)
                 let status = message.bytes
                 guard let obj = try JSONSerialization.jsonObject(with: Data(status)) as? [String: Any],

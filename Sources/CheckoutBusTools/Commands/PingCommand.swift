@@ -2,6 +2,7 @@ import Foundation
 import ZeroMQ
 import CheckoutBusClient
 import CheckoutBusRuntime
+import CheckoutBusProtocol
 
 /// `checkoutbus ping`: is every endpoint of a daemon (or of each shard) there, and how fast — the
 /// control socket's `stats` round trip, the ZMTP handshake on each ingest socket, a heartbeat on
@@ -94,7 +95,7 @@ public struct PingCommand {
     /// Every endpoint of the daemon at `control`.
     package func ping(_ control: String) -> [Probe] {
         let started = BusClock.monotonicNanoseconds()
-        let reply = try? ControlRequest.send(#"{"op":"stats"}"#, to: control, timeoutSeconds: timeoutSeconds, curve: curve)
+        let reply = try? ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
         let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
         guard let reply, let s = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any] else {
             let why = curve == nil ? " (a daemon with CURVE answers only clients with its keys: --curve-key, --curve-server)"

@@ -66,7 +66,7 @@ public struct StatsCommand {
     /// Asks the daemon at `control` for `stats` once.
     /// - Returns: the reply's JSON bytes, or nil when none came within `timeoutSeconds`.
     package static func request(_ control: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws -> [UInt8]? {
-        try ControlRequest.send(#"{"op":"stats"}"#, to: control, timeoutSeconds: timeoutSeconds, curve: curve)
+        try ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
     }
 
     /// The stats object as aligned text.

@@ -2,6 +2,7 @@ import CheckoutBusClient
 import CheckoutBusRuntime
 import Foundation
 import ZeroMQ
+import CheckoutBusProtocol
 
 /// One DEALER per daemon's control socket, asking them all for `stats` at once and waiting at
 /// most a timeout for the answers. Not `Sendable`: its sockets live on the calling thread.
@@ -26,7 +27,7 @@ final class StatsPoller {
     /// seconds. Replies to an earlier round (a daemon that answered late) are dropped by `req`.
     func round(timeout: Double) throws -> [TopSnapshot?] {
         round += 1
-        let request = #"{"op":"stats","req":\#(round)}"#
+        let request = ControlRequestWire.stats(req: Int64(round))
         var answers = [TopSnapshot?](repeating: nil, count: sockets.count)
         var waiting = Set<Int>()
         for (i, s) in sockets.enumerated() where try s.send(request, dontWait: true) { waiting.insert(i) }

@@ -2,6 +2,7 @@ import Foundation
 import CheckoutBusClient
 import CheckoutBusJSON
 import CheckoutBusRuntime
+import CheckoutBusProtocol
 
 /// `checkoutbus subscribers`: the subscribers a daemon knows from their reports, live and gone
 /// (docs/observability.md, "Subscribers, live and gone"); `subscribers forget NAME` drops one.
@@ -81,7 +82,7 @@ public struct SubscribersCommand {
         var rows: [Row] = []
         for control in controls {
             do {
-                guard let reply = try ControlRequest.send(#"{"op":"stats"}"#, to: control, timeoutSeconds: timeoutSeconds, curve: curve),
+                guard let reply = try ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve),
                     let s = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any]
                 else {
                     FileHandleWriter.standardError("checkoutbus subscribers: no answer from \(control) within \(timeoutSeconds)s"
@@ -140,14 +141,10 @@ public struct SubscribersCommand {
     }
 
     private func runForget(_ name: String) -> Int32 {
-        var w = JSONWriter(capacity: 64 + name.utf8.count)
-        w.append("{\"op\":\"forget\",\"subscriber\":")
-        w.appendString(name)
-        w.append("}")
         var known = false
         for control in controls {
             do {
-                guard let reply = try ControlRequest.send(String(decoding: w.bytes, as: UTF8.self), to: control,
+                guard let reply = try ControlRequest.send(ControlRequestWire.forget(subscriber: name), to: control,
                                                                  timeoutSeconds: timeoutSeconds, curve: curve),
                     let o = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any]
                 else {

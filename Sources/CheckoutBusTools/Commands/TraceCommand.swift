@@ -7,6 +7,7 @@ import CheckoutBusDaemon
 import CheckoutBusJSON
 import CheckoutBusRuntime
 import ZeroMQ
+import CheckoutBusProtocol
 
 /// `checkoutbus trace CHECKOUT_ID`: everything the journal holds about one checkout, in `seq`
 /// order, and a one-line verdict.
@@ -107,15 +108,9 @@ public struct TraceCommand {
         let doc = JSONDocument()
         let needle = TraceCommand.literal(checkoutID)
         var from: Int64 = 1
-        var request = JSONWriter(capacity: 256)
         while true {
-            request.reset()
-            request.append(#"{"op":"replay","prefix":["checkout.","bus.deadletter"],"limit":10000,"from":"#)
-            request.append(int: from)
-            request.append(#","checkout_id":"#)
-            request.appendString(checkoutID)
-            request.append("}")
-            _ = try dealer.send(request.bytes)
+            _ = try dealer.send(ControlRequestWire.replay(from: from, prefixes: ["checkout.", "bus.deadletter"], limit: 10000,
+                                                          checkoutID: checkoutID))
             guard let frames = try dealer.receiveMultipart(), let head = frames.first else {
                 let why = curve == nil ? "" : CurveClientKeys.refusalHint
                 throw TraceError(description: "no answer from \(controls[shard]) within \(timeoutSeconds)s\(why)")

@@ -88,7 +88,7 @@ public final class ClientStorm: Sendable {
         try? socket.setLinger(milliseconds: 0)
         try? socket.setOption(.receiveTimeout, 1000)
         guard (try? socket.connect(endpoint)) != nil else { return }
-        let request = "{\"op\":\"replay\",\"from\":1,\"limit\":\(pageLimit)}"
+        let request = ControlRequestWire.replay(from: 1, limit: pageLimit)
         while running {
             guard (try? socket.send(request)) != nil else { return }
             // A reply that times out (the daemon busy, or it dropped it) is simply asked again.
@@ -152,7 +152,7 @@ public final class ClientStorm: Sendable {
         try? socket.setLinger(milliseconds: 0)
         try? socket.setOption(.sendTimeout, 100)
         guard (try? socket.connect(endpoint)) != nil else { return }
-        let frames = [Array(#"{"op":"stats"}"#.utf8)] + Array(repeating: [UInt8](repeating: 0x7B, count: 64 * 1024), count: 99)
+        let frames = [ControlRequestWire.stats()] + Array(repeating: [UInt8](repeating: 0x7B, count: 64 * 1024), count: 99)
         while running {
             if (try? socket.sendMultipart(frames)) == true { tally.withLock { $0.multipart += 1 } }
             usleep(100_000)

@@ -48,8 +48,7 @@ package final class AckedShardLink {
     private let curve: CurveClientKeys?
     private let logger: BusLogger
     private(set) var socket: ZMQSocket
-    private var waiting: [Waiting] = []
-    private var head = 0
+    private var waiting = RingBuffer<Waiting>()
     /// When the current DEALER was made (monotonic nanoseconds).
     private var createdAt: UInt64
 
@@ -93,7 +92,7 @@ package final class AckedShardLink {
     }
 
     /// Events sent and not yet answered.
-    package var inFlight: Int { waiting.count - head }
+    package var inFlight: Int { waiting.count }
 
     /// Sends one event to the shard without blocking.
     /// - Returns: false when the shard cannot take it now (its queue is full, or it is not
@@ -124,28 +123,26 @@ package final class AckedShardLink {
     package func relayReplies(to front: ZMQSocket, checker: JSONReplyReader) throws {
         while let frames = try socket.receiveMultipart(dontWait: true) {
             guard let reply = frames.last else { continue }
-            guard head < waiting.count else {
+            guard let w = waiting.first else {
                 logger.warning("reply from a shard with no event waiting; dropped", ["shard": String(shard)])
                 continue
             }
-            let w = waiting[head]
             let (ok, eventID) = checker.read(reply)
             if let expected = w.eventID, let eventID, expected != eventID {
                 try reset("reply for event_id \(eventID) where \(expected) was expected")
                 return
             }
-            head += 1
+            _ = waiting.popFirst()
             if ok { acknowledged += 1 } else { rejected += 1 }
             _ = try front.send(w.identity, more: true)
             if w.delimiter { _ = try front.send([UInt8](), more: true) }
             _ = try front.send(reply)
         }
-        compact()
     }
 
     /// Resets the link when the oldest event waited longer than `timeoutNanos`.
     package func checkTimeout(now: UInt64, timeoutNanos: UInt64) throws {
-        guard head < waiting.count, now - waiting[head].sentAt > timeoutNanos else { return }
+        guard let oldest = waiting.first, now - oldest.sentAt > timeoutNanos else { return }
         try reset("no reply from the shard within the acknowledgement timeout")
     }
 
@@ -154,8 +151,7 @@ package final class AckedShardLink {
         let lost = inFlight
         unanswered += lost
         resets += 1
-        waiting.removeAll(keepingCapacity: true)
-        head = 0
+        waiting.removeAll()
         createdAt = BusClock.monotonicNanoseconds()
         socket = try AckedShardLink.makeSocket(context: context, endpoint: endpoint, highWaterMark: highWaterMark,
                                                curve: curve)
@@ -165,16 +161,6 @@ package final class AckedShardLink {
             ])
         } else {
             logger.debug("shard connection retried", ["shard": String(shard), "endpoint": endpoint, "reason": why])
-        }
-    }
-
-    private func compact() {
-        if head == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > 4096 {
-            waiting.removeFirst(head)
-            head = 0
         }
     }
 }

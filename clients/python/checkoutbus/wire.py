@@ -90,13 +90,15 @@ def identity_request(req_id: int) -> bytes:
 def report(r: Report, name: str, rejected: Optional[int] = None, durable: Optional[bool] = None) -> bytes:
     """A report of the counts; `rejected`, when given, is how many envelopes the application holds
     parked because it could not apply them (shown by the daemon's stats and metrics); `durable`,
-    whether the subscriber keeps its position across runs (a cursor file or store)."""
+    whether the subscriber keeps its position across runs (a cursor file or store). The bytes are
+    the Swift codec's (ControlRequestWire.report): tests/test_wire_golden.py checks them."""
     body = {"op": "report", "subscriber": name, "last_seq": r.last_seq, "missed": r.missed,
-            "recovered": r.recovered, "gaps": r.gaps, "through_seq": r.through_seq, "req": r.id}
+            "recovered": r.recovered, "gaps": r.gaps, "through_seq": r.through_seq}
     if r.final:
         body["final"] = True
     if durable is not None:
         body["durable"] = durable
     if rejected is not None:
         body["rejected"] = rejected
+    body["req"] = r.id
     return _dump(body)
