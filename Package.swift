@@ -130,7 +130,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "CheckoutBusToolsTests", dependencies: ["CheckoutBusTools", "CheckoutBusCore"], swiftSettings: swiftSettings
+            name: "CheckoutBusToolsTests", dependencies: ["CheckoutBusTools", "CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "CheckoutBusDaemonTests", dependencies: ["CheckoutBusDaemon", "CheckoutBusCore", "CheckoutBusRuntime"],
