@@ -6,7 +6,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// SIGHUP: re-read `--config` and apply what can change live (the log level), and re-read the
 /// CURVE allowlist directories.

@@ -96,4 +96,24 @@ struct PackageShapeTests {
         }
         #expect(checked > 100)
     }
+
+    @Test("a source file that imports ZeroMQ names something of it (no import left behind)")
+    func zeroMQImportsAreUsed() throws {
+        var importing = 0
+        for name in Self.targets.keys where !(Self.targets[name]!.isTest) && name != "ZeroMQ" {
+            let dir = Products.repositoryRoot.appendingPathComponent("Sources/\(name)")
+            guard let files = FileManager.default.enumerator(atPath: dir.path) else { continue }
+            for case let file as String in files where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: dir.appendingPathComponent(file), encoding: .utf8)
+                let lines = text.split(separator: "\n")
+                guard lines.contains(where: { $0 == "import ZeroMQ" }) else { continue }
+                importing += 1
+                // The ZeroMQ target's public names start with ZMQ or zmq (ZMQSocket, zmqProxy), but for
+                // CurveKeyFileError, which only ZMQCurveKeyFile's callers (who name it) catch.
+                let uses = lines.contains { !$0.hasPrefix("import ") && ($0.contains("ZMQ") || $0.contains("zmq")) }
+                #expect(uses, "\(name)/\(file) imports ZeroMQ and names nothing of it")
+            }
+        }
+        #expect(importing > 20)
+    }
 }

@@ -1,4 +1,3 @@
-import ZeroMQ
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import ZeroMQ
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime

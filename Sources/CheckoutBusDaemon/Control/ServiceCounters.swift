@@ -3,7 +3,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// What the threads that serve clients count: connections on each ZeroMQ socket (from libzmq's
 /// socket monitor), the HTTP endpoint's connections and refusals, control replies dropped. Read by

@@ -3,7 +3,6 @@ import Synchronization
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// The subscribers the daemon knows from their `report`s (position, drops, envelopes recovered),
 /// each `live` or `gone`, kept for `stats`, `/metrics` and `checkoutbus subscribers`

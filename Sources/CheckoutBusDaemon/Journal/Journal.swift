@@ -7,7 +7,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// The append-only journal of every envelope that takes a `seq`, in segment files under
 /// `<data-dir>/journal` (format and guarantees: `docs/durability.md`).

@@ -3,7 +3,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// What the journal holds right now, for readers on other threads: the retained segments (first
 /// seq, path, bytes written) and the last seq written.

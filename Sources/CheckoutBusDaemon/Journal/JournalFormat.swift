@@ -2,7 +2,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// The on-disk layout of journal segments and records (`docs/durability.md`). `Sendable`; pure.
 ///

@@ -5,7 +5,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// Reads records back from the journal's segment files: replay pages for the control socket, the
 /// state rebuild at start, and recovery's scans.

@@ -7,7 +7,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// Group commit: a background thread that `fdatasync`s the journal's open segment at most every
 /// `interval`, while there are written but unsynced records, and then advances ``durableSeq``.

@@ -7,7 +7,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// Write-behind: a thread that seals (checksums) and writes one batch of journal records at a
 /// time, so the pipeline processes the next batch meanwhile; it publishes a batch only once this

@@ -6,7 +6,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// Appends journal records to the open segment file, a whole block at a time, and a long run
 /// with `O_DIRECT` when the file system takes it: its bytes go from a block-aligned staging buffer

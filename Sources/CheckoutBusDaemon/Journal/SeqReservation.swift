@@ -5,7 +5,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// The highest `seq` the daemon may publish, made durable before any envelope past it is published
 /// (`reserved-seq` in the journal directory), so that a journal which lost records a subscriber

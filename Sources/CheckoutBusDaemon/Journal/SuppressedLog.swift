@@ -5,7 +5,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// The event ids of suppressed updates, kept beside the journal (which holds only what was
 /// published) so that a producer's retry of one after a restart is still recognised as a retry —

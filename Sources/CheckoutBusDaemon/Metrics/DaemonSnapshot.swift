@@ -3,7 +3,6 @@ import Synchronization
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// Everything `stats`, `/metrics` and `/healthz` report about the pipeline, copied at one instant
 /// by the pipeline thread: the counters, seqs and journal figures agree with each other.

@@ -2,7 +2,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// A cumulative histogram with fixed bucket bounds, in Prometheus's shape. `Sendable`; a value.
 public struct Histogram: Sendable {

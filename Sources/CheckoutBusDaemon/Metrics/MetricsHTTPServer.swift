@@ -7,7 +7,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// `--metrics HOST:PORT`: Prometheus text at `GET /metrics` and liveness at `GET /healthz`, served
 /// by a thread of its own over plain non-blocking sockets — never by the pipeline.

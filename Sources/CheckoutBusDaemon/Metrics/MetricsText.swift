@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CheckoutBusCore
-import ZeroMQ
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime

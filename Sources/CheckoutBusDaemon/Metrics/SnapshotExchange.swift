@@ -3,7 +3,6 @@ import Synchronization
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// How threads that serve clients get a ``DaemonSnapshot`` from the pipeline without ever making
 /// it wait: they ask (``request()``: a flag and a byte on a pipe the pipeline polls), the pipeline

@@ -2,13 +2,11 @@
 import Glibc
 #endif
 import Foundation
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// `checkoutbus bench`'s abuse round: live latency at a fixed rate while impatient and hostile
 /// clients hammer the daemon's side doors (``ClientStorm``: four clients replaying the journal's

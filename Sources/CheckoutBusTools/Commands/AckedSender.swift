@@ -1,5 +1,4 @@
 #if canImport(Glibc)
-import CheckoutBusDaemon
 import CheckoutBusClient
 import Glibc
 #endif

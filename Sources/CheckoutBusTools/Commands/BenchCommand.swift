@@ -1,4 +1,3 @@
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusCore
 import CheckoutBusProtocol

@@ -5,7 +5,6 @@ import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// `checkoutbus decode`: the daemon's own decoder and lifecycle rules run offline on raw events,
 /// printing what each would become — without a daemon, a socket or a journal.

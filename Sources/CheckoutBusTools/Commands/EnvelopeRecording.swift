@@ -2,12 +2,10 @@
 import Glibc
 #endif
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// A JSON Lines file of envelopes, exactly as published, one per line — and its own cursor.
 ///

@@ -301,7 +301,7 @@ public struct FloodCommand {
         // Nobody taking events at an ingest endpoint is said as `send` says it, before anything
         // is generated, not measured as a bus that publishes nothing.
         for endpoint in configuration.ingest {
-            let probe = PingCommand.handshake(endpoint, type: configuration.acked ? .dealer : .push, curve: configuration.curve,
+            let probe = PingCommand.handshake(endpoint, type: configuration.acked ? ZMQSocketType.dealer : .push, curve: configuration.curve,
                                               timeoutSeconds: FloodCommand.answerSeconds)
             if !probe.ok {
                 FileHandleWriter.standardError("checkoutbus flood: no daemon took events at \(endpoint) within \(FloodCommand.answerSeconds)s"

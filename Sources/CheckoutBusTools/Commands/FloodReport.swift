@@ -3,12 +3,10 @@ import Glibc
 #endif
 import CheckoutBusCore
 import Foundation
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// The flood's findings, as text for people or one JSON object: what the bus published against
 /// what the generator expects, latencies, and what limited the run — the bus, the requested rate,

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusCore
 import CheckoutBusProtocol

@@ -1,4 +1,3 @@
-import CheckoutBusDaemon
 import CheckoutBusClient
 import Foundation
 import ZeroMQ

@@ -1,8 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusCore
 import CheckoutBusProtocol

@@ -2,12 +2,10 @@
 import Glibc
 #endif
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// `checkoutbus bench parse`: how fast the hot path reads a snapshot, stage by stage, on one core.
 ///

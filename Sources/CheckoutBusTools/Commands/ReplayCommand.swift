@@ -7,7 +7,6 @@ import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// `checkoutbus replay FILE`: sends a recorded JSONL file to a daemon at its original pacing, ×N,
 /// or flat out. Not `Sendable`; runs on the calling thread.

@@ -4,7 +4,6 @@ import CheckoutBusCore
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// `checkoutbus route`: a stateless front for producers that cannot shard themselves. Each event is
 /// forwarded unchanged to the shard that owns its checkout (``ShardRelay``, docs/sharding.md).

@@ -1,7 +1,5 @@
 import CheckoutBusCore
 import Foundation
-import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON

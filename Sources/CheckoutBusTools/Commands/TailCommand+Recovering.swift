@@ -2,12 +2,10 @@
 import Glibc
 #endif
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 extension TailCommand {
     /// `tail --control/--since/--record`: a ``ShardedSubscriber`` (one ``BusSubscriber`` per shard)

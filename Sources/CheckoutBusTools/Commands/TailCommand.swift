@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CheckoutBusCore
 import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON

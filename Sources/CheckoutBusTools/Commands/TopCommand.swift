@@ -4,7 +4,6 @@ import Glibc
 import CheckoutBusClient
 import CheckoutBusRuntime
 import Foundation
-import ZeroMQ
 
 /// `checkoutbus top`: a live full-screen view of one or more daemons over their control sockets,
 /// refreshed every interval; one line per interval when stdout is not a terminal.

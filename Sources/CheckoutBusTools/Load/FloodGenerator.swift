@@ -1,10 +1,8 @@
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// Deterministic synthetic checkout lifecycles for load tests, with the outcome the daemon must
 /// produce for each event known in advance.

@@ -1,6 +1,5 @@
 import CheckoutBusCore
 import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON

@@ -1,6 +1,4 @@
 import CheckoutBusCore
-import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON

@@ -1,10 +1,8 @@
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
 import CheckoutBusRuntime
-import ZeroMQ
 
 /// Picks the shard an event goes to, exactly as the shards decide ownership: the event is decoded
 /// by the daemon's own code path (``JSONDocument`` and ``RawEventDecoder``, as in
