@@ -3,7 +3,7 @@ import CheckoutBusJSON
 /// The requests of the daemon's control socket, written one way by everyone who sends them: the
 /// subscribers (replay, identity, report), the tools (`trace`, `stats`, `subscribers forget`,
 /// `seek` through `JournalPosition`), the benchmarks and load generators. The Python client writes
-/// the same bytes, checked against `Tests/Golden/control-requests.jsonl` on both sides
+/// the same bytes, checked against `Tests/Golden/control-requests.tsv` on both sides
 /// (docs/envelope.md, "The control socket"). Fields are written in one fixed order; the daemon
 /// reads them by name.
 public enum ControlRequestWire {

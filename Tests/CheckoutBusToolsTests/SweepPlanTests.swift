@@ -22,14 +22,14 @@ struct SweepPlanTests {
     func allHold() {
         let (steps, plan) = run(1000, 3000, 1000) { _, _ in .held }
         #expect(steps == ["1000", "2000", "3000"])
-        #expect(plan.answer == 3000 && !plan.confirmed && !plan.toolLimited)
+        #expect(plan.answer == 3000 && plan.topped && !plan.confirmed && !plan.toolLimited)
     }
 
     @Test("a miss of the bus: the step below runs again and is the answer when it holds again")
     func confirmedBelowMiss() {
         let (steps, plan) = run(1000, 5000, 1000) { rate, _ in rate >= 4000 ? .missedByBus : .held }
         #expect(steps == ["1000", "2000", "3000", "4000", "again 3000"])
-        #expect(plan.answer == 3000 && plan.confirmed)
+        #expect(plan.answer == 3000 && plan.confirmed && !plan.topped)
     }
 
     @Test("a boundary step that held on noise: it misses again, so the sweep steps down until one holds twice")
@@ -56,13 +56,16 @@ struct SweepPlanTests {
     func toolLimit() {
         let (steps, plan) = run(1000, 5000, 1000) { rate, _ in rate >= 3000 ? .missedByTool : .held }
         #expect(steps == ["1000", "2000", "3000"])
-        #expect(plan.answer == 2000 && plan.toolLimited && !plan.confirmed)
+        #expect(plan.answer == 2000 && plan.toolLimited && !plan.confirmed && !plan.topped)
+        // Flood's limit at the very first step: no answer, and inconclusive (tool-limited), not "none held".
+        let (first, firstPlan) = run(1000, 5000, 1000) { _, _ in .missedByTool }
+        #expect(first == ["1000"] && firstPlan.answer == nil && firstPlan.toolLimited)
     }
 
     @Test("interrupted: the plan ends; an answer only from the climb, never an unconfirmed boundary")
     func interrupted() {
         let (steps, plan) = run(1000, 5000, 1000) { rate, _ in rate >= 3000 ? .interrupted : .held }
-        #expect(steps == ["1000", "2000", "3000"] && plan.answer == 2000 && !plan.toolLimited)
+        #expect(steps == ["1000", "2000", "3000"] && plan.answer == 2000 && !plan.toolLimited && plan.interrupted && !plan.topped)
         let (again, againPlan) = run(1000, 5000, 1000) { rate, again in again ? .interrupted : rate >= 3000 ? .missedByBus : .held }
         #expect(again == ["1000", "2000", "3000", "again 2000"] && againPlan.answer == nil)
     }

@@ -17,4 +17,9 @@ public enum ControlRequest {
         _ = try dealer.send(body)
         return try dealer.receiveMultipart()?.first
     }
+
+    /// ``send(_:to:timeoutSeconds:curve:)`` of a request written as text.
+    public static func send(_ body: String, to control: String, timeoutSeconds: Int, curve: CurveClientKeys? = nil) throws -> [UInt8]? {
+        try send(Array(body.utf8), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
+    }
 }

@@ -58,7 +58,7 @@ public struct FloodCommand {
                                (STEP default (TO-FROM)/5), each a run of its own; climbs to the first
                                step that misses the SLO or loses anything, runs the step below again
                                (and below that, until one holds twice), and prints the table and the
-                               answer (exit 0 when a step held, 1 otherwise)
+                               answer (exit 0 with an answer, 1 with none)
           --slo PERCENTILE=TIME  with --sweep: the latency a step must hold, p50, p90, p99 or p99.9 of
                                what the subscribers measured, in us, ms or s (p99=5ms)
           --step-seconds N     with --sweep: how long each step runs (default 20); a sweep takes none of
@@ -183,21 +183,24 @@ public struct FloodCommand {
                 return nil
             }
             let achieved = report.latency.micros(slo.quantile)
+            // The outcome and its words from one decision: a loss is the bus's, whatever else.
             let why: String
+            let outcome: SweepPlan.Outcome
             if report.outcome.interrupted {
-                why = "interrupted"
+                (why, outcome) = ("interrupted", .interrupted)
             } else if !report.ok {
-                why = "lost or extra envelopes"
+                (why, outcome) = ("lost or extra envelopes", .missedByBus)
             } else if report.limitedBy.isTool {
-                why = "flood itself could not keep \(rate)/s (its limit, not the bus's: more --producers, or another host)"
+                (why, outcome) = ("flood itself could not keep \(rate)/s (its limit, not the bus's: more --producers, or another host)",
+                                  .missedByTool)
             } else if report.limitedBy == .bus {
-                why = "the bus held the producers back"
+                (why, outcome) = ("the bus held the producers back", .missedByBus)
             } else if achieved > slo.micros {
-                why = "\(slo.name) \(String(format2: achieved / 1000)) ms over the SLO"
+                (why, outcome) = ("\(slo.name) \(String(format2: achieved / 1000)) ms over the SLO", .missedByBus)
             } else {
-                why = ""
+                (why, outcome) = ("", .held)
             }
-            let held = why.isEmpty
+            let held = outcome == .held
             steps.append((rate, report, held, why, again))
             if !json {
                 let ms: (Double) -> String = { String(format2: report.latency.micros($0) / 1000) }
@@ -207,11 +210,15 @@ public struct FloodCommand {
                 let figures = "p50 \(ms(0.5)) ms  p99 \(ms(0.99)) ms  p99.9 \(ms(0.999)) ms  "
                 FileHandleWriter.standardOutput(head + figures + (held ? "held" : "MISSED: " + why) + "\n")
             }
-            if report.outcome.interrupted { return .interrupted }
-            return held ? .held : report.limitedBy.isTool ? .missedByTool : .missedByBus
+            return outcome
         }
         var plan = SweepPlan(from: sweep.from, to: sweep.to, step: sweep.step)
-        while let (rate, again) = plan.next(), !stop.isRaised {
+        while let (rate, again) = plan.next() {
+            // A signal between two steps ends the plan as one during a step does.
+            guard !stop.isRaised else {
+                plan.record(.interrupted)
+                break
+            }
             guard let outcome = step(rate, again: again) else { return 1 }
             plan.record(outcome)
         }
@@ -253,6 +260,13 @@ public struct FloodCommand {
             // True when flood's own limit ended the sweep: the answer is a floor, not the bus's boundary.
             w.append(",\"tool_limited\":")
             w.append(bool: plan.toolLimited)
+            // Every step held: the answer is the top of the sweep, not a boundary found.
+            w.append(",\"topped\":")
+            w.append(bool: plan.topped)
+            w.append(",\"confirmed\":")
+            w.append(bool: plan.confirmed)
+            w.append(",\"interrupted\":")
+            w.append(bool: plan.interrupted)
             let info = FloodRunInfo()
             w.append(",\"run\":{\"command\":")
             w.appendString(info.command)
@@ -261,17 +275,26 @@ public struct FloodCommand {
             w.append("}}")
             FileHandleWriter.standardOutput(String(decoding: w.bytes, as: UTF8.self) + "\n")
         } else if let answer {
-            let topped = !plan.confirmed && !plan.toolLimited
+            let topped = plan.topped
             // Stopped by flood's own limit: the bus's boundary was not reached, only a floor is known.
             let toolStop = plan.toolLimited
             let floor = toolStop ? "at least " : ""
             let why = toolStop ? " (flood itself could not drive \(steps.last!.rate)/s from this host: the bus's boundary is above; "
                 + "sweep from more --producers or another host to find it)" : topped ? " (the top of the sweep: it may hold more)" : ""
             let twice = plan.confirmed ? " (held twice)" : ""
-            FileHandleWriter.standardOutput("sustainable \(floor)\(answer) events/s with \(sloText) over \(stepSeconds) s\(twice)\(why)\n")
+            let cut = plan.interrupted ? " (interrupted: the highest step that held before the signal, not a boundary)" : ""
+            FileHandleWriter.standardOutput("sustainable \(floor)\(answer) events/s with \(sloText) over \(stepSeconds) s\(twice)\(why)\(cut)\n")
         } else {
-            let text = plan.highestHeld == nil ? "the first step, \(sweep.from) events/s, missed (\(steps.first?.why ?? "stopped"))"
-                : "no step held a second time, down to \(sweep.from) events/s"
+            let text: String
+            if plan.interrupted {
+                text = "interrupted before an answer"
+            } else if plan.toolLimited {
+                text = "flood itself could not drive the first step, \(sweep.from) events/s, from this host (its limit, not the bus's)"
+            } else if plan.highestHeld == nil {
+                text = "the first step, \(sweep.from) events/s, missed (\(steps.first?.why ?? "stopped"))"
+            } else {
+                text = "no step held a second time, down to \(sweep.from) events/s"
+            }
             FileHandleWriter.standardOutput("sustainable none: \(text)\n")
         }
         if stop.isRaised { return FloodCommand.interruptedStatus }

@@ -24,6 +24,12 @@ package struct SweepPlan: Sendable {
     package private(set) var toolLimited = false
     /// True when the answer held twice (the climb ended on a miss of the bus's).
     package private(set) var confirmed = false
+    /// True when every step of the climb held: the answer is the top of the sweep, not a boundary.
+    package private(set) var topped = false
+    /// True when a signal ended the plan.
+    package private(set) var interrupted = false
+    /// True once the plan has its answer (or none): ``next()`` is nil.
+    package var isOver: Bool { over }
     private var climbing = 0
     private var again: Int?
     private var over = false
@@ -44,6 +50,7 @@ package struct SweepPlan: Sendable {
         guard let (rate, isAgain) = next() else { return }
         if outcome == .interrupted {
             answer = isAgain ? answer : highestHeld
+            interrupted = true
             over = true
             return
         }
@@ -65,11 +72,12 @@ package struct SweepPlan: Sendable {
             climbing += 1
             if climbing == rates.count {
                 answer = rate
+                topped = true
                 over = true
             }
         case .missedByTool:
             answer = highestHeld
-            toolLimited = highestHeld != nil
+            toolLimited = true
             over = true
         case .interrupted:
             break
