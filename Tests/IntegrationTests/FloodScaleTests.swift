@@ -199,20 +199,23 @@ struct FloodScaleTests {
         let again = run.filter { $0.bool("again") == true }
         try #require(!steps.isEmpty, "\(all.output)")
         #expect(steps.map { $0.int("rate") ?? 0 } == Array([500, 1000, 1500].prefix(steps.count)), "\(steps)")
-        // Only the last step may have missed, and it says why.
-        #expect(steps.dropLast().allSatisfy { $0.bool("held") == true }, "\(steps)")
-        if let last = steps.last, last.bool("held") == false {
-            #expect(last.string("why")?.isEmpty == false, "\(last)")
-            #expect(all.status == (steps.count == 1 ? 1 : 0))
-        } else {
-            #expect(steps.count == 3 && all.status == 0, "\(all.output)")
+        // A climb step that missed says why; before the last, only one whose second run held (noise).
+        for (i, step) in steps.enumerated() where step.bool("held") == false {
+            #expect(step.string("why")?.isEmpty == false, "\(step)")
+            if i < steps.count - 1 {
+                #expect(again.contains { $0.int("rate") == step.int("rate") && $0.bool("held") == true }, "\(run)")
+            }
+        }
+        #expect(all.status == (sweep["answer"] is NSNull || sweep["answer"] == nil ? 1 : 0), "\(all.output)")
+        if run.allSatisfy({ $0.bool("held") == true }) {
+            #expect(steps.count == 3 && sweep.bool("topped") == true, "\(all.output)")
         }
         if again.isEmpty {
             #expect(sweep.int("answer") == steps.last(where: { $0.bool("held") == true })?.int("rate"))
-        } else {
-            // Confirming goes down from the highest held step; the answer is the one that held again.
-            #expect(again.first?.int("rate") == steps.last(where: { $0.bool("held") == true })?.int("rate"), "\(run)")
-            #expect(sweep.int("answer") == again.last(where: { $0.bool("held") == true })?.int("rate"), "\(run)")
+        } else if let answer = sweep.int("answer") {
+            // A miss runs again before it counts, then steps below the boundary run again: the
+            // answer is a rate that held on a second run (SweepPlanTests has every path).
+            #expect(again.contains { $0.int("rate") == answer && $0.bool("held") == true } || sweep.bool("topped") == true, "\(run)")
         }
         #expect(Set(run.compactMap { $0.string("run_id") }).count == run.count, "each step a run of its own")
         // One no step can hold: the first misses, the sweep stops there, exit 1.

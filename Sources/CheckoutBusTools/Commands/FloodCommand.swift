@@ -56,9 +56,9 @@ public struct FloodCommand {
           --sweep FROM:TO[:STEP]  find the highest rate the bus sustains within --slo: fixed-rate runs
                                of --step-seconds each (default 20) at FROM, FROM+STEP, … TO events/s
                                (STEP default (TO-FROM)/5), each a run of its own; climbs to the first
-                               step that misses the SLO or loses anything, runs the step below again
-                               (and below that, until one holds twice), and prints the table and the
-                               answer (exit 0 with an answer, 1 with none)
+                               step that misses the SLO or loses anything twice, runs the step below
+                               again (and below that, until one holds twice), and prints the table and
+                               the answer (exit 0 with an answer, 1 with none)
           --slo PERCENTILE=TIME  with --sweep: the latency a step must hold, p50, p90, p99 or p99.9 of
                                what the subscribers measured, in us, ms or s (p99=5ms)
           --step-seconds N     with --sweep: how long each step runs (default 20); a sweep takes none of

@@ -1,8 +1,9 @@
 /// The order of `checkoutbus flood --sweep`'s steps, apart from running them: up from FROM by
-/// STEP until a step misses; then, because the step just below a miss is the boundary where a run
-/// holds or misses on the host's noise, that step again, and the one below it, until one holds a
-/// second time. The answer is the highest rate that held twice (or, when nothing missed or flood's
-/// own limit stopped the climb, the highest that held once: the top of the sweep, or a floor).
+/// STEP until a step misses. A miss is run again before it counts (a lone miss that holds the
+/// second time was the host's noise, and the climb goes on); a miss that misses again is the
+/// boundary, and the step below it runs again, and the one below that, until one holds a second
+/// time. The answer is the highest rate that held twice (or, when nothing missed or flood's own
+/// limit stopped the climb, the highest that held once: the top of the sweep, or a floor).
 package struct SweepPlan: Sendable {
     /// What a step's run found.
     package enum Outcome: Sendable {
@@ -31,6 +32,9 @@ package struct SweepPlan: Sendable {
     /// True once the plan has its answer (or none): ``next()`` is nil.
     package var isOver: Bool { over }
     private var climbing = 0
+    /// A climb's step that missed, to run again before the miss counts.
+    private var missAgain: Int?
+    /// A step below the boundary, to run again until one holds a second time.
     private var again: Int?
     private var over = false
 
@@ -41,6 +45,7 @@ package struct SweepPlan: Sendable {
     /// The next step to run (`again`: a rate that already held once), or nil when the plan is over.
     package func next() -> (rate: Int, again: Bool)? {
         if over { return nil }
+        if let missAgain { return (missAgain, true) }
         if let again { return (again, true) }
         return climbing < rates.count ? (rates[climbing], false) : nil
     }
@@ -52,6 +57,25 @@ package struct SweepPlan: Sendable {
             answer = isAgain ? answer : highestHeld
             interrupted = true
             over = true
+            return
+        }
+        if isAgain, missAgain != nil {
+            missAgain = nil
+            switch outcome {
+            case .held:
+                // The miss was noise: the step held, the climb goes on.
+                climbed(rate)
+            case .missedByBus:
+                // Missed twice: the boundary. The highest held step runs again.
+                again = highestHeld
+                if again == nil { over = true }
+            case .missedByTool:
+                answer = highestHeld
+                toolLimited = true
+                over = true
+            case .interrupted:
+                break
+            }
             return
         }
         if isAgain {
@@ -68,13 +92,7 @@ package struct SweepPlan: Sendable {
         }
         switch outcome {
         case .held:
-            highestHeld = rate
-            climbing += 1
-            if climbing == rates.count {
-                answer = rate
-                topped = true
-                over = true
-            }
+            climbed(rate)
         case .missedByTool:
             answer = highestHeld
             toolLimited = true
@@ -82,8 +100,18 @@ package struct SweepPlan: Sendable {
         case .interrupted:
             break
         case .missedByBus:
-            again = highestHeld
-            if again == nil { over = true }
+            missAgain = rate
+        }
+    }
+
+    /// `rate` held on the climb: the next step, or the top's answer.
+    private mutating func climbed(_ rate: Int) {
+        highestHeld = rate
+        climbing += 1
+        if climbing == rates.count {
+            answer = rate
+            topped = true
+            over = true
         }
     }
 }
