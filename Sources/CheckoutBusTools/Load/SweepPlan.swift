@@ -59,26 +59,8 @@ package struct SweepPlan: Sendable {
             over = true
             return
         }
-        if isAgain, missAgain != nil {
-            missAgain = nil
-            switch outcome {
-            case .held:
-                // The miss was noise: the step held, the climb goes on.
-                climbed(rate)
-            case .missedByBus:
-                // Missed twice: the boundary. The highest held step runs again.
-                again = highestHeld
-                if again == nil { over = true }
-            case .missedByTool:
-                answer = highestHeld
-                toolLimited = true
-                over = true
-            case .interrupted:
-                break
-            }
-            return
-        }
-        if isAgain {
+        if isAgain, missAgain == nil {
+            // Below the boundary: the answer once one holds a second time.
             if outcome == .held {
                 answer = rate
                 confirmed = true
@@ -90,8 +72,12 @@ package struct SweepPlan: Sendable {
             }
             return
         }
+        // The climb, or a climb's miss run again.
+        let retried = missAgain != nil
+        missAgain = nil
         switch outcome {
         case .held:
+            // (After a retry: the miss was noise, and the climb goes on.)
             climbed(rate)
         case .missedByTool:
             answer = highestHeld
@@ -99,7 +85,12 @@ package struct SweepPlan: Sendable {
             over = true
         case .interrupted:
             break
+        case .missedByBus where retried:
+            // Missed twice: the boundary. The highest held step runs again.
+            again = highestHeld
+            if again == nil { over = true }
         case .missedByBus:
+            // A miss runs again before it counts.
             missAgain = rate
         }
     }
