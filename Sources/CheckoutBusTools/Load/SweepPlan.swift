@@ -29,8 +29,6 @@ package struct SweepPlan: Sendable {
     package private(set) var topped = false
     /// True when a signal ended the plan.
     package private(set) var interrupted = false
-    /// True once the plan has its answer (or none): ``next()`` is nil.
-    package var isOver: Bool { over }
     private var climbing = 0
     /// A climb's step that missed, to run again before the miss counts.
     private var missAgain: Int?
