@@ -1,59 +1,65 @@
 import CheckoutBusJSON
 
-/// One thread's working state for ``EventProcessor/prepare(_:options:eventIDWindow:in:prefetch:)``:
-/// the parsed document, the decoder, the redaction notes, and what the prepare found, which waits
-/// here for ``EventProcessor/commit(_:_:_:receivedAt:now:)``.
+/// One thread's reusable buffers for ``EventProcessor/prepare(_:options:eventIDWindow:in:timed:into:prefetch:)``:
+/// the parsed document, the decoder and the redaction notes. What a prepare found is not left
+/// here: it returns a ``PreparedEvent``, which ``EventProcessor/commit(_:_:_:_:receivedAt:now:)`` consumes.
+/// The buffers stay valid for that commit (the event and the notes point into them).
 ///
 /// `@unchecked Sendable`: a context is used by one thread at a time and handed between the
 /// pipeline thread and a prepare thread with a happens-before edge (the daemon's
 /// ``PrepareWorkers`` hand batches over under a lock); its buffers are reused message after message.
 public final class EventDecodeContext: @unchecked Sendable {
-    /// What a prepare found.
-    public enum Outcome {
-        case none
-        case oversized
-        case parseFailed(JSONParseError)
-        case decodeFailed(DecodeRejection)
-        /// Decoded, for a checkout this shard does not own (the owner's index).
-        case wrongShard(Int)
-        case decoded
-    }
-
     let document = JSONDocument()
     let decoder = RawEventDecoder()
     /// Where the event's snapshot is redacted (offset pairs), noted while it was hashed; valid
-    /// while ``redactionsToken`` is the snapshot's token.
+    /// for the snapshot whose token is the prepared event's ``PreparedEvent/Keys/redactionsToken``.
     var redactions: [Int] = []
-    var redactionsToken: Int?
-
-    public internal(set) var outcome = Outcome.none
-    /// The decoded event, kept here by whoever prepares in parallel until the commit.
-    public var event: DecodedEvent?
-    var hash: UInt64 = 0
-    var checkoutKey = CheckoutStateTable.key("")
-    var idKey: (UInt64, UInt64)?
-    /// A message that did not decode: the event and checkout it names, if any.
-    var failedEventID: String?
-    var failedCheckoutID: String?
-
-    /// Set before the prepare to time this message's stages (``EventProcessor/lastStageTimes``).
-    public var timing = false
-    var startedAt: UInt64 = 0
-    var decodedAt: UInt64 = 0
-    var hashedAt: UInt64 = 0
 
     public init() {}
+}
 
-    @inline(__always)
-    func reset() {
-        outcome = .none
-        idKey = nil
-        // Set only after a message that did not decode: cleared only then (assigning nil releases
-        // the old value, a runtime call, even when it is nil).
-        if failedEventID != nil { failedEventID = nil }
-        if failedCheckoutID != nil { failedCheckoutID = nil }
-        redactionsToken = nil
-        decodedAt = 0
-        hashedAt = 0
+/// What ``EventProcessor/prepare(_:options:eventIDWindow:in:timed:into:prefetch:)`` found in one
+/// message, for ``EventProcessor/commit(_:_:_:_:receivedAt:now:)``: why it cannot be used, or the
+/// decoded event's keys and its snapshot's hash; for a timed message, when each stage ended.
+/// The decoded event itself travels beside it, where the caller keeps it (it is not copyable,
+/// and moving it inside this value would copy all of it twice per message).
+public struct PreparedEvent: Sendable {
+    public enum Outcome: Sendable {
+        case oversized
+        case parseFailed(JSONParseError)
+        /// With the event and checkout the message names, if any (a dead letter shows them).
+        case decodeFailed(DecodeRejection, eventID: String?, checkoutID: String?)
+        /// Decoded, for a checkout this shard does not own (the owner's index).
+        case wrongShard(owner: Int)
+        /// Decoded, for this shard.
+        case decoded(Keys)
+    }
+
+    /// What the lifecycle rules need of a decoded event, computed while it was prepared.
+    public struct Keys: Sendable {
+        /// The checkout's state-table key.
+        var checkoutKey: CheckoutStateTable.Key
+        /// The event id's window key, when the processor keeps event ids and the event has one.
+        var idKey: (UInt64, UInt64)?
+        /// The snapshot's canonical hash (0 without one).
+        var hash: UInt64
+        /// The snapshot whose redactions the context noted, if any (``EventDecodeContext/redactions``).
+        var redactionsToken: Int?
+    }
+
+    /// When a timed message's stages ended (monotonic ns, ``StageTimes/now()``).
+    public struct Marks: Sendable {
+        var started: UInt64
+        var decoded: UInt64
+        var hashed: UInt64
+    }
+
+    public let outcome: Outcome
+    /// Set when the message was timed and decoded for this shard.
+    let marks: Marks?
+
+    init(_ outcome: Outcome, marks: Marks? = nil) {
+        self.outcome = outcome
+        self.marks = marks
     }
 }

@@ -124,17 +124,6 @@ public final class EventProcessor {
     /// and publishing it cannot overwrite it.
     private var envelopes: EnvelopeWriter
 
-    /// Set by the caller before ``process(_:receivedAt:now:)`` to time that event's stages into
-    /// ``lastStageTimes`` (cleared by the call).
-    public var timeNextEvent = false
-    /// The stages of the last event processed with ``timeNextEvent`` set, in ns (``StageTimes/now()``);
-    /// nil when that event was not decoded into a lifecycle event (a dead letter is not sampled).
-    public private(set) var lastStageTimes: (decode: UInt64, rules: UInt64, envelope: UInt64)?
-    /// The event being committed is timed.
-    private var timing = false
-    /// When the timed event's envelope writing began (0: no envelope was written).
-    private var envelopeStartedAt: UInt64 = 0
-
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
 
@@ -186,48 +175,48 @@ public final class EventProcessor {
     }
 
 
-    /// Processes one raw message: ``prepare(_:options:eventIDWindow:in:prefetch:)`` then
-    /// ``commit(_:_:_:receivedAt:now:)``, on this processor's own context.
+    /// Processes one raw message: ``prepare(_:options:eventIDWindow:in:timed:into:prefetch:)`` then
+    /// ``commit(_:_:_:_:receivedAt:now:)``, on this processor's own context.
     /// - Parameters:
     ///   - now: monotonic seconds, for the idle TTL.
+    ///   - timed: time the message's stages (``ProcessingResult/stages``).
     /// - Returns: what the message produced. When it is published or dead-lettered, the result's
     ///   ``ProcessingResult/publication`` holds the message to journal and send, in buffers this
-    ///   processor owns: valid until the next call of this method, ``commit(_:_:_:receivedAt:now:)``
+    ///   processor owns: valid until the next call of this method, ``commit(_:_:_:_:receivedAt:now:)``
     ///   or ``reject(_:_:_:receivedAt:)``.
-    public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
-        let context = ownContext
-        context.timing = timeNextEvent
-        timeNextEvent = false
+    public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32,
+                        timed: Bool = false) -> ProcessingResult {
         // The state table's and the event-id window's slots are far apart in large tables (a
         // cache miss each): they start loading before the snapshot is hashed.
-        let event = EventProcessor.prepare(bytes, options: options, eventIDWindow: eventIDs != nil, in: context) { key, idKey in
+        var event: DecodedEvent?
+        let prepared = EventProcessor.prepare(bytes, options: options, eventIDWindow: eventIDs != nil, in: ownContext,
+                                              timed: timed, into: &event) { key, idKey in
             state.prefetch(key)
             if let idKey { eventIDs!.prefetch(idKey) }
         }
-        return commit(bytes, context, event, receivedAt: receivedAt, now: now)
+        return commit(bytes, ownContext, prepared, event, receivedAt: receivedAt, now: now)
     }
 
     /// The part of processing that needs nothing of a processor's state, so that several threads
     /// may run it on different messages at once (``EventDecodeContext``): the message is parsed,
-    /// decoded, checked against the shard, its keys computed and its snapshot hashed. What it found
-    /// waits in `context`, and the decoded event is returned, for ``commit(_:_:_:receivedAt:now:)``.
+    /// decoded, checked against the shard, its keys computed and its snapshot hashed.
     /// - Parameters:
     ///   - bytes: the message; it must stay valid until the commit.
     ///   - eventIDWindow: whether the processor keeps event ids (its window's key is computed).
+    ///   - context: the buffers the message is parsed into; they must stay as they are until the commit.
+    ///   - timed: note when each stage ends (the commit returns them as ``ProcessingResult/stages``).
+    ///   - event: where the decoded event goes (it refers into `context`), to be committed with
+    ///     what this returns; left as it is (nil) when the message did not decode.
     ///   - prefetch: called with the event's state-table and window keys before the snapshot is
     ///     hashed (the sequential path starts loading their slots there).
-    /// - Returns: the decoded event (nil when the message did not decode), to be committed with
-    ///   `context` (the parallel path keeps it in ``EventDecodeContext/event`` meanwhile).
+    /// - Returns: what the prepare found, for ``commit(_:_:_:_:receivedAt:now:)`` with `context`.
     @inline(__always)
     public static func prepare(_ bytes: UnsafeRawBufferPointer, options: Options, eventIDWindow: Bool,
-                               in context: EventDecodeContext,
-                               prefetch: (CheckoutStateTable.Key, (UInt64, UInt64)?) -> Void) -> DecodedEvent? {
-        context.reset()
-        if context.timing { context.startedAt = StageTimes.now() }
-        if bytes.count > options.maxMessageBytes {
-            context.outcome = .oversized
-            return nil
-        }
+                               in context: EventDecodeContext, timed: Bool = false,
+                               into event: inout DecodedEvent?,
+                               prefetch: (CheckoutStateTable.Key, (UInt64, UInt64)?) -> Void) -> PreparedEvent {
+        let startedAt = timed ? StageTimes.now() : 0
+        if bytes.count > options.maxMessageBytes { return PreparedEvent(.oversized) }
         // A UTF-8 byte order mark (some Windows and .NET producers write one) is not part of the JSON.
         var json = bytes
         if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
@@ -237,106 +226,100 @@ public final class EventProcessor {
         do {
             try document.parse(json)
         } catch {
-            context.outcome = .parseFailed(error)
-            return nil
+            return PreparedEvent(.parseFailed(error))
         }
-        let event: DecodedEvent
+        let decoded: DecodedEvent
         do {
-            event = try context.decoder.decode(document)
+            decoded = try context.decoder.decode(document)
         } catch {
             // The reply to an acknowledged producer names the event its wrapper gave, if any.
-            context.failedEventID = context.decoder.wrapperEventID
+            let eventID = context.decoder.wrapperEventID
                 ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
-            context.failedCheckoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
+            let checkoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
                 .flatMap { document.identifier($0) }
-            context.outcome = .decodeFailed(error)
-            return nil
+            return PreparedEvent(.decodeFailed(error, eventID: eventID, checkoutID: checkoutID))
         }
-        if context.timing { context.decodedAt = StageTimes.now() }
+        let decodedAt = timed ? StageTimes.now() : 0
         if options.shard.count > 1,
-            case let owner = ShardMap.owner(of: event.checkoutID!, count: options.shard.count), owner != options.shard.index
+            case let owner = ShardMap.owner(of: decoded.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
-            context.outcome = .wrongShard(owner)
-            return consume event
+            event = consume decoded
+            return PreparedEvent(.wrongShard(owner: owner))
         }
-        let checkoutKey = event.checkoutKey()!  // the decoder guarantees one
+        let checkoutKey = decoded.checkoutKey()!  // the decoder guarantees one
         var idKey: (UInt64, UInt64)?
-        if eventIDWindow { idKey = event.eventIDKey(checkout: checkoutKey) }
+        if eventIDWindow { idKey = decoded.eventIDKey(checkout: checkoutKey) }
         prefetch(checkoutKey, idKey)
-        context.hash = snapshotHash(event.snapshot, options: options, context)
-        context.checkoutKey = checkoutKey
-        context.idKey = idKey
-        context.outcome = .decoded
-        if context.timing { context.hashedAt = StageTimes.now() }
-        return consume event
+        var redactionsToken: Int?
+        let hash = snapshotHash(decoded.snapshot, options: options, context, redactionsToken: &redactionsToken)
+        event = consume decoded
+        let keys = PreparedEvent.Keys(checkoutKey: checkoutKey, idKey: idKey, hash: hash, redactionsToken: redactionsToken)
+        guard timed else { return PreparedEvent(.decoded(keys)) }
+        return PreparedEvent(.decoded(keys), marks: PreparedEvent.Marks(started: startedAt, decoded: decodedAt, hashed: StageTimes.now()))
     }
 
     /// The part of processing that is sequential: counters, dead letters, the event-id window, the
     /// lifecycle rules, `seq` and `kind_seq`, the envelope. Messages must be committed in the order
-    /// they arrived, each after its ``prepare(_:options:eventIDWindow:in:prefetch:)``.
+    /// they arrived, each after its ``prepare(_:options:eventIDWindow:in:timed:into:prefetch:)``.
     /// - Parameters:
-    ///   - bytes: the message `context` was prepared from.
-    /// - Returns: as ``process(_:receivedAt:now:)``.
-    public func commit(_ bytes: UnsafeRawBufferPointer, _ context: EventDecodeContext, _ decoded: consuming DecodedEvent?,
-                       receivedAt: Timestamp, now: UInt32) -> ProcessingResult
+    ///   - bytes: the message `prepared` was prepared from, in `context`.
+    /// - Returns: as ``process(_:receivedAt:now:timed:)``; a timed message that decoded carries its
+    ///   ``ProcessingResult/stages``.
+    public func commit(_ bytes: UnsafeRawBufferPointer, _ context: EventDecodeContext, _ prepared: PreparedEvent,
+                       _ decoded: consuming DecodedEvent?, receivedAt: Timestamp, now: UInt32) -> ProcessingResult
     {
         otherCounters.received &+= 1
-        if context.timing { lastStageTimes = nil }
-        switch context.outcome {
-        case .decoded:
-            break
+        switch prepared.outcome {
+        case .decoded(let keys):
+            // Moved out once (`take()!` moved it twice, a copy of the whole event each time).
+            guard var event = consume decoded else { preconditionFailure("a decoded outcome without its event") }
+            return commit(&event, keys, prepared.marks, context, receivedAt: receivedAt, now: now)
         case .oversized:
             return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
                               bytes, receivedAt, eventID: nil, context: context)
         case .parseFailed(let error):
             return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
                               bytes, receivedAt, eventID: nil, context: context)
-        case .decodeFailed(let error):
-            if let retry = deadLetterRetry(context.failedEventID) { return retry }
-            return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: context.failedEventID, parsed: true,
-                              checkoutID: context.failedCheckoutID, context: context)
+        case .decodeFailed(let error, let eventID, let checkoutID):
+            if let retry = deadLetterRetry(eventID) { return retry }
+            return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: eventID, parsed: true,
+                              checkoutID: checkoutID, context: context)
         case .wrongShard(let owner):
-            let event = decoded.take()!
+            guard let event = consume decoded else { preconditionFailure("a wrong-shard outcome without its event") }
             perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
             if let retry = deadLetterRetry(event.eventID) { return retry }
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
                               bytes, receivedAt, eventID: event.eventID, parsed: true, checkoutID: event.checkoutID,
                               context: context)
-        case .none:
-            preconditionFailure("commit without prepare")
         }
-        // Moved out once (`take()!` moved it twice, a copy of the whole event each time).
-        guard var event = consume decoded else { preconditionFailure("a decoded outcome without its event") }
-        perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
-        let commitStart = context.timing ? StageTimes.now() : 0
-        timing = context.timing
-        envelopeStartedAt = 0
-        defer {
-            if context.timing { noteStages(context, commitStart: commitStart) }
-            timing = false
-        }
-        let checkoutKey = context.checkoutKey
-        guard let idKey = context.idKey else {
-            return apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
-        }
-        if let original = eventIDs!.lookup(idKey) {
-            otherCounters.duplicates &+= 1
-            let id = resultEventID(event)
-            return ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: id,
-                                    suppressedCheckoutID: nil, publication: nil)
-        }
-        let result = apply(&event, checkoutKey, snapshotHash: context.hash, receivedAt: receivedAt, now: now, context: context)
-        eventIDs!.insert(idKey, seq: result.publication == nil ? 0 : result.seq)
-        return result
     }
 
-    /// Notes one timed event's decode, rules and envelope time in ``lastStageTimes``: rules are
-    /// the snapshot's hash (in the prepare) and the commit up to the envelope.
-    private func noteStages(_ context: EventDecodeContext, commitStart: UInt64) {
-        let end = StageTimes.now()
-        let rulesEnd = envelopeStartedAt == 0 ? end : envelopeStartedAt
-        lastStageTimes = (context.decodedAt &- context.startedAt,
-                          (context.hashedAt &- context.decodedAt) &+ (rulesEnd &- commitStart), end &- rulesEnd)
+    /// ``commit(_:_:_:_:receivedAt:now:)`` of a decoded event: the event-id window, the rules, the envelope.
+    @inline(__always)
+    private func commit(_ event: inout DecodedEvent, _ keys: PreparedEvent.Keys, _ marks: PreparedEvent.Marks?,
+                        _ context: EventDecodeContext, receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
+        perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
+        let commitStart = marks != nil ? StageTimes.now() : 0
+        var envelopeStart: UInt64 = 0
+        var result: ProcessingResult
+        if let idKey = keys.idKey, let original = eventIDs!.lookup(idKey) {
+            otherCounters.duplicates &+= 1
+            result = ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: resultEventID(event),
+                                      suppressedCheckoutID: nil, publication: nil)
+        } else {
+            result = apply(&event, keys.checkoutKey, snapshotHash: keys.hash, redactionsToken: keys.redactionsToken,
+                           receivedAt: receivedAt, now: now, context: context, timed: marks != nil, envelopeStart: &envelopeStart)
+            if let idKey = keys.idKey { eventIDs!.insert(idKey, seq: result.publication == nil ? 0 : result.seq) }
+        }
+        if let marks {
+            // Rules are the snapshot's hash (in the prepare) and the commit up to the envelope.
+            let end = StageTimes.now()
+            let rulesEnd = envelopeStart == 0 ? end : envelopeStart
+            result.stages = EventStages(decode: marks.decoded &- marks.started,
+                                        rules: (marks.hashed &- marks.decoded) &+ (rulesEnd &- commitStart),
+                                        envelope: end &- rulesEnd)
+        }
+        return result
     }
 
     /// The canonical hash of `snapshot` (0 without one). With buyer data redacted and compact
@@ -344,13 +327,13 @@ public final class EventProcessor {
     /// it takes a few copies and no second walk (``BuyerDataRedactor/write(_:_:redactions:to:)``);
     /// a suppressed update pays only for the notes' checks.
     @inline(__always)
-    private static func snapshotHash(_ snapshot: JSONRef?, options: Options, _ context: EventDecodeContext) -> UInt64 {
-        context.redactionsToken = nil
+    private static func snapshotHash(_ snapshot: JSONRef?, options: Options, _ context: EventDecodeContext,
+                                     redactionsToken: inout Int?) -> UInt64 {
         guard let snapshot else { return 0 }
         guard !options.keepBuyerData && snapshot.doc.isCompact else {
             return CanonicalHash.hash(snapshot.doc, snapshot.token)
         }
-        context.redactionsToken = snapshot.token
+        redactionsToken = snapshot.token
         // Used without a retain and release: the event does not own its document (JSONRef.doc is
         // unowned); the decode context or the decoder's embedded documents keep it for this call.
         let token = snapshot.token
@@ -527,8 +510,11 @@ public final class EventProcessor {
     /// - Parameters:
     ///   - checkoutKey: the event's checkout, hashed (``CheckoutStateTable/key(_:)``).
     ///   - hash: the canonical hash of the event's snapshot (0 without one).
+    ///   - redactionsToken: the snapshot whose redactions `context` noted, if any.
+    ///   - timed: note when the envelope's writing begins in `envelopeStart`.
     private func apply(_ event: inout DecodedEvent, _ checkoutKey: CheckoutStateTable.Key, snapshotHash hash: UInt64,
-                       receivedAt: Timestamp, now: UInt32, context: EventDecodeContext) -> ProcessingResult {
+                       redactionsToken: Int?, receivedAt: Timestamp, now: UInt32, context: EventDecodeContext,
+                       timed: Bool, envelopeStart: inout UInt64) -> ProcessingResult {
         let (entry, _) = state.touch(checkoutKey, now: now)
         let flags = state.flags(entry)
         // The operator's `--error-map` adds to and overrides the built-in table, by raw code, and
@@ -585,9 +571,11 @@ public final class EventProcessor {
         // (Only a completed checkout has a key: the others pass a plain nil, with nothing to release.)
         let publication = state.flags(entry).contains(.completed)
             ? writeEnvelope(event, idempotencyKey: state.completeKey(entry), isRepeat: isRepeat,
-                            afterComplete: afterComplete, receivedAt: receivedAt, context: context)
+                            afterComplete: afterComplete, receivedAt: receivedAt, context: context,
+                            redactionsToken: redactionsToken, timed: timed, envelopeStart: &envelopeStart)
             : writeEnvelope(event, idempotencyKey: nil, isRepeat: isRepeat,
-                            afterComplete: afterComplete, receivedAt: receivedAt, context: context)
+                            afterComplete: afterComplete, receivedAt: receivedAt, context: context,
+                            redactionsToken: redactionsToken, timed: timed, envelopeStart: &envelopeStart)
         perEventCounts[EventProcessor.publishedByKindAt + Int(event.kind.rawValue)] &+= 1
         if event.kind == .fail, isRepeat {
             otherCounters.repeatedFailures &+= 1
@@ -604,15 +592,15 @@ public final class EventProcessor {
 
     private func writeEnvelope(
         _ e: borrowing DecodedEvent, idempotencyKey: String?, isRepeat: Bool, afterComplete: Bool, receivedAt: Timestamp,
-        context: EventDecodeContext
+        context: EventDecodeContext, redactionsToken: Int?, timed: Bool, envelopeStart: inout UInt64
     ) -> ProcessingResult.Publication {
-        if timing { envelopeStartedAt = StageTimes.now() }
+        if timed { envelopeStart = StageTimes.now() }
         lastSeq &+= 1
         let kindSeqSlot = perEventCounts + EventProcessor.kindSeqAt + Int(e.kind.rawValue)
         kindSeqSlot.pointee &+= 1
         let kindSeq = kindSeqSlot.pointee
         let snapshotToken = e.snapshot?.token
-        let useRedactions = snapshotToken != nil && snapshotToken == context.redactionsToken
+        let useRedactions = snapshotToken != nil && snapshotToken == redactionsToken
         let frames = envelopes.writeEvent(e, seq: lastSeq, kindSeq: kindSeq, idempotencyKey: idempotencyKey, isRepeat: isRepeat,
                                           afterComplete: afterComplete, receivedAt: receivedAt, redactions: context.redactions,
                                           useRedactions: useRedactions)

@@ -32,7 +32,7 @@ public struct ProcessingResult {
     public var eventID: String? { eventIdentifier.value }
     /// The event id: its bytes copied from the message into a buffer the processor owns (as the
     /// publication's frames, valid until its next ``EventProcessor/process(_:receivedAt:now:)``,
-    /// ``EventProcessor/commit(_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
+    /// ``EventProcessor/commit(_:_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
     /// call), or its `String`.
     let eventIdentifier: IdentifierText
     /// For a suppressed update with an `event_id`: its checkout (the daemon keeps such ids beside
@@ -40,6 +40,9 @@ public struct ProcessingResult {
     public let suppressedCheckoutID: String?
     /// The message to journal and send: `nil` when the input was suppressed or a duplicate.
     public let publication: Publication?
+    /// A timed input's stages (``EventProcessor/process(_:receivedAt:now:timed:)``); nil when it
+    /// was not timed or did not decode into a lifecycle event (a dead letter is not sampled).
+    public internal(set) var stages: EventStages?
 
     init(outcome: EventProcessor.Outcome, seq: UInt64, eventID: IdentifierText,
          suppressedCheckoutID: String?, publication: Publication?) {

@@ -4,6 +4,16 @@ import Glibc
 import Darwin
 #endif
 
+/// One timed event's stages up to its journaling, in ns (``ProcessingResult/stages``).
+public struct EventStages: Sendable, Equatable {
+    /// Scanning and decoding (``StageTimes/decode``).
+    public var decode: UInt64
+    /// The snapshot's hash and the lifecycle rules (``StageTimes/rules``).
+    public var rules: UInt64
+    /// Writing the envelope (``StageTimes/envelope``).
+    public var envelope: UInt64
+}
+
 /// Where the pipeline thread's time goes, measured on a sample of events (about one in
 /// ``StageTimes/sampleInterval``): nanoseconds summed over the sampled events, per stage. Read by
 /// `stats` (`stages`) and by `checkoutbus bench`, which splits the pipeline thread's CPU by them.

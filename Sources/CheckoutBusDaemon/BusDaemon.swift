@@ -460,11 +460,10 @@ public final class BusDaemon {
                 let (first, frames) = try restOfMultipart(ingest, message)
                 result = rejectMultipart(first, frames: frames, receivedAt: receivedAt)
             } else if timed {
-                processor.timeNextEvent = true
-                result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now) }
+                result = message.withUnsafeBytes { processor.process($0, receivedAt: receivedAt, now: now, timed: true) }
                 let appendStart = StageTimes.now()
                 journalOutput(result, arrival: arrival, to: batches)
-                if let t = processor.lastStageTimes {
+                if let t = result.stages {
                     pipelineStages.add(receive: receiveEnd &- receiveStart, decode: t.decode, rules: t.rules,
                                        envelope: t.envelope, journalAppend: StageTimes.now() &- appendStart)
                 }
@@ -494,7 +493,7 @@ public final class BusDaemon {
                 slot.frames = 1
                 if slot.message.hasMore { (slot.firstFrame, slot.frames) = try restOfMultipart(ingest, slot.message) }
                 // About one event in `StageTimes.sampleInterval` is timed (stats' `stages`).
-                slot.context.timing = ingestCountdown == 0 && slot.frames == 1
+                slot.timed = ingestCountdown == 0 && slot.frames == 1
                 ingestCountdown = ingestCountdown == 0 ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
                 n += 1
             }
@@ -505,8 +504,8 @@ public final class BusDaemon {
                 let slot = slots[i]
                 guard slot.frames == 1 else { return }
                 slot.message.withUnsafeBytes { bytes in
-                    slot.context.event = EventProcessor.prepare(bytes, options: options, eventIDWindow: window,
-                                                                in: slot.context) { _, _ in }
+                    slot.prepared = EventProcessor.prepare(bytes, options: options, eventIDWindow: window, in: slot.context,
+                                                           timed: slot.timed, into: &slot.event) { _, _ in }
                 }
             }
             // A few messages are not worth waking a thread for.
@@ -525,12 +524,12 @@ public final class BusDaemon {
                     slot.firstFrame = []
                 } else {
                     result = slot.message.withUnsafeBytes {
-                        processor.commit($0, slot.context, slot.context.event.take(), receivedAt: slot.receivedAt, now: slot.now)
+                        processor.commit($0, slot.context, slot.prepared!, slot.event.take(), receivedAt: slot.receivedAt, now: slot.now)
                     }
                 }
-                let appendStart = slot.context.timing ? StageTimes.now() : 0
+                let appendStart = slot.timed ? StageTimes.now() : 0
                 journalOutput(result, arrival: slot.arrival, to: batches)
-                if slot.context.timing, let t = processor.lastStageTimes {
+                if let t = result.stages {
                     // Receiving is not timed here: the batch is received before it is prepared.
                     pipelineStages.add(receive: 0, decode: t.decode, rules: t.rules, envelope: t.envelope,
                                        journalAppend: StageTimes.now() &- appendStart)

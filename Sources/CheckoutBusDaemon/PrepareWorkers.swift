@@ -6,7 +6,7 @@ import Synchronization
 import CheckoutBusRuntime
 
 /// Threads that run the part of processing that is independent per message
-/// (``EventProcessor/prepare(_:options:eventIDWindow:in:prefetch:)``: parse, decode, hash) for a
+/// (``EventProcessor/prepare(_:options:eventIDWindow:in:timed:into:prefetch:)``: parse, decode, hash) for a
 /// batch, beside the pipeline thread, which works on the same batch and then commits it in order.
 ///
 /// Fork and join per batch: ``run(count:_:)`` hands out the batch's indexes one at a time under a

@@ -3,7 +3,8 @@ import CheckoutBusProtocol
 import ZeroMQ
 
 /// The messages of one parallel batch (``BusDaemon``'s `drainIngestInParallel`): each slot holds a
-/// received message, when it arrived, and the ``EventDecodeContext`` it is prepared in. Reused
+/// received message, when it arrived, the ``EventDecodeContext`` it is prepared in and what the
+/// prepare found, until the pipeline thread commits it. Reused
 /// batch after batch. `@unchecked Sendable`: a slot is touched by one thread at a time, handed
 /// over by ``PrepareWorkers``.
 final class PreparedSlots: @unchecked Sendable {
@@ -15,6 +16,11 @@ final class PreparedSlots: @unchecked Sendable {
     final class Slot {
         let message = ZMQMessage()
         let context = EventDecodeContext()
+        /// What the prepare found, and the event it decoded (taken by the commit).
+        var prepared: PreparedEvent?
+        var event: DecodedEvent?
+        /// The message's stages are timed (about one in ``StageTimes/sampleInterval``).
+        var timed = false
         var arrival: UInt64 = 0
         var receivedAt = Timestamp(milliseconds: 0)
         var now: UInt32 = 0
