@@ -79,10 +79,14 @@ struct JournalReadErrorTests {
                                      counters: ServiceCounters())
         defer { service.exchange.requests.close() }
         func replay() throws -> [String: Any] {
-            var frames: [[UInt8]] = []
-            _ = service.handle(Array(#"{"op":"replay","from":4,"limit":100,"req":9}"#.utf8), into: &frames)
-            let head = try #require(frames.first)
-            return try #require(try JSONSerialization.jsonObject(with: Data(head)) as? [String: Any])
+            guard case .reply(let reply) = service.handle(Array(#"{"op":"replay","from":4,"limit":100,"req":9}"#.utf8)) else {
+                Issue.record("a replay waited for a snapshot")
+                return [:]
+            }
+            let status = try #require(try JSONSerialization.jsonObject(with: Data(reply.status)) as? [String: Any])
+            // A refused replay carries no records; a page carries as many as its status counts.
+            #expect(reply.page.count == (status["count"] as? Int ?? 0))
+            return status
         }
         #expect(try replay()["count"] as? Int == 7, "readable first")
         try Self.breakSegment(root + "/" + JournalFormat.segmentName(1), how)

@@ -47,6 +47,7 @@ package final class ControlService {
 
     /// A `stats` request waiting for a snapshot newer than `generation`.
     private struct PendingStats {
+        /// The client's routing frames, to put before the reply.
         var envelope: [[UInt8]]
         var req: [UInt8]?
         var generation: UInt64
@@ -60,9 +61,8 @@ package final class ControlService {
     package let counters: ServiceCounters
     private let request = JSONDocument()
     private var pendingStats: [PendingStats] = []
-    /// Replay pages are gathered here (topic and envelope of each match) before the reply is sent.
-    private var page: [UInt8] = []
-    private var pageFrames: [(Int, Int, Int)] = []
+    /// The last page sent, emptied: the next replay fills its buffers again (a page may be megabytes).
+    private var sentPage = ReplayPage()
 
     package init(reader: JournalReader, shard: ShardMap, exchange: SnapshotExchange, reports: SubscriberReportBook,
          counters: ServiceCounters) {
@@ -93,22 +93,21 @@ package final class ControlService {
             counters.update { $0.controlRequests += 1 }
             let delimiter = frames.count >= 3 && frames[1].isEmpty
             let body = frames[delimiter ? 2 : 1]
-            var replyFrames: [[UInt8]] = [frames[0]]
-            if delimiter { replyFrames.append([]) }
-            pageFrames.removeAll(keepingCapacity: true)
-            if let stats = handle(body, into: &replyFrames) {
+            let routing = Array(frames.prefix(delimiter ? 2 : 1))
+            switch handle(body) {
+            case .reply(let reply):
+                try send(reply, to: routing, on: socket)
+            case .waitForSnapshot(let stats):
                 guard pendingStats.count < ControlService.maxPendingStats else {
-                    replyFrames.append(badRequest("busy: \(ControlService.maxPendingStats) stats requests are waiting", req: stats.req))
-                    try sendReply(socket, replyFrames)
+                    try send(Reply(badRequest("busy: \(ControlService.maxPendingStats) stats requests are waiting", req: stats.req)),
+                             to: routing, on: socket)
                     continue
                 }
                 let generation = exchange.latest.generation
-                pendingStats.append(PendingStats(envelope: replyFrames, req: stats.req, generation: generation,
+                pendingStats.append(PendingStats(envelope: routing, req: stats.req, generation: generation,
                                                  arrivedAt: BusClock.monotonicNanoseconds()))
                 exchange.request()
-                continue
             }
-            try sendReply(socket, replyFrames)
         }
     }
 
@@ -121,14 +120,9 @@ package final class ControlService {
         var waiting: [PendingStats] = []
         for p in pendingStats {
             if generation > p.generation || now - p.arrivedAt > ControlService.statsWaitNanoseconds {
-                var frames = p.envelope
-                if let snapshot {
-                    frames.append(stats(snapshot, req: p.req, now: now))
-                } else {
-                    frames.append(badRequest("the pipeline has not answered yet; retry", req: p.req))
-                }
-                pageFrames.removeAll(keepingCapacity: true)
-                try sendReply(socket, frames)
+                let status = snapshot.map { stats($0, req: p.req, now: now) }
+                    ?? badRequest("the pipeline has not answered yet; retry", req: p.req)
+                try send(Reply(status), to: p.envelope, on: socket)
             } else {
                 waiting.append(p)
             }
@@ -137,13 +131,17 @@ package final class ControlService {
     }
 
     /// Sends one reply without waiting: a client whose queue is full (it sends and does not read)
-    /// or that has gone loses the reply, counted, and never holds up the others.
-    private func sendReply(_ socket: ZMQSocket, _ replyFrames: [[UInt8]]) throws {
-        // A replay page's records follow the status frame, sent from the page buffer.
-        let last = replyFrames.count - 1
+    /// or that has gone loses the reply, counted, and never holds up the others. A replay page's
+    /// records follow the status frame, sent from the page's buffer, which the next page reuses.
+    private func send(_ reply: consuming Reply, to routing: [[UInt8]], on socket: ZMQSocket) throws {
+        var page = reply.page
+        defer {
+            page.removeAll()
+            sentPage = page
+        }
         var sent = false
         do {
-            sent = try socket.send(replyFrames[0], more: true, dontWait: true)
+            sent = try socket.send(routing[0], more: true, dontWait: true)
         } catch let e as ZMQError where e.code == EHOSTUNREACH {
             sent = false
         }
@@ -151,16 +149,30 @@ package final class ControlService {
             counters.update { $0.controlRepliesDropped += 1 }
             return
         }
-        for (i, frame) in replyFrames.enumerated().dropFirst() {
-            _ = try socket.send(frame, more: i < last || !pageFrames.isEmpty)
+        for frame in routing.dropFirst() { _ = try socket.send(frame, more: true) }
+        _ = try socket.send(reply.status, more: page.count > 0)
+        try page.forEachRecord { n, topic, envelope in
+            _ = try socket.send(topic, more: true)
+            _ = try socket.send(envelope, more: n < page.count - 1)
         }
-        try page.withUnsafeBytes { all in
-            for (n, (start, t, e)) in pageFrames.enumerated() {
-                _ = try socket.send(UnsafeRawBufferPointer(rebasing: all[start..<(start + t)]), more: true)
-                _ = try socket.send(UnsafeRawBufferPointer(rebasing: all[(start + t)..<(start + t + e)]),
-                                    more: n < pageFrames.count - 1)
-            }
+    }
+
+    /// What a request is answered with: its status frame and, for a replay, the page of records
+    /// (topic and envelope frames) that follows it.
+    package struct Reply {
+        package var status: [UInt8]
+        package var page: ReplayPage
+
+        init(_ status: [UInt8], page: ReplayPage = ReplayPage()) {
+            self.status = status
+            self.page = page
         }
+    }
+
+    /// What ``handle(_:)`` makes of a request: a reply now, or a `stats` request that waits for a snapshot.
+    package enum Answer {
+        case reply(Reply)
+        case waitForSnapshot(StatsRequest)
     }
 
     /// A `stats` request, answered once a snapshot comes.
@@ -168,8 +180,8 @@ package final class ControlService {
         var req: [UInt8]?
     }
 
-    /// Appends the reply to `frames`, or returns the `stats` request that must wait for a snapshot.
-    package func handle(_ body: [UInt8], into frames: inout [[UInt8]]) -> StatsRequest? {
+    /// The reply to one request, or the `stats` request that must wait for a snapshot.
+    package func handle(_ body: [UInt8]) -> Answer {
         let parseError = body.withUnsafeBytes { b -> JSONParseError? in
             do throws(JSONParseError) {
                 try request.parse(b)
@@ -179,25 +191,22 @@ package final class ControlService {
             }
         }
         if let parseError {
-            frames.append(badRequest("request is not JSON: \(parseError.reason.name) at byte \(parseError.offset)", req: nil))
-            return nil
+            return .reply(Reply(badRequest("request is not JSON: \(parseError.reason.name) at byte \(parseError.offset)", req: nil)))
         }
         let root = request.root
         guard request.kind(root) == .object else {
-            frames.append(badRequest("request must be a JSON object", req: nil))
-            return nil
+            return .reply(Reply(badRequest("request must be a JSON object", req: nil)))
         }
         let req = request.member(root, "req").map { Array(request.raw($0)) }
         switch request.member(root, "op").flatMap({ request.string($0) }) {
-        case "replay": replay(req: req, into: &frames)
-        case "stats": return StatsRequest(req: req)
-        case "report": frames.append(report(req: req))
-        case "forget": frames.append(forget(req: req))
-        case "seek": frames.append(seek(req: req))
-        case let op?: frames.append(badRequest("unknown op \(op); use replay, stats, report, forget or seek", req: req))
-        case nil: frames.append(badRequest("missing op", req: req))
+        case "replay": return .reply(replay(req: req))
+        case "stats": return .waitForSnapshot(StatsRequest(req: req))
+        case "report": return .reply(Reply(report(req: req)))
+        case "forget": return .reply(Reply(forget(req: req)))
+        case "seek": return .reply(Reply(seek(req: req)))
+        case let op?: return .reply(Reply(badRequest("unknown op \(op); use replay, stats, report, forget or seek", req: req)))
+        case nil: return .reply(Reply(badRequest("missing op", req: req)))
         }
-        return nil
     }
 
     private func begin(_ op: StaticString, ok: Bool, req: [UInt8]?) -> JSONWriter {
@@ -231,19 +240,18 @@ package final class ControlService {
 
     // MARK: replay
 
-    private func replay(req: [UInt8]?, into frames: inout [[UInt8]]) {
+    /// The reply to a `replay`: its status and, when it succeeded, its page.
+    private func replay(req: [UInt8]?) -> Reply {
         // A test seam (docs/durability.md, "Failpoints"): kill -9 with this request read and unanswered.
         _ = Failpoints.hit("control.replay")
         let root = request.root
         guard let fromToken = request.member(root, "from"), let from = request.int64(fromToken), from >= 0 else {
-            frames.append(badRequest("replay needs \"from\": a seq (integer ≥ 0)", req: req))
-            return
+            return Reply(badRequest("replay needs \"from\": a seq (integer ≥ 0)", req: req))
         }
         var limit = ControlService.defaultPage
         if let t = request.member(root, "limit") {
             guard let l = request.int64(t), l >= 1 else {
-                frames.append(badRequest("\"limit\" must be an integer ≥ 1", req: req))
-                return
+                return Reply(badRequest("\"limit\" must be an integer ≥ 1", req: req))
             }
             limit = Int(min(l, Int64(ControlService.maxPage)))
         }
@@ -257,13 +265,11 @@ package final class ControlService {
                     if request.kind(e) == .string { prefixes.append(request.unescapedBytes(e)) } else { bad = true }
                 }
                 if bad {
-                    frames.append(badRequest("\"prefix\" must be a string or an array of strings", req: req))
-                    return
+                    return Reply(badRequest("\"prefix\" must be a string or an array of strings", req: req))
                 }
             case .null: break
             default:
-                frames.append(badRequest("\"prefix\" must be a string or an array of strings", req: req))
-                return
+                return Reply(badRequest("\"prefix\" must be a string or an array of strings", req: req))
             }
         }
         // Each record is matched against every prefix: their number and length are bounded so a
@@ -271,24 +277,23 @@ package final class ControlService {
         guard prefixes.count <= TopicLimits.maxReplayPrefixes,
             prefixes.allSatisfy({ $0.count <= TopicLimits.maxPrefixBytes })
         else {
-            frames.append(badRequest("\"prefix\" takes at most \(TopicLimits.maxReplayPrefixes) prefixes of at most \(TopicLimits.maxPrefixBytes) bytes",
+            return Reply(badRequest("\"prefix\" takes at most \(TopicLimits.maxReplayPrefixes) prefixes of at most \(TopicLimits.maxPrefixBytes) bytes",
                                      req: req))
-            return
         }
         if prefixes.contains(where: { $0.isEmpty }) { prefixes = [] }
         // `checkout_id`: only envelopes whose top-level checkout_id is that id (`checkoutbus trace`).
         var checkoutNeedle: [UInt8]?
         if let t = request.member(root, "checkout_id"), request.kind(t) != .null {
             guard request.kind(t) == .string else {
-                frames.append(badRequest("\"checkout_id\" must be a string", req: req))
-                return
+                return Reply(badRequest("\"checkout_id\" must be a string", req: req))
             }
             var w = JSONWriter(capacity: 128)
             request.unescapedBytes(t).withUnsafeBytes { w.appendString(utf8: $0) }
             checkoutNeedle = w.bytes
         }
-        page.removeAll(keepingCapacity: true)
-        pageFrames.removeAll(keepingCapacity: true)
+        // The buffers of the page sent last, emptied.
+        var page = ReplayPage()
+        swap(&page, &sentPage)
         let result: (next: UInt64, count: Int)
         do {
             result = try reader.read(from: UInt64(from), prefixes: prefixes, limit: limit,
@@ -296,25 +301,19 @@ package final class ControlService {
                                      deadline: BusClock.monotonicNanoseconds() + ControlService.pageTimeBudget) {
                 _, topic, envelope in
                 if let checkoutNeedle, !ControlService.names(envelope, checkout: checkoutNeedle) { return }
-                let start = page.count
-                page.append(contentsOf: topic)
-                page.append(contentsOf: envelope)
-                pageFrames.append((start, topic.count, envelope.count))
+                page.append(topic: topic, envelope: envelope)
             }
         } catch Journal.ReplayError.notRetained(let first) {
-            pageFrames.removeAll()
             var w = begin("replay", ok: false, req: req)
             w.append(",\"error\":\"not_retained\",\"first_seq\":")
             w.append(int: Int64(first))
             w.append(",\"last_seq\":")
             w.append(int: Int64(reader.bounds.last))
             w.append("}")
-            frames.append(w.bytes)
-            return
+            return Reply(w.bytes)
         } catch let error as JournalError where error.code == .notReadable {
             // A segment that cannot be opened or read: a refusal that says so, never an empty page
             // (which a client pages on for ever) nor damage (whose seqs it would count as lost).
-            pageFrames.removeAll()
             var w = begin("replay", ok: false, req: req)
             w.append(",\"error\":\"journal_unreadable\",\"detail\":")
             w.appendString(error.description)
@@ -322,17 +321,14 @@ package final class ControlService {
             w.append(int: from)
             appendBounds(to: &w)
             w.append("}")
-            frames.append(w.bytes)
-            return
+            return Reply(w.bytes)
         } catch {
-            pageFrames.removeAll()
-            frames.append(badRequest("replay failed: \(error)", req: req))
-            return
+            return Reply(badRequest("replay failed: \(error)", req: req))
         }
         counters.update { c in
             c.replayPages += 1
-            c.replayRecords += UInt64(pageFrames.count)
-            c.replayBytes += UInt64(page.count)
+            c.replayRecords += UInt64(page.count)
+            c.replayBytes += UInt64(page.byteCount)
         }
         var w = begin("replay", ok: true, req: req)
         w.append(",\"from\":")
@@ -340,10 +336,10 @@ package final class ControlService {
         w.append(",\"next\":")
         w.append(int: Int64(result.next))
         w.append(",\"count\":")
-        w.append(int: pageFrames.count)
+        w.append(int: page.count)
         appendBounds(to: &w)
         w.append("}")
-        frames.append(w.bytes)
+        return Reply(w.bytes, page: page)
     }
 
     // MARK: seek

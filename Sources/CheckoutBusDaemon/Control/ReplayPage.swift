@@ -1,0 +1,41 @@
+import ZeroMQ
+
+/// One `replay` reply's records, topic and envelope of each, back to back in one buffer: what
+/// ``ControlService``'s replay returns and its sender sends after the status frame.
+package struct ReplayPage {
+    /// Every record's topic then envelope.
+    private var bytes: [UInt8] = []
+    /// Each record's start in ``bytes`` and its topic's and envelope's lengths.
+    private var records: [(start: Int, topic: Int, envelope: Int)] = []
+
+    package init() {}
+
+    /// Records in the page.
+    package var count: Int { records.count }
+
+    /// Bytes of topics and envelopes in the page.
+    package var byteCount: Int { bytes.count }
+
+    /// Adds a record.
+    mutating func append(topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
+        records.append((bytes.count, topic.count, envelope.count))
+        bytes.append(contentsOf: topic)
+        bytes.append(contentsOf: envelope)
+    }
+
+    /// Empties the page, keeping its buffers for the next.
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        records.removeAll(keepingCapacity: true)
+    }
+
+    /// Calls `body` with each record's index, topic and envelope, in order.
+    func forEachRecord(_ body: (Int, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try bytes.withUnsafeBytes { all in
+            for (n, r) in records.enumerated() {
+                try body(n, UnsafeRawBufferPointer(rebasing: all[r.start..<(r.start + r.topic)]),
+                         UnsafeRawBufferPointer(rebasing: all[(r.start + r.topic)..<(r.start + r.topic + r.envelope)]))
+            }
+        }
+    }
+}
