@@ -196,7 +196,6 @@ struct BusSubscriberLibraryTests {
         options.receiveHighWaterMark = 1
         options.receiveBufferBytes = 16_384
         options.liveSubscription = liveSubscription
-        let subscriber = BusSubscriber(options: options, cursor: MemoryCursor())
         let stop = StopSignal()
         var envelopes: [BusEnvelope] = []
         var sent: Int?
@@ -207,15 +206,15 @@ struct BusSubscriberLibraryTests {
             return ((try? probe.stats())?.object("counters")?.int("received") ?? 0) >= sent
         }
         // Start sending once the subscriptions are live, and stop once everything matching is handled.
-        subscriber.onSubscribed = { try? sender.start() }
-        subscriber.onHeartbeat = { [unowned subscriber] _, heartbeat in
+        let hooks = BusSubscriber.Hooks(onSubscribed: { try? sender.start() }, onHeartbeat: { subscriber, _, heartbeat in
             guard sent != nil, allPublished() else { return }
             if target == nil { target = Int64((try? probe.replayAll(prefixes: prefixes))?.last?.seq ?? 0) }
             // Also wait for a heartbeat sent after the last match: an envelope fetched from the
             // journal counts as missed once the live stream has passed it without bringing it.
             let live = (try? JSONSerialization.jsonObject(with: Data(heartbeat)) as? [String: Any])?.int("seq") ?? 0
             if subscriber.statistics.lastSeq >= target!, live >= target! { stop.raise() }
-        }
+        })
+        let subscriber = BusSubscriber(options: options, cursor: MemoryCursor(), hooks: hooks)
         let outcome = try subscriber.run(stop: stop, deadline: BusClock.monotonicNanoseconds() + 90_000_000_000) { e in
             if envelopes.isEmpty {
                 // The slow consumer: busy with the first envelope until the daemon has taken in all.
@@ -258,17 +257,16 @@ struct BusSubscriberLibraryTests {
     /// its prefixes was handled (checked at each heartbeat).
     private func collect(_ options: BusSubscriber.Options, cursor: FileCursor, probe: ControlClient,
                          until ready: @escaping () -> Bool) throws -> (outcome: BusSubscriber.Outcome, envelopes: [BusEnvelope]) {
-        let subscriber = BusSubscriber(options: options, cursor: cursor)
         let stop = StopSignal()
         var envelopes: [BusEnvelope] = []
         var target: Int64?
-        subscriber.onHeartbeat = { [unowned subscriber] _, _ in
+        let subscriber = BusSubscriber(options: options, cursor: cursor, hooks: BusSubscriber.Hooks(onHeartbeat: { subscriber, _, _ in
             guard ready() else { return }
             if target == nil {
                 target = Int64((try? probe.replayAll(prefixes: options.prefixes))?.last?.seq ?? 0)
             }
             if subscriber.statistics.lastSeq >= target! { stop.raise() }
-        }
+        }))
         let deadline = BusClock.monotonicNanoseconds() + 60_000_000_000
         let outcome = try subscriber.run(stop: stop, deadline: deadline) { envelopes.append($0) }
         return (outcome, envelopes)

@@ -141,15 +141,16 @@ public final class Subscriber: Sendable {
         let (shards, shardIDs, shardCount, logger, onSubscribed) = (shards, shardIDs, shardCount, logger, onSubscribed)
         let thread = Thread {
             let cursors: [any SubscriberCursor] = shards.indices.map { DeliveryCursor(handOver: handOver, position: $0) }
-            let loop = shardIDs.map { ShardedSubscriber(shards: shards, cursors: cursors, shardIDs: $0, of: shardCount) }
-                ?? ShardedSubscriber(shards: shards, cursors: cursors)
-            loop.logger = logger
-            loop.onSubscribed = onSubscribed
-            loop.onBatchEnd = { [unowned loop] in handOver.statistics.withLock { $0 = loop.statistics } }
-            loop.rejectedCount = { position in handOver.rejected.withLock { $0[position] } ?? 0 }
-            loop.onSilence = { position, silent in
-                handOver.silent.withLock { if silent { $0.insert(position) } else { $0.remove(position) } }
-            }
+            let hooks = ShardedSubscriber.Hooks(
+                onSubscribed: onSubscribed,
+                onBatchEnd: { loop in handOver.statistics.withLock { $0 = loop.statistics } },
+                onSilence: { position, silent in
+                    handOver.silent.withLock { if silent { $0.insert(position) } else { $0.remove(position) } }
+                },
+                rejectedCount: { position in handOver.rejected.withLock { $0[position] } ?? 0 })
+            let loop = shardIDs.map {
+                ShardedSubscriber(shards: shards, cursors: cursors, shardIDs: $0, of: shardCount, hooks: hooks, logger: logger)
+            } ?? ShardedSubscriber(shards: shards, cursors: cursors, hooks: hooks, logger: logger)
             do {
                 try loop.run(stop: handOver.stop) { envelope in
                     let position = shardIDs?.firstIndex(of: envelope.shard) ?? (shards.count > 1 ? envelope.shard : 0)

@@ -63,7 +63,7 @@ public final class BusSubscriber {
         /// A control request unanswered this long is sent again.
         public var requestTimeoutMilliseconds = 15_000
         /// No heartbeat for this long (the daemon sends one a second by default) and the
-        /// subscriber says so: a warning naming the endpoint, ``BusSubscriber/onSilence`` and
+        /// subscriber says so: a warning naming the endpoint, ``BusSubscriber/Hooks/onSilence`` and
         /// ``BusSubscriber/isSilent``; it keeps waiting, and says so again when heartbeats are back.
         public var silenceMilliseconds = 5_000
         /// Where to begin: after the cursor's `seq`, or with what is published from now on.
@@ -136,34 +136,49 @@ public final class BusSubscriber {
     public let options: Options
     /// What the subscriber has done since ``run(stop:deadline:handler:)`` began.
     public var statistics: Statistics { sequencer.statistics }
-    /// Called once, at the first heartbeat: the subscriptions are live.
-    public var onSubscribed: (() -> Void)?
-    /// Called with every heartbeat's topic and envelope.
-    public var onHeartbeat: ((_ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
-    /// Called after each round of reading both sockets: a handler that buffers output flushes here.
-    public var onBatchEnd: (() -> Void)?
-    public var logger = BusLogger(label: "subscriber")
-    /// Called on the subscriber's thread when no heartbeat has arrived for
-    /// ``Options/silenceMilliseconds`` (`true`: the daemon is stopped, unreachable or not at the
-    /// endpoint), and when heartbeats arrive again (`false`).
-    public var onSilence: ((_ silent: Bool) -> Void)?
+    /// What the subscriber calls besides the handler, all on its thread; given to its initialiser.
+    public struct Hooks {
+        /// Called once, at the first heartbeat: the subscriptions are live.
+        public var onSubscribed: (() -> Void)?
+        /// Called with every heartbeat: the subscriber, the topic and the envelope.
+        public var onHeartbeat: ((_ subscriber: BusSubscriber, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
+        /// Called after each round of reading both sockets: a handler that buffers output flushes here.
+        public var onBatchEnd: ((_ subscriber: BusSubscriber) -> Void)?
+        /// Called when no heartbeat has arrived for ``Options/silenceMilliseconds`` (`true`: the
+        /// daemon is stopped, unreachable or not at the endpoint), and when heartbeats arrive again (`false`).
+        public var onSilence: ((_ silent: Bool) -> Void)?
+        /// How many envelopes the application holds parked because it could not apply them (a
+        /// table of rejects, say): sent with every report as `rejected`, shown by the daemon's
+        /// `stats` and `checkoutbus_subscriber_rejected`. nil: not reported.
+        public var rejectedCount: (() -> Int)?
+
+        public init(onSubscribed: (() -> Void)? = nil,
+                    onHeartbeat: ((_ subscriber: BusSubscriber, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)? = nil,
+                    onBatchEnd: ((_ subscriber: BusSubscriber) -> Void)? = nil, onSilence: ((_ silent: Bool) -> Void)? = nil,
+                    rejectedCount: (() -> Int)? = nil) {
+            self.onSubscribed = onSubscribed
+            self.onHeartbeat = onHeartbeat
+            self.onBatchEnd = onBatchEnd
+            self.onSilence = onSilence
+            self.rejectedCount = rejectedCount
+        }
+    }
+
+    public let hooks: Hooks
+    public let logger: BusLogger
     /// No heartbeat for ``Options/silenceMilliseconds``, as of the last round.
     public private(set) var isSilent = false
     /// When the last heartbeat arrived (or the sockets were opened), monotonic ns.
     private var lastHeardAt: UInt64 = 0
-    /// How many envelopes the application holds parked because it could not apply them (a table
-    /// of rejects, say): sent with every report as `rejected`, shown by the daemon's `stats` and
-    /// `checkoutbus_subscriber_rejected`. nil: not reported. Called on the subscriber's thread.
-    public var rejectedCount: (() -> Int)?
 
     private let cursor: any SubscriberCursor
     /// The gap logic; a new one for every run.
     private var sequencer: SubscriptionSequencer
     private let wire: SubscriptionWire
-    /// The shard these endpoints must be (set by ShardedSubscriber). The publish endpoint shows it
-    /// in its first heartbeat, the control endpoint in its answer to a `stats` request. Until the
+    /// The shard these endpoints must be (given by ShardedSubscriber). The publish endpoint shows
+    /// it in its first heartbeat, the control endpoint in its answer to a `stats` request. Until the
     /// ShardedSubscriber has seen every shard identified and released them all, nothing counts.
-    package var expectedShard: ShardIdentity?
+    package let expectedShard: ShardIdentity?
     package var released: Bool { sequencer.released }
     /// Both endpoints have shown that they are the expected shard.
     package var isIdentified: Bool { sequencer.isIdentified }
@@ -175,11 +190,22 @@ public final class BusSubscriber {
     /// - Parameters:
     ///   - options: endpoints, prefixes and tuning.
     ///   - cursor: where to resume, and where each handled `seq` is committed.
-    public init(options: Options, cursor: any SubscriberCursor) {
+    ///   - hooks: what to call besides the handler.
+    public convenience init(options: Options, cursor: any SubscriberCursor, hooks: Hooks = Hooks(),
+                            logger: BusLogger = BusLogger(label: "subscriber")) {
+        self.init(options: options, cursor: cursor, hooks: hooks, logger: logger, expectedShard: nil)
+    }
+
+    /// - Parameter expectedShard: the shard these endpoints must be; nil: whatever the daemon is.
+    package init(options: Options, cursor: any SubscriberCursor, hooks: Hooks, logger: BusLogger,
+                 expectedShard: ShardIdentity?) {
         self.options = options
         self.cursor = cursor
-        sequencer = SubscriptionSequencer(options: options)
-        wire = SubscriptionWire(logger: BusLogger(label: "subscriber"))
+        self.hooks = hooks
+        self.logger = logger
+        self.expectedShard = expectedShard
+        sequencer = SubscriptionSequencer(options: options, expectedShard: expectedShard, logger: logger)
+        wire = SubscriptionWire(logger: logger)
     }
 
     /// Connects, catches up from the cursor, and follows live until `stop` is raised or `deadline`
@@ -203,7 +229,7 @@ public final class BusSubscriber {
             if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
             try poller.poll(timeoutMilliseconds: wait)
             if try serviceSockets(stop: stop, handler: handler) { return .stopped }
-            onBatchEnd?()
+            hooks.onBatchEnd?(self)
         }
     }
 
@@ -212,7 +238,6 @@ public final class BusSubscriber {
     /// A fresh sequencer, for a new run.
     package func reset() {
         sequencer = SubscriptionSequencer(options: options, expectedShard: expectedShard, logger: logger)
-        wire.logger = logger
     }
 
     /// Refuses prefixes the daemon would not take (docs/security.md, "Limits"): a subscription
@@ -289,7 +314,7 @@ public final class BusSubscriber {
             ? "no heartbeat from the daemon in \(seconds) s since connecting: is it running, at this endpoint, with these keys? still waiting"
             : "no heartbeat from the daemon for \(seconds) s: it is stopped or unreachable; still waiting",
             ["endpoint": options.publish, "control": options.control])
-        onSilence?(true)
+        hooks.onSilence?(true)
     }
 
     /// A message arrived from the daemon (a heartbeat or an envelope): ends a silence, saying so.
@@ -299,7 +324,7 @@ public final class BusSubscriber {
         isSilent = false
         logger.warning("heartbeats from the daemon again after \(SecondsText.format(now - lastHeardAt)) s of silence",
                        ["endpoint": options.publish])
-        onSilence?(false)
+        hooks.onSilence?(false)
     }
 
     /// After polling: reads what both sockets hold (the live one at most 1024 messages).
@@ -338,7 +363,7 @@ public final class BusSubscriber {
                 }
                 let actions = try sequencer.receiveHeartbeat(heartbeat)
                 try perform(actions, stop: stop, handler: handler)
-                if sequencer.released { onHeartbeat?(frames[0], frames[1]) }
+                if sequencer.released { hooks.onHeartbeat?(self, frames[0], frames[1]) }
             } else if sequencer.released, let envelope = wire.envelope(topic: frames[0], bytes: frames[1], origin: .live) {
                 try perform(sequencer.receiveLive(envelope), stop: stop, handler: handler)
             }
@@ -365,11 +390,11 @@ public final class BusSubscriber {
             case .requestIdentity(let id):
                 _ = try control?.send(SubscriptionWire.identityRequest(id: id), dontWait: true)
             case .report(var report):
-                report.rejected = rejectedCount?()
+                report.rejected = hooks.rejectedCount?()
                 report.durable = cursor.keepsPosition
                 _ = try? control?.send(SubscriptionWire.report(report, name: options.name), dontWait: true)
             case .subscribed:
-                onSubscribed?()
+                hooks.onSubscribed?()
             }
         }
     }

@@ -26,7 +26,7 @@ import CheckoutBusRuntime
 /// generation's) is refused the same way. With one endpoint nothing is checked and it behaves exactly like a
 /// ``BusSubscriber`` (which may then be one shard of several, followed on its own).
 ///
-/// **A subset of the shards.** ``init(shards:cursors:shardIDs:of:)`` takes chosen shards of a bus
+/// **A subset of the shards.** ``init(shards:cursors:shardIDs:of:hooks:logger:)`` takes chosen shards of a bus
 /// of `N`, in any order: endpoint `p` must then be shard `shardIDs[p]` of `N`, checked the same
 /// way — also when there is only one endpoint. Several subscribers, each of a disjoint subset, share
 /// the bus's work between them (docs/sharding.md).
@@ -40,38 +40,55 @@ public final class ShardedSubscriber {
     public let shardIDs: [Int]
     /// The bus's number of shards, `N`.
     public let shardCount: Int
-    /// Called once, when every shard's subscriptions are live (each has sent its first heartbeat).
-    public var onSubscribed: (() -> Void)?
-    /// Called with every heartbeat: the shard's position in the list (its id is ``shardIDs``[position]),
-    /// the topic and the envelope.
-    public var onHeartbeat: ((_ shard: Int, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
-    /// Called after each round of reading every socket: a handler that buffers output flushes here.
-    public var onBatchEnd: (() -> Void)?
-    /// Called when a shard's heartbeats stop (`true`) and start again (`false`)
-    /// (``BusSubscriber/onSilence``), with the shard's position in the list.
-    public var onSilence: ((_ shard: Int, _ silent: Bool) -> Void)?
-    /// Given to every shard's subscriber when ``run(stop:deadline:handler:)`` starts, labelled with the shard.
-    public var logger = BusLogger(label: "subscriber")
-    /// Each shard's parked envelopes (``BusSubscriber/rejectedCount``), by the shard's position in
-    /// the list; nil: not reported.
-    public var rejectedCount: ((_ position: Int) -> Int)?
+    /// What the subscriber calls besides the handler, all on the thread that runs it; given to its initialiser.
+    public struct Hooks {
+        /// Called once, when every shard's subscriptions are live (each has sent its first heartbeat).
+        public var onSubscribed: (() -> Void)?
+        /// Called with every heartbeat: the shard's position in the list (its id is
+        /// ``ShardedSubscriber/shardIDs``[position]), the topic and the envelope.
+        public var onHeartbeat: ((_ shard: Int, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)?
+        /// Called after each round of reading every socket, with the subscriber: a handler that
+        /// buffers output flushes here.
+        public var onBatchEnd: ((_ subscriber: ShardedSubscriber) -> Void)?
+        /// Called when a shard's heartbeats stop (`true`) and start again (`false`)
+        /// (``BusSubscriber/Hooks/onSilence``), with the shard's position in the list.
+        public var onSilence: ((_ shard: Int, _ silent: Bool) -> Void)?
+        /// Each shard's parked envelopes (``BusSubscriber/Hooks/rejectedCount``), by the shard's
+        /// position in the list; nil: not reported.
+        public var rejectedCount: ((_ position: Int) -> Int)?
+
+        public init(onSubscribed: (() -> Void)? = nil,
+                    onHeartbeat: ((_ shard: Int, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)? = nil,
+                    onBatchEnd: ((_ subscriber: ShardedSubscriber) -> Void)? = nil,
+                    onSilence: ((_ shard: Int, _ silent: Bool) -> Void)? = nil,
+                    rejectedCount: ((_ position: Int) -> Int)? = nil) {
+            self.onSubscribed = onSubscribed
+            self.onHeartbeat = onHeartbeat
+            self.onBatchEnd = onBatchEnd
+            self.onSilence = onSilence
+            self.rejectedCount = rejectedCount
+        }
+    }
+
+    public let hooks: Hooks
+    /// Given to every shard's subscriber, labelled with the shard when there are several or they were chosen.
+    public let logger: BusLogger
+    /// Shards whose subscriptions are live in this run (``Hooks/onSubscribed`` is called when all are).
+    private let live = LiveShards()
 
     /// - Parameters:
     ///   - shards: each shard's endpoints and options, in shard order: element `i` is shard `i` of
     ///     `shards.count`. At least one.
     ///   - cursors: each shard's cursor, in the same order (``FileCursor/shardCursors(path:shards:durable:)``
     ///     gives one file per shard).
+    ///   - hooks: what to call besides the handler.
     /// - Important: `shards` and `cursors` must have the same, non-zero count.
-    public init(shards: [BusSubscriber.Options], cursors: [any SubscriberCursor]) {
+    public convenience init(shards: [BusSubscriber.Options], cursors: [any SubscriberCursor], hooks: Hooks = Hooks(),
+                            logger: BusLogger = BusLogger(label: "subscriber")) {
         precondition(!shards.isEmpty && shards.count == cursors.count, "one cursor per shard, and at least one shard")
-        shardIDs = Array(0..<shards.count)
-        shardCount = shards.count
-        self.shards = zip(shards, cursors).enumerated().map { index, pair in
-            let subscriber = BusSubscriber(options: pair.0, cursor: pair.1)
-            if shards.count > 1 {
-                subscriber.expectedShard = ShardIdentity(position: index, shard: index, shards: shards.count, chosen: nil)
-            }
-            return subscriber
+        let n = shards.count
+        self.init(shards: shards, cursors: cursors, shardIDs: Array(0..<n), of: n, hooks: hooks, logger: logger) { index in
+            n > 1 ? ShardIdentity(position: index, shard: index, shards: n, chosen: nil) : nil
         }
     }
 
@@ -81,29 +98,49 @@ public final class ShardedSubscriber {
     /// `stats` must say `"shard":shardIDs[p],"shards":shardCount` before anything is replayed or
     /// handed over, or the run stops with a ``SubscriberError`` naming the position, the shard
     /// expected and the one found. With `shardIDs` `0..<shardCount` it is the whole bus, as
-    /// ``init(shards:cursors:)`` with more than one shard.
+    /// ``init(shards:cursors:hooks:logger:)`` with more than one shard.
     /// - Parameters:
     ///   - shards: each chosen shard's endpoints and options, in the order of `shardIDs`.
     ///   - cursors: each chosen shard's cursor, in the same order
     ///     (``FileCursor/paths(_:shardIDs:of:)`` names one file per shard).
     ///   - shardIDs: distinct shard ids, each in `0..<shardCount`, as many as `shards`.
     ///   - shardCount: the bus's number of shards, `N`.
+    ///   - hooks: what to call besides the handler.
     /// - Important: check ids that come from outside with ``validate(shardIDs:of:)`` first.
-    public init(shards: [BusSubscriber.Options], cursors: [any SubscriberCursor], shardIDs: [Int], of shardCount: Int) {
+    public convenience init(shards: [BusSubscriber.Options], cursors: [any SubscriberCursor], shardIDs: [Int], of shardCount: Int,
+                            hooks: Hooks = Hooks(), logger: BusLogger = BusLogger(label: "subscriber")) {
         precondition(!shards.isEmpty && shards.count == cursors.count && shards.count == shardIDs.count,
                      "one cursor and one shard id per shard, and at least one shard")
         precondition((try? Self.validate(shardIDs: shardIDs, of: shardCount)) != nil, "invalid shard ids")
-        self.shardIDs = shardIDs
-        self.shardCount = shardCount
-        self.shards = zip(shards, cursors).enumerated().map { index, pair in
-            let subscriber = BusSubscriber(options: pair.0, cursor: pair.1)
-            subscriber.expectedShard = ShardIdentity(position: index, shard: shardIDs[index], shards: shardCount,
-                                                     chosen: shardIDs)
-            return subscriber
+        self.init(shards: shards, cursors: cursors, shardIDs: shardIDs, of: shardCount, hooks: hooks, logger: logger) { index in
+            ShardIdentity(position: index, shard: shardIDs[index], shards: shardCount, chosen: shardIDs)
         }
     }
 
-    /// Checks a list of shard ids for ``init(shards:cursors:shardIDs:of:)``: at least one, distinct,
+    /// Makes one ``BusSubscriber`` per shard, each expecting `identity(position)`, whose hooks
+    /// call this subscriber's with the shard's position.
+    private init(shards: [BusSubscriber.Options], cursors: [any SubscriberCursor], shardIDs: [Int], of shardCount: Int,
+                 hooks: Hooks, logger: BusLogger, identity: (Int) -> ShardIdentity?) {
+        self.shardIDs = shardIDs
+        self.shardCount = shardCount
+        self.hooks = hooks
+        self.logger = logger
+        let live = live
+        let count = shards.count
+        self.shards = zip(shards, cursors).enumerated().map { index, pair in
+            let expected = identity(index)
+            var shardLogger = logger
+            if expected != nil { shardLogger.label = "\(logger.label) shard=\(shardIDs[index])/\(shardCount)" }
+            let shardHooks = BusSubscriber.Hooks(
+                onSubscribed: hooks.onSubscribed.map { all in { if live.subscribed() == count { all() } } },
+                onHeartbeat: hooks.onHeartbeat.map { forward in { _, topic, envelope in forward(index, topic, envelope) } },
+                onSilence: hooks.onSilence.map { forward in { silent in forward(index, silent) } },
+                rejectedCount: hooks.rejectedCount.map { count in { count(index) } })
+            return BusSubscriber(options: pair.0, cursor: pair.1, hooks: shardHooks, logger: shardLogger, expectedShard: expected)
+        }
+    }
+
+    /// Checks a list of shard ids for ``init(shards:cursors:shardIDs:of:hooks:logger:)``: at least one, distinct,
     /// each in `0..<shardCount`, and `1 ≤ shardCount ≤ 1024`.
     /// - Throws: a ``SubscriberError`` saying what is wrong.
     public static func validate(shardIDs: [Int], of shardCount: Int) throws(SubscriberError) {
@@ -147,25 +184,8 @@ public final class ShardedSubscriber {
     public func run(stop: StopSignal, deadline: UInt64? = nil, handler: (BusEnvelope) throws -> Void) throws
         -> BusSubscriber.Outcome
     {
-        var live = 0
-        for (index, subscriber) in shards.enumerated() {
-            subscriber.reset()
-            if shards.count > 1 || subscriber.expectedShard != nil {
-                var shardLogger = logger
-                shardLogger.label = "\(logger.label) shard=\(shardIDs[index])/\(shardCount)"
-                subscriber.logger = shardLogger
-            } else {
-                subscriber.logger = logger
-            }
-            subscriber.onSubscribed = { [unowned self] in
-                live += 1
-                if live == self.shards.count { self.onSubscribed?() }
-            }
-            subscriber.onHeartbeat = { [unowned self] topic, envelope in self.onHeartbeat?(index, topic, envelope) }
-            subscriber.rejectedCount = rejectedCount.map { count in { count(index) } }
-            subscriber.onSilence = { [unowned self] silent in self.onSilence?(index, silent) }
-            subscriber.onBatchEnd = nil
-        }
+        live.reset()
+        for subscriber in shards { subscriber.reset() }
         let context = try ZMQContext()
         let poller = ZMQPoller()
         defer { for subscriber in shards { subscriber.close() } }
@@ -187,8 +207,20 @@ public final class ShardedSubscriber {
             if !shards[0].released && shards.allSatisfy(\.isIdentified) {
                 for subscriber in shards { subscriber.release() }
             }
-            onBatchEnd?()
+            hooks.onBatchEnd?(self)
         }
+    }
+}
+
+/// How many of a ``ShardedSubscriber``'s shards are live in the current run: counted by the
+/// shards' hooks, all on the thread that runs it.
+private final class LiveShards {
+    private var count = 0
+    func reset() { count = 0 }
+    /// Counts one more shard live; returns how many are.
+    func subscribed() -> Int {
+        count += 1
+        return count
     }
 }
 

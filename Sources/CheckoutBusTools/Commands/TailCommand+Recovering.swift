@@ -86,14 +86,12 @@ extension TailCommand {
             return 1
         }
 
-        let subscriber = ShardedSubscriber(shards: shardOptions, cursors: cursors)
-        subscriber.logger = BusLogger(label: "tail", level: .warning)
         let topicList = topics
         let endpointList = endpoints.joined(separator: ",")
-        subscriber.onSubscribed = {
+        var hooks = ShardedSubscriber.Hooks(onSubscribed: {
             FileHandleWriter.standardError(
                 "tail: subscribed to \(topicList.map { "\"\($0)\"" }.joined(separator: ", ")) at \(endpointList)\n")
-        }
+        })
         let deadline = timeoutSeconds.map { BusClock.monotonicNanoseconds() + UInt64($0) * 1_000_000_000 }
         let doc = JSONDocument()
         let showShard = shardCount > 1
@@ -103,10 +101,10 @@ extension TailCommand {
             FileHandleWriter.writeAll(1, &output)
             output.removeAll(keepingCapacity: true)
         }
-        subscriber.onBatchEnd = { if !output.isEmpty { flush() } }
+        hooks.onBatchEnd = { _ in if !output.isEmpty { flush() } }
         if recording == nil && topics.contains(where: { "bus.heartbeat".hasPrefix($0) }) {
             let format = self.format
-            subscriber.onHeartbeat = { _, topic, envelope in
+            hooks.onHeartbeat = { _, topic, envelope in
                 switch format {
                 case .json: output.append(contentsOf: envelope)
                 case .pretty:
@@ -115,6 +113,8 @@ extension TailCommand {
                 output.append(0x0A)
             }
         }
+        let subscriber = ShardedSubscriber(shards: shardOptions, cursors: cursors, hooks: hooks,
+                                           logger: BusLogger(label: "tail", level: .warning))
         var printed = 0
         let count = self.count
         let format = self.format
