@@ -47,10 +47,10 @@ package struct EnvelopeWriter: ~Copyable {
         envelope.reset()
         let (shard, keepBuyerData) = (shard, keepBuyerData)
         EnvelopeWriter.writing(&envelope, &receivedAtFormatter) { w, receivedAtFormatter in
-            EnvelopeWriter.writeNumbering(seq: seq, kindSeq: kindSeq, shard: shard, to: &w)
+            EnvelopeHead.write(seq: seq, kindSeq: kindSeq, shard: shard.index, to: &w)
             w.append(",\"kind\":\"")
             w.append(e.kind.name)
-            w.append("\",\"checkout_id\":")
+            w.append(EnvelopeHead.afterKindName)
             e.writeCheckoutID(to: &w)
             w.append(",\"event_id\":")
             e.writeEventID(to: &w)
@@ -129,7 +129,7 @@ package struct EnvelopeWriter: ~Copyable {
         envelope.reset()
         let shard = shard
         EnvelopeWriter.writing(&envelope, &receivedAtFormatter) { w, receivedAtFormatter in
-            EnvelopeWriter.writeNumbering(seq: seq, kindSeq: kindSeq, shard: shard, to: &w)
+            EnvelopeHead.write(seq: seq, kindSeq: kindSeq, shard: shard.index, to: &w)
             w.append(",\"kind\":\"deadletter\",\"reason\":")
             w.appendString(reason.code)
             w.append(",\"detail\":")
@@ -167,12 +167,7 @@ package struct EnvelopeWriter: ~Copyable {
         heartbeatEnvelope.reset()
         let shard = shard
         EnvelopeWriter.writing(to: &heartbeatEnvelope) { w in
-            w.append("{\"v\":1,\"kind\":\"heartbeat\",\"seq\":")
-            w.append(int: Int64(bitPattern: seq))
-            w.append(",\"shard\":")
-            w.append(int: shard.index)
-            w.append(",\"shards\":")
-            w.append(int: shard.count)
+            EnvelopeHead.writeHeartbeat(seq: seq, shard: shard.index, shards: shard.count, to: &w)
             w.append(",\"kind_seqs\":")
             EnvelopeWriter.writeKindSeqs(kindSeqs, to: &w)
             w.append(",\"sent_at\":")
@@ -205,17 +200,6 @@ package struct EnvelopeWriter: ~Copyable {
         _ w: inout JSONWriter, _ formatter: inout TimestampFormatter, _ body: (inout JSONWriter, inout TimestampFormatter) -> Void
     ) {
         body(&w, &formatter)
-    }
-
-    /// An event's or dead letter's envelope up to its numbering: `{"v":1,"seq":…,"kind_seq":…,"shard":…`.
-    @inline(__always)
-    private static func writeNumbering(seq: UInt64, kindSeq: UInt64, shard: ShardMap, to w: inout JSONWriter) {
-        w.append("{\"v\":1,\"seq\":")
-        w.append(int: Int64(bitPattern: seq))
-        w.append(",\"kind_seq\":")
-        w.append(int: Int64(bitPattern: kindSeq))
-        w.append(",\"shard\":")
-        w.append(int: shard.index)
     }
 
     @inline(__always)

@@ -111,7 +111,7 @@ public final class EventProcessor {
     public private(set) var deadLetterSeq: UInt64 = 0
     public private(set) var state: CheckoutStateTable
 
-    /// The context ``process(_:receivedAt:now:)`` prepares messages in (and ``restore(envelope:seq:rememberEventID:rebuildState:wallNow:now:)`` parses).
+    /// The context ``process(_:receivedAt:now:timed:)`` prepares messages in (and ``restore(envelope:seq:rememberEventID:rebuildState:wallNow:now:)`` parses).
     private let ownContext = EventDecodeContext()
     private var document: JSONDocument { ownContext.document }
     /// For ``redactedHash(_:)``: a snapshot written redacted and parsed again.
@@ -419,7 +419,7 @@ public final class EventProcessor {
     ///   - remember: whether to remember the event id (the daemon does for the last `--dedupe-window` records).
     ///   - rebuildState: whether to rebuild the checkout's state (for the last `--restore-records`).
     ///   - wallNow: the wall-clock time now, to age the envelope by its `received_at`.
-    ///   - now: monotonic seconds, as ``process(_:receivedAt:now:)`` takes them.
+    ///   - now: monotonic seconds, as ``process(_:receivedAt:now:timed:)`` takes them.
     /// - Returns: whether the envelope was a lifecycle event this processor could read.
     @discardableResult
     public func restore(envelope bytes: UnsafeRawBufferPointer, seq: UInt64, rememberEventID remember: Bool = true,

@@ -4,7 +4,7 @@ import CheckoutBusProtocol
 /// published under and, when a message is to be journaled and sent, its numbering and frames.
 ///
 /// Not `Sendable`: ``Publication/topic``, ``Publication/envelope`` and ``eventID``'s bytes point
-/// into buffers the processor owns, valid until its next ``EventProcessor/process(_:receivedAt:now:)`` or
+/// into buffers the processor owns, valid until its next ``EventProcessor/process(_:receivedAt:now:timed:)`` or
 /// ``EventProcessor/reject(_:_:_:receivedAt:)`` call (a heartbeat writes buffers of its own and
 /// leaves them alone). Lives on the pipeline thread that called the processor.
 public struct ProcessingResult {
@@ -31,7 +31,7 @@ public struct ProcessingResult {
     /// Built when read, from ``eventIdentifier``'s bytes when the id was read in place.
     public var eventID: String? { eventIdentifier.value }
     /// The event id: its bytes copied from the message into a buffer the processor owns (as the
-    /// publication's frames, valid until its next ``EventProcessor/process(_:receivedAt:now:)``,
+    /// publication's frames, valid until its next ``EventProcessor/process(_:receivedAt:now:timed:)``,
     /// ``EventProcessor/commit(_:_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
     /// call), or its `String`.
     let eventIdentifier: IdentifierText

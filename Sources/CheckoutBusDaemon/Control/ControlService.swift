@@ -433,14 +433,13 @@ package final class ControlService {
         w.append(int: Int64(bounds.last))
     }
 
-    private static let checkoutKey = Array(#""checkout_id":"#.utf8)
 
     /// Whether an envelope's top-level `checkout_id` is `quoted` (the id as a JSON string, as the
     /// envelope writer spells it): the `checkout_id` filter of a replay. The first `"checkout_id":`
     /// outside a string is the top-level member: the envelope writer puts it before any snapshot
     /// or raw bytes, and quotes inside string values are escaped.
     private static func names(_ envelope: UnsafeRawBufferPointer, checkout quoted: [UInt8]) -> Bool {
-        guard let at = offset(after: checkoutKey, in: envelope, room: quoted.count), let base = envelope.baseAddress else { return false }
+        guard let at = offset(after: EnvelopeHead.checkoutIDKey, in: envelope, room: quoted.count), let base = envelope.baseAddress else { return false }
         return quoted.withUnsafeBytes { memcmp(base + at, $0.baseAddress!, quoted.count) == 0 }
     }
 

@@ -1,5 +1,3 @@
-import ZeroMQ
-
 /// One `replay` reply's records, topic and envelope of each, back to back in one buffer: what
 /// ``ControlService``'s replay returns and its sender sends after the status frame.
 package struct ReplayPage {

@@ -6,7 +6,7 @@ import CheckoutBusRuntime
 
 /// Picks the shard an event goes to, exactly as the shards decide ownership: the event is decoded
 /// by the daemon's own code path (``JSONDocument`` and ``RawEventDecoder``, as in
-/// ``EventProcessor/process(_:receivedAt:now:)``) and its `checkout_id` is mapped by
+/// ``EventProcessor/process(_:receivedAt:now:timed:)``) and its `checkout_id` is mapped by
 /// ``ShardMap/owner(of:count:)``.
 ///
 /// Input that cannot be decoded (invalid JSON, no checkout id, an unknown event, a message larger
