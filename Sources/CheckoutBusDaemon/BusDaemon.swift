@@ -524,7 +524,7 @@ public final class BusDaemon {
                     slot.firstFrame = []
                 } else {
                     result = slot.message.withUnsafeBytes {
-                        processor.commit($0, slot.context, slot.prepared!, slot.event.take(), receivedAt: slot.receivedAt, now: slot.now)
+                        processor.commit($0, slot.context, slot.prepared.take()!, slot.event.take(), receivedAt: slot.receivedAt, now: slot.now)
                     }
                 }
                 let appendStart = slot.timed ? StageTimes.now() : 0

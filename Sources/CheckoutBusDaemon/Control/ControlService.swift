@@ -134,11 +134,10 @@ package final class ControlService {
     /// or that has gone loses the reply, counted, and never holds up the others. A replay page's
     /// records follow the status frame, sent from the page's buffer, which the next page reuses.
     private func send(_ reply: consuming Reply, to routing: [[UInt8]], on socket: ZMQSocket) throws {
-        var page = reply.page
-        defer {
-            page.removeAll()
-            sentPage = page
-        }
+        // Moved out, not copied: emptying a page still shared would allocate its buffers anew.
+        var page = ReplayPage()
+        swap(&page, &reply.page)
+        defer { recycle(page) }
         var sent = false
         do {
             sent = try socket.send(routing[0], more: true, dontWait: true)
@@ -155,6 +154,14 @@ package final class ControlService {
             _ = try socket.send(topic, more: true)
             _ = try socket.send(envelope, more: n < page.count - 1)
         }
+    }
+
+    /// Keeps a replay page's buffers, emptied, for the next page (a reply without records has none
+    /// worth keeping).
+    private func recycle(_ page: consuming ReplayPage) {
+        guard page.byteCapacity > sentPage.byteCapacity else { return }
+        page.removeAll()
+        sentPage = page
     }
 
     /// What a request is answered with: its status frame and, for a replay, the page of records
@@ -304,6 +311,7 @@ package final class ControlService {
                 page.append(topic: topic, envelope: envelope)
             }
         } catch Journal.ReplayError.notRetained(let first) {
+            recycle(page)
             var w = begin("replay", ok: false, req: req)
             w.append(",\"error\":\"not_retained\",\"first_seq\":")
             w.append(int: Int64(first))
@@ -312,6 +320,7 @@ package final class ControlService {
             w.append("}")
             return Reply(w.bytes)
         } catch let error as JournalError where error.code == .notReadable {
+            recycle(page)
             // A segment that cannot be opened or read: a refusal that says so, never an empty page
             // (which a client pages on for ever) nor damage (whose seqs it would count as lost).
             var w = begin("replay", ok: false, req: req)
@@ -323,6 +332,7 @@ package final class ControlService {
             w.append("}")
             return Reply(w.bytes)
         } catch {
+            recycle(page)
             return Reply(badRequest("replay failed: \(error)", req: req))
         }
         counters.update { c in

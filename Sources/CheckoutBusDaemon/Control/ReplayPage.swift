@@ -14,6 +14,9 @@ package struct ReplayPage {
     /// Bytes of topics and envelopes in the page.
     package var byteCount: Int { bytes.count }
 
+    /// Bytes the page's buffer holds without growing.
+    var byteCapacity: Int { bytes.capacity }
+
     /// Adds a record.
     mutating func append(topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
         records.append((bytes.count, topic.count, envelope.count))
