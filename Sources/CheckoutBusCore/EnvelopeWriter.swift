@@ -165,31 +165,11 @@ package struct EnvelopeWriter: ~Copyable {
         heartbeatTopic.reset()
         heartbeatTopic.append("bus.heartbeat")
         heartbeatEnvelope.reset()
-        let shard = shard
-        EnvelopeWriter.writing(to: &heartbeatEnvelope) { w in
-            EnvelopeHead.writeHeartbeat(seq: seq, shard: shard.index, shards: shard.count, to: &w)
-            w.append(",\"kind_seqs\":")
-            EnvelopeWriter.writeKindSeqs(kindSeqs, to: &w)
-            w.append(",\"sent_at\":")
-            time.write(to: &w)
-            if let startedAt {
-                w.append(",\"started_at\":")
-                startedAt.write(to: &w)
-            }
-            w.append(",\"tracked_checkouts\":")
-            w.append(int: trackedCheckouts)
-            w.append(",\"counters\":{\"received\":")
-            w.append(int: Int64(bitPattern: counters.received))
-            w.append(",\"suppressed\":")
-            w.append(int: Int64(bitPattern: counters.suppressed))
-            w.append(",\"deadlettered\":")
-            EnvelopeWriter.writeDeadLetterCounts(counters.deadLettered, to: &w)
-            w.append(",\"evicted_checkouts\":")
-            w.append(int: Int64(bitPattern: evictedCheckouts))
-            w.append(",\"expired_checkouts\":")
-            w.append(int: Int64(bitPattern: expiredCheckouts))
-            w.append("}}")
-        }
+        let contents = HeartbeatWire.Contents(
+            seq: seq, shard: shard.index, shards: shard.count, kindSeqs: kindSeqs, sentAt: time, startedAt: startedAt,
+            trackedCheckouts: trackedCheckouts, received: counters.received, suppressed: counters.suppressed,
+            deadLettered: counters.deadLettered, evictedCheckouts: evictedCheckouts, expiredCheckouts: expiredCheckouts)
+        HeartbeatWire.write(contents, to: &heartbeatEnvelope)
         return (heartbeatTopic.unsafeBytes, heartbeatEnvelope.unsafeBytes)
     }
 
@@ -200,11 +180,6 @@ package struct EnvelopeWriter: ~Copyable {
         _ w: inout JSONWriter, _ formatter: inout TimestampFormatter, _ body: (inout JSONWriter, inout TimestampFormatter) -> Void
     ) {
         body(&w, &formatter)
-    }
-
-    @inline(__always)
-    private static func writing(to w: inout JSONWriter, _ body: (inout JSONWriter) -> Void) {
-        body(&w)
     }
 
     private static func writeValue(_ ref: JSONRef?, keepBuyerData: Bool, to w: inout JSONWriter) {
@@ -235,32 +210,6 @@ package struct EnvelopeWriter: ~Copyable {
         if let v = s.itemQuantity { w.append(int: v) } else { w.append("null") }
         w.append(",\"order_id\":")
         if let v = orderID { w.appendString(v) } else { w.append("null") }
-        w.append("}")
-    }
-
-    /// Writes `seqs` (each kind's last `kind_seq`, dead letters last) as a JSON object:
-    /// `{"start":…,"update":…,"complete":…,"fail":…,"dismiss":…,"deadletter":…}` (heartbeats, stats).
-    package static func writeKindSeqs(_ seqs: [UInt64], to w: inout JSONWriter) {
-        w.append("{")
-        for k in JournaledKind.allCases {
-            if k.rawValue > 0 { w.append(",") }
-            w.append("\"")
-            w.append(k.staticName)
-            w.append("\":")
-            w.append(int: Int64(bitPattern: k.rawValue < seqs.count ? seqs[k.rawValue] : 0))
-        }
-        w.append("}")
-    }
-
-    /// Writes dead-letter counts by reason as a JSON object, reasons sorted (heartbeats, stats).
-    package static func writeDeadLetterCounts(_ counts: [String: UInt64], to w: inout JSONWriter) {
-        w.append("{")
-        for (i, reason) in counts.keys.sorted().enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(reason)
-            w.append(":")
-            w.append(int: Int64(bitPattern: counts[reason] ?? 0))
-        }
         w.append("}")
     }
 }

@@ -61,52 +61,10 @@ package struct SubscriptionSequencer {
     }
 
     /// A heartbeat's fields: the shard's last `seq`, each kind's `kind_seq`, and which shard it is.
-    package struct Heartbeat: Equatable {
-        package var seq: Int64
-        /// Indexed by ``JournaledKind/rawValue``.
-        package var kindSeqs: [Int64]
-        /// `shard` and `shards` (0 and 1 from a daemon without shards).
-        package var shard = 0
-        package var shards = 1
-        /// When the daemon's run started (`started_at`); nil from a daemon that does not say.
-        package var startedAt: String?
-
-        package init(seq: Int64, kindSeqs: [Int64], shard: Int = 0, shards: Int = 1) {
-            self.seq = seq
-            self.kindSeqs = kindSeqs
-            self.shard = shard
-            self.shards = shards
-        }
-    }
+    package typealias Heartbeat = HeartbeatWire.Fields
 
     /// A control reply's fields.
-    package struct Reply: Equatable {
-        package var op: String?
-        package var ok = false
-        package var req: Int64?
-        package var next: Int64?
-        package var lastSeq: Int64?
-        package var firstSeq: Int64?
-        package var error: String?
-        package var detail: String?
-        package var shard: Int?
-        package var shards: Int?
-
-        package init(op: String? = nil, ok: Bool = false, req: Int64? = nil, next: Int64? = nil, lastSeq: Int64? = nil,
-                     firstSeq: Int64? = nil, error: String? = nil, detail: String? = nil, shard: Int? = nil,
-                     shards: Int? = nil) {
-            self.op = op
-            self.ok = ok
-            self.req = req
-            self.next = next
-            self.lastSeq = lastSeq
-            self.firstSeq = firstSeq
-            self.error = error
-            self.detail = detail
-            self.shard = shard
-            self.shards = shards
-        }
-    }
+    package typealias Reply = ControlReplyWire.Fields
 
     package let options: BusSubscriber.Options
     package private(set) var statistics = BusSubscriber.Statistics()

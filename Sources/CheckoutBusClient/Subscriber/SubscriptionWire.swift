@@ -52,41 +52,14 @@ package final class SubscriptionWire {
     package func heartbeat(_ bytes: [UInt8]) -> SubscriptionSequencer.Heartbeat? {
         bytes.withUnsafeBytes { buf -> SubscriptionSequencer.Heartbeat? in
             do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
-            let root = document.root
-            guard let seq = document.member(root, "seq").flatMap({ document.int64($0) }),
-                let kinds = document.object(root, "kind_seqs")
-            else { return nil }
-            var kindSeqs = [Int64](repeating: 0, count: JournaledKind.allCases.count)
-            document.forEachMember(kinds) { key, value in
-                for kind in JournaledKind.allCases where document.string(key) == kind.name {
-                    kindSeqs[kind.rawValue] = document.int64(value) ?? 0
-                }
-            }
-            var heartbeat = SubscriptionSequencer.Heartbeat(seq: seq, kindSeqs: kindSeqs)
-            if let i = document.member(root, "shard").flatMap({ document.int64($0) }) { heartbeat.shard = Int(i) }
-            if let n = document.member(root, "shards").flatMap({ document.int64($0) }) { heartbeat.shards = Int(n) }
-            heartbeat.startedAt = document.member(root, "started_at").flatMap { document.string($0) }
-            return heartbeat
+            return HeartbeatWire.read(document)
         }
     }
 
     package func reply(_ bytes: [UInt8]) -> SubscriptionSequencer.Reply? {
         bytes.withUnsafeBytes { buf -> SubscriptionSequencer.Reply? in
             do throws(JSONParseError) { try document.parse(buf) } catch { return nil }
-            let d = document
-            let root = d.root
-            var r = SubscriptionSequencer.Reply()
-            r.op = d.member(root, "op").flatMap { d.string($0) }
-            r.ok = d.member(root, "ok").flatMap { d.bool($0) } ?? false
-            r.req = d.member(root, "req").flatMap { d.int64($0) }
-            r.next = d.member(root, "next").flatMap { d.int64($0) }
-            r.lastSeq = d.member(root, "last_seq").flatMap { d.int64($0) }
-            r.firstSeq = d.member(root, "first_seq").flatMap { d.int64($0) }
-            r.error = d.member(root, "error").flatMap { d.string($0) }
-            r.detail = d.member(root, "detail").flatMap { d.string($0) }
-            r.shard = d.member(root, "shard").flatMap { d.int64($0) }.map { Int($0) }
-            r.shards = d.member(root, "shards").flatMap { d.int64($0) }.map { Int($0) }
-            return r
+            return ControlReplyWire.read(document)
         }
     }
 

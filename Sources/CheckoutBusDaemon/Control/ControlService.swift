@@ -217,33 +217,10 @@ package final class ControlService {
     }
 
     private func begin(_ op: StaticString, ok: Bool, req: [UInt8]?) -> JSONWriter {
-        var w = JSONWriter(capacity: 256)
-        w.append("{\"op\":\"")
-        w.append(op)
-        w.append(ok ? "\",\"ok\":true" : "\",\"ok\":false")
-        // Which shard answers: a subscriber of several shards checks it against its list's order.
-        w.append(",\"shard\":")
-        w.append(int: shard.index)
-        w.append(",\"shards\":")
-        w.append(int: shard.count)
-        if let req {
-            w.append(",\"req\":")
-            req.withUnsafeBytes { w.appendRaw($0) }
-        }
-        return w
+        ControlReplyWire.begin(op, ok: ok, shard: shard.index, shards: shard.count, req: req)
     }
 
-    private func badRequest(_ detail: String, req: [UInt8]?) -> [UInt8] {
-        var w = JSONWriter(capacity: 256)
-        w.append("{\"ok\":false,\"error\":\"bad_request\",\"detail\":")
-        w.appendString(detail)
-        if let req {
-            w.append(",\"req\":")
-            req.withUnsafeBytes { w.appendRaw($0) }
-        }
-        w.append("}")
-        return w.bytes
-    }
+    private func badRequest(_ detail: String, req: [UInt8]?) -> [UInt8] { ControlReplyWire.badRequest(detail, req: req) }
 
     // MARK: replay
 
@@ -312,25 +289,15 @@ package final class ControlService {
             }
         } catch Journal.ReplayError.notRetained(let first) {
             recycle(page)
-            var w = begin("replay", ok: false, req: req)
-            w.append(",\"error\":\"not_retained\",\"first_seq\":")
-            w.append(int: Int64(first))
-            w.append(",\"last_seq\":")
-            w.append(int: Int64(reader.bounds.last))
-            w.append("}")
-            return Reply(w.bytes)
+            return Reply(ControlReplyWire.notRetained(first: first, last: reader.bounds.last, shard: shard.index,
+                                                      shards: shard.count, req: req))
         } catch let error as JournalError where error.code == .notReadable {
             recycle(page)
             // A segment that cannot be opened or read: a refusal that says so, never an empty page
             // (which a client pages on for ever) nor damage (whose seqs it would count as lost).
-            var w = begin("replay", ok: false, req: req)
-            w.append(",\"error\":\"journal_unreadable\",\"detail\":")
-            w.appendString(error.description)
-            w.append(",\"from\":")
-            w.append(int: from)
-            appendBounds(to: &w)
-            w.append("}")
-            return Reply(w.bytes)
+            let bounds = reader.bounds
+            return Reply(ControlReplyWire.journalUnreadable(detail: error.description, from: from, first: bounds.first,
+                                                            last: bounds.last, shard: shard.index, shards: shard.count, req: req))
         } catch {
             recycle(page)
             return Reply(badRequest("replay failed: \(error)", req: req))
@@ -340,16 +307,10 @@ package final class ControlService {
             c.replayRecords += UInt64(page.count)
             c.replayBytes += UInt64(page.byteCount)
         }
-        var w = begin("replay", ok: true, req: req)
-        w.append(",\"from\":")
-        w.append(int: from)
-        w.append(",\"next\":")
-        w.append(int: Int64(result.next))
-        w.append(",\"count\":")
-        w.append(int: page.count)
-        appendBounds(to: &w)
-        w.append("}")
-        return Reply(w.bytes, page: page)
+        let bounds = reader.bounds
+        return Reply(ControlReplyWire.replayPage(from: from, next: result.next, count: page.count, first: bounds.first,
+                                                 last: bounds.last, shard: shard.index, shards: shard.count, req: req),
+                     page: page)
     }
 
     // MARK: seek
@@ -437,10 +398,7 @@ package final class ControlService {
     /// `,"first_seq":F,"last_seq":L`: what the journal holds now.
     private func appendBounds(to w: inout JSONWriter) {
         let bounds = reader.bounds
-        w.append(",\"first_seq\":")
-        w.append(int: Int64(bounds.first))
-        w.append(",\"last_seq\":")
-        w.append(int: Int64(bounds.last))
+        ControlReplyWire.appendBounds(first: bounds.first, last: bounds.last, to: &w)
     }
 
 
@@ -507,7 +465,7 @@ package final class ControlService {
         }
         w.append("}")
         w.append(",\"kind_seqs\":")
-        EnvelopeWriter.writeKindSeqs(snap.kindSeqs, to: &w)
+        HeartbeatWire.writeKindSeqs(snap.kindSeqs, to: &w)
         w.append(",\"counters\":{\"received\":")
         w.append(int: Int64(c.received))
         w.append(",\"published\":{")
@@ -548,7 +506,7 @@ package final class ControlService {
         w.append(",\"duplicates\":")
         w.append(int: Int64(c.duplicates))
         w.append(",\"deadlettered\":")
-        EnvelopeWriter.writeDeadLetterCounts(c.deadLettered, to: &w)
+        HeartbeatWire.writeDeadLetterCounts(c.deadLettered, to: &w)
         w.append(",\"tracked_checkouts\":")
         w.append(int: snap.trackedCheckouts)
         w.append(",\"evicted_checkouts\":")

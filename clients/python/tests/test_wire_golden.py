@@ -1,17 +1,20 @@
 """The Python client's control requests, byte for byte against Tests/Golden/control-requests.tsv,
-the file the Swift codec (ControlRequestWire) is checked against too."""
+the file the Swift codec (ControlRequestWire) is checked against too; and the heartbeats and control
+replies of Tests/Golden/control-replies.tsv (as the daemon writes them, checked on the Swift side by
+ControlReplyWireTests) read by wire.heartbeat and wire.reply."""
 import os
 
 import pytest
 
 from checkoutbus import wire
-from checkoutbus.sequencer import Report
+from checkoutbus.sequencer import Heartbeat, Reply, Report
 
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "Tests", "Golden", "control-requests.tsv")
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "Tests", "Golden")
+GOLDEN = os.path.join(GOLDEN_DIR, "control-requests.tsv")
 
 
-def golden():
-    with open(GOLDEN) as f:
+def golden(path=GOLDEN):
+    with open(path) as f:
         return dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
 
 
@@ -23,3 +26,17 @@ def test_replay_identity_and_report_are_the_golden_bytes():
     assert wire.report(full, "fulfil-1", rejected=2, durable=True).decode() == g["report"]
     plain = Report(id=10, last_seq=0, missed=0, recovered=0, gaps=0, through_seq=0)
     assert wire.report(plain, "tail").decode() == g["report-plain"]
+
+
+def test_heartbeat_and_replies_read_as_the_daemon_writes_them():
+    g = golden(os.path.join(GOLDEN_DIR, "control-replies.tsv"))
+    assert wire.heartbeat(g["heartbeat"].encode()) == Heartbeat(
+        seq=12, kind_seqs=[3, 5, 2, 1, 1, 0], shard=1, shards=3, started_at="2025-12-02T11:38:20.000Z")
+    assert wire.reply(g["replay-page"].encode()) == Reply(
+        op="replay", ok=True, req=7, next=9, last_seq=12, first_seq=1, shard=1, shards=3)
+    assert wire.reply(g["not-retained"].encode()) == Reply(
+        op="replay", ok=False, req=8, last_seq=250, first_seq=100, error="not_retained", shard=0, shards=1)
+    assert wire.reply(g["journal-unreadable"].encode()) == Reply(
+        op="replay", ok=False, req=9, last_seq=10, first_seq=1, error="journal_unreadable",
+        detail="segment 00000000000000000001.seg cannot be read", shard=0, shards=1)
+    assert wire.reply(g["bad-request"].encode()) == Reply(ok=False, req=10, error="bad_request", detail="missing op")

@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+import CheckoutBusJSON
+import CheckoutBusProtocol
+
+/// Heartbeats and control replies as the daemon writes them, byte for byte against
+/// `Tests/Golden/control-replies.tsv`, and read back as every Swift subscriber reads them — the
+/// same file the Python client's `tests/test_wire_golden.py` reads with its `wire.heartbeat` and
+/// `wire.reply`.
+@Suite("heartbeats and control replies: one codec, golden bytes")
+struct ControlReplyWireTests {
+    static let golden: [String: String] = {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = (try? String(contentsOf: root.appendingPathComponent("Tests/Golden/control-replies.tsv"), encoding: .utf8)) ?? ""
+        var out: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
+            if parts.count == 2 { out[parts[0]] = parts[1] }
+        }
+        return out
+    }()
+
+    static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    static func parsed(_ name: String) throws -> JSONDocument {
+        let document = JSONDocument()
+        try Array(try #require(golden[name]).utf8).withUnsafeBytes { try document.parse($0) }
+        return document
+    }
+
+    @Test("a heartbeat is written as the golden bytes and read back")
+    func heartbeat() throws {
+        var w = JSONWriter(capacity: 512)
+        HeartbeatWire.write(HeartbeatWire.Contents(
+            seq: 12, shard: 1, shards: 3, kindSeqs: [3, 5, 2, 1, 1, 0], sentAt: Timestamp(milliseconds: 1_764_675_541_123),
+            startedAt: Timestamp(milliseconds: 1_764_675_500_000), trackedCheckouts: 4, received: 20, suppressed: 7,
+            deadLettered: ["oversized": 2, "invalid_json": 1], evictedCheckouts: 0, expiredCheckouts: 2), to: &w)
+        #expect(Self.text(w.bytes) == Self.golden["heartbeat"])
+        let fields = try #require(HeartbeatWire.read(try Self.parsed("heartbeat")))
+        var expected = HeartbeatWire.Fields(seq: 12, kindSeqs: [3, 5, 2, 1, 1, 0], shard: 1, shards: 3)
+        expected.startedAt = "2025-12-02T11:38:20.000Z"
+        #expect(fields == expected)
+    }
+
+    @Test("replay statuses and refusals are written as the golden bytes and read back")
+    func replies() throws {
+        #expect(Self.text(ControlReplyWire.replayPage(from: 5, next: 9, count: 4, first: 1, last: 12, shard: 1, shards: 3,
+                                                      req: Array("7".utf8))) == Self.golden["replay-page"])
+        #expect(ControlReplyWire.read(try Self.parsed("replay-page"))
+                == .init(op: "replay", ok: true, req: 7, next: 9, lastSeq: 12, firstSeq: 1, shard: 1, shards: 3))
+
+        #expect(Self.text(ControlReplyWire.notRetained(first: 100, last: 250, shard: 0, shards: 1, req: Array("8".utf8)))
+                == Self.golden["not-retained"])
+        #expect(ControlReplyWire.read(try Self.parsed("not-retained"))
+                == .init(op: "replay", ok: false, req: 8, lastSeq: 250, firstSeq: 100, error: "not_retained", shard: 0, shards: 1))
+
+        let detail = "segment 00000000000000000001.seg cannot be read"
+        #expect(Self.text(ControlReplyWire.journalUnreadable(detail: detail, from: 4, first: 1, last: 10, shard: 0, shards: 1,
+                                                             req: Array("9".utf8))) == Self.golden["journal-unreadable"])
+        #expect(ControlReplyWire.read(try Self.parsed("journal-unreadable"))
+                == .init(op: "replay", ok: false, req: 9, lastSeq: 10, firstSeq: 1, error: "journal_unreadable", detail: detail,
+                         shard: 0, shards: 1))
+
+        #expect(Self.text(ControlReplyWire.badRequest("missing op", req: Array("10".utf8))) == Self.golden["bad-request"])
+        #expect(ControlReplyWire.read(try Self.parsed("bad-request"))
+                == .init(ok: false, req: 10, error: "bad_request", detail: "missing op"))
+    }
+}
