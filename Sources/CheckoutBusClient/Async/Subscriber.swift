@@ -16,11 +16,15 @@ import CheckoutBusRuntime
 /// first iterated — never a cooperative-pool thread, which a blocking poll would hold. That thread
 /// runs the same gap logic as ``BusSubscriber`` (``SubscriptionSequencer``) and hands envelopes
 /// over through a bounded queue (``init(shards:cursors:shardIDs:of:bufferCapacity:logger:onSubscribed:)``'s
-/// `bufferCapacity`): when the consumer lags, the thread stops reading, ZeroMQ's high-water mark
-/// drops, and the journal fills the gap later.
+/// `bufferCapacity`): when the consumer lags, the thread stops reading once the queue is full and
+/// starts again when the consumer has taken it down to half (watermarks: one wake-up per half a
+/// queue, not one per envelope); meanwhile ZeroMQ's high-water mark drops, and the journal fills
+/// the gap later.
 ///
 /// **Commits.** ``commit(_:)`` writes the envelope's shard's cursor, there and then: everything of
-/// that shard up to it is done. Nothing else moves a cursor. Envelopes delivered and not committed
+/// that shard up to it is done. A cursor whose commit may block (a ``FileCursor``; any cursor but
+/// ``MemoryCursor`` by default, ``SubscriberCursor/commitMayBlock``) is written on a serial queue
+/// of the subscriber's while the calling task is suspended, never on a cooperative-pool thread. Nothing else moves a cursor. Envelopes delivered and not committed
 /// when the process ends are delivered again by the next subscriber on the same cursor.
 ///
 /// **Stopping.** Cancel the task iterating ``envelopes`` (or leave the loop): the thread stops at
@@ -87,7 +91,18 @@ public final class Subscriber: Sendable {
     /// Records that `envelope`'s work is done: its shard's cursor moves to its `seq`.
     /// - Throws: what the cursor throws (a ``SubscriberError`` for a file that cannot be written).
     public func commit(_ envelope: ReceivedEnvelope) async throws {
-        try handOver.cursors.withLock { cursors throws in try cursors[envelope.position].commit(envelope.seq) }
+        let handOver = handOver
+        let (position, seq) = (envelope.position, envelope.seq)
+        guard handOver.cursors.withLock({ $0[position].commitMayBlock }) else {
+            return try handOver.cursors.withLock { cursors throws in try cursors[position].commit(seq) }
+        }
+        // A cursor that writes a file blocks: it is written on the hand-over's commit queue while
+        // this task is suspended, not on a thread of the cooperative pool.
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            handOver.commits.async {
+                continuation.resume(with: Result { try handOver.cursors.withLock { cursors throws in try cursors[position].commit(seq) } })
+            }
+        }
     }
 
     /// Says how many envelopes of the shard at `position` the application holds parked because it

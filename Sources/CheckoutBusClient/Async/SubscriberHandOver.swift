@@ -5,11 +5,15 @@ import CheckoutBusRuntime
 /// The bounded queue between a ``Subscriber``'s poll thread and the task iterating its envelopes,
 /// with the cursors, the stop flag and the counts they share.
 ///
-/// `Sendable`: its state sits behind a `Mutex`. The poll thread blocks in ``push(_:)`` while the
-/// queue is full — it reads no socket meanwhile, so ZeroMQ's high-water mark drops and the journal
-/// fills the gap later, which is the design — and the consumer suspends in ``next()`` while it is
-/// empty. The queue is a ``RingBuffer``: an envelope taken is released at once, and the storage
-/// stays within twice the capacity however the consumer's pace compares with the poll thread's.
+/// `Sendable`: its state sits behind a `Mutex`. Back-pressure works by watermarks: the poll thread
+/// blocks in ``push(_:)`` once the queue holds `capacity` envelopes (the high watermark) and goes
+/// on only when the consumer has taken it down to ``lowWatermark`` — it reads no socket meanwhile,
+/// so ZeroMQ's high-water mark drops and the journal fills the gap later, which is the design — so
+/// a consumer a little slower than the bus wakes the poll thread once per half a queue, not once
+/// per envelope. The consumer suspends in ``next()`` while the queue is empty. The queue is a
+/// ``RingBuffer``: an envelope taken is released at once, and the storage stays within twice the
+/// capacity however the consumer's pace compares with the poll thread's. Cursors are committed on
+/// ``commits``, a serial queue of their own, never on the consumer's cooperative thread.
 package final class SubscriberHandOver: Sendable {
     private struct State {
         var queue = RingBuffer<ReceivedEnvelope>()
@@ -21,11 +25,22 @@ package final class SubscriberHandOver: Sendable {
         var finished = false
         var failure: (any Error)?
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The poll thread found the queue full and waits until it is down to the low watermark.
+        var pollerWaiting = false
+        /// Times the poll thread had to wait for room (tests read it).
+        var pollerWaits = 0
     }
 
     private let state = Mutex(State())
-    /// One permit per free slot of the queue.
-    private let space: DispatchSemaphore
+    /// Envelopes queued at most: the high watermark.
+    package let capacity: Int
+    /// Once full, the poll thread goes on when the queue is down to this many (half the capacity).
+    package let lowWatermark: Int
+    /// Raised by the consumer when the queue it drains reaches ``lowWatermark``, and on cancellation.
+    private let room = DispatchSemaphore(value: 0)
+    /// Where ``Subscriber/commit(_:)`` writes cursors: a file's `pwrite` (and `fdatasync` for a
+    /// durable one) blocks, which a cooperative-pool thread must not.
+    package let commits = DispatchQueue(label: "checkoutbus.subscriber.commit")
     /// Raised on cancellation: the poll loop returns at its next round.
     package let stop = StopSignal()
     /// Each shard's cursor, in endpoint order; committed by the consumer, loaded by the poll thread.
@@ -39,13 +54,13 @@ package final class SubscriberHandOver: Sendable {
     package let silent = Mutex(Set<Int>())
 
     package init(capacity: Int, cursors: sending [any SubscriberCursor]) {
-        // Created empty and raised once per slot: libdispatch traps when a semaphore is released
-        // holding fewer permits than it was created with, as this one does whenever the
-        // subscriber goes away with envelopes still queued.
-        space = DispatchSemaphore(value: 0)
-        for _ in 0..<max(1, capacity) { space.signal() }
+        self.capacity = max(1, capacity)
+        lowWatermark = self.capacity / 2
         self.cursors = Mutex(cursors)
     }
+
+    /// Times the poll thread waited for the consumer to make room.
+    package var pollerWaits: Int { state.withLock { $0.pollerWaits } }
 
     /// The slots the queue's storage holds, queued envelopes and free slots: what it costs in memory.
     package var storageSlots: Int { state.withLock { $0.queue.capacity } }
@@ -58,11 +73,22 @@ package final class SubscriberHandOver: Sendable {
         }
     }
 
-    /// On the poll thread: waits for room, then queues `envelope` (or hands it straight to a
-    /// waiting consumer).
+    /// On the poll thread: queues `envelope` (or hands it straight to a waiting consumer); with the
+    /// queue full, first waits until the consumer has taken it down to ``lowWatermark``.
     /// - Returns: false when the subscriber was cancelled meanwhile; the envelope was not delivered.
     package func push(_ envelope: ReceivedEnvelope) -> Bool {
-        while space.wait(timeout: .now() + .milliseconds(100)) != .success {
+        let capacity = capacity
+        while true {
+            let mustWait = state.withLock { s -> Bool in
+                // Still waiting: the consumer clears the flag at the low watermark.
+                if s.pollerWaiting { return !s.cancelled }
+                guard s.queue.count >= capacity, !s.cancelled else { return false }
+                s.pollerWaiting = true
+                s.pollerWaits += 1
+                return true
+            }
+            guard mustWait else { break }
+            _ = room.wait(timeout: .now() + .milliseconds(100))
             if stop.isRaised { return false }
         }
         let waiter = state.withLock { s -> CheckedContinuation<ReceivedEnvelope?, any Error>? in
@@ -74,10 +100,7 @@ package final class SubscriberHandOver: Sendable {
             s.queue.append(envelope)
             return nil
         }
-        if let waiter {
-            space.signal()
-            waiter.resume(returning: envelope)
-        }
+        waiter?.resume(returning: envelope)
         return !stop.isRaised
     }
 
@@ -86,18 +109,23 @@ package final class SubscriberHandOver: Sendable {
     package func next() async throws -> ReceivedEnvelope? {
         let envelope = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ReceivedEnvelope?, any Error>) in
-                let ready = state.withLock { s -> Result<ReceivedEnvelope?, any Error>? in
-                    if let envelope = s.queue.popFirst() { return .success(envelope) }
-                    if s.cancelled { return .success(nil) }
+                let (ready, wake) = state.withLock { s -> (Result<ReceivedEnvelope?, any Error>?, Bool) in
+                    if let envelope = s.queue.popFirst() {
+                        // The poll thread waits for the low watermark: this envelope reached it.
+                        guard s.pollerWaiting, s.queue.count <= lowWatermark else { return (.success(envelope), false) }
+                        s.pollerWaiting = false
+                        return (.success(envelope), true)
+                    }
+                    if s.cancelled { return (.success(nil), false) }
                     if s.finished {
                         defer { s.failure = nil }
-                        return s.failure.map { .failure($0) } ?? .success(nil)
+                        return (s.failure.map { .failure($0) } ?? .success(nil), false)
                     }
                     s.waiter = continuation
-                    return nil
+                    return (nil, false)
                 }
+                if wake { room.signal() }
                 guard let ready else { return }
-                if case .success(.some) = ready { space.signal() }
                 continuation.resume(with: ready)
             }
         } onCancel: {
@@ -110,6 +138,7 @@ package final class SubscriberHandOver: Sendable {
     /// Stops the poll thread at its next round and ends the iteration.
     package func cancel() {
         stop.raise()
+        room.signal()
         let waiter = state.withLock { s -> CheckedContinuation<ReceivedEnvelope?, any Error>? in
             s.cancelled = true
             defer { s.waiter = nil }

@@ -27,10 +27,15 @@ public protocol SubscriberCursor: AnyObject {
     /// itself `durable`, and the daemon keeps showing it, `up 0`, once it is gone
     /// (docs/observability.md, "Subscribers, live and gone"). Default: true.
     var keepsPosition: Bool { get }
+
+    /// Whether ``commit(_:)`` may block the calling thread (a file write, a flush): the async
+    /// ``Subscriber`` then commits on a queue of its own, off the cooperative pool. Default: true.
+    var commitMayBlock: Bool { get }
 }
 
 extension SubscriberCursor {
     public var keepsPosition: Bool { true }
+    public var commitMayBlock: Bool { true }
 }
 
 /// A cursor in memory: starts at a given `seq`, forgets everything when the process ends.
@@ -51,6 +56,9 @@ public final class MemoryCursor: SubscriberCursor {
     public func load() -> Int64 { seq }
 
     public func commit(_ seq: Int64) { self.seq = seq }
+
+    /// False: a commit is a store in memory.
+    public var commitMayBlock: Bool { false }
 
     /// False by default: the position ends with the process. True when something else keeps it
     /// (`tail --record`'s file, a worker's database), which it resumes from.
