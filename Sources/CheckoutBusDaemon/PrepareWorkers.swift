@@ -13,9 +13,10 @@ import CheckoutBusRuntime
 /// lock, the pipeline thread takes its share too, and it returns once every index is done. A
 /// worker that wakes late finds the batch taken (the pipeline never waits for a worker to wake,
 /// only for the indexes workers took); one that wakes for a batch already finished finds nothing.
-/// `@unchecked Sendable`: its state is behind a `Mutex`; the job runs on whichever thread claims
-/// an index, and the hand-over under the lock orders what the job touched.
-final class PrepareWorkers: @unchecked Sendable {
+/// `Sendable`, checked by the compiler: its state is behind a `Mutex` and the job is `@Sendable`;
+/// the job runs on whichever thread claims an index, and the hand-over under the lock orders what
+/// the job touched.
+final class PrepareWorkers: Sendable {
     typealias Job = @Sendable (Int) -> Void
 
     private struct Batch {
