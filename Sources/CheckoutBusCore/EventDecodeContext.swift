@@ -5,10 +5,10 @@ import CheckoutBusJSON
 /// here: it returns a ``PreparedEvent``, which ``EventProcessor/commit(_:_:_:_:receivedAt:now:)`` consumes.
 /// The buffers stay valid for that commit (the event and the notes point into them).
 ///
-/// `@unchecked Sendable`: a context is used by one thread at a time and handed between the
-/// pipeline thread and a prepare thread with a happens-before edge (the daemon's
-/// ``PrepareWorkers`` hand batches over under a lock); its buffers are reused message after message.
-public final class EventDecodeContext: @unchecked Sendable {
+/// Not `Sendable`: a context belongs to one thread at a time; its buffers are reused message after
+/// message. The daemon's contexts live in its `PreparedSlots`, which hands them between the
+/// pipeline thread and the prepare threads (under `PrepareWorkers`' lock).
+public final class EventDecodeContext {
     let document = JSONDocument()
     let decoder = RawEventDecoder()
     /// Where the event's snapshot is redacted (offset pairs), noted while it was hashed; valid
