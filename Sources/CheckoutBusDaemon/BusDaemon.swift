@@ -89,9 +89,10 @@ public final class BusDaemon {
     package static let shutdownDrainNanoseconds: UInt64 = 2_000_000_000
     /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
     private let batchSize = 512
-    package var journal: Journal!
-    /// The journal's batches, from append to publication (set while running).
-    private var batches: JournalBatch!
+    /// The journal, opened (recovered) when the daemon is made; closed when ``run(stop:ready:)`` returns.
+    private let journal: Journal
+    /// The journal's batches, from append to publication.
+    private let batches: JournalBatch
     /// Event ids of suppressed updates, for retries across a restart (nil with `--dedupe-window 0`).
     private var suppressedLog: SuppressedLog?
     private var acks = RingBuffer<PendingAck>(initialCapacity: 1024)
@@ -139,7 +140,9 @@ public final class BusDaemon {
     public let allowlists: CurveAllowlists?
     private let curveKeys: ZMQCurveKeyPair?
 
-    /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be read.
+    /// Reads the CURVE keys and opens the journal (recovering it: docs/durability.md).
+    /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be
+    ///   read; a ``JournalError`` when the data directory or the journal cannot be opened.
     public init(configuration: DaemonConfiguration, logger: BusLogger) throws {
         self.configuration = configuration
         // Subscribers report once per heartbeat: silence shorter than three of them is no silence.
@@ -160,12 +163,19 @@ public final class BusDaemon {
             curveKeys = nil
             allowlists = nil
         }
+        // Last: nothing after it can fail and leave the journal open.
+        try JournalFiles.makeDirectory(configuration.dataDirectory)
+        journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
+                              logger: logger)
+        batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, logger: logger)
     }
 
     /// Binds, reports the bound endpoints through `ready`, and runs until `stop` is raised; then
     /// stops accepting, journals and publishes everything already received, syncs, and returns.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
+        // However the run ends, what is pending is written and the journal closed.
+        defer { batches.close() }
         if let path = configuration.errorMapPath {
             let map = try DaemonConfiguration.loadErrorMap(path)
             ErrorMap.install(map)
@@ -179,11 +189,6 @@ public final class BusDaemon {
                 "max_connections": String(maxConnections), "open_file_limit": String(descriptors),
             ])
         }
-        try JournalFiles.makeDirectory(configuration.dataDirectory)
-        journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
-                              logger: logger)
-        batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, logger: logger)
-        defer { batches.close() }
         try DataDirectoryLock.claimShard(configuration.processor.shard, dataDirectory: configuration.dataDirectory,
                                          journalHasRecords: journal.lastSeq > 0)
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
