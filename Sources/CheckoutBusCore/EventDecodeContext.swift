@@ -24,15 +24,29 @@ public final class EventDecodeContext {
 /// The decoded event itself travels beside it, where the caller keeps it (it is not copyable,
 /// and moving it inside this value would copy all of it twice per message).
 public struct PreparedEvent: Sendable {
+    /// What the prepare found. Its payloads are plain values, so a prepared event goes away without
+    /// a call (why a message is dead-lettered, with its strings, is in ``rejection``).
     public enum Outcome: Sendable {
-        case oversized
-        case parseFailed(JSONParseError)
-        /// With the event and checkout the message names, if any (a dead letter shows them).
-        case decodeFailed(DecodeRejection, eventID: String?, checkoutID: String?)
-        /// Decoded, for a checkout this shard does not own (the owner's index).
-        case wrongShard(owner: Int)
         /// Decoded, for this shard.
         case decoded(Keys)
+        /// Decoded, for a checkout this shard does not own (the owner's index).
+        case wrongShard(owner: Int)
+        /// Not decoded: ``rejection`` says why.
+        case rejected
+    }
+
+    /// Why a message was not decoded.
+    public final class Rejection: Sendable {
+        enum Reason {
+            case oversized
+            case parseFailed(JSONParseError)
+            /// With the event and checkout the message names, if any (a dead letter shows them).
+            case decodeFailed(DecodeRejection, eventID: String?, checkoutID: String?)
+        }
+
+        let reason: Reason
+
+        init(_ reason: Reason) { self.reason = reason }
     }
 
     /// What the lifecycle rules need of a decoded event, computed while it was prepared.
@@ -57,9 +71,18 @@ public struct PreparedEvent: Sendable {
     public let outcome: Outcome
     /// Set when the message was timed and decoded for this shard.
     let marks: Marks?
+    /// Set when ``outcome`` is `rejected`.
+    let rejection: Rejection?
 
     init(_ outcome: Outcome, marks: Marks? = nil) {
         self.outcome = outcome
         self.marks = marks
+        rejection = nil
+    }
+
+    init(rejected reason: Rejection.Reason) {
+        outcome = .rejected
+        marks = nil
+        rejection = Rejection(reason)
     }
 }

@@ -216,7 +216,7 @@ public final class EventProcessor {
                                into event: inout DecodedEvent?,
                                prefetch: (CheckoutStateTable.Key, (UInt64, UInt64)?) -> Void) -> PreparedEvent {
         let startedAt = timed ? StageTimes.now() : 0
-        if bytes.count > options.maxMessageBytes { return PreparedEvent(.oversized) }
+        if bytes.count > options.maxMessageBytes { return PreparedEvent(rejected: .oversized) }
         // A UTF-8 byte order mark (some Windows and .NET producers write one) is not part of the JSON.
         var json = bytes
         if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
@@ -226,7 +226,7 @@ public final class EventProcessor {
         do {
             try document.parse(json)
         } catch {
-            return PreparedEvent(.parseFailed(error))
+            return PreparedEvent(rejected: .parseFailed(error))
         }
         let decoded: DecodedEvent
         do {
@@ -237,7 +237,7 @@ public final class EventProcessor {
                 ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
             let checkoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
                 .flatMap { document.identifier($0) }
-            return PreparedEvent(.decodeFailed(error, eventID: eventID, checkoutID: checkoutID))
+            return PreparedEvent(rejected: .decodeFailed(error, eventID: eventID, checkoutID: checkoutID))
         }
         let decodedAt = timed ? StageTimes.now() : 0
         if options.shard.count > 1,
@@ -274,16 +274,20 @@ public final class EventProcessor {
             // Moved out once (`take()!` moved it twice, a copy of the whole event each time).
             guard var event = consume decoded else { preconditionFailure("a decoded outcome without its event") }
             return commit(&event, keys, prepared.marks, context, receivedAt: receivedAt, now: now)
-        case .oversized:
-            return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
-                              bytes, receivedAt, eventID: nil, context: context)
-        case .parseFailed(let error):
-            return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
-                              bytes, receivedAt, eventID: nil, context: context)
-        case .decodeFailed(let error, let eventID, let checkoutID):
-            if let retry = deadLetterRetry(eventID) { return retry }
-            return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: eventID, parsed: true,
-                              checkoutID: checkoutID, context: context)
+        case .rejected:
+            guard let rejection = prepared.rejection else { preconditionFailure("a rejected outcome without its reason") }
+            switch rejection.reason {
+            case .oversized:
+                return deadLetter(.oversized, "message of \(bytes.count) bytes exceeds the limit of \(options.maxMessageBytes)",
+                                  bytes, receivedAt, eventID: nil, context: context)
+            case .parseFailed(let error):
+                return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
+                                  bytes, receivedAt, eventID: nil, context: context)
+            case .decodeFailed(let error, let eventID, let checkoutID):
+                if let retry = deadLetterRetry(eventID) { return retry }
+                return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: eventID, parsed: true,
+                                  checkoutID: checkoutID, context: context)
+            }
         case .wrongShard(let owner):
             guard let event = consume decoded else { preconditionFailure("a wrong-shard outcome without its event") }
             perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1

@@ -6,21 +6,23 @@ import CheckoutBusJSON
 /// `"kind":"K","checkout_id":…` — the envelope's first `"checkout_id":` outside a string. A
 /// heartbeat begins `{"v":1,"kind":"heartbeat","seq":N,"shard":I,"shards":C,`. The golden envelopes
 /// (`Tests/Golden/envelopes.jsonl`) hold the bytes.
-package enum EnvelopeHead {
-    @usableFromInline static let opening: StaticString = #"{"v":1,"seq":"#
-    @usableFromInline static let kindSeqLabel: StaticString = #","kind_seq":"#
-    @usableFromInline static let shardLabel: StaticString = #","shard":"#
+public enum EnvelopeHead {
+    // Computed, not stored: an envelope's writer inlines them as constants (a stored static in
+    // another module is reached through a once-guarded accessor on every event).
+    @inlinable static var opening: StaticString { #"{"v":1,"seq":"# }
+    @inlinable static var kindSeqLabel: StaticString { #","kind_seq":"# }
+    @inlinable static var shardLabel: StaticString { #","shard":"# }
     /// What follows a lifecycle event's kind name: its `checkout_id` member's key.
-    package static let afterKindName: StaticString = #"","checkout_id":"#
+    @inlinable public static var afterKindName: StaticString { #"","checkout_id":"# }
     /// The `checkout_id` key as it stands in the head (``afterKindName`` without the kind's closing quote and comma).
     package static let checkoutIDKey: [UInt8] = Array(UnsafeBufferPointer(start: afterKindName.utf8Start + 2,
                                                                           count: afterKindName.utf8CodeUnitCount - 2))
-    @usableFromInline static let heartbeatOpening: StaticString = #"{"v":1,"kind":"heartbeat","seq":"#
-    @usableFromInline static let shardsLabel: StaticString = #","shards":"#
+    @inlinable static var heartbeatOpening: StaticString { #"{"v":1,"kind":"heartbeat","seq":"# }
+    @inlinable static var shardsLabel: StaticString { #","shards":"# }
 
     /// Writes an event's or dead letter's numbering: `{"v":1,"seq":…,"kind_seq":…,"shard":…`.
     @inlinable @inline(__always)
-    package static func write(seq: UInt64, kindSeq: UInt64, shard: Int, to w: inout JSONWriter) {
+    public static func write(seq: UInt64, kindSeq: UInt64, shard: Int, to w: inout JSONWriter) {
         w.append(opening)
         w.append(int: Int64(bitPattern: seq))
         w.append(kindSeqLabel)
