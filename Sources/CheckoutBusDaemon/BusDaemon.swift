@@ -89,10 +89,15 @@ public final class BusDaemon {
     package static let shutdownDrainNanoseconds: UInt64 = 2_000_000_000
     /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
     private let batchSize = 512
-    /// The journal, opened (recovered) when the daemon is made; closed when ``run(stop:ready:)`` returns.
+    /// The journal, opened (recovered) when the daemon is made; closed when ``run(stop:ready:)``
+    /// returns, or when a daemon that never ran goes away.
     private let journal: Journal
     /// The journal's batches, from append to publication.
     private let batches: JournalBatch
+    /// `--error-map`, read (and checked) when the daemon is made, installed when it runs.
+    private let errorMap: ErrorMap?
+    /// ``run(stop:ready:)`` was called: a daemon runs once.
+    private var ran = false
     /// Event ids of suppressed updates, for retries across a restart (nil with `--dedupe-window 0`).
     private var suppressedLog: SuppressedLog?
     private var acks = RingBuffer<PendingAck>(initialCapacity: 1024)
@@ -140,7 +145,9 @@ public final class BusDaemon {
     public let allowlists: CurveAllowlists?
     private let curveKeys: ZMQCurveKeyPair?
 
-    /// Reads the CURVE keys and opens the journal (recovering it: docs/durability.md).
+    /// Reads the CURVE keys and the error map, and opens the journal (recovering it: docs/durability.md).
+    /// A daemon runs once: ``run(stop:ready:)`` closes the journal; one that never runs closes it
+    /// when it goes away.
     /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be
     ///   read; a ``JournalError`` when the data directory or the journal cannot be opened.
     public init(configuration: DaemonConfiguration, logger: BusLogger) throws {
@@ -163,11 +170,19 @@ public final class BusDaemon {
             curveKeys = nil
             allowlists = nil
         }
+        // Before the journal: a bad map stops the start without touching the journal (as every
+        // other configuration error does).
+        errorMap = try configuration.errorMapPath.map { try DaemonConfiguration.loadErrorMap($0) }
         // Last: nothing after it can fail and leave the journal open.
         try JournalFiles.makeDirectory(configuration.dataDirectory)
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
         batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, logger: logger)
+    }
+
+    deinit {
+        // A daemon made and never run: its journal's threads, descriptors and lock go with it.
+        if !ran { batches.close() }
     }
 
     /// Binds, reports the bound endpoints through `ready`, and runs until `stop` is raised; then
@@ -176,8 +191,9 @@ public final class BusDaemon {
     public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
         // However the run ends, what is pending is written and the journal closed.
         defer { batches.close() }
-        if let path = configuration.errorMapPath {
-            let map = try DaemonConfiguration.loadErrorMap(path)
+        precondition(!ran, "a BusDaemon runs once (its journal is closed when run returns)")
+        ran = true
+        if let map = errorMap, let path = configuration.errorMapPath {
             ErrorMap.install(map)
             logger.info("error map loaded", ["path": path, "entries": String(map.count)])
         }

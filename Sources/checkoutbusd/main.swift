@@ -69,6 +69,11 @@ func failStart(_ error: any Error) -> Never {
     }
     exit(1)
 }
+// Before the journal is opened (and recovered, which may take a while): SIGTERM then stops the
+// daemon as soon as it runs, and a SIGHUP (a reload) waits for the reload handler instead of
+// killing the process.
+stop.trapTerminationSignals()
+signal(SIGHUP, SIG_IGN)
 let daemon: BusDaemon
 do {
     daemon = try BusDaemon(configuration: configuration, logger: logger)
@@ -76,7 +81,6 @@ do {
     failStart(error)
 }
 daemon.allocator = Jemalloc.allocator() ?? .system
-stop.trapTerminationSignals()
 let reloadSources = ReloadSignal.trap(configuration: configuration, logger: logger, allowlists: daemon.allowlists)
 do {
     try daemon.run(stop: stop) { bound in

@@ -16,7 +16,8 @@ struct SubscriberHandOverTests {
 
     /// A subscriber dropped with envelopes still queued releases its queue. (libdispatch traps when
     /// a semaphore is released holding fewer permits than it was created with: this test process
-    /// died with SIGILL before the queue's semaphore was created empty and raised per slot.)
+    /// died with SIGILL when the queue's free slots were a semaphore created full. The hand-over's
+    /// one semaphore now starts empty and is raised only to wake the poll thread.)
     @Test("dropped with envelopes queued, the queue goes away quietly; queued envelopes come out in order")
     func droppedWhileQueued() async throws {
         var handOver: SubscriberHandOver? = SubscriberHandOver(capacity: 4, cursors: [MemoryCursor()])

@@ -93,7 +93,8 @@ public final class Subscriber: Sendable {
     public func commit(_ envelope: ReceivedEnvelope) async throws {
         let handOver = handOver
         let (position, seq) = (envelope.position, envelope.seq)
-        guard handOver.cursors.withLock({ $0[position].commitMayBlock }) else {
+        // Known without the cursors' lock, which the commit queue holds through a file write.
+        guard handOver.commitMayBlock[position] else {
             return try handOver.cursors.withLock { cursors throws in try cursors[position].commit(seq) }
         }
         // A cursor that writes a file blocks: it is written on the hand-over's commit queue while

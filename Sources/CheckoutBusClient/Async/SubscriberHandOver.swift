@@ -41,6 +41,8 @@ package final class SubscriberHandOver: Sendable {
     /// Where ``Subscriber/commit(_:)`` writes cursors: a file's `pwrite` (and `fdatasync` for a
     /// durable one) blocks, which a cooperative-pool thread must not.
     package let commits = DispatchQueue(label: "checkoutbus.subscriber.commit")
+    /// Each cursor's ``SubscriberCursor/commitMayBlock``, read once.
+    package let commitMayBlock: [Bool]
     /// Raised on cancellation: the poll loop returns at its next round.
     package let stop = StopSignal()
     /// Each shard's cursor, in endpoint order; committed by the consumer, loaded by the poll thread.
@@ -54,6 +56,7 @@ package final class SubscriberHandOver: Sendable {
     package let silent = Mutex(Set<Int>())
 
     package init(capacity: Int, cursors: sending [any SubscriberCursor]) {
+        commitMayBlock = cursors.map(\.commitMayBlock)
         self.capacity = max(1, capacity)
         lowWatermark = self.capacity / 2
         self.cursors = Mutex(cursors)

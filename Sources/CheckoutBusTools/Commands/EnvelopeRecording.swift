@@ -132,10 +132,13 @@ public final class EnvelopeRecording: SubscriberCursor {
         func load() -> Int64 { recording.lastSeqs[index] }
 
         func commit(_ seq: Int64) {}
+        var commitMayBlock: Bool { false }
     }
 
     /// Nothing to do: the appended line is the commit.
     public func commit(_ seq: Int64) {}
+    /// False: a commit does nothing (the recording's appends keep the position).
+    public var commitMayBlock: Bool { false }
 
     /// Appends the envelope's bytes and a newline with a single `write(2)`.
     /// - Throws: ``SubscriberError`` when the write fails (disk full, …).

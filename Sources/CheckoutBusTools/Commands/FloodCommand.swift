@@ -115,7 +115,12 @@ public struct FloodCommand {
         var duration: Double?
         if args.value("rate") != nil { rate = Double(try args.int("rate", default: 0, in: 1...10_000_000)) }
         if args.value("duration") != nil { duration = Double(try args.int("duration", default: 0, in: 1...86_400)) }
-        var generator = FloodGenerator(checkouts: checkouts, seed: seed, runID: "flood\(seed)-\(getpid())")
+        // The process id keeps two runs' event ids apart; written in seven digits so that every
+        // run's ids are as long as each other's (what the daemon does per event — hashing ids,
+        // state-table keys — then does not vary with the pid: `scripts/instructions-per-event`).
+        let pid = String(getpid())
+        let runID = "flood\(seed)-" + String(repeating: "0", count: max(0, 7 - pid.count)) + pid
+        var generator = FloodGenerator(checkouts: checkouts, seed: seed, runID: runID)
         if let rate, let duration { generator.checkouts = max(checkouts, Int(rate * duration / 5) + 1) }
         configuration = FloodRun.Configuration(ingest: ingest, publish: publish, generator: generator)
         configuration.curve = try CurveClientKeys.parse(args)
