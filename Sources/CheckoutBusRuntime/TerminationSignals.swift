@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Dispatch
 import Synchronization
 
 /// SIGTERM and SIGINT as task cancellation, for the mains of async programs (the workers, the bridge).
@@ -9,27 +8,46 @@ import Synchronization
 /// ``run(_:)`` starts the program's work in a task of its own and cancels that task on the first
 /// SIGTERM or SIGINT instead of letting the signal end the process: the work sees the cancellation
 /// (the loop over an async subscriber's envelopes ends), drains, writes its last report and
-/// returns, and the main exits as it chooses. The handlers run on a global dispatch queue.
+/// returns, and the main exits as it chooses.
+///
+/// **How a signal is caught.** A handler installed with `sigaction` before the work starts writes
+/// one byte to a pipe (what a handler may do), whichever thread the signal interrupts, and a thread
+/// of ``run(_:)``'s own reads the pipe and cancels the task. Nothing is lost in between: before the
+/// handler, a signal ends the process (its default action); after it, every signal reaches the pipe.
+/// (Signal sources on a dispatch queue, with the disposition `SIG_IGN` until they were armed, lost
+/// a SIGTERM that came in between or reached a thread that did not block it: on a loaded host a
+/// worker then never stopped.)
 public enum TerminationSignals {
     /// Runs `operation` in a new task, cancelled on SIGTERM or SIGINT; returns (or throws) what it
-    /// does once it has ended. The signals are trapped until then.
-    ///
-    /// The signals are trapped before the task starts: a signal that came between the two (on a
-    /// loaded host the task can be well under way — subscribed, even — before this thread runs
-    /// again) was lost while the disposition was already `SIG_IGN` and the handler not yet armed,
-    /// and the program then never stopped. One that comes before the task exists cancels it as it
-    /// is made.
+    /// does once it has ended. A signal that comes before the task exists cancels it as it is made.
     public static func run<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        let (readEnd, _) = signalPipe
+        precondition(readEnd >= 0, "pipe() failed for the signal handler")
         let target = CancellationTarget()
-        var sources: [any DispatchSourceSignal] = []
-        for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { target.signalled() }
-            source.resume()
-            sources.append(source)
+        NamedThread.start("signals") {
+            var byte: UInt8 = 0
+            // The thread lives until the process ends, taking every signal that comes.
+            while true {
+                let n = read(readEnd, &byte, 1)
+                if n == 1 {
+                    target.signalled()
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
         }
-        defer { for source in sources { source.cancel() } }
+        for sig in [SIGTERM, SIGINT] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { _ in
+                var byte: UInt8 = 1
+                _ = write(signalPipe.write, &byte, 1)
+            }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            precondition(sigaction(sig, &action, nil) == 0, "sigaction failed")
+        }
         let task = Task { try await operation() }
         target.started(task)
         return try await task.value
@@ -56,3 +74,13 @@ public enum TerminationSignals {
         }
     }
 }
+
+/// The pipe ``TerminationSignals``' handler writes to: made before the handler is installed (the
+/// handler only reads these two numbers).
+private let signalPipe: (read: Int32, write: Int32) = {
+    var fds: [Int32] = [-1, -1]
+    guard pipe(&fds) == 0 else { return (-1, -1) }
+    _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+    _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+    return (fds[0], fds[1])
+}()

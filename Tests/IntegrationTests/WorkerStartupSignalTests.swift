@@ -4,9 +4,10 @@ import Glibc
 import Foundation
 import Testing
 
-/// SIGTERM at any moment of a worker's start-up stops it. (The workers' mains trapped the signal
-/// only after starting their work: on a loaded host the work could be subscribed before the trap
-/// was armed, and a SIGTERM in between was ignored — the worker then never stopped.)
+/// SIGTERM at any moment of a worker's start-up stops it. (The workers' mains caught it with a
+/// dispatch signal source, the disposition `SIG_IGN` until the source was armed: a SIGTERM in
+/// between was lost, and a worker then never stopped — once in a CI run, and 5 ms into a start
+/// here under load. `TerminationSignals` now installs a handler with `sigaction` first.)
 @Suite("workers stop on SIGTERM at any moment of start-up", .serialized, .timeLimit(.minutes(3)))
 struct WorkerStartupSignalTests {
     @Test("checkoutbus-fulfil, SIGTERM 0–300 ms after it starts: it exits, never hangs")
