@@ -10,16 +10,7 @@ import CheckoutBusProtocol
 /// `wire.reply`.
 @Suite("heartbeats and control replies: one codec, golden bytes")
 struct ControlReplyWireTests {
-    static let golden: [String: String] = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = (try? String(contentsOf: root.appendingPathComponent("Tests/Golden/control-replies.tsv"), encoding: .utf8)) ?? ""
-        var out: [String: String] = [:]
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
-            if parts.count == 2 { out[parts[0]] = parts[1] }
-        }
-        return out
-    }()
+    static let golden = GoldenFile.tsv("control-replies.tsv")
 
     static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 

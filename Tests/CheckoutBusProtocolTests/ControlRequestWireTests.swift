@@ -9,16 +9,7 @@ import CheckoutBusProtocol
 /// "every golden control request is one the daemon answers" sends each to a real daemon.
 @Suite("control requests: one codec, golden bytes")
 struct ControlRequestWireTests {
-    static let golden: [String: String] = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = (try? String(contentsOf: root.appendingPathComponent("Tests/Golden/control-requests.tsv"), encoding: .utf8)) ?? ""
-        var out: [String: String] = [:]
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
-            if parts.count == 2 { out[parts[0]] = parts[1] }
-        }
-        return out
-    }()
+    static let golden = GoldenFile.tsv("control-requests.tsv")
 
     static let written: [(String, [UInt8])] = [
         ("replay", ControlRequestWire.replay(from: 1000, prefixes: ["checkout.complete"], limit: 1000, req: 7)),

@@ -11,9 +11,7 @@ import CheckoutBusProtocol
 struct EnvelopeHeadTests {
     /// Every golden envelope's text.
     static let envelopes: [String] = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = (try? String(contentsOf: root.appendingPathComponent("Tests/Golden/envelopes.jsonl"), encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").compactMap {
+        GoldenFile.text("envelopes.jsonl").split(separator: "\n").compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["envelope"] as? String
         }
     }()
