@@ -1,37 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// A flag the signal handler raises and the pipeline loop polls. `Sendable` (atomic).
 public final class StopSignal: Sendable {
     private let flag = Atomic<Bool>(false)
-    /// The signal sources of ``trapTerminationSignals()``, kept as long as the flag is.
-    private let sources = Mutex<[any DispatchSourceSignal]>([])
+    /// Whether ``trapTerminationSignals()`` tied this flag to the process's SIGTERM and SIGINT.
+    private let followsTermination = Atomic<Bool>(false)
 
     public init() {}
 
     public func raise() { flag.store(true, ordering: .releasing) }
 
-    public var isRaised: Bool { flag.load(ordering: .acquiring) }
+    public var isRaised: Bool {
+        flag.load(ordering: .acquiring)
+            || (followsTermination.load(ordering: .relaxed) && terminationRequested.load(ordering: .acquiring))
+    }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif
-import Dispatch
 
 extension StopSignal {
     /// Raises this flag on SIGTERM or SIGINT instead of letting them kill the process.
     ///
-    /// The handlers run on a global dispatch queue. The flag keeps their sources: while it
-    /// lives, those signals raise it (nothing for the caller to hold).
+    /// A handler installed with `sigaction` stores one process-wide atomic flag (what a handler may
+    /// do, whichever thread the signal interrupts), and every trapped ``StopSignal`` reads it in
+    /// ``isRaised``. Call it from the main thread before starting others: it unblocks both signals
+    /// there, in case the process was started with them blocked. Nothing is lost in between: before the handler, a signal ends the process (its
+    /// default action); after it, every signal raises the flag. (A dispatch signal source, with the
+    /// disposition `SIG_IGN` until it was armed, could lose a SIGTERM that came in between.)
     public func trapTerminationSignals() {
-        sources.withLock { kept in
-            for sig in [SIGTERM, SIGINT] {
-                signal(sig, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-                source.setEventHandler { [self] in self.raise() }
-                source.resume()
-                kept.append(source)
-            }
+        // The global is made here, never for the first time inside the handler.
+        _ = terminationRequested.load(ordering: .relaxed)
+        followsTermination.store(true, ordering: .releasing)
+        TerminationSignals.catchTermination { _ in
+            terminationRequested.store(true, ordering: .releasing)
         }
     }
 }
+
+/// Raised by the handler ``StopSignal/trapTerminationSignals()`` installs; lock-free.
+private let terminationRequested = Atomic<Bool>(false)

@@ -38,19 +38,35 @@ public enum TerminationSignals {
                 }
             }
         }
-        for sig in [SIGTERM, SIGINT] {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = { _ in
-                var byte: UInt8 = 1
-                _ = write(signalPipe.write, &byte, 1)
-            }
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = SA_RESTART
-            precondition(sigaction(sig, &action, nil) == 0, "sigaction failed")
+        catchTermination { _ in
+            var byte: UInt8 = 1
+            _ = write(signalPipe.write, &byte, 1)
         }
         let task = Task { try await operation() }
         target.started(task)
         return try await task.value
+    }
+
+    /// Installs `handler` for SIGTERM and SIGINT with `sigaction`, and unblocks both in the calling
+    /// thread (the main thread, before it starts others, which inherit its mask).
+    ///
+    /// A process may be started with them blocked: a parent's thread that blocks them (a dispatch
+    /// worker does) passes its mask on through `fork` and `exec`. With every thread blocking
+    /// SIGTERM, a handler never runs and the signal stays pending: a daemon started that way never
+    /// stopped.
+    package static func catchTermination(_ handler: @convention(c) (Int32) -> Void) {
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        for sig in [SIGTERM, SIGINT] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = handler
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            precondition(sigaction(sig, &action, nil) == 0, "sigaction failed")
+            sigaddset(&unblock, sig)
+        }
+        let status = pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+        precondition(status == 0, "pthread_sigmask failed: \(status)")
     }
 
     /// The task a signal cancels, and whether one came before it existed.
