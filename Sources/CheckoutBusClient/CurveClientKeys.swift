@@ -15,20 +15,24 @@ public struct CurveClientKeys: Sendable {
     public let keys: ZMQCurveKeyPair
     public let serverKey: String
 
+    /// `--curve-key FILE`: this client's secret key.
+    public static let keyOption = CommandOption(
+        "curve-key", "FILE", help: "CURVE: this client's secret key (checkoutbus keygen)", environment: "CHECKOUTBUS_CURVE_KEY")
+    /// `--curve-server FILE`: the daemon's public key.
+    public static let serverOption = CommandOption(
+        "curve-server", "FILE", help: "CURVE: the daemon's public key", environment: "CHECKOUTBUS_CURVE_SERVER")
     /// The two flags every client command takes.
-    public static let flags: Set<String> = ["curve-key", "curve-server"]
+    public static let options = [keyOption, serverOption]
+    public static let flags = Set(options.map(\.name))
 
-    public static let help = """
-          --curve-key FILE     CURVE: this client's secret key (checkoutbus keygen); also $CHECKOUTBUS_CURVE_KEY
-          --curve-server FILE  CURVE: the daemon's public key; also $CHECKOUTBUS_CURVE_SERVER
-        """
+    /// Their lines in `--help`.
+    public static var help: String { String(options.map(\.helpEntry).joined().dropLast()) }
 
     /// Reads the flags (or the environment); nil when neither is set.
     /// - Throws: a usage error when only one is set, or a key file cannot be read.
     public static func parse(_ args: CommandLineArguments) throws(CommandLineArguments.UsageError) -> CurveClientKeys? {
-        let env = ProcessInfo.processInfo.environment
-        let keyPath = args.value("curve-key") ?? env["CHECKOUTBUS_CURVE_KEY"]
-        let serverPath = args.value("curve-server") ?? env["CHECKOUTBUS_CURVE_SERVER"]
+        let keyPath = args.value(keyOption)
+        let serverPath = args.value(serverOption)
         switch (keyPath, serverPath) {
         case (nil, nil): return nil
         case (let k?, let s?):

@@ -12,13 +12,13 @@ import ZeroMQ
 /// each, and ``parse(_:)`` of no arguments is this value.
 public struct DaemonConfiguration: Sendable {
     /// Fire-and-forget ingest (PULL, bound).
-    public var ingest = "tcp://127.0.0.1:7700"
+    public var ingest = DefaultEndpoints.ingest
     /// Acknowledged ingest (ROUTER, bound): a reply per event once it is durable.
-    public var ingestAcked = "tcp://127.0.0.1:7701"
+    public var ingestAcked = DefaultEndpoints.ingestAcked
     /// Typed topics out (XPUB, bound).
-    public var publish = "tcp://127.0.0.1:7702"
+    public var publish = DefaultEndpoints.publish
     /// Replay from the journal, stats, subscriber reports (ROUTER, bound).
-    public var control = "tcp://127.0.0.1:7703"
+    public var control = DefaultEndpoints.control
     /// Prometheus metrics and health over HTTP (`HOST:PORT`), or nil (`--metrics off`).
     public var metrics: String? = "127.0.0.1:7780"
     /// Segment size, retention and group commit of the journal under `<data-dir>/journal`.
@@ -271,6 +271,16 @@ public struct DaemonConfiguration: Sendable {
             if line[..<eq].trimmingCharacters(in: .whitespaces) == flag { found = n + 1 }
         }
         return found
+    }
+
+    /// The daemon's setting `name` as a flag (``CommandOption``), for a tool that takes the same flag.
+    package static func option(_ name: String) -> CommandOption { DaemonSetting.option(name) }
+
+    /// Applies a value given for the daemon's setting `name` exactly as the daemon would (its checks,
+    /// its `none`), for a tool that takes the same flag.
+    package mutating func apply(_ name: String, _ value: String) throws(CommandLineArguments.UsageError) {
+        guard let setting = DaemonSetting.all.first(where: { $0.name == name }) else { preconditionFailure("no daemon setting --\(name)") }
+        try setting.apply(&self, value)
     }
 
     /// `checkoutbusd --help`: every setting of ``DaemonSetting/all`` with its default.

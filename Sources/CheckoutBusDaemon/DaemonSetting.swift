@@ -281,12 +281,12 @@ struct DaemonSetting: Sendable {
                   + "log-level (and the CURVE allowlist directories' contents)",
               inConfigFile: false,
               read: { $0.configPath }, apply: { c, v in c.configPath = v }),
-        .init("log-level", "LEVEL", .other,
-              help: "debug, info, warning or error; logs are key=value on stderr; SIGHUP re-reads it from --config",
+        .init(BusLogger.Level.option.name, BusLogger.Level.option.argument, .other,
+              help: BusLogger.Level.option.help + "; SIGHUP re-reads it from --config",
               read: { $0.logLevel.name },
               apply: { c, v throws(UsageError) in
                   guard let l = BusLogger.Level(name: v) else {
-                      throw UsageError("--log-level must be debug, info, warning or error")
+                      throw UsageError(.invalidValue, "--log-level must be debug, info, warning or error, got \(v)")
                   }
                   c.logLevel = l
               }),
@@ -318,36 +318,22 @@ struct DaemonSetting: Sendable {
         return out
     }
 
-    /// This setting's lines in `--help`: the flag, its help, its default and its environment variable.
-    var helpEntry: String {
-        var text = help
-        if let note = defaultNote ?? (isSwitch ? nil : defaultValue) { text += " (default \(note))" }
-        if let environment { text += "; also $\(environment)" }
-        return Self.entry("--" + name + (argument.map { " " + $0 } ?? ""), text)
+    /// This setting as a flag (``CommandOption``): a tool that takes the daemon's flag (`decode
+    /// --buyer-data`) lists this, with the daemon's help and default.
+    var option: CommandOption {
+        CommandOption(name, argument, help: help, default: isSwitch ? nil : defaultValue, defaultNote: defaultNote,
+                      environment: environment)
     }
 
-    /// A flag and its text, wrapped to 100 columns with the text in a column of its own.
-    static func entry(_ flag: String, _ text: String) -> String {
-        let indent = 29
-        let width = 100
-        var lines: [String] = []
-        var line = "  " + flag
-        if line.count >= indent - 1 {
-            lines.append(line)
-            line = ""
-        }
-        line += String(repeating: " ", count: indent - line.count)
-        var empty = true
-        for word in text.split(separator: " ") {
-            if !empty && line.count + 1 + word.count > width {
-                lines.append(line)
-                line = String(repeating: " ", count: indent)
-                empty = true
-            }
-            line += (empty ? "" : " ") + word
-            empty = false
-        }
-        lines.append(line)
-        return lines.joined(separator: "\n") + "\n"
+    /// The setting named `name` as a flag.
+    package static func option(_ name: String) -> CommandOption {
+        guard let setting = all.first(where: { $0.name == name }) else { preconditionFailure("no daemon setting --\(name)") }
+        return setting.option
     }
+
+    /// This setting's lines in `--help`: the flag, its help, its default and its environment variable.
+    var helpEntry: String { option.helpEntry }
+
+    /// A flag and its text, as every `--help` lays them out (``HelpText/entry(_:_:)``).
+    static func entry(_ flag: String, _ text: String) -> String { HelpText.entry(flag, text) }
 }

@@ -67,3 +67,20 @@ public struct BusLogger: Sendable {
         return out + "\""
     }
 }
+
+extension BusLogger.Level {
+    /// `--log-level LEVEL`, declared once for the daemon, the workers, the bridge and `route`.
+    public static let option = CommandOption(
+        "log-level", "LEVEL", help: "debug, info, warning or error; logs are key=value lines on stderr", default: "info")
+
+    /// The level `option` (or a command's copy of it) gives.
+    public static func parse(_ args: CommandLineArguments, _ option: CommandOption = option)
+        throws(CommandLineArguments.UsageError) -> BusLogger.Level
+    {
+        let raw = args.string(option)
+        guard let level = BusLogger.Level(name: raw) else {
+            throw .init(.invalidValue, "--\(option.name) must be debug, info, warning or error, got \(raw)")
+        }
+        return level
+    }
+}

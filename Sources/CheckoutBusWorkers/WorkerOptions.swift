@@ -40,8 +40,8 @@ public struct WorkerOptions: Sendable {
 
     /// Reads the shared flags from parsed arguments.
     public static func parse(_ args: CommandLineArguments, into o: inout WorkerOptions) throws(CommandLineArguments.UsageError) {
-        if let v = args.value("from") { o.publishEndpoints = try endpointList(v, flag: "from") }
-        if let v = args.value("control") { o.controlEndpoints = try endpointList(v, flag: "control") }
+        if let v = args.value("from") { o.publishEndpoints = try BusOptions.endpoints(v, flag: "from") }
+        if let v = args.value("control") { o.controlEndpoints = try BusOptions.endpoints(v, flag: "control") }
         guard o.publishEndpoints.count == o.controlEndpoints.count else {
             throw .init("--from lists \(o.publishEndpoints.count) endpoints and --control \(o.controlEndpoints.count): "
                         + "give every shard's publish and control endpoints, in the same shard order")
@@ -56,13 +56,6 @@ public struct WorkerOptions: Sendable {
             guard let l = BusLogger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
             o.logLevel = l
         }
-    }
-
-    private static func endpointList(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> [String] {
-        let list = value.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        guard !list.contains(where: \.isEmpty) else { throw .init("--\(flag) has an empty endpoint in \(value)") }
-        guard list.count <= 1024 else { throw .init("--\(flag) lists more than 1024 shards") }
-        return list
     }
 
     /// The subscriber options for these flags and `prefixes` (the first shard's endpoints).

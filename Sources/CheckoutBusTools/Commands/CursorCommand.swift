@@ -10,37 +10,40 @@ import CheckoutBusWorkers
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct CursorCommand {
-    public static let help = """
-        checkoutbus cursor — look at a subscriber's position, or move it while the subscriber is stopped.
+    static let toSeq = CommandOption(
+        "to-seq", "SEQ", help: "set: resume at SEQ: the next envelope handled is SEQ (the cursor, which names the last one handled, becomes SEQ-1)")
+    static let toTime = CommandOption(
+        "to-time", "POSITION",
+        help: "set: resume at the first envelope received at or after POSITION: a duration back from now (10m, 2h) "
+            + "or an RFC 3339 time, resolved by each shard's daemon (--control, one endpoint per shard, in shard order)")
+    static let shiftBy = CommandOption(
+        "shift-by", "N", help: "set: move by N envelopes: 1 skips the next one (a poison envelope), -500 handles the last 500 again")
+    static let shard = CommandOption("shard", "I", help: "only shard I", defaultNote: "every shard of PATH")
+    static let shards = CommandOption(
+        "shards", "N", help: "PATH's cursor files are PATH.I-of-N (found by themselves when they exist; needed to create them)")
+    static let control = BusOptions.controlShards.described("the daemons' --control endpoints, comma-separated, in shard order")
+    static let dryRun = CommandOption("dry-run", help: "print what would change; write, create and lock nothing")
+    static let format = BusOptions.format(
+        "show: pretty, or json: {\"kind\":…, \"path\":…, \"positions\":[{\"shard\":I, \"shards\":N, \"name\":…, \"seq\":S}]}")
 
-        USAGE: checkoutbus cursor show PATH [--format pretty|json]
-               checkoutbus cursor set PATH (--to-seq SEQ | --to-time POSITION | --shift-by N)
-                                      [--shard I] [--shards N] [--control E0,E1,…] [--dry-run]
-
-          PATH                 where the position is kept, told apart by its content: a cursor file
-                               (--cursor of tail --record's resumable subscribers, the Swift and
-                               Python clients; for several shards PATH.I-of-N, one per shard), the
-                               fulfilment worker's --db store, or the analytics worker's --cursor
-                               checkpoint
-          --to-seq SEQ         resume at SEQ: the next envelope handled is SEQ (the cursor, which
-                               names the last one handled, becomes SEQ-1)
-          --to-time POSITION   resume at the first envelope received at or after POSITION: a duration
-                               back from now (10m, 2h) or an RFC 3339 time, resolved by each shard's
-                               daemon (--control, one endpoint per shard, in shard order)
-          --shift-by N         move by N envelopes: 1 skips the next one (a poison envelope), -500
-                               handles the last 500 again
-          --shard I            only shard I (default: every shard of PATH)
-          --shards N           PATH's cursor files are PATH.I-of-N (found by themselves when they
-                               exist; needed to create them)
-          --control E0,E1,…    the daemons' --control endpoints (default tcp://127.0.0.1:7703)
-          --dry-run            print what would change; write, create and lock nothing
-          --format json        show: {"kind":…,"path":…,"positions":[{"shard":I,"shards":N,"name":…,"seq":S}]}
-
-        set takes the position's lock first: it refuses while the worker or subscriber holding it
-        runs (stop it, set, start it). Moving back makes the subscriber handle those envelopes again
-        (the fulfilment worker keeps orders exactly once by idempotency key; the analytics worker's
-        counts add them again); moving forward skips them. Exits 1 on a refusal, 2 on a usage error.
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus cursor", summary: "look at a subscriber's position, or move it while the subscriber is stopped.",
+        operands: "show PATH | set PATH",
+        operandHelp: [
+            .init("show PATH", "print the position PATH keeps"),
+            .init("set PATH", "move it: exactly one of --to-seq, --to-time, --shift-by"),
+            .init("PATH", "where the position is kept, told apart by its content: a cursor file (--cursor of tail "
+                  + "--record's resumable subscribers, the Swift and Python clients; for several shards PATH.I-of-N, "
+                  + "one per shard), the fulfilment worker's --db store, or the analytics worker's --cursor checkpoint"),
+        ],
+        options: [toSeq, toTime, shiftBy, shard, shards, control, dryRun, format] + CurveClientKeys.options,
+        notes: """
+            set takes the position's lock first: it refuses while the worker or subscriber holding it
+            runs (stop it, set, start it). Moving back makes the subscriber handle those envelopes again
+            (the fulfilment worker keeps orders exactly once by idempotency key; the analytics worker's
+            counts add them again); moving forward skips them. Exits 1 on a refusal, 2 on a usage error.
+            """)
+    public static var help: String { spec.help }
 
     public enum Action: Sendable, Equatable {
         case show
@@ -53,15 +56,13 @@ public struct CursorCommand {
     public var action = Action.show
     public var shard: Int?
     public var shards: Int?
-    public var controls = ["tcp://127.0.0.1:7703"]
-    public var dryRun = false
-    public var json = false
+    public var controls: [String]
+    public var dryRun: Bool
+    public var json: Bool
     public var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(
-            arguments, valued: Set(["to-seq", "to-time", "shift-by", "shard", "shards", "control", "format"]).union(CurveClientKeys.flags),
-            switches: ["dry-run"])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 2, ["show", "set"].contains(args.positionals[0]) else {
             throw .init("expected `cursor show PATH` or `cursor set PATH …`")
@@ -74,7 +75,7 @@ public struct CursorCommand {
             guard moves.count == 1 else { throw .init("cursor set needs exactly one of --to-seq, --to-time, --shift-by") }
             switch moves[0] {
             case "to-seq":
-                action = .toSeq(Int64(try args.int("to-seq", default: 1, in: 1...Int.max)))
+                action = .toSeq(Int64(try args.optionalInt(Self.toSeq, in: 1...Int.max)!))
             case "to-time":
                 do {
                     switch try JournalPosition.parse(args.value("to-time")!, now: BusClock.wallMilliseconds()) {
@@ -87,18 +88,11 @@ public struct CursorCommand {
                 action = .shiftBy(n)
             }
         }
-        if args.value("shard") != nil { shard = try args.int("shard", default: 0, in: 0...1023) }
-        if args.value("shards") != nil { shards = try args.int("shards", default: 1, in: 1...1024) }
-        if let v = args.value("control") {
-            controls = v.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            if controls.isEmpty { throw .init("--control needs at least one endpoint") }
-        }
-        dryRun = args.has("dry-run")
-        switch args.value("format") {
-        case nil, "pretty": json = false
-        case "json": json = true
-        case let other?: throw .init("--format must be pretty or json, got \(other)")
-        }
+        shard = try args.optionalInt(Self.shard, in: 0...1023)
+        shards = try args.optionalInt(Self.shards, in: 1...1024)
+        controls = try BusOptions.endpoints(args, Self.control)
+        dryRun = args.has(Self.dryRun)
+        json = try args.choice(Self.format, ["pretty": false, "json": true])
     }
 
     /// What PATH holds.

@@ -11,31 +11,33 @@ import CheckoutBusRuntime
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct DecodeCommand {
-    public static let help = """
-        checkoutbus decode — what raw events would become: the daemon's decoder and rules, offline.
+    static let format = BusOptions.format(
+        "pretty: one line per event: its topic, checkout, source, stable error code and raw code, summary (total, "
+            + "currency, order), flags, and the snapshot paths redacted; or the dead-letter reason and detail. json: one "
+            + "object per event: {\"line\":N, \"outcome\":…, \"topic\":…, \"envelope\":{…}, \"redacted\":[paths]}; the "
+            + "envelope exactly as the daemon would publish it")
+    /// The daemon's own flags, with its help and default.
+    static let buyerData = DaemonConfiguration.option("buyer-data")
+    static let errorMap = DaemonConfiguration.option("error-map")
+    static let strict = CommandOption(
+        "strict", help: "exit 3 when any line is dead-lettered (a gate for CI: every sample decodes), with "
+            + "`decode: N of M lines dead-lettered` on stderr")
 
-        USAGE: checkoutbus decode [FILE|-] [--format pretty|json] [--buyer-data redacted|full] [--strict]
-
-          FILE                 raw events, one JSON per line, as a producer sends them (default -:
-                               standard input); blank lines and lines starting with # are skipped
-          --format pretty      (default) one line per event: its topic, checkout, source, stable
-                               error code and raw code, summary (total, currency, order), flags,
-                               and the snapshot paths redacted; or the dead-letter reason and detail
-          --format json        one object per event: {"line":N,"outcome":…,"topic":…,"envelope":{…},
-                               "redacted":[paths]}; the envelope exactly as the daemon would publish it
-          --buyer-data MODE    redacted (default) or full, as the daemon's flag
-          --strict             exit 3 when any line is dead-lettered (a gate for CI: every sample decodes),
-                               with `decode: N of M lines dead-lettered` on stderr
-          --error-map FILE     raw code → stable code lines (and terminal-ness), as the daemon's
-                               flag: check a map before the daemon loads it (a bad line: exit 2,
-                               naming it)
-
-        The events go through one processor in order, as through one daemon: an update identical
-        to the checkout's last snapshot is `suppressed`, a repeated event_id a `duplicate`, a
-        second complete carries "repeat":true. Exits 0 when every line was read (dead letters
-        included, unless --strict), 1 when the input cannot be read, 2 on a bad flag or error map,
-        3 with --strict when a line was dead-lettered.
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus decode", summary: "what raw events would become: the daemon's decoder and rules, offline.",
+        operands: "[FILE|-]",
+        operandHelp: [.init("FILE", "raw events, one JSON per line, as a producer sends them (default -: standard input); "
+                            + "blank lines and lines starting with # are skipped")],
+        groups: [.init(nil, [format, strict]),
+                 .init("As the daemon's flags (a bad --error-map line: exit 2, naming it):", [buyerData, errorMap])],
+        notes: """
+            The events go through one processor in order, as through one daemon: an update identical
+            to the checkout's last snapshot is `suppressed`, a repeated event_id a `duplicate`, a
+            second complete carries "repeat":true. Exits 0 when every line was read (dead letters
+            included, unless --strict), 1 when the input cannot be read, 2 on a bad flag or error map,
+            3 with --strict when a line was dead-lettered.
+            """)
+    public static var help: String { spec.help }
 
     public enum Format: String, Sendable {
         case pretty, json
@@ -43,27 +45,24 @@ public struct DecodeCommand {
 
     /// `--error-map`: installed before the first line.
     public var errorMapPath: String?
-    public var file = "-"
-    public var format = Format.pretty
+    public var file: String
+    public var format: Format
     /// `--strict`: dead letters make the exit status 3.
-    public var strict = false
+    public var strict: Bool
     /// The daemon's own options (``DaemonConfiguration/processor``), `--buyer-data` applied.
-    public var options = DaemonConfiguration().processor
+    public var options: EventProcessor.Options
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["format", "buyer-data", "error-map"], switches: ["strict"])
-        strict = args.has("strict")
-        errorMapPath = args.value("error-map")
-        switch args.value("format") {
-        case nil, "pretty": format = .pretty
-        case "json": format = .json
-        case let other?: throw .init("--format must be pretty or json, got \(other)")
+        let args = try Self.spec.parse(arguments)
+        strict = args.has(Self.strict)
+        format = try args.choice(Self.format, ["pretty": .pretty, "json": .json])
+        // The daemon's flags mean what they mean to the daemon: its own setting applies them.
+        var daemon = DaemonConfiguration()
+        for option in [Self.buyerData, Self.errorMap] {
+            if let v = args.value(option.name) { try daemon.apply(option.name, v) }
         }
-        switch args.value("buyer-data") {
-        case nil, "redacted": options.keepBuyerData = false
-        case "full": options.keepBuyerData = true
-        case let other?: throw .init("--buyer-data must be redacted or full, got \(other)")
-        }
+        options = daemon.processor
+        errorMapPath = daemon.errorMapPath
         if args.positionals.count > 1 { throw .init("unexpected argument \(args.positionals[1])") }
         file = args.positionals.first ?? "-"
     }

@@ -22,27 +22,30 @@ package struct EnvelopeFilter: Sendable, Equatable {
     /// `source.format` (the raw family) equal to one of these.
     package var sources: [String] = []
 
-    /// The flags this filter reads, for a command's parser.
-    package static let flags: Set<String> = ["checkout", "code", "platform", "sdk", "source"]
+    static let checkout = CommandOption(
+        "checkout", "ID", help: "only envelopes of this checkout (lifecycle events, and dead letters that named it)", repeatable: true)
+    static let code = CommandOption("code", "CODE", help: "only failures with this stable code (docs/error-codes.md)", repeatable: true)
+    static let platform = CommandOption(
+        "platform", "NAME", help: "only envelopes whose source.platform is NAME (ios, android, react_native, …)", repeatable: true)
+    static let sdk = CommandOption("sdk", "NAME", help: "only envelopes whose source.sdk is NAME (shopify, primer)", repeatable: true)
+    static let source = CommandOption(
+        "source", "FORMAT",
+        help: "only envelopes whose source.format is FORMAT (\(RawFormat.labels.joined(separator: ", ")))", repeatable: true)
 
-    package static let help = """
-          --checkout ID        only envelopes of this checkout (lifecycle events, and dead letters that named it)
-          --code CODE          only failures with this stable code (docs/error-codes.md)
-          --platform NAME      only envelopes whose source.platform is NAME (ios, android, react_native, …)
-          --sdk NAME           only envelopes whose source.sdk is NAME (shopify, primer)
-          --source FORMAT      only envelopes whose source.format is FORMAT (\(RawFormat.labels.joined(separator: ", ")))
-                               Each of these may be repeated (any value matches) and they combine with each
-                               other and with --topic (all must match); applied on this side, to each envelope
-        """
+    /// The flags this filter reads, under their heading in a command's `--help`.
+    package static let options = CommandSpec.Group(
+        "Filters (each may be repeated: any value matches; they combine with each other and with --topic: all must "
+            + "match; applied on this side, to each envelope):",
+        [checkout, code, platform, sdk, source])
 
     package init() {}
 
     package init(_ args: CommandLineArguments) {
-        checkoutIDs = args.all("checkout")
-        codes = args.all("code")
-        platforms = args.all("platform")
-        sdks = args.all("sdk")
-        sources = args.all("source")
+        checkoutIDs = args.all(Self.checkout)
+        codes = args.all(Self.code)
+        platforms = args.all(Self.platform)
+        sdks = args.all(Self.sdk)
+        sources = args.all(Self.source)
     }
 
     /// True when no flag is given: every envelope passes.

@@ -9,24 +9,28 @@ import CheckoutBusRuntime
 /// (`zmq_proxy`). `checkoutbus bench` runs it beside the daemon to measure the transport's ceiling.
 /// Not `Sendable`; blocks the calling thread until killed.
 public struct ForwarderCommand {
-    public static let help = """
-        checkoutbus forwarder — a raw ZeroMQ PULL→PUB forwarder (zmq_proxy), the benchmark's baseline.
+    static let ingest = CommandOption("ingest", "ENDPOINT", help: "where producers push (PULL)", default: "tcp://127.0.0.1:*")
+    static let publish = CommandOption("publish", "ENDPOINT", help: "where subscribers connect (PUB)", default: "tcp://127.0.0.1:*")
+    static let hwm = CommandOption("hwm", "N", help: "both sockets' high-water mark", default: "100000")
 
-        USAGE: checkoutbus forwarder [--ingest ENDPOINT] [--publish ENDPOINT] [--hwm N]
+    public static let spec = CommandSpec(
+        "checkoutbus forwarder", summary: "a raw ZeroMQ PULL→PUB forwarder (zmq_proxy), the benchmark's baseline.",
+        options: [ingest, publish, hwm],
+        notes: """
+            Prints {"ready":true,"ingest":…,"publish":…} with the endpoints as bound, then forwards each
+            message unchanged until killed.
+            """)
+    public static var help: String { spec.help }
 
-        Prints {"ready":true,"ingest":…,"publish":…} with the endpoints as bound, then forwards each
-        message unchanged until killed.
-        """
-
-    package var ingest = "tcp://127.0.0.1:*"
-    package var publish = "tcp://127.0.0.1:*"
-    package var hwm: Int32 = 100_000
+    package var ingest: String
+    package var publish: String
+    package var hwm: Int32
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["ingest", "publish", "hwm"], switches: [])
-        if let v = args.value("ingest") { ingest = v }
-        if let v = args.value("publish") { publish = v }
-        hwm = Int32(try args.int("hwm", default: 100_000, in: 0...100_000_000))
+        let args = try Self.spec.parse(arguments)
+        ingest = args.string(Self.ingest)
+        publish = args.string(Self.publish)
+        hwm = Int32(try args.int(Self.hwm, in: 0...100_000_000))
     }
 
     public func run() -> Int32 {

@@ -8,27 +8,28 @@ import CheckoutBusRuntime
 /// `checkoutbus keygen NAME`: writes a CURVE key pair as `NAME.key` (secret, mode 0600) and
 /// `NAME.pub` (public, 0644), Z85 text. Not `Sendable`; runs on the calling thread.
 public struct KeygenCommand {
-    public static let help = """
-        checkoutbus keygen — write a CURVE key pair for the daemon or a client.
+    static let force = CommandOption("force", help: "replace existing files")
 
-        USAGE: checkoutbus keygen [--force] NAME
-
-          NAME      writes NAME.key (the secret key, mode 0600) and NAME.pub (the public key)
-          --force   replace existing files
-
-        The daemon takes its NAME.key as --curve-secret-key; clients take theirs as --curve-key and the
-        daemon's NAME.pub as --curve-server. Put a producer's .pub in the daemon's --curve-producers
-        directory, a subscriber's in --curve-subscribers (docs/security.md).
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus keygen", summary: "write a CURVE key pair for the daemon or a client.",
+        operands: "NAME",
+        operandHelp: [.init("NAME", "writes NAME.key (the secret key, mode 0600) and NAME.pub (the public key)")],
+        options: [force],
+        notes: """
+            The daemon takes its NAME.key as --curve-secret-key; clients take theirs as --curve-key and the
+            daemon's NAME.pub as --curve-server. Put a producer's .pub in the daemon's --curve-producers
+            directory, a subscriber's in --curve-subscribers (docs/security.md).
+            """)
+    public static var help: String { spec.help }
 
     package let name: String
     package let force: Bool
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: [], switches: ["force"])
+        let args = try Self.spec.parse(arguments)
         guard args.positionals.count == 1 else { throw .init("keygen needs one NAME") }
         name = args.positionals[0]
-        force = args.has("force")
+        force = args.has(Self.force)
     }
 
     public func run() -> Int32 {

@@ -10,40 +10,37 @@ import CheckoutBusProtocol
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct PingCommand {
-    public static let help = """
-        checkoutbus ping — is every endpoint of a daemon, or of each shard, answering, and how fast.
+    static let control = BusOptions.controlShards.described(
+        "the daemons' --control endpoints, comma-separated; each daemon says where its other endpoints are bound")
+    static let healthz = CommandOption(
+        "healthz", "HOST:PORT",
+        help: "only /healthz at a daemon's --metrics address: needs no keys (a container's or a unit's health check)")
+    static let timeout = BusOptions.timeout(3, "how long each endpoint may take")
+    static let json = CommandOption("json", help: "one JSON object per endpoint and line")
 
-        USAGE: checkoutbus ping [--control E0,E1,… | --healthz HOST:PORT] [--timeout SECONDS] [--json]
+    public static let spec = CommandSpec(
+        "checkoutbus ping", summary: "is every endpoint of a daemon, or of each shard, answering, and how fast.",
+        options: [control, healthz, timeout, json] + CurveClientKeys.options,
+        notes: """
+            Per daemon: control (the stats round trip, the shard, the build, CURVE or not), ingest and
+            ingest-acked (the ZMTP handshake: a daemon listening there, with these CURVE keys when it
+            asks for them), publish (the time to a heartbeat), metrics (/healthz). An endpoint bound to
+            every interface (0.0.0.0, *) is reached on the control endpoint's host. --healthz and
+            --control are two kinds of ping: give one. Exits 0 when every endpoint answered, 1 otherwise.
+            """)
+    public static var help: String { spec.help }
 
-          --control E0,E1,…    the daemons' --control endpoints (default tcp://127.0.0.1:7703); each
-                               daemon says where its other endpoints are bound
-          --healthz HOST:PORT  only /healthz at a daemon's --metrics address: needs no keys (a
-                               container's or a unit's health check)
-          --timeout SECONDS    how long each endpoint may take (default 3)
-          --json               one JSON object per endpoint and line
-        \(CurveClientKeys.help)
-
-        Per daemon: control (the stats round trip, the shard, the build, CURVE or not), ingest and
-        ingest-acked (the ZMTP handshake: a daemon listening there, with these CURVE keys when it
-        asks for them), publish (the time to a heartbeat), metrics (/healthz). An endpoint bound to
-        every interface (0.0.0.0, *) is reached on the control endpoint's host. Exits 0 when every
-        endpoint answered, 1 otherwise.
-        """
-
-    public var controls = ["tcp://127.0.0.1:7703"]
-    public var timeoutSeconds = 3
-    public var json = false
+    public var controls: [String]
+    public var timeoutSeconds: Int
+    public var json: Bool
     public var curve: CurveClientKeys?
     /// `--healthz`: only this metrics address.
     public var healthz: String?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout", "healthz"]).union(CurveClientKeys.flags), switches: ["json"])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
-        if let v = args.value("control") {
-            controls = v.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            if controls.isEmpty { throw .init("--control needs at least one endpoint") }
-        }
+        controls = try BusOptions.endpoints(args, Self.control)
         if let v = args.value("healthz") {
             if args.value("control") != nil { throw .init("--healthz and --control are two kinds of ping: give one") }
             guard v.split(separator: ":").count == 2, let port = Int(v.split(separator: ":")[1]), (1...65535).contains(port) else {
@@ -51,8 +48,8 @@ public struct PingCommand {
             }
             healthz = v
         }
-        timeoutSeconds = try args.int("timeout", default: 3, in: 1...600)
-        json = args.has("json")
+        timeoutSeconds = try args.int(Self.timeout, in: 1...600)
+        json = args.has(Self.json)
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
     }
 

@@ -17,60 +17,62 @@ import CheckoutBusRuntime
 /// `received_at`, else a wrapper's `occurred_at` (RFC 3339 or epoch milliseconds); lines without a
 /// time are sent right after the previous one.
 public struct ReplayCommand {
-    public static let help = """
-        checkoutbus replay — replay a recorded JSONL file into a daemon.
+    static let to = BusOptions.to
+    static let speed = CommandOption("speed", "N", help: "N times the original pacing (2 is twice as fast)", default: "1")
+    static let flatOut = CommandOption("flat-out", help: "ignore the recorded times and send as fast as possible")
+    static let since = CommandOption(
+        "since", "POSITION",
+        help: "start at a position of the recording: a SEQ (recorded envelopes with a smaller seq are skipped; raw "
+            + "lines have none and are sent), a duration back from now (2h) or an RFC 3339 time (lines are skipped "
+            + "until the first whose received_at, else occurred_at, is at or after it)")
+    static let rewriteIDs = CommandOption(
+        "rewrite-ids", "N",
+        help: "send N distinct copies of every line, each with its checkout, order, payment and event ids suffixed "
+            + "`~r<copy>` wherever they occur (so one capture becomes N lifecycles per recorded one, consistent within each)")
+    static let loop = CommandOption(
+        "loop", help: "replay the file again and again until interrupted; with --rewrite-ids every pass has copies of "
+            + "its own (pass p: copies p×N … p×N+N−1)")
+    static let connections = CommandOption(
+        "connections", "N", help: "PUSH connections; copy k goes on connection k mod N, so each lifecycle keeps its order",
+        default: "1")
 
-        USAGE: checkoutbus replay FILE [--to ENDPOINT] [--speed N | --flat-out] [--since POSITION]
-                                  [--rewrite-ids N] [--loop] [--connections N]
-
-          FILE                 JSONL: raw events (a capture) or envelopes from `tail --format json`
-          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700)
-          --speed N            N times the original pacing (default 1; 2 is twice as fast)
-          --flat-out           ignore the recorded times and send as fast as possible
-          --rewrite-ids N      send N distinct copies of every line, each with its checkout, order,
-                               payment and event ids suffixed `~r<copy>` wherever they occur (so one
-                               capture becomes N lifecycles per recorded one, consistent within each)
-          --loop               replay the file again and again until interrupted; with --rewrite-ids
-                               every pass has copies of its own (pass p: copies p×N … p×N+N−1)
-          --connections N      PUSH connections (default 1); copy k goes on connection k mod N, so
-                               each lifecycle keeps its order
-          --since POSITION     start at a position of the recording: a SEQ (recorded envelopes with a
-                               smaller seq are skipped; raw lines have none and are sent), a duration
-                               back from now (2h) or an RFC 3339 time (lines are skipped until the
-                               first whose received_at, else occurred_at, is at or after it)
-
-        Heartbeats and dead letters in a recording are skipped. Prints `sent=N skipped=M` on stderr
-        (skipped counts recorded lines, not copies; with --since, ` before_since=K` the lines before it). SIGINT or SIGTERM stops a replay (exit 130).
-        \(CurveClientKeys.help)
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus replay", summary: "replay a recorded JSONL file into a daemon.",
+        operands: "FILE",
+        operandHelp: [.init("FILE", "JSONL: raw events (a capture) or envelopes from `tail --format json`")],
+        options: [to, speed, flatOut, since, rewriteIDs, loop, connections] + CurveClientKeys.options,
+        notes: """
+            Heartbeats and dead letters in a recording are skipped. Prints `sent=N skipped=M` on stderr
+            (skipped counts recorded lines, not copies; with --since, ` before_since=K` the lines before
+            it). SIGINT or SIGTERM stops a replay (exit 130).
+            """)
+    public static var help: String { spec.help }
 
     package var file: String
-    package var endpoint = "tcp://127.0.0.1:7700"
-    package var speed = 1.0
-    package var flatOut = false
+    package var endpoint: String
+    package var speed: Double
+    package var flatOut: Bool
     package var copies: Int?
-    package var loop = false
-    package var connections = 1
+    package var loop: Bool
+    package var connections: Int
     package var curve: CurveClientKeys?
     /// `--since`: where in the recording to start.
     package var since: JournalPosition?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["to", "speed", "rewrite-ids", "connections", "since"]).union(CurveClientKeys.flags),
-                                            switches: ["flat-out", "loop"])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 1 else { throw .init("replay needs exactly one FILE") }
         file = args.positionals[0]
-        if let v = args.value("to") { endpoint = v }
-        if let v = args.value("speed") {
-            guard let s = Double(v), s > 0 else { throw .init("--speed must be a positive number, got \(v)") }
-            speed = s
-        }
-        flatOut = args.has("flat-out")
-        if args.value("rewrite-ids") != nil { copies = try args.int("rewrite-ids", default: 1, in: 1...10_000_000) }
-        loop = args.has("loop")
-        connections = try args.int("connections", default: 1, in: 1...256)
-        if let v = args.value("since") {
+        endpoint = args.string(Self.to)
+        let v = args.string(Self.speed)
+        guard let s = Double(v), s > 0 else { throw .init(.invalidValue, "--speed must be a positive number, got \(v)") }
+        speed = s
+        flatOut = args.has(Self.flatOut)
+        copies = try args.optionalInt(Self.rewriteIDs, in: 1...10_000_000)
+        loop = args.has(Self.loop)
+        connections = try args.int(Self.connections, in: 1...256)
+        if let v = args.value(Self.since) {
             do { since = try JournalPosition.parse(v, now: BusClock.wallMilliseconds()) } catch { throw .init("--since: \(error)") }
         }
     }

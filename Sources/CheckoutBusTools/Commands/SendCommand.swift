@@ -11,46 +11,48 @@ import CheckoutBusRuntime
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct SendCommand {
-    public static let help: String = """
-        checkoutbus send — send raw events (JSON Lines) to a daemon's ingest socket.
+    static let to = BusOptions.to.defaulting(
+        to: nil, note: "\(DefaultEndpoints.ingest); with --acked \(DefaultEndpoints.ingestAcked)").described(
+        "the daemon's --ingest endpoint, or with --acked its --ingest-acked endpoint")
+    static let shards = CommandOption(
+        "shards", "E0,E1,…",
+        help: "send each event to the shard that owns its checkout (docs/sharding.md): the shards' --ingest endpoints, "
+            + "or with --acked their --ingest-acked endpoints, in shard order (shard 0 first); instead of --to. Input "
+            + "that does not decode goes to the shard given by a hash of its bytes, which dead-letters it")
+    static let timeout = BusOptions.timeout(
+        10, "give up if the daemon cannot be reached, does not take the events, or (--acked) sends no acknowledgement for this long")
+    static let acked = CommandOption(
+        "acked", help: "wait for the daemon to answer each event once it is on disk: with its seq, or with the "
+            + "dead-letter reason (docs/durability.md)")
+    static let ackLog = CommandOption(
+        "ack-log", "PATH",
+        help: "with --acked: one line `<seq> <event_id>` per acknowledged event (`-` for a suppressed duplicate's seq "
+            + "or a missing event_id); with --shards `<shard>:<seq> <event_id>`, seq being per shard")
+    static let window = CommandOption("window", "N", help: "with --acked: events in flight at most", default: "1000")
 
-        USAGE: checkoutbus send [--to ENDPOINT | --shards E0,E1,…] [--timeout SECONDS] [FILE ...]
-               checkoutbus send --acked [--to ENDPOINT | --shards A0,A1,…] [--ack-log PATH] [--window N]
-                                [--timeout SECONDS] [FILE ...]
+    public static let spec = CommandSpec(
+        "checkoutbus send", summary: "send raw events (JSON Lines) to a daemon's ingest socket.",
+        operands: "[FILE …]",
+        operandHelp: [.init("FILE", "JSONL files; none or `-` reads stdin. Each non-empty line is one event, sent as is "
+                            + "(raw SDK payload or the ingest wrapper).")],
+        options: [to, shards, timeout, acked, ackLog, window] + CurveClientKeys.options,
+        notes: """
+            Without --acked, `sent=N` counts events handed to ZeroMQ, delivered as long as the daemon takes
+            them within --timeout when send exits; nothing confirms they were journaled. With --acked, each
+            one is confirmed on disk (or rejected with its reason).
 
-          FILE                 JSONL files; none or `-` reads stdin. Each non-empty line is one event,
-                               sent as is (raw SDK payload or the ingest wrapper).
-          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700), or with
-                               --acked its --ingest-acked endpoint (default tcp://127.0.0.1:7701)
-          --shards E0,E1,…     send each event to the shard that owns its checkout (docs/sharding.md):
-                               the shards' --ingest endpoints, or with --acked their --ingest-acked
-                               endpoints, in shard order (shard 0 first). Input that does not decode
-                               goes to the shard given by a hash of its bytes, which dead-letters it
-          --timeout SECONDS    give up if the daemon cannot be reached, does not take the events, or
-                               (--acked) sends no acknowledgement for this long (default 10)
-          --acked              wait for the daemon to answer each event once it is on disk: with
-                               its seq, or with the dead-letter reason (docs/durability.md)
-          --ack-log PATH       with --acked: one line `<seq> <event_id>` per acknowledged event
-                               (`-` for a suppressed duplicate's seq or a missing event_id); with
-                               --shards `<shard>:<seq> <event_id>`, seq being per shard
-          --window N           with --acked: events in flight at most (default 1000)
-        \(CurveClientKeys.help)
+            Prints `sent=N` on stderr; with --acked `sent=N acked=M rejected=K`, counting every shard; with
+            --shards followed by ` by_shard=N0,N1,…` (events sent to each shard). Exits 1 if a daemon could
+            not be reached in time, or (--acked) if any event was rejected or left unanswered.
+            """)
+    public static var help: String { spec.help }
 
-        Without --acked, `sent=N` counts events handed to ZeroMQ, delivered as long as the daemon takes
-        them within --timeout when send exits; nothing confirms they were journaled. With --acked, each
-        one is confirmed on disk (or rejected with its reason).
-
-        Prints `sent=N` on stderr; with --acked `sent=N acked=M rejected=K`, counting every shard; with
-        --shards followed by ` by_shard=N0,N1,…` (events sent to each shard). Exits 1 if a daemon could
-        not be reached in time, or (--acked) if any event was rejected or left unanswered.
-        """
-
-    public var endpoint = "tcp://127.0.0.1:7700"
-    public var files: [String] = []
-    public var timeoutSeconds = 10
-    public var acked = false
+    public var endpoint: String
+    public var files: [String]
+    public var timeoutSeconds: Int
+    public var acked: Bool
     public var ackLog: String?
-    public var window = 1000
+    public var window: Int
     /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
     public var curve: CurveClientKeys?
     /// With `--shards`: every shard's endpoint, in shard order; each event goes to its owner.
@@ -60,19 +62,17 @@ public struct SendCommand {
     package var endpoints: [String] { shards ?? [endpoint] }
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["to", "shards", "timeout", "ack-log", "window"]).union(CurveClientKeys.flags),
-                                            switches: ["acked"])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
-        acked = args.has("acked")
-        if acked { endpoint = "tcp://127.0.0.1:7701" }
-        if let v = args.value("to") { endpoint = v }
-        if let list = args.value("shards") {
+        acked = args.has(Self.acked)
+        endpoint = args.value(Self.to) ?? (acked ? DefaultEndpoints.ingestAcked : DefaultEndpoints.ingest)
+        if let list = args.value(Self.shards) {
             guard args.value("to") == nil else { throw .init("give --to (one daemon) or --shards (every shard), not both") }
             shards = try ShardRouter.parseEndpoints(list, flag: "shards")
         }
-        timeoutSeconds = try args.int("timeout", default: 10, in: 1...86_400)
-        window = try args.int("window", default: 1000, in: 1...1_000_000)
-        ackLog = args.value("ack-log")
+        timeoutSeconds = try args.int(Self.timeout, in: 1...86_400)
+        window = try args.int(Self.window, in: 1...1_000_000)
+        ackLog = args.value(Self.ackLog)
         if ackLog != nil && !acked { throw .init("--ack-log needs --acked") }
         files = args.positionals
     }

@@ -9,32 +9,29 @@ import CheckoutBusRuntime
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct StatsCommand {
-    public static let help = """
-        checkoutbus stats — what a running daemon has done: counters, journal, subscribers' drops.
+    static let timeout = BusOptions.timeout(5)
+    static let json = CommandOption("json", help: "print the daemon's stats object as is, on one line")
 
-        USAGE: checkoutbus stats [--control ENDPOINT] [--timeout SECONDS] [--json]
+    public static let spec = CommandSpec(
+        "checkoutbus stats", summary: "what a running daemon has done: counters, journal, subscribers' drops.",
+        options: [BusOptions.control, timeout, json] + CurveClientKeys.options,
+        notes: """
+            The same figures, for machines, are at the daemon's --metrics endpoint (/metrics).
+            Exits 1 when the daemon does not answer.
+            """)
+    public static var help: String { spec.help }
 
-          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703)
-          --timeout SECONDS    give up when the daemon does not answer (default 5)
-          --json               print the daemon's stats object as is, on one line
-        \(CurveClientKeys.help)
-
-        The same figures, for machines, are at the daemon's --metrics endpoint (/metrics).
-        Exits 1 when the daemon does not answer.
-        """
-
-    public var control = "tcp://127.0.0.1:7703"
-    public var timeoutSeconds = 5
-    public var json = false
+    public var control: String
+    public var timeoutSeconds: Int
+    public var json: Bool
     public var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout"]).union(CurveClientKeys.flags),
-                                            switches: ["json"])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
-        if let v = args.value("control") { control = v }
-        timeoutSeconds = try args.int("timeout", default: 5, in: 1...3600)
-        json = args.has("json")
+        control = args.string(BusOptions.control)
+        timeoutSeconds = try args.int(Self.timeout, in: 1...3600)
+        json = args.has(Self.json)
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
     }
 

@@ -9,56 +9,45 @@ import CheckoutBusProtocol
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct SubscribersCommand {
-    public static let help = """
-        checkoutbus subscribers — who follows the bus: each subscriber's state, last report, position, lag.
+    static let all = CommandOption(
+        "all", help: "gone subscribers too (stopped, or silent past the daemon's --subscriber-gone-after); by default only live ones")
+    static let format = BusOptions.format(
+        "pretty: one row each: name, state, seconds since its last report, last seq handled, lag, drops (missed), "
+            + "recovered, parked (rejected); json: {\"subscribers\":[{\"name\":…, \"control\":…, \"state\":…, \"gone_reason\":…, "
+            + "\"age_ms\":…, \"last_seq\":…, \"through_seq\":…, \"lag\":…, \"missed\":…, \"recovered\":…, \"gaps\":…, "
+            + "\"rejected\":…, \"durable\":…}]}")
+    static let control = BusOptions.controlShards.described(
+        "the daemons' --control endpoints, comma-separated; with several (shards), one row per daemon")
+    static let timeout = BusOptions.timeout(5, "give up when a daemon does not answer")
 
-        USAGE: checkoutbus subscribers [--all] [--format pretty|json] [--control E0,E1,…]
-               checkoutbus subscribers forget NAME [--control E0,E1,…]
-
-          --all                gone subscribers too (stopped, or silent past the daemon's
-                               --subscriber-gone-after); by default only live ones
-          --format pretty      (default) one row each: name, state, seconds since its last report,
-                               last seq handled, lag, drops (missed), recovered, parked (rejected)
-          --format json        {"subscribers":[{"name":…,"control":…,"state":…,"gone_reason":…,
-                               "age_ms":…,"last_seq":…,"through_seq":…,"lag":…,"missed":…,
-                               "recovered":…,"gaps":…,"rejected":…,"durable":…}]}
-          --control E0,E1,…    the daemons' --control endpoints (default tcp://127.0.0.1:7703); with
-                               several (shards), one row per daemon
-          --timeout SECONDS    give up when a daemon does not answer (default 5)
-          forget NAME          drop NAME from stats and /metrics now (a gone worker you removed); a
-                               live one comes back with its next report
-        \(CurveClientKeys.help)
-
-        Exits 1 when a daemon does not answer, or `forget` names a subscriber no daemon knows.
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus subscribers", summary: "who follows the bus: each subscriber's state, last report, position, lag.",
+        operands: "[forget NAME]",
+        operandHelp: [.init("forget NAME", "drop NAME from stats and /metrics now (a gone worker you removed); "
+                            + "a live one comes back with its next report")],
+        options: [all, format, control, timeout] + CurveClientKeys.options,
+        notes: "Exits 1 when a daemon does not answer, or `forget` names a subscriber no daemon knows.")
+    public static var help: String { spec.help }
 
     public enum Format: String, Sendable {
         case pretty, json
     }
 
-    public var controls = ["tcp://127.0.0.1:7703"]
-    public var timeoutSeconds = 5
-    public var all = false
-    public var format = Format.pretty
+    public var controls: [String]
+    public var timeoutSeconds: Int
+    public var all: Bool
+    public var format: Format
     /// `forget NAME`.
     public var forget: String?
     public var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: Set(["control", "timeout", "format"]).union(CurveClientKeys.flags),
-                                            switches: ["all"])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
-        if let v = args.value("control") {
-            controls = v.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            if controls.isEmpty { throw .init("--control needs at least one endpoint") }
-        }
-        timeoutSeconds = try args.int("timeout", default: 5, in: 1...3600)
-        all = args.has("all")
-        switch args.value("format") {
-        case nil, "pretty": format = .pretty
-        case "json": format = .json
-        case let other?: throw .init("--format must be pretty or json, got \(other)")
-        }
+        controls = try BusOptions.endpoints(args, Self.control)
+        timeoutSeconds = try args.int(Self.timeout, in: 1...3600)
+        all = args.has(Self.all)
+        format = try args.choice(Self.format, ["pretty": .pretty, "json": .json])
         switch args.positionals.count {
         case 0: break
         case 2 where args.positionals[0] == "forget":

@@ -15,70 +15,71 @@ import CheckoutBusRuntime
 /// then writes `tail: subscribed …` to stderr. Scripts and tests wait for that line before sending.
 /// Not `Sendable`; runs on the calling thread.
 public struct TailCommand {
-    public static let help = """
-        checkoutbus tail — print envelopes published by a daemon, live; or replay them from its
-        journal first and recover every envelope dropped on the way.
+    static let from = BusOptions.from
+    static let topic = CommandOption(
+        "topic", "PREFIX",
+        help: "topic prefix to follow, repeatable; e.g. checkout.fail, checkout.fail.network_error, bus.heartbeat, "
+            + "or \"\" for all", defaultNote: "checkout. and bus.deadletter", repeatable: true)
+    static let count = CommandOption("count", "N", help: "exit 0 after printing (or recording) N envelopes")
+    static let format = BusOptions.format(
+        "pretty: one readable line per event; json: one envelope per line, exactly as published")
+    static let timeout = CommandOption("timeout", "SECONDS", help: "exit 1 if --count was not reached in this time")
+    static let receiveHWM = CommandOption(
+        "receive-hwm", "N", help: "the subscriber socket's receive high-water mark", defaultNote: "1000000; with --control 100000")
+    static let control = BusOptions.controlShards.described(
+        "the daemon's --control endpoint; for several shards, every shard's, comma-separated, in the same order as "
+            + "--from. Envelopes dropped on the way (a full high-water mark) are noticed by their seq and kind_seq, or "
+            + "by a heartbeat, and fetched from the journal: each envelope is printed once, in seq order (per shard: "
+            + "shards interleave)")
+    static let since = CommandOption(
+        "since", "POSITION",
+        help: "first replay the journal from POSITION, then follow live: a SEQ (1: everything retained), a duration "
+            + "back from now (90s, 10m, 2h, 1d) or an RFC 3339 time (2026-12-05T14:00:00Z), which each shard's daemon "
+            + "turns into its first seq received at or after it; with several shards a SEQ applies to each, or give "
+            + "I:SEQ,… per shard (a shard not named follows live)")
+    static let record = CommandOption(
+        "record", "FILE",
+        help: "append each envelope to FILE, one JSON line exactly as published, instead of printing it. FILE is its "
+            + "own cursor: a restarted tail resumes after FILE's last complete line (a torn last line is cut off), so a "
+            + "killed recorder neither loses nor repeats a line. With an empty FILE it starts at --since, else live. "
+            + "With several shards, FILE interleaves them and each shard resumes after its own last line (one without "
+            + "a line: --since, else live). FILE.shards records the number of shards; FILE is refused for another "
+            + "number (another shard count starts new journals: record into a new file)")
+    static let name = CommandOption(
+        "name", "NAME", help: "the name this tail reports its counts under (daemon `stats`)", defaultNote: "tail-<pid>")
+    static let receiveBuffer = CommandOption(
+        "receive-buffer", "BYTES",
+        help: "the kernel receive buffer of each subscription (SO_RCVBUF): smaller, a tail that falls behind is "
+            + "dropped for sooner and recovers from the journal", defaultNote: "the OS's, which grows to many MB")
 
-        USAGE: checkoutbus tail [--from ENDPOINT] [--topic PREFIX ...] [--count N] [--format pretty|json]
-                                [--timeout SECONDS] [--receive-hwm N]
-                                [--since SEQ] [--control ENDPOINT] [--record FILE] [--name NAME]
-                                [--receive-buffer BYTES]
-                                [--checkout ID] [--code CODE] [--platform NAME] [--sdk NAME] [--source FORMAT]
-                                [--curve-key FILE --curve-server FILE]
+    public static let spec = CommandSpec(
+        "checkoutbus tail",
+        summary: "print envelopes published by a daemon, live; or replay them from its journal first and recover "
+            + "every envelope dropped on the way.",
+        groups: [
+            .init(nil, [from, topic, count, format, timeout, receiveHWM]),
+            EnvelopeFilter.options,
+            .init(nil, CurveClientKeys.options),
+            .init("Recovering (any of these turns it on; uses the daemon's journal over its control socket):",
+                  [control, since, record, name, receiveBuffer]),
+        ],
+        notes: """
+            With several shards, --from and --control must list every shard in shard order (0/N first): each
+            shard's heartbeat is checked and a wrong or incomplete list is refused. Pretty lines then show
+            #SHARD:SEQ.
 
-          --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702); for several
-                               shards, every shard's, comma-separated, in shard order: A,B,C
-          --topic PREFIX       topic prefix to follow, repeatable (default: checkout. and bus.deadletter);
-                               e.g. checkout.fail, checkout.fail.network_error, bus.heartbeat, or "" for all
-          --count N            exit 0 after printing (or recording) N envelopes
-          --format FORMAT      pretty (default): one readable line per event;
-                               json: one envelope per line, exactly as published
-          --timeout SECONDS    exit 1 if --count was not reached in this time
-          --receive-hwm N      the subscriber socket's receive high-water mark (default 1000000; with
-                               --control 100000)
-        \(EnvelopeFilter.help)
-        \(CurveClientKeys.help)
-
-        Recovering (any of these turns it on; uses the daemon's journal over its control socket):
-          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703); for several
-                               shards, every shard's, comma-separated, in the same order as --from.
-                               Envelopes dropped on the way (a full high-water mark) are noticed by their
-                               seq and kind_seq, or by a heartbeat, and fetched from the journal: each
-                               envelope is printed once, in seq order (per shard: shards interleave)
-          --since POSITION     first replay the journal from POSITION, then follow live: a SEQ (1:
-                               everything retained), a duration back from now (90s, 10m, 2h, 1d) or an
-                               RFC 3339 time (2026-12-05T14:00:00Z), which each shard's daemon turns
-                               into its first seq received at or after it; with several shards a SEQ
-                               applies to each, or give I:SEQ,… per shard (a shard not named follows live)
-          --record FILE        append each envelope to FILE, one JSON line exactly as published, instead of
-                               printing it. FILE is its own cursor: a restarted tail resumes after FILE's
-                               last complete line (a torn last line is cut off), so a killed recorder
-                               neither loses nor repeats a line. With an empty FILE it starts at --since,
-                               else live. With several shards, FILE interleaves them and each shard
-                               resumes after its own last line (one without a line: --since, else live).
-                               FILE.shards records the number of shards; FILE is refused for another
-                               number (another shard count starts new journals: record into a new file)
-          --name NAME          the name this tail reports its counts under (daemon `stats`)
-                               (default tail-<pid>)
-          --receive-buffer BYTES  the kernel receive buffer of each subscription (SO_RCVBUF; default:
-                               the OS's, which grows to many MB): smaller, a tail that falls behind is
-                               dropped for sooner and recovers from the journal
-
-        With several shards, --from and --control must list every shard in shard order (0/N first): each
-        shard's heartbeat is checked and a wrong or incomplete list is refused. Pretty lines then show
-        #SHARD:SEQ.
-
-        Once its subscriptions are live (on every shard) it writes `tail: subscribed …` to stderr. When
-        recovering, it ends with a summary on stderr:
-          tail: summary handled=N from_journal=J missed=M recovered=R gaps=G duplicates=D
-                        not_retained=X replay_requests=Q last_seq=S
-        (with several shards the counts are totals, and last_seqs=0:S0,1:S1,… replaces last_seq)
-        """
+            Once its subscriptions are live (on every shard) it writes `tail: subscribed …` to stderr. When
+            recovering, it ends with a summary on stderr:
+              tail: summary handled=N from_journal=J missed=M recovered=R gaps=G duplicates=D
+                            not_retained=X replay_requests=Q last_seq=S
+            (with several shards the counts are totals, and last_seqs=0:S0,1:S1,… replaces last_seq)
+            """)
+    public static var help: String { spec.help }
 
     public enum Format: Sendable { case pretty, json }
 
     /// The publish endpoints, one per shard in shard order (`--from A,B,C`).
-    public var endpoints = ["tcp://127.0.0.1:7702"]
+    public var endpoints: [String]
     /// The first (with one shard, the only) publish endpoint.
     public var endpoint: String {
         get { endpoints[0] }
@@ -86,7 +87,7 @@ public struct TailCommand {
     }
     public var topics: [String] = ["checkout.", "bus.deadletter"]
     public var count: Int?
-    public var format = Format.pretty
+    public var format: Format
     public var timeoutSeconds: Int?
     /// The SUB socket's receive high-water mark; nil: 1,000,000 live only, the subscriber's default when recovering.
     public var receiveHighWaterMark: Int32?
@@ -116,22 +117,14 @@ public struct TailCommand {
     package var filter = EnvelopeFilter()
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(
-            arguments,
-            valued: Set(["from", "topic", "count", "format", "timeout", "receive-hwm", "control", "since", "record", "name",
-                         "receive-buffer"])
-                .union(CurveClientKeys.flags).union(EnvelopeFilter.flags),
-            switches: [])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         filter = EnvelopeFilter(args)
-        if let v = args.value("from") { endpoints = try TailCommand.endpointList(v, flag: "from") }
-        if args.value("receive-hwm") != nil {
-            receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 0, in: 0...100_000_000))
-        }
-        if args.value("receive-buffer") != nil {
-            receiveBufferBytes = Int32(try args.int("receive-buffer", default: 0, in: 1024...(1 << 30)))
-        }
-        if let v = args.value("since") {
+        endpoints = try BusOptions.endpoints(args, Self.from)
+        format = try args.choice(Self.format, ["pretty": .pretty, "json": .json])
+        receiveHighWaterMark = try args.optionalInt(Self.receiveHWM, in: 0...100_000_000).map(Int32.init)
+        receiveBufferBytes = try args.optionalInt(Self.receiveBuffer, in: 1024...(1 << 30)).map(Int32.init)
+        if let v = args.value(Self.since) {
             switch try? JournalPosition.parse(v, now: BusClock.wallMilliseconds()) {
             case .time(let ms)?: sinceTime = ms
             case .seq(let seq)?: since = seq
@@ -143,10 +136,10 @@ public struct TailCommand {
                 sinceByShard = try TailCommand.sinceList(v, shards: endpoints.count)
             }
         }
-        recordPath = args.value("record")
-        if let v = args.value("name") { name = v }
-        if let v = args.value("control") {
-            controls = try TailCommand.endpointList(v, flag: "control")
+        recordPath = args.value(Self.record)
+        if let v = args.value(Self.name) { name = v }
+        if let v = args.value(Self.control.name) {
+            controls = try BusOptions.endpoints(v, flag: Self.control.name)
             if controls!.count != endpoints.count {
                 throw .init("--control lists \(controls!.count) endpoints but --from lists \(endpoints.count): give one of each per shard, in shard order")
             }
@@ -155,21 +148,16 @@ public struct TailCommand {
             guard endpoints.count == 1 else {
                 throw .init("with several shards in --from, --control must list each shard's control endpoint, in the same order")
             }
-            control = "tcp://127.0.0.1:7703"
+            control = Self.control.defaultValue
         }
-        if !args.all("topic").isEmpty { topics = args.all("topic") }
+        if !args.all(Self.topic).isEmpty { topics = args.all(Self.topic) }
         do {
             try BusSubscriber.checkPrefixes(topics)
         } catch {
             throw .init("--topic: \(error)")
         }
-        if args.value("count") != nil { count = try args.int("count", default: 0, in: 1...Int.max) }
-        if args.value("timeout") != nil { timeoutSeconds = try args.int("timeout", default: 0, in: 1...86_400) }
-        switch args.value("format") {
-        case nil, "pretty": format = .pretty
-        case "json": format = .json
-        case let other?: throw .init("--format must be pretty or json, got \(other)")
-        }
+        count = try args.optionalInt(Self.count, in: 1...Int.max)
+        timeoutSeconds = try args.optionalInt(Self.timeout, in: 1...86_400)
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
     }
 
@@ -246,13 +234,6 @@ public struct TailCommand {
             FileHandleWriter.standardError("checkoutbus tail: \(error)\n")
             return 1
         }
-    }
-
-    /// A comma-separated list of endpoints, none empty.
-    package static func endpointList(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> [String] {
-        let list = value.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        guard !list.contains(where: \.isEmpty) else { throw .init("--\(flag) has an empty endpoint in \(value)") }
-        return list
     }
 
     /// `--since I:SEQ,…`: each shard at most once, each below the shard count.

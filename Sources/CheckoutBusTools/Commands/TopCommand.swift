@@ -11,66 +11,61 @@ import Foundation
 /// Not `Sendable`; runs on the calling thread. Every `stats` request is bounded by `--timeout`:
 /// a daemon that does not answer shows as "no answer" for that round.
 public struct TopCommand {
-    public static let help = """
-        checkoutbus top — a live view of running daemons: rates, failures, dead letters, subscribers' lag.
+    static let control = BusOptions.controlShards.described(
+        "the daemons' --control endpoints, comma-separated; with several shards, their figures are summed")
+    static let byShard = CommandOption("by-shard", help: "several shards side by side (a column each, and their total)")
+    static let interval = CommandOption("interval", "SECONDS", help: "time between two stats requests (0.2 to 3600)", default: "1")
+    static let top = CommandOption("top", "N", help: "rows of the failures table", default: "5")
+    static let timeout = CommandOption(
+        "timeout", "SECONDS",
+        help: "how long to wait for each round of answers; a daemon that does not answer shows \"no answer\"",
+        defaultNote: "half the interval, at most 5")
+    static let once = CommandOption("once", help: "two rounds an interval apart, print them once and exit")
+    static let json = CommandOption("json", help: "without a terminal (or with --once), one JSON object per interval")
 
-        USAGE: checkoutbus top [--control ENDPOINT[,ENDPOINT…]] [--interval SECONDS] [--by-shard]
-                               [--top N] [--timeout SECONDS] [--once] [--json]
+    public static let spec = CommandSpec(
+        "checkoutbus top", summary: "a live view of running daemons: rates, failures, dead letters, subscribers' lag.",
+        options: [control, byShard, interval, top, timeout, once, json] + CurveClientKeys.options,
+        notes: """
+            On a terminal: the full screen, keys q (quit), s (sort the failures and subscribers tables:
+            by rate/lag, by total/drops, by name), + and - (interval ×2, ÷2), b (summed / side by side),
+            g (gone subscribers shown / hidden: by default only live ones are listed; SEEN is the time
+            since a subscriber's last report).
+            Otherwise one key=value line per interval until SIGINT or SIGTERM.
+            Rates are differences of the daemons' counters between two rounds over the elapsed time;
+            a subscriber's lag is the daemon's last_seq minus the seq through which it reported having
+            everything it follows.
+            """)
+    public static var help: String { spec.help }
 
-          --control E0,E1,…    the daemons' --control endpoints (default tcp://127.0.0.1:7703); with
-                               several shards, their figures are summed
-          --by-shard           several shards side by side (a column each, and their total)
-          --interval SECONDS   time between two stats requests (default 1; 0.2 to 3600)
-          --top N              rows of the failures table (default 5)
-          --timeout SECONDS    how long to wait for each round of answers (default: half the
-                               interval, at most 5); a daemon that does not answer shows "no answer"
-          --once               two rounds an interval apart, print them once and exit
-          --json               without a terminal (or with --once), one JSON object per interval
-        \(CurveClientKeys.help)
-
-        On a terminal: the full screen, keys q (quit), s (sort the failures and subscribers tables:
-        by rate/lag, by total/drops, by name), + and - (interval ×2, ÷2), b (summed / side by side),
-        g (gone subscribers shown / hidden: by default only live ones are listed; SEEN is the time
-        since a subscriber's last report).
-        Otherwise one key=value line per interval until SIGINT or SIGTERM.
-        Rates are differences of the daemons' counters between two rounds over the elapsed time;
-        a subscriber's lag is the daemon's last_seq minus the seq through which it reported having
-        everything it follows.
-        """
-
-    public var controls = ["tcp://127.0.0.1:7703"]
-    public var interval = 1.0
+    public var controls: [String]
+    public var interval: Double
     public var timeout: Double?
-    public var byShard = false
-    public var topN = 5
-    public var once = false
-    public var json = false
+    public var byShard: Bool
+    public var topN: Int
+    public var once: Bool
+    public var json: Bool
     public var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(
-            arguments, valued: Set(["control", "interval", "top", "timeout"]).union(CurveClientKeys.flags),
-            switches: ["by-shard", "once", "json"])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
-        if let v = args.value("control") {
-            controls = v.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            if controls.isEmpty { throw .init("--control needs at least one endpoint") }
-        }
-        interval = try Self.seconds(args, "interval", default: 1)
-        if args.value("timeout") != nil { timeout = try Self.seconds(args, "timeout", default: 5) }
-        topN = try args.int("top", default: 5, in: 1...100)
-        byShard = args.has("by-shard")
-        once = args.has("once")
-        json = args.has("json")
+        controls = try BusOptions.endpoints(args, Self.control)
+        interval = try Self.seconds(args, Self.interval)!
+        timeout = try Self.seconds(args, Self.timeout)
+        topN = try args.int(Self.top, in: 1...100)
+        byShard = args.has(Self.byShard)
+        once = args.has(Self.once)
+        json = args.has(Self.json)
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
     }
 
-    private static func seconds(_ args: CommandLineArguments, _ name: String, default d: Double)
-        throws(CommandLineArguments.UsageError) -> Double
+    private static func seconds(_ args: CommandLineArguments, _ option: CommandOption)
+        throws(CommandLineArguments.UsageError) -> Double?
     {
-        guard let raw = args.value(name) else { return d }
+        guard let raw = args.value(option) else { return nil }
         guard let v = Double(raw), v >= 0.2, v <= 3600 else {
-            throw .init("--\(name) must be a number of seconds from 0.2 to 3600, got \(raw)")
+            throw .init(.invalidValue, "--\(option.name) must be a number of seconds from 0.2 to 3600, got \(raw)")
         }
         return v
     }

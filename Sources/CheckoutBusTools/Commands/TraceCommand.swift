@@ -19,58 +19,53 @@ import CheckoutBusProtocol
 /// `--data-dir` it also reads the suppressed-id log there, to count the identical updates
 /// suppressed between published envelopes. Not `Sendable`; runs on the calling thread.
 public struct TraceCommand {
-    public static let help = """
-        checkoutbus trace — everything the bus's journal holds about one checkout, in order, and a verdict.
+    static let control = BusOptions.controlShards.described(
+        "the daemon's --control endpoint; for several shards, every shard's, comma-separated, in shard order: "
+            + "only the shard owning the checkout is asked")
+    static let format = BusOptions.format(
+        "pretty: one line per envelope and a verdict; json: one JSON object {\"checkout_id\",…,\"events\":[…],\"verdict\":…}")
+    static let timeout = BusOptions.timeout(10, "give up when the daemon does not answer a page")
+    static let dataDirectory = CommandOption(
+        "data-dir", "DIR",
+        help: "the daemon's data directory, when on its host: also count the identical updates suppressed between "
+            + "envelopes (from DIR/suppressed.log; updates with an event id)")
 
-        USAGE: checkoutbus trace CHECKOUT_ID [--control ENDPOINT] [--format pretty|json] [--timeout SECONDS]
-                                 [--data-dir DIR] [--curve-key FILE --curve-server FILE]
+    public static let spec = CommandSpec(
+        "checkoutbus trace", summary: "everything the bus's journal holds about one checkout, in order, and a verdict.",
+        operands: "CHECKOUT_ID",
+        operandHelp: [.init("CHECKOUT_ID", "the checkout_id as published (e.g. gid://shopify/Checkout/abc)")],
+        options: [control, format, timeout, dataDirectory] + CurveClientKeys.options,
+        notes: """
+            Every published envelope of the checkout is shown (seq, received_at, kind, summary, stable code,
+            repeat, after_complete) and the dead letters that named it. A producer's retry of an event id is
+            absorbed by the daemon and is not in the journal. Reads the whole retained journal: see
+            docs/commands.md for its cost.
 
-          CHECKOUT_ID          the checkout_id as published (e.g. gid://shopify/Checkout/abc)
-          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703); for several
-                               shards, every shard's, comma-separated, in shard order: only the shard owning
-                               the checkout is asked
-          --format FORMAT      pretty (default): one line per envelope and a verdict;
-                               json: one JSON object {"checkout_id",…,"events":[…],"verdict":…}
-          --timeout SECONDS    give up when the daemon does not answer a page (default 10)
-          --data-dir DIR       the daemon's data directory, when on its host: also count the identical updates
-                               suppressed between envelopes (from DIR/suppressed.log; updates with an event id)
-        \(CurveClientKeys.help)
-
-        Every published envelope of the checkout is shown (seq, received_at, kind, summary, stable code,
-        repeat, after_complete) and the dead letters that named it. A producer's retry of an event id is
-        absorbed by the daemon and is not in the journal. Reads the whole retained journal: see
-        docs/commands.md for its cost.
-
-        Exit status: 0 when the journal holds something about the checkout, 1 when it holds nothing,
-        2 for a usage error, 3 when the journal could not be read (no answer, wrong shard, an error).
-        """
+            Exit status: 0 when the journal holds something about the checkout, 1 when it holds nothing,
+            2 for a usage error, 3 when the journal could not be read (no answer, wrong shard, an error).
+            """)
+    public static var help: String { spec.help }
 
     public enum Format: Sendable { case pretty, json }
 
     package var checkoutID: String
-    package var controls = ["tcp://127.0.0.1:7703"]
-    package var format = Format.pretty
-    package var timeoutSeconds = 10
+    package var controls: [String]
+    package var format: Format
+    package var timeoutSeconds: Int
     package var dataDirectory: String?
     package var curve: CurveClientKeys?
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(
-            arguments, valued: Set(["control", "format", "timeout", "data-dir"]).union(CurveClientKeys.flags),
-            switches: [])
+        let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 1, !args.positionals[0].isEmpty else {
             throw .init("trace needs exactly one CHECKOUT_ID")
         }
         checkoutID = args.positionals[0]
-        if let v = args.value("control") { controls = try TailCommand.endpointList(v, flag: "control") }
-        switch args.value("format") {
-        case nil, "pretty": format = .pretty
-        case "json": format = .json
-        case let other?: throw .init("--format must be pretty or json, got \(other)")
-        }
-        timeoutSeconds = try args.int("timeout", default: 10, in: 1...3600)
-        dataDirectory = args.value("data-dir")
+        controls = try BusOptions.endpoints(args, Self.control)
+        format = try args.choice(Self.format, ["pretty": .pretty, "json": .json])
+        timeoutSeconds = try args.int(Self.timeout, in: 1...3600)
+        dataDirectory = args.value(Self.dataDirectory)
     }
 
     /// What went wrong reading the journal (exit status 3).
