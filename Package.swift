@@ -143,7 +143,7 @@ let package = Package(
                 "CheckoutBusClient", "CheckoutBusCore", "CheckoutBusDaemon", "CheckoutBusTools", "CheckoutBusProtocol",
                 "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "SQLite",
                 "checkoutbusd", "checkoutbus", "checkoutbus-fulfil", "checkoutbus-analytics", "checkoutbus-jetstream",
-                "async-seq-recorder", "CheckoutBusJetStream",
+                "async-seq-recorder", "CheckoutBusJetStream", "CheckoutBusWorkers",
             ],
             swiftSettings: swiftSettings
         ),

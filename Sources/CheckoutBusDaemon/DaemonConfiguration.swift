@@ -276,6 +276,10 @@ public struct DaemonConfiguration: Sendable {
     /// The daemon's setting `name` as a flag (``CommandOption``), for a tool that takes the same flag.
     package static func option(_ name: String) -> CommandOption { DaemonSetting.option(name) }
 
+    /// Every setting as a flag, in the order of `--help` (without `--help`, `--version` and
+    /// `--check-config`, which the executable handles).
+    package static var options: [CommandOption] { DaemonSetting.all.map(\.option) }
+
     /// Applies a value given for the daemon's setting `name` exactly as the daemon would (its checks,
     /// its `none`), for a tool that takes the same flag.
     package mutating func apply(_ name: String, _ value: String) throws(CommandLineArguments.UsageError) {

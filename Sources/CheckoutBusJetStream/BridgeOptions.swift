@@ -8,9 +8,9 @@ import CheckoutBusRuntime
 public struct BridgeOptions: Sendable {
     /// Each shard's `--publish` endpoint (`--from`, comma-separated), in shard order, or in the
     /// order of ``shardIDs`` when given.
-    public var publish = ["tcp://127.0.0.1:7702"]
+    public var publish = [DefaultEndpoints.publish]
     /// Each shard's `--control` endpoint (`--control`), in the same order.
-    public var control = ["tcp://127.0.0.1:7703"]
+    public var control = [DefaultEndpoints.control]
     /// The shards the endpoints are (`--shard-ids`), of a bus of ``shardCount`` (`--shard-count`);
     /// nil: the endpoints are the whole bus, endpoint `i` being shard `i`.
     public var shardIDs: [Int]?
@@ -75,24 +75,76 @@ public struct BridgeOptions: Sendable {
         return c
     }
 
-    static let valued: Set<String> = Set([
-        "from", "control", "name", "cursor", "receive-hwm", "log-level", "nats", "stream", "replicas", "max-age",
-        "max-bytes", "duplicate-window", "window", "ack-wait", "shard-ids", "shard-count", "subject-prefix",
-    ]).union(CurveClientKeys.flags)
-    static let switches: Set<String> = ["no-create"]
+    // The flags. Each default is the property's initial value above, written here as the flag
+    // takes it; `BridgeOptionsTests` checks that parsing no flags gives `BridgeOptions()`.
+    static let from = BusOptions.from.described("each shard's --publish endpoint, comma-separated in shard order")
+    static let controlOption = BusOptions.controlShards.described("each shard's --control endpoint, in the same order")
+    static let shardIDsOption = CommandOption(
+        "shard-ids", "I,J,…",
+        help: "bridge only these shards: --from and --control list shard I's endpoints, then J's, …; each is checked "
+            + "before anything is published. Several bridges, each of different shards, share the bus",
+        defaultNote: "the lists are every shard, in shard order 0…N-1")
+    static let shardCountOption = CommandOption("shard-count", "N", help: "the bus's number of shards; required with --shard-ids")
+    static let nameOption = CommandOption(
+        "name", "NAME", help: "the name this bridge reports under in the daemons' stats", default: "jetstream")
+    static let cursor = CommandOption(
+        "cursor", "PATH", help: "the last seq JetStream acknowledged (with N shards PATH.I-of-N for each shard I bridged)",
+        default: "checkoutbus-jetstream.cursor")
+    static let receiveHWM = CommandOption(
+        "receive-hwm", "N", help: "envelopes queued before ZeroMQ drops; drops are read again from the journal",
+        default: "100000")
+    /// `--nats`, also read by `verify` and `dump`.
+    static let nats = CommandOption("nats", "URLS", help: "NATS server URLs, comma-separated", default: "nats://127.0.0.1:4222")
+    /// `--stream`, also read by `verify` and `dump`.
+    static let streamOption = CommandOption(
+        "stream", "NAME", help: "the stream; subjects checkout.> and bus.deadletter", default: "CHECKOUTS")
+    static let subjectPrefixOption = CommandOption(
+        "subject-prefix", "P",
+        help: "publish to P.checkout.complete, P.bus.deadletter, …; a created stream takes P.checkout.> and P.bus.deadletter",
+        defaultNote: "no prefix")
+    static let noCreate = CommandOption("no-create", help: "refuse to start when the stream is missing instead of creating it")
+    static let replicasOption = CommandOption("replicas", "N", help: "replicas of a created stream, 1 to 5", default: "1")
+    static let maxAge = CommandOption("max-age", "DURATION", help: "age limit of a created stream (0: none)", default: "7d")
+    static let maxBytesOption = CommandOption("max-bytes", "N", help: "size limit of a created stream (-1: none)", default: "-1")
+    static let duplicateWindow = CommandOption(
+        "duplicate-window", "DURATION", help: "how long the stream remembers a Nats-Msg-Id", default: "10m")
+    static let windowOption = CommandOption(
+        "window", "N", help: "publishes awaiting their acknowledgement, at most", default: "4096")
+    static let ackWait = CommandOption(
+        "ack-wait", "DURATION", help: "a publish unacknowledged this long is sent again", default: "5s")
+
+    public static let spec = CommandSpec(
+        "checkoutbus-jetstream",
+        summary: "publish every envelope of the bus into a NATS JetStream stream, exactly once.",
+        groups: [
+            .init("Bus:", [from, controlOption, shardIDsOption, shardCountOption, nameOption, cursor, receiveHWM,
+                           BusLogger.Level.option]),
+            .init(nil, CurveClientKeys.options),
+            .init("JetStream:", [nats, streamOption, subjectPrefixOption, noCreate, replicasOption, maxAge, maxBytesOption,
+                                 duplicateWindow, windowOption, ackWait]),
+        ],
+        notes: """
+            Subjects are the bus's topics: checkout.start, checkout.update, checkout.complete,
+            checkout.fail.<code>, checkout.dismiss, bus.deadletter (after P. with --subject-prefix P).
+            Every message carries Nats-Msg-Id: <shard>:<seq>. See docs/jetstream.md.
+
+            checkoutbus-jetstream verify (count the stream's messages and ids) and checkoutbus-jetstream dump
+            (print its messages as JSON lines) read the stream back: checkoutbus-jetstream verify --help.
+            """)
+    public static var help: String { spec.help }
 
     /// Parses the bridge's flags.
     /// - Throws: a usage error naming the flag.
     public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> BridgeOptions {
-        let args = try CommandLineArguments(arguments, valued: valued, switches: switches)
+        let args = try spec.parse(arguments)
         guard args.positionals.isEmpty else { throw .init("unexpected argument \(args.positionals[0])") }
         var o = BridgeOptions()
-        if let v = args.value("from") { o.publish = try list(v, flag: "from") }
-        if let v = args.value("control") { o.control = try list(v, flag: "control") }
+        o.publish = try list(args.string(from), flag: from.name)
+        o.control = try list(args.string(controlOption), flag: controlOption.name)
         guard o.publish.count == o.control.count else {
             throw .init("--from lists \(o.publish.count) endpoints and --control \(o.control.count): one of each per shard, in shard order")
         }
-        switch (args.value("shard-ids"), args.value("shard-count")) {
+        switch (args.value(shardIDsOption), args.value(shardCountOption)) {
         case (nil, nil): break
         case (let ids?, let count?):
             let items = try list(ids, flag: "shard-ids")
@@ -115,7 +167,7 @@ public struct BridgeOptions: Sendable {
         case (nil, _?): throw .init("--shard-count goes with --shard-ids (without them the endpoints are the whole bus)")
         case (_?, nil): throw .init("--shard-ids needs --shard-count N, the bus's number of shards")
         }
-        if let v = args.value("subject-prefix") {
+        if let v = args.value(subjectPrefixOption) {
             let tokens = v.split(separator: ".", omittingEmptySubsequences: false)
             let valid = !v.isEmpty && v.utf8.count <= 200
                 && tokens.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F && $0 != UInt8(ascii: "*") && $0 != UInt8(ascii: ">") } }
@@ -124,40 +176,32 @@ public struct BridgeOptions: Sendable {
             }
             o.subjectPrefix = v
         }
-        if let v = args.value("name") {
-            guard !v.isEmpty, v.utf8.count <= 200 else { throw .init("--name must be 1 to 200 bytes") }
-            o.name = v
-        }
-        if let v = args.value("cursor") { o.cursorPath = v }
-        o.receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 100_000, in: 1...10_000_000))
+        let name = args.string(nameOption)
+        guard !name.isEmpty, name.utf8.count <= 200 else { throw .init("--name must be 1 to 200 bytes") }
+        o.name = name
+        o.cursorPath = args.string(cursor)
+        o.receiveHighWaterMark = Int32(try args.int(receiveHWM, in: 1...10_000_000))
         o.curve = try CurveClientKeys.parse(args)
-        if let v = args.value("log-level") {
-            guard let l = BusLogger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
-            o.logLevel = l
-        }
-        if let v = args.value("nats") { o.servers = try list(v, flag: "nats") }
-        if let v = args.value("stream") {
+        o.logLevel = try BusLogger.Level.parse(args)
+        o.servers = try list(args.string(nats), flag: nats.name)
+        do {
+            let v = args.string(streamOption)
             guard !v.isEmpty, v.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
                 throw .init("--stream must be letters, digits, _ and -")
             }
             o.stream = v
         }
-        o.createStream = !args.has("no-create")
-        o.replicas = try args.int("replicas", default: 1, in: 1...5)
-        if let v = args.value("max-age") { o.maxAgeNanoseconds = try duration(v, flag: "max-age") }
-        if let v = args.value("max-bytes") {
-            guard let n = Int64(v), n == -1 || n > 0 else { throw .init("--max-bytes must be -1 (no limit) or a positive integer") }
-            o.maxBytes = n
-        }
-        if let v = args.value("duplicate-window") {
-            o.duplicateWindowNanoseconds = try duration(v, flag: "duplicate-window")
-            guard o.duplicateWindowNanoseconds >= 1_000_000_000 else { throw .init("--duplicate-window must be at least 1s") }
-        }
-        o.window = try args.int("window", default: 4096, in: 1...1_000_000)
-        if let v = args.value("ack-wait") {
-            o.ackWaitMilliseconds = try duration(v, flag: "ack-wait") / 1_000_000
-            guard o.ackWaitMilliseconds >= 100 else { throw .init("--ack-wait must be at least 100ms") }
-        }
+        o.createStream = !args.has(noCreate)
+        o.replicas = try args.int(replicasOption, in: 1...5)
+        o.maxAgeNanoseconds = try duration(args.string(maxAge), flag: maxAge.name)
+        let bytes = args.string(maxBytesOption)
+        guard let n = Int64(bytes), n == -1 || n > 0 else { throw .init("--max-bytes must be -1 (no limit) or a positive integer") }
+        o.maxBytes = n
+        o.duplicateWindowNanoseconds = try duration(args.string(duplicateWindow), flag: duplicateWindow.name)
+        guard o.duplicateWindowNanoseconds >= 1_000_000_000 else { throw .init("--duplicate-window must be at least 1s") }
+        o.window = try args.int(windowOption, in: 1...1_000_000)
+        o.ackWaitMilliseconds = try duration(args.string(ackWait), flag: ackWait.name) / 1_000_000
+        guard o.ackWaitMilliseconds >= 100 else { throw .init("--ack-wait must be at least 100ms") }
         return o
     }
 
@@ -180,45 +224,4 @@ public struct BridgeOptions: Sendable {
         throw .init("--\(flag) must be 0 or a duration such as 500ms, 90s, 10m, 168h, 7d; got \(value)")
     }
 
-    public static let help = """
-        checkoutbus-jetstream — publish every envelope of the bus into a NATS JetStream stream, exactly once
-
-        usage: checkoutbus-jetstream [flags]
-               checkoutbus-jetstream verify --nats URLS --stream NAME   count the stream's messages and ids (JSON)
-               checkoutbus-jetstream dump --nats URLS --stream NAME     print its messages as JSON lines
-
-        Bus:
-          --from LIST          each shard's --publish endpoint, comma-separated in shard order
-                               (default tcp://127.0.0.1:7702)
-          --control LIST       each shard's --control endpoint, in the same order (default tcp://127.0.0.1:7703)
-          --shard-ids I,J,…    bridge only these shards: --from and --control list shard I's endpoints,
-                               then J's, …; each is checked before anything is published. Several
-                               bridges, each of different shards, share the bus (default: the lists
-                               are every shard, in shard order 0…N-1)
-          --shard-count N      the bus's number of shards; required with --shard-ids
-          --name NAME          the name this bridge reports under in the daemons' stats (default jetstream)
-          --cursor PATH        the last seq JetStream acknowledged (default ./checkoutbus-jetstream.cursor;
-                               with N shards PATH.I-of-N for each shard I bridged)
-          --receive-hwm N      envelopes queued before ZeroMQ drops (default 100000; drops are read again
-                               from the journal)
-          --log-level LEVEL    debug, info (default), warning, error
-        \(CurveClientKeys.help)
-        JetStream:
-          --nats LIST          NATS server URLs, comma-separated (default nats://127.0.0.1:4222)
-          --stream NAME        the stream (default CHECKOUTS); subjects checkout.> and bus.deadletter
-          --subject-prefix P   publish to P.checkout.complete, P.bus.deadletter, …; a created stream takes
-                               P.checkout.> and P.bus.deadletter (default: no prefix)
-          --no-create          refuse to start when the stream is missing instead of creating it
-          --replicas N         replicas of a created stream, 1 to 5 (default 1)
-          --max-age DURATION   age limit of a created stream (default 7d; 0: none)
-          --max-bytes N        size limit of a created stream (default -1: none)
-          --duplicate-window DURATION
-                               how long the stream remembers a Nats-Msg-Id (default 10m)
-          --window N           publishes awaiting their acknowledgement, at most (default 4096)
-          --ack-wait DURATION  a publish unacknowledged this long is sent again (default 5s)
-
-        Subjects are the bus's topics: checkout.start, checkout.update, checkout.complete,
-        checkout.fail.<code>, checkout.dismiss, bus.deadletter (after P. with --subject-prefix P).
-        Every message carries Nats-Msg-Id: <shard>:<seq>. See docs/jetstream.md.
-        """
 }

@@ -11,18 +11,24 @@ import CheckoutBusRuntime
 ///
 /// Not `Sendable`; runs on the calling thread.
 public struct StreamInspection {
-    public static let help = """
-        usage: checkoutbus-jetstream verify --nats URLS --stream NAME [--wait DURATION]
-               checkoutbus-jetstream dump --nats URLS --stream NAME [--from SEQ] [--wait DURATION]
+    static let from = CommandOption("from", "SEQ", help: "dump: the first stream sequence to print", default: "1")
+    static let wait = CommandOption(
+        "wait", "DURATION",
+        help: "a read that times out (a cluster that has just lost a node may place the reading consumer on the lost "
+            + "node until it notices the loss) is tried again, a second apart, for up to this long; dump tries again "
+            + "only while opening the stream, before it reads a message", default: "2m")
 
-        verify prints one JSON object: the stream's message count, how many distinct Nats-Msg-Id
-        values it holds, how many messages repeat an id, and per shard the count, lowest and
-        highest seq and how many seqs between them are missing. Exit 0 when no id repeats.
-        dump prints each message as a JSON line: stream_seq, subject, id, envelope.
-        A read that times out (a cluster that has just lost a node may place the reading consumer on
-        the lost node until it notices the loss) is tried again, a second apart, for up to --wait
-        (default 2m); dump tries again only while opening the stream, before it reads a message.
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus-jetstream", summary: "read a stream back: verify its ids, or dump its messages.",
+        operands: "verify | dump",
+        operandHelp: [
+            .init("verify", "print one JSON object: the stream's message count, how many distinct Nats-Msg-Id values "
+                  + "it holds, how many messages repeat an id, and per shard the count, lowest and highest seq and how "
+                  + "many seqs between them are missing. Exit 0 when no id repeats"),
+            .init("dump", "print each message as a JSON line: stream_seq, subject, id, envelope"),
+        ],
+        options: [BridgeOptions.nats, BridgeOptions.streamOption, from, wait])
+    public static var help: String { spec.help }
 
     let servers: [String]
     let stream: String
@@ -31,11 +37,11 @@ public struct StreamInspection {
     let waitNanoseconds: Int64
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(arguments, valued: ["nats", "stream", "from", "wait"], switches: [])
-        servers = try BridgeOptions.list(args.value("nats") ?? "nats://127.0.0.1:4222", flag: "nats")
-        stream = args.value("stream") ?? "CHECKOUTS"
-        from = UInt64(try args.int("from", default: 1, in: 1...Int.max))
-        waitNanoseconds = try BridgeOptions.duration(args.value("wait") ?? "2m", flag: "wait")
+        let args = try Self.spec.parse(arguments)
+        servers = try BridgeOptions.list(args.string(BridgeOptions.nats), flag: BridgeOptions.nats.name)
+        stream = args.string(BridgeOptions.streamOption)
+        from = UInt64(try args.int(Self.from, in: 1...Int.max))
+        waitNanoseconds = try BridgeOptions.duration(args.string(Self.wait), flag: Self.wait.name)
     }
 
     private func open() throws -> JetStream {

@@ -121,7 +121,7 @@ public struct CommandSpec: Sendable {
 
     /// `--help`, written from the declarations.
     public var help: String {
-        var out = "\(command) — \(summary)\n\n"
+        var out = HelpText.wrap("\(command) — \(summary)") + "\n"
         let usage = "USAGE: \(command)" + (operands.isEmpty ? "" : " " + operands)
         var items: [[String]] = groups.map { $0.options.map { "[" + $0.label + ($0.repeatable ? " …" : "") + "]" } }
         items = items.filter { !$0.isEmpty }
@@ -130,7 +130,7 @@ public struct CommandSpec: Sendable {
             out += "\n" + operandHelp.map { HelpText.entry($0.term, $0.text) }.joined()
         }
         for group in groups where !group.options.isEmpty {
-            out += "\n" + (group.title.map { $0 + "\n" } ?? "")
+            out += "\n" + (group.title.map(HelpText.wrap) ?? "")
             out += group.options.map(\.helpEntry).joined()
         }
         if !notes.isEmpty { out += "\n" + notes + (notes.hasSuffix("\n") ? "" : "\n") }
@@ -174,6 +174,21 @@ public enum HelpText {
             }
             line += (empty ? "" : " ") + word
             empty = false
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Text as lines of at most ``width`` columns, broken between words; ends with a newline.
+    public static func wrap(_ text: String) -> String {
+        var lines: [String] = []
+        var line = ""
+        for word in text.split(separator: " ") {
+            if !line.isEmpty && line.count + 1 + word.count > width {
+                lines.append(line)
+                line = ""
+            }
+            line += (line.isEmpty ? "" : " ") + word
         }
         lines.append(line)
         return lines.joined(separator: "\n") + "\n"

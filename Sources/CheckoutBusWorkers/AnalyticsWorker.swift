@@ -21,49 +21,53 @@ public struct AnalyticsOptions: Sendable {
 
     public init() {}
 
-    static let valued: Set<String> = WorkerOptions.valued.union(["cursor", "report", "interval", "checkpoint-events",
-                                                                   "max-checkouts"])
+    static let cursor = CommandOption(
+        "cursor", "PATH",
+        help: "checkpoint file: the whole funnel and the seq it matches, replaced atomically; restarted (even after "
+            + "kill -9) the worker resumes from it and counts each envelope exactly once. Without it: counts the whole "
+            + "retained journal, then live, in memory")
+    static let report = CommandOption("report", "PATH", help: "write the funnel as JSON here every interval and on exit")
+    static let interval = CommandOption(
+        "interval", "SECONDS", help: "summary on stderr, report and checkpoint this often",
+        default: String(AnalyticsOptions().intervalSeconds))
+    static let checkpointEvents = CommandOption(
+        "checkpoint-events", "N", help: "checkpoint after at most N envelopes as well",
+        default: String(AnalyticsOptions().checkpointEvents))
+    static let maxCheckouts = CommandOption(
+        "max-checkouts", "N", help: "checkouts remembered for abandonment and time to complete, least recently seen forgotten first",
+        default: String(AnalyticsOptions().maxCheckouts))
+
+    public static let spec = CommandSpec(
+        "checkoutbus-analytics", summary: "the checkout funnel, failures by code and revenue by currency, from the bus.",
+        groups: [.init(nil, [cursor, report, interval, checkpointEvents, maxCheckouts])]
+            + WorkerOptions.options(name: AnalyticsOptions().worker.name),
+        notes: """
+            Prints `analytics: subscribed` on stderr once its subscriptions are live, a summary line every
+            interval and on exit. SIGTERM/SIGINT: checkpoint, report, summary, exit 0.
+            """)
+    public static var help: String { spec.help }
 
     /// Parses the command line (without the program name).
     /// - Throws: a usage error naming the bad flag.
     public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> AnalyticsOptions {
-        let args = try CommandLineArguments(arguments, valued: valued, switches: [])
+        let args = try spec.parse(arguments)
         guard args.positionals.isEmpty else { throw .init("unexpected argument \(args.positionals[0])") }
         var o = AnalyticsOptions()
         try WorkerOptions.parse(args, into: &o.worker)
-        if let v = args.value("cursor") {
+        if let v = args.value(cursor) {
             guard !v.isEmpty else { throw .init("--cursor needs a path") }
             o.cursorPath = v
         }
-        if let v = args.value("report") {
+        if let v = args.value(report) {
             guard !v.isEmpty else { throw .init("--report needs a path") }
             o.reportPath = v
         }
-        o.intervalSeconds = try args.int("interval", default: 10, in: 1...86_400)
-        o.checkpointEvents = try args.int("checkpoint-events", default: 10_000, in: 1...100_000_000)
-        o.maxCheckouts = try args.int("max-checkouts", default: 100_000, in: 1...50_000_000)
+        o.intervalSeconds = try args.int(interval, in: 1...86_400)
+        o.checkpointEvents = try args.int(checkpointEvents, in: 1...100_000_000)
+        o.maxCheckouts = try args.int(maxCheckouts, in: 1...50_000_000)
         return o
     }
 
-    public static let help = """
-        checkoutbus-analytics — the checkout funnel, failures by code and revenue by currency, from the bus
-
-        Usage: checkoutbus-analytics [--cursor PATH] [--report PATH] [--interval SECONDS] [flags]
-
-          --cursor PATH            checkpoint file: the whole funnel and the seq it matches, replaced
-                                   atomically; restarted (even after kill -9) the worker resumes from it
-                                   and counts each envelope exactly once. Without it: counts the whole
-                                   retained journal, then live, in memory
-          --report PATH            write the funnel as JSON here every interval and on exit
-          --interval SECONDS       summary on stderr, report and checkpoint this often (default 10)
-          --checkpoint-events N    checkpoint after at most N envelopes as well (default 10000)
-          --max-checkouts N        checkouts remembered for abandonment and time to complete,
-                                   least recently seen forgotten first (default 100000)
-        \(WorkerOptions.help)
-
-        Prints `analytics: subscribed` on stderr once its subscriptions are live, a summary line every
-        interval and on exit. SIGTERM/SIGINT: checkpoint, report, summary, exit 0.
-        """
 }
 
 /// The analytics worker: the async ``Subscriber`` (one daemon, or every shard) on every lifecycle

@@ -313,47 +313,44 @@ public final class FulfilmentWorker {
         return nil
     }
 
-    public static let help = """
-        checkoutbus-fulfil — record every placed order exactly once in SQLite.
+    static let database = CommandOption(
+        "db", "PATH",
+        help: "the order store, created if missing: table `orders` (one row per idempotency_key), the worker's "
+            + "cursors (one row per shard: fulfil for a single daemon, fulfil.I-of-N for shard I of N) and `rejected`: "
+            + "envelopes it could not apply (unreadable, no idempotency_key or checkout_id), parked with their bytes "
+            + "and reason as the cursor passes them; re-drive or DELETE them (docs/workers.md)",
+        default: Options(worker: WorkerOptions(name: "")).databasePath)
+    static let sync = CommandOption(
+        "sync", "normal|full",
+        help: "SQLite's synchronous setting. normal is exactly-once already (the cursor rolls back with the orders and "
+            + "the journal replays them); full also makes each order durable on its own", default: "normal")
+    static let cursor = CommandOption(
+        "cursor", "PATH", help: "not taken: the worker's cursor lives in --db, committed with each order (refused)")
 
-        USAGE: checkoutbus-fulfil [--db PATH] [--sync normal|full] [--from ENDPOINT] [--control ENDPOINT]
-                                  [--name NAME] [--receive-hwm N] [--log-level LEVEL]
-
-          --db PATH            the order store, created if missing (default ./orders.sqlite): table
-                               `orders` (one row per idempotency_key), the worker's cursors (one
-                               row per shard: fulfil for a single daemon, fulfil.I-of-N for shard I of N)
-                               and `rejected`: envelopes it could not apply (unreadable, no
-                               idempotency_key or checkout_id), parked with their bytes and reason
-                               as the cursor passes them; re-drive or DELETE them (docs/workers.md)
-          --sync MODE          normal (default) or full: SQLite's synchronous setting. normal is
-                               exactly-once already (the cursor rolls back with the orders and the
-                               journal replays them); full also makes each order durable on its own
-        \(WorkerOptions.help)
-
-        Subscribes to checkout.complete and checkout.fail. Each envelope and the cursor commit in one
-        transaction, so kill -9 at any moment neither loses nor doubles an order; on restart the worker
-        replays from its cursor. A repeated complete only raises last_seen_seq; a fail after complete is
-        noted on the order (failed_after_complete, last_fail_code) and never undoes it. The cursor lives
-        in --db (not in a --cursor file) because it must commit with the order.
-        Prints `fulfil: subscribed` on stderr once live; SIGTERM/SIGINT stop it cleanly.
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus-fulfil", summary: "record every placed order exactly once in SQLite.",
+        groups: [.init(nil, [database, sync, cursor])] + WorkerOptions.options(name: "fulfil-<pid>"),
+        notes: """
+            Subscribes to checkout.complete and checkout.fail. Each envelope and the cursor commit in one
+            transaction, so kill -9 at any moment neither loses nor doubles an order; on restart the worker
+            replays from its cursor. A repeated complete only raises last_seen_seq; a fail after complete is
+            noted on the order (failed_after_complete, last_fail_code) and never undoes it. The cursor lives
+            in --db (not in a --cursor file) because it must commit with the order.
+            Prints `fulfil: subscribed` on stderr once live; SIGTERM/SIGINT stop it cleanly.
+            """)
+    public static var help: String { spec.help }
 
     /// Parses the worker's flags.
     public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> Options {
-        let args = try CommandLineArguments(arguments, valued: WorkerOptions.valued.union(["db", "sync", "cursor"]),
-                                            switches: ["help"])
+        let args = try spec.parse(arguments)
         var worker = WorkerOptions(name: "fulfil-\(getpid())")
         try WorkerOptions.parse(args, into: &worker)
-        if args.value("cursor") != nil {
+        if args.value(cursor) != nil {
             throw .init("--cursor is not used by checkoutbus-fulfil: its cursor lives in --db, committed with each order")
         }
         var o = Options(worker: worker)
-        if let v = args.value("db") { o.databasePath = v }
-        switch args.value("sync") {
-        case nil, "normal": o.fullSync = false
-        case "full": o.fullSync = true
-        case let other?: throw .init("--sync must be normal or full, got \(other)")
-        }
+        o.databasePath = args.string(database)
+        o.fullSync = try args.choice(sync, ["normal": false, "full": true])
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
         return o
     }

@@ -9,9 +9,9 @@ import SQLite
 /// `Sendable`.
 public struct WorkerOptions: Sendable {
     /// Every shard's `--publish` endpoint, in shard order (`--from A,B,C`; one for a single daemon).
-    public var publishEndpoints = ["tcp://127.0.0.1:7702"]
+    public var publishEndpoints = [DefaultEndpoints.publish]
     /// Every shard's `--control` endpoint, in the order of ``publishEndpoints`` (`--control X,Y,Z`).
-    public var controlEndpoints = ["tcp://127.0.0.1:7703"]
+    public var controlEndpoints = [DefaultEndpoints.control]
     /// The (first) daemon's `--publish` endpoint; setting it makes the list that one endpoint.
     public var publish: String {
         get { publishEndpoints[0] }
@@ -32,16 +32,33 @@ public struct WorkerOptions: Sendable {
     /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
     public var curve: CurveClientKeys?
 
-    /// Flags with a value that ``parse(_:into:)`` reads; a worker adds its own.
-    public static let valued: Set<String> = Set(["from", "control", "name", "receive-hwm", "log-level"])
-        .union(CurveClientKeys.flags)
+    static let from = BusOptions.from
+    static let control = BusOptions.controlShards.described(
+        "the daemon's --control endpoint; for several shards, every shard's, in the same order as --from. Each "
+            + "shard's heartbeat is checked against its position: a wrong or incomplete list is refused")
+    /// `--name`, with the worker's own default.
+    static func name(default note: String) -> CommandOption {
+        CommandOption("name", "NAME", help: "the name this worker reports its drops under in the daemon's stats",
+                      defaultNote: note)
+    }
+    static let receiveHWM = CommandOption(
+        "receive-hwm", "N",
+        help: "envelopes queued for this worker before ZeroMQ drops; drops are fetched again from the journal either way",
+        default: String(WorkerOptions(name: "").receiveHighWaterMark))
+
+    /// The flags ``parse(_:into:)`` reads, under their heading in a worker's `--help`; `name` is
+    /// the worker's default name as `--help` says it.
+    public static func options(name: String) -> [CommandSpec.Group] {
+        [.init("The bus (every worker):", [from, control, Self.name(default: name), receiveHWM, BusLogger.Level.option]),
+         .init(nil, CurveClientKeys.options)]
+    }
 
     public init(name: String) { self.name = name }
 
     /// Reads the shared flags from parsed arguments.
     public static func parse(_ args: CommandLineArguments, into o: inout WorkerOptions) throws(CommandLineArguments.UsageError) {
-        if let v = args.value("from") { o.publishEndpoints = try BusOptions.endpoints(v, flag: "from") }
-        if let v = args.value("control") { o.controlEndpoints = try BusOptions.endpoints(v, flag: "control") }
+        o.publishEndpoints = try BusOptions.endpoints(args, from)
+        o.controlEndpoints = try BusOptions.endpoints(args, control)
         guard o.publishEndpoints.count == o.controlEndpoints.count else {
             throw .init("--from lists \(o.publishEndpoints.count) endpoints and --control \(o.controlEndpoints.count): "
                         + "give every shard's publish and control endpoints, in the same shard order")
@@ -50,12 +67,9 @@ public struct WorkerOptions: Sendable {
             guard !v.isEmpty, v.utf8.count <= 200 else { throw .init("--name must be 1 to 200 bytes") }
             o.name = v
         }
-        o.receiveHighWaterMark = Int32(try args.int("receive-hwm", default: 100_000, in: 1...10_000_000))
+        o.receiveHighWaterMark = Int32(try args.int(receiveHWM, in: 1...10_000_000))
         o.curve = try CurveClientKeys.parse(args)
-        if let v = args.value("log-level") {
-            guard let l = BusLogger.Level(name: v) else { throw .init("--log-level must be debug, info, warning or error") }
-            o.logLevel = l
-        }
+        o.logLevel = try BusLogger.Level.parse(args)
     }
 
     /// The subscriber options for these flags and `prefixes` (the first shard's endpoints).
@@ -75,17 +89,4 @@ public struct WorkerOptions: Sendable {
         }
     }
 
-    /// Help text for the shared flags.
-    public static let help = """
-          --from ENDPOINT      the daemon's --publish endpoint (default tcp://127.0.0.1:7702); for several
-                               shards, every shard's, comma-separated, in shard order (0 first)
-          --control ENDPOINT   the daemon's --control endpoint (default tcp://127.0.0.1:7703); for several
-                               shards, every shard's, in the same order. Each shard's heartbeat is
-                               checked against its position: a wrong or incomplete list is refused
-          --name NAME          the name this worker reports its drops under in the daemon's stats
-          --receive-hwm N      envelopes queued for this worker before ZeroMQ drops (default 100000);
-                               drops are fetched again from the journal either way
-          --log-level LEVEL    debug, info (default), warning, error
-        \(CurveClientKeys.help)
-        """
 }

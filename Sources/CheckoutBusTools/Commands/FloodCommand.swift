@@ -12,71 +12,86 @@ import ZeroMQ
 /// `checkoutbus flood`: synthetic lifecycles against a running daemon, checked against what the
 /// generator knows the daemon must publish. Not `Sendable`; runs on the calling thread.
 public struct FloodCommand {
-    public static let help = """
-        checkoutbus flood — drive a running daemon with synthetic checkout lifecycles and check the result.
+    static let to = BusOptions.to.defaulting(
+        to: nil, note: "\(DefaultEndpoints.ingest); with --acked \(DefaultEndpoints.ingestAcked)").described(
+        "the daemon's --ingest endpoint (with --acked its --ingest-acked endpoint), or a `checkoutbus route` front's "
+            + "--listen endpoint")
+    static let shards = CommandOption(
+        "shards", "E0,E1,…",
+        help: "route each event to the shard owning its checkout (docs/sharding.md): the shards' --ingest "
+            + "(--ingest-acked) endpoints, in shard order (instead of --to)")
+    static let from = BusOptions.from.described(
+        "the daemon's --publish endpoint; with shards, every shard's, comma-separated (any order): the subscriber "
+            + "waits for a heartbeat from each, and counts what all of them publish")
+    static let checkouts = CommandOption(
+        "checkouts", "N",
+        help: "checkouts to generate; each is a whole lifecycle drawn from every raw family and platform spelling: "
+            + "starts, updates with identical repeats (to be suppressed), completes and repeated completes, failures, "
+            + "failures before start, dismissals, Primer retries. Generated as sent: any number costs the same memory",
+        default: "10000")
+    static let seed = CommandOption("seed", "S", help: "generator seed: the same seed, the same lifecycles", default: "1")
+    static let rate = CommandOption("rate", "R", help: "events per second over all producers", defaultNote: "flat out")
+    static let count = CommandOption("count", "N", help: "send at most N events")
+    static let duration = CommandOption("duration", "SECONDS", help: "stop sending after this long")
+    static let producers = CommandOption(
+        "producers", "N",
+        help: "connections sending at once, each its own thread and share of the checkouts (a checkout's events always "
+            + "use one connection)", default: "1")
+    static let acked = CommandOption(
+        "acked", help: "send on the acknowledged ingest (DEALER) and report acknowledgement latency")
+    static let window = CommandOption("window", "N", help: "events in flight per acknowledged producer", default: "1000")
+    static let subscribers = CommandOption(
+        "subscribers", "N", help: "subscribers, each receiving everything; every one must receive what the generator expects",
+        default: "1")
+    static let metrics = CommandOption(
+        "metrics", "HOST:PORT",
+        help: "the daemon's --metrics address: its own arrival-to-publication histogram over the run is reported beside "
+            + "flood's figures")
+    static let timeline = CommandOption("timeline", "FILE", help: "one JSON object per second of the run (docs/commands.md)")
+    static let report = CommandOption("report", "FILE.html", help: "the timeline as a self-contained page of SVG charts")
+    static let json = CommandOption(
+        "json", help: "print the report as one JSON object (with its run: command, build, host, start; and its seconds, for --compare)")
+    static let compare = CommandOption(
+        "compare", "OLD.json",
+        help: "a run to compare with (what an earlier `flood --json` printed): its figures beside this run's, with "
+            + "ratios, and its published rate and p99 drawn dashed in --report")
+    static let sweepOption = CommandOption(
+        "sweep", "FROM:TO[:STEP]",
+        help: "find the highest rate the bus sustains within --slo: fixed-rate runs of --step-seconds each at FROM, "
+            + "FROM+STEP, … TO events/s (STEP default (TO-FROM)/5), each a run of its own; climbs to the first step "
+            + "that misses the SLO or loses anything twice, runs the step below again (and below that, until one holds "
+            + "twice), and prints the table and the answer (exit 0 with an answer, 1 with none)")
+    static let sloOption = CommandOption(
+        "slo", "PERCENTILE=TIME",
+        help: "with --sweep: the latency a step must hold, p50, p90, p99 or p99.9 of what the subscribers measured, in "
+            + "us, ms or s (p99=5ms)")
+    static let stepSecondsOption = CommandOption(
+        "step-seconds", "N",
+        help: "with --sweep: how long each step runs; a sweep takes none of --rate, --duration, --count, --report, "
+            + "--timeline, --metrics, --compare", default: "20")
 
-        USAGE: checkoutbus flood [--to ENDPOINT | --shards E0,E1,…] [--from P[,P1,…]] [--checkouts N] [--seed S]
-                                 [--rate EVENTS_PER_SECOND] [--count N] [--duration SECONDS]
-                                 [--producers N] [--acked] [--window N] [--subscribers N]
-                                 [--metrics HOST:PORT] [--timeline FILE] [--report FILE.html] [--json]
-                                 [--compare OLD.json] [--sweep FROM:TO[:STEP] --slo p99=5ms [--step-seconds N]]
-
-          --to ENDPOINT        the daemon's --ingest endpoint (default tcp://127.0.0.1:7700; with --acked
-                               its --ingest-acked endpoint, default tcp://127.0.0.1:7701), or a
-                               `checkoutbus route` front's --listen endpoint
-          --shards E0,E1,…     route each event to the shard owning its checkout (docs/sharding.md):
-                               the shards' --ingest (--ingest-acked) endpoints, in shard order (instead of --to)
-          --from P[,P1,…]      the daemon's --publish endpoint (default tcp://127.0.0.1:7702); with
-                               shards, every shard's, comma-separated (any order): the subscriber
-                               waits for a heartbeat from each, and counts what all of them publish
-          --checkouts N        checkouts to generate (default 10000); each is a whole lifecycle drawn from
-                               every raw family and platform spelling: starts, updates with identical
-                               repeats (to be suppressed), completes and repeated completes, failures,
-                               failures before start, dismissals, Primer retries. Generated as sent:
-                               any number costs the same memory
-          --seed S             generator seed (default 1): the same seed, the same lifecycles
-          --rate R             events per second over all producers (default: flat out)
-          --count N            send at most N events
-          --duration SECONDS   stop sending after this long
-          --producers N        connections sending at once, each its own thread and share of the
-                               checkouts (default 1; a checkout's events always use one connection)
-          --acked              send on the acknowledged ingest (DEALER) and report acknowledgement latency
-          --window N           events in flight per acknowledged producer (default 1000)
-          --subscribers N      subscribers, each receiving everything (default 1); every one must
-                               receive what the generator expects
-          --metrics HOST:PORT  the daemon's --metrics address: its own arrival-to-publication histogram
-                               over the run is reported beside flood's figures
-          --timeline FILE      one JSON object per second of the run (docs/commands.md)
-          --report FILE.html   the timeline as a self-contained page of SVG charts
-          --json               print the report as one JSON object (with its run: command, build,
-                               host, start; and its seconds, for --compare)
-          --compare OLD.json   a run to compare with (what an earlier `flood --json` printed): its
-                               figures beside this run's, with ratios, and its published rate and
-                               p99 drawn dashed in --report
-          --sweep FROM:TO[:STEP]  find the highest rate the bus sustains within --slo: fixed-rate runs
-                               of --step-seconds each (default 20) at FROM, FROM+STEP, … TO events/s
-                               (STEP default (TO-FROM)/5), each a run of its own; climbs to the first
-                               step that misses the SLO or loses anything twice, runs the step below
-                               again (and below that, until one holds twice), and prints the table and
-                               the answer (exit 0 with an answer, 1 with none)
-          --slo PERCENTILE=TIME  with --sweep: the latency a step must hold, p50, p90, p99 or p99.9 of
-                               what the subscribers measured, in us, ms or s (p99=5ms)
-          --step-seconds N     with --sweep: how long each step runs (default 20); a sweep takes none of
-                               --rate, --duration, --count, --report, --timeline, --metrics, --compare
-
-        The report gives sent, published by kind and suppressed — each against what the generator
-        expects — dead letters, throughput, end-to-end latency percentiles measured by the subscribers
-        (and acknowledgement latency with --acked), flood's own CPU per event, how far its producers
-        fell behind their schedule and how busy its subscribers were, and who limited the run: the
-        bus, the requested rate, or flood itself (then its figures describe the tool, not the bus).
-        With shards the counts are the sum over every shard; a dead letter (a wrong_shard among them:
-        an event that reached a shard not owning its checkout) makes the run fail.
-        A live progress line goes to stderr on a terminal. SIGINT or SIGTERM stops sending, waits up
-        to 2 s for what is in flight and prints the report so far, marked interrupted (exit 130).
-        Exits 1 on any unexpected loss or extra.
-        \(CurveClientKeys.help)
-          (flood's one key is used by its producers and its subscribers: list it in both directories)
-        """
+    public static let spec = CommandSpec(
+        "checkoutbus flood", summary: "drive a running daemon with synthetic checkout lifecycles and check the result.",
+        groups: [
+            .init(nil, [to, shards, from, checkouts, seed, rate, count, duration, producers, acked, window, subscribers]),
+            .init(nil, [metrics, timeline, report, json, compare]),
+            .init("Finding the sustainable rate:", [sweepOption, sloOption, stepSecondsOption]),
+            .init("CURVE (flood's one key is used by its producers and its subscribers: list it in both directories):",
+                  CurveClientKeys.options),
+        ],
+        notes: """
+            The report gives sent, published by kind and suppressed — each against what the generator
+            expects — dead letters, throughput, end-to-end latency percentiles measured by the subscribers
+            (and acknowledgement latency with --acked), flood's own CPU per event, how far its producers
+            fell behind their schedule and how busy its subscribers were, and who limited the run: the
+            bus, the requested rate, or flood itself (then its figures describe the tool, not the bus).
+            With shards the counts are the sum over every shard; a dead letter (a wrong_shard among them:
+            an event that reached a shard not owning its checkout) makes the run fail.
+            A live progress line goes to stderr on a terminal. SIGINT or SIGTERM stops sending, waits up
+            to 2 s for what is in flight and prints the report so far, marked interrupted (exit 130).
+            Exits 1 on any unexpected loss or extra.
+            """)
+    public static var help: String { spec.help }
 
     /// The run the flags describe.
     package var configuration: FloodRun.Configuration
@@ -89,32 +104,24 @@ public struct FloodCommand {
     /// `--sweep FROM:TO[:STEP]` and `--slo`.
     package var sweep: (from: Int, to: Int, step: Int)?
     package var slo: (quantile: Double, name: String, micros: Double)?
-    package var stepSeconds = 20
+    package var stepSeconds: Int
 
     /// Exit status of a run stopped by SIGINT or SIGTERM.
     public static let interruptedStatus: Int32 = 130
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
-        let args = try CommandLineArguments(
-            arguments, valued: Set(["to", "shards", "from", "checkouts", "seed", "rate", "count", "duration", "producers",
-                                    "compare", "sweep", "slo", "step-seconds",
-                                    "subscribers", "window", "metrics", "timeline", "report"]).union(CurveClientKeys.flags),
-            switches: ["json", "acked"])
-        let acked = args.has("acked")
-        var ingest = [acked ? "tcp://127.0.0.1:7701" : "tcp://127.0.0.1:7700"]
-        var publish = ["tcp://127.0.0.1:7702"]
-        if let v = args.value("to") { ingest = [v] }
-        if let list = args.value("shards") {
+        let args = try Self.spec.parse(arguments)
+        let acked = args.has(Self.acked)
+        var ingest = [args.value(Self.to) ?? (acked ? DefaultEndpoints.ingestAcked : DefaultEndpoints.ingest)]
+        if let list = args.value(Self.shards) {
             guard args.value("to") == nil else { throw .init("give --to (one daemon or a route) or --shards (every shard), not both") }
             ingest = try ShardRouter.parseEndpoints(list, flag: "shards")
         }
-        if let list = args.value("from") { publish = try ShardRouter.parseEndpoints(list, flag: "from", ordered: false) }
-        let checkouts = try args.int("checkouts", default: 10_000, in: 1...50_000_000)
-        let seed = UInt64(try args.int("seed", default: 1, in: 0...Int.max))
-        var rate: Double?
-        var duration: Double?
-        if args.value("rate") != nil { rate = Double(try args.int("rate", default: 0, in: 1...10_000_000)) }
-        if args.value("duration") != nil { duration = Double(try args.int("duration", default: 0, in: 1...86_400)) }
+        let publish = try ShardRouter.parseEndpoints(args.string(Self.from), flag: "from", ordered: false)
+        let checkouts = try args.int(Self.checkouts, in: 1...50_000_000)
+        let seed = UInt64(try args.int(Self.seed, in: 0...Int.max))
+        let rate = try args.optionalInt(Self.rate, in: 1...10_000_000).map(Double.init)
+        let duration = try args.optionalInt(Self.duration, in: 1...86_400).map(Double.init)
         // The process id keeps two runs' event ids apart; written in seven digits so that every
         // run's ids are as long as each other's (what the daemon does per event — hashing ids,
         // state-table keys — then does not vary with the pid: `scripts/instructions-per-event`).
@@ -127,16 +134,17 @@ public struct FloodCommand {
         configuration.acked = acked
         configuration.rate = rate
         configuration.duration = duration
-        if args.value("count") != nil { configuration.count = try args.int("count", default: 0, in: 1...Int.max) }
-        configuration.producers = try args.int("producers", default: 1, in: 1...256)
-        configuration.subscribers = try args.int("subscribers", default: 1, in: 1...64)
-        configuration.window = try args.int("window", default: 1000, in: 1...1_000_000)
-        metrics = args.value("metrics")
-        timeline = args.value("timeline")
-        htmlReport = args.value("report")
-        json = args.has("json")
-        comparePath = args.value("compare")
-        if let v = args.value("sweep") {
+        configuration.count = try args.optionalInt(Self.count, in: 1...Int.max)
+        configuration.producers = try args.int(Self.producers, in: 1...256)
+        configuration.subscribers = try args.int(Self.subscribers, in: 1...64)
+        configuration.window = try args.int(Self.window, in: 1...1_000_000)
+        metrics = args.value(Self.metrics)
+        timeline = args.value(Self.timeline)
+        htmlReport = args.value(Self.report)
+        json = args.has(Self.json)
+        comparePath = args.value(Self.compare)
+        stepSeconds = try args.int(Self.stepSecondsOption, in: 2...3600)
+        if let v = args.value(Self.sweepOption) {
             let parts = v.split(separator: ":").map { Int($0) }
             guard parts.count == 2 || parts.count == 3, parts.allSatisfy({ $0 != nil && $0! > 0 && $0! <= 10_000_000 }),
                 parts[0]! < parts[1]!
@@ -145,7 +153,7 @@ public struct FloodCommand {
             }
             let step = parts.count == 3 ? parts[2]! : max(1, (parts[1]! - parts[0]!) / 5)
             sweep = (parts[0]!, parts[1]!, step)
-            guard let text = args.value("slo") else { throw .init("--sweep needs --slo, such as --slo p99=5ms") }
+            guard let text = args.value(Self.sloOption) else { throw .init("--sweep needs --slo, such as --slo p99=5ms") }
             slo = try FloodCommand.parseSLO(text)
             if rate != nil || duration != nil || args.value("count") != nil {
                 throw .init("--sweep sets each step's rate and length: leave out --rate, --duration and --count")
@@ -153,7 +161,6 @@ public struct FloodCommand {
             if let flag = ["report", "timeline", "metrics", "compare"].first(where: { args.value($0) != nil }) {
                 throw .init("--\(flag) describes one run; a sweep is several: run the answer's rate alone with --\(flag)")
             }
-            stepSeconds = try args.int("step-seconds", default: 20, in: 2...3600)
         } else if args.value("slo") != nil || args.value("step-seconds") != nil {
             throw .init("--slo and --step-seconds go with --sweep")
         }
