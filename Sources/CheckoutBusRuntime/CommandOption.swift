@@ -254,6 +254,9 @@ extension CommandLineArguments {
         return match.value
     }
 
+    /// Whether the flag was given on the command line (not its environment variable or default).
+    public func given(_ option: CommandOption) -> Bool { value(option.name) != nil || has(option.name) }
+
     /// Whether the switch was given.
     public func has(_ option: CommandOption) -> Bool { has(option.name) }
 

@@ -68,23 +68,23 @@ public struct CursorCommand {
             throw .init("expected `cursor show PATH` or `cursor set PATH …`")
         }
         path = args.positionals[1]
-        let moves = ["to-seq", "to-time", "shift-by"].filter { args.value($0) != nil }
+        let moves = [Self.toSeq, Self.toTime, Self.shiftBy].filter(args.given)
         if args.positionals[0] == "show" {
-            guard moves.isEmpty else { throw .init("--\(moves[0]) moves a cursor: use `cursor set`") }
+            guard moves.isEmpty else { throw .init("--\(moves[0].name) moves a cursor: use `cursor set`") }
         } else {
             guard moves.count == 1 else { throw .init("cursor set needs exactly one of --to-seq, --to-time, --shift-by") }
-            switch moves[0] {
-            case "to-seq":
+            switch moves[0].name {
+            case Self.toSeq.name:
                 action = .toSeq(Int64(try args.optionalInt(Self.toSeq, in: 1...Int.max)!))
-            case "to-time":
+            case Self.toTime.name:
                 do {
-                    switch try JournalPosition.parse(args.value("to-time")!, now: BusClock.wallMilliseconds()) {
+                    switch try JournalPosition.parse(args.value(Self.toTime)!, now: BusClock.wallMilliseconds()) {
                     case .seq(let seq): action = .toSeq(max(1, seq))
                     case .time(let ms): action = .toTime(ms)
                     }
                 } catch { throw .init("--to-time: \(error)") }
             default:
-                guard let n = Int64(args.value("shift-by")!) else { throw .init("--shift-by takes a whole number, such as 1 or -500") }
+                guard let n = Int64(args.value(Self.shiftBy)!) else { throw .init("--shift-by takes a whole number, such as 1 or -500") }
                 action = .shiftBy(n)
             }
         }

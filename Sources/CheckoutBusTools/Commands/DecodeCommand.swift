@@ -59,7 +59,7 @@ public struct DecodeCommand {
         // The daemon's flags mean what they mean to the daemon: its own setting applies them.
         var daemon = DaemonConfiguration()
         for option in [Self.buyerData, Self.errorMap] {
-            if let v = args.value(option.name) { try daemon.apply(option.name, v) }
+            if args.given(option), let v = args.value(option) { try daemon.apply(option.name, v) }
         }
         options = daemon.processor
         errorMapPath = daemon.errorMapPath

@@ -114,7 +114,7 @@ public struct FloodCommand {
         let acked = args.has(Self.acked)
         var ingest = [args.value(Self.to) ?? (acked ? DefaultEndpoints.ingestAcked : DefaultEndpoints.ingest)]
         if let list = args.value(Self.shards) {
-            guard args.value("to") == nil else { throw .init("give --to (one daemon or a route) or --shards (every shard), not both") }
+            guard !args.given(Self.to) else { throw .init("give --to (one daemon or a route) or --shards (every shard), not both") }
             ingest = try ShardRouter.parseEndpoints(list, flag: "shards")
         }
         let publish = try ShardRouter.parseEndpoints(args.string(Self.from), flag: "from", ordered: false)
@@ -155,13 +155,13 @@ public struct FloodCommand {
             sweep = (parts[0]!, parts[1]!, step)
             guard let text = args.value(Self.sloOption) else { throw .init("--sweep needs --slo, such as --slo p99=5ms") }
             slo = try FloodCommand.parseSLO(text)
-            if rate != nil || duration != nil || args.value("count") != nil {
+            if rate != nil || duration != nil || args.given(Self.count) {
                 throw .init("--sweep sets each step's rate and length: leave out --rate, --duration and --count")
             }
             if let flag = ["report", "timeline", "metrics", "compare"].first(where: { args.value($0) != nil }) {
                 throw .init("--\(flag) describes one run; a sweep is several: run the answer's rate alone with --\(flag)")
             }
-        } else if args.value("slo") != nil || args.value("step-seconds") != nil {
+        } else if args.given(Self.sloOption) || args.given(Self.stepSecondsOption) {
             throw .init("--slo and --step-seconds go with --sweep")
         }
     }

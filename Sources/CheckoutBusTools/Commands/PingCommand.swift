@@ -41,8 +41,8 @@ public struct PingCommand {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         controls = try BusOptions.endpoints(args, Self.control)
-        if let v = args.value("healthz") {
-            if args.value("control") != nil { throw .init("--healthz and --control are two kinds of ping: give one") }
+        if let v = args.value(Self.healthz) {
+            if args.given(Self.control) { throw .init("--healthz and --control are two kinds of ping: give one") }
             guard v.split(separator: ":").count == 2, let port = Int(v.split(separator: ":")[1]), (1...65535).contains(port) else {
                 throw .init("--healthz takes HOST:PORT (the daemon's --metrics, 127.0.0.1:7780), got \(v)")
             }

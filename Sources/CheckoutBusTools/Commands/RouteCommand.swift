@@ -76,16 +76,16 @@ public struct RouteCommand {
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         options.curve = try CurveClientKeys.parse(args)
-        if let list = args.value("shards") {
+        if let list = args.value(Self.shards) {
             options.shards = try ShardRouter.parseEndpoints(list, flag: "shards")
             options.listen = args.string(Self.listen)
-        } else if args.value("listen") != nil {
+        } else if args.given(Self.listen) {
             throw .init("--listen needs --shards (the shards' --ingest endpoints)")
         }
-        if let list = args.value("shards-acked") {
+        if let list = args.value(Self.shardsAcked) {
             options.shardsAcked = try ShardRouter.parseEndpoints(list, flag: "shards-acked")
             options.listenAcked = args.string(Self.listenAcked)
-        } else if args.value("listen-acked") != nil {
+        } else if args.given(Self.listenAcked) {
             throw .init("--listen-acked needs --shards-acked (the shards' --ingest-acked endpoints)")
         }
         guard !options.shards.isEmpty || !options.shardsAcked.isEmpty else {

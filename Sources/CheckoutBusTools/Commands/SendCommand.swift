@@ -67,7 +67,7 @@ public struct SendCommand {
         acked = args.has(Self.acked)
         endpoint = args.value(Self.to) ?? (acked ? DefaultEndpoints.ingestAcked : DefaultEndpoints.ingest)
         if let list = args.value(Self.shards) {
-            guard args.value("to") == nil else { throw .init("give --to (one daemon) or --shards (every shard), not both") }
+            guard !args.given(Self.to) else { throw .init("give --to (one daemon) or --shards (every shard), not both") }
             shards = try ShardRouter.parseEndpoints(list, flag: "shards")
         }
         timeoutSeconds = try args.int(Self.timeout, in: 1...86_400)
