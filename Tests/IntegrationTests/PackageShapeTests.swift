@@ -76,6 +76,29 @@ struct PackageShapeTests {
         }
     }
 
+    @Test("the tools import the daemon only where they run its own code")
+    func toolsReachTheDaemonRarely() throws {
+        // Each file, and the daemon's code it runs: everything else reaches a daemon over the wire,
+        // through the protocol, the client and the runtime.
+        let allowed: [String: String] = [
+            "Commands/DecodeCommand.swift": "the daemon's processor and settings, offline",
+            "Commands/JournalBenchmark.swift": "the journal, benchmarked",
+            "Commands/TraceCommand.swift": "the suppressed-id log's reader",
+            "Commands/RouteCommand.swift": "the shards' --max-message-bytes and the loopback check",
+        ]
+        let dir = Products.repositoryRoot.appendingPathComponent("Sources/CheckoutBusTools")
+        var importing: Set<String> = []
+        if let files = FileManager.default.enumerator(atPath: dir.path) {
+            for case let file as String in files where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: dir.appendingPathComponent(file), encoding: .utf8)
+                if text.split(separator: "\n").contains("import CheckoutBusDaemon") { importing.insert(file) }
+            }
+        }
+        #expect(!importing.isEmpty, "no file found: the scan is broken")
+        #expect(importing.isSubset(of: Set(allowed.keys)),
+                "CheckoutBusTools files importing the daemon beyond the allowed: \(importing.subtracting(allowed.keys).sorted())")
+    }
+
     @Test("every target imports only the package targets it declares")
     func importsAreDeclared() throws {
         try #require(!Self.targets.isEmpty)

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
@@ -393,7 +392,7 @@ public struct FloodCommand {
     static func daemonHistogram(_ address: String) throws -> DaemonHistogram {
         let (status, body) = try ClientStorm.httpGet(address, "/metrics")
         guard status == 200, let h = DaemonHistogram(metrics: body) else {
-            throw DaemonError("no checkoutbus_pipeline_latency_seconds histogram at http://\(address)/metrics (status \(status))")
+            throw ToolError("no checkoutbus_pipeline_latency_seconds histogram at http://\(address)/metrics (status \(status))")
         }
         return h
     }

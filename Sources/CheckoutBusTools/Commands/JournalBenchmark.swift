@@ -59,7 +59,7 @@ public struct JournalBenchmark {
                 }
                 let rate = Double(total) / (Double(BusClock.monotonicNanoseconds() - t0) / 1e9)
                 best = max(best, rate)
-                if total != events { throw DaemonError("journal read returned \(total) of \(events) records") }
+                if total != events { throw ToolError("journal read returned \(total) of \(events) records") }
             }
             // (2) The baseline: read(2) of the same files, nothing else.
             var baseline = 0.0
@@ -85,7 +85,7 @@ public struct JournalBenchmark {
                 "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*", "--data-dir", tmp.appendingPathComponent("data").path, "--log-level", "warning",
             ])
             defer { daemon.stop() }
-            guard let control = daemon.ready["control"] as? String else { throw DaemonError("no control endpoint") }
+            guard let control = daemon.ready["control"] as? String else { throw ToolError("no control endpoint") }
             let context = try ZMQContext()
             let dealer = try ZMQSocket(context: context, type: .dealer)
             try dealer.setLinger(milliseconds: 0)
@@ -100,8 +100,8 @@ public struct JournalBenchmark {
                 let status = message.bytes
                 guard let obj = try JSONSerialization.jsonObject(with: Data(status)) as? [String: Any],
                     let n = obj["next"] as? Int
-                else { throw DaemonError("bad replay reply: \(String(decoding: status, as: UTF8.self))") }
-                guard n > next else { throw DaemonError("replay from \(next) made no progress (next \(n))") }
+                else { throw ToolError("bad replay reply: \(String(decoding: status, as: UTF8.self))") }
+                guard n > next else { throw ToolError("replay from \(next) made no progress (next \(n))") }
                 while message.hasMore {
                     _ = try dealer.receive(into: message)
                     received += 1

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
@@ -115,7 +114,7 @@ public struct ReplayCommand {
             var beforeSince = 0
             var pass = 0
             passes: repeat {
-                guard lseek(fd, 0, SEEK_SET) == 0 else { throw DaemonError("cannot read \(file) again: not a regular file") }
+                guard lseek(fd, 0, SEEK_SET) == 0 else { throw ToolError("cannot read \(file) again: not a regular file") }
                 let reader = LineReader(fd: fd)
                 var firstTime: Int64?
                 var reached = false

@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CheckoutBusCore
 import Foundation
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
@@ -62,7 +61,7 @@ public struct ThroughputBenchmark {
             }
             guard let obj = try? JSONSerialization.jsonObject(with: line.prefix { $0 != 0x0A }) as? [String: Any],
                 let ingest = obj["ingest"] as? String, let publish = obj["publish"] as? String
-            else { throw DaemonError("\(executable) printed no ready line") }
+            else { throw ToolError("\(executable) printed no ready line") }
             self.ingest = ingest
             self.publish = publish
             self.ready = obj

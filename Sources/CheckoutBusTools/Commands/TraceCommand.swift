@@ -3,8 +3,8 @@ import Glibc
 #endif
 import CheckoutBusClient
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusJSON
+import CheckoutBusDaemon
 import CheckoutBusRuntime
 import ZeroMQ
 import CheckoutBusProtocol

@@ -4,7 +4,6 @@ import Glibc
 import Foundation
 import Synchronization
 import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusCore
 import CheckoutBusProtocol
@@ -183,16 +182,16 @@ public final class ClientStorm: Sendable {
     }
 
     /// A TCP connection to an IPv4 `HOST:PORT`, with `timeoutSeconds` on its reads and writes.
-    /// - Throws: ``DaemonError`` when the address is not one or the connection fails.
+    /// - Throws: ``ToolError`` when the address is not one or the connection fails.
     static func tcpConnect(_ address: String, timeoutSeconds: Int = 10) throws -> Int32 {
         var addr = sockaddr_in()
         guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]),
             inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr) == 1
-        else { throw DaemonError("not an IPv4 HOST:PORT: \(address)") }
+        else { throw ToolError("not an IPv4 HOST:PORT: \(address)") }
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = port.bigEndian
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw DaemonError("socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw ToolError("socket: \(String(cString: strerror(errno)))") }
         // The send timeout bounds connect(2) too.
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0,
@@ -202,7 +201,7 @@ public final class ClientStorm: Sendable {
             }) == 0
         else {
             close(fd)
-            throw DaemonError("cannot connect to \(address)")
+            throw ToolError("cannot connect to \(address)")
         }
         return fd
     }
@@ -220,7 +219,7 @@ public final class ClientStorm: Sendable {
 
     /// One HTTP/1.1 GET over a fresh TCP connection to an IPv4 `HOST:PORT`, read to the end.
     /// - Returns: the status code and body.
-    /// - Throws: ``DaemonError`` when it cannot connect or the answer is not HTTP.
+    /// - Throws: ``ToolError`` when it cannot connect or the answer is not HTTP.
     public static func httpGet(_ address: String, _ path: String, timeoutSeconds: Int = 10) throws -> (status: Int, body: String) {
         let fd = try tcpConnect(address, timeoutSeconds: timeoutSeconds)
         defer { close(fd) }
@@ -235,7 +234,7 @@ public final class ClientStorm: Sendable {
         }
         let text = String(decoding: response, as: UTF8.self)
         guard text.hasPrefix("HTTP/1.1 "), let status = Int(text.dropFirst(9).prefix(3)) else {
-            throw DaemonError("not an HTTP response from \(address)")
+            throw ToolError("not an HTTP response from \(address)")
         }
         let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
         return (status, body)

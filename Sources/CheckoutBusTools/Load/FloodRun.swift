@@ -6,7 +6,6 @@ import Foundation
 import Synchronization
 import CheckoutBusClient
 import CheckoutBusCore
-import CheckoutBusDaemon
 import CheckoutBusProtocol
 import CheckoutBusRuntime
 import ZeroMQ
@@ -246,7 +245,7 @@ package final class FloodRun: Sendable {
                 finish.raise()
                 joinAll(config.subscribers)
                 let why = subscriberResults.withLock { $0.compactMap { $0?.error }.first }
-                throw DaemonError(why ?? (stop.isRaised ? "interrupted before the bus answered a subscription"
+                throw ToolError(why ?? (stop.isRaised ? "interrupted before the bus answered a subscription"
                                                          : "the bus did not answer a subscription within 10s"))
             }
             usleep(1000)

@@ -4,7 +4,6 @@ import Glibc
 import CheckoutBusJSON
 import Foundation
 import CheckoutBusRuntime
-import CheckoutBusDaemon
 
 /// A flood run second by second: as JSON lines (`--timeline`) and as one self-contained HTML page
 /// of SVG charts (`--report`), drawn here with no script at all, so a stall, a daemon restart or
@@ -119,14 +118,14 @@ package struct FloodTimeline: Sendable {
 
     static func write(_ text: String, to path: String) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw ToolError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         let bytes = Array(text.utf8)
         var done = 0
         while done < bytes.count {
             let n = bytes[done...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw DaemonError("cannot write \(path): \(String(cString: strerror(errno)))") }
+            guard n > 0 else { throw ToolError("cannot write \(path): \(String(cString: strerror(errno)))") }
             done += n
         }
     }
@@ -360,13 +359,13 @@ package struct FloodBaseline: Sendable {
     package var p99: [Double?] = []
 
     /// Reads the last JSON line of `path` (the output of `flood --json`).
-    /// - Throws: ``DaemonError`` when it cannot be read or is not a flood report.
+    /// - Throws: ``ToolError`` when it cannot be read or is not a flood report.
     package init(path: String) throws {
         file = path
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
             let line = text.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
             let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["sent"] != nil
-        else { throw DaemonError("--compare \(path): not the output of checkoutbus flood --json") }
+        else { throw ToolError("--compare \(path): not the output of checkoutbus flood --json") }
         func number(_ v: Any?) -> Double? { (v as? NSNumber)?.doubleValue }
         let run = o["run"] as? [String: Any] ?? [:]
         command = run["command"] as? String ?? "?"

@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CheckoutBusCore
 import ZeroMQ
-import CheckoutBusDaemon
 import CheckoutBusClient
 import CheckoutBusProtocol
 import CheckoutBusJSON
@@ -127,7 +126,7 @@ public final class LoadDriver {
                 }
             }
         }
-        throw DaemonError("the bus did not answer a subscription within \(timeoutSeconds)s")
+        throw ToolError("the bus did not answer a subscription within \(timeoutSeconds)s")
     }
 
     /// One message from any SUB, with that SUB's index.
