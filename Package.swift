@@ -90,6 +90,13 @@ let package = Package(
                            "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "CheckoutBusWorkers"],
             swiftSettings: swiftSettings
         ),
+        // Benchmarks and load generation (`bench`, `flood`): built on the tools, apart from them.
+        .target(
+            name: "CheckoutBusLoad",
+            dependencies: ["CheckoutBusTools", "CheckoutBusDaemon", "CheckoutBusClient", "CheckoutBusCore",
+                           "CheckoutBusProtocol", "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ"],
+            swiftSettings: swiftSettings
+        ),
         // Workers and the bridge depend on the client, never on the daemon.
         .target(
             name: "CheckoutBusWorkers",
@@ -100,7 +107,7 @@ let package = Package(
 
         .executableTarget(
             name: "checkoutbusd", dependencies: ["CheckoutBusDaemon", "CheckoutBusRuntime", "CJemalloc"], swiftSettings: swiftSettings),
-        .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBusTools", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
+        .executableTarget(name: "checkoutbus", dependencies: ["CheckoutBusTools", "CheckoutBusLoad", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-fulfil", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-analytics", dependencies: ["CheckoutBusWorkers", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
         .executableTarget(name: "checkoutbus-jetstream", dependencies: ["CheckoutBusJetStream", "CheckoutBusClient", "CheckoutBusRuntime"], swiftSettings: swiftSettings),
@@ -130,6 +137,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "CheckoutBusLoadTests",
+            dependencies: ["CheckoutBusLoad", "CheckoutBusTools", "CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CheckoutBusToolsTests", dependencies: ["CheckoutBusTools", "CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -140,7 +152,7 @@ let package = Package(
             name: "IntegrationTests",
             // Depends on the executables so `swift test` builds them; the tests run them as processes.
             dependencies: [
-                "CheckoutBusClient", "CheckoutBusCore", "CheckoutBusDaemon", "CheckoutBusTools", "CheckoutBusProtocol",
+                "CheckoutBusClient", "CheckoutBusCore", "CheckoutBusDaemon", "CheckoutBusTools", "CheckoutBusLoad", "CheckoutBusProtocol",
                 "CheckoutBusJSON", "CheckoutBusRuntime", "ZeroMQ", "SQLite",
                 "checkoutbusd", "checkoutbus", "checkoutbus-fulfil", "checkoutbus-analytics", "checkoutbus-jetstream",
                 "async-seq-recorder", "CheckoutBusJetStream", "CheckoutBusWorkers",

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusLoad
 import CheckoutBusTools
 import CheckoutBusRuntime
 

@@ -1,6 +1,7 @@
 import CheckoutBusDaemon
 import CheckoutBusJetStream
 import CheckoutBusRuntime
+import CheckoutBusLoad
 import CheckoutBusTools
 import CheckoutBusWorkers
 import Foundation

@@ -1,4 +1,5 @@
 import CheckoutBusProtocol
+import CheckoutBusLoad
 import CheckoutBusTools
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import CheckoutBusClient
 import CheckoutBusDaemon
+import CheckoutBusLoad
 import CheckoutBusTools
 import CheckoutBusProtocol
 import CheckoutBusJSON

@@ -3,6 +3,7 @@ import Testing
 
 import CheckoutBusClient
 import CheckoutBusDaemon
+import CheckoutBusLoad
 import CheckoutBusTools
 import CheckoutBusProtocol
 import CheckoutBusJSON

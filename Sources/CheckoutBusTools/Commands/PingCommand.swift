@@ -170,7 +170,7 @@ public struct PingCommand {
     private func health(_ address: String) -> Probe {
         let started = BusClock.monotonicNanoseconds()
         do {
-            let r = try ClientStorm.httpGet(address, "/healthz", timeoutSeconds: timeoutSeconds)
+            let r = try HTTPProbe.get(address, "/healthz", timeoutSeconds: timeoutSeconds)
             let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
             return Probe(role: "metrics", endpoint: address, ok: r.status == 200, milliseconds: ms,
                          detail: "/healthz \(r.status)" + (r.status == 200 ? "" : ": \(r.body.prefix(120))"))

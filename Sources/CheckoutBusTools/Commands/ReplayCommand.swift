@@ -158,7 +158,7 @@ public struct ReplayCommand {
                 pass += 1
             } while loop && !stop.isRaised
             FileHandleWriter.standardError("sent=\(sent) skipped=\(skipped)" + (since == nil ? "" : " before_since=\(beforeSince)") + "\n")
-            return stop.isRaised ? FloodCommand.interruptedStatus : 0
+            return stop.isRaised ? ToolExit.interrupted : 0
         } catch {
             FileHandleWriter.standardError("checkoutbus replay: \(error)\n")
             return 1
@@ -329,11 +329,11 @@ public struct ReplayCommand {
         }
         w.append("{\"event\":")
         if isPrimer, kind != "start", kind != "update" {
-            let names = platform.flatMap { FloodGenerator.primerNames[$0] } ?? FloodGenerator.primerNames["react_native"]!
+            let names = platform.flatMap { RawSpellings.primerNames[$0] } ?? RawSpellings.primerNames["react_native"]!
             w.appendString(kind == "complete" ? names.complete : kind == "fail" ? names.fail : names.dismiss)
         } else {
             let neutral = ["onStart", "onUpdate", "onComplete", "onFail", "onDismiss"]
-            let names = platform.flatMap { p in FloodGenerator.callbackSpellings.first { $0.platform == p }?.names } ?? neutral
+            let names = platform.flatMap { p in RawSpellings.callbackSpellings.first { $0.platform == p }?.names } ?? neutral
             let index = ["start": 0, "update": 1, "complete": 2, "fail": 3, "dismiss": 4][kind] ?? 1
             w.appendString(names[index])
         }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusTools
 import Foundation
 
 /// Where a daemon's CPU goes per event, by stage, for `checkoutbus bench`.

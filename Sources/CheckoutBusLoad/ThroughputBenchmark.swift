@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusTools
 import CheckoutBusCore
 import Foundation
 import CheckoutBusClient
@@ -239,11 +240,3 @@ public struct ThroughputBenchmark {
     }
 }
 
-extension String {
-    /// A ratio with two decimals.
-    package init(format2x value: Double) {
-        let hundredths = Int((value * 100).rounded())
-        let frac = abs(hundredths % 100)
-        self = "\(hundredths / 100).\(frac < 10 ? "0" : "")\(frac)"
-    }
-}

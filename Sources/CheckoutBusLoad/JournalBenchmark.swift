@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusTools
 import CheckoutBusCore
 import Foundation
 import ZeroMQ

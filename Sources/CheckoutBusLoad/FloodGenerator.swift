@@ -1,3 +1,4 @@
+import CheckoutBusTools
 import CheckoutBusCore
 import CheckoutBusClient
 import CheckoutBusProtocol
@@ -118,7 +119,7 @@ public struct FloodGenerator: Sendable {
         if family >= 8 {
             // Primer: failed attempts (not terminal) then success or dismissal.
             let platform = ["ios", "android", "react_native"][Int(rng.next() % 3)]
-            let names = FloodGenerator.primerNames[platform]!
+            let names = RawSpellings.primerNames[platform]!
             for attempt in 0..<Int(rng.next() % 3) {
                 let code = ["payment-failed", "bad-network", "payment-cancelled"][Int(rng.next() % 3)]
                 add(#"{"event":"\#(names.fail)","error":{"errorId":"\#(code)","description":"attempt \#(attempt) failed","diagnosticsId":"diag-\#(index)-\#(attempt)"},"checkoutData":{"payment":{"id":"pay-\#(index)-\#(attempt)","orderId":"ord-\#(id)","status":"DECLINED"}}}"#,
@@ -133,7 +134,7 @@ public struct FloodGenerator: Sendable {
             return events
         }
         let useECP = family < 4
-        let spelling = FloodGenerator.callbackSpellings[Int(rng.next() % UInt64(FloodGenerator.callbackSpellings.count))]
+        let spelling = RawSpellings.callbackSpellings[Int(rng.next() % UInt64(RawSpellings.callbackSpellings.count))]
         let platform = spelling.platform
         func snapshotEvent(_ kind: LifecycleKind, _ quantity: Int, reordered: Bool, order: String? = nil) -> String {
             let snap = FloodGenerator.snapshot(id: id, quantity: quantity, index: index, reordered: reordered, order: order)
@@ -212,26 +213,4 @@ public struct FloodGenerator: Sendable {
         return Event(bytes: Array(text.utf8), stampOffset: head.utf8.count, expected: expected, checkoutID: checkoutID)
     }
 
-    package struct Spelling: Sendable {
-        let platform: String
-        let names: [String]  // start, update, complete, fail, dismiss
-        func name(_ k: LifecycleKind) -> String { names[Int(k.rawValue)] }
-    }
-
-    package static let callbackSpellings: [Spelling] = [
-        Spelling(platform: "ios", names: ["checkoutDidStart", "checkoutDidUpdate", "checkoutDidComplete", "checkoutDidFail", "checkoutDidDismiss"]),
-        Spelling(platform: "ios", names: ["onStart", "onUpdate", "onComplete", "onFail", "onDismiss"]),
-        Spelling(platform: "android", names: ["onCheckoutStarted", "onCheckoutUpdated", "onCheckoutCompleted", "onCheckoutFailed", "onCheckoutDismissed"]),
-        Spelling(platform: "android", names: ["onStart", "onUpdate", "onComplete", "onFail", "onDismiss"]),
-        Spelling(platform: "react_native", names: ["onStart", "onUpdate", "onComplete", "onFail", "onDismiss"]),
-        Spelling(platform: "react_native", names: ["start", "update", "completed", "error", "close"]),
-        Spelling(platform: "ios", names: ["start", "update", "complete", "fail", "checkoutDidCancel"]),
-        Spelling(platform: "android", names: ["start", "update", "complete", "fail", "onCheckoutCanceled"]),
-    ]
-
-    package static let primerNames: [String: (complete: String, fail: String, dismiss: String)] = [
-        "ios": ("primerDidCompleteCheckoutWithData", "primerDidFailWithError", "primerDidDismiss"),
-        "android": ("onCheckoutCompleted", "onFailed", "onDismissed"),
-        "react_native": ("success", "failure", "dismissed"),
-    ]
 }

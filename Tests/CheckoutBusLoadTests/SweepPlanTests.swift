@@ -1,6 +1,7 @@
 import Testing
 
-@testable import CheckoutBusTools
+@testable import CheckoutBusLoad
+import CheckoutBusTools
 
 // The order of `flood --sweep`'s steps and its answer; over the wire in
 // Tests/IntegrationTests/FloodScaleTests.swift.

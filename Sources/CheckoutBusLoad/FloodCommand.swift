@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusTools
 import CheckoutBusCore
 import CheckoutBusClient
 import CheckoutBusProtocol
@@ -106,7 +107,7 @@ public struct FloodCommand {
     package var stepSeconds: Int
 
     /// Exit status of a run stopped by SIGINT or SIGTERM.
-    public static let interruptedStatus: Int32 = 130
+    public static let interruptedStatus = ToolExit.interrupted
 
     public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
@@ -390,7 +391,7 @@ public struct FloodCommand {
 
     /// The daemon's pipeline histogram from its `/metrics`.
     static func daemonHistogram(_ address: String) throws -> DaemonHistogram {
-        let (status, body) = try ClientStorm.httpGet(address, "/metrics")
+        let (status, body) = try HTTPProbe.get(address, "/metrics")
         guard status == 200, let h = DaemonHistogram(metrics: body) else {
             throw ToolError("no checkoutbus_pipeline_latency_seconds histogram at http://\(address)/metrics (status \(status))")
         }
@@ -420,12 +421,3 @@ extension FloodReport {
     }
 }
 
-extension String {
-    /// A number with one decimal, without Foundation's formatter.
-    package init(format2 value: Double) {
-        let tenths = Int((value * 10).rounded())
-        self = "\(tenths / 10).\(abs(tenths % 10))"
-    }
-
-    package func padded(_ width: Int) -> String { self + String(repeating: " ", count: max(0, width - count)) }
-}

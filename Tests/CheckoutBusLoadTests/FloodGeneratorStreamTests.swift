@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+import CheckoutBusLoad
 import CheckoutBusTools
 
 /// flood's generator made as it sends: the same lifecycles whatever the number of producers.

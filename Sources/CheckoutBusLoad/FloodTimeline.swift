@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusTools
 import CheckoutBusJSON
 import Foundation
 import CheckoutBusRuntime

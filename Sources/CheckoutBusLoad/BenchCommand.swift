@@ -1,3 +1,4 @@
+import CheckoutBusTools
 import CheckoutBusClient
 import CheckoutBusCore
 import CheckoutBusProtocol

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+import CheckoutBusLoad
 import CheckoutBusTools
 
 /// flood's latencies: fixed memory, quantiles within a bucket's width of the exact ones.

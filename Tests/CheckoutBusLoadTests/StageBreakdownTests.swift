@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import CheckoutBusTools
+@testable import CheckoutBusLoad
+import CheckoutBusTools
 
 @Suite("bench's stage breakdown")
 struct StageBreakdownTests {

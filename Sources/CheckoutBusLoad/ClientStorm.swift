@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusTools
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -164,7 +165,7 @@ public final class ClientStorm: Sendable {
         var fds: [Int32] = []
         defer { for fd in fds { close(fd) } }
         while running {
-            while fds.count < 100, let fd = try? ClientStorm.tcpConnect(address) {
+            while fds.count < 100, let fd = try? HTTPProbe.tcpConnect(address) {
                 guard Array("GET /metr".utf8).withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) > 0 else {
                     close(fd)
                     break
@@ -181,35 +182,11 @@ public final class ClientStorm: Sendable {
         }
     }
 
-    /// A TCP connection to an IPv4 `HOST:PORT`, with `timeoutSeconds` on its reads and writes.
-    /// - Throws: ``ToolError`` when the address is not one or the connection fails.
-    static func tcpConnect(_ address: String, timeoutSeconds: Int = 10) throws -> Int32 {
-        var addr = sockaddr_in()
-        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]),
-            inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr) == 1
-        else { throw ToolError("not an IPv4 HOST:PORT: \(address)") }
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ToolError("socket: \(String(cString: strerror(errno)))") }
-        // The send timeout bounds connect(2) too.
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0,
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0,
-            withUnsafePointer(to: &addr, {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }) == 0
-        else {
-            close(fd)
-            throw ToolError("cannot connect to \(address)")
-        }
-        return fd
-    }
 
     private func scrapeLoop(_ address: String) {
         defer { done.signal() }
         while running {
-            if (try? ClientStorm.httpGet(address, "/metrics", timeoutSeconds: 1)) != nil {
+            if (try? HTTPProbe.get(address, "/metrics", timeoutSeconds: 1)) != nil {
                 tally.withLock { $0.scrapes += 1 }
             } else {
                 usleep(10_000)
@@ -217,26 +194,4 @@ public final class ClientStorm: Sendable {
         }
     }
 
-    /// One HTTP/1.1 GET over a fresh TCP connection to an IPv4 `HOST:PORT`, read to the end.
-    /// - Returns: the status code and body.
-    /// - Throws: ``ToolError`` when it cannot connect or the answer is not HTTP.
-    public static func httpGet(_ address: String, _ path: String, timeoutSeconds: Int = 10) throws -> (status: Int, body: String) {
-        let fd = try tcpConnect(address, timeoutSeconds: timeoutSeconds)
-        defer { close(fd) }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: \(address)\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
-            response.append(contentsOf: buffer[0..<n])
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        guard text.hasPrefix("HTTP/1.1 "), let status = Int(text.dropFirst(9).prefix(3)) else {
-            throw ToolError("not an HTTP response from \(address)")
-        }
-        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
-        return (status, body)
-    }
 }
