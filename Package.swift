@@ -22,9 +22,6 @@ let package = Package(
         .executable(name: "checkoutbus-jetstream", targets: ["checkoutbus-jetstream"]),
         // What an app imports: subscribing with recovery, cursors, acknowledged sending, CURVE client keys.
         .library(name: "CheckoutBusClient", targets: ["CheckoutBusClient"]),
-        .library(name: "CheckoutBusCore", targets: ["CheckoutBusCore"]),
-        .library(name: "CheckoutBusDaemon", targets: ["CheckoutBusDaemon"]),
-        .library(name: "CheckoutBusWorkers", targets: ["CheckoutBusWorkers"]),
     ],
     targets: [
         // libzmq from Debian (headers and library on the default paths). No `pkgConfig: "libzmq"`:

@@ -20,7 +20,7 @@ import Darwin
 /// `Email-Address` to `emailaddress`. A member is redacted when its folded name is one of ``listedNames``,
 /// or is or ends in one of ``listedEndings`` (`customer_email`, `billingPhone`, `ipAddress`). The
 /// list is in `docs/envelope.md`. `Sendable`; pure.
-public enum BuyerDataRedactor {
+package enum BuyerDataRedactor {
     /// Folded names redacted wherever they appear: the reference list. The hot path checks names
     /// with ``isListed(_:_:)`` behind the prefilter; tests check both against this list.
     static let listedNames: [String] = [
@@ -347,7 +347,7 @@ public enum BuyerDataRedactor {
     /// out in one copy, so a snapshot with nothing to redact costs one walk of its keys and one
     /// copy. Input with whitespace between tokens is rewritten token by token, compact, so an
     /// envelope always stays on one line.
-    public static func write(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
+    package static func write(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
         if doc.isCompact {
             writeSpans(doc, t, to: &out)
         } else {
@@ -358,7 +358,7 @@ public enum BuyerDataRedactor {
     /// Appends compact value `t` of `doc` to `out` with the values at `redactions` (offset pairs
     /// from ``CanonicalHash/hashNotingRedactions(_:_:into:)`` on the same value) replaced by
     /// `"[redacted]"`: the bytes ``write(_:_:to:)`` appends, in a few copies and no walk.
-    public static func write(_ doc: JSONDocument, _ t: Int, redactions: [Int], to out: inout JSONWriter) {
+    package static func write(_ doc: JSONDocument, _ t: Int, redactions: [Int], to out: inout JSONWriter) {
         let base = doc.base
         var from = Int(doc.tokens[t].start)
         var i = 0

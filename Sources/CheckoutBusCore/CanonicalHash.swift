@@ -14,7 +14,7 @@ import CheckoutBusJSON
 /// always mixed once more by its container (an array's chain, an object's key/value pair), so a
 /// scalar needs no finalising multiply of its own: a string of up to 16 bytes costs one multiply,
 /// an object key of up to 8 bytes none (its bytes go straight into the pair's multiply).
-public enum CanonicalHash {
+package enum CanonicalHash {
     @usableFromInline static let p0: UInt64 = 0xa076_1d64_78bd_642f
     @usableFromInline static let p1: UInt64 = 0xe703_7ed1_a0b4_28db
     @usableFromInline static let p2: UInt64 = 0x8ebc_6af0_9c88_c6e3
@@ -36,7 +36,7 @@ public enum CanonicalHash {
 
     /// Hashes raw bytes (wyhash-style multiply-mix).
     @inlinable
-    public static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seed: UInt64) -> UInt64 {
+    package static func hashBytes(_ p: UnsafeRawPointer, _ n: Int, seed: UInt64) -> UInt64 {
         if n <= 16 {
             // Short strings (most keys and many values): two words that together cover every
             // byte, then two multiply-mixes.
@@ -111,7 +111,7 @@ public enum CanonicalHash {
     }
 
     /// The canonical hash of value `t` of `doc`.
-    public static func hash(_ doc: JSONDocument, _ t: Int) -> UInt64 {
+    package static func hash(_ doc: JSONDocument, _ t: Int) -> UInt64 {
         let walker = Walker(doc: doc)
         return walker.value(t, walker.tokens[t])
     }
@@ -328,7 +328,7 @@ public enum CanonicalHash {
     /// of the tape serves both the comparison and, when the snapshot is published, its redacted copy
     /// (``BuyerDataRedactor/write(_:_:redactions:to:)``, a few copies and no walk). The hash is of the
     /// value as sent, redacted members included. `doc` must be compact (``JSONDocument/isCompact``).
-    public static func hashNotingRedactions(_ doc: JSONDocument, _ t: Int, into redactions: inout [Int]) -> UInt64 {
+    package static func hashNotingRedactions(_ doc: JSONDocument, _ t: Int, into redactions: inout [Int]) -> UInt64 {
         // The caller's array keeps its capacity; the walker appends through a pointer to it, out
         // of line, so the walk itself holds no array and mutates nothing.
         redactions.removeAll(keepingCapacity: true)

@@ -12,25 +12,25 @@ import CheckoutBusJSON
 /// `complete` reuses it.
 ///
 /// Not `Sendable`: owned by the pipeline thread.
-public struct CheckoutStateTable {
+package struct CheckoutStateTable {
     /// What is remembered about one checkout.
-    public struct Flags: OptionSet, Sendable {
-        public let rawValue: UInt8
-        public init(rawValue: UInt8) { self.rawValue = rawValue }
+    package struct Flags: OptionSet, Sendable {
+        package let rawValue: UInt8
+        package init(rawValue: UInt8) { self.rawValue = rawValue }
         /// A snapshot was published for it and `snapshotHash` holds its hash.
-        public static let hasSnapshot = Flags(rawValue: 1)
+        package static let hasSnapshot = Flags(rawValue: 1)
         /// A `complete` was published for it.
-        public static let completed = Flags(rawValue: 2)
+        package static let completed = Flags(rawValue: 2)
         /// `snapshotHash` is the hash of the snapshot as the journal holds it, buyer data redacted
         /// (state rebuilt at start): compare a new snapshot's redacted form with it.
-        public static let redactedHash = Flags(rawValue: 4)
+        package static let redactedHash = Flags(rawValue: 4)
         /// A terminal `fail` was published for it and ``failureHashes`` holds the hash of its
         /// error (code, raw code, message), so the same failure reported again is a repeat.
-        public static let failed = Flags(rawValue: 8)
+        package static let failed = Flags(rawValue: 8)
     }
 
-    public let capacity: Int
-    public let idleTTL: UInt32
+    package let capacity: Int
+    package let idleTTL: UInt32
 
     /// The entries' columns (key halves, snapshot hash, last seen, LRU links, flags), each
     /// `entryCapacity` long, in one allocation grown all together (``Columns``); and the index.
@@ -62,16 +62,16 @@ public struct CheckoutStateTable {
     private var freeHead: Int32 = -1
 
     /// Checkouts tracked now.
-    public private(set) var count = 0
+    package private(set) var count = 0
     /// Checkouts forgotten because the table was full.
-    public private(set) var evicted: UInt64 = 0
+    package private(set) var evicted: UInt64 = 0
     /// Checkouts forgotten because they were idle longer than the TTL.
-    public private(set) var expired: UInt64 = 0
+    package private(set) var expired: UInt64 = 0
 
     /// - Parameters:
     ///   - capacity: most checkouts tracked at once (least recently used are evicted first).
     ///   - idleTTL: seconds without an event after which a checkout is forgotten.
-    public init(capacity: Int, idleTTL: UInt32) {
+    package init(capacity: Int, idleTTL: UInt32) {
         precondition(capacity < 1 << 27, "a state table holds at most 2^27 - 1 checkouts")
         self.capacity = max(1, capacity)
         self.idleTTL = max(1, idleTTL)
@@ -82,10 +82,10 @@ public struct CheckoutStateTable {
     }
 
     /// A handle to one checkout's state, valid until the next insertion.
-    public typealias Entry = Int32
+    package typealias Entry = Int32
 
     /// A checkout id's two hashes: what the table keeps of it.
-    public struct Key: Sendable {
+    package struct Key: Sendable {
         let lo: UInt64
         let hi: UInt64
     }
@@ -95,13 +95,13 @@ public struct CheckoutStateTable {
     private static let seed = UInt64.random(in: .min ... .max)
 
     /// Hashes a checkout id for ``prefetch(_:)`` and ``touch(_:now:)``.
-    public static func key(_ checkoutID: String) -> Key {
+    package static func key(_ checkoutID: String) -> Key {
         var id = checkoutID
         return id.withUTF8 { key(utf8: UnsafeRawBufferPointer($0)) }
     }
 
     /// ``key(_:)`` of the id whose UTF-8 is `utf8` (read in place from a message).
-    public static func key(utf8: UnsafeRawBufferPointer) -> Key {
+    package static func key(utf8: UnsafeRawBufferPointer) -> Key {
         let seed = CheckoutStateTable.seed
         let p = utf8.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
         let (lo, hi) = CanonicalHash.hashBytes(p, utf8.count, seeds: 0x9e37_79b9_7f4a_7c15 ^ seed,
@@ -113,7 +113,7 @@ public struct CheckoutStateTable {
     /// the table is full, the entry it would evict — so the caller's work until then overlaps the
     /// cache misses (a large table's slots are scattered over megabytes). A hint: no effect on
     /// state (`mutating` only so its arrays are read in place, without a retain and release each).
-    public mutating func prefetch(_ key: Key) {
+    package mutating func prefetch(_ key: Key) {
         cb_prefetch(slots + (Int(truncatingIfNeeded: key.lo) & slotMask))
         guard count >= capacity, tail >= 0 else { return }
         let e = Int(tail)
@@ -131,12 +131,12 @@ public struct CheckoutStateTable {
 
     /// Finds or creates the state of `checkoutID`, marking it most recently used at `now`.
     /// - Returns: the entry and whether it was newly created (or had expired and was reset).
-    public mutating func touch(_ checkoutID: String, now: UInt32) -> (entry: Entry, isNew: Bool) {
+    package mutating func touch(_ checkoutID: String, now: UInt32) -> (entry: Entry, isNew: Bool) {
         touch(CheckoutStateTable.key(checkoutID), now: now)
     }
 
     /// ``touch(_:now:)`` of a hashed id.
-    public mutating func touch(_ key: Key, now: UInt32) -> (entry: Entry, isNew: Bool) {
+    package mutating func touch(_ key: Key, now: UInt32) -> (entry: Entry, isNew: Bool) {
         makeUnique()
         let (lo, hi) = (key.lo, key.hi)
         var s = Int(truncatingIfNeeded: lo) & slotMask
@@ -160,21 +160,21 @@ public struct CheckoutStateTable {
         return (e, true)
     }
 
-    public func flags(_ e: Entry) -> Flags { flags[Int(e)] }
-    public mutating func insertFlags(_ f: Flags, _ e: Entry) {
+    package func flags(_ e: Entry) -> Flags { flags[Int(e)] }
+    package mutating func insertFlags(_ f: Flags, _ e: Entry) {
         makeUnique()
         flags[Int(e)].formUnion(f)
     }
-    public func snapshotHash(_ e: Entry) -> UInt64 { snapshotHash[Int(e)] }
+    package func snapshotHash(_ e: Entry) -> UInt64 { snapshotHash[Int(e)] }
 
-    public mutating func setSnapshotHash(_ h: UInt64, _ e: Entry) {
+    package mutating func setSnapshotHash(_ h: UInt64, _ e: Entry) {
         makeUnique()
         snapshotHash[Int(e)] = h
         flags[Int(e)] = Flags(rawValue: flags[Int(e)].rawValue & ~Flags.redactedHash.rawValue | Flags.hasSnapshot.rawValue)
     }
 
     /// Sets the hash of the snapshot as published with buyer data redacted (``Flags/redactedHash``).
-    public mutating func setRedactedSnapshotHash(_ h: UInt64, _ e: Entry) {
+    package mutating func setRedactedSnapshotHash(_ h: UInt64, _ e: Entry) {
         makeUnique()
         snapshotHash[Int(e)] = h
         flags[Int(e)].formUnion([.hasSnapshot, .redactedHash])
@@ -182,12 +182,12 @@ public struct CheckoutStateTable {
 
     /// The key a completed checkout's first `complete` was published under (nil for any other
     /// checkout, without a dictionary lookup).
-    public func completeKey(_ e: Entry) -> String? {
+    package func completeKey(_ e: Entry) -> String? {
         flags[Int(e)].contains(.completed) ? completeKeys[e] : nil
     }
 
     /// Records the key a checkout's first `complete` was published under; marks it completed.
-    public mutating func setCompleteKey(_ key: String, _ e: Entry) {
+    package mutating func setCompleteKey(_ key: String, _ e: Entry) {
         makeUnique()
         flags[Int(e)].insert(.completed)
         completeKeys[e] = key
@@ -195,19 +195,19 @@ public struct CheckoutStateTable {
 
     /// The hash of the checkout's last terminal failure (``EventProcessor/failureHash(code:rawCode:message:)``), if
     /// it has one.
-    public func failureHash(_ e: Entry) -> UInt64? {
+    package func failureHash(_ e: Entry) -> UInt64? {
         flags[Int(e)].contains(.failed) ? failureHashes[e] : nil
     }
 
     /// Records the checkout's last terminal failure.
-    public mutating func setFailureHash(_ hash: UInt64, _ e: Entry) {
+    package mutating func setFailureHash(_ hash: UInt64, _ e: Entry) {
         makeUnique()
         flags[Int(e)].insert(.failed)
         failureHashes[e] = hash
     }
 
     /// Forgets the checkout's last failure (a new `start`: the buyer tries again).
-    public mutating func clearFailure(_ e: Entry) {
+    package mutating func clearFailure(_ e: Entry) {
         guard flags[Int(e)].contains(.failed) else { return }
         makeUnique()
         flags[Int(e)].remove(.failed)
@@ -215,7 +215,7 @@ public struct CheckoutStateTable {
     }
 
     /// Forgets checkouts idle longer than the TTL, oldest first. Call about once a second.
-    public mutating func expire(now: UInt32) {
+    package mutating func expire(now: UInt32) {
         guard tail >= 0 && now &- lastSeen[Int(tail)] > idleTTL else { return }
         makeUnique()
         while tail >= 0 && now &- lastSeen[Int(tail)] > idleTTL {
@@ -225,13 +225,13 @@ public struct CheckoutStateTable {
     }
 
     /// Zeroes ``evicted`` and ``expired`` (after the table was rebuilt at start).
-    public mutating func clearCounts() {
+    package mutating func clearCounts() {
         evicted = 0
         expired = 0
     }
 
     /// Bytes of memory the table holds now (arrays at their capacity, index, order ids).
-    public var approximateBytes: Int {
+    package var approximateBytes: Int {
         entryCapacity * Columns.bytesPerEntry + (slotMask + 1) * 4 + completeKeys.count * 48 + failureHashes.count * 32
     }
 

@@ -4,46 +4,46 @@ import CheckoutBusJSON
 /// Why an input could not be used: the machine-readable `reason` of a `bus.deadletter` envelope and
 /// of an acknowledged producer's rejection. A struct with static codes so the set can grow.
 /// `Sendable`.
-public struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible {
-    public let code: String
-    public init(_ code: String) { self.code = code }
-    public var description: String { code }
+package struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible {
+    package let code: String
+    package init(_ code: String) { self.code = code }
+    package var description: String { code }
 
     /// Not JSON (syntax error, truncated, trailing data, control characters in strings).
-    public static let invalidJSON = DeadLetterReason("invalid_json")
+    package static let invalidJSON = DeadLetterReason("invalid_json")
     /// Bytes that are not valid UTF-8.
-    public static let invalidUTF8 = DeadLetterReason("invalid_utf8")
+    package static let invalidUTF8 = DeadLetterReason("invalid_utf8")
     /// Nested deeper than the parser accepts.
-    public static let tooDeep = DeadLetterReason("too_deep")
+    package static let tooDeep = DeadLetterReason("too_deep")
     /// Larger than `--max-message-bytes`.
-    public static let oversized = DeadLetterReason("oversized")
+    package static let oversized = DeadLetterReason("oversized")
     /// JSON, but not any raw shape this daemon knows (not an object, no event name, …).
-    public static let unknownShape = DeadLetterReason("unknown_shape")
+    package static let unknownShape = DeadLetterReason("unknown_shape")
     /// A known shape naming an event this daemon does not know.
-    public static let unknownEvent = DeadLetterReason("unknown_event")
+    package static let unknownEvent = DeadLetterReason("unknown_event")
     /// A known message that is not a lifecycle event (web pixels, `ec.ready`, requests, link clicks).
-    public static let notLifecycle = DeadLetterReason("not_lifecycle")
+    package static let notLifecycle = DeadLetterReason("not_lifecycle")
     /// No checkout id in the snapshot, the event or the ingest wrapper.
-    public static let missingCheckoutID = DeadLetterReason("missing_checkout_id")
+    package static let missingCheckoutID = DeadLetterReason("missing_checkout_id")
     /// A field holding JSON as a string (`body`, `payload`) that does not parse.
-    public static let invalidEmbeddedJSON = DeadLetterReason("invalid_embedded_json")
+    package static let invalidEmbeddedJSON = DeadLetterReason("invalid_embedded_json")
     /// A field of the wrong type where the shape needs one (`params.checkout` not an object, …).
-    public static let wrongType = DeadLetterReason("wrong_type")
+    package static let wrongType = DeadLetterReason("wrong_type")
 
     /// An event of a checkout another shard owns (`--shard I/N`; docs/sharding.md).
-    public static let wrongShard = DeadLetterReason("wrong_shard")
+    package static let wrongShard = DeadLetterReason("wrong_shard")
 
     /// A multipart ZeroMQ message: one raw event is one single-frame message.
-    public static let multipart = DeadLetterReason("multipart")
+    package static let multipart = DeadLetterReason("multipart")
 
     /// Every reason, for metrics and documentation.
-    public static let all: [DeadLetterReason] = [
+    package static let all: [DeadLetterReason] = [
         .invalidJSON, .invalidUTF8, .tooDeep, .oversized, .unknownShape, .unknownEvent, .notLifecycle,
         .missingCheckoutID, .invalidEmbeddedJSON, .wrongType, .wrongShard, .multipart,
     ]
 
     /// The dead-letter reason for a parse failure.
-    public init(parseError: JSONParseError) {
+    package init(parseError: JSONParseError) {
         switch parseError.reason {
         case .invalidUTF8: self = .invalidUTF8
         case .tooDeep: self = .tooDeep
@@ -53,11 +53,11 @@ public struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A rejected input: the reason plus a human-readable detail.
-public struct DecodeRejection: Error {
-    public var reason: DeadLetterReason
-    public var detail: String
+package struct DecodeRejection: Error {
+    package var reason: DeadLetterReason
+    package var detail: String
 
-    public init(_ reason: DeadLetterReason, _ detail: String) {
+    package init(_ reason: DeadLetterReason, _ detail: String) {
         self.reason = reason
         self.detail = detail
     }

@@ -6,13 +6,13 @@ import CheckoutBusProtocol
 ///
 /// Not copyable: the decoder builds it and the processor borrows it, so its strings (an event id
 /// is usually longer than a string stored inline) are never retained and released per copy.
-public struct DecodedEvent: ~Copyable {
-    public var kind: LifecycleKind
-    public var format: RawFormat
-    public var sdk: String
-    public var platform: String?
+package struct DecodedEvent: ~Copyable {
+    package var kind: LifecycleKind
+    package var format: RawFormat
+    package var sdk: String
+    package var platform: String?
     /// The checkout id. Usually read in place (``checkoutIdentifier``): this builds its `String`.
-    public var checkoutID: String? {
+    package var checkoutID: String? {
         get { checkoutIdentifier.value }
         set { checkoutIdentifier = IdentifierText(string: newValue) }
     }
@@ -21,19 +21,19 @@ public struct DecodedEvent: ~Copyable {
     /// a `String` when it is not in the message as is (escaped, or made up: `order:…`).
     var checkoutIdentifier = IdentifierText()
     /// The event id. Usually read in place (``eventIdentifier``): this builds its `String`.
-    public var eventID: String? {
+    package var eventID: String? {
         get { eventIdentifier.value }
         set { eventIdentifier = IdentifierText(string: newValue) }
     }
     /// The event id as read, as ``checkoutIdentifier``.
     var eventIdentifier = IdentifierText()
-    public var occurredAt: JSONRef?
-    public var snapshot: JSONRef?
-    public var payment: JSONRef?
-    public var error: DecodedError?
-    public var orderID: String?
+    package var occurredAt: JSONRef?
+    package var snapshot: JSONRef?
+    package var payment: JSONRef?
+    package var error: DecodedError?
+    package var orderID: String?
 
-    public init(kind: LifecycleKind, format: RawFormat, sdk: String) {
+    package init(kind: LifecycleKind, format: RawFormat, sdk: String) {
         self.kind = kind
         self.format = format
         self.sdk = sdk

@@ -6,7 +6,7 @@ import CheckoutBusJSON
 /// A raw code is folded before lookup: lower-cased with everything but letters and digits removed,
 /// so `cart_expired`, `CART_EXPIRED`, `cartExpired`, `CartExpired` and `cart-expired` are one key.
 /// `Sendable`; pure.
-public enum ErrorCodeNormalizer {
+package enum ErrorCodeNormalizer {
     /// Folded raw spelling → stable code. Documented row by row in `docs/error-codes.md`.
     static let table: [String: StableErrorCode] = {
         var t: [String: StableErrorCode] = [:]
@@ -147,7 +147,7 @@ public enum ErrorCodeNormalizer {
     }()
 
     /// Folds a spelling to the lookup key: ASCII letters and digits only, lower-cased.
-    public static func fold(_ raw: String) -> String {
+    package static func fold(_ raw: String) -> String {
         // One string built from a buffer, not one append per character (each a capacity check and
         // a UTF-8 re-encode): this runs on every event's name.
         var raw = raw
@@ -179,7 +179,7 @@ public enum ErrorCodeNormalizer {
     ///   - rawCode: the code as sent (`cart_expired`, `CART_EXPIRED`, `payment-failed`, `410`, …).
     ///   - group: the older kit's error group (`expired`, `unrecoverable`, …), if any.
     ///   - httpStatus: an HTTP status the error carried, if any.
-    public static func normalize(rawCode: String?, group: String? = nil, httpStatus: Int? = nil) -> StableErrorCode {
+    package static func normalize(rawCode: String?, group: String? = nil, httpStatus: Int? = nil) -> StableErrorCode {
         var code: StableErrorCode?
         if let rawCode, !rawCode.isEmpty {
             let key = fold(rawCode)
@@ -231,12 +231,12 @@ public enum ErrorCodeNormalizer {
 
     /// A rule read from an SDK's naming of its error ids, for ids no exact entry names (new SDK
     /// releases' ids): matched on the folded key (docs/error-codes.md, "Family rules").
-    public struct FamilyRule: Sendable, Equatable {
-        public enum Position: String, Sendable { case prefix, suffix }
-        public let position: Position
+    package struct FamilyRule: Sendable, Equatable {
+        package enum Position: String, Sendable { case prefix, suffix }
+        package let position: Position
         /// Folded (letters and digits, lower case).
-        public let text: String
-        public let code: StableErrorCode
+        package let text: String
+        package let code: StableErrorCode
         func matches(_ key: String) -> Bool {
             key.count > text.count && (position == .prefix ? key.hasPrefix(text) : key.hasSuffix(text))
         }
@@ -246,7 +246,7 @@ public enum ErrorCodeNormalizer {
     /// `missing-configuration`, `missing-3ds-configuration`, `3ds-invalid-configuration`,
     /// `huc-missing-configuration`, newer branches' `…-mandate-config`, and
     /// `misconfigured-payment-method(s)` are each the integration's configuration.
-    public static let familyRules: [FamilyRule] = [
+    package static let familyRules: [FamilyRule] = [
         FamilyRule(position: .suffix, text: "configuration", code: .configurationError),
         FamilyRule(position: .suffix, text: "config", code: .configurationError),
         FamilyRule(position: .prefix, text: "misconfigured", code: .configurationError),
@@ -269,7 +269,7 @@ public enum ErrorCodeNormalizer {
     /// three digits, then anything but a digit), or one of the SDKs' own sentences
     /// (``sentences``), in English as the SDKs write them. Anything else names nothing: nil.
     /// - Returns: the code, and the HTTP status when the message gave one (4xx or 5xx only).
-    public static func fromMessage(_ text: String) -> (code: StableErrorCode, httpStatus: Int?)? {
+    package static func fromMessage(_ text: String) -> (code: StableErrorCode, httpStatus: Int?)? {
         let u = Array(text.utf8.prefix(9))
         if u.count >= 8, u[0] | 0x20 == 0x68, u[1] | 0x20 == 0x74, u[2] | 0x20 == 0x74, u[3] | 0x20 == 0x70, u[4] == 0x20,
             u[5...7].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), u.count == 8 || !(u[8] >= 0x30 && u[8] <= 0x39)

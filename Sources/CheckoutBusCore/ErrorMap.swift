@@ -12,7 +12,7 @@ import CheckoutBusProtocol
 /// family. `CODE` is a stable code (docs/error-codes.md), optionally followed by `terminal` or
 /// `recoverable`: the failure's terminal-ness, in the families that carry one (every family but
 /// `ecp`, whose `ec.error` always ends the checkout).
-public struct ErrorMap: Sendable, Equatable {
+package struct ErrorMap: Sendable, Equatable {
     /// A line: an exact raw code's code, or a pattern (the same prefix or suffix match as the
     /// built-in family rules), for one family or all.
     struct Entry: Sendable, Equatable {
@@ -27,21 +27,21 @@ public struct ErrorMap: Sendable, Equatable {
     var exact: [String: [Entry]] = [:]
     var patterns: [Entry] = []
 
-    public init() {}
+    package init() {}
 
     /// Entries in the map.
-    public var count: Int { exact.values.reduce(0) { $0 + $1.count } + patterns.count }
+    package var count: Int { exact.values.reduce(0) { $0 + $1.count } + patterns.count }
 
     /// A line the file cannot be read by. `Sendable`.
-    public struct ParseError: Error, CustomStringConvertible, Sendable {
-        public let line: Int
-        public let reason: String
-        public var description: String { "line \(line): \(reason)" }
+    package struct ParseError: Error, CustomStringConvertible, Sendable {
+        package let line: Int
+        package let reason: String
+        package var description: String { "line \(line): \(reason)" }
     }
 
     /// Reads a map file's text.
     /// - Throws: ``ParseError`` naming the first bad line.
-    public init(parsing text: String) throws(ParseError) {
+    package init(parsing text: String) throws(ParseError) {
         for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             let trimmed = line.trimmingWhitespace()
@@ -91,9 +91,9 @@ public struct ErrorMap: Sendable, Equatable {
 
     /// What a line of the map gives a failure: its stable code, and its terminal-ness when the line
     /// names one (never for `ecp`).
-    public struct Mapping: Sendable, Equatable {
-        public var code: StableErrorCode
-        public var terminal: Bool?
+    package struct Mapping: Sendable, Equatable {
+        package var code: StableErrorCode
+        package var terminal: Bool?
     }
 
     /// The mapping this map gives a folded raw code of `family`, if any: an exact line first (one for
@@ -123,7 +123,7 @@ public struct ErrorMap: Sendable, Equatable {
     }
 
     /// Makes `map` the one every decoder consults from its next failure on.
-    public static func install(_ map: ErrorMap) { current.withLock { $0 = map } }
+    package static func install(_ map: ErrorMap) { current.withLock { $0 = map } }
 }
 
 extension String {

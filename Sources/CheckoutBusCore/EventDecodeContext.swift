@@ -8,14 +8,14 @@ import CheckoutBusJSON
 /// Not `Sendable`: a context belongs to one thread at a time; its buffers are reused message after
 /// message. The daemon's contexts live in its `PreparedSlots`, which hands them between the
 /// pipeline thread and the prepare threads (under `PrepareWorkers`' lock).
-public final class EventDecodeContext {
+package final class EventDecodeContext {
     let document = JSONDocument()
     let decoder = RawEventDecoder()
     /// Where the event's snapshot is redacted (offset pairs), noted while it was hashed; valid
     /// for the snapshot whose token is the prepared event's ``PreparedEvent/Keys/redactionsToken``.
     var redactions: [Int] = []
 
-    public init() {}
+    package init() {}
 }
 
 /// What ``EventProcessor/prepare(_:options:eventIDWindow:in:timed:into:prefetch:)`` found in one
@@ -23,10 +23,10 @@ public final class EventDecodeContext {
 /// decoded event's keys and its snapshot's hash; for a timed message, when each stage ended.
 /// The decoded event itself travels beside it, where the caller keeps it (it is not copyable,
 /// and moving it inside this value would copy all of it twice per message).
-public struct PreparedEvent: Sendable {
+package struct PreparedEvent: Sendable {
     /// What the prepare found. Its payloads are plain values, so a prepared event goes away without
     /// a call (why a message is dead-lettered, with its strings, is in ``rejection``).
-    public enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         /// Decoded, for this shard.
         case decoded(Keys)
         /// Decoded, for a checkout this shard does not own (the owner's index).
@@ -36,7 +36,7 @@ public struct PreparedEvent: Sendable {
     }
 
     /// Why a message was not decoded.
-    public final class Rejection: Sendable {
+    package final class Rejection: Sendable {
         enum Reason {
             case oversized
             case parseFailed(JSONParseError)
@@ -50,7 +50,7 @@ public struct PreparedEvent: Sendable {
     }
 
     /// What the lifecycle rules need of a decoded event, computed while it was prepared.
-    public struct Keys: Sendable {
+    package struct Keys: Sendable {
         /// The checkout's state-table key.
         var checkoutKey: CheckoutStateTable.Key
         /// The event id's window key, when the processor keeps event ids and the event has one.
@@ -62,13 +62,13 @@ public struct PreparedEvent: Sendable {
     }
 
     /// When a timed message's stages ended (monotonic ns, ``StageTimes/now()``).
-    public struct Marks: Sendable {
+    package struct Marks: Sendable {
         var started: UInt64
         var decoded: UInt64
         var hashed: UInt64
     }
 
-    public let outcome: Outcome
+    package let outcome: Outcome
     /// Set when the message was timed and decoded for this shard.
     let marks: Marks?
     /// Set when ``outcome`` is `rejected`.

@@ -12,19 +12,19 @@ import CheckoutBusJSON
 /// bits of the second hash, so a probe past another id's slot — and the miss every new event is —
 /// stays within the table's cache lines instead of reading that id's entry. About 65 bytes per id.
 /// `Sendable` as a value; owned by one ``EventProcessor``.
-public struct EventIDWindow: Sendable {
-    public let capacity: Int
+package struct EventIDWindow: Sendable {
+    package let capacity: Int
     private var lo: [UInt64]
     private var hi: [UInt64]
     private var seqs: [UInt64]
     private var head = 0
-    public private(set) var count = 0
+    package private(set) var count = 0
     /// `tag << 32 | (index + 1)`, 0 when empty; the tag is the second hash's low 32 bits.
     private var table: [UInt64]
     private let mask: Int
     private var insertsSinceRebuild = 0
 
-    public init(capacity: Int) {
+    package init(capacity: Int) {
         self.capacity = max(1, capacity)
         lo = [UInt64](repeating: 0, count: self.capacity)
         hi = [UInt64](repeating: 0, count: self.capacity)
@@ -42,13 +42,13 @@ public struct EventIDWindow: Sendable {
     /// The two hashes of an event id within its checkout (`checkout`: the checkout id's
     /// ``CheckoutStateTable/key(_:)``): the same id sent for two checkouts is two events, so
     /// producers that number each checkout's events alike are never taken for retries.
-    public static func key(_ id: String, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
+    package static func key(_ id: String, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
         var s = id
         return s.withUTF8 { key(utf8: UnsafeRawBufferPointer($0), checkout: checkout) }
     }
 
     /// ``key(_:checkout:)`` of the id whose UTF-8 is `utf8` (read in place from a message).
-    public static func key(utf8: UnsafeRawBufferPointer, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
+    package static func key(utf8: UnsafeRawBufferPointer, checkout: CheckoutStateTable.Key) -> (UInt64, UInt64) {
         let seed = EventIDWindow.seed
         let p = utf8.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
         return CanonicalHash.hashBytes(p, utf8.count, seeds: 0x243f_6a88_85a3_08d3 ^ seed ^ checkout.lo,
@@ -58,12 +58,12 @@ public struct EventIDWindow: Sendable {
     /// Starts loading the index slot ``lookup(_:)`` and ``insert(_:seq:)`` of `key` read first,
     /// so the caller's work until then overlaps the cache miss. A hint: no effect on the window
     /// (`mutating` only so its table is read in place, without a retain and release).
-    public mutating func prefetch(_ key: (UInt64, UInt64)) {
+    package mutating func prefetch(_ key: (UInt64, UInt64)) {
         table.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: key.0) & mask)) }
     }
 
     /// The seq an id was recorded with (0 for an event that was suppressed), or nil if unknown.
-    public func lookup(_ key: (UInt64, UInt64)) -> UInt64? {
+    package func lookup(_ key: (UInt64, UInt64)) -> UInt64? {
         var s = Int(truncatingIfNeeded: key.0) & mask
         let tag = key.1 << 32
         while true {
@@ -78,7 +78,7 @@ public struct EventIDWindow: Sendable {
     }
 
     /// Records an id; the oldest is forgotten once `capacity` are held.
-    public mutating func insert(_ key: (UInt64, UInt64), seq: UInt64) {
+    package mutating func insert(_ key: (UInt64, UInt64), seq: UInt64) {
         let i = head
         lo[i] = key.0
         hi[i] = key.1

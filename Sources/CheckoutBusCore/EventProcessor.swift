@@ -10,30 +10,30 @@ import CheckoutBusJSON
 /// caller to read back afterwards.
 ///
 /// Not `Sendable`: one processor per pipeline thread; it reuses its buffers message after message.
-public final class EventProcessor {
+package final class EventProcessor {
     /// How the processor treats input; every field has a daemon flag.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// Keep buyer and payment details (`--buyer-data full`) instead of redacting them.
-        public var keepBuyerData = false
+        package var keepBuyerData = false
         /// Larger messages are dead-lettered as `oversized` (`--max-message-bytes`).
-        public var maxMessageBytes = 1 << 20
+        package var maxMessageBytes = 1 << 20
         /// Most checkouts tracked at once (`--max-checkouts`).
-        public var maxCheckouts = 1_000_000
+        package var maxCheckouts = 1_000_000
         /// Seconds after which an idle checkout is forgotten (`--checkout-ttl`).
-        public var checkoutTTLSeconds: UInt32 = 86_400
+        package var checkoutTTLSeconds: UInt32 = 86_400
         /// Bytes of an unusable message kept in its dead letter.
-        public var deadLetterRawLimit = 64 * 1024
+        package var deadLetterRawLimit = 64 * 1024
         /// Event ids remembered to recognise a producer's retry; 0 (the default here): off. The daemon's
         /// default is set in `DaemonConfiguration.processor` (`--dedupe-window`).
-        public var dedupeWindow = 0
+        package var dedupeWindow = 0
         /// This daemon's shard (`--shard I/N`): events of checkouts another shard owns are
         /// dead-lettered as `wrong_shard`, and every envelope carries the index.
-        public var shard = ShardMap.single
-        public init() {}
+        package var shard = ShardMap.single
+        package init() {}
     }
 
     /// What happened to one input.
-    public enum Outcome: Equatable {
+    package enum Outcome: Equatable {
         case published(LifecycleKind)
         case suppressed
         case deadLettered(DeadLetterReason)
@@ -45,37 +45,37 @@ public final class EventProcessor {
     }
 
     /// Running counts, read by stats and metrics.
-    public struct Counters: Sendable {
-        public var received: UInt64 = 0
-        public var receivedByFormat = [UInt64](repeating: 0, count: 4)
-        public var publishedByKind = [UInt64](repeating: 0, count: LifecycleKind.allCases.count)
-        public var suppressed: UInt64 = 0
+    package struct Counters: Sendable {
+        package var received: UInt64 = 0
+        package var receivedByFormat = [UInt64](repeating: 0, count: 4)
+        package var publishedByKind = [UInt64](repeating: 0, count: LifecycleKind.allCases.count)
+        package var suppressed: UInt64 = 0
         /// Retries recognised by `event_id` and not published again.
-        public var duplicates: UInt64 = 0
-        public var deadLettered: [String: UInt64] = [:]
-        public var deadLetteredTotal: UInt64 = 0
+        package var duplicates: UInt64 = 0
+        package var deadLettered: [String: UInt64] = [:]
+        package var deadLetteredTotal: UInt64 = 0
         /// Published `fail` envelopes by their stable code (what `checkout.fail.<code>` carries), in
         /// `StableErrorCode.allCases` order (an array: no hashing on the hot path).
-        public var failedByCode = [UInt64](repeating: 0, count: StableErrorCode.allCases.count)
+        package var failedByCode = [UInt64](repeating: 0, count: StableErrorCode.allCases.count)
         /// Terminal `fail` envelopes published with `repeat: true`: the same failure (code, raw
         /// code, message) reported again for a checkout; not in ``failedByCode``.
-        public var repeatedFailures: UInt64 = 0
+        package var repeatedFailures: UInt64 = 0
         /// Failures published as `unknown`, by raw code (`""` for none): the first
         /// ``EventProcessor/maxUnknownRawCodes`` raw codes since start, each at most
         /// ``EventProcessor/maxUnknownRawCodeBytes`` bytes; the others are summed in
         /// ``unknownRawCodesOther``. A new SDK error id shows here the day it appears.
-        public var unknownRawCodes: [String: UInt64] = [:]
-        public var unknownRawCodesOther: UInt64 = 0
+        package var unknownRawCodes: [String: UInt64] = [:]
+        package var unknownRawCodesOther: UInt64 = 0
     }
 
     /// Distinct raw codes of `unknown` failures counted apart (``Counters/unknownRawCodes``).
-    public static let maxUnknownRawCodes = 64
+    package static let maxUnknownRawCodes = 64
     /// Longer raw codes are counted under their first this many bytes.
-    public static let maxUnknownRawCodeBytes = 64
+    package static let maxUnknownRawCodeBytes = 64
 
-    public let options: Options
+    package let options: Options
     /// Running counts (read by stats and metrics, not per event: each read builds the arrays).
-    public var counters: Counters {
+    package var counters: Counters {
         var c = otherCounters
         c.receivedByFormat = Array(UnsafeBufferPointer(start: perEventCounts + EventProcessor.receivedByFormatAt,
                                                        count: EventProcessor.formatCount))
@@ -103,13 +103,13 @@ public final class EventProcessor {
     private static let kindSeqAt = formatCount + kindCount
     private static let perEventCountsSize = formatCount + 2 * kindCount
     /// The last `seq` assigned (0 before the first).
-    public private(set) var lastSeq: UInt64
+    package private(set) var lastSeq: UInt64
     /// Each kind's last `kind_seq`, in `LifecycleKind.allCases` order.
-    public var kindSeq: [UInt64] {
+    package var kindSeq: [UInt64] {
         Array(UnsafeBufferPointer(start: perEventCounts + EventProcessor.kindSeqAt, count: EventProcessor.kindCount))
     }
-    public private(set) var deadLetterSeq: UInt64 = 0
-    public private(set) var state: CheckoutStateTable
+    package private(set) var deadLetterSeq: UInt64 = 0
+    package private(set) var state: CheckoutStateTable
 
     /// The context ``process(_:receivedAt:now:timed:)`` prepares messages in (and ``restore(envelope:seq:rememberEventID:rebuildState:wallNow:now:)`` parses).
     private let ownContext = EventDecodeContext()
@@ -150,7 +150,7 @@ public final class EventProcessor {
         return IdentifierText(bytes: UnsafeRawBufferPointer(start: resultEventIDBytes, count: text.count))
     }
 
-    public init(options: Options = Options(), startSeq: UInt64 = 0) {
+    package init(options: Options = Options(), startSeq: UInt64 = 0) {
         precondition(LifecycleKind.allCases.count == EventProcessor.kindCount
                      && LifecycleKind.allCases.allSatisfy { Int($0.rawValue) < EventProcessor.kindCount }
                      && RawFormat.allCases.count == EventProcessor.formatCount
@@ -167,7 +167,7 @@ public final class EventProcessor {
 
     /// Continues numbering after a restart: `seq` and each kind's `kind_seq` (start, update,
     /// complete, fail, dismiss, then dead letters) as the journal last recorded them.
-    public func restore(seq: UInt64, kindSeqs: [UInt64]) {
+    package func restore(seq: UInt64, kindSeqs: [UInt64]) {
         lastSeq = seq
         let n = EventProcessor.kindCount
         for i in 0..<min(n, kindSeqs.count) { perEventCounts[EventProcessor.kindSeqAt + i] = kindSeqs[i] }
@@ -184,7 +184,7 @@ public final class EventProcessor {
     ///   ``ProcessingResult/publication`` holds the message to journal and send, in buffers this
     ///   processor owns: valid until the next call of this method, ``commit(_:_:_:_:receivedAt:now:)``
     ///   or ``reject(_:_:_:receivedAt:)``.
-    public func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32,
+    package func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32,
                         timed: Bool = false) -> ProcessingResult {
         // The state table's and the event-id window's slots are far apart in large tables (a
         // cache miss each): they start loading before the snapshot is hashed.
@@ -211,7 +211,7 @@ public final class EventProcessor {
     ///     hashed (the sequential path starts loading their slots there).
     /// - Returns: what the prepare found, for ``commit(_:_:_:_:receivedAt:now:)`` with `context`.
     @inline(__always)
-    public static func prepare(_ bytes: UnsafeRawBufferPointer, options: Options, eventIDWindow: Bool,
+    package static func prepare(_ bytes: UnsafeRawBufferPointer, options: Options, eventIDWindow: Bool,
                                in context: EventDecodeContext, timed: Bool = false,
                                into event: inout DecodedEvent?,
                                prefetch: (CheckoutStateTable.Key, (UInt64, UInt64)?) -> Void) -> PreparedEvent {
@@ -265,7 +265,7 @@ public final class EventProcessor {
     ///   - bytes: the message `prepared` was prepared from, in `context`.
     /// - Returns: as ``process(_:receivedAt:now:timed:)``; a timed message that decoded carries its
     ///   ``ProcessingResult/stages``.
-    public func commit(_ bytes: UnsafeRawBufferPointer, _ context: EventDecodeContext, _ prepared: PreparedEvent,
+    package func commit(_ bytes: UnsafeRawBufferPointer, _ context: EventDecodeContext, _ prepared: PreparedEvent,
                        _ decoded: consuming DecodedEvent?, receivedAt: Timestamp, now: UInt32) -> ProcessingResult
     {
         otherCounters.received &+= 1
@@ -366,7 +366,7 @@ public final class EventProcessor {
     }
 
     /// Remembers that event `id` was dead-lettered under `seq` for `reason`.
-    public func rememberDeadLetter(_ id: String, seq: UInt64, reason: DeadLetterReason) {
+    package func rememberDeadLetter(_ id: String, seq: UInt64, reason: DeadLetterReason) {
         guard let index = DeadLetterReason.all.firstIndex(of: reason) else { return }
         eventIDs?.insert(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs),
                          seq: seq | UInt64(index + 1) << EventProcessor.deadLetterTagShift)
@@ -401,7 +401,7 @@ public final class EventProcessor {
 
     /// Remembers an event id of `checkoutID` published under `seq` (the daemon refills the window
     /// from the journal at start, so a retry after a restart is still recognised).
-    public func rememberEventID(_ id: String, checkoutID: String, seq: UInt64) {
+    package func rememberEventID(_ id: String, checkoutID: String, seq: UInt64) {
         eventIDs?.insert(EventIDWindow.key(id, checkout: CheckoutStateTable.key(checkoutID)), seq: seq)
     }
 
@@ -426,7 +426,7 @@ public final class EventProcessor {
     ///   - now: monotonic seconds, as ``process(_:receivedAt:now:timed:)`` takes them.
     /// - Returns: whether the envelope was a lifecycle event this processor could read.
     @discardableResult
-    public func restore(envelope bytes: UnsafeRawBufferPointer, seq: UInt64, rememberEventID remember: Bool = true,
+    package func restore(envelope bytes: UnsafeRawBufferPointer, seq: UInt64, rememberEventID remember: Bool = true,
                         rebuildState: Bool = true, wallNow: Timestamp, now: UInt32) -> Bool {
         let doc = document
         guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object else { return false }
@@ -490,7 +490,7 @@ public final class EventProcessor {
 
     /// Ends a restore: forgets checkouts idle longer than the TTL at `now`, and zeroes the table's
     /// eviction and expiry counts (they count live operation, not the replay).
-    public func finishRestore(now: UInt32) {
+    package func finishRestore(now: UInt32) {
         state.expire(now: now)
         state.clearCounts()
         restoreClock = nil
@@ -507,7 +507,7 @@ public final class EventProcessor {
     }
 
     /// Expires idle checkouts; call about once a second.
-    public func tick(now: UInt32) { state.expire(now: now) }
+    package func tick(now: UInt32) { state.expire(now: now) }
 
     // MARK: Lifecycle rules
 
@@ -613,7 +613,7 @@ public final class EventProcessor {
     }
 
     /// Dead-letters a message the transport already knows is unusable (a multipart message, say).
-    public func reject(_ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer,
+    package func reject(_ reason: DeadLetterReason, _ detail: String, _ bytes: UnsafeRawBufferPointer,
                        receivedAt: Timestamp) -> ProcessingResult {
         otherCounters.received &+= 1
         return deadLetter(reason, detail, bytes, receivedAt, eventID: nil, context: ownContext)
@@ -653,7 +653,7 @@ public final class EventProcessor {
     /// tell it is behind.
     /// - Returns: its topic and envelope frames, in buffers of the heartbeat's own (an event's
     ///   ``ProcessingResult/publication`` is left as it was): valid until the next heartbeat.
-    public func writeHeartbeat(at time: Timestamp) -> (topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
+    package func writeHeartbeat(at time: Timestamp) -> (topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
         envelopes.writeHeartbeat(at: time, seq: lastSeq, kindSeqs: kindSeqs, trackedCheckouts: state.count,
                                  counters: counters, evictedCheckouts: state.evicted, expiredCheckouts: state.expired,
                                  startedAt: startedAt)
@@ -662,8 +662,8 @@ public final class EventProcessor {
     /// When this run of the daemon started (set by the daemon; heartbeats carry it as `started_at`):
     /// a subscriber that sees it change knows the daemon restarted and that a request it had in
     /// flight is lost with the old run.
-    public var startedAt: Timestamp?
+    package var startedAt: Timestamp?
 
     /// Each kind's last `kind_seq`, dead letters last (as heartbeats and stats write them).
-    public var kindSeqs: [UInt64] { kindSeq + [deadLetterSeq] }
+    package var kindSeqs: [UInt64] { kindSeq + [deadLetterSeq] }
 }

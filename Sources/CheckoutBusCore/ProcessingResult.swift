@@ -7,29 +7,29 @@ import CheckoutBusProtocol
 /// into buffers the processor owns, valid until its next ``EventProcessor/process(_:receivedAt:now:timed:)`` or
 /// ``EventProcessor/reject(_:_:_:receivedAt:)`` call (a heartbeat writes buffers of its own and
 /// leaves them alone). Lives on the pipeline thread that called the processor.
-public struct ProcessingResult {
+package struct ProcessingResult {
     /// A message that takes a `seq`: a lifecycle event or a dead letter. Not `Sendable` (see above).
-    public struct Publication {
+    package struct Publication {
         /// The message's `seq`.
-        public let seq: UInt64
+        package let seq: UInt64
         /// Its kind (the journal's kind byte is the raw value).
-        public let kind: JournaledKind
+        package let kind: JournaledKind
         /// Its `kind_seq`.
-        public let kindSeq: UInt64
+        package let kindSeq: UInt64
         /// The topic frame, in the processor's buffer.
-        public let topic: UnsafeRawBufferPointer
+        package let topic: UnsafeRawBufferPointer
         /// The envelope frame, in the processor's buffer.
-        public let envelope: UnsafeRawBufferPointer
+        package let envelope: UnsafeRawBufferPointer
     }
 
     /// What happened to the input.
-    public let outcome: EventProcessor.Outcome
+    package let outcome: EventProcessor.Outcome
     /// The `seq` the input was published under; for an input that published nothing, the last
     /// `seq` assigned before it (what an acknowledgement of it waits to be durable).
-    public let seq: UInt64
+    package let seq: UInt64
     /// The input's `event_id` (its ingest wrapper's, when it had one), also for a dead letter that names one.
     /// Built when read, from ``eventIdentifier``'s bytes when the id was read in place.
-    public var eventID: String? { eventIdentifier.value }
+    package var eventID: String? { eventIdentifier.value }
     /// The event id: its bytes copied from the message into a buffer the processor owns (as the
     /// publication's frames, valid until its next ``EventProcessor/process(_:receivedAt:now:timed:)``,
     /// ``EventProcessor/commit(_:_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
@@ -37,12 +37,12 @@ public struct ProcessingResult {
     let eventIdentifier: IdentifierText
     /// For a suppressed update with an `event_id`: its checkout (the daemon keeps such ids beside
     /// the journal, which holds only what was published).
-    public let suppressedCheckoutID: String?
+    package let suppressedCheckoutID: String?
     /// The message to journal and send: `nil` when the input was suppressed or a duplicate.
-    public let publication: Publication?
+    package let publication: Publication?
     /// A timed input's stages (``EventProcessor/process(_:receivedAt:now:timed:)``); nil when it
     /// was not timed or did not decode into a lifecycle event (a dead letter is not sampled).
-    public internal(set) var stages: EventStages?
+    package internal(set) var stages: EventStages?
 
     init(outcome: EventProcessor.Outcome, seq: UInt64, eventID: IdentifierText,
          suppressedCheckoutID: String?, publication: Publication?) {

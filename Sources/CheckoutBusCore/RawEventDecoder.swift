@@ -14,7 +14,7 @@ import Darwin
 /// Checkout states and callbacks.
 ///
 /// Not `Sendable`: owns the reusable documents for JSON nested in strings; one per pipeline thread.
-public final class RawEventDecoder {
+package final class RawEventDecoder {
     /// Documents for JSON that arrived inside strings (a wrapper's `payload`, a bridge's `body`, a
     /// `data` or `checkout` a bridge serialised): handed out in turn for each message, kept for reuse.
     private var embeddedDocuments: [JSONDocument] = []
@@ -25,15 +25,15 @@ public final class RawEventDecoder {
 
     /// The event id the message's ingest wrapper gave (nil without one), kept for a message the
     /// decoder then rejects: the producer's reply still names its event.
-    public var wrapperEventID: String? { wrapperEventIdentifier.value }
+    package var wrapperEventID: String? { wrapperEventIdentifier.value }
     /// ``wrapperEventID`` as read (in place: into the message's document, valid until the next decode).
     private var wrapperEventIdentifier = IdentifierText()
 
-    public init() {}
+    package init() {}
 
     /// Decodes the message parsed into `doc`.
     /// - Throws: ``DecodeRejection`` with the dead-letter reason.
-    public func decode(_ doc: JSONDocument) throws(DecodeRejection) -> DecodedEvent {
+    package func decode(_ doc: JSONDocument) throws(DecodeRejection) -> DecodedEvent {
         let root = doc.root
         guard doc.kind(root) == .object else {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")

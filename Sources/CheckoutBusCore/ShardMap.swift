@@ -8,17 +8,17 @@ import CheckoutBusJSON
 /// The function is part of the product's contract (docs/sharding.md gives it in full with test
 /// vectors, so producers in any language can route): it never changes for a given shard count.
 /// Going from N to N+1 shards moves only about 1/(N+1) of the checkouts. `Sendable`.
-public struct ShardMap: Sendable, Equatable, CustomStringConvertible {
+package struct ShardMap: Sendable, Equatable, CustomStringConvertible {
     /// This daemon's shard, `0..<count`.
-    public let index: Int
+    package let index: Int
     /// How many shards there are.
-    public let count: Int
+    package let count: Int
 
     /// The whole bus as one shard (`0/1`), the default.
-    public static let single = ShardMap(uncheckedIndex: 0, count: 1)
+    package static let single = ShardMap(uncheckedIndex: 0, count: 1)
 
     /// The most shards a bus may have.
-    public static let maxCount = 1024
+    package static let maxCount = 1024
 
     private init(uncheckedIndex index: Int, count: Int) {
         self.index = index
@@ -26,7 +26,7 @@ public struct ShardMap: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Parses `I/N` (`--shard 1/3`): shard I of N, 0-based.
-    public init?(_ text: some StringProtocol) {
+    package init?(_ text: some StringProtocol) {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, let i = Int(parts[0]), let n = Int(parts[1]),
               (1...ShardMap.maxCount).contains(n), (0..<n).contains(i)
@@ -35,21 +35,21 @@ public struct ShardMap: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `I/N`.
-    public var description: String { "\(index)/\(count)" }
+    package var description: String { "\(index)/\(count)" }
 
     /// The shard (`0..<count`) that owns the checkout.
-    public static func owner(of checkoutID: String, count: Int) -> Int {
+    package static func owner(of checkoutID: String, count: Int) -> Int {
         var id = checkoutID
         return id.withUTF8 { owner(ofBytes: UnsafeRawBufferPointer($0), count: count) }
     }
 
     /// The shard (`0..<count`) that owns the checkout whose id has these UTF-8 bytes.
-    public static func owner(ofBytes bytes: UnsafeRawBufferPointer, count: Int) -> Int {
+    package static func owner(ofBytes bytes: UnsafeRawBufferPointer, count: Int) -> Int {
         jump(fnv1a64(bytes), buckets: count)
     }
 
     /// 64-bit FNV-1a.
-    public static func fnv1a64(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    package static func fnv1a64(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in bytes {
             h ^= UInt64(b)
@@ -59,7 +59,7 @@ public struct ShardMap: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Jump consistent hash: a bucket in `0..<buckets` for `key`.
-    public static func jump(_ key: UInt64, buckets: Int) -> Int {
+    package static func jump(_ key: UInt64, buckets: Int) -> Int {
         var key = key
         var b: Int64 = -1
         var j: Int64 = 0

@@ -17,16 +17,16 @@ import CheckoutBusJSON
 /// `2.5e3`) or a string holding one (`"2500"`); digits below the minor unit round half away from
 /// zero. A value that is not a number (`"abc"`, `true`, an escaped string) leaves the field null.
 /// `Sendable`.
-public struct SnapshotSummary: Sendable, Equatable {
-    public var status: String?
-    public var currency: String?
-    public var total: Int64?
-    public var subtotal: Int64?
-    public var lineCount: Int?
-    public var itemQuantity: Int64?
-    public var orderID: String?
+package struct SnapshotSummary: Sendable, Equatable {
+    package var status: String?
+    package var currency: String?
+    package var total: Int64?
+    package var subtotal: Int64?
+    package var lineCount: Int?
+    package var itemQuantity: Int64?
+    package var orderID: String?
 
-    public init() {}
+    package init() {}
 
     /// The unit a schema writes its amounts in (see the type's discussion).
     enum AmountUnit {
@@ -37,7 +37,7 @@ public struct SnapshotSummary: Sendable, Equatable {
     }
 
     /// Reads a summary from a snapshot (v4 `Checkout`, older `orderDetails`) and/or a Primer payment.
-    public static func read(kind: LifecycleKind, snapshot: JSONRef?, payment: JSONRef?, orderID: String?) -> SnapshotSummary {
+    package static func read(kind: LifecycleKind, snapshot: JSONRef?, payment: JSONRef?, orderID: String?) -> SnapshotSummary {
         var s = SnapshotSummary()
         s.read(kind: kind, snapshot: snapshot, payment: payment, orderID: orderID)
         return s
@@ -296,7 +296,7 @@ public struct SnapshotSummary: Sendable, Equatable {
     }
 
     /// Digits after the decimal point for an ISO 4217 currency.
-    public static func exponent(_ currency: String?) -> Int {
+    package static func exponent(_ currency: String?) -> Int {
         switch currency?.uppercased() {
         case "JPY", "KRW", "VND", "CLP", "ISK", "UGX", "XAF", "XOF", "XPF", "PYG", "RWF", "KMF", "GNF", "DJF",
             "BIF", "VUV":

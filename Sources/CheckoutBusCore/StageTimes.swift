@@ -5,13 +5,13 @@ import Darwin
 #endif
 
 /// One timed event's stages up to its journaling, in ns (``ProcessingResult/stages``).
-public struct EventStages: Sendable, Equatable {
+package struct EventStages: Sendable, Equatable {
     /// Scanning and decoding (``StageTimes/decode``).
-    public var decode: UInt64
+    package var decode: UInt64
     /// The snapshot's hash and the lifecycle rules (``StageTimes/rules``).
-    public var rules: UInt64
+    package var rules: UInt64
     /// Writing the envelope (``StageTimes/envelope``).
-    public var envelope: UInt64
+    package var envelope: UInt64
 }
 
 /// Where the pipeline thread's time goes, measured on a sample of events (about one in
@@ -22,44 +22,44 @@ public struct EventStages: Sendable, Equatable {
 /// clock would not count time the thread was preempted, but a read of it is a system call of
 /// ~650 ns here, larger than some stages. Instead, a sampled event whose stages took more than
 /// ``preemptedAfter`` in all is taken to have been preempted and is only counted in ``discarded``.
-public struct StageTimes: Sendable, Equatable {
+package struct StageTimes: Sendable, Equatable {
     /// One event in this many is timed, on average.
-    public static let sampleInterval = 64
+    package static let sampleInterval = 64
     /// A sampled event whose stages took longer than this (ns) in all is left out.
-    public static let preemptedAfter: UInt64 = 100_000
+    package static let preemptedAfter: UInt64 = 100_000
 
     /// Events timed through every stage.
-    public var samples: UInt64 = 0
+    package var samples: UInt64 = 0
     /// Sampled events left out: their stages took longer than ``preemptedAfter``.
-    public var discarded: UInt64 = 0
+    package var discarded: UInt64 = 0
     /// Reading the message off the ingest socket (`zmq_msg_recv`).
-    public var receive: UInt64 = 0
+    package var receive: UInt64 = 0
     /// Scanning the JSON and decoding the raw shape into an event.
-    public var decode: UInt64 = 0
+    package var decode: UInt64 = 0
     /// The lifecycle rules: the snapshot's canonical hash (noting redactions), the state table,
     /// the event-id window.
-    public var rules: UInt64 = 0
+    package var rules: UInt64 = 0
     /// Writing the envelope and its topic.
-    public var envelope: UInt64 = 0
+    package var envelope: UInt64 = 0
     /// Copying the record into the journal's pending batch.
-    public var journalAppend: UInt64 = 0
+    package var journalAppend: UInt64 = 0
     /// Records whose publication was timed.
-    public var publishSamples: UInt64 = 0
+    package var publishSamples: UInt64 = 0
     /// Handing a record's two frames to the publish socket (`zmq_msg_send`).
-    public var publish: UInt64 = 0
+    package var publish: UInt64 = 0
     /// Batches of messages prepared by several threads at once (`--pipeline-threads` above 1),
     /// and the messages in them.
-    public var parallelBatches: UInt64 = 0
-    public var parallelMessages: UInt64 = 0
+    package var parallelBatches: UInt64 = 0
+    package var parallelMessages: UInt64 = 0
 
-    public init() {}
+    package init() {}
 
     /// Events until the next timed one: between 33 and 95, drawn from `state` (any non-zero seed)
     /// so that the sample does not fall on the same place in each batch the pipeline reads (the
     /// daemon reads 512 at a time: every eighth sample was a batch's first event, whose caches
     /// are cold after the batch before was journaled and published, and it cost twice the rest).
     @inline(__always)
-    public static func nextInterval(_ state: inout UInt64) -> Int {
+    package static func nextInterval(_ state: inout UInt64) -> Int {
         state ^= state << 13
         state ^= state >> 7
         state ^= state << 17
@@ -68,7 +68,7 @@ public struct StageTimes: Sendable, Equatable {
 
     /// Monotonic nanoseconds, for the stage boundaries.
     @inline(__always)
-    public static func now() -> UInt64 {
+    package static func now() -> UInt64 {
         var t = timespec()
         clock_gettime(CLOCK_MONOTONIC, &t)
         return UInt64(t.tv_sec) &* 1_000_000_000 &+ UInt64(t.tv_nsec)
@@ -76,7 +76,7 @@ public struct StageTimes: Sendable, Equatable {
 
     /// Adds one sampled event's stages, unless they took so long in all that the thread must
     /// have been preempted.
-    public mutating func add(receive: UInt64, decode: UInt64, rules: UInt64, envelope: UInt64, journalAppend: UInt64) {
+    package mutating func add(receive: UInt64, decode: UInt64, rules: UInt64, envelope: UInt64, journalAppend: UInt64) {
         guard receive &+ decode &+ rules &+ envelope &+ journalAppend <= StageTimes.preemptedAfter else {
             discarded &+= 1
             return
@@ -90,7 +90,7 @@ public struct StageTimes: Sendable, Equatable {
     }
 
     /// Adds one sampled publication (two frames), unless it was preempted.
-    public mutating func addPublish(_ ns: UInt64) {
+    package mutating func addPublish(_ ns: UInt64) {
         guard ns <= StageTimes.preemptedAfter else {
             discarded &+= 1
             return

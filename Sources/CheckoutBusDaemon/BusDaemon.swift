@@ -13,25 +13,25 @@ import CheckoutBusRuntime
 /// there until it returns. One thread keeps per-checkout order and the rules' state simple and
 /// lock-free; libzmq's I/O thread does the network work beside it, and the journal's writer and
 /// sync threads write and `fdatasync` each batch behind it (``Journal``).
-public final class BusDaemon {
+package final class BusDaemon {
     /// The endpoints as actually bound (ports resolved), printed as the ready line.
-    public struct BoundEndpoints: Sendable {
-        public var ingest: String
-        public var ingestAcked: String
-        public var publish: String
-        public var control: String
+    package struct BoundEndpoints: Sendable {
+        package var ingest: String
+        package var ingestAcked: String
+        package var publish: String
+        package var control: String
         /// `HOST:PORT` of the metrics endpoint, or nil when off.
-        public var metrics: String?
-        public var dataDirectory: String
+        package var metrics: String?
+        package var dataDirectory: String
         /// The last seq in the journal at start (0 for a new one).
-        public var lastSeq: UInt64
+        package var lastSeq: UInt64
         /// The daemon's CURVE public key, clients' `--curve-server` (nil without CURVE).
-        public var curvePublicKey: String?
+        package var curvePublicKey: String?
         /// This daemon's shard, `I/N`.
-        public var shard: ShardMap
+        package var shard: ShardMap
 
         /// The ready line: one JSON object on one line.
-        public var readyLine: String {
+        package var readyLine: String {
             var w = JSONWriter(capacity: 256)
             w.append("{\"ready\":true,\"ingest\":")
             w.appendString(ingest)
@@ -67,8 +67,8 @@ public final class BusDaemon {
         var reply: [UInt8]
     }
 
-    public let configuration: DaemonConfiguration
-    public let logger: BusLogger
+    package let configuration: DaemonConfiguration
+    package let logger: BusLogger
     package let processor: EventProcessor
     /// Bytes a subscription message may have on the publish socket (a topic prefix of at most
     /// ``TopicLimits/maxPrefixBytes``); a larger one disconnects its subscriber as its size arrives,
@@ -134,7 +134,7 @@ public final class BusDaemon {
     private var boundEndpoints: BoundEndpoints?
     private var trimmedSinceInput = true
     /// The process's allocator (set by the executable before ``run(stop:ready:)``; glibc's by default).
-    public var allocator = MemoryAllocator.system
+    package var allocator = MemoryAllocator.system
 
     /// With `--pipeline-threads` above 1: the threads that prepare messages beside the pipeline
     /// thread, and the slots a batch is received into.
@@ -142,7 +142,7 @@ public final class BusDaemon {
     private let slots: PreparedSlots
 
     /// The CURVE allowlists when CURVE is on; SIGHUP reloads them.
-    public let allowlists: CurveAllowlists?
+    package let allowlists: CurveAllowlists?
     private let curveKeys: ZMQCurveKeyPair?
 
     /// Reads the CURVE keys and the error map, and opens the journal (recovering it: docs/durability.md).
@@ -150,7 +150,7 @@ public final class BusDaemon {
     /// when it goes away.
     /// - Throws: ``DaemonError`` when CURVE is configured and its key file or directories cannot be
     ///   read; a ``JournalError`` when the data directory or the journal cannot be opened.
-    public init(configuration: DaemonConfiguration, logger: BusLogger) throws {
+    package init(configuration: DaemonConfiguration, logger: BusLogger) throws {
         self.configuration = configuration
         // Subscribers report once per heartbeat: silence shorter than three of them is no silence.
         reports = SubscriberReportBook(lifetimes: .init(goneAfterMilliseconds: max(Int64(configuration.subscriberGoneAfterSeconds) * 1000,
@@ -188,7 +188,7 @@ public final class BusDaemon {
     /// Binds, reports the bound endpoints through `ready`, and runs until `stop` is raised; then
     /// stops accepting, journals and publishes everything already received, syncs, and returns.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound, or a ``DaemonError``.
-    public func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
+    package func run(stop: StopSignal, ready: (BoundEndpoints) -> Void) throws {
         // However the run ends, what is pending is written and the journal closed.
         defer { batches.close() }
         precondition(!ran, "a BusDaemon runs once (its journal is closed when run returns)")

@@ -10,35 +10,35 @@ import ZeroMQ
 /// Each property's initialiser (or that of the option struct holding it) is the one declaration
 /// of its default; ``DaemonSetting/all`` names the flag, the configuration key and the help of
 /// each, and ``parse(_:)`` of no arguments is this value.
-public struct DaemonConfiguration: Sendable {
+package struct DaemonConfiguration: Sendable {
     /// Fire-and-forget ingest (PULL, bound).
-    public var ingest = DefaultEndpoints.ingest
+    package var ingest = DefaultEndpoints.ingest
     /// Acknowledged ingest (ROUTER, bound): a reply per event once it is durable.
-    public var ingestAcked = DefaultEndpoints.ingestAcked
+    package var ingestAcked = DefaultEndpoints.ingestAcked
     /// Typed topics out (XPUB, bound).
-    public var publish = DefaultEndpoints.publish
+    package var publish = DefaultEndpoints.publish
     /// Replay from the journal, stats, subscriber reports (ROUTER, bound).
-    public var control = DefaultEndpoints.control
+    package var control = DefaultEndpoints.control
     /// Prometheus metrics and health over HTTP (`HOST:PORT`), or nil (`--metrics off`).
-    public var metrics: String? = "127.0.0.1:7780"
+    package var metrics: String? = "127.0.0.1:7780"
     /// Segment size, retention and group commit of the journal under `<data-dir>/journal`.
-    public var journal = Journal.Options()
+    package var journal = Journal.Options()
     /// Where the daemon keeps its files; created if missing.
-    public var dataDirectory = "./checkoutbus-data"
+    package var dataDirectory = "./checkoutbus-data"
     /// Decoding limits, privacy and state bounds: `EventProcessor.Options`' defaults, but for the
     /// window of event ids, which the daemon keeps (`--dedupe-window`) and a bare processor (tests,
     /// offline tools) does not.
-    public var processor: EventProcessor.Options = {
+    package var processor: EventProcessor.Options = {
         var options = EventProcessor.Options()
         options.dedupeWindow = 200_000
         return options
     }()
     /// An operator's raw code → stable code map (`--error-map`), read at start and on SIGHUP.
-    public var errorMapPath: String?
+    package var errorMapPath: String?
 
     /// Reads the `--error-map` file at `path`.
     /// - Throws: ``DaemonError`` naming the file and, for a bad line, the line.
-    public static func loadErrorMap(_ path: String) throws -> ErrorMap {
+    package static func loadErrorMap(_ path: String) throws -> ErrorMap {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
@@ -54,73 +54,73 @@ public struct DaemonConfiguration: Sendable {
 
     /// Messages queued per subscriber before ZeroMQ drops for that subscriber (`ZMQ_SNDHWM`); lowered
     /// while many subscribers share ``subscriberMemoryBytes``.
-    public var publishHighWaterMark: Int32 = 100_000
+    package var publishHighWaterMark: Int32 = 100_000
     /// What all subscribers' queues may hold together (`--subscriber-memory`): the publish
     /// high-water mark per subscriber is lowered so that ``maxSubscribers`` subscribers, each at
     /// its mark, stay within it (docs/security.md, "One memory budget").
-    public var subscriberMemoryBytes = 4 << 30
+    package var subscriberMemoryBytes = 4 << 30
     /// Subscribers (connections to the publish socket) the daemon keeps (`--max-subscribers`); more
     /// are cut as they are accepted.
-    public var maxSubscribers = 128
+    package var maxSubscribers = 128
     /// What all control clients' queued replies may hold together (`--control-memory`): replay
     /// pages are sized so that every connected client's queue, full, fits.
-    public var controlMemoryBytes = 256 << 20
+    package var controlMemoryBytes = 256 << 20
     /// Connections each ZeroMQ port keeps at most (`--max-connections`); more are cut as they are
     /// accepted. Lowered at start to fit the open-file limit, so the journal and `/healthz` always
     /// have descriptors.
-    public var maxConnectionsPerSocket = 4096
+    package var maxConnectionsPerSocket = 4096
     /// The largest message the ingest sockets take off the wire (`ZMQ_MAXMSGSIZE`); a producer that
     /// sends a larger one is disconnected as its size arrives. Messages between
     /// `--max-message-bytes` and this are dead-lettered `oversized` (`--max-wire-bytes`; default
     /// twice `--max-message-bytes`).
-    public var maxWireBytes = 2 * EventProcessor.Options().maxMessageBytes
+    package var maxWireBytes = 2 * EventProcessor.Options().maxMessageBytes
     /// Messages received and queued per producer connection, on both ingest sockets, before the
     /// daemon stops reading from that producer (`ZMQ_RCVHWM`): backpressure, never a drop.
-    public var ingestHighWaterMark: Int32 = 1000
+    package var ingestHighWaterMark: Int32 = 1000
     /// Threads that prepare messages (parse, decode, hash) for the pipeline, the pipeline thread
     /// among them (`--pipeline-threads`); 0: half the cores, 1 to 8 (``resolvedPipelineThreads``).
-    public var pipelineThreads = 0
+    package var pipelineThreads = 0
 
     /// ``pipelineThreads``, with 0 resolved from the core count.
-    public var resolvedPipelineThreads: Int {
+    package var resolvedPipelineThreads: Int {
         pipelineThreads > 0 ? pipelineThreads : DaemonConfiguration.pipelineThreads(cores: DaemonConfiguration.onlineCores)
     }
 
     /// The default for `cores` processors: half of them, 1 to 8. The other half is for libzmq's
     /// I/O thread, the journal's threads and the producers and subscribers on the same host.
-    public static func pipelineThreads(cores: Int) -> Int { min(8, max(1, cores / 2)) }
+    package static func pipelineThreads(cores: Int) -> Int { min(8, max(1, cores / 2)) }
 
-    public static var onlineCores: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+    package static var onlineCores: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
     /// Milliseconds between `bus.heartbeat` messages.
-    public var heartbeatMilliseconds = 1000
+    package var heartbeatMilliseconds = 1000
     /// A subscriber that has not reported for this long is `gone` (`--subscriber-gone-after`).
-    public var subscriberGoneAfterSeconds = 15
+    package var subscriberGoneAfterSeconds = 15
     /// A gone subscriber is forgotten this long after it went (`--subscriber-expire-after`).
-    public var subscriberExpireAfterSeconds = 3600
+    package var subscriberExpireAfterSeconds = 3600
     /// Journal records replayed at start to rebuild per-checkout state (`--restore-records`).
-    public var restoreRecords = 1_000_000
+    package var restoreRecords = 1_000_000
     /// The least severe level logged (`--log-level`; SIGHUP re-reads it from `--config`).
-    public var logLevel = BusLogger.Level.info
+    package var logLevel = BusLogger.Level.info
     /// The configuration file read at start and again on SIGHUP (`--config`).
-    public var configPath: String?
+    package var configPath: String?
     /// CURVE: the daemon's secret key file (`--curve-secret-key`, or `CHECKOUTBUS_CURVE_SECRET_KEY`).
-    public var curveSecretKeyPath: String?
+    package var curveSecretKeyPath: String?
     /// CURVE: directory of producers' public keys (`--curve-producers`, or `CHECKOUTBUS_CURVE_PRODUCERS`).
-    public var curveProducersDirectory: String?
+    package var curveProducersDirectory: String?
     /// CURVE: directory of subscribers' public keys (`--curve-subscribers`, or `CHECKOUTBUS_CURVE_SUBSCRIBERS`).
-    public var curveSubscribersDirectory: String?
+    package var curveSubscribersDirectory: String?
     /// Plain text on a non-loopback address is refused unless this is set (`--allow-insecure-remote`).
-    public var allowInsecureRemote = false
+    package var allowInsecureRemote = false
 
     /// Whether CURVE is configured.
-    public var curveEnabled: Bool { curveSecretKeyPath != nil }
+    package var curveEnabled: Bool { curveSecretKeyPath != nil }
 
-    public init() {}
+    package init() {}
 
     /// Reads a configuration file: one `key = value` per line, keys named as the flags without
     /// dashes (`fsync-ms = 5`), `#` comments, blank lines ignored, values optionally in quotes.
     /// - Returns: the equivalent flags, to be placed before the command line's (which win).
-    public static func configArguments(path: String) throws(CommandLineArguments.UsageError) -> [String] {
+    package static func configArguments(path: String) throws(CommandLineArguments.UsageError) -> [String] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw .init("cannot read the configuration file \(path)")
         }
@@ -154,7 +154,7 @@ public struct DaemonConfiguration: Sendable {
     }
 
     /// What SIGHUP may change without a restart: the log level, from the configuration file.
-    public static func reloadableLogLevel(path: String) throws(CommandLineArguments.UsageError) -> BusLogger.Level? {
+    package static func reloadableLogLevel(path: String) throws(CommandLineArguments.UsageError) -> BusLogger.Level? {
         let args = try CommandLineArguments(
             try configArguments(path: path), valued: DaemonSetting.valued, switches: DaemonSetting.switches)
         guard let v = args.value("log-level") else { return nil }
@@ -165,7 +165,7 @@ public struct DaemonConfiguration: Sendable {
     /// Parses the daemon's flags (``DaemonSetting/all``), after those of the `--config` file.
     /// With no arguments, the result is `DaemonConfiguration()`.
     /// `--help` and `--version` are accepted here and handled by the executable before parsing.
-    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> DaemonConfiguration {
+    package static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> DaemonConfiguration {
         let valued = DaemonSetting.valued
         let switches = DaemonSetting.switches.union(["help", "version"])
         let first = try CommandLineArguments(arguments, valued: valued, switches: switches)
@@ -231,7 +231,7 @@ public struct DaemonConfiguration: Sendable {
     /// configuration").
     /// - Returns: a one-line summary of what a start with it would do.
     /// - Throws: the first thing wrong, its file and line where it has one.
-    public static func check(configFile path: String, flags: [String]) throws -> String {
+    package static func check(configFile path: String, flags: [String]) throws -> String {
         let c: DaemonConfiguration
         do {
             c = try parse(["--config", path] + flags)
@@ -288,5 +288,5 @@ public struct DaemonConfiguration: Sendable {
     }
 
     /// `checkoutbusd --help`: every setting of ``DaemonSetting/all`` with its default.
-    public static var help: String { DaemonSetting.helpText }
+    package static var help: String { DaemonSetting.helpText }
 }

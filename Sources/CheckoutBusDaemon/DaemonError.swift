@@ -3,34 +3,34 @@
 ///
 /// `Sendable`. A struct, so codes can be added without breaking a `switch`: compare ``code``
 /// with the `static let`s of ``Code``.
-public struct DaemonError: Error, CustomStringConvertible, Sendable {
+package struct DaemonError: Error, CustomStringConvertible, Sendable {
     /// What went wrong, for code to act on; ``description`` says where, for people.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let description: String
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        package let description: String
         private init(_ description: String) { self.description = description }
 
         /// A file or directory the daemon was pointed at could not be read or is not what it
         /// should be (CURVE keys, allowlists).
-        public static let notReadable = Code("not_readable")
+        package static let notReadable = Code("not_readable")
         /// A setting's value cannot be used (an address that does not resolve, say).
-        public static let badSetting = Code("bad_setting")
+        package static let badSetting = Code("bad_setting")
         /// A socket, pipe or descriptor could not be made or bound.
-        public static let noResource = Code("no_resource")
+        package static let noResource = Code("no_resource")
         /// Stopping with events the journal could not take: they were neither published nor
         /// acknowledged.
-        public static let notDrained = Code("not_drained")
+        package static let notDrained = Code("not_drained")
         /// A tool's or benchmark's own failure (a peer that did not answer, an unexpected reply).
-        public static let failed = Code("failed")
+        package static let failed = Code("failed")
     }
 
-    public let code: Code
-    public let description: String
+    package let code: Code
+    package let description: String
 
-    public init(_ code: Code, _ description: String) {
+    package init(_ code: Code, _ description: String) {
         self.code = code
         self.description = description
     }
 
     /// A tool's or benchmark's own failure (``Code/failed``).
-    public init(_ description: String) { self.init(.failed, description) }
+    package init(_ description: String) { self.init(.failed, description) }
 }

@@ -81,11 +81,11 @@ final class DataDirectoryLock {
 }
 
 /// The data directory as a whole. `Sendable` (no state).
-public enum DataDirectory {
+package enum DataDirectory {
     /// Makes `path` (and any missing parent) before a start.
     /// - Returns: whether this call made `path` itself: its `mkdir` succeeded, which only one
     ///   process can do. A directory that was there, or that another start made first, is not ours.
-    public static func make(_ path: String) -> Bool {
+    package static func make(_ path: String) -> Bool {
         var info = stat()
         guard stat(path, &info) != 0, errno == ENOENT else { return false }
         let parent = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
@@ -94,7 +94,7 @@ public enum DataDirectory {
     }
 
     /// What ``removeIfUnused(_:)`` did.
-    public enum Removal: Equatable, Sendable {
+    package enum Removal: Equatable, Sendable {
         case removed
         /// Another daemon holds its journal's lock: left as it is.
         case inUse
@@ -104,7 +104,7 @@ public enum DataDirectory {
     /// Removes `path` and everything in it, for a start that made it and failed before it was
     /// ready — unless another daemon holds its journal's lock (it started there meanwhile), which is
     /// held here while removing, so none can take it midway (docs/configuration.md, `--data-dir`).
-    public static func removeIfUnused(_ path: String) -> Removal {
+    package static func removeIfUnused(_ path: String) -> Removal {
         let fd = open(path + "/journal/LOCK", O_RDWR | O_CLOEXEC)
         if fd < 0 && errno != ENOENT { return .failed("cannot open \(path)/journal/LOCK: \(String(cString: strerror(errno)))") }
         defer { if fd >= 0 && close(fd) != 0 { _ = errno } }

@@ -8,21 +8,21 @@ import Glibc
 /// `checkoutbusd` links jemalloc (docs/performance.md, "One allocator per thread, not one lock
 /// per message"); a process without it — a test, a tool running the daemon in-process — keeps
 /// glibc's malloc, ``system``. `Sendable`: a name and a thread-safe function.
-public struct MemoryAllocator: Sendable {
+package struct MemoryAllocator: Sendable {
     /// What the start log calls it: `jemalloc 5.3.0-…`, or `glibc`.
-    public let name: String
+    package let name: String
     /// Returns what the allocator holds freed to the system (called from the pipeline thread,
     /// once per idle spell, never per event).
-    public let releaseFreed: @Sendable () -> Void
+    package let releaseFreed: @Sendable () -> Void
 
-    public init(name: String, releaseFreed: @escaping @Sendable () -> Void) {
+    package init(name: String, releaseFreed: @escaping @Sendable () -> Void) {
         self.name = name
         self.releaseFreed = releaseFreed
     }
 
     /// glibc's malloc; freed memory goes back through `malloc_trim`, which the Glibc module does
     /// not import (looked up instead; a no-op on another libc).
-    public static let system = MemoryAllocator(name: "glibc") {
+    package static let system = MemoryAllocator(name: "glibc") {
         _ = MemoryAllocator.mallocTrim?(0)
     }
 

@@ -13,9 +13,9 @@ import CheckoutBusRuntime
 /// Runs on a global dispatch queue; the level is shared atomically with every copy of the
 /// daemon's logger, so the pipeline sees the change at its next log line. Without `--config`,
 /// SIGHUP is logged and ignored (it no longer terminates the daemon). `Sendable` by use.
-public enum ReloadSignal {
+package enum ReloadSignal {
     /// Installs the handler; keep the returned sources alive.
-    public static func trap(configuration: DaemonConfiguration, logger: BusLogger, allowlists: CurveAllowlists? = nil)
+    package static func trap(configuration: DaemonConfiguration, logger: BusLogger, allowlists: CurveAllowlists? = nil)
         -> [any DispatchSourceSignal]
     {
         signal(SIGHUP, SIG_IGN)

@@ -5,65 +5,65 @@ import CheckoutBusJSON
 import CheckoutBusRuntime
 
 /// Everything `checkoutbus-jetstream` is told on its command line. `Sendable`.
-public struct BridgeOptions: Sendable {
+package struct BridgeOptions: Sendable {
     /// Each shard's `--publish` endpoint (`--from`, comma-separated), in shard order, or in the
     /// order of ``shardIDs`` when given.
-    public var publish = [DefaultEndpoints.publish]
+    package var publish = [DefaultEndpoints.publish]
     /// Each shard's `--control` endpoint (`--control`), in the same order.
-    public var control = [DefaultEndpoints.control]
+    package var control = [DefaultEndpoints.control]
     /// The shards the endpoints are (`--shard-ids`), of a bus of ``shardCount`` (`--shard-count`);
     /// nil: the endpoints are the whole bus, endpoint `i` being shard `i`.
-    public var shardIDs: [Int]?
+    package var shardIDs: [Int]?
     /// The bus's number of shards when ``shardIDs`` is given.
-    public var shardCount: Int?
+    package var shardCount: Int?
     /// Put before every subject (`--subject-prefix`): `P.checkout.complete`; empty: none.
-    public var subjectPrefix = ""
+    package var subjectPrefix = ""
     /// The name the bridge reports under in the daemon's `stats`.
-    public var name = "jetstream"
+    package var name = "jetstream"
     /// The cursor file; with several shards, shard `i` of `N` has `PATH.i-of-N`
     /// (``FileCursor/paths(_:shards:)``).
-    public var cursorPath = "checkoutbus-jetstream.cursor"
-    public var receiveHighWaterMark: Int32 = 100_000
-    public var curve: CurveClientKeys?
-    public var logLevel = BusLogger.Level.info
+    package var cursorPath = "checkoutbus-jetstream.cursor"
+    package var receiveHighWaterMark: Int32 = 100_000
+    package var curve: CurveClientKeys?
+    package var logLevel = BusLogger.Level.info
 
     /// NATS server URLs (`--nats`, comma-separated).
-    public var servers = ["nats://127.0.0.1:4222"]
+    package var servers = ["nats://127.0.0.1:4222"]
     /// The stream's name (`--stream`).
-    public var stream = "CHECKOUTS"
+    package var stream = "CHECKOUTS"
     /// Create the stream when it is missing (else refuse to start).
-    public var createStream = true
-    public var replicas = 1
+    package var createStream = true
+    package var replicas = 1
     /// `--max-age`, nanoseconds; 0: no age limit.
-    public var maxAgeNanoseconds: Int64 = 7 * 86_400 * 1_000_000_000
+    package var maxAgeNanoseconds: Int64 = 7 * 86_400 * 1_000_000_000
     /// `--max-bytes`; -1: no size limit.
-    public var maxBytes: Int64 = -1
+    package var maxBytes: Int64 = -1
     /// `--duplicate-window`, nanoseconds.
-    public var duplicateWindowNanoseconds: Int64 = 10 * 60 * 1_000_000_000
+    package var duplicateWindowNanoseconds: Int64 = 10 * 60 * 1_000_000_000
     /// Asynchronous publishes awaiting their acknowledgement, at most (`--window`).
-    public var window = 4096
+    package var window = 4096
     /// How long one publish may wait for its acknowledgement before it is sent again (`--ack-wait`).
-    public var ackWaitMilliseconds: Int64 = 5000
+    package var ackWaitMilliseconds: Int64 = 5000
 
-    public init() {}
+    package init() {}
 
     /// The subjects the stream takes without a subject prefix: every lifecycle subject and the dead letters.
-    public static let streamSubjects = ["checkout.>", "bus.deadletter"]
+    package static let streamSubjects = ["checkout.>", "bus.deadletter"]
 
     /// The subjects this bridge publishes to: ``streamSubjects``, each after ``subjectPrefix``.
-    public var subjects: [String] { BridgeOptions.streamSubjects.map(prefixed) }
+    package var subjects: [String] { BridgeOptions.streamSubjects.map(prefixed) }
 
     /// `subject` after the ``subjectPrefix`` (`P.subject`), or unchanged without one.
-    public func prefixed(_ subject: String) -> String { subjectPrefix.isEmpty ? subject : subjectPrefix + "." + subject }
+    package func prefixed(_ subject: String) -> String { subjectPrefix.isEmpty ? subject : subjectPrefix + "." + subject }
 
     /// The shard each endpoint is: ``shardIDs``, or `0..<N` for the whole bus.
-    public var bridgedShards: [Int] { shardIDs ?? Array(0..<publish.count) }
+    package var bridgedShards: [Int] { shardIDs ?? Array(0..<publish.count) }
 
     /// The bus's number of shards: ``shardCount``, or the number of endpoints for the whole bus.
-    public var busShardCount: Int { shardCount ?? publish.count }
+    package var busShardCount: Int { shardCount ?? publish.count }
 
     /// The stream this bridge creates when it is missing.
-    public var streamConfiguration: StreamConfiguration {
+    package var streamConfiguration: StreamConfiguration {
         var c = StreamConfiguration(name: stream, subjects: subjects)
         c.storage = .file
         c.retention = .limits
@@ -113,7 +113,7 @@ public struct BridgeOptions: Sendable {
     static let ackWait = CommandOption(
         "ack-wait", "DURATION", help: "a publish unacknowledged this long is sent again", default: "5s")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus-jetstream",
         summary: "publish every envelope of the bus into a NATS JetStream stream, exactly once.",
         groups: [
@@ -131,11 +131,11 @@ public struct BridgeOptions: Sendable {
             checkoutbus-jetstream verify (count the stream's messages and ids) and checkoutbus-jetstream dump
             (print its messages as JSON lines) read the stream back: checkoutbus-jetstream verify --help.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     /// Parses the bridge's flags.
     /// - Throws: a usage error naming the flag.
-    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> BridgeOptions {
+    package static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> BridgeOptions {
         let args = try spec.parse(arguments)
         guard args.positionals.isEmpty else { throw .init("unexpected argument \(args.positionals[0])") }
         var o = BridgeOptions()
@@ -214,7 +214,7 @@ public struct BridgeOptions: Sendable {
     }
 
     /// `0`, or a number with a unit: `ms`, `s`, `m`, `h`, `d` (`90s`, `10m`, `168h`, `7d`), in nanoseconds.
-    public static func duration(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> Int64 {
+    package static func duration(_ value: String, flag: String) throws(CommandLineArguments.UsageError) -> Int64 {
         if value == "0" { return 0 }
         let units: [(String, Int64)] = [("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000),
                                         ("h", 3_600_000_000_000), ("d", 86_400_000_000_000)]

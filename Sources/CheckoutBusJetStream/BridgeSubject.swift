@@ -6,11 +6,11 @@ import NATS
 
 /// How envelopes become JetStream messages: subjects and message ids.
 /// `Sendable` (no state).
-public enum BridgeSubject {
+package enum BridgeSubject {
     /// The subject for a bus topic: the topic itself (`checkout.start`, `checkout.fail.cart_expired`,
     /// `bus.deadletter`). Bytes a NATS subject cannot hold (space, tab, `*`, `>`, control bytes) and
     /// empty tokens, which the daemon never produces, become `_`.
-    public static func subject(forTopic topic: [UInt8]) -> String {
+    package static func subject(forTopic topic: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity(topic.count)
         var tokenStart = true
@@ -30,7 +30,7 @@ public enum BridgeSubject {
     }
 
     /// `<shard>:<seq>` split, or nil for any other id.
-    public static func parseID(_ id: String) -> (shard: Int, seq: Int64)? {
+    package static func parseID(_ id: String) -> (shard: Int, seq: Int64)? {
         guard let colon = id.firstIndex(of: ":"), let shard = Int(id[..<colon]),
             let seq = Int64(id[id.index(after: colon)...]), shard >= 0, seq >= 1
         else { return nil }

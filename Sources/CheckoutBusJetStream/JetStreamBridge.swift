@@ -31,23 +31,23 @@ import CheckoutBusRuntime
 /// `Sendable` (an actor): the NATS connection, the unacknowledged messages and the commits are
 /// touched on the actor only. Its NATS calls block (waiting for acknowledgements, retrying during an
 /// outage), holding the actor's thread meanwhile; the subscriber polls on a thread of its own.
-public actor JetStreamBridge {
+package actor JetStreamBridge {
     /// What the bridge has done since it started. `Sendable`.
-    public struct Statistics: Sendable, Equatable {
+    package struct Statistics: Sendable, Equatable {
         /// Envelopes handed over by the subscriber.
-        public var handled = 0
+        package var handled = 0
         /// Messages published (first attempts).
-        public var published = 0
+        package var published = 0
         /// Envelopes found already stored at start and not published again.
-        public var alreadyStored = 0
+        package var alreadyStored = 0
         /// Messages published again after a failed or unanswered publish.
-        public var republished = 0
+        package var republished = 0
         /// Cursor commits.
-        public var commits = 0
+        package var commits = 0
     }
 
-    public let options: BridgeOptions
-    public private(set) var statistics = Statistics()
+    package let options: BridgeOptions
+    package private(set) var statistics = Statistics()
     private let logger: BusLogger
 
     // Set up in run.
@@ -69,7 +69,7 @@ public actor JetStreamBridge {
     /// Ids found in the stream at start beyond the cursors.
     private var storedBeyondCursor: Set<String> = []
 
-    public init(options: BridgeOptions, logger: BusLogger) {
+    package init(options: BridgeOptions, logger: BusLogger) {
         self.options = options
         self.logger = logger
     }
@@ -80,7 +80,7 @@ public actor JetStreamBridge {
     ///   and the subscriptions are live.
     /// - Throws: ``BridgeError`` for an incompatible stream or an unreadable cursor; the subscriber's
     ///   errors.
-    public func run(onReady: @escaping @Sendable ([String: String]) -> Void) async throws {
+    package func run(onReady: @escaping @Sendable ([String: String]) -> Void) async throws {
         // The NATS calls block and retry: they watch this flag, raised when the task is cancelled.
         let stop = StopSignal()
         try await withTaskCancellationHandler {
@@ -435,7 +435,7 @@ public actor JetStreamBridge {
 }
 
 /// A bridge failure that is not a NATS or ZeroMQ error. `Sendable`.
-public struct BridgeError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct BridgeError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -10,7 +10,7 @@ import CheckoutBusRuntime
 /// `checkoutbus-jetstream verify` and `dump`: read a stream back and report on it.
 ///
 /// Not `Sendable`; runs on the calling thread.
-public struct StreamInspection {
+package struct StreamInspection {
     static let from = CommandOption("from", "SEQ", help: "dump: the first stream sequence to print", default: "1")
     static let wait = CommandOption(
         "wait", "DURATION",
@@ -18,7 +18,7 @@ public struct StreamInspection {
             + "node until it notices the loss) is tried again, a second apart, for up to this long; dump tries again "
             + "only while opening the stream, before it reads a message", default: "2m")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus-jetstream", summary: "read a stream back: verify its ids, or dump its messages.",
         operands: "verify | dump",
         operandHelp: [
@@ -28,7 +28,7 @@ public struct StreamInspection {
             .init("dump", "print each message as a JSON line: stream_seq, subject, id, envelope"),
         ],
         options: [BridgeOptions.nats, BridgeOptions.streamOption, from, wait])
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     let servers: [String]
     let stream: String
@@ -36,7 +36,7 @@ public struct StreamInspection {
     /// How long timed-out reads are tried again, in nanoseconds.
     let waitNanoseconds: Int64
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         servers = try BridgeOptions.list(args.string(BridgeOptions.nats), flag: BridgeOptions.nats.name)
         stream = args.string(BridgeOptions.streamOption)
@@ -66,7 +66,7 @@ public struct StreamInspection {
     }
 
     /// Counts messages and ids; returns the exit status.
-    public func verify() throws -> Int32 { try retryingTimeouts(verifyOnce) }
+    package func verify() throws -> Int32 { try retryingTimeouts(verifyOnce) }
 
     private func verifyOnce() throws -> Int32 {
         let js = try open()
@@ -102,7 +102,7 @@ public struct StreamInspection {
     }
 
     /// Prints every message as a JSON line.
-    public func dump() throws -> Int32 {
+    package func dump() throws -> Int32 {
         let reader = try retryingTimeouts { try StreamReader(jetStream: open(), stream: stream, from: from) }
         while let message = try reader.next() {
             var line = Array("{\"stream_seq\":\(message.sequence),\"subject\":\"\(message.subject)\",\"id\":".utf8)

@@ -17,19 +17,19 @@ import CheckoutBusRuntime
 /// the difference between the two is what the storm does to the bus itself.
 ///
 /// Prints figures, never pass/fail. Not `Sendable`; runs on the calling thread.
-public struct AbuseBenchmark {
+package struct AbuseBenchmark {
     /// Live events per second while the storm runs (0 skips the round).
-    public var rate = 5000.0
+    package var rate = 5000.0
     /// Live events per measurement.
-    public var events = 15_000
+    package var events = 15_000
     /// Twin-then-self alternations.
-    public var rounds = 2
+    package var rounds = 2
     /// Records written before the round, for the storm to replay.
-    public var prefill = 50_000
-    public var daemonArguments: [String] = []
-    public var producerQueue: Int32 = 10_000
+    package var prefill = 50_000
+    package var daemonArguments: [String] = []
+    package var producerQueue: Int32 = 10_000
 
-    public init() {}
+    package init() {}
 
     package func say(_ s: String) { FileHandleWriter.standardOutput(s + "\n") }
 

@@ -7,7 +7,7 @@ import CheckoutBusRuntime
 import ZeroMQ
 
 /// `checkoutbus bench`: benchmarks that print ratios and rates, never pass/fail thresholds.
-public struct BenchCommand {
+package struct BenchCommand {
     /// `--events`' default: per round of the default run, and for `bench journal`.
     static let roundEvents = 200_000
     static let journalEvents = 1_000_000
@@ -42,7 +42,7 @@ public struct BenchCommand {
     static let onlyFullProcess = CommandOption(
         "only-full-process", help: "parse: run only the full-processing stage (for profiling it alone)")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus bench", summary: "measure CheckoutBus on this machine, beside a baseline in the same run.",
         operands: "[abuse | parse | journal]",
         operandHelp: [
@@ -69,7 +69,7 @@ public struct BenchCommand {
             .init("bench parse:", [file, iterations, onlyFullProcess]),
         ],
         notes: "bench/compare-parsers runs simdjson on the same file beside `bench parse`.")
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     package enum Mode {
         case parse(file: String, iterations: Int, onlyFullProcess: Bool)
@@ -80,7 +80,7 @@ public struct BenchCommand {
 
     package let mode: Mode
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         if args.positionals.first == "parse" {
             mode = .parse(file: args.string(Self.file),
@@ -122,7 +122,7 @@ public struct BenchCommand {
         mode = .throughput(b)
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         switch mode {
         case .parse(let file, let iterations, let only):
             ParseBenchmark(file: file, iterations: iterations, onlyFullProcess: only).run()

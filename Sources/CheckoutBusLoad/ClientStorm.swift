@@ -21,16 +21,16 @@ import CheckoutBusRuntime
 ///
 /// `Sendable`: each client runs on a thread of its own with its own sockets; ``stop()`` ends them
 /// and returns what they got.
-public final class ClientStorm: Sendable {
+package final class ClientStorm: Sendable {
     /// What the clients got: replay pages, records in them, `/metrics` pages.
-    public struct Tally: Sendable {
-        public var pages = 0
-        public var records = 0
-        public var scrapes = 0
+    package struct Tally: Sendable {
+        package var pages = 0
+        package var records = 0
+        package var scrapes = 0
         /// Subscriptions and cancellations the churning subscriber sent.
-        public var subscriptions = 0
+        package var subscriptions = 0
         /// Multipart control requests sent.
-        public var multipart = 0
+        package var multipart = 0
     }
 
     private let stopping = Atomic<Bool>(false)
@@ -45,7 +45,7 @@ public final class ClientStorm: Sendable {
     ///   - publish: the daemon's publish endpoint: adds the hostile clients (the churner, 20
     ///     subscribers that never read, and with `control` and `metrics` a multipart control client
     ///     and 100 stalled HTTP heads).
-    public init(control: String?, metrics: String?, publish: String? = nil, replayClients: Int = 4, scrapers: Int = 1,
+    package init(control: String?, metrics: String?, publish: String? = nil, replayClients: Int = 4, scrapers: Int = 1,
                 pageLimit: Int = 10_000) {
         let hostile = publish == nil ? 0 : 2 + (control == nil ? 0 : 1) + (metrics == nil ? 0 : 1)
         clients = (control == nil ? 0 : replayClients) + (metrics == nil ? 0 : scrapers) + hostile
@@ -73,7 +73,7 @@ public final class ClientStorm: Sendable {
 
     /// Ends every client (each within about a second) and returns the tally.
     @discardableResult
-    public func stop() -> Tally {
+    package func stop() -> Tally {
         stopping.store(true, ordering: .releasing)
         for _ in 0..<clients { done.wait() }
         return tally.withLock { $0 }

@@ -11,7 +11,7 @@ import ZeroMQ
 
 /// `checkoutbus flood`: synthetic lifecycles against a running daemon, checked against what the
 /// generator knows the daemon must publish. Not `Sendable`; runs on the calling thread.
-public struct FloodCommand {
+package struct FloodCommand {
     static let to = BusOptions.to.defaulting(
         to: nil, note: "\(DefaultEndpoints.ingest); with --acked \(DefaultEndpoints.ingestAcked)").described(
         "the daemon's --ingest endpoint (with --acked its --ingest-acked endpoint), or a `checkoutbus route` front's "
@@ -70,7 +70,7 @@ public struct FloodCommand {
         help: "with --sweep: how long each step runs; a sweep takes none of --rate, --duration, --count, --report, "
             + "--timeline, --metrics, --compare", default: "20")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus flood", summary: "drive a running daemon with synthetic checkout lifecycles and check the result.",
         groups: [
             .init(nil, [to, shards, from, checkouts, seed, rate, count, duration, producers, acked, window, subscribers]),
@@ -91,7 +91,7 @@ public struct FloodCommand {
             to 2 s for what is in flight and prints the report so far, marked interrupted (exit 130).
             Exits 1 on any unexpected loss or extra.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     /// The run the flags describe.
     package var configuration: FloodRun.Configuration
@@ -107,9 +107,9 @@ public struct FloodCommand {
     package var stepSeconds: Int
 
     /// Exit status of a run stopped by SIGINT or SIGTERM.
-    public static let interruptedStatus = ToolExit.interrupted
+    package static let interruptedStatus = ToolExit.interrupted
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         let acked = args.has(Self.acked)
         var ingest = [args.value(Self.to) ?? (acked ? DefaultEndpoints.ingestAcked : DefaultEndpoints.ingest)]
@@ -330,7 +330,7 @@ public struct FloodCommand {
     /// How long an ingest endpoint may take to answer before the flood says nobody is there.
     static let answerSeconds = 10
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         let stop = StopSignal()
         stop.trapTerminationSignals()
         // Nobody taking events at an ingest endpoint is said as `send` says it, before anything

@@ -17,31 +17,31 @@ import CheckoutBusRuntime
 /// `event_id` carries a fixed-width field the driver stamps with the send time.
 ///
 /// `Sendable`: a value; ``makeEvents()`` and ``Stream`` are pure given the seed.
-public struct FloodGenerator: Sendable {
+package struct FloodGenerator: Sendable {
     /// One raw event and what the daemon must do with it.
-    public struct Event: Sendable {
-        public var bytes: [UInt8]
+    package struct Event: Sendable {
+        package var bytes: [UInt8]
         /// Byte offset of the 19-digit send-time field inside `bytes`.
-        public var stampOffset: Int
+        package var stampOffset: Int
         /// The kind expected on the bus, or nil when the event must be suppressed.
-        public var expected: LifecycleKind?
+        package var expected: LifecycleKind?
         /// The checkout the event belongs to.
-        public var checkoutID = ""
+        package var checkoutID = ""
     }
 
-    public var checkouts: Int
-    public var seed: UInt64
-    public var window = 64
-    public var runID: String
+    package var checkouts: Int
+    package var seed: UInt64
+    package var window = 64
+    package var runID: String
 
-    public init(checkouts: Int, seed: UInt64, runID: String) {
+    package init(checkouts: Int, seed: UInt64, runID: String) {
         self.checkouts = checkouts
         self.seed = seed
         self.runID = runID
     }
 
     /// Expected counts for a generated list.
-    public static func expectedCounts(_ events: [Event]) -> (published: [Int], suppressed: Int) {
+    package static func expectedCounts(_ events: [Event]) -> (published: [Int], suppressed: Int) {
         var published = [Int](repeating: 0, count: LifecycleKind.allCases.count)
         var suppressed = 0
         for e in events {
@@ -52,7 +52,7 @@ public struct FloodGenerator: Sendable {
 
     /// Every event of the run, in one list (tests, small runs). Flood itself streams them
     /// (``Stream``) and never holds more than the interleaving window.
-    public func makeEvents() -> [Event] {
+    package func makeEvents() -> [Event] {
         var out: [Event] = []
         var stream = Stream(self, producer: 0, of: 1)
         while let e = stream.next() { out.append(e) }
@@ -66,7 +66,7 @@ public struct FloodGenerator: Sendable {
     /// alone, so a checkout's events are the same whichever producer sends them; only the
     /// interleaving differs. Event numbers (in `event_id`) are unique across producers.
     /// `Sendable`: a value; lives with the producer that iterates it.
-    public struct Stream: IteratorProtocol, Sendable {
+    package struct Stream: IteratorProtocol, Sendable {
         private let generator: FloodGenerator
         private let producer: Int
         private let producers: Int
@@ -75,7 +75,7 @@ public struct FloodGenerator: Sendable {
         private var nextCheckout: Int
         private var counter = 0
 
-        public init(_ generator: FloodGenerator, producer: Int, of producers: Int) {
+        package init(_ generator: FloodGenerator, producer: Int, of producers: Int) {
             precondition(producers > 0 && producer >= 0 && producer < producers)
             self.generator = generator
             self.producer = producer
@@ -85,7 +85,7 @@ public struct FloodGenerator: Sendable {
             active.reserveCapacity(generator.window)
         }
 
-        public mutating func next() -> Event? {
+        package mutating func next() -> Event? {
             while active.count < generator.window && nextCheckout < generator.checkouts {
                 var rng = SplitMix64(seed: generator.seed ^ (UInt64(nextCheckout) &* 0x9E37_79B9_7F4A_7C15))
                 active.append((generator.lifecycle(index: nextCheckout, rng: &rng, counter: &counter,

@@ -18,13 +18,13 @@ import CheckoutBusRuntime
 /// (1) `Journal.read` over all of them (checksums verified), (2) `read(2)` of the same bytes doing
 /// nothing else (the disk/page-cache ceiling), (3) a DEALER paging through a spawned daemon's
 /// control socket. Not `Sendable`; runs on the calling thread.
-public struct JournalBenchmark {
-    public var events = 1_000_000
-    public init() {}
+package struct JournalBenchmark {
+    package var events = 1_000_000
+    package init() {}
 
     package func say(_ s: String) { FileHandleWriter.standardOutput(s + "\n") }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-journal-bench-\(getpid())")
         defer { try? FileManager.default.removeItem(at: tmp) }
         do {

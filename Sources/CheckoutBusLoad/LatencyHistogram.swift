@@ -4,19 +4,19 @@
 /// and one per run, never a list of every latency.
 ///
 /// `Sendable`: a value; each thread records into its own and they are merged afterwards.
-public struct LatencyHistogram: Sendable {
+package struct LatencyHistogram: Sendable {
     private static let subBits = 4
     private static let linear = 2 << subBits  // 32: exact values below this
     private static let bucketCount = linear + (64 - subBits - 1) * (1 << subBits)
 
     private var counts: [UInt64]
-    public private(set) var count: UInt64 = 0
-    public private(set) var maximum: UInt64 = 0
-    public private(set) var sum: UInt64 = 0
+    package private(set) var count: UInt64 = 0
+    package private(set) var maximum: UInt64 = 0
+    package private(set) var sum: UInt64 = 0
 
-    public init() { counts = [UInt64](repeating: 0, count: LatencyHistogram.bucketCount) }
+    package init() { counts = [UInt64](repeating: 0, count: LatencyHistogram.bucketCount) }
 
-    public var isEmpty: Bool { count == 0 }
+    package var isEmpty: Bool { count == 0 }
 
     @inline(__always)
     static func index(_ v: UInt64) -> Int {
@@ -37,14 +37,14 @@ public struct LatencyHistogram: Sendable {
     }
 
     @inline(__always)
-    public mutating func record(_ nanoseconds: UInt64) {
+    package mutating func record(_ nanoseconds: UInt64) {
         counts[LatencyHistogram.index(nanoseconds)] &+= 1
         count &+= 1
         sum &+= nanoseconds
         if nanoseconds > maximum { maximum = nanoseconds }
     }
 
-    public mutating func merge(_ other: LatencyHistogram) {
+    package mutating func merge(_ other: LatencyHistogram) {
         guard other.count > 0 else { return }
         for i in counts.indices where other.counts[i] != 0 { counts[i] &+= other.counts[i] }
         count &+= other.count
@@ -53,7 +53,7 @@ public struct LatencyHistogram: Sendable {
     }
 
     /// The latency at quantile `q` (0...1) in nanoseconds (0 with no observations); the maximum is exact.
-    public func quantile(_ q: Double) -> UInt64 {
+    package func quantile(_ q: Double) -> UInt64 {
         guard count > 0 else { return 0 }
         let rank = max(1, UInt64((Double(count) * q).rounded(.up)))
         if rank >= count { return maximum }
@@ -66,5 +66,5 @@ public struct LatencyHistogram: Sendable {
     }
 
     /// ``quantile(_:)`` in microseconds.
-    public func micros(_ q: Double) -> Double { Double(quantile(q)) / 1000 }
+    package func micros(_ q: Double) -> Double { Double(quantile(q)) / 1000 }
 }

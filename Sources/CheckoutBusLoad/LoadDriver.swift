@@ -20,30 +20,30 @@ import CheckoutBusRuntime
 /// process on the host), stamped just before sending; the subscriber reads it back from what
 /// arrives — the daemon's envelope or the forwarded raw bytes alike — for end-to-end latency.
 /// Not `Sendable`; its sockets live on the calling thread.
-public final class LoadDriver {
+package final class LoadDriver {
     /// What one run measured.
-    public struct Result: Sendable {
-        public var sent = 0
-        public var receivedByKind = [Int](repeating: 0, count: LifecycleKind.allCases.count)
-        public var receivedOther = 0
-        public var deadLetters = 0
-        public var seconds = 0.0
+    package struct Result: Sendable {
+        package var sent = 0
+        package var receivedByKind = [Int](repeating: 0, count: LifecycleKind.allCases.count)
+        package var receivedOther = 0
+        package var deadLetters = 0
+        package var seconds = 0.0
         /// End-to-end latencies in nanoseconds, one per received event.
-        public var latencies: [UInt64] = []
-        public var timedOut = false
+        package var latencies: [UInt64] = []
+        package var timedOut = false
 
-        public var received: Int { receivedByKind.reduce(0, +) + receivedOther }
-        public var throughput: Double { seconds > 0 ? Double(received) / seconds : 0 }
+        package var received: Int { receivedByKind.reduce(0, +) + receivedOther }
+        package var throughput: Double { seconds > 0 ? Double(received) / seconds : 0 }
 
         /// The latency at quantile `q` (0...1), in microseconds.
-        public func latencyMicros(_ q: Double, sorted: [UInt64]) -> Double {
+        package func latencyMicros(_ q: Double, sorted: [UInt64]) -> Double {
             guard !sorted.isEmpty else { return 0 }
             let i = min(sorted.count - 1, Int((Double(sorted.count) * q).rounded(.up)) - 1)
             return Double(sorted[max(0, i)]) / 1000
         }
     }
 
-    public enum Target: Sendable {
+    package enum Target: Sendable {
         /// `checkoutbusd`: typed topics; synchronise on the heartbeat that answers a subscription.
         case daemon
         /// The raw PULL→PUB forwarder: everything forwarded; synchronise with a probe message.
@@ -57,13 +57,13 @@ public final class LoadDriver {
     package let subs: [ZMQSocket]
     package let target: Target
     /// Called about twice a second with (sent, received) while running.
-    public var progress: ((Int, Int) -> Void)?
+    package var progress: ((Int, Int) -> Void)?
 
     /// - Parameter curve: CURVE client keys for both sockets (the key must be in both of the
     ///   daemon's allowlists).
     /// - Parameter sendHighWaterMark: the producer's queue (`ZMQ_SNDHWM`) when it should differ
     ///   from `highWaterMark`, which then bounds only the subscriber's.
-    public convenience init(ingest: String, publish: String, target: Target, highWaterMark: Int32 = 1_000_000,
+    package convenience init(ingest: String, publish: String, target: Target, highWaterMark: Int32 = 1_000_000,
                             sendHighWaterMark: Int32? = nil, curve: CurveClientKeys? = nil) throws {
         try self.init(ingest: [ingest], publish: [publish], target: target, highWaterMark: highWaterMark,
                       sendHighWaterMark: sendHighWaterMark, curve: curve)
@@ -72,7 +72,7 @@ public final class LoadDriver {
     /// Drives shards: `ingest` lists the shards' `--ingest` endpoints in shard order (one: no
     /// routing; a `route` front counts as one), `publish` every publish endpoint to receive from.
     /// - Parameter curve: CURVE client keys for every socket.
-    public init(ingest: [String], publish: [String], target: Target, highWaterMark: Int32 = 1_000_000,
+    package init(ingest: [String], publish: [String], target: Target, highWaterMark: Int32 = 1_000_000,
                 sendHighWaterMark: Int32? = nil, curve: CurveClientKeys? = nil) throws {
         precondition(!ingest.isEmpty && !publish.isEmpty, "LoadDriver needs an ingest and a publish endpoint")
         self.target = target
@@ -97,7 +97,7 @@ public final class LoadDriver {
     }
 
     /// Subscribes and waits until the subscription is provably live on every publish endpoint.
-    public func synchronize(timeoutSeconds: Double = 10) throws {
+    package func synchronize(timeoutSeconds: Double = 10) throws {
         let deadline = BusClock.monotonicNanoseconds() + UInt64(timeoutSeconds * 1e9)
         switch target {
         case .daemon:
@@ -144,7 +144,7 @@ public final class LoadDriver {
     /// Sends `events` (flat out, or at `rate` per second) and receives until `expected` messages
     /// arrived or nothing arrived for `idleTimeoutSeconds`.
     /// - Parameter expected: how many messages must arrive, given how many events were sent.
-    public func run(_ events: inout [FloodGenerator.Event], rate: Double?, expected: (Int) -> Int,
+    package func run(_ events: inout [FloodGenerator.Event], rate: Double?, expected: (Int) -> Int,
                     sendLimitSeconds: Double? = nil, idleTimeoutSeconds: Double = 5) throws -> Result {
         var result = Result()
         result.latencies.reserveCapacity(events.count)

@@ -13,19 +13,19 @@ import CheckoutBusRuntime
 /// Stages: the tape scan alone; scan plus canonical snapshot hash; and the whole processor (decode,
 /// rules, summary, redaction, envelope), fed two alternating snapshots so nothing is suppressed.
 /// Not `Sendable`; runs on the calling thread.
-public struct ParseBenchmark {
-    public var file: String
-    public var iterations: Int
+package struct ParseBenchmark {
+    package var file: String
+    package var iterations: Int
     /// Skip the scan and hash stages (for profiling the full stage alone).
-    public var onlyFullProcess = false
+    package var onlyFullProcess = false
 
-    public init(file: String, iterations: Int, onlyFullProcess: Bool = false) {
+    package init(file: String, iterations: Int, onlyFullProcess: Bool = false) {
         self.file = file
         self.iterations = iterations
         self.onlyFullProcess = onlyFullProcess
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         guard let bytes = ParseBenchmark.readFile(file) else {
             FileHandleWriter.standardError("checkoutbus bench parse: cannot read \(file)\n")
             return 1

@@ -15,24 +15,24 @@ import ZeroMQ
 ///
 /// Prints medians and ratios, never pass/fail. Not `Sendable`; runs on the calling thread and
 /// spawns the daemon and the forwarder as processes found beside its own executable.
-public struct ThroughputBenchmark {
-    public var rounds = 5
+package struct ThroughputBenchmark {
+    package var rounds = 5
     /// Uncounted rounds per target before the counted ones.
-    public var warmupRounds = 1
-    public var events = 200_000
-    public var latencyRate = 10_000.0
-    public var latencyEvents = 30_000
-    public var memoryCheckouts = 1_000_000
-    public var daemonArguments: [String] = []
+    package var warmupRounds = 1
+    package var events = 200_000
+    package var latencyRate = 10_000.0
+    package var latencyEvents = 30_000
+    package var memoryCheckouts = 1_000_000
+    package var daemonArguments: [String] = []
     /// Messages the producer may queue ahead of the target (`ZMQ_SNDHWM` of its PUSH socket).
     /// Bounded, so that neither target is measured with the load driver's own backlog in the way:
     /// a 1,000,000-message queue slowed the raw forwarder's rounds by about a fifth (the driver's
     /// CPU per message rose from ~2.4 to ~3.2 µs) and the daemon's hardly at all.
-    public var producerQueue: Int32 = 10_000
+    package var producerQueue: Int32 = 10_000
     /// The abuse round that ends the run (its `rate` 0 skips it).
-    public var abuse = AbuseBenchmark()
+    package var abuse = AbuseBenchmark()
 
-    public init() {}
+    package init() {}
 
     package static var binDirectory: URL {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
@@ -100,7 +100,7 @@ public struct ThroughputBenchmark {
 
     package func say(_ s: String) { FileHandleWriter.standardOutput(s + "\n") }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         do {
             let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-bench-\(getpid())")
             defer { try? FileManager.default.removeItem(at: tmp) }

@@ -29,17 +29,17 @@ import SQLite
 /// shard's envelopes are counted exactly once.
 ///
 /// Read back with the package's tape scanner. `Sendable` (no state).
-public enum AnalyticsCheckpoint {
+package enum AnalyticsCheckpoint {
     static let format: StaticString = "checkoutbus-analytics-state"
 
     /// The file a running worker holds locked for the checkpoint at `path` (the checkpoint itself
     /// is replaced by rename, a new file each time).
-    public static func lockPath(_ path: String) -> String { path + ".lock" }
+    package static func lockPath(_ path: String) -> String { path + ".lock" }
 
     /// Loads the checkpoint at `path`, or returns nil when there is no file yet.
     /// - Throws: ``AnalyticsError`` when the file exists but cannot be read or is not a checkpoint:
     ///   the worker refuses to start rather than count from a wrong position.
-    public static func load(path: String, maxCheckouts: Int) throws(AnalyticsError) -> AnalyticsFunnel? {
+    package static func load(path: String, maxCheckouts: Int) throws(AnalyticsError) -> AnalyticsFunnel? {
         let read: [UInt8]?
         do { read = try AtomicFile.read(path) } catch { throw AnalyticsError(error.description) }
         guard let bytes = read else { return nil }
@@ -47,7 +47,7 @@ public enum AnalyticsCheckpoint {
     }
 
     /// Replaces the checkpoint at `path` with `funnel` (durably: see the type's discussion).
-    public static func save(_ funnel: AnalyticsFunnel, to path: String) throws(AnalyticsError) {
+    package static func save(_ funnel: AnalyticsFunnel, to path: String) throws(AnalyticsError) {
         do { try AtomicFile.write(encode(funnel), to: path, durable: true) } catch { throw AnalyticsError(error.description) }
     }
 
@@ -202,7 +202,7 @@ public enum AnalyticsCheckpoint {
 }
 
 /// An analytics worker failure: a checkpoint or report that cannot be read or written. `Sendable`.
-public struct AnalyticsError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct AnalyticsError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -26,28 +26,28 @@ import SQLite
 ///   sample per `completed_after_start`.
 ///
 /// Not `Sendable`: owned by the worker's subscriber thread.
-public final class AnalyticsFunnel {
+package final class AnalyticsFunnel {
     /// The funnel's event counts. `Sendable`.
-    public struct Counters: Sendable, Equatable {
+    package struct Counters: Sendable, Equatable {
         /// Envelopes applied (lifecycle and dead letters).
-        public var events: Int64 = 0
-        public var started: Int64 = 0
-        public var startedCheckouts: Int64 = 0
-        public var updated: Int64 = 0
-        public var completed: Int64 = 0
-        public var repeatCompletes: Int64 = 0
-        public var completedAfterStart: Int64 = 0
-        public var completedWithoutStart: Int64 = 0
-        public var failed: Int64 = 0
+        package var events: Int64 = 0
+        package var started: Int64 = 0
+        package var startedCheckouts: Int64 = 0
+        package var updated: Int64 = 0
+        package var completed: Int64 = 0
+        package var repeatCompletes: Int64 = 0
+        package var completedAfterStart: Int64 = 0
+        package var completedWithoutStart: Int64 = 0
+        package var failed: Int64 = 0
         /// Terminal `fail` envelopes with `repeat:true`: a checkout's last failure reported again,
         /// not counted in `failed` nor by code.
-        public var repeatFailures: Int64 = 0
-        public var failedAfterComplete: Int64 = 0
-        public var dismissed: Int64 = 0
-        public var abandoned: Int64 = 0
-        public var deadLetters: Int64 = 0
+        package var repeatFailures: Int64 = 0
+        package var failedAfterComplete: Int64 = 0
+        package var dismissed: Int64 = 0
+        package var abandoned: Int64 = 0
+        package var deadLetters: Int64 = 0
         /// Envelopes that could not be read (not JSON, no checkout id): counted, otherwise ignored.
-        public var unreadable: Int64 = 0
+        package var unreadable: Int64 = 0
 
         /// Counters a state file written before them may lack (read as 0).
         static let addedLater: Set<String> = ["repeat_failures"]
@@ -64,45 +64,45 @@ public final class AnalyticsFunnel {
     }
 
     /// Orders and their total in one currency. `Sendable`.
-    public struct Revenue: Sendable, Equatable {
-        public var orders: Int64 = 0
+    package struct Revenue: Sendable, Equatable {
+        package var orders: Int64 = 0
         /// Sum of `summary.total` in minor units.
-        public var total: Int64 = 0
+        package var total: Int64 = 0
         /// Orders whose envelope had no `summary.total` (counted in `orders`, adding nothing).
-        public var ordersWithoutTotal: Int64 = 0
+        package var ordersWithoutTotal: Int64 = 0
     }
 
     /// Per shard, the `seq` of its last envelope applied (0: none); one element for a single daemon.
     /// An old checkpoint (one `seq`) is shard 0's.
-    public internal(set) var shardSeqs: [Int64] = [0]
+    package internal(set) var shardSeqs: [Int64] = [0]
     /// The `seq` of the last envelope applied (0: none); with several shards, the sum of
     /// ``shardSeqs`` — a measure of progress, not a position.
-    public var lastSeq: Int64 {
+    package var lastSeq: Int64 {
         get { shardSeqs.count == 1 ? shardSeqs[0] : shardSeqs.reduce(0, +) }
         set { shardSeqs = [newValue] }
     }
-    public internal(set) var counters = Counters()
-    public internal(set) var failedByCode: [String: Int64] = [:]
-    public internal(set) var failedAfterCompleteByCode: [String: Int64] = [:]
-    public internal(set) var deadLettersByReason: [String: Int64] = [:]
-    public internal(set) var revenue: [String: Revenue] = [:]
-    public internal(set) var durations = DurationHistogram()
+    package internal(set) var counters = Counters()
+    package internal(set) var failedByCode: [String: Int64] = [:]
+    package internal(set) var failedAfterCompleteByCode: [String: Int64] = [:]
+    package internal(set) var deadLettersByReason: [String: Int64] = [:]
+    package internal(set) var revenue: [String: Revenue] = [:]
+    package internal(set) var durations = DurationHistogram()
     let checkouts: CheckoutMemory
 
     /// The most checkouts remembered at once (least recently seen forgotten first).
-    public var maxCheckouts: Int { checkouts.capacity }
-    public var trackedCheckouts: Int { checkouts.count }
-    public var evictedCheckouts: Int64 { checkouts.evicted }
+    package var maxCheckouts: Int { checkouts.capacity }
+    package var trackedCheckouts: Int { checkouts.count }
+    package var evictedCheckouts: Int64 { checkouts.evicted }
 
     /// The currency code revenue without a currency is filed under (ISO 4217's "no currency").
-    public static let noCurrency = "XXX"
+    package static let noCurrency = "XXX"
 
     private let document = JSONDocument()
 
     /// - Parameters:
     ///   - maxCheckouts: the most checkouts remembered at once.
     ///   - shards: how many shards' positions it keeps.
-    public init(maxCheckouts: Int, shards: Int = 1) {
+    package init(maxCheckouts: Int, shards: Int = 1) {
         checkouts = CheckoutMemory(capacity: maxCheckouts)
         shardSeqs = [Int64](repeating: 0, count: max(1, shards))
     }
@@ -122,7 +122,7 @@ public final class AnalyticsFunnel {
     /// Applies one envelope (``BusEnvelope/bytes`` as published, in `seq` order within its shard).
     /// - Parameter shard: the position in ``shardSeqs`` it advances (0 for a single daemon, which
     ///   may itself be one shard of several).
-    public func apply(_ envelope: BusEnvelope, shard: Int = 0) {
+    package func apply(_ envelope: BusEnvelope, shard: Int = 0) {
         counters.events += 1
         shardSeqs[shard] = envelope.seq
         guard let fields = read(envelope.bytes) else {
@@ -243,23 +243,23 @@ public final class AnalyticsFunnel {
 ///
 /// Percentiles are nearest-rank: the p-th percentile of n samples is the ⌈p·n⌉-th smallest
 /// (bucketed as above). `Sendable` (a value).
-public struct DurationHistogram: Sendable, Equatable {
+package struct DurationHistogram: Sendable, Equatable {
     /// Bucket (its smallest value) → samples.
-    public private(set) var buckets: [Int64: Int64] = [:]
-    public private(set) var count: Int64 = 0
+    package private(set) var buckets: [Int64: Int64] = [:]
+    package private(set) var count: Int64 = 0
     /// The largest sample, exactly.
-    public private(set) var maximum: Int64 = 0
+    package private(set) var maximum: Int64 = 0
 
-    public init() {}
+    package init() {}
 
     /// The bucket a value falls in: the value itself below 1024, else its top 10 bits.
-    public static func bucket(_ value: Int64) -> Int64 {
+    package static func bucket(_ value: Int64) -> Int64 {
         guard value >= 1024 else { return max(0, value) }
         let shift = (63 - value.leadingZeroBitCount) - 9
         return (value >> shift) << shift
     }
 
-    public mutating func record(_ milliseconds: Int64) {
+    package mutating func record(_ milliseconds: Int64) {
         buckets[DurationHistogram.bucket(milliseconds), default: 0] += 1
         count += 1
         maximum = max(maximum, milliseconds)
@@ -273,7 +273,7 @@ public struct DurationHistogram: Sendable, Equatable {
     mutating func restore(maximum m: Int64) { maximum = m }
 
     /// The nearest-rank percentile, `per` in 1…100 (50 for the median); nil without samples.
-    public func percentile(_ per: Int64) -> Int64? {
+    package func percentile(_ per: Int64) -> Int64? {
         guard count > 0 else { return nil }
         let rank = (per * count + 99) / 100  // ⌈per·n/100⌉, at least 1
         var seen: Int64 = 0

@@ -21,7 +21,7 @@ import SQLite
 /// after it gives each (shard order).
 ///
 /// `Sendable` (no state).
-public enum AnalyticsReport {
+package enum AnalyticsReport {
     /// `,"shard_seqs":[…]`, each shard's position, when there are several (the report and the
     /// checkpoint write the same member).
     static func appendShardSeqs(_ seqs: [Int64], to w: inout JSONWriter) {
@@ -35,7 +35,7 @@ public enum AnalyticsReport {
     }
 
     /// The report as JSON bytes (one line and a newline).
-    public static func encode(_ f: AnalyticsFunnel, generatedAt: Timestamp) -> [UInt8] {
+    package static func encode(_ f: AnalyticsFunnel, generatedAt: Timestamp) -> [UInt8] {
         var w = JSONWriter(capacity: 2048)
         w.append(#"{"v":1,"generated_at":"#)
         generatedAt.write(to: &w)
@@ -86,14 +86,14 @@ public enum AnalyticsReport {
     }
 
     /// `completed_after_start / started_checkouts`, or nil before any start.
-    public static func conversionRate(_ f: AnalyticsFunnel) -> Double? {
+    package static func conversionRate(_ f: AnalyticsFunnel) -> Double? {
         guard f.counters.startedCheckouts > 0 else { return nil }
         return Double(f.counters.completedAfterStart) / Double(f.counters.startedCheckouts)
     }
 
     /// One line for people:
     /// `analytics: seq=… events=… started=… completed=… repeat=… failed=… abandoned=… conversion=61.20% …`.
-    public static func summaryLine(_ f: AnalyticsFunnel) -> String {
+    package static func summaryLine(_ f: AnalyticsFunnel) -> String {
         let c = f.counters
         var line = "analytics: seq=\(f.lastSeq)"
             + (f.shardSeqs.count > 1 ? " shard_seqs=\(f.shardSeqs.map(String.init).joined(separator: ","))" : "")

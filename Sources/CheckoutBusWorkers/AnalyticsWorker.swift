@@ -5,21 +5,21 @@ import CheckoutBusRuntime
 import SQLite
 
 /// The analytics worker's flags: the shared ``WorkerOptions`` and its own. `Sendable`.
-public struct AnalyticsOptions: Sendable {
-    public var worker = WorkerOptions(name: "checkoutbus-analytics")
+package struct AnalyticsOptions: Sendable {
+    package var worker = WorkerOptions(name: "checkoutbus-analytics")
     /// The checkpoint file: the funnel and its `seq` (`--cursor`). Without it the worker counts the
     /// whole retained journal and then live, in memory only.
-    public var cursorPath: String?
+    package var cursorPath: String?
     /// Where the JSON report is written on every interval and on exit (`--report`).
-    public var reportPath: String?
+    package var reportPath: String?
     /// Seconds between summaries, reports and checkpoints (`--interval`).
-    public var intervalSeconds = 10
+    package var intervalSeconds = 10
     /// A checkpoint after at most this many envelopes as well (`--checkpoint-events`).
-    public var checkpointEvents = 10_000
+    package var checkpointEvents = 10_000
     /// Checkouts remembered for abandonment and time to complete (`--max-checkouts`).
-    public var maxCheckouts = 100_000
+    package var maxCheckouts = 100_000
 
-    public init() {}
+    package init() {}
 
     static let cursor = CommandOption(
         "cursor", "PATH",
@@ -37,7 +37,7 @@ public struct AnalyticsOptions: Sendable {
         "max-checkouts", "N", help: "checkouts remembered for abandonment and time to complete, least recently seen forgotten first",
         default: String(AnalyticsOptions().maxCheckouts))
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus-analytics", summary: "the checkout funnel, failures by code and revenue by currency, from the bus.",
         groups: [.init(nil, [cursor, report, interval, checkpointEvents, maxCheckouts])]
             + WorkerOptions.options(name: AnalyticsOptions().worker.name),
@@ -45,11 +45,11 @@ public struct AnalyticsOptions: Sendable {
             Prints `analytics: subscribed` on stderr once its subscriptions are live, a summary line every
             interval and on exit. SIGTERM/SIGINT: checkpoint, report, summary, exit 0.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     /// Parses the command line (without the program name).
     /// - Throws: a usage error naming the bad flag.
-    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> AnalyticsOptions {
+    package static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> AnalyticsOptions {
         let args = try spec.parse(arguments)
         guard args.positionals.isEmpty else { throw .init("unexpected argument \(args.positionals[0])") }
         var o = AnalyticsOptions()
@@ -87,16 +87,16 @@ public struct AnalyticsOptions: Sendable {
 ///
 /// `Sendable` (an actor): the funnel is touched only on the actor, by the loop over the envelopes
 /// and by the ticker, never at once.
-public actor AnalyticsWorker {
-    public let options: AnalyticsOptions
-    public let logger: BusLogger
-    public private(set) var funnel: AnalyticsFunnel
+package actor AnalyticsWorker {
+    package let options: AnalyticsOptions
+    package let logger: BusLogger
+    package private(set) var funnel: AnalyticsFunnel
 
     private var lastCheckpointSeqs: [Int64] = []
     private var eventsSinceCheckpoint = 0
     private var nextTick: UInt64 = 0
 
-    public init(options: AnalyticsOptions, logger: BusLogger) {
+    package init(options: AnalyticsOptions, logger: BusLogger) {
         self.options = options
         self.logger = logger
         funnel = AnalyticsFunnel(maxCheckouts: options.maxCheckouts, shards: options.worker.shardCount)
@@ -106,7 +106,7 @@ public actor AnalyticsWorker {
     /// reports and prints the summary.
     /// - Throws: ``AnalyticsError`` for an unreadable checkpoint or a failed last write, or what the
     ///   subscriber throws (a refused replay, a libzmq error).
-    public func run() async throws {
+    package func run() async throws {
         let shardCount = options.worker.shardCount
         // Held while the worker runs (PATH.lock): checkoutbus cursor set refuses to move the
         // checkpoint's positions under it, and a second worker refuses the same checkpoint.

@@ -29,45 +29,45 @@ import CheckoutBusRuntime
 ///
 /// Not `Sendable`: ``run(onSubscribed:)`` uses its SQLite connection from the calling task only (the
 /// subscriber's poll thread never touches it).
-public final class FulfilmentWorker {
-    public struct Options: Sendable {
-        public var worker: WorkerOptions
+package final class FulfilmentWorker {
+    package struct Options: Sendable {
+        package var worker: WorkerOptions
         /// The SQLite file (`--db`).
-        public var databasePath = "./orders.sqlite"
+        package var databasePath = "./orders.sqlite"
         /// `synchronous=FULL` (`--sync full`) instead of NORMAL. NORMAL is exactly-once already:
         /// the order and cursor roll back together and the journal replays them (docs/workers.md).
-        public var fullSync = false
+        package var fullSync = false
 
-        public init(worker: WorkerOptions) { self.worker = worker }
+        package init(worker: WorkerOptions) { self.worker = worker }
     }
 
     /// What the worker has done since it started.
-    public struct Counts: Sendable {
-        public var handled = 0
-        public var ordersInserted = 0
-        public var repeats = 0
-        public var failsAfterComplete = 0
-        public var otherFails = 0
+    package struct Counts: Sendable {
+        package var handled = 0
+        package var ordersInserted = 0
+        package var repeats = 0
+        package var failsAfterComplete = 0
+        package var otherFails = 0
         /// Envelopes parked in table `rejected` instead of applied.
-        public var rejected = 0
+        package var rejected = 0
     }
 
     /// Why an envelope was parked in table `rejected` (its `reason` column). `Sendable`.
     ///
     /// A struct, so reasons can be added without breaking a `switch`: compare with the `static let`s.
-    public struct RejectionReason: Hashable, Sendable, CustomStringConvertible {
-        public let description: String
+    package struct RejectionReason: Hashable, Sendable, CustomStringConvertible {
+        package let description: String
         private init(_ description: String) { self.description = description }
 
         /// Not JSON, or JSON that is not an object.
-        public static let unreadable = RejectionReason("unreadable")
+        package static let unreadable = RejectionReason("unreadable")
         /// A `complete`, or a `fail` with `after_complete`, without a non-empty string `idempotency_key`.
-        public static let missingIdempotencyKey = RejectionReason("missing_idempotency_key")
+        package static let missingIdempotencyKey = RejectionReason("missing_idempotency_key")
         /// A `complete` without a non-empty string `checkout_id`.
-        public static let missingCheckoutID = RejectionReason("missing_checkout_id")
+        package static let missingCheckoutID = RejectionReason("missing_checkout_id")
     }
 
-    public static let schema = """
+    package static let schema = """
         CREATE TABLE IF NOT EXISTS orders (
             idempotency_key       TEXT PRIMARY KEY,
             checkout_id           TEXT NOT NULL,
@@ -97,9 +97,9 @@ public final class FulfilmentWorker {
         );
         """
 
-    public let options: Options
-    public private(set) var counts = Counts()
-    public let logger: BusLogger
+    package let options: Options
+    package private(set) var counts = Counts()
+    package let logger: BusLogger
     let database: SQLiteDatabase
     /// Held while the worker runs: `checkoutbus cursor set` refuses to move a position under it,
     /// and a second worker refuses the same store.
@@ -113,7 +113,7 @@ public final class FulfilmentWorker {
 
     /// Opens (creating if needed) the order store.
     /// - Throws: ``SQLiteError`` when the file cannot be opened or migrated.
-    public init(options: Options, logger: BusLogger) throws {
+    package init(options: Options, logger: BusLogger) throws {
         self.options = options
         self.logger = logger
         do {
@@ -165,7 +165,7 @@ public final class FulfilmentWorker {
     /// and another shard count is another generation of journals, each starting at seq 1: a
     /// position carried over from one generation to the next would skip that shard's first
     /// envelopes.
-    public static func cursorName(shard: Int, of count: Int) -> String {
+    package static func cursorName(shard: Int, of count: Int) -> String {
         count == 1 ? "fulfil" : "fulfil.\(shard)-of-\(count)"
     }
 
@@ -195,7 +195,7 @@ public final class FulfilmentWorker {
     ///   subscriptions are live.
     /// - Throws: ``FulfilmentError`` for a store with cursor rows of an unknown shard count, a
     ///   ``SQLiteError`` from a transaction, or what the subscriber throws.
-    public func run(onSubscribed: (@Sendable () -> Void)? = nil) async throws {
+    package func run(onSubscribed: (@Sendable () -> Void)? = nil) async throws {
         let shardCount = options.worker.shardCount
         try checkCursorLayout(shardCount: shardCount)
         let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0, of: shardCount) }
@@ -327,7 +327,7 @@ public final class FulfilmentWorker {
     static let cursor = CommandOption(
         "cursor", "PATH", help: "not taken: the worker's cursor lives in --db, committed with each order (refused)")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus-fulfil", summary: "record every placed order exactly once in SQLite.",
         groups: [.init(nil, [database, sync, cursor])] + WorkerOptions.options(name: "fulfil-<pid>"),
         notes: """
@@ -338,10 +338,10 @@ public final class FulfilmentWorker {
             in --db (not in a --cursor file) because it must commit with the order.
             Prints `fulfil: subscribed` on stderr once live; SIGTERM/SIGINT stop it cleanly.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     /// Parses the worker's flags.
-    public static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> Options {
+    package static func parse(_ arguments: [String]) throws(CommandLineArguments.UsageError) -> Options {
         let args = try spec.parse(arguments)
         var worker = WorkerOptions(name: "fulfil-\(getpid())")
         try WorkerOptions.parse(args, into: &worker)
@@ -357,7 +357,7 @@ public final class FulfilmentWorker {
 }
 
 /// Why the fulfilment worker cannot use its order store. `Sendable`.
-public struct FulfilmentError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct FulfilmentError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -7,30 +7,30 @@ import SQLite
 
 /// The flags every worker shares: where the bus is, who the worker is, and its subscriber's queue.
 /// `Sendable`.
-public struct WorkerOptions: Sendable {
+package struct WorkerOptions: Sendable {
     /// Every shard's `--publish` endpoint, in shard order (`--from A,B,C`; one for a single daemon).
-    public var publishEndpoints = [DefaultEndpoints.publish]
+    package var publishEndpoints = [DefaultEndpoints.publish]
     /// Every shard's `--control` endpoint, in the order of ``publishEndpoints`` (`--control X,Y,Z`).
-    public var controlEndpoints = [DefaultEndpoints.control]
+    package var controlEndpoints = [DefaultEndpoints.control]
     /// The (first) daemon's `--publish` endpoint; setting it makes the list that one endpoint.
-    public var publish: String {
+    package var publish: String {
         get { publishEndpoints[0] }
         set { publishEndpoints = [newValue] }
     }
     /// The (first) daemon's `--control` endpoint; setting it makes the list that one endpoint.
-    public var control: String {
+    package var control: String {
         get { controlEndpoints[0] }
         set { controlEndpoints = [newValue] }
     }
     /// How many shards the worker follows.
-    public var shardCount: Int { publishEndpoints.count }
+    package var shardCount: Int { publishEndpoints.count }
     /// The name the worker reports its drops under in the daemon's `stats` (`--name`).
-    public var name: String
+    package var name: String
     /// The subscriber's receive high-water mark (`--receive-hwm`).
-    public var receiveHighWaterMark: Int32 = 100_000
-    public var logLevel = BusLogger.Level.info
+    package var receiveHighWaterMark: Int32 = 100_000
+    package var logLevel = BusLogger.Level.info
     /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
-    public var curve: CurveClientKeys?
+    package var curve: CurveClientKeys?
 
     static let from = BusOptions.from
     static let control = BusOptions.controlShards.described(
@@ -48,15 +48,15 @@ public struct WorkerOptions: Sendable {
 
     /// The flags ``parse(_:into:)`` reads, under their heading in a worker's `--help`; `name` is
     /// the worker's default name as `--help` says it.
-    public static func options(name: String) -> [CommandSpec.Group] {
+    package static func options(name: String) -> [CommandSpec.Group] {
         [.init("The bus (every worker):", [from, control, Self.name(default: name), receiveHWM, BusLogger.Level.option]),
          .init(nil, CurveClientKeys.options)]
     }
 
-    public init(name: String) { self.name = name }
+    package init(name: String) { self.name = name }
 
     /// Reads the shared flags from parsed arguments.
-    public static func parse(_ args: CommandLineArguments, into o: inout WorkerOptions) throws(CommandLineArguments.UsageError) {
+    package static func parse(_ args: CommandLineArguments, into o: inout WorkerOptions) throws(CommandLineArguments.UsageError) {
         o.publishEndpoints = try BusOptions.endpoints(args, from)
         o.controlEndpoints = try BusOptions.endpoints(args, control)
         guard o.publishEndpoints.count == o.controlEndpoints.count else {
@@ -73,12 +73,12 @@ public struct WorkerOptions: Sendable {
     }
 
     /// The subscriber options for these flags and `prefixes` (the first shard's endpoints).
-    public func subscriberOptions(prefixes: [String]) -> BusSubscriber.Options {
+    package func subscriberOptions(prefixes: [String]) -> BusSubscriber.Options {
         shardSubscriberOptions(prefixes: prefixes)[0]
     }
 
     /// One subscriber's options per shard, in shard order, for a ``ShardedSubscriber``.
-    public func shardSubscriberOptions(prefixes: [String]) -> [BusSubscriber.Options] {
+    package func shardSubscriberOptions(prefixes: [String]) -> [BusSubscriber.Options] {
         zip(publishEndpoints, controlEndpoints).map { publish, control in
             var s = BusSubscriber.Options(publish: publish, control: control)
             s.prefixes = prefixes

@@ -4,10 +4,10 @@ import SQLite
 /// store's `subscriber_cursor` rows and the analytics checkpoint's per-shard seqs. Moving one
 /// takes the store's ``PositionLock`` first (the caller's job), so never under a running worker.
 /// `Sendable` (no state).
-public enum WorkerPositions {
+package enum WorkerPositions {
     /// Every `subscriber_cursor` row of the fulfilment store at `path` (`fulfil`, `fulfil.I-of-N`).
     /// - Throws: ``SQLiteError`` when the store cannot be read (not a store: no such table).
-    public static func fulfilment(databasePath path: String) throws -> [(name: String, seq: Int64)] {
+    package static func fulfilment(databasePath path: String) throws -> [(name: String, seq: Int64)] {
         let database = try SQLiteDatabase(path: path)
         let q = try database.prepare("SELECT name, seq FROM subscriber_cursor ORDER BY name")
         defer { q.reset() }
@@ -18,7 +18,7 @@ public enum WorkerPositions {
 
     /// Sets row `name` of the store's `subscriber_cursor` to `seq` (created if missing), in one
     /// transaction, synced (`synchronous=FULL`).
-    public static func setFulfilment(databasePath path: String, name: String, seq: Int64) throws {
+    package static func setFulfilment(databasePath path: String, name: String, seq: Int64) throws {
         let database = try SQLiteDatabase(path: path)
         try database.execute("PRAGMA synchronous=FULL")
         try database.transaction {
@@ -30,13 +30,13 @@ public enum WorkerPositions {
     }
 
     /// The per-shard positions of the analytics checkpoint at `path`, or nil when there is none.
-    public static func analytics(checkpointPath path: String) throws(AnalyticsError) -> [Int64]? {
+    package static func analytics(checkpointPath path: String) throws(AnalyticsError) -> [Int64]? {
         try AnalyticsCheckpoint.load(path: path, maxCheckouts: Int.max)?.shardSeqs
     }
 
     /// Rewrites the analytics checkpoint at `path` with these per-shard positions, its counts
     /// unchanged (replaced atomically and durably, as the worker writes it).
-    public static func setAnalytics(checkpointPath path: String, shardSeqs: [Int64]) throws(AnalyticsError) {
+    package static func setAnalytics(checkpointPath path: String, shardSeqs: [Int64]) throws(AnalyticsError) {
         guard let funnel = try AnalyticsCheckpoint.load(path: path, maxCheckouts: Int.max) else {
             throw AnalyticsError("no analytics checkpoint at \(path)")
         }

@@ -15,28 +15,28 @@ import Synchronization
 ///
 /// Not `Sendable`: used on the thread that owns the connection. Acknowledgements arrive on a client
 /// thread and are recorded in a ``PublishTracker`` (atomic), which is all that thread touches.
-public final class JetStream {
+package final class JetStream {
     /// Tuning. `Sendable`.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// Asynchronous publishes awaiting their acknowledgement, at most.
-        public var maxPending: Int64 = 4096
+        package var maxPending: Int64 = 4096
         /// How long an asynchronous publish waits for room when ``maxPending`` are in flight.
-        public var stallWaitMilliseconds: Int64 = 5000
+        package var stallWaitMilliseconds: Int64 = 5000
         /// How long a request to the JetStream API (stream info, add stream, a synchronous publish)
         /// waits for its answer.
-        public var requestTimeoutMilliseconds: Int64 = 5000
+        package var requestTimeoutMilliseconds: Int64 = 5000
 
-        public init() {}
+        package init() {}
     }
 
     let connection: NATSConnection
     let handle: OpaquePointer
     /// Where acknowledgements are counted; shared with the client thread, released after the context.
-    public let tracker: PublishTracker
+    package let tracker: PublishTracker
     private let trackerPointer: UnsafeMutableRawPointer
 
     /// - Throws: ``NATSError`` when the context cannot be created.
-    public init(connection: NATSConnection, options: Options = Options()) throws(NATSError) {
+    package init(connection: NATSConnection, options: Options = Options()) throws(NATSError) {
         self.connection = connection
         tracker = PublishTracker()
         trackerPointer = Unmanaged.passRetained(tracker).toOpaque()
@@ -84,7 +84,7 @@ public final class JetStream {
     /// - Returns: the stream's acknowledgement.
     /// - Throws: ``NATSError``: no stream for the subject, a timeout, a rejected message.
     @discardableResult
-    public func publish(subject: String, payload: [UInt8], headers: [(String, String)] = [],
+    package func publish(subject: String, payload: [UInt8], headers: [(String, String)] = [],
                         timeoutMilliseconds: Int64? = nil) throws(NATSError) -> PublishAck {
         let msg = try Self.makeMessage(subject: subject, payload: payload, headers: headers)
         defer { natsMsg_Destroy(msg) }
@@ -106,7 +106,7 @@ public final class JetStream {
     /// failure (it may still have been stored: republish it under the same `Nats-Msg-Id`).
     /// - Throws: ``NATSError`` when the message could not even be sent: a closed connection, or no
     ///   room in the window within the stall wait (`NATS_TIMEOUT`).
-    public func publishAsync(subject: String, payload: [UInt8], headers: [(String, String)] = [],
+    package func publishAsync(subject: String, payload: [UInt8], headers: [(String, String)] = [],
                              ackWaitMilliseconds: Int64) throws(NATSError) {
         var msg: OpaquePointer? = try Self.makeMessage(subject: subject, payload: payload, headers: headers)
         defer { natsMsg_Destroy(msg) }
@@ -122,7 +122,7 @@ public final class JetStream {
     /// Messages still unanswered when the timeout passes are taken back from the client and
     /// returned as failures, so nothing is left in flight when this returns.
     /// - Returns: the failures (from the tracker and the unanswered), empty when all were stored.
-    public func waitForAcknowledgements(timeoutMilliseconds: Int64) -> [PublishFailure] {
+    package func waitForAcknowledgements(timeoutMilliseconds: Int64) -> [PublishFailure] {
         var opts = jsPubOptions()
         jsPubOptions_Init(&opts)
         opts.MaxWait = timeoutMilliseconds
@@ -171,7 +171,7 @@ public final class JetStream {
 
     /// The stream's configuration and state, or nil when there is no such stream.
     /// - Throws: ``NATSError`` for anything but "not found".
-    public func streamInfo(_ name: String) throws(NATSError) -> StreamInfo? {
+    package func streamInfo(_ name: String) throws(NATSError) -> StreamInfo? {
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(rawValue: 0)
         let status = js_GetStreamInfo(&info, handle, name, nil, &code)
@@ -184,7 +184,7 @@ public final class JetStream {
     /// Creates a stream.
     /// - Throws: ``NATSError``, for example when a stream of that name exists with another config.
     @discardableResult
-    public func addStream(_ config: StreamConfiguration) throws(NATSError) -> StreamInfo {
+    package func addStream(_ config: StreamConfiguration) throws(NATSError) -> StreamInfo {
         var c = jsStreamConfig()
         jsStreamConfig_Init(&c)
         let name = strdup(config.name)
@@ -221,7 +221,7 @@ public final class JetStream {
     }
 
     /// Deletes a stream and everything in it.
-    public func deleteStream(_ name: String) throws(NATSError) {
+    package func deleteStream(_ name: String) throws(NATSError) {
         var code = jsErrCode(rawValue: 0)
         let status = js_DeleteStream(handle, name, nil, &code)
         guard status == NATS_OK else { throw NATSError(status, "js_DeleteStream", jetStreamCode: code) }
@@ -229,26 +229,26 @@ public final class JetStream {
 }
 
 /// The stream's answer to a stored message. `Sendable`.
-public struct PublishAck: Sendable, Equatable {
-    public var stream: String
+package struct PublishAck: Sendable, Equatable {
+    package var stream: String
     /// The message's position in the stream.
-    public var sequence: UInt64
+    package var sequence: UInt64
     /// The stream already had a message with this `Nats-Msg-Id` within its duplicate window and
     /// did not store this one again.
-    public var duplicate: Bool
+    package var duplicate: Bool
 }
 
 /// An asynchronous publish that was not acknowledged. `Sendable`.
-public struct PublishFailure: Sendable, Equatable {
+package struct PublishFailure: Sendable, Equatable {
     /// The message's `Nats-Msg-Id` header, when it had one.
-    public var messageID: String?
-    public var reason: String
+    package var messageID: String?
+    package var reason: String
 }
 
 /// Counts acknowledgements of asynchronous publishes and keeps the failures until taken.
 ///
 /// `Sendable`: written by the client's thread, read by the publisher's, under a mutex.
-public final class PublishTracker: Sendable {
+package final class PublishTracker: Sendable {
     struct State {
         var acknowledged = 0
         var duplicates = 0
@@ -260,9 +260,9 @@ public final class PublishTracker: Sendable {
     private let state = Mutex(State())
 
     /// Messages the stream stored (or recognised as duplicates) since the tracker was created.
-    public var acknowledged: Int { state.withLock { $0.acknowledged } }
+    package var acknowledged: Int { state.withLock { $0.acknowledged } }
     /// Of those, duplicates the stream did not store again.
-    public var duplicates: Int { state.withLock { $0.duplicates } }
+    package var duplicates: Int { state.withLock { $0.duplicates } }
 
     func recordAcknowledged(id: String?, duplicate: Bool) {
         state.withLock {
@@ -274,7 +274,7 @@ public final class PublishTracker: Sendable {
 
     /// The `Nats-Msg-Id`s of the messages the stream acknowledged (stored, or recognised as
     /// duplicates of stored ones) since the last call: the only proof a message is in the stream.
-    public func takeAcknowledgedIDs() -> [String] {
+    package func takeAcknowledgedIDs() -> [String] {
         state.withLock {
             let taken = $0.acknowledgedIDs
             $0.acknowledgedIDs = []

@@ -8,30 +8,30 @@ import CNATS
 /// The C client keeps the socket on threads of its own: reads, reconnects and callbacks happen
 /// there. This object is the one owner of the `natsConnection`, closed and destroyed in `deinit`.
 /// Not `Sendable`: create it and use it (and its ``JetStream`` contexts) on one thread.
-public final class NATSConnection {
+package final class NATSConnection {
     /// How to connect. `Sendable`.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// Server URLs (`nats://host:port`); the client picks among them and learns the rest of a
         /// cluster from the server.
-        public var servers: [String]
+        package var servers: [String]
         /// The connection's name, shown by the server's monitoring (`connz`).
-        public var name: String
+        package var name: String
         /// Reconnect attempts per server after losing the connection; -1: forever.
-        public var maxReconnect: Int32 = -1
-        public var reconnectWaitMilliseconds: Int64 = 250
+        package var maxReconnect: Int32 = -1
+        package var reconnectWaitMilliseconds: Int64 = 250
         /// How long one connect attempt may take.
-        public var connectTimeoutMilliseconds: Int64 = 2000
+        package var connectTimeoutMilliseconds: Int64 = 2000
         /// Bytes the client buffers for the server while reconnecting; beyond it a publish fails.
-        public var reconnectBufferBytes: Int32 = 32 << 20
+        package var reconnectBufferBytes: Int32 = 32 << 20
 
-        public init(servers: [String], name: String) {
+        package init(servers: [String], name: String) {
             self.servers = servers
             self.name = name
         }
     }
 
     /// What happened to the connection, for the caller's log. `Sendable`.
-    public enum Event: Sendable, Equatable {
+    package enum Event: Sendable, Equatable {
         case disconnected
         case reconnected(url: String)
         case closed
@@ -42,7 +42,7 @@ public final class NATSConnection {
     /// Connects to one of `options.servers`.
     /// - Parameter onEvent: called on a client thread when the connection drops, comes back or closes.
     /// - Throws: ``NATSError`` when no server could be reached.
-    public init(options: Options, onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(NATSError) {
+    package init(options: Options, onEvent: @escaping @Sendable (Event) -> Void = { _ in }) throws(NATSError) {
         var opts: OpaquePointer?
         try natsCall("natsOptions_Create") { natsOptions_Create(&opts) }
         defer { natsOptions_Destroy(opts) }
@@ -99,7 +99,7 @@ public final class NATSConnection {
     }
 
     /// The URL of the server currently connected to, or nil while reconnecting.
-    public var connectedURL: String? {
+    package var connectedURL: String? {
         var buffer = [CChar](repeating: 0, count: 256)
         guard natsConnection_GetConnectedUrl(handle, &buffer, buffer.count) == NATS_OK, buffer[0] != 0 else { return nil }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -107,7 +107,7 @@ public final class NATSConnection {
 
     /// Sends everything buffered and waits for the server's answer to a PING.
     /// - Throws: ``NATSError`` on timeout or a closed connection.
-    public func flush(timeoutMilliseconds: Int64 = 5000) throws(NATSError) {
+    package func flush(timeoutMilliseconds: Int64 = 5000) throws(NATSError) {
         try natsCall("natsConnection_FlushTimeout") { natsConnection_FlushTimeout(handle, timeoutMilliseconds) }
     }
 }

@@ -2,16 +2,16 @@ import CNATS
 
 /// A failure reported by the NATS C client: the status, JetStream's error code when the server sent
 /// one, the C function that failed, and the library's text. `Sendable`.
-public struct NATSError: Error, CustomStringConvertible, Sendable {
+package struct NATSError: Error, CustomStringConvertible, Sendable {
     /// The `natsStatus` value (`NATS_TIMEOUT`, `NATS_NOT_FOUND`, …).
-    public let status: UInt32
+    package let status: UInt32
     /// JetStream's `err_code` (for example 10059, stream not found), or 0.
-    public let jetStreamCode: Int
+    package let jetStreamCode: Int
     /// The C function that returned the status.
-    public let function: String
-    public let message: String
+    package let function: String
+    package let message: String
 
-    public init(status: UInt32, jetStreamCode: Int = 0, function: String, message: String) {
+    package init(status: UInt32, jetStreamCode: Int = 0, function: String, message: String) {
         self.status = status
         self.jetStreamCode = jetStreamCode
         self.function = function
@@ -28,12 +28,12 @@ public struct NATSError: Error, CustomStringConvertible, Sendable {
     }
 
     /// The operation timed out (no answer from the server in time).
-    public var isTimeout: Bool { status == NATS_TIMEOUT.rawValue }
+    package var isTimeout: Bool { status == NATS_TIMEOUT.rawValue }
 
     /// JetStream answered that the stream does not exist.
-    public var isStreamNotFound: Bool { jetStreamCode == Int(JSStreamNotFoundErr.rawValue) }
+    package var isStreamNotFound: Bool { jetStreamCode == Int(JSStreamNotFoundErr.rawValue) }
 
-    public var description: String {
+    package var description: String {
         "\(function): \(message)" + (jetStreamCode != 0 ? " (jetstream error \(jetStreamCode))" : "")
     }
 }

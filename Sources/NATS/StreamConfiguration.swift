@@ -3,34 +3,34 @@ import CNATS
 /// What a JetStream stream is: subjects, storage, replication, limits. `Sendable`.
 ///
 /// The subset of `jsStreamConfig` a bridge needs to create a stream and check an existing one.
-public struct StreamConfiguration: Sendable, Equatable {
-    public enum Storage: Sendable, Equatable { case file, memory }
-    public enum Retention: Sendable, Equatable { case limits, interest, workQueue }
-    public enum Discard: Sendable, Equatable { case old, new }
+package struct StreamConfiguration: Sendable, Equatable {
+    package enum Storage: Sendable, Equatable { case file, memory }
+    package enum Retention: Sendable, Equatable { case limits, interest, workQueue }
+    package enum Discard: Sendable, Equatable { case old, new }
 
-    public var name: String
-    public var subjects: [String]
-    public var storage = Storage.file
-    public var retention = Retention.limits
-    public var discard = Discard.old
+    package var name: String
+    package var subjects: [String]
+    package var storage = Storage.file
+    package var retention = Retention.limits
+    package var discard = Discard.old
     /// Copies of every message across the cluster (1…5).
-    public var replicas = 1
+    package var replicas = 1
     /// Messages older than this are removed; 0: no age limit.
-    public var maxAgeNanoseconds: Int64 = 0
+    package var maxAgeNanoseconds: Int64 = 0
     /// The stream's size limit in bytes; -1: none.
-    public var maxBytes: Int64 = -1
+    package var maxBytes: Int64 = -1
     /// The stream's message limit; -1: none.
-    public var maxMessages: Int64 = -1
+    package var maxMessages: Int64 = -1
     /// The largest message accepted, in bytes; -1: the server's limit.
-    public var maxMessageSize: Int32 = -1
+    package var maxMessageSize: Int32 = -1
     /// How long the stream remembers a `Nats-Msg-Id` to drop a republished message.
-    public var duplicateWindowNanoseconds: Int64 = 120_000_000_000
+    package var duplicateWindowNanoseconds: Int64 = 120_000_000_000
     /// Whether the stream acknowledges publishes (true for every stream this package creates).
-    public var acknowledges = true
+    package var acknowledges = true
     /// Whether the stream was sealed (no more messages).
-    public var sealed = false
+    package var sealed = false
 
-    public init(name: String, subjects: [String]) {
+    package init(name: String, subjects: [String]) {
         self.name = name
         self.subjects = subjects
     }

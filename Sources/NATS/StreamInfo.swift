@@ -1,14 +1,14 @@
 import CNATS
 
 /// A stream's configuration and state. `Sendable`.
-public struct StreamInfo: Sendable {
-    public var configuration: StreamConfiguration
-    public var messages: UInt64
-    public var bytes: UInt64
-    public var firstSequence: UInt64
-    public var lastSequence: UInt64
+package struct StreamInfo: Sendable {
+    package var configuration: StreamConfiguration
+    package var messages: UInt64
+    package var bytes: UInt64
+    package var firstSequence: UInt64
+    package var lastSequence: UInt64
     /// The cluster's stream leader, when clustered.
-    public var leader: String?
+    package var leader: String?
 
     init(_ info: jsStreamInfo) {
         configuration = info.Config.map { StreamConfiguration($0.pointee) } ?? StreamConfiguration(name: "", subjects: [])

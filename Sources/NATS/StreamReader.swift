@@ -7,20 +7,20 @@ import CNATS
 /// stops at the stream's last sequence as of ``init(jetStream:stream:from:headersOnly:)``.
 ///
 /// Not `Sendable`: used on the connection's thread. The subscription is destroyed in `deinit`.
-public final class StreamReader {
+package final class StreamReader {
     /// Kept so the context and its connection outlive the subscription.
     private let jetStream: JetStream
     private let subscription: OpaquePointer
     /// The stream's last sequence when the reader was created: ``next(timeoutMilliseconds:)`` returns
     /// nil after it.
-    public let lastSequence: UInt64
+    package let lastSequence: UInt64
     private var done: Bool
 
     /// - Parameters:
     ///   - from: the first stream sequence to read (1: from the beginning).
     ///   - headersOnly: deliver headers only (and `Nats-Msg-Size`), not the payloads.
     /// - Throws: ``NATSError`` when the stream does not exist or the consumer cannot be created.
-    public init(jetStream: JetStream, stream: String, from: UInt64, headersOnly: Bool = false) throws(NATSError) {
+    package init(jetStream: JetStream, stream: String, from: UInt64, headersOnly: Bool = false) throws(NATSError) {
         guard let info = try jetStream.streamInfo(stream) else {
             throw NATSError(status: NATS_NOT_FOUND.rawValue, jetStreamCode: Int(JSStreamNotFoundErr.rawValue),
                             function: "js_GetStreamInfo", message: "no stream \(stream)")
@@ -51,7 +51,7 @@ public final class StreamReader {
 
     /// The next message, or nil once ``lastSequence`` was read.
     /// - Throws: ``NATSError`` (`NATS_TIMEOUT` when nothing arrives in time).
-    public func next(timeoutMilliseconds: Int64 = 5000) throws(NATSError) -> StreamMessage? {
+    package func next(timeoutMilliseconds: Int64 = 5000) throws(NATSError) -> StreamMessage? {
         if done { return nil }
         var msg: OpaquePointer?
         try natsCall("natsSubscription_NextMsg") { natsSubscription_NextMsg(&msg, subscription, timeoutMilliseconds) }
@@ -73,12 +73,12 @@ public final class StreamReader {
 }
 
 /// One message read from a stream. `Sendable`.
-public struct StreamMessage: Sendable {
+package struct StreamMessage: Sendable {
     /// Its position in the stream.
-    public var sequence: UInt64
-    public var subject: String
+    package var sequence: UInt64
+    package var subject: String
     /// Its `Nats-Msg-Id` header.
-    public var messageID: String?
+    package var messageID: String?
     /// The payload (empty when read headers-only).
-    public var payload: [UInt8]
+    package var payload: [UInt8]
 }

@@ -4,12 +4,12 @@ import CSQLite
 ///
 /// Not `Sendable`: a connection is used from the thread that opened it (SQLite's default
 /// serialized mode would allow more; CheckoutBus never needs it).
-public final class SQLiteDatabase {
+package final class SQLiteDatabase {
     let handle: OpaquePointer
 
     /// Opens (creating if needed) the database file at `path`.
     /// - Throws: ``SQLiteError`` when the file cannot be opened.
-    public init(path: String) throws {
+    package init(path: String) throws {
         var db: OpaquePointer?
         let rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard rc == SQLITE_OK, let db else {
@@ -24,7 +24,7 @@ public final class SQLiteDatabase {
     deinit { sqlite3_close_v2(handle) }
 
     /// Runs one or more statements that return no rows.
-    public func execute(_ sql: String) throws {
+    package func execute(_ sql: String) throws {
         var error: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &error)
         if rc != SQLITE_OK {
@@ -35,7 +35,7 @@ public final class SQLiteDatabase {
     }
 
     /// Compiles one statement.
-    public func prepare(_ sql: String) throws -> SQLiteStatement {
+    package func prepare(_ sql: String) throws -> SQLiteStatement {
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
         guard rc == SQLITE_OK, let statement else { throw lastError(rc) }
@@ -43,7 +43,7 @@ public final class SQLiteDatabase {
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
-    public func transaction<R>(_ body: () throws -> R) throws -> R {
+    package func transaction<R>(_ body: () throws -> R) throws -> R {
         try execute("BEGIN IMMEDIATE")
         do {
             let r = try body()

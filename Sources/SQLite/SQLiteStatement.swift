@@ -1,7 +1,7 @@
 import CSQLite
 
 /// A compiled statement, finalized in `deinit`. Not `Sendable`; used with its database.
-public final class SQLiteStatement {
+package final class SQLiteStatement {
     let handle: OpaquePointer
     let database: SQLiteDatabase
 
@@ -16,7 +16,7 @@ public final class SQLiteStatement {
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Binds parameters 1, 2, … in order: `Int64`, `String`, bytes, `nil`.
-    public func bind(_ values: [SQLiteValue]) throws {
+    package func bind(_ values: [SQLiteValue]) throws {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
         for (i, value) in values.enumerated() {
@@ -39,7 +39,7 @@ public final class SQLiteStatement {
 
     /// Steps once. - Returns: `true` when a row is available, `false` when done.
     @discardableResult
-    public func step() throws -> Bool {
+    package func step() throws -> Bool {
         let rc = sqlite3_step(handle)
         switch rc {
         case SQLITE_ROW: return true
@@ -55,23 +55,23 @@ public final class SQLiteStatement {
 
     /// Binds `values`, runs to completion, and returns how many rows it changed.
     @discardableResult
-    public func run(_ values: [SQLiteValue] = []) throws -> Int {
+    package func run(_ values: [SQLiteValue] = []) throws -> Int {
         try bind(values)
         while try step() {}
         return Int(sqlite3_changes(database.handle))
     }
 
-    public func int64(_ column: Int32) -> Int64? {
+    package func int64(_ column: Int32) -> Int64? {
         sqlite3_column_type(handle, column) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, column)
     }
 
-    public func text(_ column: Int32) -> String? {
+    package func text(_ column: Int32) -> String? {
         guard let p = sqlite3_column_text(handle, column) else { return nil }
         return String(cString: p)
     }
 
     /// The column's bytes as stored (a blob's, or a text's UTF-8); nil for NULL.
-    public func blob(_ column: Int32) -> [UInt8]? {
+    package func blob(_ column: Int32) -> [UInt8]? {
         guard sqlite3_column_type(handle, column) != SQLITE_NULL else { return nil }
         let count = Int(sqlite3_column_bytes(handle, column))
         guard count > 0, let p = sqlite3_column_blob(handle, column) else { return [] }
@@ -79,5 +79,5 @@ public final class SQLiteStatement {
     }
 
     /// Ends a query early (the next ``bind(_:)`` also does).
-    public func reset() { sqlite3_reset(handle) }
+    package func reset() { sqlite3_reset(handle) }
 }

@@ -66,6 +66,28 @@ struct PackageShapeTests {
         }
     }
 
+    @Test("only what an app imports is public: the client and the targets it stands on; the rest is package")
+    func publicOnlyInTheClient() throws {
+        try #require(!Self.targets.isEmpty)
+        let appFacing = Self.closure(of: "CheckoutBusClient").union(["CheckoutBusClient"])
+        var scanned = 0
+        for (name, target) in Self.targets where !target.isTest && !appFacing.contains(name) {
+            let dir = Products.repositoryRoot.appendingPathComponent("Sources/\(name)")
+            guard let files = FileManager.default.enumerator(atPath: dir.path) else { continue }
+            for case let file as String in files where file.hasSuffix(".swift") {
+                scanned += 1
+                let text = try String(contentsOf: dir.appendingPathComponent(file), encoding: .utf8)
+                for line in text.split(separator: "\n") {
+                    let code = line.drop { $0 == " " }
+                    if code.hasPrefix("//") { continue }
+                    let modifiers = code.split(separator: " ").prefix { $0.hasPrefix("@") || $0 == "public" }
+                    #expect(!modifiers.contains("public"), "\(name)/\(file): \(code)")
+                }
+            }
+        }
+        #expect(scanned > 100, "only \(scanned) files scanned")
+    }
+
     @Test("workers and the bridge stand on the client, never on the daemon")
     func workersOnTheClient() throws {
         try #require(!Self.targets.isEmpty)

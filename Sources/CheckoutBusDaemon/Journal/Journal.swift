@@ -20,35 +20,35 @@ import CheckoutBusRuntime
 /// both bounded by the ``catalog`` the pipeline updates as batches are written.
 ///
 /// Not `Sendable`: owned by the pipeline thread.
-public final class Journal {
-    public struct Options: Sendable {
+package final class Journal {
+    package struct Options: Sendable {
         /// A segment is closed once it holds this many bytes (`--segment-bytes`).
-        public var segmentBytes = 64 << 20
+        package var segmentBytes = 64 << 20
         /// Closed segments are deleted, oldest first, while the journal is larger (`--retain-bytes`).
-        public var retainBytes: Int64 = 4 << 30
+        package var retainBytes: Int64 = 4 << 30
         /// Closed segments whose newest record is older are deleted (`--retain-hours`).
-        public var retainSeconds = 168 * 3600
+        package var retainSeconds = 168 * 3600
         /// At most one `fdatasync` per this many milliseconds (`--fsync-ms`).
-        public var fsyncMilliseconds = 2
+        package var fsyncMilliseconds = 2
         /// Synced journal bytes kept in the page cache, the newest; older pages are dropped after
         /// each sync (`--journal-cache-bytes`; nil leaves the page cache to the kernel).
-        public var cacheBytes: Int? = 0
-        public init() {}
+        package var cacheBytes: Int? = 0
+        package init() {}
     }
 
     /// What recovery found (``JournalRecovery``).
-    public typealias Recovery = JournalRecovery
+    package typealias Recovery = JournalRecovery
 
     /// Why a replay was refused.
-    public enum ReplayError: Error, Sendable {
+    package enum ReplayError: Error, Sendable {
         case notRetained(firstSeq: UInt64)
     }
 
     package typealias Segment = JournalCatalog.Segment
 
-    public let directory: String
-    public let options: Options
-    public internal(set) var recovery = Recovery()
+    package let directory: String
+    package let options: Options
+    package internal(set) var recovery = Recovery()
     let logger: BusLogger
     /// Which closed segments are deleted.
     let retention: JournalRetention
@@ -82,7 +82,7 @@ public final class Journal {
     /// corrupt tail of the newest segment is truncated. `seq` and `kind_seq` continue from
     /// ``recovery``.
     /// - Throws: ``JournalError`` when the directory or a segment cannot be used.
-    public init(directory: String, options: Options, logger: BusLogger) throws {
+    package init(directory: String, options: Options, logger: BusLogger) throws {
         self.directory = directory
         self.options = options
         self.logger = logger
@@ -132,23 +132,23 @@ public final class Journal {
     }
 
     /// The last seq written to the journal file (and so safe to publish and to replay).
-    public var lastSeq: UInt64 { writtenSeq }
+    package var lastSeq: UInt64 { writtenSeq }
     /// The last seq known to be on disk (`fdatasync` done).
-    public var durableSeq: UInt64 { syncer.durable }
+    package var durableSeq: UInt64 { syncer.durable }
     /// The oldest seq still retained (`lastSeq + 1` when the journal is empty).
-    public var firstSeq: UInt64 { segments.first?.firstSeq ?? writtenSeq + 1 }
-    public var segmentCount: Int { segments.count }
-    public var totalBytes: Int64 { segments.reduce(0) { $0 + Int64($1.size) } }
-    public var fsyncCount: UInt64 { syncer.fsyncs }
-    public var fsyncMaxMicros: UInt64 { syncer.fsyncMaxMicroseconds }
+    package var firstSeq: UInt64 { segments.first?.firstSeq ?? writtenSeq + 1 }
+    package var segmentCount: Int { segments.count }
+    package var totalBytes: Int64 { segments.reduce(0) { $0 + Int64($1.size) } }
+    package var fsyncCount: UInt64 { syncer.fsyncs }
+    package var fsyncMaxMicros: UInt64 { syncer.fsyncMaxMicroseconds }
     /// Durations of the sync thread's `fdatasync` calls.
-    public var fsyncHistogram: Histogram { syncer.fsyncHistogram }
+    package var fsyncHistogram: Histogram { syncer.fsyncHistogram }
     /// Records go to the disk with `O_DIRECT`, past the page cache (stats: `journal.writes`).
-    public var writesDirect: Bool { appender.isDirect }
+    package var writesDirect: Bool { appender.isDirect }
     /// False from a failed write until the next successful one (`/healthz`).
-    public private(set) var isWritable = true
+    package private(set) var isWritable = true
     /// Readable when the writer thread has finished a batch (for the pipeline's poller).
-    public var writerWakeFD: Int32 { writer.wakeFD }
+    package var writerWakeFD: Int32 { writer.wakeFD }
 
     // MARK: Writing
 
@@ -278,7 +278,7 @@ public final class Journal {
     }
 
     /// Syncs what was written and stops the sync thread (shutdown).
-    public func close() {
+    package func close() {
         guard !closed else { return }
         closed = true
         // A batch still at the writer was collected (``JournalBatch/close()``): it is in the file.
@@ -295,7 +295,7 @@ public final class Journal {
     }
 
     /// Deletes closed segments beyond the size or age limits, oldest first (``JournalRetention``).
-    public func enforceRetention(now: time_t) {
+    package func enforceRetention(now: time_t) {
         while segments.count > 1 {
             let oldest = segments[0]
             guard let age = retention.retires(oldest.path, journalBytes: totalBytes, now: now) else { break }
@@ -310,7 +310,7 @@ public final class Journal {
 
     /// Reads written records on the calling (pipeline) thread: the state rebuild at start. See
     /// ``JournalReader/read(from:prefixes:limit:maxExamined:maxBytes:_:)``.
-    public func read(
+    package func read(
         from: UInt64, prefixes: [[UInt8]], limit: Int, maxExamined: Int = .max,
         _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws -> (next: UInt64, count: Int) {

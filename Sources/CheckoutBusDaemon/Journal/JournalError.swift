@@ -3,27 +3,27 @@
 ///
 /// `Sendable`. A struct, so codes can be added without breaking a `switch`: compare ``code``
 /// with the `static let`s of ``Code``.
-public struct JournalError: Error, CustomStringConvertible, Sendable {
+package struct JournalError: Error, CustomStringConvertible, Sendable {
     /// What went wrong, for code to act on; ``description`` says where, for people.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let description: String
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        package let description: String
         private init(_ description: String) { self.description = description }
 
         /// A record, segment, header or the seq reservation could not be written (a full disk,
         /// say). A failed batch write is retried; nothing of it was published.
-        public static let notWritable = Code("not_writable")
+        package static let notWritable = Code("not_writable")
         /// A segment or file could not be opened or read back.
-        public static let notReadable = Code("not_readable")
+        package static let notReadable = Code("not_readable")
         /// Another process holds the data directory's `LOCK`.
-        public static let locked = Code("locked")
+        package static let locked = Code("locked")
         /// The data directory belongs to another shard (`<data-dir>/shard`).
-        public static let otherShard = Code("other_shard")
+        package static let otherShard = Code("other_shard")
     }
 
-    public let code: Code
-    public let description: String
+    package let code: Code
+    package let description: String
 
-    public init(_ code: Code, _ description: String) {
+    package init(_ code: Code, _ description: String) {
         self.code = code
         self.description = description
     }

@@ -7,41 +7,41 @@ import CheckoutBusRuntime
 ///
 /// A segment is a 64-byte header then records. A record is a 32-byte header, the topic, the
 /// envelope, and an 8-byte checksum over everything before it. All integers are little-endian.
-public enum JournalFormat {
-    public static let segmentMagic: [UInt8] = Array("CBJSEG01".utf8)
+package enum JournalFormat {
+    package static let segmentMagic: [UInt8] = Array("CBJSEG01".utf8)
     /// The magic of the records this daemon writes, "CBR2": their checksum is ``checksum(_:_:)``.
-    public static let recordMagic: UInt32 = 0x3252_4243  // "CBR2" read little-endian
+    package static let recordMagic: UInt32 = 0x3252_4243  // "CBR2" read little-endian
     /// The magic of records written before it, "CBR1", still read: their checksum is
     /// ``checksumV1(_:_:)``. Segments may hold both (a journal written before an upgrade and
     /// appended to after it).
-    public static let recordMagicV1: UInt32 = 0x3152_4243  // "CBR1" read little-endian
+    package static let recordMagicV1: UInt32 = 0x3152_4243  // "CBR1" read little-endian
 
     /// Whether `magic` (a record's first four bytes) starts a record of either version.
     @inline(__always)
-    public static func isRecordMagic(_ magic: UInt32) -> Bool { magic == recordMagic || magic == recordMagicV1 }
+    package static func isRecordMagic(_ magic: UInt32) -> Bool { magic == recordMagic || magic == recordMagicV1 }
 
     /// The checksum a record with `magic` carries over its `n` bytes at `p`.
     @inline(__always)
-    public static func recordChecksum(magic: UInt32, _ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+    package static func recordChecksum(magic: UInt32, _ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
         magic == recordMagicV1 ? checksumV1(p, n) : checksum(p, n)
     }
-    public static let segmentHeaderSize = 64
-    public static let recordHeaderSize = 32
-    public static let checksumSize = 8
+    package static let segmentHeaderSize = 64
+    package static let recordHeaderSize = 32
+    package static let checksumSize = 8
     /// Kinds on the journal: the five lifecycle kinds, then dead letters.
-    public static let kindCount = JournaledKind.allCases.count
-    public static let deadLetterKind = UInt8(JournaledKind.deadletter.rawValue)
+    package static let kindCount = JournaledKind.allCases.count
+    package static let deadLetterKind = UInt8(JournaledKind.deadletter.rawValue)
     /// The largest record body accepted on read (a corrupt length is not followed).
-    public static let maxBodySize = 512 << 20
+    package static let maxBodySize = 512 << 20
 
     /// The file name of the segment whose first record is `firstSeq`.
-    public static func segmentName(_ firstSeq: UInt64) -> String {
+    package static func segmentName(_ firstSeq: UInt64) -> String {
         let digits = String(firstSeq)
         return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".seg"
     }
 
     /// The first seq in a segment file name, or nil when the name is not a segment's.
-    public static func firstSeq(fromName name: String) -> UInt64? {
+    package static func firstSeq(fromName name: String) -> UInt64? {
         guard name.hasSuffix(".seg"), name.count == 24 else { return nil }
         return UInt64(name.prefix(20))
     }
@@ -53,7 +53,7 @@ public enum JournalFormat {
     /// 128-bit multiplies of the data with fixed keys and the block's offset, added into two
     /// accumulators, so the processor overlaps the blocks' multiplies. The offset in every
     /// block's input makes moved or swapped blocks change the sum.
-    public static func checksum(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+    package static func checksum(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
         let k0: UInt64 = 0x9E37_79B9_7F4A_7C15
         let k1: UInt64 = 0xBF58_476D_1CE4_E5B9
         let k2: UInt64 = 0x94D0_49BB_1331_11EB
@@ -88,7 +88,7 @@ public enum JournalFormat {
     /// log's lines: a 64-bit multiply-mix over `n` bytes, fixed forever (files depend on it),
     /// independent of any other hash in the code. Each 16 bytes' multiply waits for the one
     /// before (a serial chain: about a quarter of the writer thread's time went to it).
-    public static func checksumV1(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+    package static func checksumV1(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
         let k0: UInt64 = 0x9E37_79B9_7F4A_7C15
         let k1: UInt64 = 0xBF58_476D_1CE4_E5B9
         let k2: UInt64 = 0x94D0_49BB_1331_11EB
@@ -140,18 +140,18 @@ public enum JournalFormat {
     }
 
     /// One record's header fields, as read back.
-    public struct RecordHeader: Sendable, Equatable {
-        public var bodyLength: Int
-        public var seq: UInt64
-        public var kindSeq: UInt64
-        public var kind: UInt8
-        public var topicLength: Int
+    package struct RecordHeader: Sendable, Equatable {
+        package var bodyLength: Int
+        package var seq: UInt64
+        package var kindSeq: UInt64
+        package var kind: UInt8
+        package var topicLength: Int
         /// Bytes of the whole record: header, body, checksum.
-        public var recordSize: Int { JournalFormat.recordHeaderSize + bodyLength + JournalFormat.checksumSize }
+        package var recordSize: Int { JournalFormat.recordHeaderSize + bodyLength + JournalFormat.checksumSize }
     }
 
     /// Reads and validates a record at `p` with `available` bytes; nil when torn or corrupt.
-    public static func readRecord(_ p: UnsafeRawPointer, available: Int) -> RecordHeader? {
+    package static func readRecord(_ p: UnsafeRawPointer, available: Int) -> RecordHeader? {
         guard available >= recordHeaderSize + checksumSize else { return nil }
         let magic = load(p, 0, as: UInt32.self)
         guard isRecordMagic(magic) else { return nil }
@@ -167,7 +167,7 @@ public enum JournalFormat {
     }
 
     /// Writes a segment header: magic, first seq, and the last kind_seq of each kind before it.
-    public static func segmentHeader(firstSeq: UInt64, kindSeqs: [UInt64]) -> [UInt8] {
+    package static func segmentHeader(firstSeq: UInt64, kindSeqs: [UInt64]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: segmentHeaderSize)
         out.withUnsafeMutableBytes { p in
             for (i, b) in segmentMagic.enumerated() { p[i] = b }
@@ -178,7 +178,7 @@ public enum JournalFormat {
     }
 
     /// Reads a segment header; nil when it is short or its magic is wrong.
-    public static func readSegmentHeader(_ bytes: UnsafeRawBufferPointer) -> (firstSeq: UInt64, kindSeqs: [UInt64])? {
+    package static func readSegmentHeader(_ bytes: UnsafeRawBufferPointer) -> (firstSeq: UInt64, kindSeqs: [UInt64])? {
         guard bytes.count >= segmentHeaderSize, bytes.prefix(8).elementsEqual(segmentMagic) else { return nil }
         let p = bytes.baseAddress!
         return (load(p, 8, as: UInt64.self), (0..<kindCount).map { load(p, 16 + 8 * $0, as: UInt64.self) })

@@ -8,29 +8,29 @@ import Glibc
 /// tell a torn write's padding from damage (``Journal`` opens, scans and cuts; `docs/durability.md`).
 ///
 /// `Sendable`: a value, filled in on the thread that opens the journal.
-public struct JournalRecovery: Sendable {
-    public var lastSeq: UInt64 = 0
+package struct JournalRecovery: Sendable {
+    package var lastSeq: UInt64 = 0
     /// The last kind_seq of each kind (start, update, complete, fail, dismiss, deadletter).
-    public var kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
-    public var segments = 0
-    public var truncatedBytes = 0
+    package var kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
+    package var segments = 0
+    package var truncatedBytes = 0
     /// Zeros cut after the last record: the padding of a direct write, left by a stop without
     /// a clean close (kill -9, a crash). Not damage.
-    public var paddingBytes = 0
+    package var paddingBytes = 0
     /// Intact records found past damage in the last segment, set aside (their seqs not reused).
-    public var skippedRecords = 0
+    package var skippedRecords = 0
     /// Seqs skipped after the last intact record because they may have been published before
     /// the stop (``SeqReservation``): 0 unless the tail was cut or the machine crashed.
-    public var skippedSeqs: UInt64 = 0
+    package var skippedSeqs: UInt64 = 0
     /// The marker of a run fenced by a failed durability call (``JournalFence``), when this start
     /// cut the journal back to its durable seq.
     package var fence: JournalFence.Marker?
     /// Records after that seq read back intact and written again (now synced).
-    public var fenceRedrivenRecords = 0
+    package var fenceRedrivenRecords = 0
     /// What that cut removed: bytes, whole segments set aside, and the highest seq among them.
-    public var fenceCutBytes = 0
-    public var fenceCutSegments = 0
-    public var fenceCutMaxSeq: UInt64 = 0
+    package var fenceCutBytes = 0
+    package var fenceCutSegments = 0
+    package var fenceCutMaxSeq: UInt64 = 0
 
     /// Whether `tail`, the bytes after a segment's last intact record up to the file's `end`, is
     /// only the zero padding of a direct write: fewer than a block of zeros, ending on a block.

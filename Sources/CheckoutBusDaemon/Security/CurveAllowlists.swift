@@ -16,17 +16,17 @@ import CheckoutBusRuntime
 ///
 /// `Sendable`: the sets sit behind a mutex; the pipeline thread's ZAP handler reads them and the
 /// SIGHUP handler replaces them (``reload()``).
-public final class CurveAllowlists: Sendable {
-    public static let producersDomain = "producers"
-    public static let subscribersDomain = "subscribers"
+package final class CurveAllowlists: Sendable {
+    package static let producersDomain = "producers"
+    package static let subscribersDomain = "subscribers"
 
-    public let producersDirectory: String
-    public let subscribersDirectory: String
+    package let producersDirectory: String
+    package let subscribersDirectory: String
     private let sets: Mutex<(producers: Set<String>, subscribers: Set<String>)>
 
     /// Reads both directories.
     /// - Throws: ``DaemonError`` naming a directory that cannot be read or a file that is not a key.
-    public init(producersDirectory: String, subscribersDirectory: String) throws {
+    package init(producersDirectory: String, subscribersDirectory: String) throws {
         self.producersDirectory = producersDirectory
         self.subscribersDirectory = subscribersDirectory
         let p = try CurveAllowlists.load(producersDirectory)
@@ -37,7 +37,7 @@ public final class CurveAllowlists: Sendable {
     /// Reads both directories again; on any error the current lists stay.
     /// - Returns: how many producer and subscriber keys are now allowed.
     @discardableResult
-    public func reload() throws -> (producers: Int, subscribers: Int) {
+    package func reload() throws -> (producers: Int, subscribers: Int) {
         let p = try CurveAllowlists.load(producersDirectory)
         let s = try CurveAllowlists.load(subscribersDirectory)
         sets.withLock { $0 = (p, s) }
@@ -45,7 +45,7 @@ public final class CurveAllowlists: Sendable {
     }
 
     /// Whether `key` (Z85) may connect to sockets of `domain`.
-    public func allows(domain: String, key: String) -> Bool {
+    package func allows(domain: String, key: String) -> Bool {
         sets.withLock { s in
             switch domain {
             case CurveAllowlists.producersDomain: s.producers.contains(key)
@@ -55,7 +55,7 @@ public final class CurveAllowlists: Sendable {
         }
     }
 
-    public var counts: (producers: Int, subscribers: Int) { sets.withLock { ($0.producers.count, $0.subscribers.count) } }
+    package var counts: (producers: Int, subscribers: Int) { sets.withLock { ($0.producers.count, $0.subscribers.count) } }
 
     package static func load(_ directory: String) throws -> Set<String> {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {

@@ -9,7 +9,7 @@ import CheckoutBusWorkers
 /// checkpoint — read, and moved while its worker is stopped (docs/commands.md, "cursor").
 ///
 /// Not `Sendable`; runs on the calling thread.
-public struct CursorCommand {
+package struct CursorCommand {
     static let toSeq = CommandOption(
         "to-seq", "SEQ", help: "set: resume at SEQ: the next envelope handled is SEQ (the cursor, which names the last one handled, becomes SEQ-1)")
     static let toTime = CommandOption(
@@ -26,7 +26,7 @@ public struct CursorCommand {
     static let format = BusOptions.format(
         "show: pretty, or json: {\"kind\":…, \"path\":…, \"positions\":[{\"shard\":I, \"shards\":N, \"name\":…, \"seq\":S}]}")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus cursor", summary: "look at a subscriber's position, or move it while the subscriber is stopped.",
         operands: "show PATH | set PATH",
         operandHelp: [
@@ -43,25 +43,25 @@ public struct CursorCommand {
             (the fulfilment worker keeps orders exactly once by idempotency key; the analytics worker's
             counts add them again); moving forward skips them. Exits 1 on a refusal, 2 on a usage error.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         case show
         case toSeq(Int64)
         case toTime(Int64)
         case shiftBy(Int64)
     }
 
-    public var path = ""
-    public var action = Action.show
-    public var shard: Int?
-    public var shards: Int?
-    public var controls: [String]
-    public var dryRun: Bool
-    public var json: Bool
-    public var curve: CurveClientKeys?
+    package var path = ""
+    package var action = Action.show
+    package var shard: Int?
+    package var shards: Int?
+    package var controls: [String]
+    package var dryRun: Bool
+    package var json: Bool
+    package var curve: CurveClientKeys?
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 2, ["show", "set"].contains(args.positionals[0]) else {
@@ -120,7 +120,7 @@ public struct CursorCommand {
         var seq: Int64
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         do {
             let store = try detect()
             if case .show = action { return show(store, try read(store)) }

@@ -10,7 +10,7 @@ import CheckoutBusRuntime
 /// printing what each would become — without a daemon, a socket or a journal.
 ///
 /// Not `Sendable`; runs on the calling thread.
-public struct DecodeCommand {
+package struct DecodeCommand {
     static let format = BusOptions.format(
         "pretty: one line per event: its topic, checkout, source, stable error code and raw code, summary (total, "
             + "currency, order), flags, and the snapshot paths redacted; or the dead-letter reason and detail. json: one "
@@ -23,7 +23,7 @@ public struct DecodeCommand {
         "strict", help: "exit 3 when any line is dead-lettered (a gate for CI: every sample decodes), with "
             + "`decode: N of M lines dead-lettered` on stderr")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus decode", summary: "what raw events would become: the daemon's decoder and rules, offline.",
         operands: "[FILE|-]",
         operandHelp: [.init("FILE", "raw events, one JSON per line, as a producer sends them (default -: standard input); "
@@ -37,22 +37,22 @@ public struct DecodeCommand {
             included, unless --strict), 1 when the input cannot be read, 2 on a bad flag or error map,
             3 with --strict when a line was dead-lettered.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public enum Format: String, Sendable {
+    package enum Format: String, Sendable {
         case pretty, json
     }
 
     /// `--error-map`: installed before the first line.
-    public var errorMapPath: String?
-    public var file: String
-    public var format: Format
+    package var errorMapPath: String?
+    package var file: String
+    package var format: Format
     /// `--strict`: dead letters make the exit status 3.
-    public var strict: Bool
+    package var strict: Bool
     /// The daemon's own options (``DaemonConfiguration/processor``), `--buyer-data` applied.
-    public var options: EventProcessor.Options
+    package var options: EventProcessor.Options
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         strict = args.has(Self.strict)
         format = try args.choice(Self.format, ["pretty": .pretty, "json": .json])
@@ -67,7 +67,7 @@ public struct DecodeCommand {
         file = args.positionals.first ?? "-"
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         if let errorMapPath {
             do {
                 ErrorMap.install(try DaemonConfiguration.loadErrorMap(errorMapPath))

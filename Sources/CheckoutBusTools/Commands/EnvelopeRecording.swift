@@ -30,35 +30,35 @@ import CheckoutBusRuntime
 ///
 /// Used by `checkoutbus tail --record`. Not `Sendable`: owned by the subscriber's thread; the file
 /// descriptor is closed in `deinit`.
-public final class EnvelopeRecording: SubscriberCursor {
-    public let path: String
+package final class EnvelopeRecording: SubscriberCursor {
+    package let path: String
     /// How many shards' envelopes the file interleaves (1: every line counts as one stream).
-    public let shards: Int
+    package let shards: Int
     /// Bytes of a torn last line removed when the file was opened.
-    public private(set) var truncatedBytes = 0
+    package private(set) var truncatedBytes = 0
     /// Per shard, the `seq` of its last line appended, or found when the file was opened (0: none).
-    public private(set) var lastSeqs: [Int64]
+    package private(set) var lastSeqs: [Int64]
     /// Per shard, whether the file holds a line of it.
-    public private(set) var hasLines: [Bool]
+    package private(set) var hasLines: [Bool]
     private let fd: Int32
     private var line: [UInt8] = []
     /// Whether `PATH.shards` is still to be written (with the next line appended).
     private var needsShardCountFile = false
 
     /// The file recording the shard count of the recording at `path`.
-    public static func shardCountPath(_ path: String) -> String { path + ".shards" }
+    package static func shardCountPath(_ path: String) -> String { path + ".shards" }
 
     /// The `seq` of the last line appended, or found when the file was opened (0: none); with
     /// several shards, shard 0's.
-    public var lastSeq: Int64 { lastSeqs[0] }
+    package var lastSeq: Int64 { lastSeqs[0] }
     /// Whether the file held no complete line when it was opened.
-    public private(set) var wasEmpty = true
+    package private(set) var wasEmpty = true
 
     /// Opens (creating if missing) the recording at `path`, repairs a torn last line and reads the
     /// last complete line's `seq`.
     /// - Throws: ``SubscriberError`` when the file cannot be opened, repaired, or its last complete
     ///   line is not an envelope with a `seq`.
-    public convenience init(path: String) throws(SubscriberError) {
+    package convenience init(path: String) throws(SubscriberError) {
         try self.init(path: path, shards: 1)
     }
 
@@ -66,7 +66,7 @@ public final class EnvelopeRecording: SubscriberCursor {
     /// line and reads each shard's last complete line's `seq`.
     /// - Throws: ``SubscriberError`` when the file cannot be opened or repaired, a line read is not
     ///   an envelope with a `seq`, or one belongs to a shard beyond `shards`.
-    public init(path: String, shards: Int) throws(SubscriberError) {
+    package init(path: String, shards: Int) throws(SubscriberError) {
         precondition(shards >= 1)
         self.path = path
         self.shards = shards
@@ -113,10 +113,10 @@ public final class EnvelopeRecording: SubscriberCursor {
     deinit { close(fd) }
 
     /// With one shard: the last line's `seq`. With several, use ``cursor(forShard:)``.
-    public func load() -> Int64 { lastSeq }
+    package func load() -> Int64 { lastSeq }
 
     /// Shard `index`'s cursor: its last line's `seq`; committing does nothing (the line is the commit).
-    public func cursor(forShard index: Int) -> any SubscriberCursor {
+    package func cursor(forShard index: Int) -> any SubscriberCursor {
         shards == 1 ? self : ShardCursor(recording: self, index: index)
     }
 
@@ -136,13 +136,13 @@ public final class EnvelopeRecording: SubscriberCursor {
     }
 
     /// Nothing to do: the appended line is the commit.
-    public func commit(_ seq: Int64) {}
+    package func commit(_ seq: Int64) {}
     /// False: a commit does nothing (the recording's appends keep the position).
-    public var commitMayBlock: Bool { false }
+    package var commitMayBlock: Bool { false }
 
     /// Appends the envelope's bytes and a newline with a single `write(2)`.
     /// - Throws: ``SubscriberError`` when the write fails (disk full, …).
-    public func append(_ envelope: BusEnvelope) throws(SubscriberError) {
+    package func append(_ envelope: BusEnvelope) throws(SubscriberError) {
         if needsShardCountFile { try writeShardCountFile() }
         line.removeAll(keepingCapacity: true)
         line.append(contentsOf: envelope.bytes)

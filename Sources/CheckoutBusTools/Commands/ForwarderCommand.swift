@@ -8,32 +8,32 @@ import CheckoutBusRuntime
 /// `checkoutbus forwarder`: the raw baseline — a ZeroMQ PULL→PUB forwarder doing no work
 /// (`zmq_proxy`). `checkoutbus bench` runs it beside the daemon to measure the transport's ceiling.
 /// Not `Sendable`; blocks the calling thread until killed.
-public struct ForwarderCommand {
+package struct ForwarderCommand {
     static let ingest = CommandOption("ingest", "ENDPOINT", help: "where producers push (PULL)", default: "tcp://127.0.0.1:*")
     static let publish = CommandOption("publish", "ENDPOINT", help: "where subscribers connect (PUB)", default: "tcp://127.0.0.1:*")
     static let hwm = CommandOption("hwm", "N", help: "both sockets' high-water mark", default: "100000")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus forwarder", summary: "a raw ZeroMQ PULL→PUB forwarder (zmq_proxy), the benchmark's baseline.",
         options: [ingest, publish, hwm],
         notes: """
             Prints {"ready":true,"ingest":…,"publish":…} with the endpoints as bound, then forwards each
             message unchanged until killed.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     package var ingest: String
     package var publish: String
     package var hwm: Int32
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         ingest = args.string(Self.ingest)
         publish = args.string(Self.publish)
         hwm = Int32(try args.int(Self.hwm, in: 0...100_000_000))
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         do {
             let context = try ZMQContext()
             let pull = try ZMQSocket(context: context, type: .pull)

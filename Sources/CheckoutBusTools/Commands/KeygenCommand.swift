@@ -7,10 +7,10 @@ import CheckoutBusRuntime
 
 /// `checkoutbus keygen NAME`: writes a CURVE key pair as `NAME.key` (secret, mode 0600) and
 /// `NAME.pub` (public, 0644), Z85 text. Not `Sendable`; runs on the calling thread.
-public struct KeygenCommand {
+package struct KeygenCommand {
     static let force = CommandOption("force", help: "replace existing files")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus keygen", summary: "write a CURVE key pair for the daemon or a client.",
         operands: "NAME",
         operandHelp: [.init("NAME", "writes NAME.key (the secret key, mode 0600) and NAME.pub (the public key)")],
@@ -20,19 +20,19 @@ public struct KeygenCommand {
             daemon's NAME.pub as --curve-server. Put a producer's .pub in the daemon's --curve-producers
             directory, a subscriber's in --curve-subscribers (docs/security.md).
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     package let name: String
     package let force: Bool
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         guard args.positionals.count == 1 else { throw .init("keygen needs one NAME") }
         name = args.positionals[0]
         force = args.has(Self.force)
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         let secretPath = name + ".key"
         let publicPath = name + ".pub"
         if !force, FileManager.default.fileExists(atPath: secretPath) || FileManager.default.fileExists(atPath: publicPath) {

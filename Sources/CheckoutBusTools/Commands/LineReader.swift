@@ -9,29 +9,29 @@ import CheckoutBusRuntime
 
 /// Reads lines (without the newline) from a file descriptor through a 64 KiB buffer; lines of any
 /// length are returned whole. Not `Sendable`.
-public final class LineReader {
-    public let fd: Int32
+package final class LineReader {
+    package let fd: Int32
     private var buffer = [UInt8](repeating: 0, count: 65_536)
     private var start = 0
     private var end = 0
     private var eof = false
 
-    public init(fd: Int32) { self.fd = fd }
+    package init(fd: Int32) { self.fd = fd }
 
     /// Whether a line holds only spaces, tabs or a carriage return (skipped by `send` and `replay`).
-    public static func isBlank(_ line: [UInt8]) -> Bool {
+    package static func isBlank(_ line: [UInt8]) -> Bool {
         line.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
     }
 
     private var pushedBack: [UInt8]?
 
     /// Returns `line` again from the next ``nextLine()`` (a send that has to wait).
-    public func pushBack(_ line: [UInt8]) { pushedBack = line }
+    package func pushBack(_ line: [UInt8]) { pushedBack = line }
 
     /// Whether every line was read.
-    public var isExhausted: Bool { eof && start >= end && pushedBack == nil }
+    package var isExhausted: Bool { eof && start >= end && pushedBack == nil }
 
-    public func nextLine() -> [UInt8]? {
+    package func nextLine() -> [UInt8]? {
         if let line = pushedBack {
             pushedBack = nil
             return line

@@ -9,7 +9,7 @@ import CheckoutBusProtocol
 /// the publish socket, `/healthz` on the metrics port (docs/commands.md, "ping").
 ///
 /// Not `Sendable`; runs on the calling thread.
-public struct PingCommand {
+package struct PingCommand {
     static let control = BusOptions.controlShards.described(
         "the daemons' --control endpoints, comma-separated; each daemon says where its other endpoints are bound")
     static let healthz = CommandOption(
@@ -18,7 +18,7 @@ public struct PingCommand {
     static let timeout = BusOptions.timeout(3, "how long each endpoint may take")
     static let json = CommandOption("json", help: "one JSON object per endpoint and line")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus ping", summary: "is every endpoint of a daemon, or of each shard, answering, and how fast.",
         options: [control, healthz, timeout, json] + CurveClientKeys.options,
         notes: """
@@ -28,16 +28,16 @@ public struct PingCommand {
             every interface (0.0.0.0, *) is reached on the control endpoint's host. --healthz and
             --control are two kinds of ping: give one. Exits 0 when every endpoint answered, 1 otherwise.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public var controls: [String]
-    public var timeoutSeconds: Int
-    public var json: Bool
-    public var curve: CurveClientKeys?
+    package var controls: [String]
+    package var timeoutSeconds: Int
+    package var json: Bool
+    package var curve: CurveClientKeys?
     /// `--healthz`: only this metrics address.
-    public var healthz: String?
+    package var healthz: String?
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         controls = try BusOptions.endpoints(args, Self.control)
@@ -62,7 +62,7 @@ public struct PingCommand {
         var detail: String
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         if let healthz {
             let probe = health(healthz)
             FileHandleWriter.standardOutput(render(probe) + "\n")

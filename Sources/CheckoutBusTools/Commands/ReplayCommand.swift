@@ -15,7 +15,7 @@ import CheckoutBusRuntime
 /// (``rawEvent(from:kind:into:)``) so the daemon decodes and applies the rules to it again. Pacing follows each line's time: an envelope's
 /// `received_at`, else a wrapper's `occurred_at` (RFC 3339 or epoch milliseconds); lines without a
 /// time are sent right after the previous one.
-public struct ReplayCommand {
+package struct ReplayCommand {
     static let to = BusOptions.to
     static let speed = CommandOption("speed", "N", help: "N times the original pacing (2 is twice as fast)", default: "1")
     static let flatOut = CommandOption("flat-out", help: "ignore the recorded times and send as fast as possible")
@@ -35,7 +35,7 @@ public struct ReplayCommand {
         "connections", "N", help: "PUSH connections; copy k goes on connection k mod N, so each lifecycle keeps its order",
         default: "1")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus replay", summary: "replay a recorded JSONL file into a daemon.",
         operands: "FILE",
         operandHelp: [.init("FILE", "JSONL: raw events (a capture) or envelopes from `tail --format json`")],
@@ -45,7 +45,7 @@ public struct ReplayCommand {
             (skipped counts recorded lines, not copies; with --since, ` before_since=K` the lines before
             it). SIGINT or SIGTERM stops a replay (exit 130).
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     package var file: String
     package var endpoint: String
@@ -58,7 +58,7 @@ public struct ReplayCommand {
     /// `--since`: where in the recording to start.
     package var since: JournalPosition?
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 1 else { throw .init("replay needs exactly one FILE") }
@@ -93,7 +93,7 @@ public struct ReplayCommand {
         return reached
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         let fd = open(file, O_RDONLY)
         guard fd >= 0 else {
             FileHandleWriter.standardError("checkoutbus replay: cannot open \(file): \(String(cString: strerror(errno)))\n")

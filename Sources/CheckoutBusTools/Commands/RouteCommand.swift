@@ -9,7 +9,7 @@ import CheckoutBusRuntime
 /// forwarded unchanged to the shard that owns its checkout (``ShardRelay``, docs/sharding.md).
 ///
 /// Not `Sendable`; runs on the calling thread until the stop signal.
-public struct RouteCommand {
+package struct RouteCommand {
     static let shards = CommandOption(
         "shards", "E0,E1,…", help: "the shards' --ingest endpoints, in shard order (shard 0 first): one PUSH per shard")
     static let listen = CommandOption(
@@ -38,7 +38,7 @@ public struct RouteCommand {
     static let allowInsecureRemote = CommandOption(
         "allow-insecure-remote", help: "permit a non-loopback --listen/--listen-acked (route has no CURVE server)")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus route", summary: "forward producers' events to the shard that owns each checkout.",
         groups: [
             .init(nil, [shards, listen, shardsAcked, listenAcked]),
@@ -68,12 +68,12 @@ public struct RouteCommand {
             what was received, relay the replies still due, let the shards' queues drain, and exit 0 — all
             within --linger; exit 1 if the linger ran out with events possibly undelivered or unanswered.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
     package var options = ShardRelay.Options()
     package var logLevel = BusLogger.Level.info
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         options.curve = try CurveClientKeys.parse(args)
         if let list = args.value(Self.shards) {
@@ -113,7 +113,7 @@ public struct RouteCommand {
     }
 
     /// Relays until `stop` is raised. - Returns: the process exit code.
-    public func run(stop: StopSignal) -> Int32 {
+    package func run(stop: StopSignal) -> Int32 {
         let logger = BusLogger(label: "route", level: logLevel)
         do {
             let relay = ShardRelay(options: options, logger: logger)

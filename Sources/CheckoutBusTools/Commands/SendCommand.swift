@@ -10,7 +10,7 @@ import CheckoutBusRuntime
 /// `checkoutbus send`: JSON Lines from files or stdin, one ZeroMQ message per non-empty line.
 ///
 /// Not `Sendable`; runs on the calling thread.
-public struct SendCommand {
+package struct SendCommand {
     static let to = BusOptions.to.defaulting(
         to: nil, note: "\(DefaultEndpoints.ingest); with --acked \(DefaultEndpoints.ingestAcked)").described(
         "the daemon's --ingest endpoint, or with --acked its --ingest-acked endpoint")
@@ -30,7 +30,7 @@ public struct SendCommand {
             + "or a missing event_id); with --shards `<shard>:<seq> <event_id>`, seq being per shard")
     static let window = CommandOption("window", "N", help: "with --acked: events in flight at most", default: "1000")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus send", summary: "send raw events (JSON Lines) to a daemon's ingest socket.",
         operands: "[FILE …]",
         operandHelp: [.init("FILE", "JSONL files; none or `-` reads stdin. Each non-empty line is one event, sent as is "
@@ -45,23 +45,23 @@ public struct SendCommand {
             --shards followed by ` by_shard=N0,N1,…` (events sent to each shard). Exits 1 if a daemon could
             not be reached in time, or (--acked) if any event was rejected or left unanswered.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public var endpoint: String
-    public var files: [String]
-    public var timeoutSeconds: Int
-    public var acked: Bool
-    public var ackLog: String?
-    public var window: Int
+    package var endpoint: String
+    package var files: [String]
+    package var timeoutSeconds: Int
+    package var acked: Bool
+    package var ackLog: String?
+    package var window: Int
     /// CURVE client keys (`--curve-key`, `--curve-server`), when the daemon requires them.
-    public var curve: CurveClientKeys?
+    package var curve: CurveClientKeys?
     /// With `--shards`: every shard's endpoint, in shard order; each event goes to its owner.
-    public var shards: [String]?
+    package var shards: [String]?
 
     /// Where events go: the one `--to` endpoint, or every shard's.
     package var endpoints: [String] { shards ?? [endpoint] }
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         acked = args.has(Self.acked)
@@ -96,7 +96,7 @@ public struct SendCommand {
     }
 
     /// Sends every line. - Returns: the process exit code.
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         guard let readers = openSources() else { return 1 }
         if acked { return AckedSender(command: self).run(readers) }
         defer { for r in readers where r.fd != 0 { close(r.fd) } }

@@ -8,25 +8,25 @@ import CheckoutBusRuntime
 /// `checkoutbus stats`: the control socket's `stats`, for people (or as JSON).
 ///
 /// Not `Sendable`; runs on the calling thread.
-public struct StatsCommand {
+package struct StatsCommand {
     static let timeout = BusOptions.timeout(5)
     static let json = CommandOption("json", help: "print the daemon's stats object as is, on one line")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus stats", summary: "what a running daemon has done: counters, journal, subscribers' drops.",
         options: [BusOptions.control, timeout, json] + CurveClientKeys.options,
         notes: """
             The same figures, for machines, are at the daemon's --metrics endpoint (/metrics).
             Exits 1 when the daemon does not answer.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public var control: String
-    public var timeoutSeconds: Int
-    public var json: Bool
-    public var curve: CurveClientKeys?
+    package var control: String
+    package var timeoutSeconds: Int
+    package var json: Bool
+    package var curve: CurveClientKeys?
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         control = args.string(BusOptions.control)
@@ -35,7 +35,7 @@ public struct StatsCommand {
         if !args.positionals.isEmpty { throw .init("unexpected argument \(args.positionals[0])") }
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         do {
             guard let reply = try StatsCommand.request(control, timeoutSeconds: timeoutSeconds, curve: curve) else {
                 let why = curve == nil ? "" : CurveClientKeys.refusalHint

@@ -8,7 +8,7 @@ import CheckoutBusProtocol
 /// (docs/observability.md, "Subscribers, live and gone"); `subscribers forget NAME` drops one.
 ///
 /// Not `Sendable`; runs on the calling thread.
-public struct SubscribersCommand {
+package struct SubscribersCommand {
     static let all = CommandOption(
         "all", help: "gone subscribers too (stopped, or silent past the daemon's --subscriber-gone-after); by default only live ones")
     static let format = BusOptions.format(
@@ -20,28 +20,28 @@ public struct SubscribersCommand {
         "the daemons' --control endpoints, comma-separated; with several (shards), one row per daemon")
     static let timeout = BusOptions.timeout(5, "give up when a daemon does not answer")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus subscribers", summary: "who follows the bus: each subscriber's state, last report, position, lag.",
         operands: "[forget NAME]",
         operandHelp: [.init("forget NAME", "drop NAME from stats and /metrics now (a gone worker you removed); "
                             + "a live one comes back with its next report")],
         options: [all, format, control, timeout] + CurveClientKeys.options,
         notes: "Exits 1 when a daemon does not answer, or `forget` names a subscriber no daemon knows.")
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public enum Format: String, Sendable {
+    package enum Format: String, Sendable {
         case pretty, json
     }
 
-    public var controls: [String]
-    public var timeoutSeconds: Int
-    public var all: Bool
-    public var format: Format
+    package var controls: [String]
+    package var timeoutSeconds: Int
+    package var all: Bool
+    package var format: Format
     /// `forget NAME`.
-    public var forget: String?
-    public var curve: CurveClientKeys?
+    package var forget: String?
+    package var curve: CurveClientKeys?
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         controls = try BusOptions.endpoints(args, Self.control)
@@ -66,7 +66,7 @@ public struct SubscribersCommand {
         var state: String { fields["state"] as? String ?? "live" }
     }
 
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         if let forget { return runForget(forget) }
         var rows: [Row] = []
         for control in controls {

@@ -14,7 +14,7 @@ import CheckoutBusRuntime
 /// new subscription with a heartbeat, the first heartbeat proves the filters are live, and tail
 /// then writes `tail: subscribed …` to stderr. Scripts and tests wait for that line before sending.
 /// Not `Sendable`; runs on the calling thread.
-public struct TailCommand {
+package struct TailCommand {
     static let from = BusOptions.from
     static let topic = CommandOption(
         "topic", "PREFIX",
@@ -52,7 +52,7 @@ public struct TailCommand {
         help: "the kernel receive buffer of each subscription (SO_RCVBUF): smaller, a tail that falls behind is "
             + "dropped for sooner and recovers from the journal", defaultNote: "the OS's, which grows to many MB")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus tail",
         summary: "print envelopes published by a daemon, live; or replay them from its journal first and recover "
             + "every envelope dropped on the way.",
@@ -74,49 +74,49 @@ public struct TailCommand {
                             not_retained=X replay_requests=Q last_seq=S
             (with several shards the counts are totals, and last_seqs=0:S0,1:S1,… replaces last_seq)
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public enum Format: Sendable { case pretty, json }
+    package enum Format: Sendable { case pretty, json }
 
     /// The publish endpoints, one per shard in shard order (`--from A,B,C`).
-    public var endpoints: [String]
+    package var endpoints: [String]
     /// The first (with one shard, the only) publish endpoint.
-    public var endpoint: String {
+    package var endpoint: String {
         get { endpoints[0] }
         set { endpoints = [newValue] }
     }
-    public var topics: [String] = ["checkout.", "bus.deadletter"]
-    public var count: Int?
-    public var format: Format
-    public var timeoutSeconds: Int?
+    package var topics: [String] = ["checkout.", "bus.deadletter"]
+    package var count: Int?
+    package var format: Format
+    package var timeoutSeconds: Int?
     /// The SUB socket's receive high-water mark; nil: 1,000,000 live only, the subscriber's default when recovering.
-    public var receiveHighWaterMark: Int32?
+    package var receiveHighWaterMark: Int32?
     /// The control endpoints, one per shard in the order of ``endpoints``; set (explicitly or by
     /// --since/--record) to recover gaps.
-    public var controls: [String]?
+    package var controls: [String]?
     /// The first (with one shard, the only) control endpoint.
-    public var control: String? {
+    package var control: String? {
         get { controls?.first }
         set { controls = newValue.map { [$0] } }
     }
     /// The subscriptions' kernel receive buffer (`--receive-buffer`); nil: the OS default.
-    public var receiveBufferBytes: Int32?
+    package var receiveBufferBytes: Int32?
     /// Replay from this seq first (every shard).
-    public var since: Int64?
+    package var since: Int64?
     /// `--since` a time or a duration back (ms since the epoch): each shard's daemon finds its
     /// first seq received at or after it (`seek`) when the tail starts.
-    public var sinceTime: Int64?
+    package var sinceTime: Int64?
     /// Per shard, replay from this seq first (`--since I:SEQ,…`); a shard not in it follows live.
-    public var sinceByShard: [Int: Int64]?
+    package var sinceByShard: [Int: Int64]?
     /// Append envelopes to this JSON Lines file, which is also the cursor.
-    public var recordPath: String?
-    public var name = "tail-\(getpid())"
+    package var recordPath: String?
+    package var name = "tail-\(getpid())"
     /// CURVE client keys for the subscriber (and control) sockets.
-    public var curve: CurveClientKeys?
+    package var curve: CurveClientKeys?
     /// `--checkout`, `--code`, `--platform`, `--sdk`, `--source`: checked on this side, per envelope.
     package var filter = EnvelopeFilter()
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         filter = EnvelopeFilter(args)
@@ -162,7 +162,7 @@ public struct TailCommand {
     }
 
     /// - Returns: the process exit code.
-    public func run(stop: StopSignal) -> Int32 {
+    package func run(stop: StopSignal) -> Int32 {
         if control != nil { return runRecovering(stop: stop) }
         do {
             let context = try ZMQContext()

@@ -1,7 +1,7 @@
 /// A tool's or benchmark's own failure: a peer that did not answer, an unexpected reply, a file it
 /// could not use. The description says what and where, for people. `Sendable`.
-public struct ToolError: Error, CustomStringConvertible, Sendable {
-    public let description: String
+package struct ToolError: Error, CustomStringConvertible, Sendable {
+    package let description: String
 
-    public init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }

@@ -10,7 +10,7 @@ import Foundation
 ///
 /// Not `Sendable`; runs on the calling thread. Every `stats` request is bounded by `--timeout`:
 /// a daemon that does not answer shows as "no answer" for that round.
-public struct TopCommand {
+package struct TopCommand {
     static let control = BusOptions.controlShards.described(
         "the daemons' --control endpoints, comma-separated; with several shards, their figures are summed")
     static let byShard = CommandOption("by-shard", help: "several shards side by side (a column each, and their total)")
@@ -23,7 +23,7 @@ public struct TopCommand {
     static let once = CommandOption("once", help: "two rounds an interval apart, print them once and exit")
     static let json = CommandOption("json", help: "without a terminal (or with --once), one JSON object per interval")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus top", summary: "a live view of running daemons: rates, failures, dead letters, subscribers' lag.",
         options: [control, byShard, interval, top, timeout, once, json] + CurveClientKeys.options,
         notes: """
@@ -36,18 +36,18 @@ public struct TopCommand {
             a subscriber's lag is the daemon's last_seq minus the seq through which it reported having
             everything it follows.
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public var controls: [String]
-    public var interval: Double
-    public var timeout: Double?
-    public var byShard: Bool
-    public var topN: Int
-    public var once: Bool
-    public var json: Bool
-    public var curve: CurveClientKeys?
+    package var controls: [String]
+    package var interval: Double
+    package var timeout: Double?
+    package var byShard: Bool
+    package var topN: Int
+    package var once: Bool
+    package var json: Bool
+    package var curve: CurveClientKeys?
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         controls = try BusOptions.endpoints(args, Self.control)
@@ -72,7 +72,7 @@ public struct TopCommand {
 
     /// Runs until `q`, the stop signal, or after one view with `--once`. Exits 1 when `--once`
     /// got no answer from any daemon.
-    public func run(stop: StopSignal) -> Int32 {
+    package func run(stop: StopSignal) -> Int32 {
         do {
             let poller = try StatsPoller(endpoints: controls, curve: curve)
             var view = TopView(shards: [], elapsed: 0, topN: topN, byShard: byShard)

@@ -18,7 +18,7 @@ import CheckoutBusProtocol
 /// with several shards only the owner (``ShardMap/owner(of:count:)``) is asked. With
 /// `--data-dir` it also reads the suppressed-id log there, to count the identical updates
 /// suppressed between published envelopes. Not `Sendable`; runs on the calling thread.
-public struct TraceCommand {
+package struct TraceCommand {
     static let control = BusOptions.controlShards.described(
         "the daemon's --control endpoint; for several shards, every shard's, comma-separated, in shard order: "
             + "only the shard owning the checkout is asked")
@@ -30,7 +30,7 @@ public struct TraceCommand {
         help: "the daemon's data directory, when on its host: also count the identical updates suppressed between "
             + "envelopes (from DIR/suppressed.log; updates with an event id)")
 
-    public static let spec = CommandSpec(
+    package static let spec = CommandSpec(
         "checkoutbus trace", summary: "everything the bus's journal holds about one checkout, in order, and a verdict.",
         operands: "CHECKOUT_ID",
         operandHelp: [.init("CHECKOUT_ID", "the checkout_id as published (e.g. gid://shopify/Checkout/abc)")],
@@ -44,9 +44,9 @@ public struct TraceCommand {
             Exit status: 0 when the journal holds something about the checkout, 1 when it holds nothing,
             2 for a usage error, 3 when the journal could not be read (no answer, wrong shard, an error).
             """)
-    public static var help: String { spec.help }
+    package static var help: String { spec.help }
 
-    public enum Format: Sendable { case pretty, json }
+    package enum Format: Sendable { case pretty, json }
 
     package var checkoutID: String
     package var controls: [String]
@@ -55,7 +55,7 @@ public struct TraceCommand {
     package var dataDirectory: String?
     package var curve: CurveClientKeys?
 
-    public init(arguments: [String]) throws(CommandLineArguments.UsageError) {
+    package init(arguments: [String]) throws(CommandLineArguments.UsageError) {
         let args = try Self.spec.parse(arguments)
         curve = try CurveClientKeys.parse(args)
         guard args.positionals.count == 1, !args.positionals[0].isEmpty else {
@@ -74,7 +74,7 @@ public struct TraceCommand {
     }
 
     /// - Returns: the process exit code.
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         let shard = ShardMap.owner(of: checkoutID, count: controls.count)
         let story: CheckoutStory
         do {

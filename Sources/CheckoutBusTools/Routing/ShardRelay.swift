@@ -20,40 +20,40 @@ import CheckoutBusRuntime
 /// input queue per socket and keeps each producer's order.
 ///
 /// Not `Sendable`; every socket lives on the thread that calls ``run(stop:ready:)``.
-public final class ShardRelay {
+package final class ShardRelay {
     /// What to bind, where the shards are, and how long to wait.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// The PULL endpoint for fire-and-forget producers; nil: none.
-        public var listen: String?
+        package var listen: String?
         /// The shards' `--ingest` endpoints, in shard order.
-        public var shards: [String] = []
+        package var shards: [String] = []
         /// The ROUTER endpoint for acknowledged producers; nil: none.
-        public var listenAcked: String?
+        package var listenAcked: String?
         /// The shards' `--ingest-acked` endpoints, in shard order.
-        public var shardsAcked: [String] = []
+        package var shardsAcked: [String] = []
         /// Events queued per socket before the relay pushes back.
-        public var highWaterMark: Int32 = 100_000
+        package var highWaterMark: Int32 = 100_000
         /// How long an acknowledged event may wait for its shard's reply (nanoseconds).
-        public var ackTimeoutNanos: UInt64 = 30_000_000_000
+        package var ackTimeoutNanos: UInt64 = 30_000_000_000
         /// How long to keep delivering queued events after SIGTERM (milliseconds).
-        public var lingerMilliseconds: Int32 = 10_000
+        package var lingerMilliseconds: Int32 = 10_000
         /// Larger events are routed by their raw bytes (the shards dead-letter them `oversized`).
-        public var maxMessageBytes = 1 << 20
+        package var maxMessageBytes = 1 << 20
         /// How often to log the counts (nanoseconds); 0: only at exit.
-        public var statsIntervalNanos: UInt64 = 10_000_000_000
+        package var statsIntervalNanos: UInt64 = 10_000_000_000
         /// CURVE client keys for the connections to the shards.
-        public var curve: CurveClientKeys?
-        public init() {}
+        package var curve: CurveClientKeys?
+        package init() {}
     }
 
     /// The endpoints as bound.
-    public struct Bound: Sendable {
-        public var listen: String?
-        public var listenAcked: String?
-        public var shards: Int
+    package struct Bound: Sendable {
+        package var listen: String?
+        package var listenAcked: String?
+        package var shards: Int
 
         /// The ready line: one JSON object.
-        public var readyLine: String {
+        package var readyLine: String {
             var w = JSONWriter(capacity: 256)
             w.append("{\"ready\":true,\"listen\":")
             if let listen { w.appendString(listen) } else { w.append("null") }
@@ -89,7 +89,7 @@ public final class ShardRelay {
     private var undelivered = 0
     private var receivedAcked = 0
 
-    public init(options: Options, logger: BusLogger) {
+    package init(options: Options, logger: BusLogger) {
         self.options = options
         self.logger = logger
         shardCount = max(options.shards.count, options.shardsAcked.count)
@@ -108,7 +108,7 @@ public final class ShardRelay {
     /// that deadline, some may have been discarded, and an error is logged for every shard that had
     /// events handed to it (libzmq cannot tell how many of them were delivered: "up to N").
     /// - Returns: false when some events may not have been delivered before the linger ran out.
-    public func run(stop: StopSignal, ready: (Bound) -> Void) throws -> Bool {
+    package func run(stop: StopSignal, ready: (Bound) -> Void) throws -> Bool {
         var context: ZMQContext? = try ZMQContext(ioThreads: 1)
         let deadline = try relay(context: context!, stop: stop, ready: ready)
         // Every socket is closed (with the rest of the linger) once `relay` returned; terminating

@@ -15,40 +15,40 @@ import CheckoutBusRuntime
 /// reason: nothing is dropped, and the same bad input always lands on the same shard.
 ///
 /// Not `Sendable`: it reuses one parse buffer; one router per thread.
-public final class ShardRouter {
+package final class ShardRouter {
     /// Where one event goes.
-    public struct Route: Equatable, Sendable {
+    package struct Route: Equatable, Sendable {
         /// The shard, `0..<count`.
-        public var shard: Int
+        package var shard: Int
         /// Whether the event decoded and `shard` is its checkout's owner; false for input the
         /// owning shard cannot be known for (routed by its raw bytes).
-        public var owned: Bool
+        package var owned: Bool
     }
 
     /// How many shards there are (1...``ShardMap/maxCount``).
-    public let count: Int
+    package let count: Int
     /// Messages larger than this are not parsed: the daemon dead-letters them as `oversized`
     /// before decoding, so they are routed by their raw bytes (the daemon's `--max-message-bytes`
     /// default).
-    public var maxMessageBytes = 1 << 20
+    package var maxMessageBytes = 1 << 20
     /// Decode even with one shard, so ``lastEventID`` is known (the acknowledged relay checks
     /// replies against it).
-    public var keepsEventIDs = false
+    package var keepsEventIDs = false
 
     /// The ingest wrapper's `event_id` of the last event routed, when it decoded and had one.
-    public private(set) var lastEventID: String?
+    package private(set) var lastEventID: String?
 
     private let document = JSONDocument()
     private let decoder = RawEventDecoder()
 
     /// - Parameter count: the number of shards.
-    public init(count: Int) {
+    package init(count: Int) {
         precondition((1...ShardMap.maxCount).contains(count), "shard count out of range")
         self.count = count
     }
 
     /// The shard for one single-frame event.
-    public func route(_ bytes: UnsafeRawBufferPointer) -> Route {
+    package func route(_ bytes: UnsafeRawBufferPointer) -> Route {
         lastEventID = nil
         if count == 1 && !keepsEventIDs { return Route(shard: 0, owned: true) }
         if bytes.count <= maxMessageBytes, (try? document.parse(bytes)) != nil,
@@ -61,17 +61,17 @@ public final class ShardRouter {
     }
 
     /// The shard for one event held in an array.
-    public func route(_ bytes: [UInt8]) -> Route { bytes.withUnsafeBytes { route($0) } }
+    package func route(_ bytes: [UInt8]) -> Route { bytes.withUnsafeBytes { route($0) } }
 
     /// The deterministic shard for input without an owner: jump hash of the bytes' FNV-1a.
-    public static func fallbackShard(_ bytes: UnsafeRawBufferPointer, count: Int) -> Int {
+    package static func fallbackShard(_ bytes: UnsafeRawBufferPointer, count: Int) -> Int {
         ShardMap.jump(ShardMap.fnv1a64(bytes), buckets: count)
     }
 
     /// Parses `--shards E0,E1,…`: the shards' endpoints, in shard order (`ordered`), or any list of
     /// endpoints such as `flood --from`.
     /// - Throws: a usage error naming `flag` when the list is empty, too long, or has an empty entry.
-    public static func parseEndpoints(_ list: String, flag: String, ordered: Bool = true)
+    package static func parseEndpoints(_ list: String, flag: String, ordered: Bool = true)
         throws(CommandLineArguments.UsageError) -> [String]
     {
         let endpoints = list.split(separator: ",", omittingEmptySubsequences: false)
