@@ -57,4 +57,39 @@ struct ControlReplyWireTests {
         #expect(ControlReplyWire.read(try Self.parsed("bad-request"))
                 == .init(ok: false, req: 10, error: "bad_request", detail: "missing op"))
     }
+
+    @Test("a subscriber's row in stats, report, forget and seek are written as the golden bytes and read back")
+    func subscribersAndPositions() throws {
+        let row = ControlReplyWire.Subscriber(
+            state: "gone", goneReason: "silent", ageMilliseconds: 61_000, lastSeq: 120, throughSeq: 118, lag: 5, missed: 3,
+            recovered: 3, gaps: 1, rejected: 2, durable: true, reportedAt: Timestamp(milliseconds: 1_764_675_500_000))
+        var w = JSONWriter(capacity: 256)
+        row.write(to: &w)
+        let rowText = try #require(Self.golden["subscriber-row"])
+        #expect(Self.text(w.bytes) == rowText)
+        // As `stats` lists it: by name under `subscribers`.
+        let stats = JSONDocument()
+        try Array("{\"op\":\"stats\",\"ok\":true,\"subscribers\":{\"fulfil-1\":\(rowText),\"tail-9\":{\"state\":\"live\"}}}".utf8)
+            .withUnsafeBytes { try stats.parse($0) }
+        let rows = ControlReplyWire.subscribers(stats)
+        #expect(rows.map(\.name) == ["fulfil-1", "tail-9"])
+        #expect(rows.first?.subscriber == row)
+        #expect(rows.last?.subscriber == ControlReplyWire.Subscriber(state: "live"))
+
+        #expect(Self.text(ControlReplyWire.report(shard: 0, shards: 1, req: Array("11".utf8))) == Self.golden["report"])
+        #expect(ControlReplyWire.read(try Self.parsed("report")) == .init(op: "report", ok: true, req: 11, shard: 0, shards: 1))
+
+        let forgotten = ControlReplyWire.Forgotten(subscriber: "fulfil-1", known: true, state: "gone")
+        #expect(Self.text(ControlReplyWire.forget(forgotten, shard: 0, shards: 1, req: Array("12".utf8))) == Self.golden["forget"])
+        #expect(ControlReplyWire.readForget(try Self.parsed("forget")) == forgotten)
+        #expect(ControlReplyWire.readForget(try Self.parsed("bad-request")) == nil)
+
+        let sought = ControlReplyWire.Sought(timeMilliseconds: 1_764_675_500_000, seq: 42, beforeRetention: false, probes: 7,
+                                             tookMicroseconds: 350)
+        #expect(Self.text(ControlReplyWire.seek(sought, first: 1, last: 99, shard: 2, shards: 3, req: Array("13".utf8)))
+                == Self.golden["seek"])
+        #expect(ControlReplyWire.readSeek(try Self.parsed("seek")) == sought)
+        #expect(ControlReplyWire.read(try Self.parsed("seek")).firstSeq == 1)
+        #expect(ControlReplyWire.readSeek(try Self.parsed("bad-request")) == nil)
+    }
 }

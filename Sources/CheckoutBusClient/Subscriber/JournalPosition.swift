@@ -141,13 +141,12 @@ public enum JournalPosition: Sendable, Equatable {
         let doc = JSONDocument()
         let parsed: Bool = reply.withUnsafeBytes { b in (try? doc.parse(b)) != nil }
         guard parsed, doc.kind(doc.root) == .object else { throw SubscriberError(.refused, "seek: the reply from \(control) is not JSON") }
-        func int(_ key: StaticString) -> Int64? { doc.member(doc.root, key).flatMap { doc.int64($0) } }
-        guard doc.member(doc.root, "ok").flatMap({ doc.bool($0) }) == true, let seq = int("seq") else {
-            let detail = doc.member(doc.root, "detail").flatMap { doc.string($0) } ?? String(decoding: reply, as: UTF8.self)
-            throw SubscriberError(.refused, "seek refused by \(control): \(detail)")
+        let head = ControlReplyWire.read(doc)
+        guard let sought = ControlReplyWire.readSeek(doc) else {
+            throw SubscriberError(.refused, "seek refused by \(control): \(head.detail ?? String(decoding: reply, as: UTF8.self))")
         }
-        return Resolved(seq: seq, beforeRetention: doc.member(doc.root, "before_retention").flatMap { doc.bool($0) } ?? false,
-                        firstSeq: int("first_seq") ?? 0, lastSeq: int("last_seq") ?? 0)
+        return Resolved(seq: sought.seq, beforeRetention: sought.beforeRetention, firstSeq: head.firstSeq ?? 0,
+                        lastSeq: head.lastSeq ?? 0)
     }
 }
 

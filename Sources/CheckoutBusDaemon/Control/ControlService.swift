@@ -368,21 +368,13 @@ package final class ControlService {
             }
         }
         bounds = reader.bounds
-        var w = begin("seek", ok: true, req: req)
-        w.append(",\"time_ms\":")
-        w.append(int: target)
-        w.append(",\"seq\":")
-        w.append(int: Int64(max(lo, bounds.first)))
-        w.append(",\"before_retention\":")
-        // Only when retention has deleted something: a time before the first envelope ever is not.
-        w.append(bool: bounds.first > 1 && lo <= bounds.first && (firstAt.map { target < $0 } ?? false))
-        w.append(",\"probes\":")
-        w.append(int: probes)
-        w.append(",\"took_us\":")
-        w.append(int: Int64((BusClock.monotonicNanoseconds() - started) / 1000))
-        appendBounds(to: &w)
-        w.append("}")
-        return w.bytes
+        let sought = ControlReplyWire.Sought(
+            timeMilliseconds: target, seq: Int64(max(lo, bounds.first)),
+            // Only when retention has deleted something: a time before the first envelope ever is not.
+            beforeRetention: bounds.first > 1 && lo <= bounds.first && (firstAt.map { target < $0 } ?? false),
+            probes: probes, tookMicroseconds: Int64((BusClock.monotonicNanoseconds() - started) / 1000))
+        return ControlReplyWire.seek(sought, first: bounds.first, last: bounds.last, shard: shard.index, shards: shard.count,
+                                     req: req)
     }
 
     private static let receivedAtKey = Array(#""received_at":""#.utf8)
@@ -587,35 +579,15 @@ package final class ControlService {
         w.append("}")
     }
 
-    /// One subscriber of `stats` → `subscribers`: `{"state":…,"gone_reason":…,"age_ms":…,"last_seq":…,
-    /// "through_seq":…,"lag":…,"missed":…,"recovered":…,"gaps":…,"rejected":…,"durable":…,"reported_at":…}`.
+    /// One subscriber of `stats` → `subscribers` (``ControlReplyWire/Subscriber``), its lag from
+    /// the daemon's `lastSeq`.
     static func writeSubscriber(_ e: SubscriberReportBook.Entry, lastSeq: Int64, to w: inout JSONWriter) {
         let r = e.report
-        w.append("{\"state\":")
-        w.appendString(e.state.rawValue)
-        w.append(",\"gone_reason\":")
-        if let reason = e.goneReason { w.appendString(reason.rawValue) } else { w.append("null") }
-        w.append(",\"age_ms\":")
-        w.append(int: e.ageMilliseconds)
-        w.append(",\"last_seq\":")
-        w.append(int: r.lastSeq)
-        w.append(",\"through_seq\":")
-        w.append(int: r.throughSeq)
-        w.append(",\"lag\":")
-        w.append(int: max(0, lastSeq - r.position))
-        w.append(",\"missed\":")
-        w.append(int: r.missed)
-        w.append(",\"recovered\":")
-        w.append(int: r.recovered)
-        w.append(",\"gaps\":")
-        w.append(int: r.gaps)
-        w.append(",\"rejected\":")
-        w.append(int: r.rejected)
-        w.append(",\"durable\":")
-        w.append(bool: r.durable)
-        w.append(",\"reported_at\":")
-        r.reportedAt.write(to: &w)
-        w.append("}")
+        ControlReplyWire.Subscriber(
+            state: e.state.rawValue, goneReason: e.goneReason?.rawValue, ageMilliseconds: e.ageMilliseconds,
+            lastSeq: r.lastSeq, throughSeq: r.throughSeq, lag: max(0, lastSeq - r.position), missed: r.missed,
+            recovered: r.recovered, gaps: r.gaps, rejected: r.rejected, durable: r.durable, reportedAt: r.reportedAt
+        ).write(to: &w)
     }
 
     // MARK: report
@@ -636,9 +608,7 @@ package final class ControlService {
                        recovered: field("recovered"), gaps: field("gaps"), rejected: field("rejected"),
                        durable: flag("durable"), final: flag("final") ?? false,
                        at: Timestamp(milliseconds: BusClock.wallMilliseconds()))
-        var w = begin("report", ok: true, req: req)
-        w.append("}")
-        return w.bytes
+        return ControlReplyWire.report(shard: shard.index, shards: shard.count, req: req)
     }
 
     /// `{"op":"forget","subscriber":NAME}`: drops the subscriber from `stats` and `/metrics` now.
@@ -647,15 +617,8 @@ package final class ControlService {
     private func forget(req: [UInt8]?) -> [UInt8] {
         guard let name = subscriberName() else { return badRequest("forget needs \"subscriber\": a name of 1 to 200 bytes", req: req) }
         let entry = reports.forget(name)
-        var w = begin("forget", ok: true, req: req)
-        w.append(",\"subscriber\":")
-        w.appendString(name)
-        w.append(",\"known\":")
-        w.append(bool: entry != nil)
-        w.append(",\"state\":")
-        if let entry { w.appendString(entry.state.rawValue) } else { w.append("null") }
-        w.append("}")
-        return w.bytes
+        return ControlReplyWire.forget(.init(subscriber: name, known: entry != nil, state: entry?.state.rawValue),
+                                       shard: shard.index, shards: shard.count, req: req)
     }
 }
 

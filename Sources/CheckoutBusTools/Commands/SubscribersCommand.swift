@@ -62,24 +62,25 @@ package struct SubscribersCommand {
     package struct Row {
         var control: String
         var name: String
-        var fields: [String: Any]
-        var state: String { fields["state"] as? String ?? "live" }
+        var subscriber: ControlReplyWire.Subscriber
+        var state: String { subscriber.state }
     }
 
     package func run() -> Int32 {
         if let forget { return runForget(forget) }
         var rows: [Row] = []
+        let document = JSONDocument()
         for control in controls {
             do {
                 guard let reply = try ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve),
-                    let s = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any]
+                    reply.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object
                 else {
                     FileHandleWriter.standardError("checkoutbus subscribers: no answer from \(control) within \(timeoutSeconds)s"
                                                    + (curve == nil ? "" : CurveClientKeys.refusalHint) + "\n")
                     return 1
                 }
-                for (name, v) in (s["subscribers"] as? [String: Any] ?? [:]) {
-                    rows.append(Row(control: control, name: name, fields: v as? [String: Any] ?? [:]))
+                for (name, subscriber) in ControlReplyWire.subscribers(document) {
+                    rows.append(Row(control: control, name: name, subscriber: subscriber))
                 }
             } catch {
                 FileHandleWriter.standardError("checkoutbus subscribers: \(control): \(error)\n")
@@ -90,33 +91,63 @@ package struct SubscribersCommand {
         let shown = all ? rows : rows.filter { $0.state == "live" }
         switch format {
         case .json:
-            let objects: [[String: Any]] = shown.map { r in
-                var o = r.fields
-                o["name"] = r.name
-                o["control"] = r.control
-                o["reported_at"] = nil
-                return o
-            }
-            let data = (try? JSONSerialization.data(withJSONObject: ["subscribers": objects], options: [.sortedKeys])) ?? Data()
-            FileHandleWriter.standardOutput(String(decoding: data, as: UTF8.self) + "\n")
+            FileHandleWriter.standardOutput(SubscribersCommand.json(shown) + "\n")
         case .pretty:
             FileHandleWriter.standardOutput(SubscribersCommand.render(shown, hidden: rows.count - shown.count, byDaemon: controls.count > 1))
         }
         return 0
     }
 
+    /// `{"subscribers":[{…},…]}`: each row as `stats` has it (without `reported_at`), with its `name`
+    /// and the `control` endpoint of the daemon that knows it; members in name order.
+    package static func json(_ rows: [Row]) -> String {
+        var w = JSONWriter(capacity: 256 * (rows.count + 1))
+        w.append("{\"subscribers\":[")
+        for (i, r) in rows.enumerated() {
+            let s = r.subscriber
+            if i > 0 { w.append(",") }
+            w.append("{\"age_ms\":")
+            w.append(int: s.ageMilliseconds)
+            w.append(",\"control\":")
+            w.appendString(r.control)
+            w.append(",\"durable\":")
+            w.append(bool: s.durable)
+            w.append(",\"gaps\":")
+            w.append(int: s.gaps)
+            w.append(",\"gone_reason\":")
+            if let reason = s.goneReason { w.appendString(reason) } else { w.append("null") }
+            w.append(",\"lag\":")
+            w.append(int: s.lag)
+            w.append(",\"last_seq\":")
+            w.append(int: s.lastSeq)
+            w.append(",\"missed\":")
+            w.append(int: s.missed)
+            w.append(",\"name\":")
+            w.appendString(r.name)
+            w.append(",\"recovered\":")
+            w.append(int: s.recovered)
+            w.append(",\"rejected\":")
+            w.append(int: s.rejected)
+            w.append(",\"state\":")
+            w.appendString(s.state)
+            w.append(",\"through_seq\":")
+            w.append(int: s.throughSeq)
+            w.append("}")
+        }
+        w.append("]}")
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+
     /// The rows as aligned text.
     package static func render(_ rows: [Row], hidden: Int, byDaemon: Bool) -> String {
-        func int(_ v: Any?) -> Int64 { (v as? NSNumber)?.int64Value ?? 0 }
         var table: [[String]] = [["NAME"] + (byDaemon ? ["DAEMON"] : []) + ["STATE", "SEEN", "SEQ", "LAG", "MISSED", "RECOVERED", "REJECTED"]]
         for r in rows {
-            let f = r.fields
+            let s = r.subscriber
             var state = r.state
-            if let reason = f["gone_reason"] as? String { state += " (\(reason))" }
-            let seen = String(format2: Double(int(f["age_ms"])) / 1000) + "s ago"
-            table.append([r.name] + (byDaemon ? [r.control] : []) + [state, seen, String(int(f["last_seq"])),
-                          r.state == "live" ? String(int(f["lag"])) : "-", String(int(f["missed"])), String(int(f["recovered"])),
-                          String(int(f["rejected"]))])
+            if let reason = s.goneReason { state += " (\(reason))" }
+            let seen = String(format2: Double(s.ageMilliseconds) / 1000) + "s ago"
+            table.append([r.name] + (byDaemon ? [r.control] : []) + [state, seen, String(s.lastSeq),
+                          r.state == "live" ? String(s.lag) : "-", String(s.missed), String(s.recovered), String(s.rejected)])
         }
         var widths = [Int](repeating: 0, count: table[0].count)
         for row in table { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
@@ -131,22 +162,24 @@ package struct SubscribersCommand {
 
     private func runForget(_ name: String) -> Int32 {
         var known = false
+        let document = JSONDocument()
         for control in controls {
             do {
                 guard let reply = try ControlRequest.send(ControlRequestWire.forget(subscriber: name), to: control,
                                                                  timeoutSeconds: timeoutSeconds, curve: curve),
-                    let o = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any]
+                    reply.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object
                 else {
                     FileHandleWriter.standardError("checkoutbus subscribers: no answer from \(control) within \(timeoutSeconds)s\n")
                     return 1
                 }
-                guard o["ok"] as? Bool == true else {
-                    FileHandleWriter.standardError("checkoutbus subscribers: \(control) refused: \(o["detail"] as? String ?? "\(o)")\n")
+                guard let forgotten = ControlReplyWire.readForget(document) else {
+                    let detail = ControlReplyWire.read(document).detail ?? String(decoding: reply, as: UTF8.self)
+                    FileHandleWriter.standardError("checkoutbus subscribers: \(control) refused: \(detail)\n")
                     return 1
                 }
-                if o["known"] as? Bool == true {
+                if forgotten.known {
                     known = true
-                    let state = o["state"] as? String ?? "gone"
+                    let state = forgotten.state ?? "gone"
                     FileHandleWriter.standardOutput("forgot \(name) at \(control) (it was \(state))\n")
                     if state == "live" {
                         FileHandleWriter.standardError("checkoutbus subscribers: \(name) was live: it is listed again at its next report\n")
