@@ -95,12 +95,13 @@ package struct JournalBenchmark {
             t0 = BusClock.monotonicNanoseconds()
             var next = 1
             var received = 0
+            let document = JSONDocument()
             while next <= events {
                 _ = try dealer.send(ControlRequestWire.replay(from: Int64(next), limit: 10000))
                 _ = try dealer.receive(into: message)
                 let status = message.bytes
-                guard let obj = try JSONSerialization.jsonObject(with: Data(status)) as? [String: Any],
-                    let n = obj["next"] as? Int
+                guard status.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object,
+                    let n = ControlReplyWire.read(document).next.map({ Int($0) })
                 else { throw ToolError("bad replay reply: \(String(decoding: status, as: UTF8.self))") }
                 guard n > next else { throw ToolError("replay from \(next) made no progress (next \(n))") }
                 while message.hasMore {

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusProtocol
 import CheckoutBusTools
 import Foundation
 
@@ -29,9 +30,9 @@ package struct StageBreakdown {
     package static func read(pid: Int32, control: String) -> StageBreakdown {
         var b = StageBreakdown()
         b.threads = threadCPU(pid: pid)
-        if let stats = stats(control), let stages = stats["stages"] as? [String: Any] {
-            for (k, v) in stages { b.stages[k] = (v as? NSNumber)?.doubleValue ?? 0 }
-            b.received = ((stats["counters"] as? [String: Any])?["received"] as? NSNumber)?.doubleValue ?? 0
+        if let stats = stats(control) {
+            b.stages = stats.stages.byName.mapValues(Double.init)
+            b.received = Double(stats.counters.received)
         }
         return b
     }
@@ -63,10 +64,10 @@ package struct StageBreakdown {
         return out
     }
 
-    /// The daemon's `stats` object, or nil if it did not answer within two seconds.
-    package static func stats(_ control: String) -> [String: Any]? {
+    /// The daemon's `stats` reply, or nil if it did not answer within two seconds.
+    package static func stats(_ control: String) -> StatsReply? {
         guard let reply = try? StatsCommand.request(control, timeoutSeconds: 2) else { return nil }
-        return (try? JSONSerialization.jsonObject(with: Data(reply))) as? [String: Any]
+        return StatsReply.read(reply)
     }
 
     /// CPU per event (µs) between `before` and `after`, for `events` events: each thread group,

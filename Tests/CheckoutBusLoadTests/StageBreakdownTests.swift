@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import CheckoutBusLoad
+import CheckoutBusProtocol
 import CheckoutBusTools
 
 @Suite("bench's stage breakdown")
@@ -55,11 +56,18 @@ struct StageBreakdownTests {
 
     @Test("stats' text shows the pipeline's mean µs per timed event by stage, and nothing before any is timed")
     func statsText() {
-        let stages: [String: Any] = ["timed": 4, "receive_ns": 800, "decode_ns": 4_400, "rules_ns": 3_600,
-                                     "envelope_ns": 2_400, "journal_append_ns": 400, "publish_timed": 2, "publish_ns": 1_000]
-        let text = StatsCommand.render(["stages": stages])
+        var stats = StatsReply()
+        stats.stages.timed = 4
+        stats.stages.receive = 800
+        stats.stages.decode = 4_400
+        stats.stages.rules = 3_600
+        stats.stages.envelope = 2_400
+        stats.stages.journalAppend = 400
+        stats.stages.publishTimed = 2
+        stats.stages.publish = 1_000
+        let text = StatsCommand.render(stats)
         #expect(text.contains("pipeline µs/event"))
         #expect(text.contains("decode 1.1, rules 0.9, envelope 0.6, journal append 0.1, publish 0.5 (4 events timed)"))
-        #expect(!StatsCommand.render(["stages": ["timed": 0]]).contains("pipeline µs/event"))
+        #expect(!StatsCommand.render(StatsReply()).contains("pipeline µs/event"))
     }
 }

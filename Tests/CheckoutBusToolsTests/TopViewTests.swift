@@ -1,5 +1,6 @@
 import Testing
 
+import CheckoutBusProtocol
 @testable import CheckoutBusTools
 
 /// `checkoutbus top`'s figures from two stats snapshots, without a daemon or a terminal.
@@ -8,20 +9,27 @@ struct TopViewTests {
     static func snapshot(received: Int, updates: Int, suppressed: Int, lastSeq: Int,
                          failed: [String: Int] = [:], subscribers: [String: Int] = [:],
                          missed: [String: Int] = [:]) -> TopSnapshot {
-        TopSnapshot(stats: [
-            "ok": true, "last_seq": lastSeq, "first_seq": 1, "durable_seq": lastSeq,
-            "counters": [
-                "received": received, "received_by_family": ["ecp": received / 2, "primer": received - received / 2],
-                "published": ["start": 10, "update": updates, "complete": 0, "fail": 0, "dismiss": 0],
-                "suppressed": suppressed, "failed_by_code": failed, "deadlettered": ["invalid_json": received / 100],
-                "tracked_checkouts": 7,
-            ] as [String: Any],
-            "journal": ["bytes": 4096, "segments": 1, "fsync_p99_us": 250],
-            "subscribers": subscribers.mapValues { ["last_seq": $0, "missed": 0, "recovered": 0, "gaps": 0] as [String: Any] }
-                .merging(missed.mapValues { ["last_seq": 0, "missed": $0] as [String: Any] }) { a, b in
-                    a.merging(["missed": b["missed"]!]) { $1 }
-                },
-        ])
+        var s = StatsReply()
+        s.lastSeq = Int64(lastSeq)
+        s.firstSeq = 1
+        s.durableSeq = Int64(lastSeq)
+        s.counters.received = Int64(received)
+        s.counters.receivedByFamily = RawFormat.labels.map { $0 == "ecp" ? Int64(received / 2) : $0 == "primer" ? Int64(received - received / 2) : 0 }
+        s.counters.publishedByKind = LifecycleKind.allCases.map { $0 == .start ? 10 : $0 == .update ? Int64(updates) : 0 }
+        s.counters.suppressed = Int64(suppressed)
+        s.counters.failedByCode = StableErrorCode.allCases.map { Int64(failed[$0.rawValue] ?? 0) }
+        s.counters.deadLettered = ["invalid_json": UInt64(received / 100)]
+        s.counters.trackedCheckouts = 7
+        s.journal.bytes = 4096
+        s.journal.segments = 1
+        s.journal.fsyncP99Micros = 250
+        // The daemon's lag: its last seq minus the subscriber's position.
+        for name in Set(subscribers.keys).union(missed.keys).sorted() {
+            let last = Int64(subscribers[name] ?? 0)
+            s.subscribers.append(.init(name: name, row: .init(
+                state: "live", lastSeq: last, lag: max(0, Int64(lastSeq) - last), missed: Int64(missed[name] ?? 0))))
+        }
+        return TopSnapshot(s)
     }
 
     @Test("rates are counter differences over the elapsed time; the suppression ratio is of updates")

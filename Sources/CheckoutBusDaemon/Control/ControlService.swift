@@ -423,171 +423,94 @@ package final class ControlService {
     // MARK: stats
 
     private func stats(_ snap: DaemonSnapshot, req: [UInt8]?, now: UInt64) -> [UInt8] {
-        var w = begin("stats", ok: true, req: req)
-        let c = snap.counters
-        w.append(",\"last_seq\":")
-        w.append(int: Int64(snap.lastSeq))
-        w.append(",\"durable_seq\":")
-        w.append(int: Int64(snap.durableSeq))
-        w.append(",\"first_seq\":")
-        w.append(int: Int64(snap.firstSeq))
-        w.append(",\"snapshot_age_ms\":")
-        w.append(int: Int64((now - min(now, snap.takenAt)) / 1_000_000))
-        w.append(",\"publish_hwm\":")
-        w.append(int: Int64(snap.publishHighWaterMark))
+        ControlService.statsReply(snap, connections: counters.figures, subscribers: reports.entries(), now: now,
+                                  shard: shard.index, shards: shard.count).write(req: req)
+    }
+
+    /// The `stats` reply (``StatsReply``) for a snapshot of the pipeline's figures, the sockets'
+    /// connections and the subscribers' reports.
+    static func statsReply(_ snap: DaemonSnapshot, connections f: ServiceCounters.Figures,
+                           subscribers: [SubscriberReportBook.Entry], now: UInt64, shard: Int, shards: Int) -> StatsReply {
+        var r = StatsReply()
+        r.shard = shard
+        r.shards = shards
+        r.lastSeq = Int64(snap.lastSeq)
+        r.durableSeq = Int64(snap.durableSeq)
+        r.firstSeq = Int64(snap.firstSeq)
+        r.snapshotAgeMilliseconds = Int64((now - min(now, snap.takenAt)) / 1_000_000)
+        r.publishHighWaterMark = Int64(snap.publishHighWaterMark)
         // Who answers: the build, whether it speaks CURVE, and its endpoints as bound (`checkoutbus ping`).
-        w.append(",\"daemon\":{\"version\":")
-        w.appendString(CheckoutBusVersion.current)
-        w.append(",\"revision\":")
-        w.appendString(CheckoutBusVersion.revision)
+        r.daemon = StatsReply.Daemon(version: CheckoutBusVersion.current, revision: CheckoutBusVersion.revision)
         if let e = snap.endpoints {
-            w.append(",\"curve\":")
-            w.append(bool: e.curvePublicKey != nil)
-            w.append(",\"endpoints\":{\"ingest\":")
-            w.appendString(e.ingest)
-            w.append(",\"ingest_acked\":")
-            w.appendString(e.ingestAcked)
-            w.append(",\"publish\":")
-            w.appendString(e.publish)
-            w.append(",\"control\":")
-            w.appendString(e.control)
-            w.append(",\"metrics\":")
-            if let m = e.metrics { w.appendString(m) } else { w.append("null") }
-            w.append("}")
+            r.daemon.curve = e.curvePublicKey != nil
+            r.daemon.endpoints = StatsReply.Endpoints(ingest: e.ingest, ingestAcked: e.ingestAcked, publish: e.publish,
+                                                      control: e.control, metrics: e.metrics)
         }
-        w.append("}")
-        w.append(",\"kind_seqs\":")
-        HeartbeatWire.writeKindSeqs(snap.kindSeqs, to: &w)
-        w.append(",\"counters\":{\"received\":")
-        w.append(int: Int64(c.received))
-        w.append(",\"published\":{")
-        for (i, k) in LifecycleKind.allCases.enumerated() {
-            if i > 0 { w.append(",") }
-            w.append("\"")
-            w.append(k.name)
-            w.append("\":")
-            w.append(int: Int64(c.publishedByKind[i]))
-        }
-        w.append("},\"received_by_family\":{")
-        for (i, family) in RawFormat.labels.enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(family)
-            w.append(":")
-            w.append(int: Int64(c.receivedByFormat[i]))
-        }
-        w.append("},\"failed_by_code\":{")
-        for (i, code) in StableErrorCode.allCases.enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(code.rawValue)
-            w.append(":")
-            w.append(int: Int64(c.failedByCode[i]))
-        }
-        w.append("},\"unknown_raw_codes\":{")
-        for (i, (raw, n)) in c.unknownRawCodes.sorted(by: { $0.key < $1.key }).enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(raw)
-            w.append(":")
-            w.append(int: Int64(n))
-        }
-        w.append("},\"unknown_raw_codes_other\":")
-        w.append(int: Int64(c.unknownRawCodesOther))
-        w.append(",\"repeated_failures\":")
-        w.append(int: Int64(c.repeatedFailures))
-        w.append(",\"suppressed\":")
-        w.append(int: Int64(c.suppressed))
-        w.append(",\"duplicates\":")
-        w.append(int: Int64(c.duplicates))
-        w.append(",\"deadlettered\":")
-        HeartbeatWire.writeDeadLetterCounts(c.deadLettered, to: &w)
-        w.append(",\"tracked_checkouts\":")
-        w.append(int: snap.trackedCheckouts)
-        w.append(",\"evicted_checkouts\":")
-        w.append(int: Int64(snap.evictedCheckouts))
-        w.append(",\"expired_checkouts\":")
-        w.append(int: Int64(snap.expiredCheckouts))
-        w.append("},\"journal\":{\"segments\":")
-        w.append(int: snap.journalSegments)
-        w.append(",\"bytes\":")
-        w.append(int: snap.journalBytes)
-        w.append(",\"fsyncs\":")
-        w.append(int: Int64(snap.fsyncs))
-        w.append(",\"fsync_max_us\":")
-        w.append(int: Int64(snap.fsyncMaxMicros))
-        w.append(",\"fsync_p99_us\":")
+        r.kindSeqs = snap.kindSeqs
+        let c = snap.counters
+        r.counters.received = Int64(c.received)
+        r.counters.publishedByKind = c.publishedByKind.map { Int64($0) }
+        r.counters.receivedByFamily = c.receivedByFormat.map { Int64($0) }
+        r.counters.failedByCode = c.failedByCode.map { Int64($0) }
+        r.counters.unknownRawCodes = c.unknownRawCodes.mapValues { Int64($0) }
+        r.counters.unknownRawCodesOther = Int64(c.unknownRawCodesOther)
+        r.counters.repeatedFailures = Int64(c.repeatedFailures)
+        r.counters.suppressed = Int64(c.suppressed)
+        r.counters.duplicates = Int64(c.duplicates)
+        r.counters.deadLettered = c.deadLettered
+        r.counters.trackedCheckouts = Int64(snap.trackedCheckouts)
+        r.counters.evictedCheckouts = Int64(snap.evictedCheckouts)
+        r.counters.expiredCheckouts = Int64(snap.expiredCheckouts)
+        r.journal.segments = Int64(snap.journalSegments)
+        r.journal.bytes = Int64(snap.journalBytes)
+        r.journal.fsyncs = Int64(snap.fsyncs)
+        r.journal.fsyncMaxMicros = Int64(snap.fsyncMaxMicros)
         // A bucket's upper bound, never above the slowest fsync seen (which it would overstate).
-        w.append(int: min(Int64(snap.fsyncHistogram.upperBoundNanoseconds(quantile: 0.99) / 1000), Int64(snap.fsyncMaxMicros)))
-        w.append(snap.writesDirect ? ",\"writes\":\"direct\"" : ",\"writes\":\"page_cache\"")
-        w.append(",\"writable\":")
-        w.append(bool: snap.journalWritable)
-        w.append(",\"fence_recovered\":")
-        if let fence = snap.recoveredFence {
-            fence.write(to: &w)
-        } else {
-            w.append("null")
+        r.journal.fsyncP99Micros = min(Int64(snap.fsyncHistogram.upperBoundNanoseconds(quantile: 0.99) / 1000),
+                                       Int64(snap.fsyncMaxMicros))
+        r.journal.writesDirect = snap.writesDirect
+        r.journal.writable = snap.journalWritable
+        r.journal.fenceRecovered = snap.recoveredFence.map {
+            StatsReply.Fence(durableSeq: Int64($0.durableSeq), reason: $0.reason, at: $0.at)
         }
-        w.append("},\"stages\":")
-        ControlService.writeStages(snap.stages, to: &w)
-        w.append(",\"connections\":")
-        writeConnections(counters.figures, to: &w)
-        w.append(",\"subscribers\":{")
-        for (i, e) in reports.entries().enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(e.name)
-            w.append(":")
-            ControlService.writeSubscriber(e, lastSeq: Int64(snap.lastSeq), to: &w)
+        let t = snap.stages
+        r.stages.timed = Int64(t.samples)
+        r.stages.discarded = Int64(t.discarded)
+        r.stages.receive = Int64(t.receive)
+        r.stages.decode = Int64(t.decode)
+        r.stages.rules = Int64(t.rules)
+        r.stages.envelope = Int64(t.envelope)
+        r.stages.journalAppend = Int64(t.journalAppend)
+        r.stages.publishTimed = Int64(t.publishSamples)
+        r.stages.publish = Int64(t.publish)
+        r.stages.parallelBatches = Int64(t.parallelBatches)
+        r.stages.parallelMessages = Int64(t.parallelMessages)
+        r.connections.sockets = ServiceCounters.Socket.allCases.map { s in
+            StatsReply.SocketConnections(
+                name: s.name, accepted: Int64(f.accepted[s.rawValue]), disconnected: Int64(f.disconnected[s.rawValue]),
+                handshakesFailed: Int64(f.handshakesFailed[s.rawValue]), refused: Int64(f.refused[s.rawValue]))
         }
-        w.append("}}")
-        return w.bytes
-    }
-
-    /// The `connections` object of `stats`: each socket's connections, the HTTP endpoint's and
-    /// the control replies dropped (docs/security.md, "What a client can do to the daemon").
-    private func writeConnections(_ f: ServiceCounters.Figures, to w: inout JSONWriter) {
-        w.append("{")
-        for s in ServiceCounters.Socket.allCases {
-            w.appendString(s.name)
-            w.append(":")
-            let (accepted, closed) = (Int64(f.accepted[s.rawValue]), Int64(f.disconnected[s.rawValue]))
-            ControlService.writeObject([
-                ("accepted", accepted), ("disconnected", closed), ("open", accepted - closed),
-                ("handshakes_failed", Int64(f.handshakesFailed[s.rawValue])), ("refused", Int64(f.refused[s.rawValue])),
-            ], to: &w)
-            w.append(",")
-        }
-        w.append("\"http\":")
-        ControlService.writeObject([
-            ("accepted", Int64(f.httpAccepted)), ("open", Int64(f.httpOpen)), ("refused", Int64(f.httpRefused)),
-            ("evicted", Int64(f.httpEvicted)), ("timed_out", Int64(f.httpTimedOut)), ("aborted", Int64(f.httpAborted)),
-            ("requests", Int64(f.httpRequests)),
-        ], to: &w)
-        w.append(",\"control_replies_dropped\":")
-        w.append(int: Int64(f.controlRepliesDropped))
-        w.append(",\"replay_pages\":")
-        w.append(int: Int64(f.replayPages))
-        w.append("}")
-    }
-
-    /// Writes `{"name":value,…}`.
-    private static func writeObject(_ members: [(StaticString, Int64)], to w: inout JSONWriter) {
-        w.append("{")
-        for (i, (name, value)) in members.enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(name)
-            w.append(":")
-            w.append(int: value)
-        }
-        w.append("}")
+        r.connections.http.accepted = Int64(f.httpAccepted)
+        r.connections.http.open = Int64(f.httpOpen)
+        r.connections.http.refused = Int64(f.httpRefused)
+        r.connections.http.evicted = Int64(f.httpEvicted)
+        r.connections.http.timedOut = Int64(f.httpTimedOut)
+        r.connections.http.aborted = Int64(f.httpAborted)
+        r.connections.http.requests = Int64(f.httpRequests)
+        r.connections.controlRepliesDropped = Int64(f.controlRepliesDropped)
+        r.connections.replayPages = Int64(f.replayPages)
+        r.subscribers = subscribers.map { StatsReply.Subscriber(name: $0.name, row: subscriberRow($0, lastSeq: r.lastSeq)) }
+        return r
     }
 
     /// One subscriber of `stats` → `subscribers` (``ControlReplyWire/Subscriber``), its lag from
     /// the daemon's `lastSeq`.
-    static func writeSubscriber(_ e: SubscriberReportBook.Entry, lastSeq: Int64, to w: inout JSONWriter) {
+    static func subscriberRow(_ e: SubscriberReportBook.Entry, lastSeq: Int64) -> ControlReplyWire.Subscriber {
         let r = e.report
-        ControlReplyWire.Subscriber(
+        return ControlReplyWire.Subscriber(
             state: e.state.rawValue, goneReason: e.goneReason?.rawValue, ageMilliseconds: e.ageMilliseconds,
             lastSeq: r.lastSeq, throughSeq: r.throughSeq, lag: max(0, lastSeq - r.position), missed: r.missed,
-            recovered: r.recovered, gaps: r.gaps, rejected: r.rejected, durable: r.durable, reportedAt: r.reportedAt
-        ).write(to: &w)
+            recovered: r.recovered, gaps: r.gaps, rejected: r.rejected, durable: r.durable, reportedAt: r.reportedAt)
     }
 
     // MARK: report
@@ -622,22 +545,3 @@ package final class ControlService {
     }
 }
 
-extension ControlService {
-    /// The pipeline thread's time by stage over the timed events (`StageTimes`): sums in ns.
-    static func writeStages(_ t: StageTimes, to w: inout JSONWriter) {
-        let fields: [(String, UInt64)] = [
-            ("timed", t.samples), ("discarded", t.discarded), ("receive_ns", t.receive), ("decode_ns", t.decode), ("rules_ns", t.rules),
-            ("envelope_ns", t.envelope), ("journal_append_ns", t.journalAppend),
-            ("publish_timed", t.publishSamples), ("publish_ns", t.publish),
-            ("parallel_batches", t.parallelBatches), ("parallel_messages", t.parallelMessages),
-        ]
-        w.append("{")
-        for (i, (name, value)) in fields.enumerated() {
-            if i > 0 { w.append(",") }
-            w.appendString(name)
-            w.append(":")
-            w.append(int: Int64(value))
-        }
-        w.append("}")
-    }
-}

@@ -3,6 +3,7 @@ import ZeroMQ
 import CheckoutBusClient
 import CheckoutBusRuntime
 import CheckoutBusProtocol
+import CheckoutBusJSON
 
 /// `checkoutbus ping`: is every endpoint of a daemon (or of each shard) there, and how fast — the
 /// control socket's `stats` round trip, the ZMTP handshake on each ingest socket, a heartbeat on
@@ -94,28 +95,27 @@ package struct PingCommand {
         let started = BusClock.monotonicNanoseconds()
         let reply = try? ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
         let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
-        guard let reply, let s = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any] else {
+        guard let reply, let s = StatsReply.read(reply) else {
             let why = curve == nil ? " (a daemon with CURVE answers only clients with its keys: --curve-key, --curve-server)"
                 : CurveClientKeys.refusalHint
             return [Probe(role: "control", endpoint: control, ok: false, milliseconds: nil,
                           detail: "no answer within \(timeoutSeconds) s: no daemon there, or not reachable\(why)")]
         }
-        let daemon = s["daemon"] as? [String: Any] ?? [:]
-        let curveOn = daemon["curve"] as? Bool
-        var detail = "shard \(s["shard"] as? Int ?? 0)/\(s["shards"] as? Int ?? 1), last seq \(s["last_seq"] as? Int ?? 0)"
-        if let v = daemon["version"] as? String { detail += ", checkoutbusd \(v) (\(daemon["revision"] as? String ?? "?"))" }
-        if let curveOn { detail += curveOn ? ", CURVE on" : ", CURVE off" }
+        let daemon = s.daemon
+        var detail = "shard \(s.shard)/\(s.shards), last seq \(s.lastSeq)"
+        if !daemon.version.isEmpty { detail += ", checkoutbusd \(daemon.version) (\(daemon.revision.isEmpty ? "?" : daemon.revision))" }
+        if let curveOn = daemon.curve { detail += curveOn ? ", CURVE on" : ", CURVE off" }
         var probes = [Probe(role: "control", endpoint: control, ok: true, milliseconds: ms, detail: detail)]
-        guard let endpoints = daemon["endpoints"] as? [String: Any] else {
+        guard let endpoints = daemon.endpoints else {
             probes[0].detail += " (an older daemon: it does not say where its other endpoints are)"
             return probes
         }
         let host = PingCommand.host(of: control)
         func reachable(_ endpoint: String) -> String { PingCommand.reachable(endpoint, controlHost: host) }
-        if let e = endpoints["ingest"] as? String { probes.append(handshake("ingest", reachable(e), type: .push)) }
-        if let e = endpoints["ingest_acked"] as? String { probes.append(handshake("ingest-acked", reachable(e), type: .dealer)) }
-        if let e = endpoints["publish"] as? String { probes.append(heartbeat(reachable(e))) }
-        if let m = endpoints["metrics"] as? String {
+        probes.append(handshake("ingest", reachable(endpoints.ingest), type: .push))
+        probes.append(handshake("ingest-acked", reachable(endpoints.ingestAcked), type: .dealer))
+        probes.append(heartbeat(reachable(endpoints.publish)))
+        if let m = endpoints.metrics {
             let address = PingCommand.reachable("tcp://" + m, controlHost: host).dropFirst("tcp://".count)
             probes.append(health(String(address)))
         }
@@ -158,7 +158,9 @@ package struct PingCommand {
                              detail: "no heartbeat within \(timeoutSeconds) s (the daemon sends one a second)")
             }
             let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
-            let seq = (try? JSONSerialization.jsonObject(with: Data(frames[1])) as? [String: Any])?["seq"] as? Int
+            let document = JSONDocument()
+            let parsed = frames[1].withUnsafeBytes { (try? document.parse($0)) != nil }
+            let seq = parsed ? HeartbeatWire.read(document)?.seq : nil
             return Probe(role: "publish", endpoint: endpoint, ok: true, milliseconds: ms,
                          detail: "heartbeat" + (seq.map { " at seq \($0)" } ?? ""))
         } catch {

@@ -46,8 +46,8 @@ package struct StatsCommand {
                 FileHandleWriter.standardOutput(String(decoding: reply, as: UTF8.self) + "\n")
                 return 0
             }
-            guard let s = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any] else {
-                FileHandleWriter.standardError("checkoutbus stats: the reply is not a JSON object\n")
+            guard let s = StatsReply.read(reply) else {
+                FileHandleWriter.standardError("checkoutbus stats: the reply is not a stats answer: \(String(decoding: reply.prefix(200), as: UTF8.self))\n")
                 return 1
             }
             FileHandleWriter.standardOutput(StatsCommand.render(s))
@@ -64,44 +64,42 @@ package struct StatsCommand {
         try ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
     }
 
-    /// The stats object as aligned text.
-    package static func render(_ s: [String: Any]) -> String {
-        func int(_ v: Any?) -> Int { (v as? NSNumber)?.intValue ?? 0 }
-        func dict(_ v: Any?) -> [String: Any] { v as? [String: Any] ?? [:] }
+    /// The stats reply as aligned text.
+    package static func render(_ s: StatsReply) -> String {
         var out = ""
         func line(_ label: String, _ value: String) {
             // Long labels (subscriber names) are kept whole, one space before the value.
             let pad = max(1, 22 - label.count)
             out += label + String(repeating: " ", count: pad) + value + "\n"
         }
-        let counters = dict(s["counters"])
-        line("seq", "last \(int(s["last_seq"])), durable \(int(s["durable_seq"])), first retained \(int(s["first_seq"]))")
-        line("received", "\(int(counters["received"]))")
-        let published = dict(counters["published"])
-        line("published", LifecycleKind.allCases.map { String(describing: $0.name) }.map { "\($0) \(int(published[$0]))" }
+        let c = s.counters
+        line("seq", "last \(s.lastSeq), durable \(s.durableSeq), first retained \(s.firstSeq)")
+        line("received", "\(c.received)")
+        line("published", zip(LifecycleKind.allCases, c.publishedByKind).map { "\(String(describing: $0.name)) \($1)" }
             .joined(separator: ", "))
-        line("suppressed", "\(int(counters["suppressed"]))")
-        let dead = dict(counters["deadlettered"])
-        line("dead-lettered", dead.isEmpty ? "0" : dead.keys.sorted().map { "\($0) \(int(dead[$0]))" }.joined(separator: ", "))
-        line("checkouts", "tracked \(int(counters["tracked_checkouts"])), evicted \(int(counters["evicted_checkouts"])), expired \(int(counters["expired_checkouts"]))")
-        let journal = dict(s["journal"])
-        line("journal", "\(int(journal["segments"])) segment(s), \(int(journal["bytes"])) bytes, \(int(journal["fsyncs"])) fsyncs (max \(int(journal["fsync_max_us"])) µs), \(journal["writes"] as? String == "direct" ? "direct writes" : "writes through the page cache")")
-        let stages = dict(s["stages"])
-        let timed = int(stages["timed"])
-        if timed > 0 {
+        line("suppressed", "\(c.suppressed)")
+        let dead = c.deadLettered
+        line("dead-lettered", dead.isEmpty ? "0" : dead.keys.sorted().map { "\($0) \(dead[$0] ?? 0)" }.joined(separator: ", "))
+        line("checkouts", "tracked \(c.trackedCheckouts), evicted \(c.evictedCheckouts), expired \(c.expiredCheckouts)")
+        let j = s.journal
+        line("journal", "\(j.segments) segment(s), \(j.bytes) bytes, \(j.fsyncs) fsyncs (max \(j.fsyncMaxMicros) µs), "
+             + (j.writesDirect ? "direct writes" : "writes through the page cache"))
+        let t = s.stages
+        if t.timed > 0 {
             // Mean µs per sampled event, by stage (stats' `stages`, docs/durability.md).
-            func us(_ ns: Any?, _ n: Int) -> String { String(format2: Double(int(ns)) / Double(max(1, n)) / 1000) }
-            let publishTimed = int(stages["publish_timed"])
-            line("pipeline µs/event", "receive \(us(stages["receive_ns"], timed)), decode \(us(stages["decode_ns"], timed)), rules \(us(stages["rules_ns"], timed)), envelope \(us(stages["envelope_ns"], timed)), journal append \(us(stages["journal_append_ns"], timed)), publish \(us(stages["publish_ns"], publishTimed)) (\(timed) events timed)")
+            func us(_ ns: Int64, _ n: Int64) -> String { String(format2: Double(ns) / Double(max(1, n)) / 1000) }
+            line("pipeline µs/event", "receive \(us(t.receive, t.timed)), decode \(us(t.decode, t.timed)), "
+                 + "rules \(us(t.rules, t.timed)), envelope \(us(t.envelope, t.timed)), "
+                 + "journal append \(us(t.journalAppend, t.timed)), publish \(us(t.publish, t.publishTimed)) (\(t.timed) events timed)")
         }
-        let subscribers = dict(s["subscribers"])
-        if subscribers.isEmpty {
+        if s.subscribers.isEmpty {
             line("subscribers", "none reported")
         } else {
-            for name in subscribers.keys.sorted() {
-                let r = dict(subscribers[name])
-                let state = (r["state"] as? String).map { $0 + ((r["gone_reason"] as? String).map { " (\($0))" } ?? "") + ", " } ?? ""
-                line("subscriber \(name)", "\(state)last seq \(int(r["last_seq"])), lag \(int(r["lag"])), missed \(int(r["missed"])), recovered \(int(r["recovered"])), gaps \(int(r["gaps"]))")
+            for entry in s.subscribers.sorted(by: { $0.name < $1.name }) {
+                let r = entry.row
+                let state = r.state + (r.goneReason.map { " (\($0))" } ?? "") + ", "
+                line("subscriber \(entry.name)", "\(state)last seq \(r.lastSeq), lag \(r.lag), missed \(r.missed), "
+                     + "recovered \(r.recovered), gaps \(r.gaps)")
             }
         }
         return out

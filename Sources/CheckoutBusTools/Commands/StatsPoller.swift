@@ -1,6 +1,6 @@
 import CheckoutBusClient
+import CheckoutBusJSON
 import CheckoutBusRuntime
-import Foundation
 import ZeroMQ
 import CheckoutBusProtocol
 
@@ -10,6 +10,7 @@ final class StatsPoller {
     private let context: ZMQContext
     private let sockets: [ZMQSocket]
     private var round = 0
+    private let document = JSONDocument()
 
     init(endpoints: [String], curve: CurveClientKeys?) throws {
         let context = try ZMQContext()
@@ -42,10 +43,10 @@ final class StatsPoller {
             for (index, i) in order.enumerated() where poller.isReadable(index) {
                 while let frames = try sockets[i].receiveMultipart(dontWait: true) {
                     guard let reply = frames.first,
-                        let object = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any],
-                        (object["req"] as? NSNumber)?.intValue == round, object["ok"] as? Bool == true
+                        reply.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object,
+                        ControlReplyWire.read(document).req == Int64(round), let stats = StatsReply.read(document)
                     else { continue }
-                    answers[i] = TopSnapshot(stats: object)
+                    answers[i] = TopSnapshot(stats)
                     waiting.remove(i)
                 }
             }

@@ -1,8 +1,7 @@
 import CheckoutBusProtocol
-import Foundation
 
-/// One `stats` reply as `checkoutbus top` needs it: the daemon's running counters, read from the
-/// JSON the control socket answers (docs/durability.md, "stats"). `Sendable`; a value.
+/// One `stats` reply as `checkoutbus top` needs it: the daemon's running counters, read with
+/// ``StatsReply`` (docs/durability.md, "stats"). `Sendable`; a value.
 ///
 /// Counters only ever grow while a daemon runs, so two snapshots and the time between them give
 /// rates (``TopView``). Figures a daemon does not report read as zero, so an older daemon still
@@ -64,43 +63,36 @@ package struct TopSnapshot: Sendable, Equatable {
 
     /// Reads a `stats` reply; nil when it is not a JSON object answering `stats` with `ok`.
     package init?(reply: [UInt8]) {
-        guard let s = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any],
-            s["ok"] as? Bool == true
-        else { return nil }
-        self.init(stats: s)
+        guard let stats = StatsReply.read(reply) else { return nil }
+        self.init(stats)
     }
 
-    /// Reads a parsed `stats` object.
-    package init(stats s: [String: Any]) {
-        func int(_ v: Any?) -> Int { (v as? NSNumber)?.intValue ?? 0 }
-        func dict(_ v: Any?) -> [String: Any] { v as? [String: Any] ?? [:] }
-        func ints(_ v: Any?) -> [String: Int] { dict(v).mapValues { int($0) } }
-        let counters = dict(s["counters"])
-        let journal = dict(s["journal"])
-        lastSeq = int(s["last_seq"])
-        durableSeq = int(s["durable_seq"])
-        firstSeq = int(s["first_seq"])
-        received = int(counters["received"])
-        receivedByFamily = ints(counters["received_by_family"])
-        publishedByKind = ints(counters["published"])
-        suppressed = int(counters["suppressed"])
-        failedByCode = ints(counters["failed_by_code"])
-        unknownRawCodes = ints(counters["unknown_raw_codes"])
-        deadLettered = ints(counters["deadlettered"])
-        trackedCheckouts = int(counters["tracked_checkouts"])
-        journalBytes = int(journal["bytes"])
-        journalSegments = int(journal["segments"])
-        fsyncP99Micros = int(journal["fsync_p99_us"])
-        fsyncMaxMicros = int(journal["fsync_max_us"])
-        let daemonLast = lastSeq
-        subscribers = dict(s["subscribers"]).mapValues {
-            let r = dict($0)
-            let last = int(r["last_seq"])
-            // The daemon's lag counts from the seq through which the subscriber has everything it
-            // follows; an older daemon sends none, and last_seq is what there is.
-            return Subscriber(lastSeq: last, missed: int(r["missed"]), recovered: int(r["recovered"]),
-                              gaps: int(r["gaps"]), lag: r["lag"] != nil ? int(r["lag"]) : max(0, daemonLast - last),
-                              live: (r["state"] as? String ?? "live") == "live", ageMilliseconds: int(r["age_ms"]))
+    /// Reads a `stats` reply (``StatsReply``).
+    package init(_ s: StatsReply) {
+        let c = s.counters
+        func named(_ names: [String], _ values: [Int64]) -> [String: Int] {
+            Dictionary(zip(names, values.map { Int($0) }), uniquingKeysWith: +)
+        }
+        lastSeq = Int(s.lastSeq)
+        durableSeq = Int(s.durableSeq)
+        firstSeq = Int(s.firstSeq)
+        received = Int(c.received)
+        receivedByFamily = named(RawFormat.labels, c.receivedByFamily)
+        publishedByKind = named(LifecycleKind.allCases.map { String(describing: $0.name) }, c.publishedByKind)
+        suppressed = Int(c.suppressed)
+        failedByCode = named(StableErrorCode.allCases.map(\.rawValue), c.failedByCode)
+        unknownRawCodes = c.unknownRawCodes.mapValues { Int($0) }
+        deadLettered = c.deadLettered.mapValues { Int($0) }
+        trackedCheckouts = Int(c.trackedCheckouts)
+        journalBytes = Int(s.journal.bytes)
+        journalSegments = Int(s.journal.segments)
+        fsyncP99Micros = Int(s.journal.fsyncP99Micros)
+        fsyncMaxMicros = Int(s.journal.fsyncMaxMicros)
+        for entry in s.subscribers {
+            let r = entry.row
+            subscribers[entry.name] = Subscriber(
+                lastSeq: Int(r.lastSeq), missed: Int(r.missed), recovered: Int(r.recovered), gaps: Int(r.gaps),
+                lag: Int(r.lag), live: r.state == "live", ageMilliseconds: Int(r.ageMilliseconds))
         }
     }
 
