@@ -17,8 +17,9 @@ extension ControlReplyWire {
         package var lastSeq: Int64
         /// The seq through which it has everything it follows.
         package var throughSeq: Int64
-        /// The daemon's last seq minus the subscriber's position.
-        package var lag: Int64
+        /// The daemon's last seq minus the subscriber's position; nil from an older daemon, which
+        /// did not write it (a reader works it out from `last_seq`).
+        package var lag: Int64?
         package var missed: Int64
         package var recovered: Int64
         package var gaps: Int64
@@ -28,7 +29,7 @@ extension ControlReplyWire {
         package var reportedAt: Timestamp?
 
         package init(state: String, goneReason: String? = nil, ageMilliseconds: Int64 = 0, lastSeq: Int64 = 0,
-                     throughSeq: Int64 = 0, lag: Int64 = 0, missed: Int64 = 0, recovered: Int64 = 0, gaps: Int64 = 0,
+                     throughSeq: Int64 = 0, lag: Int64? = 0, missed: Int64 = 0, recovered: Int64 = 0, gaps: Int64 = 0,
                      rejected: Int64 = 0, durable: Bool = false, reportedAt: Timestamp? = nil) {
             self.state = state
             self.goneReason = goneReason
@@ -58,7 +59,7 @@ extension ControlReplyWire {
             w.append(",\"through_seq\":")
             w.append(int: throughSeq)
             w.append(",\"lag\":")
-            w.append(int: lag)
+            if let lag { w.append(int: lag) } else { w.append("null") }
             w.append(",\"missed\":")
             w.append(int: missed)
             w.append(",\"recovered\":")
@@ -84,7 +85,8 @@ extension ControlReplyWire {
             return Subscriber(
                 state: d.member(object, "state").flatMap { d.string($0) } ?? "live",
                 goneReason: d.member(object, "gone_reason").flatMap { d.string($0) },
-                ageMilliseconds: int("age_ms"), lastSeq: int("last_seq"), throughSeq: int("through_seq"), lag: int("lag"),
+                ageMilliseconds: int("age_ms"), lastSeq: int("last_seq"), throughSeq: int("through_seq"),
+                lag: d.member(object, "lag").flatMap { d.int64($0) },
                 missed: int("missed"), recovered: int("recovered"), gaps: int("gaps"), rejected: int("rejected"),
                 durable: d.member(object, "durable").flatMap { d.bool($0) } ?? false, reportedAt: reportedAt)
         }

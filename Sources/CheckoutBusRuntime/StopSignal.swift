@@ -27,7 +27,9 @@ extension StopSignal {
     /// ``isRaised``. Call it from the main thread before starting others: it unblocks both signals
     /// there, in case the process was started with them blocked. Nothing is lost in between: before the handler, a signal ends the process (its
     /// default action); after it, every signal raises the flag. (A dispatch signal source, with the
-    /// disposition `SIG_IGN` until it was armed, could lose a SIGTERM that came in between.)
+    /// disposition `SIG_IGN` until it was armed, could lose a SIGTERM that came in between.) The
+    /// flag is the process's: once a signal came, every trapped ``StopSignal`` reads raised, those
+    /// trapped later too (a command runs once per process).
     public func trapTerminationSignals() {
         // The global is made here, never for the first time inside the handler.
         _ = terminationRequested.load(ordering: .relaxed)

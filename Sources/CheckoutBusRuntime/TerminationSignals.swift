@@ -18,12 +18,14 @@ import Synchronization
 /// a SIGTERM that came in between or reached a thread that did not block it: on a loaded host a
 /// worker then never stopped.)
 public enum TerminationSignals {
-    /// Runs `operation` in a new task, cancelled on SIGTERM or SIGINT; returns (or throws) what it
-    /// does once it has ended. A signal that comes before the task exists cancels it as it is made.
-    public static func run<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// Installs the handler and starts the thread that reads its pipe; call it from the main thread
+    /// before the first `await` (top-level code runs there until then), so that SIGTERM and SIGINT
+    /// are unblocked in the thread every other inherits its mask from. Later calls do nothing.
+    /// A signal that comes after it and before ``run(_:)`` cancels the work as it is made.
+    public static func install() {
+        guard !installed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let (readEnd, _) = signalPipe
         precondition(readEnd >= 0, "pipe() failed for the signal handler")
-        let target = CancellationTarget()
         NamedThread.start("signals") {
             var byte: UInt8 = 0
             // The thread lives until the process ends, taking every signal that comes.
@@ -42,10 +44,23 @@ public enum TerminationSignals {
             var byte: UInt8 = 1
             _ = write(signalPipe.write, &byte, 1)
         }
+    }
+
+    /// Runs `operation` in a new task, cancelled on SIGTERM or SIGINT; returns (or throws) what it
+    /// does once it has ended. Installs the handler if ``install()`` was not called (then on
+    /// whichever thread runs this). A signal that comes before the task exists cancels it as it is
+    /// made.
+    public static func run<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        install()
         let task = Task { try await operation() }
         target.started(task)
         return try await task.value
     }
+
+    /// Whether ``install()`` has run.
+    private static let installed = Atomic<Bool>(false)
+    /// The work a signal cancels: one per process, as the handler is.
+    private static let target = CancellationTarget()
 
     /// Installs `handler` for SIGTERM and SIGINT with `sigaction`, and unblocks both in the calling
     /// thread (the main thread, before it starts others, which inherit its mask).

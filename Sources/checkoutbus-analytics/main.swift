@@ -7,6 +7,8 @@ import CheckoutBusRuntime
 
 // checkoutbus-analytics: parse flags, build the worker, run it until SIGTERM/SIGINT, exit.
 let arguments = Array(CommandLine.arguments.dropFirst())
+// SIGTERM/SIGINT caught from here on, unblocked in the main thread before any other starts.
+TerminationSignals.install()
 if arguments.contains("--help") || arguments.contains("-h") {
     print(AnalyticsOptions.help)
     exit(0)

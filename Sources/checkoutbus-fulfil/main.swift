@@ -7,6 +7,8 @@ import CheckoutBusRuntime
 
 // checkoutbus-fulfil: parse flags, open the order store, record orders until SIGTERM/SIGINT.
 let arguments = Array(CommandLine.arguments.dropFirst())
+// SIGTERM/SIGINT caught from here on, unblocked in the main thread before any other starts.
+TerminationSignals.install()
 if arguments.contains("--help") || arguments.contains("-h") {
     print(FulfilmentWorker.help)
     exit(0)

@@ -33,6 +33,8 @@ do {
     FileHandleWriter.standardError("checkoutbus-jetstream: \(error) (checkoutbus-jetstream --help lists the flags)\n")
     exit(2)
 }
+// SIGTERM/SIGINT caught from here on, unblocked in the main thread (no `await` has run yet).
+TerminationSignals.install()
 let logger = BusLogger(label: "checkoutbus-jetstream", level: options.logLevel)
 do {
     // SIGTERM/SIGINT cancel the bridge's task: it flushes, commits what was acknowledged, and returns.

@@ -82,6 +82,9 @@ struct StatsReplyTests {
         let old = try #require(StatsReply.read(Array(#"{"op":"stats","ok":true,"last_seq":5,"counters":{"received":9}}"#.utf8)))
         #expect(old.lastSeq == 5 && old.counters.received == 9 && old.counters.publishedByKind.allSatisfy { $0 == 0 })
         #expect(old.daemon.endpoints == nil && old.subscribers.isEmpty && old.journal.fenceRecovered == nil)
+        // A subscriber row from before the daemon wrote `lag`: nil, for the reader to work out.
+        let oldRow = try #require(StatsReply.read(Array(#"{"op":"stats","ok":true,"subscribers":{"a":{"state":"live","last_seq":3}}}"#.utf8)))
+        #expect(oldRow.subscribers.first?.row.lag == nil && oldRow.subscribers.first?.row.lastSeq == 3)
         #expect(StatsReply.read(Array(#"{"ok":false,"error":"bad_request","detail":"x"}"#.utf8)) == nil)
         #expect(StatsReply.read(Array(#"{"op":"seek","ok":true,"seq":4}"#.utf8)) == nil)
         #expect(StatsReply.read(Array("not json".utf8)) == nil)

@@ -18,7 +18,9 @@ package struct DecodeCommand {
             + "envelope exactly as the daemon would publish it")
     /// The daemon's own flags, with its help and default.
     static let buyerData = DaemonConfiguration.option("buyer-data")
-    static let errorMap = DaemonConfiguration.option("error-map")
+    static let errorMap = DaemonConfiguration.option("error-map").described(
+        "raw code → stable code lines (optionally terminal or recoverable), as the daemon's --error-map: they add to "
+            + "and override the built-in table (docs/error-codes.md); none: the built-in table alone")
     static let strict = CommandOption(
         "strict", help: "exit 3 when any line is dead-lettered (a gate for CI: every sample decodes), with "
             + "`decode: N of M lines dead-lettered` on stderr")

@@ -95,6 +95,14 @@ package struct PingCommand {
         let started = BusClock.monotonicNanoseconds()
         let reply = try? ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
         let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
+        if let reply, StatsReply.read(reply) == nil {
+            // An answer, but not stats: a daemon that refused (busy, or not ready yet) is there.
+            let document = JSONDocument()
+            let parsed = reply.withUnsafeBytes { (try? document.parse($0)) != nil } && document.kind(document.root) == .object
+            let detail = parsed ? ControlReplyWire.read(document).detail ?? ControlReplyWire.read(document).error : nil
+            return [Probe(role: "control", endpoint: control, ok: false, milliseconds: ms,
+                          detail: "answered without stats: \(detail ?? String(decoding: reply.prefix(200), as: UTF8.self))")]
+        }
         guard let reply, let s = StatsReply.read(reply) else {
             let why = curve == nil ? " (a daemon with CURVE answers only clients with its keys: --curve-key, --curve-server)"
                 : CurveClientKeys.refusalHint

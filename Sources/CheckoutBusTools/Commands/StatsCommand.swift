@@ -98,7 +98,7 @@ package struct StatsCommand {
             for entry in s.subscribers.sorted(by: { $0.name < $1.name }) {
                 let r = entry.row
                 let state = r.state + (r.goneReason.map { " (\($0))" } ?? "") + ", "
-                line("subscriber \(entry.name)", "\(state)last seq \(r.lastSeq), lag \(r.lag), missed \(r.missed), "
+                line("subscriber \(entry.name)", "\(state)last seq \(r.lastSeq), lag \(r.lag.map { String($0) } ?? "?"), missed \(r.missed), "
                      + "recovered \(r.recovered), gaps \(r.gaps)")
             }
         }

@@ -79,6 +79,11 @@ package struct SubscribersCommand {
                                                    + (curve == nil ? "" : CurveClientKeys.refusalHint) + "\n")
                     return 1
                 }
+                let head = ControlReplyWire.read(document)
+                guard head.ok else {
+                    FileHandleWriter.standardError("checkoutbus subscribers: \(control) refused: \(head.detail ?? head.error ?? "no reason")\n")
+                    return 1
+                }
                 for (name, subscriber) in ControlReplyWire.subscribers(document) {
                     rows.append(Row(control: control, name: name, subscriber: subscriber))
                 }
@@ -117,7 +122,7 @@ package struct SubscribersCommand {
             w.append(",\"gone_reason\":")
             if let reason = s.goneReason { w.appendString(reason) } else { w.append("null") }
             w.append(",\"lag\":")
-            w.append(int: s.lag)
+            if let lag = s.lag { w.append(int: lag) } else { w.append("null") }
             w.append(",\"last_seq\":")
             w.append(int: s.lastSeq)
             w.append(",\"missed\":")
@@ -147,7 +152,7 @@ package struct SubscribersCommand {
             if let reason = s.goneReason { state += " (\(reason))" }
             let seen = String(format2: Double(s.ageMilliseconds) / 1000) + "s ago"
             table.append([r.name] + (byDaemon ? [r.control] : []) + [state, seen, String(s.lastSeq),
-                          r.state == "live" ? String(s.lag) : "-", String(s.missed), String(s.recovered), String(s.rejected)])
+                          r.state == "live" ? s.lag.map { String($0) } ?? "?" : "-", String(s.missed), String(s.recovered), String(s.rejected)])
         }
         var widths = [Int](repeating: 0, count: table[0].count)
         for row in table { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }

@@ -90,9 +90,12 @@ package struct TopSnapshot: Sendable, Equatable {
         fsyncMaxMicros = Int(s.journal.fsyncMaxMicros)
         for entry in s.subscribers {
             let r = entry.row
+            // The daemon's lag counts from the seq through which the subscriber has everything it
+            // follows; an older daemon sends none, and last_seq is what there is.
+            let lag = r.lag ?? max(0, s.lastSeq - r.lastSeq)
             subscribers[entry.name] = Subscriber(
                 lastSeq: Int(r.lastSeq), missed: Int(r.missed), recovered: Int(r.recovered), gaps: Int(r.gaps),
-                lag: Int(r.lag), live: r.state == "live", ageMilliseconds: Int(r.ageMilliseconds))
+                lag: Int(lag), live: r.state == "live", ageMilliseconds: Int(r.ageMilliseconds))
         }
     }
 
