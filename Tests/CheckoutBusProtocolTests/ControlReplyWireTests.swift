@@ -74,7 +74,7 @@ struct ControlReplyWireTests {
         let rows = ControlReplyWire.subscribers(stats)
         #expect(rows.map(\.name) == ["fulfil-1", "tail-9"])
         #expect(rows.first?.subscriber == row)
-        #expect(rows.last?.subscriber == ControlReplyWire.Subscriber(state: "live"))
+        #expect(rows.last?.subscriber == ControlReplyWire.Subscriber(state: "live", lag: nil))
 
         #expect(Self.text(ControlReplyWire.report(shard: 0, shards: 1, req: Array("11".utf8))) == Self.golden["report"])
         #expect(ControlReplyWire.read(try Self.parsed("report")) == .init(op: "report", ok: true, req: 11, shard: 0, shards: 1))
