@@ -508,25 +508,30 @@ package final class BusDaemon {
         while taken < limit {
             var n = 0
             while n < slots.count && taken + n < limit {
-                let slot = slots[n]
-                guard try ingest.receive(into: slot.message, dontWait: true) else { break }
-                (slot.arrival, slot.receivedAt, slot.now) = clock.now()
-                slot.frames = 1
-                if slot.message.hasMore { (slot.firstFrame, slot.frames) = try restOfMultipart(ingest, slot.message) }
-                // About one event in `StageTimes.sampleInterval` is timed (stats' `stages`).
-                slot.timed = ingestCountdown == 0 && slot.frames == 1
-                ingestCountdown = ingestCountdown == 0 ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
+                let received = try slots[n].withValue { slot -> Bool in
+                    guard try ingest.receive(into: slot.message, dontWait: true) else { return false }
+                    (slot.arrival, slot.receivedAt, slot.now) = clock.now()
+                    slot.frames = 1
+                    if slot.message.hasMore { (slot.firstFrame, slot.frames) = try restOfMultipart(ingest, slot.message) }
+                    // About one event in `StageTimes.sampleInterval` is timed (stats' `stages`).
+                    slot.timed = ingestCountdown == 0 && slot.frames == 1
+                    ingestCountdown = ingestCountdown == 0 ? StageTimes.nextInterval(&sampleRandom) : ingestCountdown - 1
+                    return true
+                }
+                guard received else { break }
                 n += 1
             }
             guard n > 0 else { return }
             taken += n
             let slots = self.slots
             let prepare: @Sendable (Int) -> Void = { i in
-                let slot = slots[i]
-                guard slot.frames == 1 else { return }
-                slot.message.withUnsafeBytes { bytes in
-                    slot.prepared = EventProcessor.prepare(bytes, options: options, eventIDWindow: window, in: slot.context,
-                                                           timed: slot.timed, into: &slot.event) { _, _ in }
+                slots[i].withValue { slot in
+                    guard slot.frames == 1 else { return }
+                    let slot = slot
+                    slot.message.withUnsafeBytes { bytes in
+                        slot.prepared = EventProcessor.prepare(bytes, options: options, eventIDWindow: window, in: slot.context,
+                                                               timed: slot.timed, into: &slot.event) { _, _ in }
+                    }
                 }
             }
             // A few messages are not worth waking a thread for.
@@ -538,18 +543,22 @@ package final class BusDaemon {
                 pipelineStages.parallelMessages &+= UInt64(n)
             }
             for i in 0..<n {
-                let slot = slots[i]
-                let result: ProcessingResult
-                if slot.frames > 1 {
-                    result = rejectMultipart(slot.firstFrame, frames: slot.frames, receivedAt: slot.receivedAt)
-                    slot.firstFrame = []
-                } else {
-                    result = slot.message.withUnsafeBytes {
-                        processor.commit($0, slot.context, slot.prepared.take()!, slot.event.take(), receivedAt: slot.receivedAt, now: slot.now)
+                let (result, arrival, timed) = slots[i].withValue { slot -> (ProcessingResult, UInt64, Bool) in
+                    let slot = slot
+                    let result: ProcessingResult
+                    if slot.frames > 1 {
+                        result = rejectMultipart(slot.firstFrame, frames: slot.frames, receivedAt: slot.receivedAt)
+                        slot.firstFrame = []
+                    } else {
+                        result = slot.message.withUnsafeBytes {
+                            processor.commit($0, slot.context, slot.prepared.take()!, slot.event.take(), receivedAt: slot.receivedAt,
+                                             now: slot.now)
+                        }
                     }
+                    return (result, slot.arrival, slot.timed)
                 }
-                let appendStart = slot.timed ? StageTimes.now() : 0
-                journalOutput(result, arrival: slot.arrival, to: batches)
+                let appendStart = timed ? StageTimes.now() : 0
+                journalOutput(result, arrival: arrival, to: batches)
                 if let t = result.stages {
                     // Receiving is not timed here: the batch is received before it is prepared.
                     pipelineStages.add(receive: 0, decode: t.decode, rules: t.rules, envelope: t.envelope,

@@ -1,13 +1,14 @@
 import CheckoutBusCore
+import CheckoutBusRuntime
 import CheckoutBusProtocol
 import ZeroMQ
 
 /// The messages of one parallel batch (``BusDaemon``'s `drainIngestInParallel`): each slot holds a
 /// received message, when it arrived, the ``EventDecodeContext`` it is prepared in and what the
-/// prepare found, until the pipeline thread commits it. Reused
-/// batch after batch. `@unchecked Sendable`: a slot is touched by one thread at a time, handed
-/// over by ``PrepareWorkers``.
-final class PreparedSlots: @unchecked Sendable {
+/// prepare found, until the pipeline thread commits it. Reused batch after batch. Each slot is
+/// used by one thread at a time, handed over by ``PrepareWorkers``: an ``Exclusive`` holds it,
+/// which checks that claim in debug builds, so this type is `Sendable` as the compiler sees it.
+final class PreparedSlots: Sendable {
     /// Messages per parallel batch.
     static let batch = 128
     /// Fewer messages than this are prepared on the pipeline thread alone.
@@ -29,11 +30,11 @@ final class PreparedSlots: @unchecked Sendable {
         var firstFrame: [UInt8] = []
     }
 
-    private let slots: [Slot]
+    private let slots: [Exclusive<Slot>]
 
-    init(count: Int) { slots = (0..<count).map { _ in Slot() } }
+    init(count: Int) { slots = (0..<count).map { _ in Exclusive(Slot()) } }
 
     var count: Int { slots.count }
 
-    subscript(i: Int) -> Slot { slots[i] }
+    subscript(i: Int) -> Exclusive<Slot> { slots[i] }
 }

@@ -117,6 +117,7 @@ public enum Failpoints {
             case "edquot": action = .fail(EDQUOT)
             case "erofs": action = .fail(EROFS)
             case "eintr": action = .fail(EINTR)
+            case "einval": action = .fail(EINVAL)
             default:
                 say("failpoints: \(parts[0]): unknown action \(spec); ignored\n")
                 continue

@@ -37,6 +37,9 @@ package final class SegmentAppender: @unchecked Sendable {
     private(set) var isDirect: Bool
     /// Why direct writes stopped after they had started (a `pwrite` refused with `EINVAL`), once.
     private(set) var fallbackReason: String?
+    /// Direct writes refused with `EINVAL` in a row while the same bytes went through the page
+    /// cache; at two, direct writes stop for good.
+    private var refusedInARow = 0
     /// The open segment (opened by the journal, buffered): reads, truncation, buffered appends.
     private var fd: Int32 = -1
     /// The same file opened with `O_DIRECT`, or -1.
@@ -136,18 +139,26 @@ package final class SegmentAppender: @unchecked Sendable {
             (staging + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
             var done = 0
             while done < padded {
-                let w = pwrite(target, staging + done, padded - done, off_t(tailStart + done))
+                let injected = direct ? Failpoints.hit("journal.direct-write") : nil
+                let w = injected == nil ? pwrite(target, staging + done, padded - done, off_t(tailStart + done)) : -1
+                if let injected { errno = injected }
                 if w < 0 {
                     if errno == EINTR { continue }
                     let e = errno
                     // EINVAL from a direct write: a file system that opened with O_DIRECT and
                     // yet refuses its writes (an alignment beyond 4 KiB) — or a write the file
                     // size limit cut short of a block. The same bytes through the page cache
-                    // tell which: written, direct writes stop for good; refused, that error
-                    // (`File too large`) is the run's, and direct writes go on once it passes.
+                    // tell which: refused, that error (`File too large`) is the run's, and
+                    // direct writes go on once it passes; written, the next direct write is
+                    // tried too, and only a second refusal in a row stops them for good (the
+                    // limit may have been lifted between the two writes: a full disk that
+                    // cleared must not turn direct writes off).
                     if direct && e == EINVAL && done == 0 {
                         let buffered = writeBlocks(base + from, count - from, direct: false)
-                        if buffered == 0 { fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))") }
+                        if buffered == 0 {
+                            refusedInARow += 1
+                            if refusedInARow >= 2 { fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))") }
+                        }
                         return buffered
                     }
                     return e
@@ -157,6 +168,7 @@ package final class SegmentAppender: @unchecked Sendable {
                     let step = w & ~mask
                     if step == 0 { return EIO }
                     done += step
+                    refusedInARow = 0
                 } else {
                     // A short buffered one (a file size limit): the next call says why.
                     done += w
