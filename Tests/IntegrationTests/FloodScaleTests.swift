@@ -218,10 +218,13 @@ struct FloodScaleTests {
             #expect(again.contains { $0.int("rate") == answer && $0.bool("held") == true } || sweep.bool("topped") == true, "\(run)")
         }
         #expect(Set(run.compactMap { $0.string("run_id") }).count == run.count, "each step a run of its own")
-        // One no step can hold: the first misses, the sweep stops there, exit 1.
+        // One no step can hold: the first misses, the sweep stops there, exit 1. It misses on p99,
+        // or — on a host loaded enough that flood cannot send 500/s itself — on flood's own limit,
+        // which the sweep names as such (a CI run's did); either way there is no answer.
         let none = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--sweep", "500:1500:500",
                                                "--slo", "p99=1us", "--step-seconds", "2"], timeout: 120)
-        #expect(none.status == 1 && none.output.contains("MISSED: p99") && none.output.contains("sustainable none"), "\(none.output)")
+        #expect(none.status == 1 && none.output.contains("sustainable none"), "\(none.output)")
+        #expect(none.output.contains("MISSED: p99") || none.output.contains("MISSED: flood itself could not keep"), "\(none.output)")
         let bad = try runTool("checkoutbus", ["flood", "--sweep", "500:1500"])
         #expect(bad.status == 2 && bad.output.contains("--sweep needs --slo"), "\(bad.output)")
     }
