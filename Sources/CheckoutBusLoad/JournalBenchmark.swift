@@ -100,7 +100,7 @@ package struct JournalBenchmark {
                 _ = try dealer.send(ControlRequestWire.replay(from: Int64(next), limit: 10000))
                 _ = try dealer.receive(into: message)
                 let status = message.bytes
-                guard status.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object,
+                guard ControlReplyWire.parse(status, into: document),
                     let n = ControlReplyWire.read(document).next.map({ Int($0) })
                 else { throw ToolError("bad replay reply: \(String(decoding: status, as: UTF8.self))") }
                 guard n > next else { throw ToolError("replay from \(next) made no progress (next \(n))") }

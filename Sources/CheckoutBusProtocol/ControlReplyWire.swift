@@ -117,6 +117,12 @@ package enum ControlReplyWire {
         return w.bytes
     }
 
+    /// Parses a reply or heartbeat frame into `document`: true when it is JSON with an object at its
+    /// root, which every reader here expects.
+    package static func parse(_ frame: [UInt8], into document: JSONDocument) -> Bool {
+        frame.withUnsafeBytes { (try? document.parse($0)) != nil } && document.kind(document.root) == .object
+    }
+
     /// Reads what a subscriber needs of a reply parsed into `document` (a member it lacks is nil).
     package static func read(_ d: JSONDocument) -> Fields {
         let root = d.root

@@ -460,7 +460,6 @@ extension StatsReply {
     /// Reads a `stats` reply's bytes; nil when they are not JSON or not a `stats` that succeeded.
     package static func read(_ bytes: [UInt8]) -> StatsReply? {
         let d = JSONDocument()
-        guard bytes.withUnsafeBytes({ (try? d.parse($0)) != nil }) else { return nil }
-        return read(d)
+        return ControlReplyWire.parse(bytes, into: d) ? read(d) : nil
     }
 }

@@ -139,8 +139,7 @@ public enum JournalPosition: Sendable, Equatable {
             throw SubscriberError(.noAnswer, "no answer to seek from \(control) within \(timeoutSeconds) s")
         }
         let doc = JSONDocument()
-        let parsed: Bool = reply.withUnsafeBytes { b in (try? doc.parse(b)) != nil }
-        guard parsed, doc.kind(doc.root) == .object else { throw SubscriberError(.refused, "seek: the reply from \(control) is not JSON") }
+        guard ControlReplyWire.parse(reply, into: doc) else { throw SubscriberError(.refused, "seek: the reply from \(control) is not JSON") }
         let head = ControlReplyWire.read(doc)
         guard let sought = ControlReplyWire.readSeek(doc) else {
             throw SubscriberError(.refused, "seek refused by \(control): \(head.detail ?? String(decoding: reply, as: UTF8.self))")

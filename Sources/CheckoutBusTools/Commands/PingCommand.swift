@@ -95,19 +95,19 @@ package struct PingCommand {
         let started = BusClock.monotonicNanoseconds()
         let reply = try? ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
         let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
-        if let reply, StatsReply.read(reply) == nil {
-            // An answer, but not stats: a daemon that refused (busy, or not ready yet) is there.
-            let document = JSONDocument()
-            let parsed = reply.withUnsafeBytes { (try? document.parse($0)) != nil } && document.kind(document.root) == .object
-            let detail = parsed ? ControlReplyWire.read(document).detail ?? ControlReplyWire.read(document).error : nil
-            return [Probe(role: "control", endpoint: control, ok: false, milliseconds: ms,
-                          detail: "answered without stats: \(detail ?? String(decoding: reply.prefix(200), as: UTF8.self))")]
-        }
-        guard let reply, let s = StatsReply.read(reply) else {
+        guard let reply else {
             let why = curve == nil ? " (a daemon with CURVE answers only clients with its keys: --curve-key, --curve-server)"
                 : CurveClientKeys.refusalHint
             return [Probe(role: "control", endpoint: control, ok: false, milliseconds: nil,
                           detail: "no answer within \(timeoutSeconds) s: no daemon there, or not reachable\(why)")]
+        }
+        let document = JSONDocument()
+        let parsed = ControlReplyWire.parse(reply, into: document)
+        guard let s = parsed ? StatsReply.read(document) : nil else {
+            // An answer, but not stats: a daemon that refused (busy, or not ready yet) is there.
+            let head = parsed ? ControlReplyWire.read(document) : nil
+            let detail = head.flatMap { $0.detail ?? $0.error } ?? String(decoding: reply.prefix(200), as: UTF8.self)
+            return [Probe(role: "control", endpoint: control, ok: false, milliseconds: ms, detail: "answered without stats: \(detail)")]
         }
         let daemon = s.daemon
         var detail = "shard \(s.shard)/\(s.shards), last seq \(s.lastSeq)"
@@ -167,8 +167,7 @@ package struct PingCommand {
             }
             let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
             let document = JSONDocument()
-            let parsed = frames[1].withUnsafeBytes { (try? document.parse($0)) != nil }
-            let seq = parsed ? HeartbeatWire.read(document)?.seq : nil
+            let seq = ControlReplyWire.parse(frames[1], into: document) ? HeartbeatWire.read(document)?.seq : nil
             return Probe(role: "publish", endpoint: endpoint, ok: true, milliseconds: ms,
                          detail: "heartbeat" + (seq.map { " at seq \($0)" } ?? ""))
         } catch {

@@ -43,7 +43,7 @@ final class StatsPoller {
             for (index, i) in order.enumerated() where poller.isReadable(index) {
                 while let frames = try sockets[i].receiveMultipart(dontWait: true) {
                     guard let reply = frames.first,
-                        reply.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object,
+                        ControlReplyWire.parse(reply, into: document),
                         ControlReplyWire.read(document).req == Int64(round), let stats = StatsReply.read(document)
                     else { continue }
                     answers[i] = TopSnapshot(stats)

@@ -73,7 +73,7 @@ package struct SubscribersCommand {
         for control in controls {
             do {
                 guard let reply = try ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve),
-                    reply.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object
+                    ControlReplyWire.parse(reply, into: document)
                 else {
                     FileHandleWriter.standardError("checkoutbus subscribers: no answer from \(control) within \(timeoutSeconds)s"
                                                    + (curve == nil ? "" : CurveClientKeys.refusalHint) + "\n")
@@ -172,7 +172,7 @@ package struct SubscribersCommand {
             do {
                 guard let reply = try ControlRequest.send(ControlRequestWire.forget(subscriber: name), to: control,
                                                                  timeoutSeconds: timeoutSeconds, curve: curve),
-                    reply.withUnsafeBytes({ (try? document.parse($0)) != nil }), document.kind(document.root) == .object
+                    ControlReplyWire.parse(reply, into: document)
                 else {
                     FileHandleWriter.standardError("checkoutbus subscribers: no answer from \(control) within \(timeoutSeconds)s\n")
                     return 1
