@@ -115,9 +115,9 @@ package struct FloodCommand {
         var ingest = [args.value(Self.to) ?? (acked ? DefaultEndpoints.ingestAcked : DefaultEndpoints.ingest)]
         if let list = args.value(Self.shards) {
             guard !args.given(Self.to) else { throw .init("give --to (one daemon or a route) or --shards (every shard), not both") }
-            ingest = try ShardRouter.parseEndpoints(list, flag: "shards")
+            ingest = try BusOptions.endpoints(list, flag: "shards")
         }
-        let publish = try ShardRouter.parseEndpoints(args.string(Self.from), flag: "from", ordered: false)
+        let publish = try BusOptions.endpoints(args.string(Self.from), flag: "from", ordered: false)
         let checkouts = try args.int(Self.checkouts, in: 1...50_000_000)
         let seed = UInt64(try args.int(Self.seed, in: 0...Int.max))
         let rate = try args.optionalInt(Self.rate, in: 1...10_000_000).map(Double.init)

@@ -77,13 +77,13 @@ package struct RouteCommand {
         let args = try Self.spec.parse(arguments)
         options.curve = try CurveClientKeys.parse(args)
         if let list = args.value(Self.shards) {
-            options.shards = try ShardRouter.parseEndpoints(list, flag: "shards")
+            options.shards = try BusOptions.endpoints(list, flag: "shards")
             options.listen = args.string(Self.listen)
         } else if args.given(Self.listen) {
             throw .init("--listen needs --shards (the shards' --ingest endpoints)")
         }
         if let list = args.value(Self.shardsAcked) {
-            options.shardsAcked = try ShardRouter.parseEndpoints(list, flag: "shards-acked")
+            options.shardsAcked = try BusOptions.endpoints(list, flag: "shards-acked")
             options.listenAcked = args.string(Self.listenAcked)
         } else if args.given(Self.listenAcked) {
             throw .init("--listen-acked needs --shards-acked (the shards' --ingest-acked endpoints)")

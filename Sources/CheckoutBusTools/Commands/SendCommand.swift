@@ -68,7 +68,7 @@ package struct SendCommand {
         endpoint = args.value(Self.to) ?? (acked ? DefaultEndpoints.ingestAcked : DefaultEndpoints.ingest)
         if let list = args.value(Self.shards) {
             guard !args.given(Self.to) else { throw .init("give --to (one daemon) or --shards (every shard), not both") }
-            shards = try ShardRouter.parseEndpoints(list, flag: "shards")
+            shards = try BusOptions.endpoints(list, flag: "shards")
         }
         timeoutSeconds = try args.int(Self.timeout, in: 1...86_400)
         window = try args.int(Self.window, in: 1...1_000_000)

@@ -67,29 +67,4 @@ package final class ShardRouter {
     package static func fallbackShard(_ bytes: UnsafeRawBufferPointer, count: Int) -> Int {
         ShardMap.jump(ShardMap.fnv1a64(bytes), buckets: count)
     }
-
-    /// Parses `--shards E0,E1,…`: the shards' endpoints, in shard order (`ordered`), or any list of
-    /// endpoints such as `flood --from`.
-    /// - Throws: a usage error naming `flag` when the list is empty, too long, or has an empty entry.
-    package static func parseEndpoints(_ list: String, flag: String, ordered: Bool = true)
-        throws(CommandLineArguments.UsageError) -> [String]
-    {
-        let endpoints = list.split(separator: ",", omittingEmptySubsequences: false)
-            .map { String($0).trimmingSpaces() }
-        guard !endpoints.isEmpty, endpoints.count <= ShardMap.maxCount, !endpoints.contains(where: \.isEmpty) else {
-            throw .init("--\(flag) takes 1 to \(ShardMap.maxCount) comma-separated endpoints"
-                + (ordered ? ", in shard order (shard 0 first)" : ""))
-        }
-        return endpoints
-    }
-}
-
-extension String {
-    /// Without leading and trailing spaces (no Foundation).
-    fileprivate func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while s.first == " " { s.removeFirst() }
-        while s.last == " " { s.removeLast() }
-        return String(s)
-    }
 }
