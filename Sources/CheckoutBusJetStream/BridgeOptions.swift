@@ -139,8 +139,8 @@ package struct BridgeOptions: Sendable {
         let args = try spec.parse(arguments)
         guard args.positionals.isEmpty else { throw .init("unexpected argument \(args.positionals[0])") }
         var o = BridgeOptions()
-        o.publish = try list(args.string(from), flag: from.name)
-        o.control = try list(args.string(controlOption), flag: controlOption.name)
+        o.publish = try BusOptions.endpoints(args, from)
+        o.control = try BusOptions.endpoints(args, controlOption)
         guard o.publish.count == o.control.count else {
             throw .init("--from lists \(o.publish.count) endpoints and --control \(o.control.count): one of each per shard, in shard order")
         }
