@@ -120,7 +120,7 @@ extension Journal {
         if newSegment {
             Glibc.close(fd)
             try openNewSegment(firstSeq: seq + 1)
-        } else if let e = appender.open(path: last.path, fd: fd, size: intact) {
+        } else if let e = appender.withValue({ $0.open(path: last.path, fd: fd, size: intact) }) {
             throw JournalError(.notReadable, "cannot read the end of journal segment \(last.path): \(String(cString: strerror(e)))")
         }
         writtenSeq = seq

@@ -59,8 +59,11 @@ package final class Journal {
     /// The open segment's generation at the syncer.
     var generation: UInt64 = 0
     let writer: JournalWriter
-    /// Writes the open segment (the pipeline's runs, and the writer thread's with each job).
-    let appender: SegmentAppender
+    /// Writes the open segment: the pipeline thread's runs, and the writer thread's with each job
+    /// (handed over with it, used by one thread at a time).
+    let appender: Exclusive<SegmentAppender>
+    /// The appender's write mode, readable while the writer thread holds the appender.
+    let writeMode: DirectWriteMode
     /// The write mode was logged as having fallen back.
     var fallbackLogged = false
     var writtenSeq: UInt64 = 0
@@ -108,7 +111,9 @@ package final class Journal {
                 direct = true
             }
         }
-        appender = SegmentAppender(direct: direct)
+        let segmentAppender = SegmentAppender(direct: direct)
+        writeMode = segmentAppender.mode
+        appender = Exclusive(segmentAppender)
         // The short runs written through the page cache leave pages there, dropped as before.
         fence = JournalFence(directory: directory, logger: logger)
         syncer = JournalSyncer(fd: -1, seq: 0, intervalMilliseconds: options.fsyncMilliseconds,
@@ -144,7 +149,7 @@ package final class Journal {
     /// Durations of the sync thread's `fdatasync` calls.
     package var fsyncHistogram: Histogram { syncer.fsyncHistogram }
     /// Records go to the disk with `O_DIRECT`, past the page cache (stats: `journal.writes`).
-    package var writesDirect: Bool { appender.isDirect }
+    package var writesDirect: Bool { writeMode.isDirect }
     /// False from a failed write until the next successful one (`/healthz`).
     package private(set) var isWritable = true
     /// Readable when the writer thread has finished a batch (for the pipeline's poller).
@@ -186,7 +191,7 @@ package final class Journal {
     func writeRun(_ batch: inout JournalBatch.Buffer, _ from: Int, _ to: Int, _ bytes: Int) throws {
         let base = batch.base + batch.records[from].offset
         JournalFormat.seal(base, bytes)
-        let failure = appender.append(base, bytes)
+        let failure = appender.withValue { $0.append(base, bytes) }
         noteFallback()
         guard failure == 0 else {
             isWritable = false
@@ -264,7 +269,7 @@ package final class Journal {
             if replacing { fence.trip(reason, durableSeq: syncer.durable) }
             throw JournalError(.notWritable, reason)
         }
-        if let e = appender.open(path: path, fd: newFD, size: header.count) {
+        if let e = appender.withValue({ $0.open(path: path, fd: newFD, size: header.count) }) {
             Glibc.close(newFD)
             unlink(path)
             throw JournalError(.notReadable, "cannot read back journal segment header \(path): \(String(cString: strerror(e)))")
@@ -320,7 +325,7 @@ package final class Journal {
     /// Cuts the open segment's padding before it is closed; a failure is logged (the padding stays,
     /// read as the segment's end).
     func finishSegment() {
-        if let e = appender.finish() {
+        if let e = appender.withValue({ $0.finish() }) {
             logger.warning("journal: the zero padding after a segment's last record could not be cut", [
                 "segment": segments.last?.path ?? "", "error": String(cString: strerror(e)),
             ])
@@ -329,7 +334,7 @@ package final class Journal {
 
     /// Logs, once, that direct writes stopped and the journal writes through the page cache.
     func noteFallback() {
-        guard !fallbackLogged, let reason = appender.fallbackReason else { return }
+        guard !fallbackLogged, let reason = appender.withValue({ $0.fallbackReason }) else { return }
         fallbackLogged = true
         logger.warning("journal: direct writes refused; writing through the page cache from now on", ["reason": reason])
     }

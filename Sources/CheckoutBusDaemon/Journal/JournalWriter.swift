@@ -20,7 +20,7 @@ package final class JournalWriter: Sendable {
     /// One run of records to append: `count` bytes at address `address`, through `appender`
     /// (which the pipeline does not touch until it has taken the result).
     package struct Job: Sendable {
-        var appender: SegmentAppender
+        var appender: Exclusive<SegmentAppender>
         var address: Int
         var count: Int
     }
@@ -96,7 +96,7 @@ package final class JournalWriter: Sendable {
             }
             let base = UnsafeMutableRawPointer(bitPattern: job.address)!
             JournalFormat.seal(base, job.count)
-            let failure = job.appender.append(base, job.count)
+            let failure = job.appender.withValue { $0.append(base, job.count) }
             state.withLock { s in
                 s.job = nil
                 s.result = failure

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 import CFileIO
 import CheckoutBusCore
 import CheckoutBusProtocol
@@ -21,10 +22,12 @@ import CheckoutBusRuntime
 /// record; ``finish()`` cuts them when the segment is closed, and recovery after a crash cuts them
 /// as padding (``JournalRecovery/paddingBytes``).
 ///
-/// `@unchecked Sendable`: one thread at a time uses it, handed over with a journal batch — the
-/// pipeline thread while no batch is at the writer thread, the writer thread while one is
-/// (``JournalWriter/Job``) — and every hand-over passes the writer's mutex and semaphores.
-package final class SegmentAppender: @unchecked Sendable {
+/// Not `Sendable`: one thread at a time uses it, handed over with a journal batch — the pipeline
+/// thread while no batch is at the writer thread, the writer thread while one is
+/// (``JournalWriter/Job``). The journal holds it in an ``Exclusive``, which checks that claim in a
+/// debug build; every hand-over passes the writer's mutex and semaphores. What other threads may
+/// read at any time, whether writes are direct, is in ``mode``.
+package final class SegmentAppender {
     /// The unit of a direct write: its offset, length and buffer address are multiples of it.
     /// 4 KiB serves devices of 512-byte and of 4 KiB logical blocks.
     package static let blockSize = 4096
@@ -33,8 +36,10 @@ package final class SegmentAppender: @unchecked Sendable {
     /// Runs at least this long are written directly; shorter ones through the page cache.
     package static let directMinimum = 32 << 10
 
-    /// Whether long runs go through `O_DIRECT`; false when the file system refused it.
-    private(set) var isDirect: Bool
+    /// Whether long runs go through `O_DIRECT`: read by `stats` on the pipeline thread while the
+    /// writer thread may be appending, hence its own type.
+    package let mode: DirectWriteMode
+    var isDirect: Bool { mode.isDirect }
     /// Why direct writes stopped after they had started (a `pwrite` refused with `EINVAL`), once.
     private(set) var fallbackReason: String?
     /// Direct writes refused with `EINVAL` in a row while the same bytes went through the page
@@ -54,7 +59,7 @@ package final class SegmentAppender: @unchecked Sendable {
 
     /// - Parameter direct: try `O_DIRECT` (see ``JournalFiles/probeDirectWrites(in:)``).
     package init(direct: Bool) {
-        isDirect = direct
+        mode = DirectWriteMode(direct)
         staging = .allocate(byteCount: SegmentAppender.chunkBytes, alignment: SegmentAppender.blockSize)
     }
 
@@ -194,9 +199,23 @@ package final class SegmentAppender: @unchecked Sendable {
 
     /// Writes through the page cache from now on.
     private func fallBack(_ reason: String) {
-        isDirect = false
+        mode.stop()
         fallbackReason = reason
         if directFD >= 0 { close(directFD) }
         directFD = -1
     }
+}
+
+/// Whether a journal's long runs go through `O_DIRECT`: set by its appender's thread (false, for
+/// good, when the file system refuses them), read by any thread (`stats`, `/healthz`'s log line).
+package final class DirectWriteMode: Sendable {
+    private let direct: Atomic<Bool>
+
+    init(_ direct: Bool) { self.direct = Atomic(direct) }
+
+    /// Long runs go through `O_DIRECT`; false when the file system refused it.
+    package var isDirect: Bool { direct.load(ordering: .relaxed) }
+
+    /// Writes go through the page cache from now on.
+    func stop() { direct.store(false, ordering: .relaxed) }
 }
