@@ -623,33 +623,15 @@ package final class BusDaemon {
     }
 
     private func ackReply(_ result: ProcessingResult) -> [UInt8] {
-        var w = JSONWriter(capacity: 128)
+        let outcome: AckReplyWire.Outcome
         switch result.outcome {
-        case .published:
-            w.append("{\"ok\":true,\"seq\":")
-            w.append(int: Int64(result.seq))
-        case .suppressed:
-            w.append("{\"ok\":true,\"seq\":null,\"suppressed\":true")
-        case .duplicate(let seq):
-            w.append("{\"ok\":true,\"seq\":")
-            if seq > 0 { w.append(int: Int64(seq)) } else { w.append("null") }
-            w.append(",\"duplicate\":true")
-        case .duplicateDeadLetter(let seq, let reason):
-            w.append("{\"ok\":false,\"seq\":")
-            w.append(int: Int64(seq))
-            w.append(",\"reason\":")
-            w.appendString(reason.code)
-            w.append(",\"duplicate\":true")
-        case .deadLettered(let reason):
-            w.append("{\"ok\":false,\"seq\":")
-            w.append(int: Int64(result.seq))
-            w.append(",\"reason\":")
-            w.appendString(reason.code)
+        case .published: outcome = .published(seq: result.seq)
+        case .suppressed: outcome = .suppressed
+        case .duplicate(let seq): outcome = .duplicate(seq: seq)
+        case .duplicateDeadLetter(let seq, let reason): outcome = .duplicateDeadLetter(seq: seq, reason: reason.code)
+        case .deadLettered(let reason): outcome = .deadLettered(seq: result.seq, reason: reason.code)
         }
-        w.append(",\"event_id\":")
-        if let id = result.eventID { w.appendString(id) } else { w.append("null") }
-        w.append("}")
-        return w.bytes
+        return AckReplyWire.write(outcome, eventID: result.eventID)
     }
 
     /// Moves batches through the journal (``JournalBatch/advance(_:)``), publishing what is written.

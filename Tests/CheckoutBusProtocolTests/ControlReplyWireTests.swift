@@ -93,3 +93,44 @@ struct ControlReplyWireTests {
         #expect(ControlReplyWire.readSeek(try Self.parsed("bad-request")) == nil)
     }
 }
+
+/// The acknowledged ingest socket's replies as the daemon writes them, byte for byte against
+/// `Tests/Golden/ack-replies.tsv`, and read back as the Swift client's `Acknowledgement` reads them
+/// — the same file the Python client's `tests/test_wire_golden.py` reads with its `Acknowledgement`.
+@Suite("acknowledgements: one codec, golden bytes")
+struct AckReplyWireTests {
+    static let golden = GoldenFile.tsv("ack-replies.tsv")
+
+    static let cases: [(name: String, outcome: AckReplyWire.Outcome, eventID: String?, fields: AckReplyWire.Fields)] = [
+        ("published", .published(seq: 42), "evt-0001", .init(ok: true, seq: 42, eventID: "evt-0001")),
+        ("suppressed", .suppressed, "evt-0002", .init(ok: true, seq: nil, suppressed: true, eventID: "evt-0002")),
+        ("duplicate", .duplicate(seq: 42), "evt-0001", .init(ok: true, seq: 42, duplicate: true, eventID: "evt-0001")),
+        ("duplicate-of-suppressed", .duplicate(seq: 0), "evt-0002", .init(ok: true, seq: nil, duplicate: true, eventID: "evt-0002")),
+        ("dead-lettered", .deadLettered(seq: 43, reason: "unknown_event"), "evt-0003",
+         .init(ok: false, seq: 43, reason: "unknown_event", eventID: "evt-0003")),
+        ("duplicate-dead-letter", .duplicateDeadLetter(seq: 43, reason: "unknown_event"), "evt-0003",
+         .init(ok: false, seq: 43, reason: "unknown_event", duplicate: true, eventID: "evt-0003")),
+        ("not-json", .deadLettered(seq: 44, reason: "invalid_json"), nil, .init(ok: false, seq: 44, reason: "invalid_json", eventID: nil)),
+    ]
+
+    @Test("every outcome is written as the golden bytes and read back")
+    func outcomes() throws {
+        #expect(Self.golden.count == Self.cases.count)
+        for c in Self.cases {
+            let line = try #require(Self.golden[c.name], "no golden line \(c.name)")
+            #expect(String(decoding: AckReplyWire.write(c.outcome, eventID: c.eventID), as: UTF8.self) == line, "\(c.name)")
+            let document = JSONDocument()
+            try Array(line.utf8).withUnsafeBytes { try document.parse($0) }
+            #expect(AckReplyWire.read(document) == c.fields, "\(c.name)")
+        }
+    }
+
+    @Test("a frame that is no reply reads as nil: not an object, no ok, a refusal without a reason")
+    func notReplies() throws {
+        for text in ["[1]", "{\"seq\":1}", "{\"ok\":false,\"seq\":3}"] {
+            let document = JSONDocument()
+            try Array(text.utf8).withUnsafeBytes { try document.parse($0) }
+            #expect(AckReplyWire.read(document) == nil, "\(text)")
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import CheckoutBusJSON
+import CheckoutBusProtocol
 
 /// The daemon's answer to one event sent on its acknowledged ingest socket (docs/durability.md,
 /// "Acknowledged ingest"). `Sendable`; a value.
@@ -31,21 +32,13 @@ public struct Acknowledgement: Sendable, Equatable, CustomStringConvertible {
         self.eventID = eventID
     }
 
-    /// Reads one reply frame: `{"ok":true,"seq":N,…}` or `{"ok":false,"seq":N,"reason":…,…}`.
+    /// Reads one reply frame: `{"ok":true,"seq":N,…}` or `{"ok":false,"seq":N,"reason":…,…}`
+    /// (``AckReplyWire/read(_:)``).
     /// - Returns: nil when the frame is not such a reply.
     package init?(reply bytes: UnsafeRawBufferPointer, document: JSONDocument) {
-        guard (try? document.parse(bytes)) != nil, document.kind(document.root) == .object,
-            let ok = document.member(document.root, "ok")
-        else { return nil }
-        let root = document.root
-        func flag(_ key: StaticString) -> Bool { document.member(root, key).map { document.kind($0) == .true } ?? false }
-        isAccepted = document.kind(ok) == .true
-        seq = document.member(root, "seq").flatMap { document.int64($0) }
-        reason = document.member(root, "reason").flatMap { document.string($0) }
-        isDuplicate = flag("duplicate")
-        isSuppressed = flag("suppressed")
-        eventID = document.member(root, "event_id").flatMap { document.string($0) }
-        if !isAccepted && reason == nil { return nil }
+        guard (try? document.parse(bytes)) != nil, let fields = AckReplyWire.read(document) else { return nil }
+        self.init(isAccepted: fields.ok, seq: fields.seq, reason: fields.reason, isDuplicate: fields.duplicate,
+                  isSuppressed: fields.suppressed, eventID: fields.eventID)
     }
 
     public var description: String {

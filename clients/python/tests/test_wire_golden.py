@@ -40,3 +40,41 @@ def test_heartbeat_and_replies_read_as_the_daemon_writes_them():
         op="replay", ok=False, req=9, last_seq=10, first_seq=1, error="journal_unreadable",
         detail="segment 00000000000000000001.seg cannot be read", shard=0, shards=1)
     assert wire.reply(g["bad-request"].encode()) == Reply(ok=False, req=10, error="bad_request", detail="missing op")
+
+
+def test_stats_report_forget_and_seek_replies_read_as_the_daemon_writes_them():
+    """The replies the client reads beside replay pages: `stats` (which shard answered, on
+    connect), `report`; and `forget` and `seek`, which it does not send but must not misread."""
+    g = golden(os.path.join(GOLDEN_DIR, "control-replies.tsv"))
+    assert wire.reply(g["stats"].encode()) == Reply(
+        op="stats", ok=True, req=14, last_seq=120, first_seq=3, shard=1, shards=2)
+    assert wire.reply(g["report"].encode()) == Reply(op="report", ok=True, req=11, shard=0, shards=1)
+    assert wire.reply(g["forget"].encode()) == Reply(op="forget", ok=True, req=12, shard=0, shards=1)
+    assert wire.reply(g["seek"].encode()) == Reply(
+        op="seek", ok=True, req=13, last_seq=99, first_seq=1, shard=2, shards=3)
+
+
+ACKS = {
+    # name: (accepted, seq, reason, duplicate, suppressed, event_id), as AckReplyWireTests reads them
+    "published": (True, 42, None, False, False, "evt-0001"),
+    "suppressed": (True, None, None, False, True, "evt-0002"),
+    "duplicate": (True, 42, None, True, False, "evt-0001"),
+    "duplicate-of-suppressed": (True, None, None, True, False, "evt-0002"),
+    "dead-lettered": (False, 43, "unknown_event", False, False, "evt-0003"),
+    "duplicate-dead-letter": (False, 43, "unknown_event", True, False, "evt-0003"),
+    "not-json": (False, 44, "invalid_json", False, False, None),
+}
+
+
+def test_acknowledgements_read_as_the_daemon_writes_them():
+    """Tests/Golden/ack-replies.tsv: the acknowledged ingest socket's replies, written by the Swift
+    codec (AckReplyWire) byte for byte, read here by the producer's Acknowledgement."""
+    import json
+
+    from checkoutbus.producer import Acknowledgement
+
+    g = golden(os.path.join(GOLDEN_DIR, "ack-replies.tsv"))
+    assert sorted(g) == sorted(ACKS)
+    for name, expected in ACKS.items():
+        a = Acknowledgement(json.loads(g[name]))
+        assert (a.accepted, a.seq, a.reason, a.duplicate, a.suppressed, a.event_id) == expected, name
