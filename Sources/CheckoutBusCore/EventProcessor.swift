@@ -187,14 +187,21 @@ package final class EventProcessor {
     package func process(_ bytes: UnsafeRawBufferPointer, receivedAt: Timestamp, now: UInt32,
                         timed: Bool = false) -> ProcessingResult {
         // The state table's and the event-id window's slots are far apart in large tables (a
-        // cache miss each): they start loading before the snapshot is hashed.
-        var event: DecodedEvent?
-        let prepared = EventProcessor.prepare(bytes, options: options, eventIDWindow: eventIDs != nil, in: ownContext,
-                                              timed: timed, into: &event) { key, idKey in
-            state.prefetch(key)
-            if let idKey { eventIDs!.prefetch(idKey) }
-        }
-        return commit(bytes, ownContext, prepared, event, receivedAt: receivedAt, now: now)
+        // cache miss each): they start loading before the snapshot is hashed. A decoded event goes
+        // straight from the prepare to the commit, not through an optional between them.
+        let context = ownContext
+        return EventProcessor.prepare(bytes, options: options, eventIDWindow: eventIDs != nil, in: context, timed: timed,
+                                      prefetch: { key, idKey in
+                                          state.prefetch(key)
+                                          if let idKey { eventIDs!.prefetch(idKey) }
+                                      },
+                                      decoded: { event, keys, marks in
+                                          otherCounters.received &+= 1
+                                          return commit(event, keys, marks, context, receivedAt: receivedAt, now: now)
+                                      },
+                                      otherwise: { prepared, event in
+                                          commit(bytes, context, prepared, event, receivedAt: receivedAt, now: now)
+                                      })
     }
 
     /// The part of processing that needs nothing of a processor's state, so that several threads
@@ -208,15 +215,37 @@ package final class EventProcessor {
     ///   - event: where the decoded event goes (it refers into `context`), to be committed with
     ///     what this returns; left as it is (nil) when the message did not decode.
     ///   - prefetch: called with the event's state-table and window keys before the snapshot is
-    ///     hashed (the sequential path starts loading their slots there).
+    ///     hashed.
     /// - Returns: what the prepare found, for ``commit(_:_:_:_:receivedAt:now:)`` with `context`.
     @inline(__always)
     package static func prepare(_ bytes: UnsafeRawBufferPointer, options: Options, eventIDWindow: Bool,
                                in context: EventDecodeContext, timed: Bool = false,
                                into event: inout DecodedEvent?,
                                prefetch: (CheckoutStateTable.Key, (UInt64, UInt64)?) -> Void) -> PreparedEvent {
+        prepare(bytes, options: options, eventIDWindow: eventIDWindow, in: context, timed: timed, prefetch: prefetch,
+                decoded: { decoded, keys, marks in
+                    event = consume decoded
+                    return PreparedEvent(.decoded(keys), marks: marks)
+                },
+                otherwise: { prepared, decoded in
+                    event = consume decoded
+                    return prepared
+                })
+    }
+
+    /// ``prepare(_:options:eventIDWindow:in:timed:into:prefetch:)`` handing its findings on:
+    /// `decoded` gets an event decoded for this shard with its keys (and its marks, when timed);
+    /// `otherwise` gets any other outcome, with the event when it decoded for another shard. The
+    /// sequential path commits from `decoded` directly, so the event is not moved in and out of
+    /// an optional on its way (a copy of the whole event each time).
+    @inline(__always)
+    static func prepare<Result>(_ bytes: UnsafeRawBufferPointer, options: Options, eventIDWindow: Bool,
+                                in context: EventDecodeContext, timed: Bool,
+                                prefetch: (CheckoutStateTable.Key, (UInt64, UInt64)?) -> Void,
+                                decoded onDecoded: (consuming DecodedEvent, PreparedEvent.Keys, PreparedEvent.Marks?) -> Result,
+                                otherwise: (PreparedEvent, consuming DecodedEvent?) -> Result) -> Result {
         let startedAt = timed ? StageTimes.now() : 0
-        if bytes.count > options.maxMessageBytes { return PreparedEvent(rejected: .oversized) }
+        if bytes.count > options.maxMessageBytes { return otherwise(PreparedEvent(rejected: .oversized), nil) }
         // A UTF-8 byte order mark (some Windows and .NET producers write one) is not part of the JSON.
         var json = bytes
         if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
@@ -226,7 +255,7 @@ package final class EventProcessor {
         do {
             try document.parse(json)
         } catch {
-            return PreparedEvent(rejected: .parseFailed(error))
+            return otherwise(PreparedEvent(rejected: .parseFailed(error)), nil)
         }
         let decoded: DecodedEvent
         do {
@@ -237,14 +266,13 @@ package final class EventProcessor {
                 ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
             let checkoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
                 .flatMap { document.identifier($0) }
-            return PreparedEvent(rejected: .decodeFailed(error, eventID: eventID, checkoutID: checkoutID))
+            return otherwise(PreparedEvent(rejected: .decodeFailed(error, eventID: eventID, checkoutID: checkoutID)), nil)
         }
         let decodedAt = timed ? StageTimes.now() : 0
         if options.shard.count > 1,
             case let owner = ShardMap.owner(of: decoded.checkoutID!, count: options.shard.count), owner != options.shard.index
         {
-            event = consume decoded
-            return PreparedEvent(.wrongShard(owner: owner))
+            return otherwise(PreparedEvent(.wrongShard(owner: owner)), consume decoded)
         }
         let checkoutKey = decoded.checkoutKey()!  // the decoder guarantees one
         var idKey: (UInt64, UInt64)?
@@ -252,10 +280,9 @@ package final class EventProcessor {
         prefetch(checkoutKey, idKey)
         var redactionsToken: Int?
         let hash = snapshotHash(decoded.snapshot, options: options, context, redactionsToken: &redactionsToken)
-        event = consume decoded
         let keys = PreparedEvent.Keys(checkoutKey: checkoutKey, idKey: idKey, hash: hash, redactionsToken: redactionsToken)
-        guard timed else { return PreparedEvent(.decoded(keys)) }
-        return PreparedEvent(.decoded(keys), marks: PreparedEvent.Marks(started: startedAt, decoded: decodedAt, hashed: StageTimes.now()))
+        guard timed else { return onDecoded(consume decoded, keys, nil) }
+        return onDecoded(consume decoded, keys, PreparedEvent.Marks(started: startedAt, decoded: decodedAt, hashed: StageTimes.now()))
     }
 
     /// The part of processing that is sequential: counters, dead letters, the event-id window, the
@@ -272,8 +299,8 @@ package final class EventProcessor {
         switch prepared.outcome {
         case .decoded(let keys):
             // Moved out once (`take()!` moved it twice, a copy of the whole event each time).
-            guard var event = consume decoded else { preconditionFailure("a decoded outcome without its event") }
-            return commit(&event, keys, prepared.marks, context, receivedAt: receivedAt, now: now)
+            guard let event = consume decoded else { preconditionFailure("a decoded outcome without its event") }
+            return commit(event, keys, prepared.marks, context, receivedAt: receivedAt, now: now)
         case .rejected:
             guard let rejection = prepared.rejection else { preconditionFailure("a rejected outcome without its reason") }
             switch rejection.reason {
@@ -300,7 +327,7 @@ package final class EventProcessor {
 
     /// ``commit(_:_:_:_:receivedAt:now:)`` of a decoded event: the event-id window, the rules, the envelope.
     @inline(__always)
-    private func commit(_ event: inout DecodedEvent, _ keys: PreparedEvent.Keys, _ marks: PreparedEvent.Marks?,
+    private func commit(_ event: consuming DecodedEvent, _ keys: PreparedEvent.Keys, _ marks: PreparedEvent.Marks?,
                         _ context: EventDecodeContext, receivedAt: Timestamp, now: UInt32) -> ProcessingResult {
         perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
         let commitStart = marks != nil ? StageTimes.now() : 0
