@@ -113,7 +113,7 @@ let package = Package(
 
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
         // The client's logic without sockets: the subscription's gap logic fed by hand.
-        .testTarget(name: "CheckoutBusClientTests", dependencies: ["CheckoutBusClient", "CheckoutBusProtocol"], swiftSettings: swiftSettings),
+        .testTarget(name: "CheckoutBusClientTests", dependencies: ["CheckoutBusClient", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CheckoutBusCoreTests", dependencies: ["CheckoutBusCore", "CheckoutBusProtocol", "CheckoutBusJSON"], swiftSettings: swiftSettings),
         .testTarget(name: "NATSTests", dependencies: ["NATS"], swiftSettings: swiftSettings),

@@ -174,9 +174,9 @@ package final class EventProcessor {
         if kindSeqs.count > n { deadLetterSeq = kindSeqs[n] }
     }
 
-
-    /// Processes one raw message: ``prepare(_:options:eventIDWindow:in:timed:into:prefetch:)`` then
-    /// ``commit(_:_:_:_:receivedAt:now:)``, on this processor's own context.
+    /// Processes one raw message on this processor's own context: the prepare, then the commit
+    /// (as ``prepare(_:options:eventIDWindow:in:timed:into:prefetch:)`` then
+    /// ``commit(_:_:_:_:receivedAt:now:)``, without moving the decoded event between them).
     /// - Parameters:
     ///   - now: monotonic seconds, for the idle TTL.
     ///   - timed: time the message's stages (``ProcessingResult/stages``).
@@ -213,7 +213,7 @@ package final class EventProcessor {
     ///   - context: the buffers the message is parsed into; they must stay as they are until the commit.
     ///   - timed: note when each stage ends (the commit returns them as ``ProcessingResult/stages``).
     ///   - event: where the decoded event goes (it refers into `context`), to be committed with
-    ///     what this returns; left as it is (nil) when the message did not decode.
+    ///     what this returns; set to nil when the message did not decode.
     ///   - prefetch: called with the event's state-table and window keys before the snapshot is
     ///     hashed.
     /// - Returns: what the prepare found, for ``commit(_:_:_:_:receivedAt:now:)`` with `context`.

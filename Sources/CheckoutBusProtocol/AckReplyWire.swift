@@ -73,7 +73,8 @@ package enum AckReplyWire {
         }
     }
 
-    /// Reads a parsed reply: an object with a boolean-valued `ok`, and a `reason` when not ok.
+    /// Reads a parsed reply: an object with an `ok` (accepted when it is `true`, refused whatever
+    /// else it holds) and, when refused, a string `reason`.
     /// - Returns: nil when `document` is no such reply.
     package static func read(_ document: JSONDocument) -> Fields? {
         let root = document.root

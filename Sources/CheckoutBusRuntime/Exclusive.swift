@@ -19,12 +19,10 @@ public final class Exclusive<Value>: @unchecked Sendable {
     /// Runs `body` with the value; in a debug build, traps if another thread is using it now.
     @inlinable
     public func withValue<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        if _isDebugAssertConfiguration() {
-            precondition(!inUse.exchange(true, ordering: .acquiring), "Exclusive<\(Value.self)> used by two threads at once")
-        }
-        defer {
-            if _isDebugAssertConfiguration() { inUse.store(false, ordering: .releasing) }
-        }
+        #if DEBUG
+        precondition(!inUse.exchange(true, ordering: .acquiring), "Exclusive<\(Value.self)> used by two threads at once")
+        defer { inUse.store(false, ordering: .releasing) }
+        #endif
         return try body(&value)
     }
 }

@@ -95,8 +95,9 @@ struct ControlReplyWireTests {
 }
 
 /// The acknowledged ingest socket's replies as the daemon writes them, byte for byte against
-/// `Tests/Golden/ack-replies.tsv`, and read back as the Swift client's `Acknowledgement` reads them
-/// — the same file the Python client's `tests/test_wire_golden.py` reads with its `Acknowledgement`.
+/// `Tests/Golden/ack-replies.tsv`, and read back with the codec's reader — the same file the Swift
+/// client's `Acknowledgement` (`AcknowledgementGoldenTests`) and the Python client's
+/// `tests/test_wire_golden.py` read.
 @Suite("acknowledgements: one codec, golden bytes")
 struct AckReplyWireTests {
     static let golden = GoldenFile.tsv("ack-replies.tsv")

@@ -206,8 +206,9 @@ package final class SegmentAppender {
     }
 }
 
-/// Whether a journal's long runs go through `O_DIRECT`: set by its appender's thread (false, for
-/// good, when the file system refuses them), read by any thread (`stats`, `/healthz`'s log line).
+/// Whether a journal's long runs go through `O_DIRECT`: set by whichever thread holds the appender
+/// (false, for good, when the file system refuses them), read by the pipeline thread at any time
+/// (the stats snapshot, the start-up log line) — while the writer thread may hold the appender.
 package final class DirectWriteMode: Sendable {
     private let direct: Atomic<Bool>
 
