@@ -6,10 +6,10 @@ import CheckoutBusJSON
 /// after `idleTTL` seconds without an event.
 ///
 /// Checkouts are keyed by a 128-bit hash of their id (no id strings are kept), and state lives in
-/// parallel columns (one allocation) with an open-addressing index: ~49 bytes of RSS per tracked checkout, measured by
-/// `checkoutbus bench` over a million checkouts (README "Performance"). A completed
-/// checkout also keeps the idempotency key its first `complete` was published under, so a repeated
-/// `complete` reuses it.
+/// parallel columns (one allocation) with an open-addressing index (README "Performance" has the
+/// bytes per tracked checkout, measured by `checkoutbus bench`). A completed checkout also keeps
+/// the idempotency key its first `complete` was published under, so a repeated `complete` reuses
+/// it: packed into a column of its own (``CompleteKeys``), in most shapes without its bytes.
 ///
 /// Not `Sendable`: owned by the pipeline thread.
 package struct CheckoutStateTable {
@@ -32,7 +32,7 @@ package struct CheckoutStateTable {
     package let capacity: Int
     package let idleTTL: UInt32
 
-    /// The entries' columns (key halves, snapshot hash, last seen, LRU links, flags), each
+    /// The entries' columns (key halves, snapshot hash, packed complete key, last seen, LRU links, flags), each
     /// `entryCapacity` long, in one allocation grown all together (``Columns``); and the index.
     /// Reached through pointers held here: a new checkout is one capacity check, not an append
     /// (with its uniqueness and capacity checks) to each of seven arrays. The table stays a value:
@@ -41,6 +41,8 @@ package struct CheckoutStateTable {
     private var keyLo: UnsafeMutablePointer<UInt64>
     private var keyHi: UnsafeMutablePointer<UInt64>
     private var snapshotHash: UnsafeMutablePointer<UInt64>
+    /// A completed checkout's idempotency key as ``keys`` packed it; ``CompleteKeys/none`` otherwise.
+    private var packedKey: UnsafeMutablePointer<UInt64>
     private var lastSeen: UnsafeMutablePointer<UInt32>
     private var prev: UnsafeMutablePointer<Int32>
     /// An entry's next in the LRU list; for a free entry, the next free one.
@@ -49,7 +51,8 @@ package struct CheckoutStateTable {
     /// Entries ever allocated (in use or free) and room for them.
     private var entryCount = 0
     private var entryCapacity = 0
-    private var completeKeys: [Int32: String] = [:]
+    /// What the packed keys refer to: interned prefixes, and the bytes of keys of no packable shape.
+    private var keys = CompleteKeys()
     /// The hash of the last terminal failure of a checkout flagged ``Flags/failed``.
     private var failureHashes: [Int32: UInt64] = [:]
     /// The index: -1 when empty, else an entry (low 27 bits) and 4 bits of its second hash above
@@ -76,7 +79,7 @@ package struct CheckoutStateTable {
         self.capacity = max(1, capacity)
         self.idleTTL = max(1, idleTTL)
         buffers = Buffers()
-        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags) = buffers.setColumns(capacity: 0, copying: 0)
+        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags) = buffers.setColumns(capacity: 0, copying: 0)
         slots = buffers.setSlots(count: 16)
         slotMask = 15
     }
@@ -181,16 +184,30 @@ package struct CheckoutStateTable {
     }
 
     /// The key a completed checkout's first `complete` was published under (nil for any other
-    /// checkout, without a dictionary lookup).
-    package func completeKey(_ e: Entry) -> String? {
-        flags[Int(e)].contains(.completed) ? completeKeys[e] : nil
+    /// checkout); `checkoutID` is the checkout's id (UTF-8), which the table does not keep.
+    package func completeKey(_ e: Entry, checkoutID: UnsafeRawBufferPointer) -> String? {
+        flags[Int(e)].contains(.completed) ? keys.unpack(packedKey[Int(e)], checkoutID: checkoutID) : nil
+    }
+
+    /// ``completeKey(_:checkoutID:)`` with the checkout id as a string.
+    package func completeKey(_ e: Entry, checkoutID: String) -> String? {
+        flags[Int(e)].contains(.completed) ? keys.unpack(packedKey[Int(e)], checkoutID: checkoutID) : nil
     }
 
     /// Records the key a checkout's first `complete` was published under; marks it completed.
-    package mutating func setCompleteKey(_ key: String, _ e: Entry) {
+    /// `checkoutID` is the checkout's id (UTF-8).
+    package mutating func setCompleteKey(_ key: UnsafeRawBufferPointer, checkoutID: UnsafeRawBufferPointer, _ e: Entry) {
         makeUnique()
         flags[Int(e)].insert(.completed)
-        completeKeys[e] = key
+        releaseKey(e)
+        packedKey[Int(e)] = keys.pack(key, checkoutID: checkoutID)
+    }
+
+    /// ``setCompleteKey(_:checkoutID:_:)`` of strings.
+    package mutating func setCompleteKey(_ key: String, checkoutID: String, _ e: Entry) {
+        var key = key
+        var id = checkoutID
+        key.withUTF8 { k in id.withUTF8 { setCompleteKey(UnsafeRawBufferPointer(k), checkoutID: UnsafeRawBufferPointer($0), e) } }
     }
 
     /// The hash of the checkout's last terminal failure (``EventProcessor/failureHash(code:rawCode:message:)``), if
@@ -230,24 +247,40 @@ package struct CheckoutStateTable {
         expired = 0
     }
 
-    /// Bytes of memory the table holds now (arrays at their capacity, index, order ids).
+    /// Bytes of memory the table holds now (columns at their capacity, index, the complete keys'
+    /// prefixes and arena, failures).
     package var approximateBytes: Int {
-        entryCapacity * Columns.bytesPerEntry + (slotMask + 1) * 4 + completeKeys.count * 48 + failureHashes.count * 32
+        entryCapacity * Columns.bytesPerEntry + (slotMask + 1) * 4 + keys.approximateBytes + failureHashes.count * 32
     }
 
     // MARK: Internals
 
     private mutating func reset(_ e: Entry) {
-        forgetCompleteKey(e)
+        if flags[Int(e)].contains(.completed) { releaseKey(e) }
+        // Only a failed checkout has a hash in ``failureHashes``: the others skip the dictionary
+        // (a hash and a probe per new or forgotten checkout).
+        if flags[Int(e)].contains(.failed) { failureHashes.removeValue(forKey: e) }
         flags[Int(e)] = []
         snapshotHash[Int(e)] = 0
     }
 
-    /// Only a completed checkout has a key in ``completeKeys``: the others skip the dictionary
-    /// (a hash and a probe per new or forgotten checkout).
-    private mutating func forgetCompleteKey(_ e: Entry) {
-        if flags[Int(e)].contains(.completed) { completeKeys.removeValue(forKey: e) }
-        if flags[Int(e)].contains(.failed) { failureHashes.removeValue(forKey: e) }
+    /// Forgets entry `e`'s packed key; compacts the keys' arena when most of it is forgotten.
+    private mutating func releaseKey(_ e: Entry) {
+        let packed = packedKey[Int(e)]
+        guard packed != CompleteKeys.none else { return }
+        packedKey[Int(e)] = CompleteKeys.none
+        keys.release(packed)
+        if keys.wantsCompaction { compactKeys() }
+    }
+
+    /// Moves the live keys' arena bytes together: one pass over the entries, each packed key moved.
+    @inline(never)
+    private mutating func compactKeys() {
+        var fresh = keys.startCompaction()
+        for i in 0..<entryCount where packedKey[i] != CompleteKeys.none {
+            packedKey[i] = keys.move(packedKey[i], into: &fresh)
+        }
+        keys.finishCompaction(fresh)
     }
 
     private mutating func allocate(lo: UInt64, hi: UInt64, now: UInt32) -> Entry {
@@ -271,6 +304,7 @@ package struct CheckoutStateTable {
             keyLo[i] = lo
             keyHi[i] = hi
             snapshotHash[i] = 0
+            packedKey[i] = CompleteKeys.none
             lastSeen[i] = now
             flags[i] = []
         }
@@ -357,7 +391,7 @@ package struct CheckoutStateTable {
     /// Doubles the columns' room (as an array's append would), keeping the entries.
     private mutating func growColumns() {
         let capacity = max(16, entryCapacity * 2)
-        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags) = buffers.setColumns(capacity: capacity, copying: entryCount)
+        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags) = buffers.setColumns(capacity: capacity, copying: entryCount)
         entryCapacity = capacity
     }
 
@@ -371,7 +405,7 @@ package struct CheckoutStateTable {
     private mutating func copyBuffers() {
         let old = buffers
         buffers = Buffers()
-        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags) = buffers.setColumns(capacity: entryCapacity, copying: 0)
+        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags) = buffers.setColumns(capacity: entryCapacity, copying: 0)
         old.columns.copy(count: entryCount, to: Columns(buffers.columnBase, capacity: entryCapacity))
         slots = buffers.setSlots(count: slotMask + 1)
         slots.update(from: old.slots, count: slotMask + 1)
@@ -380,10 +414,11 @@ package struct CheckoutStateTable {
 
 /// The columns of ``CheckoutStateTable``'s entries laid out in one block of `capacity` entries.
 private struct Columns {
-    static let bytesPerEntry = 8 * 3 + 4 * 3 + 1
+    static let bytesPerEntry = 8 * 4 + 4 * 3 + 1
     let keyLo: UnsafeMutablePointer<UInt64>
     let keyHi: UnsafeMutablePointer<UInt64>
     let snapshotHash: UnsafeMutablePointer<UInt64>
+    let packedKey: UnsafeMutablePointer<UInt64>
     let lastSeen: UnsafeMutablePointer<UInt32>
     let prev: UnsafeMutablePointer<Int32>
     let next: UnsafeMutablePointer<Int32>
@@ -393,10 +428,11 @@ private struct Columns {
         keyLo = base.bindMemory(to: UInt64.self, capacity: n)
         keyHi = (base + 8 * n).bindMemory(to: UInt64.self, capacity: n)
         snapshotHash = (base + 16 * n).bindMemory(to: UInt64.self, capacity: n)
-        lastSeen = (base + 24 * n).bindMemory(to: UInt32.self, capacity: n)
-        prev = (base + 28 * n).bindMemory(to: Int32.self, capacity: n)
-        next = (base + 32 * n).bindMemory(to: Int32.self, capacity: n)
-        flags = (base + 36 * n).bindMemory(to: CheckoutStateTable.Flags.self, capacity: n)
+        packedKey = (base + 24 * n).bindMemory(to: UInt64.self, capacity: n)
+        lastSeen = (base + 32 * n).bindMemory(to: UInt32.self, capacity: n)
+        prev = (base + 36 * n).bindMemory(to: Int32.self, capacity: n)
+        next = (base + 40 * n).bindMemory(to: Int32.self, capacity: n)
+        flags = (base + 44 * n).bindMemory(to: CheckoutStateTable.Flags.self, capacity: n)
     }
 
     /// Copies the first `count` entries into `other`.
@@ -404,6 +440,7 @@ private struct Columns {
         other.keyLo.update(from: keyLo, count: count)
         other.keyHi.update(from: keyHi, count: count)
         other.snapshotHash.update(from: snapshotHash, count: count)
+        other.packedKey.update(from: packedKey, count: count)
         other.lastSeen.update(from: lastSeen, count: count)
         other.prev.update(from: prev, count: count)
         other.next.update(from: next, count: count)
@@ -411,9 +448,9 @@ private struct Columns {
     }
 
     var pointers: (UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
-                   UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
+                   UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
                    UnsafeMutablePointer<CheckoutStateTable.Flags>) {
-        (keyLo, keyHi, snapshotHash, lastSeen, prev, next, flags)
+        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags)
     }
 }
 
@@ -429,7 +466,7 @@ private final class Buffers {
 
     /// Replaces the columns with room for `capacity` entries, the first `count` copied over.
     func setColumns(capacity: Int, copying count: Int) -> (
-        UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
+        UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
         UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
         UnsafeMutablePointer<CheckoutStateTable.Flags>
     ) {

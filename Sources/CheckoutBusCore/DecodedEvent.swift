@@ -72,6 +72,11 @@ package struct DecodedEvent: ~Copyable {
         return checkoutIdentifier.string.map { CheckoutStateTable.key($0) }
     }
 
+    /// Calls `body` with the checkout id's UTF-8 (empty without one), in place where it was read so.
+    func withCheckoutIDBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        checkoutIdentifier.withUTF8(body)
+    }
+
     /// Writes the checkout id as a JSON string (`""` without one), as `appendString` of its `String` would.
     func writeCheckoutID(to w: inout JSONWriter) {
         if !checkoutIdentifier.write(to: &w) { w.appendString("") }
@@ -127,6 +132,15 @@ struct IdentifierText {
         case .absent: return nil
         case .bytes(let b): return String(decoding: b, as: UTF8.self)
         case .string(let s): return s
+        }
+    }
+
+    /// Calls `body` with its UTF-8 (empty when absent).
+    func withUTF8<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        switch storage {
+        case .absent: return body(UnsafeRawBufferPointer(start: nil, count: 0))
+        case .bytes(let b): return body(b)
+        case .string(var s): return s.withUTF8 { body(UnsafeRawBufferPointer($0)) }
         }
     }
 

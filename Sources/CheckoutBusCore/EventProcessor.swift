@@ -494,7 +494,7 @@ package final class EventProcessor {
         // a complete carries it too, should the complete be older than the replayed records.
         if kind == .complete || (kind == .fail && f.afterComplete.map { doc.kind($0) == .true } == true) {
             let key = f.key.flatMap { doc.string($0) } ?? checkoutID
-            if state.completeKey(entry) != key { state.setCompleteKey(key, entry) }
+            if state.completeKey(entry, checkoutID: checkoutID) != key { state.setCompleteKey(key, checkoutID: checkoutID, entry) }
         }
         // A terminal failure leaves its identity behind, so the same failure reported after a
         // restart is still a repeat; a start forgets it.
@@ -575,9 +575,15 @@ package final class EventProcessor {
         case .complete:
             isRepeat = flags.contains(.completed)
             if !isRepeat {
-                state.insertFlags(.completed, entry)
-                // Remember the key this order was published under; every repeat reuses it.
-                state.setCompleteKey(event.orderID ?? event.checkoutID!, entry)
+                // Remember the key this order is published under (its order id, else its checkout
+                // id); every repeat reuses it. This envelope writes it from the event itself.
+                event.withCheckoutIDBytes { id in
+                    if var order = event.orderID {
+                        order.withUTF8 { state.setCompleteKey(UnsafeRawBufferPointer($0), checkoutID: id, entry) }
+                    } else {
+                        state.setCompleteKey(id, checkoutID: id, entry)
+                    }
+                }
             }
         case .fail:
             afterComplete = flags.contains(.completed)
@@ -598,10 +604,11 @@ package final class EventProcessor {
         if event.snapshot != nil && event.kind != .fail { state.setSnapshotHash(hash, entry) }
         // One key per placed order: the first complete's key, else this event's order id, else the
         // checkout (nil here: the writer writes the event's order id, else its checkout id as it is
-        // in the message, without copying either).
-        // (Only a completed checkout has a key: the others pass a plain nil, with nothing to release.)
-        let publication = state.flags(entry).contains(.completed)
-            ? writeEnvelope(event, idempotencyKey: state.completeKey(entry), isRepeat: isRepeat,
+        // in the message, without copying either). The first complete's key is that too; an event
+        // after it has its key rebuilt from the packed one (``CompleteKeys``), a `String` built.
+        let publication = state.flags(entry).contains(.completed) && (event.kind != .complete || isRepeat)
+            ? writeEnvelope(event, idempotencyKey: event.withCheckoutIDBytes { state.completeKey(entry, checkoutID: $0) },
+                            isRepeat: isRepeat,
                             afterComplete: afterComplete, receivedAt: receivedAt, context: context,
                             redactionsToken: redactionsToken, timed: timed, envelopeStart: &envelopeStart)
             : writeEnvelope(event, idempotencyKey: nil, isRepeat: isRepeat,

@@ -76,18 +76,18 @@ struct CheckoutStateTableTests {
         let (e, _) = t.touch("ck", now: 100)
         t.insertFlags(.completed, e)
         t.setSnapshotHash(42, e)
-        t.setCompleteKey("O-1", e)
+        t.setCompleteKey("O-1", checkoutID: "ck", e)
 
         let (e2, new2) = t.touch("ck", now: 110)  // exactly the TTL: still alive
         #expect(!new2)
         #expect(t.flags(e2).contains(.completed))
-        #expect(t.completeKey(e2) == "O-1")
+        #expect(t.completeKey(e2, checkoutID: "ck") == "O-1")
 
         let (e3, new3) = t.touch("ck", now: 121)  // 11 s after the last touch
         #expect(new3)
         #expect(t.flags(e3).isEmpty)
         #expect(t.snapshotHash(e3) == 0)
-        #expect(t.completeKey(e3) == nil)
+        #expect(t.completeKey(e3, checkoutID: "ck") == nil)
         #expect(t.expired == 1)
         #expect(t.count == 1)
     }
@@ -147,11 +147,11 @@ struct CheckoutStateTableTests {
     func recycledEntryIsClean() {
         var t = CheckoutStateTable(capacity: 1, idleTTL: 100)
         let (a, _) = t.touch("a", now: 0)
-        t.setCompleteKey("O-a", a)
+        t.setCompleteKey("O-a", checkoutID: "a", a)
         t.insertFlags(.completed, a)
         let (b, bNew) = t.touch("b", now: 1)
         #expect(bNew)
-        #expect(t.completeKey(b) == nil)
+        #expect(t.completeKey(b, checkoutID: "b") == nil)
         #expect(t.flags(b).isEmpty)
         #expect(t.count == 1)
         #expect(t.evicted == 1)
