@@ -35,14 +35,19 @@ package struct CheckoutStateTable {
     /// The entries' columns (key halves, snapshot hash, packed complete key, last seen, LRU links, flags), each
     /// `entryCapacity` long, in one allocation grown all together (``Columns``); and the index.
     /// Reached through pointers held here: a new checkout is one capacity check, not an append
-    /// (with its uniqueness and capacity checks) to each of seven arrays. The table stays a value:
+    /// (with its uniqueness and capacity checks) to each of eight arrays. The table stays a value:
     /// ``makeUnique()`` copies the buffers before the first change to a copy of the table.
     private var buffers: Buffers
     private var keyLo: UnsafeMutablePointer<UInt64>
-    private var keyHi: UnsafeMutablePointer<UInt64>
+    /// The upper half of the key's second hash: 96 bits of key in all, which tell 100 million
+    /// checkouts apart with a chance of a collision below 10^-13 (and the seed is per process).
+    private var keyHi: UnsafeMutablePointer<UInt32>
     private var snapshotHash: UnsafeMutablePointer<UInt64>
-    /// A completed checkout's idempotency key as ``keys`` packed it; ``CompleteKeys/none`` otherwise.
-    private var packedKey: UnsafeMutablePointer<UInt64>
+    /// What a checkout needs beyond its snapshot's hash, one word for either: a completed
+    /// checkout's idempotency key as ``keys`` packed it; else, for one whose last terminal failure
+    /// is kept (``Flags/failed``), that failure's hash; else 0. A checkout both completed and
+    /// failed keeps its failure's hash in ``failureHashes``.
+    private var extra: UnsafeMutablePointer<UInt64>
     private var lastSeen: UnsafeMutablePointer<UInt32>
     private var prev: UnsafeMutablePointer<Int32>
     /// An entry's next in the LRU list; for a free entry, the next free one.
@@ -53,7 +58,8 @@ package struct CheckoutStateTable {
     private var entryCapacity = 0
     /// What the packed keys refer to: interned prefixes, and the bytes of keys of no packable shape.
     private var keys = CompleteKeys()
-    /// The hash of the last terminal failure of a checkout flagged ``Flags/failed``.
+    /// The hash of the last terminal failure of a checkout flagged both ``Flags/failed`` and
+    /// ``Flags/completed`` (a `fail` after its `complete`: rare); the others keep it in ``extra``.
     private var failureHashes: [Int32: UInt64] = [:]
     /// The index: -1 when empty, else an entry (low 27 bits) and 4 bits of its second hash above
     /// it, so most probes past other checkouts' slots need not read their keys. `slotMask + 1` long.
@@ -79,7 +85,7 @@ package struct CheckoutStateTable {
         self.capacity = max(1, capacity)
         self.idleTTL = max(1, idleTTL)
         buffers = Buffers()
-        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags) = buffers.setColumns(capacity: 0, copying: 0)
+        (keyLo, snapshotHash, extra, keyHi, lastSeen, prev, next, flags) = buffers.setColumns(capacity: 0, copying: 0)
         slots = buffers.setSlots(count: 16)
         slotMask = 15
     }
@@ -125,6 +131,7 @@ package struct CheckoutStateTable {
         cb_prefetch(lastSeen + e)
         cb_prefetch(flags + e)
         cb_prefetch(snapshotHash + e)
+        cb_prefetch(extra + e)
         // The previous eviction prefetched this entry's key and links (see `remove`), so they can
         // be read here: the entry's index slot and the next tail's link get a prefetch as well.
         cb_prefetch(slots + (Int(truncatingIfNeeded: keyLo[e]) & slotMask))
@@ -141,7 +148,7 @@ package struct CheckoutStateTable {
     /// ``touch(_:now:)`` of a hashed id.
     package mutating func touch(_ key: Key, now: UInt32) -> (entry: Entry, isNew: Bool) {
         makeUnique()
-        let (lo, hi) = (key.lo, key.hi)
+        let (lo, hi) = (key.lo, CheckoutStateTable.upper(key.hi))
         var s = Int(truncatingIfNeeded: lo) & slotMask
         let tag = CheckoutStateTable.tag(hi)
         while slots[s] >= 0 {
@@ -186,21 +193,27 @@ package struct CheckoutStateTable {
     /// The key a completed checkout's first `complete` was published under (nil for any other
     /// checkout); `checkoutID` is the checkout's id (UTF-8), which the table does not keep.
     package func completeKey(_ e: Entry, checkoutID: UnsafeRawBufferPointer) -> String? {
-        flags[Int(e)].contains(.completed) ? keys.unpack(packedKey[Int(e)], checkoutID: checkoutID) : nil
+        flags[Int(e)].contains(.completed) ? keys.unpack(extra[Int(e)], checkoutID: checkoutID) : nil
     }
 
     /// ``completeKey(_:checkoutID:)`` with the checkout id as a string.
     package func completeKey(_ e: Entry, checkoutID: String) -> String? {
-        flags[Int(e)].contains(.completed) ? keys.unpack(packedKey[Int(e)], checkoutID: checkoutID) : nil
+        flags[Int(e)].contains(.completed) ? keys.unpack(extra[Int(e)], checkoutID: checkoutID) : nil
     }
 
     /// Records the key a checkout's first `complete` was published under; marks it completed.
     /// `checkoutID` is the checkout's id (UTF-8).
     package mutating func setCompleteKey(_ key: UnsafeRawBufferPointer, checkoutID: UnsafeRawBufferPointer, _ e: Entry) {
         makeUnique()
+        let f = flags[Int(e)]
+        if f.contains(.completed) {
+            releaseKey(e)
+        } else if f.contains(.failed) {
+            // Its failure's hash moves out of the word the key takes.
+            failureHashes[e] = extra[Int(e)]
+        }
         flags[Int(e)].insert(.completed)
-        releaseKey(e)
-        packedKey[Int(e)] = keys.pack(key, checkoutID: checkoutID)
+        extra[Int(e)] = keys.pack(key, checkoutID: checkoutID)
     }
 
     /// ``setCompleteKey(_:checkoutID:_:)`` of strings.
@@ -213,14 +226,16 @@ package struct CheckoutStateTable {
     /// The hash of the checkout's last terminal failure (``EventProcessor/failureHash(code:rawCode:message:)``), if
     /// it has one.
     package func failureHash(_ e: Entry) -> UInt64? {
-        flags[Int(e)].contains(.failed) ? failureHashes[e] : nil
+        let f = flags[Int(e)]
+        guard f.contains(.failed) else { return nil }
+        return f.contains(.completed) ? failureHashes[e] : extra[Int(e)]
     }
 
     /// Records the checkout's last terminal failure.
     package mutating func setFailureHash(_ hash: UInt64, _ e: Entry) {
         makeUnique()
         flags[Int(e)].insert(.failed)
-        failureHashes[e] = hash
+        if flags[Int(e)].contains(.completed) { failureHashes[e] = hash } else { extra[Int(e)] = hash }
     }
 
     /// Forgets the checkout's last failure (a new `start`: the buyer tries again).
@@ -228,7 +243,7 @@ package struct CheckoutStateTable {
         guard flags[Int(e)].contains(.failed) else { return }
         makeUnique()
         flags[Int(e)].remove(.failed)
-        failureHashes.removeValue(forKey: e)
+        if flags[Int(e)].contains(.completed) { failureHashes.removeValue(forKey: e) } else { extra[Int(e)] = 0 }
     }
 
     /// Forgets checkouts idle longer than the TTL, oldest first. Call about once a second.
@@ -256,34 +271,38 @@ package struct CheckoutStateTable {
     // MARK: Internals
 
     private mutating func reset(_ e: Entry) {
-        if flags[Int(e)].contains(.completed) { releaseKey(e) }
-        // Only a failed checkout has a hash in ``failureHashes``: the others skip the dictionary
-        // (a hash and a probe per new or forgotten checkout).
-        if flags[Int(e)].contains(.failed) { failureHashes.removeValue(forKey: e) }
+        let f = flags[Int(e)]
+        if f.contains(.completed) {
+            releaseKey(e)
+            // Only a checkout both completed and failed has a hash in ``failureHashes``: the
+            // others skip the dictionary (a hash and a probe per new or forgotten checkout).
+            if f.contains(.failed) { failureHashes.removeValue(forKey: e) }
+        }
         flags[Int(e)] = []
         snapshotHash[Int(e)] = 0
+        extra[Int(e)] = 0
     }
 
-    /// Forgets entry `e`'s packed key; compacts the keys' arena when most of it is forgotten.
+    /// Forgets completed entry `e`'s packed key; compacts the keys' arena when most of it is forgotten.
     private mutating func releaseKey(_ e: Entry) {
-        let packed = packedKey[Int(e)]
-        guard packed != CompleteKeys.none else { return }
-        packedKey[Int(e)] = CompleteKeys.none
+        let packed = extra[Int(e)]
+        extra[Int(e)] = 0
         keys.release(packed)
         if keys.wantsCompaction { compactKeys() }
     }
 
-    /// Moves the live keys' arena bytes together: one pass over the entries, each packed key moved.
+    /// Moves the live keys' arena bytes together: one pass over the entries, each completed
+    /// checkout's packed key moved.
     @inline(never)
     private mutating func compactKeys() {
         var fresh = keys.startCompaction()
-        for i in 0..<entryCount where packedKey[i] != CompleteKeys.none {
-            packedKey[i] = keys.move(packedKey[i], into: &fresh)
+        for i in 0..<entryCount where flags[i].contains(.completed) {
+            extra[i] = keys.move(extra[i], into: &fresh)
         }
         keys.finishCompaction(fresh)
     }
 
-    private mutating func allocate(lo: UInt64, hi: UInt64, now: UInt32) -> Entry {
+    private mutating func allocate(lo: UInt64, hi: UInt32, now: UInt32) -> Entry {
         if count >= capacity, tail >= 0 {
             remove(tail)
             evicted &+= 1
@@ -304,7 +323,7 @@ package struct CheckoutStateTable {
             keyLo[i] = lo
             keyHi[i] = hi
             snapshotHash[i] = 0
-            packedKey[i] = CompleteKeys.none
+            extra[i] = 0
             lastSeen[i] = now
             flags[i] = []
         }
@@ -375,8 +394,12 @@ package struct CheckoutStateTable {
     /// Entries fit in 27 bits (`--max-checkouts` is at most 100 million).
     private static let entryMask: Int32 = (1 << 27) - 1
 
+    /// The part of a key's second hash the table keeps (``keyHi``).
+    @inline(__always)
+    private static func upper(_ hi: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: hi >> 32) }
+
     /// Four bits of the second hash, in bits 27–30 of a slot.
-    private static func tag(_ hi: UInt64) -> Int32 { Int32(truncatingIfNeeded: hi >> 60) << 27 }
+    private static func tag(_ hi: UInt32) -> Int32 { Int32(truncatingIfNeeded: hi >> 28) << 27 }
 
     private mutating func resizeSlots(_ size: Int) {
         slots = buffers.setSlots(count: size)
@@ -391,7 +414,7 @@ package struct CheckoutStateTable {
     /// Doubles the columns' room (as an array's append would), keeping the entries.
     private mutating func growColumns() {
         let capacity = max(16, entryCapacity * 2)
-        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags) = buffers.setColumns(capacity: capacity, copying: entryCount)
+        (keyLo, snapshotHash, extra, keyHi, lastSeen, prev, next, flags) = buffers.setColumns(capacity: capacity, copying: entryCount)
         entryCapacity = capacity
     }
 
@@ -405,7 +428,7 @@ package struct CheckoutStateTable {
     private mutating func copyBuffers() {
         let old = buffers
         buffers = Buffers()
-        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags) = buffers.setColumns(capacity: entryCapacity, copying: 0)
+        (keyLo, snapshotHash, extra, keyHi, lastSeen, prev, next, flags) = buffers.setColumns(capacity: entryCapacity, copying: 0)
         old.columns.copy(count: entryCount, to: Columns(buffers.columnBase, capacity: entryCapacity))
         slots = buffers.setSlots(count: slotMask + 1)
         slots.update(from: old.slots, count: slotMask + 1)
@@ -414,11 +437,11 @@ package struct CheckoutStateTable {
 
 /// The columns of ``CheckoutStateTable``'s entries laid out in one block of `capacity` entries.
 private struct Columns {
-    static let bytesPerEntry = 8 * 4 + 4 * 3 + 1
+    static let bytesPerEntry = 8 * 3 + 4 * 4 + 1
     let keyLo: UnsafeMutablePointer<UInt64>
-    let keyHi: UnsafeMutablePointer<UInt64>
     let snapshotHash: UnsafeMutablePointer<UInt64>
-    let packedKey: UnsafeMutablePointer<UInt64>
+    let extra: UnsafeMutablePointer<UInt64>
+    let keyHi: UnsafeMutablePointer<UInt32>
     let lastSeen: UnsafeMutablePointer<UInt32>
     let prev: UnsafeMutablePointer<Int32>
     let next: UnsafeMutablePointer<Int32>
@@ -426,13 +449,13 @@ private struct Columns {
 
     init(_ base: UnsafeMutableRawPointer, capacity n: Int) {
         keyLo = base.bindMemory(to: UInt64.self, capacity: n)
-        keyHi = (base + 8 * n).bindMemory(to: UInt64.self, capacity: n)
-        snapshotHash = (base + 16 * n).bindMemory(to: UInt64.self, capacity: n)
-        packedKey = (base + 24 * n).bindMemory(to: UInt64.self, capacity: n)
-        lastSeen = (base + 32 * n).bindMemory(to: UInt32.self, capacity: n)
-        prev = (base + 36 * n).bindMemory(to: Int32.self, capacity: n)
-        next = (base + 40 * n).bindMemory(to: Int32.self, capacity: n)
-        flags = (base + 44 * n).bindMemory(to: CheckoutStateTable.Flags.self, capacity: n)
+        snapshotHash = (base + 8 * n).bindMemory(to: UInt64.self, capacity: n)
+        extra = (base + 16 * n).bindMemory(to: UInt64.self, capacity: n)
+        keyHi = (base + 24 * n).bindMemory(to: UInt32.self, capacity: n)
+        lastSeen = (base + 28 * n).bindMemory(to: UInt32.self, capacity: n)
+        prev = (base + 32 * n).bindMemory(to: Int32.self, capacity: n)
+        next = (base + 36 * n).bindMemory(to: Int32.self, capacity: n)
+        flags = (base + 40 * n).bindMemory(to: CheckoutStateTable.Flags.self, capacity: n)
     }
 
     /// Copies the first `count` entries into `other`.
@@ -440,7 +463,7 @@ private struct Columns {
         other.keyLo.update(from: keyLo, count: count)
         other.keyHi.update(from: keyHi, count: count)
         other.snapshotHash.update(from: snapshotHash, count: count)
-        other.packedKey.update(from: packedKey, count: count)
+        other.extra.update(from: extra, count: count)
         other.lastSeen.update(from: lastSeen, count: count)
         other.prev.update(from: prev, count: count)
         other.next.update(from: next, count: count)
@@ -448,9 +471,9 @@ private struct Columns {
     }
 
     var pointers: (UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
-                   UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
+                   UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
                    UnsafeMutablePointer<CheckoutStateTable.Flags>) {
-        (keyLo, keyHi, snapshotHash, packedKey, lastSeen, prev, next, flags)
+        (keyLo, snapshotHash, extra, keyHi, lastSeen, prev, next, flags)
     }
 }
 
@@ -466,7 +489,7 @@ private final class Buffers {
 
     /// Replaces the columns with room for `capacity` entries, the first `count` copied over.
     func setColumns(capacity: Int, copying count: Int) -> (
-        UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
+        UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt32>,
         UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
         UnsafeMutablePointer<CheckoutStateTable.Flags>
     ) {

@@ -47,6 +47,10 @@ package struct FloodCommand {
         "metrics", "HOST:PORT",
         help: "the daemon's --metrics address: its own arrival-to-publication histogram over the run is reported beside "
             + "flood's figures")
+    static let memory = CommandOption(
+        "memory",
+        help: "with --metrics: the daemon's resident memory and tracked checkouts before the run and after it (once "
+            + "the daemon has returned its queues' memory, 2.5 s after the last event), and the growth per tracked checkout")
     static let timeline = CommandOption("timeline", "FILE", help: "one JSON object per second of the run (docs/commands.md)")
     static let report = CommandOption("report", "FILE.html", help: "the timeline as a self-contained page of SVG charts")
     static let json = CommandOption(
@@ -74,7 +78,7 @@ package struct FloodCommand {
         "checkoutbus flood", summary: "drive a running daemon with synthetic checkout lifecycles and check the result.",
         groups: [
             .init(nil, [to, shards, from, checkouts, seed, rate, count, duration, producers, acked, window, subscribers]),
-            .init(nil, [metrics, timeline, report, json, compare]),
+            .init(nil, [metrics, memory, timeline, report, json, compare]),
             .init("Finding the sustainable rate:", [sweepOption, sloOption, stepSecondsOption]),
             .init("CURVE (flood's one key is used by its producers and its subscribers: list it in both directories):",
                   CurveClientKeys.options),
@@ -96,6 +100,8 @@ package struct FloodCommand {
     /// The run the flags describe.
     package var configuration: FloodRun.Configuration
     package var metrics: String?
+    /// `--memory`: report the daemon's memory growth per tracked checkout (from `metrics`).
+    package var memory = false
     package var timeline: String?
     package var htmlReport: String?
     package var json = false
@@ -139,6 +145,8 @@ package struct FloodCommand {
         configuration.subscribers = try args.int(Self.subscribers, in: 1...64)
         configuration.window = try args.int(Self.window, in: 1...1_000_000)
         metrics = args.value(Self.metrics)
+        memory = args.has(Self.memory)
+        if memory && metrics == nil { throw .init("--memory reads the daemon's /metrics: give its address with --metrics") }
         timeline = args.value(Self.timeline)
         htmlReport = args.value(Self.report)
         json = args.has(Self.json)
@@ -158,7 +166,7 @@ package struct FloodCommand {
             if rate != nil || duration != nil || args.given(Self.count) {
                 throw .init("--sweep sets each step's rate and length: leave out --rate, --duration and --count")
             }
-            if let flag = ["report", "timeline", "metrics", "compare"].first(where: { args.value($0) != nil }) {
+            if let flag = ["report", "timeline", "metrics", "compare"].first(where: { args.value($0) != nil }) ?? (memory ? "memory" : nil) {
                 throw .init("--\(flag) describes one run; a sweep is several: run the answer's rate alone with --\(flag)")
             }
         } else if args.given(Self.sloOption) || args.given(Self.stepSecondsOption) {
@@ -356,6 +364,7 @@ package struct FloodCommand {
             let startedAt = BusClock.wallMilliseconds()
             let flood = try FloodRun(configuration)
             let before = try metrics.map { try FloodCommand.daemonHistogram($0) }
+            let memoryBefore = try memory ? metrics.map { try DaemonMemory.read($0) } : nil
             let cpu0 = FloodCommand.cpuSeconds()
             let showProgress = isatty(2) == 1 && !json
             let outcome = try flood.run(stop: stop, progress: showProgress ? { sent, received in
@@ -368,6 +377,12 @@ package struct FloodCommand {
                 daemon = (try? FloodCommand.daemonHistogram(metrics)).map { $0.since(before) }
             }
             var report = FloodReport(outcome: outcome, cpuSeconds: cpu, daemonPipeline: daemon)
+            if let metrics, let memoryBefore {
+                // The daemon returns what its queues held after a heartbeat interval (1 s by
+                // default) without input: its resident memory then holds what it tracks.
+                usleep(2_500_000)
+                report.daemonMemory = DaemonMemory.Growth(before: memoryBefore, after: try DaemonMemory.read(metrics))
+            }
             report.info = FloodRunInfo(startedAt: startedAt)
             if let timeline { try FloodTimeline(outcome).writeJSONLines(to: timeline) }
             if let htmlReport { try FloodTimeline(outcome).writeHTML(to: htmlReport, report: report, baseline: baseline) }

@@ -38,6 +38,8 @@ package struct FloodReport: Sendable {
     package let cpuSeconds: Double
     /// The daemon's own arrival-to-publication histogram over the run, when `--metrics` was given.
     package let daemonPipeline: DaemonHistogram?
+    /// The daemon's memory before and after the run, when `--memory` was given.
+    package var daemonMemory: DaemonMemory.Growth?
     /// What was run, where, by which build and when: so two reports can be compared and a run
     /// repeated.
     package var info = FloodRunInfo()
@@ -151,6 +153,7 @@ package struct FloodReport: Sendable {
         if let d = daemonPipeline {
             s += "daemon      arrival to publication (its /metrics): \(d.text)\n"
         }
+        if let m = daemonMemory { s += "memory      \(m.text)\n" }
         var tool = "flood       CPU \(String(format2: cpuMicrosPerEvent)) µs per event; producers busy \(percent(outcome.producerBusy)), subscribers busy \(percent(outcome.subscriberBusy))"
         if config.rate != nil {
             tool += "; behind schedule p99 \(us(sendLag.quantile(0.99))) µs, max \(us(sendLag.maximum)) µs"
@@ -264,6 +267,10 @@ package struct FloodReport: Sendable {
         if let d = daemonPipeline {
             w.append(",\"daemon_pipeline_us\":")
             d.appendJSON(to: &w)
+        }
+        if let m = daemonMemory {
+            w.append(",\"daemon_memory\":")
+            m.appendJSON(to: &w)
         }
         w.append(",\"tool\":{\"cpu_us_per_event\":")
         w.appendRaw(String(format2: cpuMicrosPerEvent))
@@ -396,5 +403,81 @@ package struct FloodRunInfo: Sendable {
             CharacterSet.alphanumerics.contains($0) || "-_./:=,@%+*".unicodeScalars.contains($0)
         }
         return plain ? arg : "'" + arg.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+}
+
+/// The daemon's resident memory and tracked checkouts, from its `/metrics`
+/// (`process_resident_memory_bytes`, `checkoutbus_tracked_checkouts`): `flood --memory`. `Sendable`.
+package struct DaemonMemory: Sendable, Equatable {
+    package var residentBytes: Int64
+    package var trackedCheckouts: Int64
+
+    package init(residentBytes: Int64, trackedCheckouts: Int64) {
+        self.residentBytes = residentBytes
+        self.trackedCheckouts = trackedCheckouts
+    }
+
+    /// Reads both gauges out of a `/metrics` body; nil when either is missing.
+    package init?(metrics body: String) {
+        var rss: Int64?
+        var tracked: Int64?
+        for line in body.split(separator: "\n") {
+            if line.hasPrefix("process_resident_memory_bytes ") {
+                rss = Int64(line.dropFirst("process_resident_memory_bytes ".count))
+            } else if line.hasPrefix("checkoutbus_tracked_checkouts ") {
+                tracked = Int64(line.dropFirst("checkoutbus_tracked_checkouts ".count))
+            }
+        }
+        guard let rss, let tracked else { return nil }
+        self.init(residentBytes: rss, trackedCheckouts: tracked)
+    }
+
+    /// The daemon's figures now, from `http://address/metrics`.
+    static func read(_ address: String) throws -> DaemonMemory {
+        let (status, body) = try HTTPProbe.get(address, "/metrics")
+        guard status == 200, let m = DaemonMemory(metrics: body) else {
+            throw ToolError("no process_resident_memory_bytes and checkoutbus_tracked_checkouts at http://\(address)/metrics (status \(status))")
+        }
+        return m
+    }
+
+    /// The change over a run.
+    package struct Growth: Sendable, Equatable {
+        package var before: DaemonMemory
+        package var after: DaemonMemory
+
+        package init(before: DaemonMemory, after: DaemonMemory) {
+            self.before = before
+            self.after = after
+        }
+
+        /// Resident bytes gained per checkout the daemon tracks more than before; nil when it tracks none more.
+        package var bytesPerCheckout: Double? {
+            let checkouts = after.trackedCheckouts - before.trackedCheckouts
+            guard checkouts > 0 else { return nil }
+            return Double(after.residentBytes - before.residentBytes) / Double(checkouts)
+        }
+
+        package var text: String {
+            func mb(_ b: Int64) -> String { String(format2: Double(b) / 1_048_576) }
+            let delta = after.residentBytes - before.residentBytes
+            return "daemon resident \(mb(before.residentBytes)) → \(mb(after.residentBytes)) MiB (\(delta >= 0 ? "+" : "−")\(mb(abs(delta))) MiB), "
+                + "tracked checkouts \(before.trackedCheckouts) → \(after.trackedCheckouts): "
+                + (bytesPerCheckout.map { "\(String(format2: $0)) bytes per tracked checkout" } ?? "no more checkouts tracked")
+        }
+
+        func appendJSON(to w: inout JSONWriter) {
+            w.append("{\"resident_bytes_before\":")
+            w.append(int: before.residentBytes)
+            w.append(",\"resident_bytes_after\":")
+            w.append(int: after.residentBytes)
+            w.append(",\"tracked_before\":")
+            w.append(int: before.trackedCheckouts)
+            w.append(",\"tracked_after\":")
+            w.append(int: after.trackedCheckouts)
+            w.append(",\"bytes_per_checkout\":")
+            if let b = bytesPerCheckout { w.appendRaw(String(format2: b)) } else { w.append("null") }
+            w.append("}")
+        }
     }
 }

@@ -157,6 +157,39 @@ struct CheckoutStateTableTests {
         #expect(t.evicted == 1)
     }
 
+    @Test("a failure's hash and a complete's key share a word: either alone, both when a checkout failed and completed")
+    func failureAndKeyShareAWord() {
+        var t = CheckoutStateTable(capacity: 10, idleTTL: 1_000)
+        let (e, _) = t.touch("ck", now: 1)
+        t.setFailureHash(7, e)
+        #expect(t.failureHash(e) == 7)
+        #expect(t.completeKey(e, checkoutID: "ck") == nil)
+        // The complete after the failure: the key takes the word, the failure's hash is kept.
+        t.setCompleteKey("gid://shopify/Order/42", checkoutID: "ck", e)
+        #expect(t.failureHash(e) == 7)
+        #expect(t.completeKey(e, checkoutID: "ck") == "gid://shopify/Order/42")
+        // A failure after the complete, then a start that forgets it: the key stays.
+        t.setFailureHash(9, e)
+        #expect(t.failureHash(e) == 9)
+        t.clearFailure(e)
+        #expect(t.failureHash(e) == nil)
+        #expect(t.completeKey(e, checkoutID: "ck") == "gid://shopify/Order/42")
+        // Another checkout: failed, then a start, then failed again, never completed.
+        let (f, _) = t.touch("other", now: 2)
+        t.setFailureHash(11, f)
+        t.clearFailure(f)
+        #expect(t.failureHash(f) == nil)
+        t.setFailureHash(12, f)
+        #expect(t.failureHash(f) == 12)
+        #expect(t.completeKey(f, checkoutID: "other") == nil)
+        #expect(t.completeKey(e, checkoutID: "ck") == "gid://shopify/Order/42")
+        // Forgotten and reused: nothing of either is inherited.
+        let (g, isNew) = t.touch("other", now: 2_000)
+        #expect(isNew)
+        #expect(t.failureHash(g) == nil)
+        #expect(t.completeKey(g, checkoutID: "other") == nil)
+    }
+
     @Test("capacity and TTL are at least 1")
     func minimums() {
         let t = CheckoutStateTable(capacity: 0, idleTTL: 0)
