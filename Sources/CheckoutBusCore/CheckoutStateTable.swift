@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CPrefetch
 import CheckoutBusProtocol
 import CheckoutBusJSON
@@ -262,10 +265,12 @@ package struct CheckoutStateTable {
         expired = 0
     }
 
-    /// Bytes of memory the table holds now (columns at their capacity, index, the complete keys'
-    /// prefixes and arena, failures).
+    /// Bytes of memory the table holds in use now: its entries' columns (as far as entries were
+    /// ever used: the room past them is allocated, never written, so not resident), the index, the
+    /// complete keys' prefixes and arena, and the failures of checkouts both failed and completed.
+    /// Per tracked checkout, what `/metrics` (`checkoutbus_state_bytes`) and `flood --memory` show.
     package var approximateBytes: Int {
-        entryCapacity * Columns.bytesPerEntry + (slotMask + 1) * 4 + keys.approximateBytes + failureHashes.count * 32
+        entryCount * Columns.bytesPerEntry + (slotMask + 1) * 4 + keys.approximateBytes + failureHashes.count * 32
     }
 
     // MARK: Internals
@@ -480,10 +485,17 @@ private struct Columns {
 /// Owns a ``CheckoutStateTable``'s memory: its entries' columns and its index. The table reads
 /// and writes through pointers of its own; this frees the blocks, and tells a shared table
 /// (``CheckoutStateTable/makeUnique()``) from one that is not.
+///
+/// Blocks of a megabyte or more are mapped from the kernel (``PageBlock``), not taken from the
+/// allocator: a block the table outgrew goes back to the system at once (jemalloc's purge of a
+/// large freed block only marks its pages free, and they stay resident until the kernel wants
+/// them), and the room past the entries in use is never touched, so never resident.
 private final class Buffers {
-    private(set) var columnBase = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 8)
+    private(set) var columnBase = PageBlock.allocate(byteCount: 1)
+    private var columnBytes = 1
     private(set) var columnCapacity = 0
-    private(set) var slots = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    private(set) var slots = PageBlock.allocate(byteCount: 4).bindMemory(to: Int32.self, capacity: 1)
+    private var slotCount = 1
 
     var columns: Columns { Columns(columnBase, capacity: columnCapacity) }
 
@@ -493,25 +505,47 @@ private final class Buffers {
         UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<Int32>, UnsafeMutablePointer<Int32>,
         UnsafeMutablePointer<CheckoutStateTable.Flags>
     ) {
-        let base = UnsafeMutableRawPointer.allocate(byteCount: max(1, capacity * Columns.bytesPerEntry), alignment: 8)
+        let bytes = max(1, capacity * Columns.bytesPerEntry)
+        let base = PageBlock.allocate(byteCount: bytes)
         let new = Columns(base, capacity: capacity)
         columns.copy(count: count, to: new)
-        columnBase.deallocate()
-        (columnBase, columnCapacity) = (base, capacity)
+        PageBlock.deallocate(columnBase, byteCount: columnBytes)
+        (columnBase, columnBytes, columnCapacity) = (base, bytes, capacity)
         return new.pointers
     }
 
     /// Replaces the index with `count` empty slots.
     func setSlots(count: Int) -> UnsafeMutablePointer<Int32> {
-        let new = UnsafeMutablePointer<Int32>.allocate(capacity: count)
+        let new = PageBlock.allocate(byteCount: count * 4).bindMemory(to: Int32.self, capacity: count)
         new.initialize(repeating: -1, count: count)
-        slots.deallocate()
-        slots = new
+        PageBlock.deallocate(UnsafeMutableRawPointer(slots), byteCount: slotCount * 4)
+        (slots, slotCount) = (new, count)
         return new
     }
 
     deinit {
-        columnBase.deallocate()
-        slots.deallocate()
+        PageBlock.deallocate(columnBase, byteCount: columnBytes)
+        PageBlock.deallocate(UnsafeMutableRawPointer(slots), byteCount: slotCount * 4)
+    }
+}
+
+/// Memory for a large table: mapped from the kernel from ``threshold`` bytes up (unmapped when
+/// freed, its pages back to the system at once, untouched pages never resident), from the
+/// allocator below it. Aligned to 8 bytes at least.
+enum PageBlock {
+    static let threshold = 1 << 20
+
+    static func allocate(byteCount: Int) -> UnsafeMutableRawPointer {
+        guard byteCount >= threshold else { return .allocate(byteCount: byteCount, alignment: 8) }
+        let p = mmap(nil, byteCount, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        // As an allocation that fails: the process cannot go on without the table's memory.
+        guard let p, p != MAP_FAILED else { fatalError("mmap of \(byteCount) bytes for the state table: \(String(cString: strerror(errno)))") }
+        return p
+    }
+
+    static func deallocate(_ p: UnsafeMutableRawPointer, byteCount: Int) {
+        guard byteCount >= threshold else { return p.deallocate() }
+        // munmap fails only for an address range that was never mapped: a bug, not a condition.
+        guard munmap(p, byteCount) == 0 else { fatalError("munmap of the state table's block: \(String(cString: strerror(errno)))") }
     }
 }

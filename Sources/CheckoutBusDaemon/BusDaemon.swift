@@ -712,6 +712,7 @@ package final class BusDaemon {
             fsyncHistogram: journal.fsyncHistogram, writesDirect: journal.writesDirect,
             journalWritable: journal.isWritable && !batches.isFailing, trackedCheckouts: processor.state.count,
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
+            stateBytes: processor.state.approximateBytes,
             pipelineLatency: batches.latency, stages: pipelineStages, recoveredFence: journal.recovery.fence,
             suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0, publishHighWaterMark: publishHighWaterMark,
             endpoints: boundEndpoints)

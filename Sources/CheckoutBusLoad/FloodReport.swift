@@ -406,30 +406,36 @@ package struct FloodRunInfo: Sendable {
     }
 }
 
-/// The daemon's resident memory and tracked checkouts, from its `/metrics`
-/// (`process_resident_memory_bytes`, `checkoutbus_tracked_checkouts`): `flood --memory`. `Sendable`.
+/// The daemon's resident memory, tracked checkouts and the bytes its state table holds, from its
+/// `/metrics` (`process_resident_memory_bytes`, `checkoutbus_tracked_checkouts`,
+/// `checkoutbus_state_bytes`, which a daemon before it lacks): `flood --memory`. `Sendable`.
 package struct DaemonMemory: Sendable, Equatable {
     package var residentBytes: Int64
     package var trackedCheckouts: Int64
+    package var stateBytes: Int64?
 
-    package init(residentBytes: Int64, trackedCheckouts: Int64) {
+    package init(residentBytes: Int64, trackedCheckouts: Int64, stateBytes: Int64? = nil) {
         self.residentBytes = residentBytes
         self.trackedCheckouts = trackedCheckouts
+        self.stateBytes = stateBytes
     }
 
     /// Reads both gauges out of a `/metrics` body; nil when either is missing.
     package init?(metrics body: String) {
         var rss: Int64?
         var tracked: Int64?
+        var state: Int64?
         for line in body.split(separator: "\n") {
             if line.hasPrefix("process_resident_memory_bytes ") {
                 rss = Int64(line.dropFirst("process_resident_memory_bytes ".count))
             } else if line.hasPrefix("checkoutbus_tracked_checkouts ") {
                 tracked = Int64(line.dropFirst("checkoutbus_tracked_checkouts ".count))
+            } else if line.hasPrefix("checkoutbus_state_bytes ") {
+                state = Int64(line.dropFirst("checkoutbus_state_bytes ".count))
             }
         }
         guard let rss, let tracked else { return nil }
-        self.init(residentBytes: rss, trackedCheckouts: tracked)
+        self.init(residentBytes: rss, trackedCheckouts: tracked, stateBytes: state)
     }
 
     /// The daemon's figures now, from `http://address/metrics`.
@@ -458,12 +464,23 @@ package struct DaemonMemory: Sendable, Equatable {
             return Double(after.residentBytes - before.residentBytes) / Double(checkouts)
         }
 
+        /// The state table's bytes per tracked checkout after the run (what it holds in use over
+        /// what it tracks); nil from a daemon that does not export them, or tracking none.
+        package var stateBytesPerCheckout: Double? {
+            guard let state = after.stateBytes, after.trackedCheckouts > 0 else { return nil }
+            return Double(state) / Double(after.trackedCheckouts)
+        }
+
         package var text: String {
             func mb(_ b: Int64) -> String { String(format2: Double(b) / 1_048_576) }
             let delta = after.residentBytes - before.residentBytes
-            return "daemon resident \(mb(before.residentBytes)) → \(mb(after.residentBytes)) MiB (\(delta >= 0 ? "+" : "−")\(mb(abs(delta))) MiB), "
+            var s = "daemon resident \(mb(before.residentBytes)) → \(mb(after.residentBytes)) MiB (\(delta >= 0 ? "+" : "−")\(mb(abs(delta))) MiB), "
                 + "tracked checkouts \(before.trackedCheckouts) → \(after.trackedCheckouts): "
-                + (bytesPerCheckout.map { "\(String(format2: $0)) bytes per tracked checkout" } ?? "no more checkouts tracked")
+                + (bytesPerCheckout.map { "\(String(format2: $0)) resident bytes per tracked checkout more" } ?? "no more checkouts tracked")
+            if let state = after.stateBytes, let per = stateBytesPerCheckout {
+                s += "; state table \(mb(state)) MiB, \(String(format2: per)) bytes per tracked checkout"
+            }
+            return s
         }
 
         func appendJSON(to w: inout JSONWriter) {
@@ -477,6 +494,10 @@ package struct DaemonMemory: Sendable, Equatable {
             w.append(int: after.trackedCheckouts)
             w.append(",\"bytes_per_checkout\":")
             if let b = bytesPerCheckout { w.appendRaw(String(format2: b)) } else { w.append("null") }
+            w.append(",\"state_bytes\":")
+            if let b = after.stateBytes { w.append(int: b) } else { w.append("null") }
+            w.append(",\"state_bytes_per_checkout\":")
+            if let b = stateBytesPerCheckout { w.appendRaw(String(format2: b)) } else { w.append("null") }
             w.append("}")
         }
     }

@@ -94,6 +94,10 @@ struct MetricsTests {
         #expect(metric(after, "checkoutbus_failures_total{code=\"unknown\"}") == 0)
         // tour-1, legacy-7, legacy-8, and-3, ios-4, primer-5
         #expect(metric(after, "checkoutbus_tracked_checkouts") == 6)
+        // Six checkouts' entries (41 bytes each) and an index of 16 slots at least; well under a page.
+        let stateBytes = metric(after, "checkoutbus_state_bytes") ?? 0
+        #expect(stateBytes >= Double(6 * 41 + 16 * 4))
+        #expect(stateBytes < 4096)
 
         let stats = try runTool("checkoutbus", ["stats", "--control", daemon.control])
         #expect(stats.status == 0)

@@ -29,6 +29,8 @@ package struct DaemonSnapshot: Sendable {
     package var trackedCheckouts: Int
     package var evictedCheckouts: UInt64
     package var expiredCheckouts: UInt64
+    /// Bytes the state table holds in use (``CheckoutStateTable/approximateBytes``).
+    package var stateBytes = 0
     /// From an event's arrival to its publication (with `--metrics` on).
     package var pipelineLatency: Histogram
     /// The pipeline thread's time by stage, over a sample of events.

@@ -92,6 +92,8 @@ package enum MetricsText {
                 [("", UInt64(snap.suppressedLogSyncFailures))])
         snap.fsyncHistogram.write(name: "checkoutbus_journal_fsync_seconds", help: "Duration of each fdatasync.", to: &out)
         gauge("checkoutbus_tracked_checkouts", "Checkouts in the state table.", [("", Int64(snap.trackedCheckouts))])
+        gauge("checkoutbus_state_bytes", "Bytes the state table holds in use: its entries, index, idempotency keys and failures.",
+              [("", Int64(snap.stateBytes))])
         counter("checkoutbus_checkouts_evicted_total", "Checkouts evicted from a full state table (least recently used).",
                 [("", snap.evictedCheckouts)])
         counter("checkoutbus_checkouts_expired_total", "Checkouts forgotten after the idle TTL.", [("", snap.expiredCheckouts)])
