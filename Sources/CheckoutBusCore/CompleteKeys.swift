@@ -32,17 +32,30 @@ struct CompleteKeys {
     static let maxPrefixes = 1 << 14
     static let maxPrefixBytes = 64
 
-    /// Interned prefixes; the first is the empty one (the key is the checkout id).
-    private(set) var prefixes: [[UInt8]] = [[]]
-    private var prefixNumbers: [[UInt8]: UInt64] = [[]: 0]
+    /// Interned prefixes, one after the other; prefix `n` is `prefixBytes[prefixStarts[n]..<prefixStarts[n + 1]]`.
+    /// The first is the empty one (the key is the checkout id).
+    private var prefixBytes: [UInt8] = []
+    private var prefixStarts: [Int32] = [0, 0]
+    /// An index of the prefixes by hash (open addressing, at most half full): a prefix's number
+    /// + 1, 0 for an empty slot. Found without a `Hasher` or an allocation per key.
+    private var prefixSlots = [UInt16](repeating: 0, count: 16)
+    private static let prefixSeed: UInt64 = 0x5851_f42d_4c95_7f2d
     /// Keys of no other shape: the length (one byte below 255; else 255 and four bytes), then the bytes.
     private(set) var arena: [UInt8] = []
     /// Bytes of ``arena`` that belong to keys no longer held.
     private(set) var deadBytes = 0
 
-    /// Bytes held (prefixes, arena), for ``CheckoutStateTable/approximateBytes``.
+    /// Prefixes interned (the empty one included).
+    var prefixCount: Int { prefixStarts.count - 1 }
+
+    /// Bytes held (prefixes and their index, arena), for ``CheckoutStateTable/approximateBytes``.
     var approximateBytes: Int {
-        arena.capacity + prefixes.reduce(0) { $0 + $1.count + 48 }
+        arena.capacity + prefixBytes.capacity + prefixStarts.capacity * 4 + prefixSlots.count * 2
+    }
+
+    /// Prefix `n`'s bytes.
+    private func prefix(_ n: Int) -> ArraySlice<UInt8> {
+        prefixBytes[Int(prefixStarts[n])..<Int(prefixStarts[n + 1])]
     }
 
     /// Packs `key`, the idempotency key of a checkout whose id is `checkoutID` (both UTF-8).
@@ -92,11 +105,19 @@ struct CompleteKeys {
         let prefix = Int((packed >> CompleteKeys.prefixShift) & UInt64(CompleteKeys.maxPrefixes - 1))
         switch tag {
         case CompleteKeys.prefixedID:
-            var bytes = prefixes[prefix]
-            bytes.append(contentsOf: checkoutID)
-            return String(decoding: bytes, as: UTF8.self)
+            let start = Int(prefixStarts[prefix])
+            let count = Int(prefixStarts[prefix + 1]) - start
+            // Built in place: one allocation at most (none for a key of 15 bytes or fewer).
+            return prefixBytes.withUnsafeBytes { bytes in
+                String(unsafeUninitializedCapacity: count + checkoutID.count) { out in
+                    let base = UnsafeMutableRawPointer(out.baseAddress!)
+                    if count > 0 { base.copyMemory(from: bytes.baseAddress! + start, byteCount: count) }
+                    if !checkoutID.isEmpty { (base + count).copyMemory(from: checkoutID.baseAddress!, byteCount: checkoutID.count) }
+                    return count + checkoutID.count
+                }
+            }
         case CompleteKeys.prefixedNumber:
-            return String(decoding: prefixes[prefix], as: UTF8.self) + String(packed & CompleteKeys.payloadMask)
+            return String(decoding: self.prefix(prefix), as: UTF8.self) + String(packed & CompleteKeys.payloadMask)
         case CompleteKeys.inArena:
             let (start, end) = arenaBytes(at: Int(packed & CompleteKeys.payloadMask))
             return String(decoding: arena[start..<end], as: UTF8.self)
@@ -155,14 +176,43 @@ struct CompleteKeys {
 
     /// The number of `prefix`, interned now if it is new; nil when it is too long or the table is full.
     private mutating func intern(_ prefix: UnsafeRawBufferPointer) -> UInt64? {
-        if prefix.isEmpty { return 0 }
-        guard prefix.count <= CompleteKeys.maxPrefixBytes else { return nil }
-        let bytes = [UInt8](prefix)
-        if let number = prefixNumbers[bytes] { return number }
-        guard prefixes.count < CompleteKeys.maxPrefixes else { return nil }
-        let number = UInt64(prefixes.count)
-        prefixes.append(bytes)
-        prefixNumbers[bytes] = number
-        return number
+        let n = prefix.count
+        if n == 0 { return 0 }
+        guard n <= CompleteKeys.maxPrefixBytes else { return nil }
+        let mask = prefixSlots.count - 1
+        var i = Int(truncatingIfNeeded: CanonicalHash.hashBytes(prefix.baseAddress!, n, seed: CompleteKeys.prefixSeed)) & mask
+        while prefixSlots[i] != 0 {
+            let number = Int(prefixSlots[i]) - 1
+            let start = Int(prefixStarts[number])
+            if Int(prefixStarts[number + 1]) - start == n,
+                prefixBytes.withUnsafeBytes({ memcmp($0.baseAddress! + start, prefix.baseAddress!, n) }) == 0
+            {
+                return UInt64(number)
+            }
+            i = (i + 1) & mask
+        }
+        guard prefixCount < CompleteKeys.maxPrefixes else { return nil }
+        let number = prefixCount
+        prefixBytes.append(contentsOf: prefix)
+        prefixStarts.append(Int32(prefixBytes.count))
+        prefixSlots[i] = UInt16(number + 1)
+        if prefixCount * 2 > prefixSlots.count { growPrefixSlots() }
+        return UInt64(number)
+    }
+
+    /// Doubles the prefixes' index.
+    private mutating func growPrefixSlots() {
+        var slots = [UInt16](repeating: 0, count: prefixSlots.count * 2)
+        let mask = slots.count - 1
+        prefixBytes.withUnsafeBytes { bytes in
+            for number in 1..<prefixCount {
+                let start = Int(prefixStarts[number])
+                let h = CanonicalHash.hashBytes(bytes.baseAddress! + start, Int(prefixStarts[number + 1]) - start, seed: CompleteKeys.prefixSeed)
+                var i = Int(truncatingIfNeeded: h) & mask
+                while slots[i] != 0 { i = (i + 1) & mask }
+                slots[i] = UInt16(number + 1)
+            }
+        }
+        prefixSlots = slots
     }
 }

@@ -41,7 +41,7 @@ struct CompleteKeysTests {
         }
         #expect(keys.unpack(CompleteKeys.none, checkoutID: "c-1") == nil)
         // One prefix each: "", "gid://shopify/Order/", "ord-", "commande-é-".
-        #expect(keys.prefixes.count == 4)
+        #expect(keys.prefixCount == 4)
     }
 
     @Test("prefixes are interned up to the limit; past it, keys go to the arena and still come back")
@@ -52,7 +52,7 @@ struct CompleteKeysTests {
             let key = "p\(i)x-7"
             packed.append((keys.pack(key, checkoutID: "id"), key))
         }
-        #expect(keys.prefixes.count == CompleteKeys.maxPrefixes)
+        #expect(keys.prefixCount == CompleteKeys.maxPrefixes)
         #expect(!keys.arena.isEmpty)
         for (p, key) in packed { #expect(keys.unpack(p, checkoutID: "id") == key) }
     }
