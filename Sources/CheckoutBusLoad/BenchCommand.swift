@@ -23,6 +23,10 @@ package struct BenchCommand {
     static let latencyEvents = CommandOption("latency-events", "N", help: "events in the latency run", default: "30000")
     static let memoryCheckouts = CommandOption(
         "memory-checkouts", "N", help: "distinct checkouts for the memory run (0 skips it)", default: "1000000")
+    static let memoryMixCheckouts = CommandOption(
+        "memory-mix-checkouts", "N",
+        help: "checkouts of flood's realistic mix for the second memory run, after a warm-up of as many (0 skips it)",
+        default: "200000")
     static let daemonArgs = CommandOption(
         "daemon-args", "\"ARGS\"",
         help: "extra checkoutbusd flags for the throughput and latency runs, space-separated (e.g. \"--fsync-ms 10 "
@@ -50,7 +54,8 @@ package struct BenchCommand {
                   + "drives both with the same producer and subscriber and distinct ~1 KB snapshots in alternating "
                   + "rounds; prints each round with the CPU time per message of the target and of the load driver, the "
                   + "medians and the bus/raw ratio; then p50/p90/p99/p99.9 latency of both at a fixed rate; then the "
-                  + "daemon's RSS growth per tracked checkout; then the abuse round"),
+                  + "daemon's RSS growth per tracked checkout, on distinct starts and on flood's realistic mix (with the "
+                  + "state table's own bytes per checkout); then the abuse round"),
             .init("abuse", "(also the last part of the default run) live latency at a fixed rate with no storm, with "
                   + "four clients replaying the journal's first 10,000 records in a loop, a /metrics scraper, a "
                   + "subscriber churning 20,000 subscriptions/s, 20 subscribers that never read, ten multipart control "
@@ -64,7 +69,7 @@ package struct BenchCommand {
                   + "daemon's control socket"),
         ],
         groups: [
-            .init(nil, [rounds, warmup, events, latencyRate, latencyEvents, memoryCheckouts, daemonArgs, producerQueue]),
+            .init(nil, [rounds, warmup, events, latencyRate, latencyEvents, memoryCheckouts, memoryMixCheckouts, daemonArgs, producerQueue]),
             .init("The abuse round:", [abuseRate, abuseEvents, abuseRounds, abusePrefill]),
             .init("bench parse:", [file, iterations, onlyFullProcess]),
         ],
@@ -117,6 +122,7 @@ package struct BenchCommand {
         b.latencyRate = Double(try args.int(Self.latencyRate, in: 1...1_000_000))
         b.latencyEvents = try args.int(Self.latencyEvents, in: 100...100_000_000)
         b.memoryCheckouts = try args.int(Self.memoryCheckouts, in: 0...100_000_000)
+        b.memoryMixCheckouts = try args.int(Self.memoryMixCheckouts, in: 0...10_000_000)
         b.producerQueue = producerQueue
         b.abuse = abuse
         mode = .throughput(b)

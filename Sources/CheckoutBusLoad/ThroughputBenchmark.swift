@@ -23,6 +23,8 @@ package struct ThroughputBenchmark {
     package var latencyRate = 10_000.0
     package var latencyEvents = 30_000
     package var memoryCheckouts = 1_000_000
+    /// Checkouts of flood's mix in the second memory run (after a warm-up of as many).
+    package var memoryMixCheckouts = 200_000
     package var daemonArguments: [String] = []
     /// Messages the producer may queue ahead of the target (`ZMQ_SNDHWM` of its PUSH socket).
     /// Bounded, so that neither target is measured with the load driver's own backlog in the way:
@@ -168,6 +170,7 @@ package struct ThroughputBenchmark {
             }
 
             if memoryCheckouts > 0 {
+                defer { try? FileManager.default.removeItem(atPath: tmp.path + "-m") }
                 let fresh = try BusProcess("checkoutbusd", [
                     "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path + "-m",
                     "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
@@ -194,12 +197,59 @@ package struct ThroughputBenchmark {
                 let perCheckout = Double(after - before) * 1024 / Double(max(1, r.received))
                 say("memory: RSS \(before) kB → \(after) kB over \(r.received) distinct checkouts: \(String(format2: perCheckout)) bytes per tracked checkout")
             }
+            if memoryMixCheckouts > 0 { try measureMixMemory(in: tmp.path + "-x", hwm: hwm, say: say) }
             try abuse.run(in: tmp)
             return 0
         } catch {
             FileHandleWriter.standardError("checkoutbus bench: \(error)\n")
             return 1
         }
+    }
+
+    /// Memory per tracked checkout on flood's realistic mix (starts, updates and suppressed
+    /// repeats, completes and repeated completes, failures, dismissals: what a checkout leaves
+    /// behind in the state table, idempotency key included): a fresh daemon takes a warm-up mix of
+    /// `memoryMixCheckouts` checkouts (what a daemon allocates once, its queues and batches, is not
+    /// counted), then as many new ones; the growth of its resident memory over the second, per
+    /// checkout it tracks more, and its state table's own bytes per tracked checkout (`/metrics`).
+    private func measureMixMemory(in dataDir: String, hwm: String, say: (String) -> Void) throws {
+        defer { try? FileManager.default.removeItem(atPath: dataDir) }
+        let daemon = try BusProcess("checkoutbusd", [
+            "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", dataDir,
+            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
+            "--publish-hwm", hwm, "--log-level", "warning", "--max-checkouts", String(memoryMixCheckouts * 3),
+        ])
+        defer { daemon.stop() }
+        guard let metrics = daemon.ready["metrics"] as? String else { throw ToolError("the daemon's ready line names no metrics address") }
+        let driver = try LoadDriver(ingest: daemon.ingest, publish: daemon.publish, target: .daemon)
+        try driver.synchronize()
+        func send(seed: UInt64, runID: String) throws -> Int {
+            var stream = FloodGenerator.Stream(FloodGenerator(checkouts: memoryMixCheckouts, seed: seed, runID: runID), producer: 0, of: 1)
+            var sent = 0
+            while true {
+                var chunk: [FloodGenerator.Event] = []
+                while chunk.count < 50_000, let e = stream.next() { chunk.append(e) }
+                if chunk.isEmpty { return sent }
+                let published = chunk.reduce(0) { $0 + ($1.expected == nil ? 0 : 1) }
+                let r = try driver.run(&chunk, rate: nil, expected: { _ in published })
+                guard r.received >= published else {
+                    throw ToolError("memory run: \(published - r.received) of \(published) envelopes did not arrive")
+                }
+                sent += chunk.count
+            }
+        }
+        _ = try send(seed: 1, runID: "mixwarm")
+        // The daemon returns what its queues held after a heartbeat interval without input.
+        usleep(2_500_000)
+        let before = try DaemonMemory.read(metrics)
+        let events = try send(seed: 2, runID: "mix")
+        usleep(2_500_000)
+        let growth = DaemonMemory.Growth(before: before, after: try DaemonMemory.read(metrics))
+        let resident = growth.bytesPerCheckout.map { String(format2: $0) } ?? "-"
+        let state = growth.stateBytesPerCheckout.map { String(format2: $0) } ?? "-"
+        say("memory, realistic mix: \(growth.after.trackedCheckouts - growth.before.trackedCheckouts) more checkouts tracked "
+            + "(\(events) events of flood's mix, after a warm-up of as many): \(resident) resident bytes per tracked checkout more; "
+            + "state table \(state) bytes per tracked checkout")
     }
 
     /// CPU seconds, user and system, that process `pid` has used in all its threads

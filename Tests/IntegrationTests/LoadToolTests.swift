@@ -42,6 +42,26 @@ struct LoadToolTests {
         #expect((report.int("sent") ?? 0) > 8000)
     }
 
+    @Test("flood --memory: the daemon's resident growth and its state table's bytes per tracked checkout")
+    func floodMemory() throws {
+        let daemon = try DaemonProcess()
+        let metrics = try #require(daemon.ready["metrics"] as? String)
+        let report = try floodReport(["--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "3000", "--seed", "5",
+                                       "--metrics", metrics, "--memory"])
+        #expect(report.bool("ok") == true)
+        let memory = try #require(report.object("daemon_memory"))
+        #expect((memory.int("tracked_after") ?? 0) - (memory.int("tracked_before") ?? 0) == 3000)
+        #expect((memory.int("resident_bytes_after") ?? 0) > 0)
+        // 41 bytes of columns per checkout and the index; a few keys and failures on top.
+        let state = try #require(memory["state_bytes_per_checkout"] as? Double)
+        #expect(state >= 41 && state < 120, "\(state)")
+        #expect(memory["bytes_per_checkout"] is Double)
+        // --memory reads /metrics: without its address it is refused before anything is sent.
+        let refused = try runTool("checkoutbus", ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--memory"])
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("--memory reads the daemon's /metrics"))
+    }
+
     @Test("--ingest-hwm 10: producers faster than the daemon are held back, never dropped")
     func smallIngestQueueHoldsProducersBack() throws {
         let daemon = try DaemonProcess(["--ingest-hwm", "10"])
@@ -75,7 +95,7 @@ struct LoadToolTests {
     func benchSmoke() throws {
         let result = try runTool("checkoutbus", ["bench", "--rounds", "1", "--events", "2000",
                                                  "--latency-events", "200", "--latency-rate", "2000",
-                                                 "--memory-checkouts", "2000", "--warmup", "1",
+                                                 "--memory-checkouts", "2000", "--memory-mix-checkouts", "300", "--warmup", "1",
                                                  "--daemon-args", "--fsync-ms 5 --journal-cache-bytes kernel",
                                                  "--producer-queue", "50"])
         #expect(result.status == 0, "\(result.output)")
@@ -93,6 +113,9 @@ struct LoadToolTests {
         #expect(result.output.contains("decode "))
         #expect(result.output.contains("ZeroMQ I/O "))
         #expect(result.output.contains("bytes per tracked checkout"))
+        // The realistic mix's round: 300 more checkouts after a warm-up of 300, with the state table's own figure.
+        #expect(result.output.contains("memory, realistic mix: 300 more checkouts tracked"))
+        #expect(result.output.contains("state table "))
     }
 }
 
