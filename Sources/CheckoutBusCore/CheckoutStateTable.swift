@@ -27,8 +27,8 @@ package struct CheckoutStateTable {
         /// `snapshotHash` is the hash of the snapshot as the journal holds it, buyer data redacted
         /// (state rebuilt at start): compare a new snapshot's redacted form with it.
         package static let redactedHash = Flags(rawValue: 4)
-        /// A terminal `fail` was published for it and ``failureHashes`` holds the hash of its
-        /// error (code, raw code, message), so the same failure reported again is a repeat.
+        /// A terminal `fail` was published for it and its error's hash (code, raw code, message)
+        /// is kept (``failureHash(_:)``), so the same failure reported again is a repeat.
         package static let failed = Flags(rawValue: 8)
     }
 
@@ -174,7 +174,10 @@ package struct CheckoutStateTable {
     }
 
     package func flags(_ e: Entry) -> Flags { flags[Int(e)] }
+    /// Sets flags other than ``Flags/completed`` and ``Flags/failed``, which come with what they
+    /// promise is kept (``setCompleteKey(_:checkoutID:_:)``, ``setFailureHash(_:_:)``).
     package mutating func insertFlags(_ f: Flags, _ e: Entry) {
+        precondition(f.isDisjoint(with: [.completed, .failed]), "completed and failed are set with their key and hash")
         makeUnique()
         flags[Int(e)].formUnion(f)
     }
@@ -293,7 +296,7 @@ package struct CheckoutStateTable {
         let packed = extra[Int(e)]
         extra[Int(e)] = 0
         keys.release(packed)
-        if keys.wantsCompaction { compactKeys() }
+        if keys.wantsCompaction(entries: entryCount) { compactKeys() }
     }
 
     /// Moves the live keys' arena bytes together: one pass over the entries, each completed

@@ -6,7 +6,8 @@ import Glibc
 /// entry (``CheckoutStateTable``), so a completed checkout costs 8 bytes rather than a dictionary
 /// entry and a heap string (≈ 100 bytes for a 45-byte order id).
 ///
-/// A key is nearly always one of three shapes, and the first two are stored without its bytes:
+/// A key is nearly always one of three shapes, and the first two are stored without its bytes (a
+/// prefix is empty or ends in a separator, `/`, `-`, `_`, `:` and the like, so that keys share it):
 /// - **a prefix, then the checkout id** (the checkout id itself, `ord-<checkout id>`, an order id
 ///   derived from the checkout): the prefix's number in ``prefixes``;
 /// - **a prefix, then a decimal number** below 2^48 without a leading zero
@@ -64,6 +65,7 @@ struct CompleteKeys {
         let n = key.count
         let idCount = checkoutID.count
         if idCount > 0 ? n >= idCount && memcmp(key.baseAddress! + (n - idCount), checkoutID.baseAddress!, idCount) == 0 : n == 0,
+            CompleteKeys.endsAField(key, n - idCount),
             let prefix = intern(UnsafeRawBufferPointer(rebasing: key[0..<(n - idCount)]))
         {
             return CompleteKeys.prefixedID << CompleteKeys.tagShift | prefix << CompleteKeys.prefixShift
@@ -74,7 +76,7 @@ struct CompleteKeys {
             digitsStart -= 1
         }
         if digitsStart < n, key[digitsStart] != UInt8(ascii: "0") || digitsStart == n - 1,
-            digitsStart == 0 || !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(key[digitsStart - 1]),
+            CompleteKeys.endsAField(key, digitsStart),
             let prefix = intern(UnsafeRawBufferPointer(rebasing: key[0..<digitsStart]))
         {
             var number: UInt64 = 0
@@ -148,8 +150,12 @@ struct CompleteKeys {
         return (offset + 5, offset + 5 + n)
     }
 
-    /// Whether the arena is worth compacting: more dead bytes than live, and at least 64 KiB of them.
-    var wantsCompaction: Bool { deadBytes >= 64 << 10 && deadBytes * 2 > arena.count }
+    /// Whether the arena is worth compacting: more dead bytes than live, and at least 64 KiB of
+    /// them and a byte per entry of a table of `entries` (a compaction reads every entry's
+    /// flags: so it comes at most once per that many bytes forgotten, a few per eviction).
+    func wantsCompaction(entries: Int) -> Bool {
+        deadBytes >= max(64 << 10, entries) && deadBytes * 2 > arena.count
+    }
 
     /// Starts a compaction: the live keys are then moved one by one with ``move(_:into:)`` (the
     /// table passes every packed key it holds), and ``finishCompaction(_:)`` installs the result.
@@ -172,6 +178,22 @@ struct CompleteKeys {
     mutating func finishCompaction(_ fresh: [UInt8]) {
         arena = fresh
         deadBytes = 0
+    }
+
+    /// Whether `key`'s first `count` bytes are empty or end in a separator (`/ - _ : . # = |`,
+    /// a space): a prefix worth interning, shared by many keys (`gid://shopify/Order/`, `ord-`).
+    /// A key that only looks split there — a UUID ending in digits (`…0a1b2c3d4e57`), a key that
+    /// happens to end in a short checkout id — would leave a prefix of its own: its bytes go to
+    /// the arena instead, and the prefixes stay for the shapes they serve.
+    private static func endsAField(_ key: UnsafeRawBufferPointer, _ count: Int) -> Bool {
+        guard count > 0 else { return true }
+        switch key[count - 1] {
+        case UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "."),
+             UInt8(ascii: "#"), UInt8(ascii: "="), UInt8(ascii: "|"), UInt8(ascii: " "):
+            return true
+        default:
+            return false
+        }
     }
 
     /// The number of `prefix`, interned now if it is new; nil when it is too long or the table is full.

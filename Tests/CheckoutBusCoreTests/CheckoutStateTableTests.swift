@@ -25,7 +25,7 @@ struct CheckoutStateTableTests {
         var t = CheckoutStateTable(capacity: 3, idleTTL: 1_000)
         for id in ["a", "b", "c"] {
             let (e, _) = t.touch(id, now: 0)
-            t.insertFlags(.completed, e)
+            t.setCompleteKey(id, checkoutID: id, e)
         }
         _ = t.touch("a", now: 1)  // a becomes most recently used: LRU order is now b, c, a
         let (d, dNew) = t.touch("d", now: 2)  // evicts b
@@ -74,7 +74,6 @@ struct CheckoutStateTableTests {
     func idleTTLOnTouch() {
         var t = CheckoutStateTable(capacity: 10, idleTTL: 10)
         let (e, _) = t.touch("ck", now: 100)
-        t.insertFlags(.completed, e)
         t.setSnapshotHash(42, e)
         t.setCompleteKey("O-1", checkoutID: "ck", e)
 
@@ -98,7 +97,7 @@ struct CheckoutStateTableTests {
         _ = t.touch("a", now: 0)
         _ = t.touch("b", now: 5)
         let (c, _) = t.touch("c", now: 8)
-        t.insertFlags(.completed, c)
+        t.setCompleteKey("c", checkoutID: "c", c)
 
         t.expire(now: 10)  // nobody idle more than 10 s
         #expect(t.count == 3)
@@ -148,7 +147,6 @@ struct CheckoutStateTableTests {
         var t = CheckoutStateTable(capacity: 1, idleTTL: 100)
         let (a, _) = t.touch("a", now: 0)
         t.setCompleteKey("O-a", checkoutID: "a", a)
-        t.insertFlags(.completed, a)
         let (b, bNew) = t.touch("b", now: 1)
         #expect(bNew)
         #expect(t.completeKey(b, checkoutID: "b") == nil)
@@ -248,7 +246,7 @@ struct CheckoutStateTableTests {
         let saved = t
         // Change the original: new hashes, flags, new checkouts (the index grows), a completion.
         for i in 0..<40 { t.setSnapshotHash(UInt64(1_000 + i), entries[i]!) }
-        t.insertFlags(.completed, entries[3]!)
+        t.setCompleteKey("O-3", checkoutID: "ck-3", entries[3]!)
         for i in 40..<90 { _ = t.touch("ck-\(i)", now: 2) }
         #expect(t.count == 90)
         var copy = saved

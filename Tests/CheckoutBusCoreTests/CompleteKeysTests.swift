@@ -23,6 +23,10 @@ struct CompleteKeysTests {
         ("x", "", true),  // no checkout id to share a suffix with
         (String(repeating: "k", count: 300), "c-10", true),  // longer than a one-byte length
         (String(repeating: "p", count: 65) + "c-11", "c-11", true),  // a prefix past 64 bytes
+        ("gid://shopify/Order/12345678901234", "c-12", false),  // 14 digits: the most a number may have
+        ("7f9c2b1e-3d4a-4b5c-9e8f-0a1b2c3d4e57", "c-13", true),  // a UUID ending in digits: no prefix of its own
+        ("ABC-1234567", "7", false),  // ends in the checkout id, but not at a separator: a prefix and a number
+        ("order1234", "c-14", true),  // a number without a separator before it
     ]
 
     @Test("every shape unpacks to the key it packed; packable shapes keep no bytes")
@@ -40,8 +44,8 @@ struct CompleteKeysTests {
             #expect(keys.unpack(p, checkoutID: c.checkoutID) == c.key, "\(c.key)")
         }
         #expect(keys.unpack(CompleteKeys.none, checkoutID: "c-1") == nil)
-        // One prefix each: "", "gid://shopify/Order/", "ord-", "commande-é-".
-        #expect(keys.prefixCount == 4)
+        // One prefix each: "", "gid://shopify/Order/", "ord-", "commande-é-", "ABC-".
+        #expect(keys.prefixCount == 5)
     }
 
     @Test("prefixes are interned up to the limit; past it, keys go to the arena and still come back")
@@ -55,6 +59,37 @@ struct CompleteKeysTests {
         #expect(keys.prefixCount == CompleteKeys.maxPrefixes)
         #expect(!keys.arena.isEmpty)
         for (p, key) in packed { #expect(keys.unpack(p, checkoutID: "id") == key) }
+    }
+
+    @Test("compaction moves keys only: a failed checkout's hash in the same word is left as it is")
+    func compactionLeavesFailures() {
+        var t = CheckoutStateTable(capacity: 100, idleTTL: 1_000_000)
+        // Checkouts failed and never completed: their failure hashes hold the word a key would.
+        // A hash read as an arena key's offset would be moved (or trap).
+        var failed: [(CheckoutStateTable.Entry, UInt64)] = []
+        for i in 0..<50 {
+            let (e, _) = t.touch("f\(i)", now: 1)
+            let hash = UInt64.max - UInt64(i)  // tag bits 11: what an arena key's would be
+            t.setFailureHash(hash, e)
+            failed.append((e, hash))
+        }
+        // Then enough arena keys evicted through the other 50 entries to compact many times.
+        func key(_ i: Int) -> String { "order#" + String(repeating: "z", count: 200) + "\(i)x" }
+        for i in 0..<5_000 {
+            let (e, _) = t.touch("c\(i)", now: 1)
+            t.setCompleteKey(key(i), checkoutID: "c\(i)", e)
+            // Keep the failed checkouts most recently used: the completed ones are evicted.
+            if i % 40 == 0 { for (j, _) in failed.enumerated() { _ = t.touch("f\(j)", now: 1) } }
+        }
+        for (j, (e, hash)) in failed.enumerated() {
+            let (found, isNew) = t.touch("f\(j)", now: 2)
+            #expect(!isNew && found == e)
+            #expect(t.failureHash(e) == hash)
+            #expect(t.completeKey(e, checkoutID: "f\(j)") == nil)
+        }
+        let (last, isNew) = t.touch("c4999", now: 2)
+        #expect(!isNew)
+        #expect(t.completeKey(last, checkoutID: "c4999") == key(4999))
     }
 
     @Test("a table's arena is compacted once most of it is forgotten, and the live keys survive")

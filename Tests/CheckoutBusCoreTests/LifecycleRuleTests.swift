@@ -120,6 +120,34 @@ struct LifecycleRuleTests {
         #expect(second["idempotency_key"] == first["idempotency_key"])
     }
 
+    /// The state table packs a completed checkout's key (a prefix and the checkout id, a prefix
+    /// and a number, else its bytes) and rebuilds it from the id of the event that asks: every
+    /// shape, with ids escaped, non-ASCII or sent as a number, comes back as it was published.
+    @Test("a repeat's key is the first complete's, whatever its shape and however the checkout id was sent",
+          arguments: [
+              (#""ck-81""#, "gid://shopify/Order/ck-81"),  // a prefix, then the checkout id
+              (#""ck-82""#, "gid://shopify/Order/5678901234567"),  // a prefix, then a number
+              (#""ck-83""#, "7f9c2b1e-3d4a-4b5c-9e8f-0a1b2c3d4e57"),  // its bytes
+              (#""ck\/84""#, "ord-ck/84"),  // an escaped checkout id
+              (#""café-85""#, "commande-café-85"),  // non-ASCII, escaped
+              ("8600", "ORD-8600"),  // a checkout id sent as a number
+          ])
+    func repeatKeepsKeyOfEveryShape(checkoutJSON: String, order: String) {
+        let p = EventProcessor()
+        func complete(_ orderID: String?) -> String {
+            let orderPart = orderID.map { #","order":{"id":"\#($0)"}"# } ?? ""
+            return #"{"event":"onComplete","checkout":{"id":\#(checkoutJSON),"status":"completed"\#(orderPart)}}"#
+        }
+        let first = p.feed(complete(order))
+        let second = p.feed(complete(nil))
+        let third = p.feed(complete("gid://shopify/Order/other"))
+        #expect(first.outcome == .published(.complete))
+        #expect(first["idempotency_key"] == .string(order))
+        #expect(second["repeat"] == true)
+        #expect(second["idempotency_key"] == .string(order))
+        #expect(third["idempotency_key"] == .string(order))
+    }
+
     @Test("a repeat keeps the first order id even if the repeat names another")
     func repeatKeepsFirstOrderID() {
         let p = EventProcessor()

@@ -60,6 +60,21 @@ struct StateRestoreTests {
         #expect(failed["after_complete"] == true)
     }
 
+    @Test("after a restart a repeat carries the first complete's key in every packed shape, ids escaped or numeric",
+          arguments: [
+              (#""ck-91""#, "ord-ck-91"), (#""ck-92""#, "gid://shopify/Order/5678901234567"),
+              (#""ck-93""#, "7f9c2b1e-3d4a-4b5c-9e8f-0a1b2c3d4e57"), (#""caf\u00e9-94""#, "commande-café-94"), ("9500", "ORD-9500"),
+          ])
+    func completeKeepsKeyOfEveryShape(checkoutJSON: String, order: String) {
+        let a = EventProcessor()
+        let first = a.feed(#"{"event":"onComplete","checkout":{"id":\#(checkoutJSON),"status":"completed","order":{"id":"\#(order)"}}}"#)
+        #expect(first["idempotency_key"] == .string(order))
+        let b = Self.restored([first])
+        let again = b.feed(#"{"event":"onComplete","checkout":{"id":\#(checkoutJSON),"status":"completed"}}"#, now: 2_001)
+        #expect(again["repeat"] == true)
+        #expect(again["idempotency_key"] == .string(order))
+    }
+
     @Test("a checkout the journal never completed is not completed after a restart")
     func notCompletedStaysOpen() {
         let a = EventProcessor()
