@@ -35,17 +35,12 @@ package enum AckReplyWire {
             w.append("{\"ok\":true,\"seq\":")
             if seq > 0 { w.append(int: Int64(seq)) } else { w.append("null") }
             w.append(",\"duplicate\":true")
-        case .duplicateDeadLetter(let seq, let reason):
+        case .deadLettered(let seq, let reason), .duplicateDeadLetter(let seq, let reason):
             w.append("{\"ok\":false,\"seq\":")
             w.append(int: Int64(seq))
             w.append(",\"reason\":")
             w.appendString(reason)
-            w.append(",\"duplicate\":true")
-        case .deadLettered(let seq, let reason):
-            w.append("{\"ok\":false,\"seq\":")
-            w.append(int: Int64(seq))
-            w.append(",\"reason\":")
-            w.appendString(reason)
+            if case .duplicateDeadLetter = outcome { w.append(",\"duplicate\":true") }
         }
         w.append(",\"event_id\":")
         if let eventID { w.appendString(eventID) } else { w.append("null") }
