@@ -32,15 +32,15 @@ public enum BusOptions {
     }
 
     /// A comma-separated list of endpoints (every shard's; `ordered`: in shard order): none empty,
-    /// at most 1024; spaces around each are dropped. Every flag that lists shards' endpoints reads
+    /// at most ``ShardLimits/maxShards``; spaces around each are dropped. Every flag that lists shards' endpoints reads
     /// them with this.
     public static func endpoints(_ value: String, flag: String, ordered: Bool = true)
         throws(CommandLineArguments.UsageError) -> [String]
     {
         let list = value.split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
-        guard list.count <= 1024, !list.contains(where: \.isEmpty) else {
-            throw .init(.invalidValue, "--\(flag) takes 1 to 1024 comma-separated endpoints"
+        guard list.count <= ShardLimits.maxShards, !list.contains(where: \.isEmpty) else {
+            throw .init(.invalidValue, "--\(flag) takes 1 to \(ShardLimits.maxShards) comma-separated endpoints"
                         + (ordered ? ", in shard order (shard 0 first)" : "") + ", none empty; got \(value)")
         }
         return list

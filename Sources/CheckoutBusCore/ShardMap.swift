@@ -17,8 +17,8 @@ package struct ShardMap: Sendable, Equatable, CustomStringConvertible {
     /// The whole bus as one shard (`0/1`), the default.
     package static let single = ShardMap(uncheckedIndex: 0, count: 1)
 
-    /// The most shards a bus may have.
-    package static let maxCount = 1024
+    /// The most shards a bus may have (``ShardLimits/maxShards``).
+    package static let maxCount = ShardLimits.maxShards
 
     private init(uncheckedIndex index: Int, count: Int) {
         self.index = index

@@ -148,7 +148,7 @@ package struct BridgeOptions: Sendable {
         case (nil, nil): break
         case (let ids?, let count?):
             let items = try list(ids, flag: "shard-ids")
-            guard let count = Int(count) else { throw .init("--shard-count must be a number of shards, 1 to 1024") }
+            guard let count = Int(count) else { throw .init("--shard-count must be a number of shards, 1 to \(ShardLimits.maxShards)") }
             var parsed: [Int] = []
             for item in items {
                 guard let id = Int(item) else { throw .init("--shard-ids must be shard numbers, comma-separated; got \(item)") }

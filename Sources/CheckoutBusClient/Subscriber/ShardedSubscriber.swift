@@ -141,11 +141,11 @@ public final class ShardedSubscriber {
     }
 
     /// Checks a list of shard ids for ``init(shards:cursors:shardIDs:of:hooks:logger:)``: at least one, distinct,
-    /// each in `0..<shardCount`, and `1 ≤ shardCount ≤ 1024`.
+    /// each in `0..<shardCount`, and `1 ≤ shardCount ≤ ShardLimits.maxShards` (1024).
     /// - Throws: a ``SubscriberError`` saying what is wrong.
     public static func validate(shardIDs: [Int], of shardCount: Int) throws(SubscriberError) {
-        guard (1...1024).contains(shardCount) else {
-            throw SubscriberError(.badShardList, "the shard count must be 1 to 1024, not \(shardCount)")
+        guard (1...ShardLimits.maxShards).contains(shardCount) else {
+            throw SubscriberError(.badShardList, "the shard count must be 1 to \(ShardLimits.maxShards), not \(shardCount)")
         }
         guard !shardIDs.isEmpty else { throw SubscriberError(.badShardList, "no shard ids") }
         if let bad = shardIDs.first(where: { !(0..<shardCount).contains($0) }) {

@@ -89,7 +89,7 @@ package struct CursorCommand {
             }
         }
         shard = try args.optionalInt(Self.shard, in: 0...1023)
-        shards = try args.optionalInt(Self.shards, in: 1...1024)
+        shards = try args.optionalInt(Self.shards, in: 1...ShardLimits.maxShards)
         controls = try BusOptions.endpoints(args, Self.control)
         dryRun = args.has(Self.dryRun)
         json = try args.choice(Self.format, ["pretty": false, "json": true])
