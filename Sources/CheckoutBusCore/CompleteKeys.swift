@@ -94,13 +94,6 @@ struct CompleteKeys {
         return CompleteKeys.inArena << CompleteKeys.tagShift | offset
     }
 
-    /// ``pack(_:checkoutID:)`` of strings.
-    mutating func pack(_ key: String, checkoutID: String) -> UInt64 {
-        var key = key
-        var id = checkoutID
-        return key.withUTF8 { k in id.withUTF8 { pack(UnsafeRawBufferPointer(k), checkoutID: UnsafeRawBufferPointer($0)) } }
-    }
-
     /// The key `packed` stands for, of the checkout whose id is `checkoutID` (UTF-8); nil for ``none``.
     func unpack(_ packed: UInt64, checkoutID: UnsafeRawBufferPointer) -> String? {
         let tag = packed >> CompleteKeys.tagShift

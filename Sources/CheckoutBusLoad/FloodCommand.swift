@@ -378,9 +378,7 @@ package struct FloodCommand {
             }
             var report = FloodReport(outcome: outcome, cpuSeconds: cpu, daemonPipeline: daemon)
             if let metrics, let memoryBefore {
-                // The daemon returns what its queues held after a heartbeat interval (1 s by
-                // default) without input: its resident memory then holds what it tracks.
-                usleep(2_500_000)
+                DaemonMemory.settle()
                 report.daemonMemory = DaemonMemory.Growth(before: memoryBefore, after: try DaemonMemory.read(metrics))
             }
             report.info = FloodRunInfo(startedAt: startedAt)

@@ -438,6 +438,13 @@ package struct DaemonMemory: Sendable, Equatable {
         self.init(residentBytes: rss, trackedCheckouts: tracked, stateBytes: state)
     }
 
+    /// Waits until a daemon that has stopped receiving has handed back what its queues held: it
+    /// does so after a heartbeat interval without input (1 s by default), and its resident memory
+    /// then holds what it tracks. Every memory reading after a flood waits this long.
+    static func settle() {
+        usleep(2_500_000)
+    }
+
     /// The daemon's figures now, from `http://address/metrics`.
     static func read(_ address: String) throws -> DaemonMemory {
         let (status, body) = try HTTPProbe.get(address, "/metrics")

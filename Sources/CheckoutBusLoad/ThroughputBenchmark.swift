@@ -190,9 +190,7 @@ package struct ThroughputBenchmark {
                                         platform: "android", eventNumber: i, runID: "mem", expected: .start)
                 }
                 let r = try driver.run(&starts, rate: nil, expected: { $0 })
-                // The daemon returns the flood's freed queue memory after a heartbeat interval
-                // without input (1 s by default): RSS then holds what it tracks.
-                usleep(2_500_000)
+                DaemonMemory.settle()
                 let after = ThroughputBenchmark.rssKilobytes(fresh.pid)
                 let perCheckout = Double(after - before) * 1024 / Double(max(1, r.received))
                 say("memory: RSS \(before) kB → \(after) kB over \(r.received) distinct checkouts: \(String(format2: perCheckout)) bytes per tracked checkout")
@@ -239,11 +237,10 @@ package struct ThroughputBenchmark {
             }
         }
         _ = try send(seed: 1, runID: "mixwarm")
-        // The daemon returns what its queues held after a heartbeat interval without input.
-        usleep(2_500_000)
+        DaemonMemory.settle()
         let before = try DaemonMemory.read(metrics)
         let events = try send(seed: 2, runID: "mix")
-        usleep(2_500_000)
+        DaemonMemory.settle()
         let growth = DaemonMemory.Growth(before: before, after: try DaemonMemory.read(metrics))
         let resident = growth.bytesPerCheckout.map { String(format2: $0) } ?? "-"
         let state = growth.stateBytesPerCheckout.map { String(format2: $0) } ?? "-"

@@ -4,6 +4,15 @@ import Testing
 
 /// Completed checkouts' idempotency keys, packed (``CompleteKeys``): every shape comes back as it
 /// went in, the packable ones without their bytes, and the arena's forgotten bytes are reclaimed.
+extension CompleteKeys {
+    /// ``pack(_:checkoutID:)`` of strings.
+    mutating func pack(_ key: String, checkoutID: String) -> UInt64 {
+        var key = key
+        var id = checkoutID
+        return key.withUTF8 { k in id.withUTF8 { pack(UnsafeRawBufferPointer(k), checkoutID: UnsafeRawBufferPointer($0)) } }
+    }
+}
+
 @Suite("complete keys: packed into 64 bits, every key back as it was")
 struct CompleteKeysTests {
     /// Keys of every shape beside the checkout id they were packed with, and whether their bytes
