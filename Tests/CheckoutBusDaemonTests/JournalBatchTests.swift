@@ -21,10 +21,14 @@ struct JournalBatchTests {
         /// Each published record: its seq (from the envelope) and topic.
         var published: [(seq: UInt64, topic: String)] = []
 
-        init() throws {
+        /// - Parameters:
+        ///   - direct: long runs go through `O_DIRECT` where the file system takes it.
+        ///   - segmentBytes: `--segment-bytes`.
+        init(direct: Bool = false, segmentBytes: Int = 64 << 20) throws {
             root = FileManager.default.temporaryDirectory.appendingPathComponent("cb-batch-\(UUID().uuidString)").path
             var options = Journal.Options()
-            options.cacheBytes = nil
+            options.cacheBytes = direct ? 0 : nil
+            options.segmentBytes = segmentBytes
             let logger = BusLogger(label: "test", level: .error)
             journal = try Journal(directory: root + "/journal", options: options, logger: logger)
             batch = JournalBatch(journal: journal, measuresLatency: true, logger: logger)
@@ -35,10 +39,11 @@ struct JournalBatchTests {
             try? FileManager.default.removeItem(atPath: root)
         }
 
-        /// Appends records `seqs`, each arriving at its seq (monotonic ns).
-        func append(_ seqs: ClosedRange<UInt64>) {
+        /// Appends records `seqs`, each arriving at its seq (monotonic ns), their topics
+        /// `checkout.update` then `padding` spaces.
+        func append(_ seqs: ClosedRange<UInt64>, padding: Int = 0) {
             for seq in seqs {
-                let topic = Array("checkout.update".utf8)
+                let topic = Array("checkout.update".utf8) + [UInt8](repeating: 0x20, count: padding)
                 let envelope = Array("{\"seq\":\(seq)}".utf8)
                 topic.withUnsafeBytes { t in
                     envelope.withUnsafeBytes { e in
@@ -52,11 +57,16 @@ struct JournalBatchTests {
         func publish(_ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer) {
             let text = String(decoding: envelope, as: UTF8.self)
             let seq = UInt64(text.dropFirst(7).dropLast())!
-            published.append((seq, String(decoding: topic, as: UTF8.self)))
+            published.append((seq, String(decoding: topic, as: UTF8.self).trimmingCharacters(in: .whitespaces)))
         }
 
         func advance() throws -> Bool { try batch.advance(publish) }
         func settle() throws -> Bool { try batch.settle(publish) }
+
+        /// Runs the appender wrote where they lay, and runs it copied into its staging buffer.
+        var runs: (inPlace: Int, staged: Int) {
+            journal.appender.withValue { ($0.runsInPlace, $0.runsStaged) }
+        }
 
         /// The seqs in the journal's file, read back.
         func seqsInFile() throws -> [UInt64] {
@@ -156,5 +166,77 @@ struct JournalBatchTests {
         #expect(f.published.map(\.seq) == Array(1...50))
         #expect(f.batch.latency.count == 50)
         #expect(try f.seqsInFile() == Array(1...50))
+    }
+
+    /// Records per batch: small ones written on the calling thread, large ones at the writer
+    /// thread, some long enough for a direct write.
+    static let batchSizes = [3, 40, 1, 200, 33, 7, 500, 64, 2, 90, 31, 32]
+
+    /// Appends and advances ``batchSizes``' batches from seq `after + 1`, the records' sizes
+    /// varying with the batch, then settles. Returns the last seq.
+    static func flood(_ f: Fixture, after: UInt64 = 0) throws -> UInt64 {
+        var seq = after
+        for (i, n) in batchSizes.enumerated() {
+            f.append(seq + 1...seq + UInt64(n), padding: 200 + 61 * i)
+            seq += UInt64(n)
+            #expect(try f.advance())
+        }
+        #expect(try f.settle())
+        return seq
+    }
+
+    @Test("every batch is written where it lies, with no copy into the staging buffer, direct or through the page cache", arguments: [false, true])
+    func inPlace(direct: Bool) throws {
+        let f = try Fixture(direct: direct)
+        let last = try JournalBatchTests.flood(f)
+        #expect(f.published.map(\.seq) == Array(1...last))
+        #expect(try f.seqsInFile() == Array(1...last))
+        // Batches appended while one is at the writer thread join the next run: fewer runs than batches.
+        let runs = f.runs
+        #expect(runs.staged == 0)
+        #expect(runs.inPlace >= 4)
+    }
+
+    @Test("after a rotation the batch split across two segments goes through the staging buffer, and the ones after it where they lie", arguments: [false, true])
+    func inPlaceAcrossRotations(direct: Bool) throws {
+        let f = try Fixture(direct: direct, segmentBytes: 256 << 10)
+        let first = try JournalBatchTests.flood(f)
+        let segments = f.journal.segmentCount
+        #expect(segments > 2)
+        let before = f.runs
+        #expect(before.staged > 0)
+        #expect(before.staged <= 2 * (segments - 1))
+        // Batches small enough not to rotate: each in place again.
+        f.append(first + 1...first + 3)
+        #expect(try f.advance())
+        f.append(first + 4...first + 40)
+        #expect(try f.settle())
+        #expect(f.journal.segmentCount == segments)
+        #expect(f.runs.staged == before.staged)
+        #expect(f.runs.inPlace >= before.inPlace + 2)
+        #expect(f.published.map(\.seq) == Array(1...first + 40))
+        #expect(try f.seqsInFile() == Array(1...first + 40))
+    }
+
+    @Test("a batch whose write failed is written again with the records after it, and later batches where they lie")
+    func inPlaceAfterFailure() throws {
+        let f = try Fixture()
+        f.append(1...5)
+        #expect(try f.advance())
+        let ok = try f.withFullDisk { () throws -> Bool in
+            f.append(6...45)
+            #expect(try f.advance())
+            f.append(46...50, padding: 1000)
+            return try f.settle()
+        }
+        #expect(!ok)
+        #expect(try f.advance())
+        #expect(f.published.map(\.seq) == Array(1...50))
+        let before = f.runs
+        let last = try JournalBatchTests.flood(f, after: 50)
+        #expect(f.published.map(\.seq) == Array(1...last))
+        #expect(try f.seqsInFile() == Array(1...last))
+        #expect(f.runs.staged == before.staged)
+        #expect(f.runs.inPlace >= before.inPlace + 4)
     }
 }

@@ -67,6 +67,49 @@ struct SegmentAppenderTests {
         #expect(scratch.bytes == expected)
     }
 
+    @Test("a run written where it lies, the last partial block copied in front of it, leaves the file a staged one would", arguments: [true, false])
+    func inPlace(direct: Bool) throws {
+        let header = String(repeating: "P", count: 64)
+        let scratch = try Scratch(header, name: "00000000000000000001.seg")
+        let probe = JournalFiles.probeDirectWrites(in: scratch.directory.path)
+        let appender = SegmentAppender(direct: direct && probe == nil)
+        #expect(appender.open(path: scratch.path, fd: scratch.fd, size: 64) == nil)
+        let block = SegmentAppender.blockSize
+        var expected = Array(header.utf8)
+        var inPlace = 0
+        for (i, run) in SegmentAppenderTests.runs(seed: direct ? 4 : 5).enumerated() {
+            // Memory as a journal batch lays it out: block-aligned, the run starting where the
+            // segment's last partial block ends, a block free after it. Every fourth run is
+            // misplaced by 8 bytes (a direct write then cannot be in place); every fifth has no
+            // room after it (never in place).
+            let tail = expected.count % block
+            let start = tail + (i % 4 == 3 ? 8 : 0)
+            let after = i % 5 == 4 ? 0 : block
+            let memory = UnsafeMutableRawPointer.allocate(byteCount: start + run.count + block, alignment: block)
+            defer { memory.deallocate() }
+            memory.initializeMemory(as: UInt8.self, repeating: 0xEE, count: start + run.count + block)
+            run.withUnsafeBytes { (memory + start).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            let room = SegmentAppender.Room(before: start, after: after)
+            let was = appender.runsInPlace
+            #expect(appender.append(memory + start, run.count, room: room) == 0)
+            let wentInPlace = appender.runsInPlace == was + 1
+            if wentInPlace { inPlace += 1 }
+            let aligned = i % 4 != 3
+            let padding = (block - (tail + run.count) % block) % block
+            let isDirect = appender.isDirect && run.count >= SegmentAppender.directMinimum
+            #expect(wentInPlace == ((aligned || !isDirect) && (after > 0 || padding == 0)))
+            expected += run
+            #expect(appender.size == expected.count)
+            let file = scratch.bytes
+            #expect(Array(file.prefix(expected.count)) == expected)
+            #expect(file.count % block == 0)
+            #expect(!file[expected.count...].contains { $0 != 0 })
+        }
+        #expect(inPlace > 0)
+        #expect(appender.finish() == nil)
+        #expect(scratch.bytes == expected)
+    }
+
     @Test("a segment reopened after a restart goes on after its last byte, whatever block it ends in")
     func reopen() throws {
         let scratch = try Scratch(String(repeating: "h", count: 64), name: "00000000000000000001.seg")

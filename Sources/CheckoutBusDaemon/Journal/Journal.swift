@@ -191,7 +191,8 @@ package final class Journal {
     func writeRun(_ batch: inout JournalBatch.Buffer, _ from: Int, _ to: Int, _ bytes: Int) throws {
         let base = batch.base + batch.records[from].offset
         JournalFormat.seal(base, bytes)
-        let failure = appender.withValue { $0.append(base, bytes) }
+        let room = batch.room(from, to)
+        let failure = appender.withValue { $0.append(base, bytes, room: room) }
         noteFallback()
         guard failure == 0 else {
             isWritable = false
@@ -202,9 +203,18 @@ package final class Journal {
     }
 
     /// Hands `count` bytes of records at `base` to the writer thread, to append to the open
-    /// segment. The memory must stay as it is until ``writerResult(wait:)`` returns its result.
-    func post(_ base: UnsafeMutableRawPointer, count: Int) {
-        writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: base), count: count))
+    /// segment, with the memory around them it may write over (``SegmentAppender/Room``). The
+    /// memory must stay as it is until ``writerResult(wait:)`` returns its result.
+    func post(_ base: UnsafeMutableRawPointer, count: Int, room: SegmentAppender.Room) {
+        writer.post(JournalWriter.Job(appender: appender, address: Int(bitPattern: base), count: count, room: room))
+    }
+
+    /// Where in its block the open segment will end once `more` bytes are appended to it: where
+    /// a batch that begins now places its first record (``JournalBatch``). A guess only; should
+    /// the segment end elsewhere when the batch is written (a rotation, a failed write), the batch
+    /// goes through the appender's staging buffer instead.
+    func endInBlock(after more: Int) -> Int {
+        (segments[segments.count - 1].size + more) & (SegmentAppender.blockSize - 1)
     }
 
     /// The writer thread's result for the run it was handed: 0 when written, else the `errno` of

@@ -26,9 +26,18 @@ package final class JournalBatch {
 
     /// One batch: its records' bytes, each record's place in them and arrival time, and how much
     /// of it is in the file.
+    ///
+    /// The memory is block-aligned, and the records start ``start`` bytes into it: the length of
+    /// the segment's last partial block when they are written, as foreseen when the batch began.
+    /// The appender then copies that block in front of them, on a block boundary, and writes the
+    /// run where it lies (``SegmentAppender/append(_:_:room:)``); at least a block is kept free
+    /// after the records for the zero padding.
     struct Buffer {
         var base: UnsafeMutableRawPointer
         var capacity: Int
+        /// Where the first record goes (below ``SegmentAppender/blockSize``).
+        var start = 0
+        /// The end of the last record.
         var bytes = 0
         var records: [Record] = []
         /// Arrival time (monotonic ns) of each record, when latency is measured; empty otherwise.
@@ -39,9 +48,17 @@ package final class JournalBatch {
         /// The bytes of the run from ``written`` on that the writer thread was handed.
         var runBytes = 0
 
-        init(capacity: Int) {
+        init(capacity: Int, start: Int) {
             self.capacity = capacity
-            base = .allocate(byteCount: capacity, alignment: 8)
+            base = .allocate(byteCount: capacity, alignment: SegmentAppender.blockSize)
+            self.start = start
+            bytes = start
+        }
+
+        /// The memory around records `from..<to`, a run of them, that the appender may write
+        /// over: before the batch's first record and after its last.
+        func room(_ from: Int, _ to: Int) -> SegmentAppender.Room {
+            SegmentAppender.Room(before: from == 0 ? records[0].offset : 0, after: to == records.count ? capacity - bytes : 0)
         }
 
         /// The bytes of record `i`: up to the next record, or to the end.
@@ -49,9 +66,10 @@ package final class JournalBatch {
             (i + 1 < records.count ? records[i + 1].offset : bytes) - records[i].offset
         }
 
-        /// Forgets the records, keeping the memory.
-        mutating func clear() {
-            bytes = 0
+        /// Forgets the records, keeping the memory; the next goes `start` bytes in.
+        mutating func clear(start: Int) {
+            self.start = start
+            bytes = start
             written = 0
             runBytes = 0
             records.removeAll(keepingCapacity: true)
@@ -82,7 +100,7 @@ package final class JournalBatch {
     /// Keep each record's arrival time and observe ``latency`` as batches are published.
     private let measuresLatency: Bool
     /// Records appended and not yet handed to the writer thread (nor published).
-    private var pending = Buffer(capacity: 1 << 20)
+    private var pending: Buffer
     /// The batch handed to the writer thread, until published.
     private var inflight: Buffer?
     /// The batch in flight was collected as written (and awaits publication).
@@ -106,6 +124,7 @@ package final class JournalBatch {
         self.measuresLatency = measuresLatency
         self.logger = logger
         publishedSeq = journal.lastSeq
+        pending = Buffer(capacity: 1 << 20, start: journal.endInBlock(after: 0))
     }
 
     deinit {
@@ -131,9 +150,10 @@ package final class JournalBatch {
                         envelope: UnsafeRawBufferPointer, arrival: UInt64) {
         let body = topic.count + envelope.count
         let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
-        if pending.bytes + size > pending.capacity {
-            let capacity = max(pending.capacity * 2, pending.bytes + size)
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        // A block is kept free after the records, for the padding of a write in place.
+        if pending.bytes + size + SegmentAppender.blockSize > pending.capacity {
+            let capacity = max(pending.capacity * 2, pending.bytes + size + SegmentAppender.blockSize)
+            let bigger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: SegmentAppender.blockSize)
             bigger.copyMemory(from: pending.base, byteCount: pending.bytes)
             pending.base.deallocate()
             pending.base = bigger
@@ -192,7 +212,7 @@ package final class JournalBatch {
         try pending.forEachRecord(publish)
         publishedSeq = journal.lastSeq
         observeLatency(pending.arrivals)
-        pending.clear()
+        pending.clear(start: journal.endInBlock(after: 0))
         return true
     }
 
@@ -202,7 +222,7 @@ package final class JournalBatch {
         precondition(inflight == nil, "flush() with a batch at the writer thread")
         try write()
         publishedSeq = journal.lastSeq
-        pending.clear()
+        pending.clear(start: journal.endInBlock(after: 0))
     }
 
     /// Waits for a batch still at the writer thread (it is in the file once written, published or
@@ -233,16 +253,19 @@ package final class JournalBatch {
         try journal.reserve(through: pending.records[pending.records.count - 1].seq)
         let last = try journal.writeRunsBeforeLast(&pending)
         pending.runBytes = last.bytes
-        journal.post(pending.base + pending.records[last.start].offset, count: last.bytes)
+        journal.post(pending.base + pending.records[last.start].offset, count: last.bytes,
+                     room: pending.room(last.start, pending.records.count))
         let reserve = pending.records.count
         inflight = pending
-        // A fresh batch: the spare buffer when there is one.
+        // A fresh batch, the spare buffer when there is one, placed for the segment's end once
+        // the run just posted is written.
+        let start = journal.endInBlock(after: last.bytes)
         if var next = spare {
             spare = nil
-            next.clear()
+            next.clear(start: start)
             pending = next
         } else {
-            pending = Buffer(capacity: 1 << 20)
+            pending = Buffer(capacity: 1 << 20, start: start)
             pending.records.reserveCapacity(reserve)
             if measuresLatency { pending.arrivals.reserveCapacity(reserve) }
         }
@@ -284,18 +307,20 @@ package final class JournalBatch {
         inflight = nil
         inflightWritten = false
         var merged = batch
-        let needed = batch.bytes + pending.bytes
+        let moved = pending.bytes - pending.start
+        let needed = batch.bytes + moved + SegmentAppender.blockSize
         if needed > merged.capacity {
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: needed, alignment: 8)
+            let bigger = UnsafeMutableRawPointer.allocate(byteCount: needed, alignment: SegmentAppender.blockSize)
             bigger.copyMemory(from: merged.base, byteCount: merged.bytes)
             merged.base.deallocate()
             merged.base = bigger
             merged.capacity = needed
         }
-        (merged.base + merged.bytes).copyMemory(from: pending.base, byteCount: pending.bytes)
-        merged.records += pending.records.map { ($0.offset + batch.bytes, $0.topicLength, $0.envelopeLength, $0.seq) }
+        (merged.base + merged.bytes).copyMemory(from: pending.base + pending.start, byteCount: moved)
+        let shift = batch.bytes - pending.start
+        merged.records += pending.records.map { ($0.offset + shift, $0.topicLength, $0.envelopeLength, $0.seq) }
         merged.arrivals += pending.arrivals
-        merged.bytes = needed
+        merged.bytes = batch.bytes + moved
         merged.runBytes = 0
         pending.base.deallocate()
         pending = merged

@@ -18,11 +18,13 @@ import CheckoutBusRuntime
 /// exactly once per job) and by a byte on the pipe ``wakeFD``, which the pipeline's poller watches.
 package final class JournalWriter: Sendable {
     /// One run of records to append: `count` bytes at address `address`, through `appender`
-    /// (which the pipeline does not touch until it has taken the result).
+    /// (which the pipeline does not touch until it has taken the result), and the memory around
+    /// them the appender may write over.
     package struct Job: Sendable {
         var appender: Exclusive<SegmentAppender>
         var address: Int
         var count: Int
+        var room: SegmentAppender.Room
     }
 
     /// 0 when the run was written; else the `errno` of the failed write (the file is then cut
@@ -96,7 +98,7 @@ package final class JournalWriter: Sendable {
             }
             let base = UnsafeMutableRawPointer(bitPattern: job.address)!
             JournalFormat.seal(base, job.count)
-            let failure = job.appender.withValue { $0.append(base, job.count) }
+            let failure = job.appender.withValue { $0.append(base, job.count, room: job.room) }
             state.withLock { s in
                 s.job = nil
                 s.result = failure

@@ -9,14 +9,17 @@ import CheckoutBusJSON
 import CheckoutBusRuntime
 
 /// Appends journal records to the open segment file, a whole block at a time, and a long run
-/// with `O_DIRECT` when the file system takes it: its bytes go from a block-aligned staging buffer
-/// to the disk, with no copy into the page cache and no writeback later (docs/durability.md,
-/// "Direct writes"). A short run — light load's batch of a few records — goes through the page
-/// cache, so the pipeline does not wait for the device on each one.
+/// with `O_DIRECT` when the file system takes it: its bytes go from block-aligned memory to the
+/// disk, with no copy into the page cache and no writeback later (docs/durability.md, "Direct
+/// writes"). A short run — light load's batch of a few records — goes through the page cache, so
+/// the pipeline does not wait for the device on each one.
 ///
 /// Every append writes the segment's last partial block again, from its start: the bytes already
 /// there, kept at the head of the staging buffer, then the new ones, and zeros to the block's
-/// end. A direct write needs whole blocks; a buffered one that covers whole pages never has the
+/// end. The journal's batches leave room for that block in front of their records, placed so that
+/// it starts on a block boundary, so a run is usually written where it lies; one that cannot be
+/// (a batch written after a rotation or a failed write changed the segment's end) is copied into
+/// the staging buffer behind the block. A direct write needs whole blocks; a buffered one that covers whole pages never has the
 /// kernel read a page back from the disk first (which a direct write would have left uncached).
 /// While a segment is open, its file may therefore end with up to 4095 zero bytes past the last
 /// record; ``finish()`` cuts them when the segment is closed, and recovery after a crash cuts them
@@ -56,6 +59,9 @@ package final class SegmentAppender {
     private var tailBytes = 0
     /// The head of ``staging`` holds the last partial block's bytes.
     private var tailLoaded = false
+    /// Runs written where they lay, and runs copied into the staging buffer (tests read them).
+    package private(set) var runsInPlace = 0
+    package private(set) var runsStaged = 0
 
     /// - Parameter direct: try `O_DIRECT` (see ``JournalFiles/probeDirectWrites(in:)``).
     package init(direct: Bool) {
@@ -111,14 +117,52 @@ package final class SegmentAppender {
         return nil
     }
 
+    /// Memory around a run that is the caller's to write over while the run is appended: `before`
+    /// bytes before its first byte and `after` bytes after its last.
+    package struct Room: Sendable, Equatable {
+        package var before: Int
+        package var after: Int
+        package static let none = Room(before: 0, after: 0)
+
+        package init(before: Int, after: Int) {
+            self.before = before
+            self.after = after
+        }
+    }
+
     /// Appends `count` bytes at `base` at the end of the segment.
+    ///
+    /// When `room` holds the segment's last partial block before the run and the zero padding
+    /// after it — and, for a direct write, that block would start on a block boundary — the run
+    /// is written where it lies: the partial block is copied in front of it, and one write covers
+    /// both (``writeInPlace(_:_:direct:)``). Otherwise it is copied into the staging buffer behind
+    /// that block (``writeBlocks(_:_:direct:)``). The file's bytes are the same either way.
+    /// - Returns: 0, or the `errno` of the failed write; the file then ends where it did before.
+    package func append(_ base: UnsafeMutableRawPointer, _ count: Int, room: Room) -> Int32 {
+        let direct = isDirect && count >= SegmentAppender.directMinimum
+        let mask = SegmentAppender.blockSize - 1
+        if tailLoaded && room.before >= tailBytes
+            && room.after >= ((tailBytes + count + mask) & ~mask) - (tailBytes + count)
+            && (!direct || Int(bitPattern: base - tailBytes) & mask == 0) {
+            runsInPlace += 1
+            return append(count) { writeInPlace(base, count, direct: direct) }
+        }
+        return append(UnsafeRawPointer(base), count)
+    }
+
+    /// Appends `count` bytes at `base` at the end of the segment, through the staging buffer.
     /// - Returns: 0, or the `errno` of the failed write; the file then ends where it did before.
     package func append(_ base: UnsafeRawPointer, _ count: Int) -> Int32 {
+        runsStaged += 1
+        return append(count) { writeBlocks(base, count, direct: isDirect && count >= SegmentAppender.directMinimum) }
+    }
+
+    /// Runs `write`, which appends a run, and cuts the file back to where it ended should it fail.
+    private func append(_ count: Int, _ write: () -> Int32) -> Int32 {
         // The last block is written again from the head of the staging buffer: never without it.
         if !tailLoaded, let e = loadTail() { return e }
         let start = size
-        let failure = Failpoints.hit("journal.write")
-            ?? writeBlocks(base, count, direct: isDirect && count >= SegmentAppender.directMinimum)
+        let failure = Failpoints.hit("journal.write") ?? write()
         if failure != 0 {
             // Leave the file as it was: a partial run would be a torn tail. Should the cut fail,
             // nothing changes what happens next, so its result is not acted on: the bytes past
@@ -132,9 +176,30 @@ package final class SegmentAppender {
         return failure
     }
 
+    /// Writes the run where it lies: the last partial block's bytes (the head of the staging
+    /// buffer) copied just before it, zeros after it to the block's end, one write of the whole,
+    /// and the new last partial block copied to the head of the staging buffer.
+    private func writeInPlace(_ base: UnsafeMutableRawPointer, _ count: Int, direct: Bool) -> Int32 {
+        let mask = SegmentAppender.blockSize - 1
+        let from = base - tailBytes
+        from.copyMemory(from: staging, byteCount: tailBytes)
+        let used = tailBytes + count
+        let padded = (used + mask) & ~mask
+        (from + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
+        switch writeOut(from, padded, direct: direct) {
+        case .written: break
+        case .failed(let e): return e
+        case .refused(let e): return refused(e) { writeInPlace(base, count, direct: false) }
+        }
+        let end = tailStart + used
+        let newStart = end & ~mask
+        staging.copyMemory(from: from + (newStart - tailStart), byteCount: end - newStart)
+        setEnd(end)
+        return 0
+    }
+
     private func writeBlocks(_ base: UnsafeRawPointer, _ count: Int, direct: Bool) -> Int32 {
         let mask = SegmentAppender.blockSize - 1
-        let target = direct ? directFD : fd
         var from = 0
         while from < count {
             let n = min(count - from, SegmentAppender.chunkBytes - tailBytes)
@@ -142,42 +207,12 @@ package final class SegmentAppender {
             let used = tailBytes + n
             let padded = (used + mask) & ~mask
             (staging + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
-            var done = 0
-            while done < padded {
-                let injected = direct ? Failpoints.hit("journal.direct-write") : nil
-                let w = injected == nil ? pwrite(target, staging + done, padded - done, off_t(tailStart + done)) : -1
-                if let injected { errno = injected }
-                if w < 0 {
-                    if errno == EINTR { continue }
-                    let e = errno
-                    // EINVAL from a direct write: a file system that opened with O_DIRECT and
-                    // yet refuses its writes (an alignment beyond 4 KiB) — or a write the file
-                    // size limit cut short of a block. The same bytes through the page cache
-                    // tell which: refused, that error (`File too large`) is the run's, and
-                    // direct writes go on once it passes; written, the next direct write is
-                    // tried too, and only a second refusal in a row stops them for good (the
-                    // limit may have been lifted between the two writes: a full disk that
-                    // cleared must not turn direct writes off).
-                    if direct && e == EINVAL && done == 0 {
-                        let buffered = writeBlocks(base + from, count - from, direct: false)
-                        if buffered == 0 {
-                            refusedInARow += 1
-                            if refusedInARow >= 2 { fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))") }
-                        }
-                        return buffered
-                    }
-                    return e
-                }
-                if direct {
-                    // A short direct write ends on a block: go on from there.
-                    let step = w & ~mask
-                    if step == 0 { return EIO }
-                    done += step
-                    refusedInARow = 0
-                } else {
-                    // A short buffered one (a file size limit): the next call says why.
-                    done += w
-                }
+            switch writeOut(staging, padded, direct: direct) {
+            case .written: break
+            case .failed(let e): return e
+            case .refused(let e):
+                let rest = from
+                return refused(e) { writeBlocks(base + rest, count - rest, direct: false) }
             }
             let end = tailStart + used
             let newStart = end & ~mask
@@ -187,6 +222,59 @@ package final class SegmentAppender {
             from += n
         }
         return 0
+    }
+
+    /// How one write of whole blocks went.
+    private enum Outcome {
+        case written
+        /// Failed with this `errno`.
+        case failed(Int32)
+        /// A direct write refused with `EINVAL` before any of it was written.
+        case refused(Int32)
+    }
+
+    /// Writes the `padded` bytes (whole blocks) at `p` at the segment's last partial block.
+    private func writeOut(_ p: UnsafeRawPointer, _ padded: Int, direct: Bool) -> Outcome {
+        let mask = SegmentAppender.blockSize - 1
+        let target = direct ? directFD : fd
+        var done = 0
+        while done < padded {
+            let injected = direct ? Failpoints.hit("journal.direct-write") : nil
+            let w = injected == nil ? pwrite(target, p + done, padded - done, off_t(tailStart + done)) : -1
+            if let injected { errno = injected }
+            if w < 0 {
+                if errno == EINTR { continue }
+                let e = errno
+                return direct && e == EINVAL && done == 0 ? .refused(e) : .failed(e)
+            }
+            if direct {
+                // A short direct write ends on a block: go on from there.
+                let step = w & ~mask
+                if step == 0 { return .failed(EIO) }
+                done += step
+                refusedInARow = 0
+            } else {
+                // A short buffered one (a file size limit): the next call says why.
+                done += w
+            }
+        }
+        return .written
+    }
+
+    /// A direct write was refused with `EINVAL` (`e`): a file system that opened with O_DIRECT
+    /// and yet refuses its writes (an alignment beyond 4 KiB) — or a write the file size limit
+    /// cut short of a block. The same bytes through the page cache (`buffered`) tell which:
+    /// refused, that error (`File too large`) is the run's, and direct writes go on once it
+    /// passes; written, the next direct write is tried too, and only a second refusal in a row
+    /// stops them for good (the limit may have been lifted between the two writes: a full disk
+    /// that cleared must not turn direct writes off).
+    private func refused(_ e: Int32, _ buffered: () -> Int32) -> Int32 {
+        let result = buffered()
+        if result == 0 {
+            refusedInARow += 1
+            if refusedInARow >= 2 { fallBack("pwrite with O_DIRECT: \(String(cString: strerror(e)))") }
+        }
+        return result
     }
 
     /// Cuts the zero padding past the last record (the segment is being closed, or the journal).
