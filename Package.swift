@@ -45,10 +45,6 @@ let package = Package(
         .target(name: "CPrefetch"),
         // `O_DIRECT` for the journal's writes, which Glibc's Swift module does not export: one C function.
         .target(name: "CFileIO"),
-        // The JSON scanner's fast path: structural characters found 64 bytes at a time with AVX2,
-        // then the tape from their offsets (x86-64; elsewhere, and for anything it leaves alone,
-        // the Swift scanner).
-        .target(name: "CJSONScan"),
 
         // The process around the libraries: a logger, signals, flags, clocks, atomic files.
         .target(name: "CheckoutBusRuntime", swiftSettings: swiftSettings, plugins: ["BuildRevision"]),
@@ -56,7 +52,7 @@ let package = Package(
         .plugin(name: "BuildRevision", capability: .buildTool()),
         // JSON without Foundation: the tape reader and the writer, for both sides of every socket.
         // Its hot class marks its fields `@exclusivity(unchecked)` instead of taking unsafe flags.
-        .target(name: "CheckoutBusJSON", dependencies: ["CPrefetch", "CJSONScan"], swiftSettings: swiftSettings),
+        .target(name: "CheckoutBusJSON", dependencies: ["CPrefetch"], swiftSettings: swiftSettings),
         // What both sides of a socket agree on: kinds (defined once), topics, stable codes, heartbeats,
         // control messages.
         .target(name: "CheckoutBusProtocol", dependencies: ["CheckoutBusJSON"], swiftSettings: swiftSettings),

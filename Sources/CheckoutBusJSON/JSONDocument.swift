@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CJSONScan
 
 /// A parsed JSON text: a flat tape of tokens pointing into the original bytes, never copied.
 ///
@@ -46,26 +45,14 @@ public final class JSONDocument {
     /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
     @exclusivity(unchecked) public var maxDepth = 64
 
-    /// Scan with the vector fast path first (``vectorScanAvailable``); tests turn it off to compare.
-    @exclusivity(unchecked) package var usesVectorScan = JSONDocument.vectorScanAvailable
-    /// The structural offsets of the vector scan: room for one per byte of the text.
-    @exclusivity(unchecked) @usableFromInline var indexes: UnsafeMutablePointer<UInt32>
-    @exclusivity(unchecked) @usableFromInline var indexCapacity: Int
-
-    /// Whether this processor runs the vector scan (`cb_json_scan`: x86-64 with AVX2).
-    package static let vectorScanAvailable = cb_json_scan_available() != 0
-
     @inlinable public init() {
         tokenCapacity = 256
         tokens = .allocate(capacity: tokenCapacity)
-        indexCapacity = 4096
-        indexes = .allocate(capacity: indexCapacity)
     }
 
     deinit {
         owned?.deallocate()
         tokens.deallocate()
-        indexes.deallocate()
     }
 
     /// The root value (index 0) after a successful parse.
@@ -104,44 +91,12 @@ public final class JSONDocument {
     @usableFromInline package func run() throws(JSONParseError) {
         let needed = JSONDocument.tapeBound(length: length, maxDepth: maxDepth)
         if needed > tokenCapacity { reserveTape(needed) }
-        if usesVectorScan && vectorScan() { return }
         var scanner = Scanner(base: base, length: length, tokens: tokens, capacity: tokenCapacity, maxDepth: maxDepth)
         defer {
             tokenCount = scanner.count
             isCompact = !scanner.sawSpace
         }
         try scanner.parseDocument()
-    }
-
-    /// The vector fast path (`cb_json_scan`): the structural bytes found 64 at a time, then the tape
-    /// from their offsets. False when it leaves the text to ``Scanner`` — not JSON (the scanner names
-    /// the fault), or what it does not check itself: a number with an exponent or over 300 bytes,
-    /// nesting over 256. The tape it writes is the scanner's, token for token
-    /// (`JSONVectorScanTests`).
-    @usableFromInline func vectorScan() -> Bool {
-        if length > indexCapacity {
-            indexes.deallocate()
-            indexCapacity = max(indexCapacity * 2, length)
-            indexes = .allocate(capacity: indexCapacity)
-        }
-        var space: Int32 = 0
-        let count = UnsafeMutableRawPointer(tokens).withMemoryRebound(to: cb_json_token.self, capacity: tokenCapacity) {
-            cb_json_scan(base, length, $0, tokenCapacity, indexes, maxDepth, &space)
-        }
-        guard count >= 0 else { return false }
-        tokenCount = count
-        isCompact = space == 0
-        return true
-    }
-
-    /// Whether the vector scan alone takes `buffer`, leaving nothing to ``Scanner`` (tests: it must
-    /// take the usual texts, or it would only add work).
-    package func vectorScanTakes(_ buffer: UnsafeRawBufferPointer) -> Bool {
-        base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(bitPattern: 1)!
-        length = buffer.count
-        let needed = JSONDocument.tapeBound(length: length, maxDepth: maxDepth)
-        if needed > tokenCapacity { reserveTape(needed) }
-        return vectorScan()
     }
 
     /// The most tokens a scan of `length` bytes can append, whether it succeeds or fails, so the

@@ -27,56 +27,45 @@ struct ScannerDifferentialTests {
     static let interesting: [UInt8] = Array("\"\\{}[],: \t\n\r0123456789-+.eEtfnu/xA".utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xBF, 0xC2, 0xC3, 0xE0, 0xED, 0xF0, 0xF4, 0xFF]
 
     /// Compares the two scanners on `bytes`, also when the bytes are followed in memory by more
-    /// (structural) bytes the scanners must not read — the production scanner both with its vector
-    /// fast path (where the processor has it) and without. Returns a mismatch description, or nil.
+    /// (structural) bytes the scanners must not read. Returns a mismatch description, or nil.
     static func mismatch(_ bytes: [UInt8], maxDepth: Int = 64) -> String? {
         let (expected, expectedCompact) = ReferenceScanner.scan(bytes, maxDepth: maxDepth)
         let doc = JSONDocument()
         doc.maxDepth = maxDepth
-        let trailing = Array("\"}]0,\":1e5 \\".utf8) + [UInt8](repeating: 0x22, count: 24)
-        for (padding, vector) in [([], true), (trailing, true), ([], false)] as [([UInt8], Bool)] {
-            doc.usesVectorScan = vector && JSONDocument.vectorScanAvailable
-            if let problem = mismatch(doc, bytes + padding, bytes.count, expected, expectedCompact) {
-                return (doc.usesVectorScan ? "with the vector scan: " : "") + problem
+        for padding in [[], Array("\"}]0,\":1e5 \\".utf8) + [UInt8](repeating: 0x22, count: 24)] as [[UInt8]] {
+            let buffer = bytes + padding
+            let got: Result<[TapeEntry], JSONParseError> = buffer.withUnsafeBytes { raw in
+                do throws(JSONParseError) {
+                    try doc.parse(UnsafeRawBufferPointer(rebasing: raw[0..<bytes.count]))
+                    return .success((0..<doc.tokenCount).map { k in
+                        let t = doc.tokens[k]
+                        return TapeEntry(kind: t.kind, flag: t.flag, start: t.start, end: t.end, next: t.next)
+                    })
+                } catch {
+                    return .failure(error)
+                }
             }
-        }
-        return nil
-    }
-
-    /// `doc`'s scan of the first `count` bytes of `buffer` against the reference's result.
-    static func mismatch(_ doc: JSONDocument, _ buffer: [UInt8], _ count: Int,
-                         _ expected: Result<[TapeEntry], JSONParseError>, _ expectedCompact: Bool) -> String? {
-        let got: Result<[TapeEntry], JSONParseError> = buffer.withUnsafeBytes { raw in
-            do throws(JSONParseError) {
-                try doc.parse(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
-                return .success((0..<doc.tokenCount).map { k in
-                    let t = doc.tokens[k]
-                    return TapeEntry(kind: t.kind, flag: t.flag, start: t.start, end: t.end, next: t.next)
-                })
-            } catch {
-                return .failure(error)
+            // The tape is reserved up front from this bound, and appends do not check it.
+            if doc.tokenCount > JSONDocument.tapeBound(length: bytes.count, maxDepth: maxDepth) {
+                return "\(doc.tokenCount) tokens exceed the tape bound"
             }
-        }
-        // The tape is reserved up front from this bound, and appends do not check it.
-        if doc.tokenCount > JSONDocument.tapeBound(length: count, maxDepth: doc.maxDepth) {
-            return "\(doc.tokenCount) tokens exceed the tape bound"
-        }
-        switch (expected, got) {
-        case let (.success(a), .success(b)):
-            if a != b {
-                let k = (0..<min(a.count, b.count)).first { a[$0] != b[$0] } ?? min(a.count, b.count)
-                return "tapes differ at token \(k) (\(a.count) vs \(b.count) tokens): "
-                    + "\(k < a.count ? a[k].description : "-") vs \(k < b.count ? b[k].description : "-")"
+            switch (expected, got) {
+            case let (.success(a), .success(b)):
+                if a != b {
+                    let k = (0..<min(a.count, b.count)).first { a[$0] != b[$0] } ?? min(a.count, b.count)
+                    return "tapes differ at token \(k) (\(a.count) vs \(b.count) tokens): "
+                        + "\(k < a.count ? a[k].description : "-") vs \(k < b.count ? b[k].description : "-")"
+                }
+                if doc.isCompact != expectedCompact {
+                    return "isCompact \(doc.isCompact), expected \(expectedCompact)"
+                }
+            case let (.failure(a), .failure(b)):
+                if a != b { return "errors differ: \(a.reason.name)@\(a.offset) vs \(b.reason.name)@\(b.offset)" }
+            case let (.success(a), .failure(b)):
+                return "reference parses (\(a.count) tokens); scanner fails \(b.reason.name)@\(b.offset)"
+            case let (.failure(a), .success(b)):
+                return "reference fails \(a.reason.name)@\(a.offset); scanner parses (\(b.count) tokens)"
             }
-            if doc.isCompact != expectedCompact {
-                return "isCompact \(doc.isCompact), expected \(expectedCompact)"
-            }
-        case let (.failure(a), .failure(b)):
-            if a != b { return "errors differ: \(a.reason.name)@\(a.offset) vs \(b.reason.name)@\(b.offset)" }
-        case let (.success(a), .failure(b)):
-            return "reference parses (\(a.count) tokens); scanner fails \(b.reason.name)@\(b.offset)"
-        case let (.failure(a), .success(b)):
-            return "reference fails \(a.reason.name)@\(a.offset); scanner parses (\(b.count) tokens)"
         }
         return nil
     }
@@ -125,70 +114,6 @@ struct ScannerDifferentialTests {
             _ = Self.check(Self.spaced(line, Array("\r\n\t ".utf8)), "seed \(n) pretty")
             _ = Self.check(line, maxDepth: 2, "seed \(n) at depth 2")
         }
-    }
-
-    @Test("the vector scan takes every seed without an exponent itself, compact or pretty-printed",
-          .enabled(if: JSONDocument.vectorScanAvailable))
-    func vectorScanTakesSeeds() {
-        let doc = JSONDocument()
-        var taken = 0
-        var takenPretty = 0
-        for line in Self.seeds {
-            if line.withUnsafeBytes({ doc.vectorScanTakes($0) }) { taken += 1 }
-            if Self.indented(line).withUnsafeBytes({ doc.vectorScanTakes($0) }) { takenPretty += 1 }
-        }
-        // Every seed that is JSON (one starts with a byte order mark) but those with a number in
-        // exponent form (left to the careful scanner).
-        let expected = Self.seeds.filter { line in
-            guard case .success = ReferenceScanner.scan(line).0 else { return false }
-            return !line.indices.dropFirst().contains {
-                (line[$0] | 0x20) == UInt8(ascii: "e") && (line[$0 - 1] &- 0x30) < 10 && Self.inNumber(line, $0)
-            }
-        }.count
-        #expect(taken == expected)
-        #expect(takenPretty == taken)
-        #expect(taken > 190)
-    }
-
-    /// `bytes` with a line break and indentation after every `{`, `[`, `,` and `:` outside strings,
-    /// and a space before every `}` and `]`: still the same JSON.
-    static func indented(_ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = [0x20]
-        var inString = false
-        var k = 0
-        while k < bytes.count {
-            let c = bytes[k]
-            if inString {
-                out.append(c)
-                if c == 0x5C, k + 1 < bytes.count {
-                    k += 1
-                    out.append(bytes[k])
-                } else if c == 0x22 {
-                    inString = false
-                }
-            } else {
-                if c == UInt8(ascii: "}") || c == UInt8(ascii: "]") { out.append(0x20) }
-                out.append(c)
-                if c == 0x22 { inString = true }
-                if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") || c == UInt8(ascii: ",") || c == UInt8(ascii: ":") {
-                    out += Array("\r\n\t ".utf8)
-                }
-            }
-            k += 1
-        }
-        return out + [0x0A]
-    }
-
-    /// Whether offset `k` of `line` lies inside a number (outside strings).
-    static func inNumber(_ line: [UInt8], _ k: Int) -> Bool {
-        var inString = false
-        var i = 0
-        while i < k {
-            if inString && line[i] == 0x5C { i += 2; continue }
-            if line[i] == 0x22 { inString.toggle() }
-            i += 1
-        }
-        return !inString
     }
 
     @Test("every truncation of every seed fails the same way")
