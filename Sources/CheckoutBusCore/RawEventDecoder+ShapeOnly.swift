@@ -18,7 +18,7 @@ extension RawEventDecoder {
     /// bare `payment` only under a wrapper that says `"sdk":"primer"`, since any JSON may hold a
     /// `payment`.
     func decodeUnnamed(_ doc: JSONDocument, _ r: Int, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent? {
-        let saysPrimer = wrapper.sdk.map { $0.hasPrefix("primer") } ?? false
+        let saysPrimer = wrapper.saysPrimer
         if doc.member(r, anyOf: "errorId", "error_id") != nil
             || doc.object(r, "error").flatMap({ doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") }) != nil
         {

@@ -110,9 +110,14 @@ package final class RawEventDecoder {
         var eventID = IdentifierText()
         var occurredAt: JSONRef?
         var platform: String?
+        /// The SDK family: `shopify`, `primer`, or another name, lower-cased, that starts with
+        /// neither (``readWrapper(_:_:into:)`` maps every `shopify…` and `primer…` to the family).
         var sdk: String?
         /// The event name written on the wrapper itself, for a payload that names none.
         var name: JSONRef?
+
+        /// The wrapper names Primer: `sdk` is `primer` (a comparison of two small strings).
+        var saysPrimer: Bool { sdk == "primer" }
     }
 
     /// The members ``readWrapper(_:_:into:)`` reads, indexed once.
@@ -383,8 +388,8 @@ package final class RawEventDecoder {
         }
         let primerKind = info.primer
         let shopifyKind = info.callback
-        let saysPrimer = wrapper.sdk.map { $0.hasPrefix("primer") } ?? false
-        let saysShopify = wrapper.sdk.map { $0.hasPrefix("shopify") } ?? false
+        let saysPrimer = wrapper.saysPrimer
+        let saysShopify = wrapper.sdk == "shopify"
         // Only a name both SDKs use, with no `sdk` to settle it, needs the payload's look.
         func looksPrimer(_ d: JSONDocument, _ o: Int) -> Bool {
             d.member(o, anyOf: "paymentResult", "checkoutData", "primerError", "payment_result") != nil
