@@ -29,7 +29,14 @@ package final class RawEventDecoder {
     /// ``wrapperEventID`` as read (in place: into the message's document, valid until the next decode).
     private var wrapperEventIdentifier = IdentifierText()
 
-    package init() {}
+    package init() {
+        let bytes = RawEventDecoder.recentNameSlots * RawEventDecoder.recentNameStride
+        recentNameBytes = .allocate(capacity: bytes)
+        recentNameBytes.initialize(repeating: 0, count: bytes)
+        recentNameValues = Array(repeating: ("", NameInfo("")), count: RawEventDecoder.recentNameSlots)
+    }
+
+    deinit { recentNameBytes.deallocate() }
 
     /// Decodes the message parsed into `doc`.
     /// - Throws: ``DecodeRejection`` with the dead-letter reason.
@@ -280,18 +287,20 @@ package final class RawEventDecoder {
             ?? holder(11) ?? holder(12)
         // Else the wrapper's own name.
         let nameToken = nameTokens.0 >= 0 ? nameTokens.0 : nil
+        let nameRef = nameToken.flatMap { doc.kind($0) == .string ? JSONRef(doc, $0) : nil } ?? wrapper.name
         // A name seen lately (a stream repeats a handful): its string and what the tables say of
-        // it, without building, folding and looking it up again.
-        if let t = nameToken, let seen = recentName(doc, t) {
+        // it, without building, folding and looking it up again — the payload's name or the
+        // wrapper's.
+        if let ref = nameRef, let seen = recentName(ref.doc, ref.token) {
             return try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: seen.name, info: seen.info)
         }
-        guard var name = nameToken.flatMap({ doc.string($0) }) ?? wrapper.name.flatMap({ $0.doc.string($0.token) }) else {
+        guard var name = nameRef.flatMap({ $0.doc.string($0.token) }) else {
             if let event = try decodeUnnamed(doc, r, wrapper: wrapper) { return event }
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
         var folded = ErrorCodeNormalizer.fold(name)
         var info = NameInfo(folded)
-        if info.isKnown, let t = nameToken { rememberName(doc, t, name, info) }
+        if info.isKnown, let ref = nameRef { rememberName(ref.doc, ref.token, name, info) }
         // A name no table knows gives way to one that is known: a Swift case printed with its
         // values (`success(PrimerSDK.PaymentResult(…))`), another name field (an `onCompletion`
         // callback with its `state`), or the wrapper's (a payload's `type` may be its error's kind).
@@ -344,25 +353,36 @@ package final class RawEventDecoder {
         var isKnown: Bool { callback != nil || primer != nil || nonLifecycle }
     }
 
-    /// Known names lately read from a name token, by their raw bytes (quotes included): at most
-    /// ``recentNameLimit``, the oldest replaced first.
-    private var recentNames: [(raw: [UInt8], name: String, info: NameInfo)] = []
-    private var recentNameNext = 0
-    private static let recentNameLimit = 16
+    /// Known names lately read from a name token, by their raw bytes (quotes included): a table of
+    /// ``recentNameSlots`` slots indexed by a hash of those bytes, each slot's bytes in
+    /// ``recentNameBytes`` (a length byte, 0 while empty, then the bytes) and its name and what the
+    /// tables say of it in ``recentNameValues``; a name replaces whatever its slot held. Flood's
+    /// mix alone names about forty events in turn (a list of sixteen, oldest replaced first, missed
+    /// one event in five).
+    private let recentNameBytes: UnsafeMutablePointer<UInt8>
+    private var recentNameValues: [(name: String, info: NameInfo)]
+    private static let recentNameSlots = 256
     /// The longest name token remembered, quotes included (the longest listed name is 34 bytes).
     private static let recentNameMaxBytes = 66
+    private static let recentNameStride = 1 + recentNameMaxBytes
+
+    /// The slot of a name token's raw bytes: the top 8 bits of their hash.
+    @inline(__always)
+    private static func recentNameSlot(_ raw: UnsafeRawBufferPointer) -> Int {
+        Int(truncatingIfNeeded: CanonicalHash.hashBytes(raw.baseAddress!, raw.count, seed: 0x6E61_6D65) &>> 56)
+    }
 
     /// The remembered name whose raw text is string token `t`'s, if any. An escaped token (whose
     /// decoded text is another byte string) is never looked up.
     private func recentName(_ doc: JSONDocument, _ t: Int) -> (name: String, info: NameInfo)? {
         guard doc.kind(t) == .string, !doc.tokens[t].flag else { return nil }
         let raw = doc.raw(t)
-        for entry in recentNames where entry.raw.count == raw.count {
-            if entry.raw.withUnsafeBytes({ memcmp($0.baseAddress!, raw.baseAddress!, raw.count) == 0 }) {
-                return (entry.name, entry.info)
-            }
-        }
-        return nil
+        guard raw.count <= RawEventDecoder.recentNameMaxBytes else { return nil }
+        let slot = RawEventDecoder.recentNameSlot(raw)
+        let p = recentNameBytes + slot &* RawEventDecoder.recentNameStride
+        // A raw string is at least its two quotes: an empty slot's length never matches.
+        guard Int(p[0]) == raw.count && memcmp(p + 1, raw.baseAddress!, raw.count) == 0 else { return nil }
+        return recentNameValues[slot]
     }
 
     /// Remembers known name `name`, read from string token `t`, and what the tables say of it.
@@ -371,13 +391,12 @@ package final class RawEventDecoder {
         // length: only names of a real name's length are kept (the cache stays a few KB).
         guard doc.kind(t) == .string, !doc.tokens[t].flag, doc.raw(t).count <= RawEventDecoder.recentNameMaxBytes
         else { return }
-        let entry = (raw: Array(doc.raw(t)), name: name, info: info)
-        if recentNames.count < RawEventDecoder.recentNameLimit {
-            recentNames.append(entry)
-        } else {
-            recentNames[recentNameNext] = entry
-            recentNameNext = (recentNameNext + 1) % RawEventDecoder.recentNameLimit
-        }
+        let raw = doc.raw(t)
+        let slot = RawEventDecoder.recentNameSlot(raw)
+        let p = recentNameBytes + slot &* RawEventDecoder.recentNameStride
+        p[0] = UInt8(raw.count)
+        UnsafeMutableRawPointer(p + 1).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
+        recentNameValues[slot] = (name, info)
     }
 
     /// The rest of ``decodeRaw(_:_:wrapper:)`` once the event's name is settled.

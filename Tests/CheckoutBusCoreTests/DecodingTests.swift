@@ -705,4 +705,60 @@ struct RememberedNameTests {
             }
         }
     }
+
+    /// The same as ``sameAsFresh()``, comparing one event's output from the two processors.
+    /// - Returns: the fresh processor's topic.
+    @discardableResult
+    static func expectSame(_ longLived: EventProcessor, _ text: String, _ what: String) -> String? {
+        let fresh = EventProcessor().feed(text)
+        let kept = longLived.feed(text)
+        if case .suppressed = kept.outcome { return fresh.topic }
+        #expect(kept.topic == fresh.topic, "\(what)")
+        #expect(kept["kind"] == fresh["kind"], "\(what)")
+        #expect(kept["source.format"] == fresh["source.format"], "\(what)")
+        #expect(kept["source.platform"] == fresh["source.platform"], "\(what)")
+        #expect(kept["source.sdk"] == fresh["source.sdk"], "\(what)")
+        #expect(kept.outcome == fresh.outcome, "\(what)")
+        return fresh.topic
+    }
+
+    @Test("names on the wrapper (the payload naming none) are remembered too, and change nothing")
+    func wrapperNames() {
+        let longLived = EventProcessor()
+        let order = Array(Self.names.indices) + Array(Self.names.indices.reversed())
+        for (i, n) in order.enumerated() {
+            let snapshot = Fixture.snapshot(id: "wn-\(i % 5)", quantity: 1 + i % 4)
+            let text = #"{"checkout_id":"wn-\#(i % 5)","event_id":"we-\#(i)","event":"\#(Self.names[n])","payload":{"checkout":\#(snapshot)}}"#
+            Self.expectSame(longLived, text, "wrapper's \(Self.names[n])")
+        }
+    }
+
+    @Test("hundreds of spellings of known names, more than the table has slots, sharing slots: each decodes as when fresh")
+    func manySpellings() {
+        let longLived = EventProcessor()
+        let bases = ["onCheckoutUpdated", "checkoutDidComplete", "primerDidFailWithError", "onDismiss", "checkoutDidStart"]
+        // Folding keeps letters and digits only, lower-cased: an underscore anywhere, or an upper-case
+        // letter, spells the same name with other bytes.
+        var spellings: [String] = []
+        for base in bases {
+            let chars = Array(base)
+            for k in 1..<chars.count {
+                spellings.append(String(chars[..<k]) + "_" + String(chars[k...]))
+                spellings.append(String(chars[..<k]).uppercased() + String(chars[k...]))
+                spellings.append(String(chars[..<k]) + "-" + String(chars[k...]).uppercased())
+                spellings.append(String(chars[..<k]) + " " + String(chars[k...]))
+            }
+        }
+        #expect(spellings.count > 300)
+        var lifecycle = 0
+        for pass in 0..<2 {
+            for (i, name) in spellings.enumerated() {
+                let text = Self.event(name, i + pass * spellings.count)
+                if let topic = Self.expectSame(longLived, text, "\(name), pass \(pass)"), topic.hasPrefix("checkout.") { lifecycle += 1 }
+            }
+        }
+        // Most spellings are known lifecycle names (over 200 distinct ones, so many share a slot);
+        // the rest both processors dead-letter alike.
+        #expect(lifecycle > 400)
+    }
 }
