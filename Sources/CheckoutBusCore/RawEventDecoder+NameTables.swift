@@ -127,15 +127,22 @@ extension RawEventDecoder {
         return folded == "reactnative" ? "react_native" : folded
     }
 
-    /// Whether `name`'s UTF-8 bytes start with `prefix`'s: a byte comparison, where
+    /// `name.hasPrefix(prefix)` for an ASCII `prefix`, by its UTF-8 bytes where that settles it:
     /// `String.hasPrefix` compares by grapheme (about a hundred instructions per event, measured).
-    static func starts(_ name: String, with prefix: StaticString) -> Bool {
-        var name = name
+    /// The bytes match and the next is ASCII (or there is none): a grapheme ends with the prefix, so
+    /// the answer is yes; they differ: no. A non-ASCII byte after matching bytes may continue the
+    /// prefix's last grapheme (a combining accent): `hasPrefix` decides.
+    package static func starts(_ name: String, with prefix: StaticString) -> Bool {
+        var copy = name
         let n = prefix.utf8CodeUnitCount
-        return name.withUTF8 { b in b.count >= n && memcmp(b.baseAddress!, prefix.utf8Start, n) == 0 }
+        let bytes = copy.withUTF8 { b -> Bool? in
+            guard b.count >= n && memcmp(b.baseAddress!, prefix.utf8Start, n) == 0 else { return false }
+            return b.count == n || b[n] < 0x80 ? true : nil
+        }
+        return bytes ?? name.hasPrefix(String(describing: prefix))
     }
 
-    static func platform(forCallback name: String) -> String? {
+    package static func platform(forCallback name: String) -> String? {
         if starts(name, with: "checkoutDid") { return "ios" }
         if starts(name, with: "onCheckout") { return "android" }
         return nil

@@ -722,6 +722,22 @@ struct RememberedNameTests {
         return fresh.topic
     }
 
+    @Test("a callback name's platform prefix is matched as String.hasPrefix matches it, by grapheme")
+    func prefixByGrapheme() {
+        let names = ["checkoutDidComplete", "checkoutDid", "checkoutDi", "", "checkoutdidComplete",
+                     "checkoutDid\u{301}Complete", "checkoutDid\u{200D}Complete", "checkoutDidé", "checkoutDid😀",
+                     "onCheckoutStarted", "onCheckout\u{308}", "primerDidDismiss", "primerDid\u{FE0F}x", "onCheckout-x"]
+        for name in names {
+            for prefix in ["checkoutDid", "onCheckout", "primerDid"] as [StaticString] {
+                #expect(RawEventDecoder.starts(name, with: prefix) == name.hasPrefix(String(describing: prefix)),
+                        "\(name) / \(prefix)")
+            }
+        }
+        // A combining mark after the prefix joins its last letter: no platform from the name.
+        #expect(RawEventDecoder.platform(forCallback: "checkoutDid\u{301}Complete") == nil)
+        #expect(RawEventDecoder.platform(forCallback: "checkoutDidComplete") == "ios")
+    }
+
     @Test("names on the wrapper (the payload naming none) are remembered too, and change nothing")
     func wrapperNames() {
         let longLived = EventProcessor()

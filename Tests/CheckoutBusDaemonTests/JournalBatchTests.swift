@@ -188,6 +188,8 @@ struct JournalBatchTests {
     @Test("every batch is written where it lies, with no copy into the staging buffer, direct or through the page cache", arguments: [false, true])
     func inPlace(direct: Bool) throws {
         let f = try Fixture(direct: direct)
+        // Direct where the test directory's file system takes it (not tmpfs before Linux 6.6).
+        #expect(f.journal.writesDirect == (direct && JournalFiles.probeDirectWrites(in: f.root) == nil))
         let last = try JournalBatchTests.flood(f)
         #expect(f.published.map(\.seq) == Array(1...last))
         #expect(try f.seqsInFile() == Array(1...last))

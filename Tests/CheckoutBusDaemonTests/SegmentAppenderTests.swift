@@ -81,7 +81,7 @@ struct SegmentAppenderTests {
             // Memory as a journal batch lays it out: block-aligned, the run starting where the
             // segment's last partial block ends, a block free after it. Every fourth run is
             // misplaced by 8 bytes (a direct write then cannot be in place); every fifth has no
-            // room after it (never in place).
+            // room after it (in place only when it needs no padding).
             let tail = expected.count % block
             let start = tail + (i % 4 == 3 ? 8 : 0)
             let after = i % 5 == 4 ? 0 : block
@@ -96,6 +96,15 @@ struct SegmentAppenderTests {
             if wentInPlace { inPlace += 1 }
             let aligned = i % 4 != 3
             let padding = (block - (tail + run.count) % block) % block
+            // Nothing outside the room it was given is touched, the run least of all: in place,
+            // the partial block before the run and the padding after it; staged, nothing.
+            let total = start + run.count + block
+            let touchedFrom = wentInPlace ? start - tail : start
+            let touchedTo = wentInPlace ? start + run.count + padding : start + run.count
+            let untouched = (0..<touchedFrom).allSatisfy { memory.load(fromByteOffset: $0, as: UInt8.self) == 0xEE }
+                && (touchedTo..<total).allSatisfy { memory.load(fromByteOffset: $0, as: UInt8.self) == 0xEE }
+            #expect(untouched, "run \(i)")
+            #expect(run.withUnsafeBytes { memcmp(memory + start, $0.baseAddress!, run.count) == 0 }, "run \(i)")
             let isDirect = appender.isDirect && run.count >= SegmentAppender.directMinimum
             #expect(wentInPlace == ((aligned || !isDirect) && (after > 0 || padding == 0)))
             expected += run

@@ -13,7 +13,7 @@ import CheckoutBusRuntime
 ///
 /// The pipeline's batches (``JournalBatch``) are written here: a run of records per segment,
 /// on the calling thread (``writeRun(_:_:_:_:)``) or by a ``JournalWriter`` thread
-/// (``post(_:count:)``, ``writerResult(wait:)``), rotating to a new segment when one is full. A
+/// (``post(_:count:room:)``, ``writerResult(wait:)``), rotating to a new segment when one is full. A
 /// ``JournalSyncer`` thread `fdatasync`s behind.
 /// What was written is read back by a ``JournalReader`` on its own descriptors: the control
 /// thread's replays, and this journal's own reads at start (``read(from:prefixes:limit:maxExamined:_:)``),
@@ -211,8 +211,9 @@ package final class Journal {
 
     /// Where in its block the open segment will end once `more` bytes are appended to it: where
     /// a batch that begins now places its first record (``JournalBatch``). A guess only; should
-    /// the segment end elsewhere when the batch is written (a rotation, a failed write), the batch
-    /// goes through the appender's staging buffer instead.
+    /// the segment end elsewhere in its block when the batch is written (a rotation, the run
+    /// before it failing), a direct write of the batch goes through the appender's staging buffer
+    /// instead (a buffered one is still written in place when the block fits in front of it).
     func endInBlock(after more: Int) -> Int {
         (segments[segments.count - 1].size + more) & (SegmentAppender.blockSize - 1)
     }

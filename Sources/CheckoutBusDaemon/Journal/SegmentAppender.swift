@@ -17,9 +17,12 @@ import CheckoutBusRuntime
 /// Every append writes the segment's last partial block again, from its start: the bytes already
 /// there, kept at the head of the staging buffer, then the new ones, and zeros to the block's
 /// end. The journal's batches leave room for that block in front of their records, placed so that
-/// it starts on a block boundary, so a run is usually written where it lies; one that cannot be
-/// (a batch written after a rotation or a failed write changed the segment's end) is copied into
-/// the staging buffer behind the block. A direct write needs whole blocks; a buffered one that covers whole pages never has the
+/// it starts on a block boundary, so a run is usually written where it lies (``Room``). The rest
+/// are copied into the staging buffer behind the block: a run that does not start its batch (a
+/// retry of the records after the ones written, the run after a rotation), one that ends before
+/// its batch's last record and needs padding, a direct one whose block would not start on a block
+/// boundary (the batch's placement foreseen wrongly), and the first after a failed read of the
+/// block. A direct write needs whole blocks; a buffered one that covers whole pages never has the
 /// kernel read a page back from the disk first (which a direct write would have left uncached).
 /// While a segment is open, its file may therefore end with up to 4095 zero bytes past the last
 /// record; ``finish()`` cuts them when the segment is closed, and recovery after a crash cuts them
@@ -34,7 +37,8 @@ package final class SegmentAppender {
     /// The unit of a direct write: its offset, length and buffer address are multiples of it.
     /// 4 KiB serves devices of 512-byte and of 4 KiB logical blocks.
     package static let blockSize = 4096
-    /// Most bytes one `pwrite` carries: the staging buffer's size.
+    /// The staging buffer's size: the most bytes one `pwrite` of a staged run carries (a run
+    /// written in place goes in one `pwrite`, whatever its length).
     package static let chunkBytes = 1 << 20
     /// Runs at least this long are written directly; shorter ones through the page cache.
     package static let directMinimum = 32 << 10
