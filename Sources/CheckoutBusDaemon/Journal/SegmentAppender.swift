@@ -181,51 +181,51 @@ package final class SegmentAppender {
     }
 
     /// Writes the run where it lies: the last partial block's bytes (the head of the staging
-    /// buffer) copied just before it, zeros after it to the block's end, one write of the whole,
-    /// and the new last partial block copied to the head of the staging buffer.
+    /// buffer) copied just before it, then ``writeTail(_:used:direct:)``.
     private func writeInPlace(_ base: UnsafeMutableRawPointer, _ count: Int, direct: Bool) -> Int32 {
-        let mask = SegmentAppender.blockSize - 1
         let from = base - tailBytes
         from.copyMemory(from: staging, byteCount: tailBytes)
-        let used = tailBytes + count
-        let padded = (used + mask) & ~mask
-        (from + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
-        switch writeOut(from, padded, direct: direct) {
-        case .written: break
+        switch writeTail(from, used: tailBytes + count, direct: direct) {
+        case .written: return 0
         case .failed(let e): return e
         case .refused(let e): return refused(e) { writeInPlace(base, count, direct: false) }
         }
-        let end = tailStart + used
-        let newStart = end & ~mask
-        staging.copyMemory(from: from + (newStart - tailStart), byteCount: end - newStart)
-        setEnd(end)
-        return 0
     }
 
+    /// Writes the run through the staging buffer, behind the last partial block, a chunk at a time.
     private func writeBlocks(_ base: UnsafeRawPointer, _ count: Int, direct: Bool) -> Int32 {
-        let mask = SegmentAppender.blockSize - 1
         var from = 0
         while from < count {
             let n = min(count - from, SegmentAppender.chunkBytes - tailBytes)
             (staging + tailBytes).copyMemory(from: base + from, byteCount: n)
-            let used = tailBytes + n
-            let padded = (used + mask) & ~mask
-            (staging + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
-            switch writeOut(staging, padded, direct: direct) {
+            switch writeTail(staging, used: tailBytes + n, direct: direct) {
             case .written: break
             case .failed(let e): return e
             case .refused(let e):
                 let rest = from
                 return refused(e) { writeBlocks(base + rest, count - rest, direct: false) }
             }
-            let end = tailStart + used
-            let newStart = end & ~mask
-            let keep = end - newStart
-            if newStart > tailStart { staging.copyMemory(from: staging + (newStart - tailStart), byteCount: keep) }
-            setEnd(end)
             from += n
         }
         return 0
+    }
+
+    /// Writes the `used` bytes at `p` — the segment's last partial block, then new bytes — padded
+    /// with zeros to whole blocks, at that block; then keeps the new last partial block at the head
+    /// of the staging buffer (where `p` may be already).
+    private func writeTail(_ p: UnsafeMutableRawPointer, used: Int, direct: Bool) -> Outcome {
+        let mask = SegmentAppender.blockSize - 1
+        let padded = (used + mask) & ~mask
+        (p + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used)
+        let outcome = writeOut(p, padded, direct: direct)
+        guard case .written = outcome else { return outcome }
+        let end = tailStart + used
+        let newStart = end & ~mask
+        let kept = p + (newStart - tailStart)
+        // Overlapping when `p` is the staging buffer: `copyMemory` moves as `memmove` does.
+        if kept != staging { staging.copyMemory(from: kept, byteCount: end - newStart) }
+        setEnd(end)
+        return .written
     }
 
     /// How one write of whole blocks went.
