@@ -72,6 +72,78 @@ struct RecordChecksumTests {
         #expect(Set(sums).count == sums.count)
     }
 
+    /// The CBR2 checksum as first written (one block a turn, the tail copied into four words):
+    /// the definition the journal's files depend on, which the production function must match.
+    static func referenceChecksum(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+        let k0: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let k1: UInt64 = 0xBF58_476D_1CE4_E5B9
+        let k2: UInt64 = 0x94D0_49BB_1331_11EB
+        let k3: UInt64 = 0xD6E8_FEB8_6659_FD93
+        func mix(_ a: UInt64, _ b: UInt64) -> UInt64 {
+            let r = a.multipliedFullWidth(by: b)
+            return r.high ^ r.low
+        }
+        var acc0 = UInt64(truncatingIfNeeded: n) ^ k0
+        var acc1 = k3
+        var i = 0
+        while i + 32 <= n {
+            let block = UInt64(truncatingIfNeeded: i) &* k0
+            let a = p.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            let b = p.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
+            let c = p.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self)
+            let d = p.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)
+            acc0 &+= mix(a ^ k1 ^ block, b ^ k2)
+            acc1 &+= mix(c ^ k2 ^ block, d ^ k3)
+            i += 32
+        }
+        var tail: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &tail) { t in t.baseAddress!.copyMemory(from: p + i, byteCount: n - i) }
+        let block = UInt64(truncatingIfNeeded: i) &* k0
+        acc0 &+= mix(tail.0 ^ k1 ^ block, tail.1 ^ k2)
+        acc1 &+= mix(tail.2 ^ k2 ^ block, tail.3 ^ k3)
+        return mix(acc0 ^ k2, mix(acc1 ^ k0, k1))
+    }
+
+    @Test("the CBR2 checksum is the one records were first written with, at every length 0…600 and offset 0…7")
+    func sameAsFirstWritten() {
+        var state: UInt64 = 0x5EED
+        let bytes = (0..<616).map { _ -> UInt8 in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+        var mismatches = 0
+        bytes.withUnsafeBytes { raw in
+            for offset in 0..<8 {
+                for n in 0...600 where JournalFormat.checksum(raw.baseAddress! + offset, n)
+                    != Self.referenceChecksum(raw.baseAddress! + offset, n) {
+                    mismatches += 1
+                }
+            }
+        }
+        #expect(mismatches == 0)
+        // Pinned values: "0123456789" repeated, at lengths around the block and tail paths.
+        let text = Array(String(repeating: "0123456789", count: 20).utf8)
+        let pinned: [(Int, UInt64)] = [
+            (0, 0x7BDB_9267_82F0_67D8),
+            (5, 0x7E88_1B69_DA82_97C3),
+            (8, 0x78E4_2DAC_5EA0_D879),
+            (31, 0x8101_BD29_7491_09FB),
+            (32, 0x09B5_2342_3958_86FD),
+            (33, 0x8526_C953_D246_239E),
+            (63, 0x18F1_B706_418F_29FD),
+            (64, 0xCD97_A9C9_2206_00D2),
+            (65, 0x1EC9_3DE9_D505_E803),
+            (95, 0x652A_54E2_FF3D_B3FE),
+            (100, 0x1D30_C0C2_04CA_82A4),
+            (127, 0x8EED_9BE6_46C0_4D8F),
+            (128, 0x6AE1_95A3_52E7_2A09),
+            (199, 0xE437_114F_EC65_C63D),
+        ]
+        for (n, sum) in pinned {
+            #expect(text.withUnsafeBytes { JournalFormat.checksum($0.baseAddress!, n) } == sum, "length \(n)")
+        }
+    }
+
     @Test("a journal of CBR1 records opens, reads, and takes CBR2 records after them in the same segment")
     func upgradeInPlace() throws {
         let root = JournalRecoveryTests.scratch()

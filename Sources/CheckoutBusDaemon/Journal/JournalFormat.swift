@@ -62,23 +62,55 @@ package enum JournalFormat {
             let r = a.multipliedFullWidth(by: b)
             return r.high ^ r.low
         }
+        @inline(__always) func word(_ offset: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
         var acc0 = UInt64(truncatingIfNeeded: n) ^ k0
         var acc1 = k3
         var i = 0
-        while i + 32 <= n {
-            let block = UInt64(truncatingIfNeeded: i) &* k0
-            let a = p.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            let b = p.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
-            let c = p.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self)
-            let d = p.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)
-            acc0 &+= mix(a ^ k1 ^ block, b ^ k2)
-            acc1 &+= mix(c ^ k2 ^ block, d ^ k3)
-            i += 32
+        // `block` is i × k0, wrapping, kept as a running sum. Two blocks a turn: the same sums as
+        // one at a time, with half the loop's own instructions.
+        var block: UInt64 = 0
+        let step = k0 &* 32
+        while i &+ 64 <= n {
+            acc0 &+= mix(word(i) ^ k1 ^ block, word(i &+ 8) ^ k2)
+            acc1 &+= mix(word(i &+ 16) ^ k2 ^ block, word(i &+ 24) ^ k3)
+            let next = block &+ step
+            acc0 &+= mix(word(i &+ 32) ^ k1 ^ next, word(i &+ 40) ^ k2)
+            acc1 &+= mix(word(i &+ 48) ^ k2 ^ next, word(i &+ 56) ^ k3)
+            block = next &+ step
+            i &+= 64
         }
-        // The last 0–31 bytes, zero-filled to four words.
+        if i &+ 32 <= n {
+            acc0 &+= mix(word(i) ^ k1 ^ block, word(i &+ 8) ^ k2)
+            acc1 &+= mix(word(i &+ 16) ^ k2 ^ block, word(i &+ 24) ^ k3)
+            block &+= step
+            i &+= 32
+        }
+        // The last 0–31 bytes, zero-filled to four words: whole words as they are, a last partial
+        // one from the word ending at the last byte, shifted down (the text is at least 8 bytes
+        // long whenever a partial word follows a whole one or a block; shorter, byte by byte).
         var tail: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &tail) { t in t.baseAddress!.copyMemory(from: p + i, byteCount: n - i) }
-        let block = UInt64(truncatingIfNeeded: i) &* k0
+        let rest = n &- i
+        withUnsafeMutableBytes(of: &tail) { t in
+            var k = 0
+            while k &+ 8 <= rest {
+                t.storeBytes(of: word(i &+ k), toByteOffset: k, as: UInt64.self)
+                k &+= 8
+            }
+            if k < rest {
+                #if _endian(little)
+                let shifted = n >= 8
+                #else
+                let shifted = false
+                #endif
+                if shifted {
+                    // Little-endian: the word's last bytes are its high ones.
+                    let shift = UInt64(truncatingIfNeeded: 8 &* (8 &- (rest &- k)))
+                    t.storeBytes(of: word(n &- 8) &>> shift, toByteOffset: k, as: UInt64.self)
+                } else {
+                    (t.baseAddress! + k).copyMemory(from: p + (i &+ k), byteCount: rest &- k)
+                }
+            }
+        }
         acc0 &+= mix(tail.0 ^ k1 ^ block, tail.1 ^ k2)
         acc1 &+= mix(tail.2 ^ k2 ^ block, tail.3 ^ k3)
         return mix(acc0 ^ k2, mix(acc1 ^ k0, k1))
