@@ -174,7 +174,15 @@ public struct JSONWriter: ~Copyable {
 
     @inlinable public mutating func append(int value: Int) { append(int: Int64(value)) }
 
-    @inlinable public mutating func append(bool value: Bool) { append(value ? "true" : "false") }
+    /// Appends `true` or `false`: one word stored (room for eight bytes is reserved), where a
+    /// literal of either length went through a `memcpy` call.
+    @inlinable public mutating func append(bool value: Bool) {
+        let b = UnsafeMutableRawPointer(reserve(8))
+        // "true" and "fals" read as little-endian words; the `e` of `false` after them.
+        b.storeBytes(of: (value ? 0x6575_7274 : 0x736C_6166 as UInt32).littleEndian, as: UInt32.self)
+        b.storeBytes(of: UInt8(ascii: "e"), toByteOffset: 4, as: UInt8.self)
+        written &+= value ? 4 : 5
+    }
 
     /// Appends a JSON string literal for UTF-8 `text`, escaping quotes, backslashes and controls.
     @inlinable public mutating func appendString(utf8 text: UnsafeRawBufferPointer) {

@@ -202,4 +202,22 @@ extension WriterAndAccessFastPathTests {
         }
         return found
     }
+
+    @Test("booleans are written whole, at every offset and beside what follows, as the buffer grows")
+    func booleans() {
+        var writer = JSONWriter(capacity: 16)
+        var expected: [UInt8] = []
+        for k in 0..<200 {
+            let value = k % 3 != 0
+            writer.append(bool: value)
+            expected += Array((value ? "true" : "false").utf8)
+            if k % 7 == 0 {
+                writer.append(byte: UInt8(ascii: ","))
+                expected.append(UInt8(ascii: ","))
+            }
+            #expect(writer.count == expected.count)
+        }
+        #expect(writer.bytes == expected)
+    }
 }
+
