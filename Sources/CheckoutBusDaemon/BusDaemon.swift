@@ -87,6 +87,8 @@ package final class BusDaemon {
     package static let handshakeTimeoutMilliseconds: Int32 = 10_000
     /// How long SIGTERM's drain reads the ingest sockets at most (docs/durability.md, "Stopping").
     package static let shutdownDrainNanoseconds: UInt64 = 2_000_000_000
+    /// The drain at a stop ends once nothing has arrived on either ingest socket for this long.
+    package static let shutdownQuietMilliseconds = 20
     /// Ingest messages read per poll wake-up before the loop looks at subscriptions and timers.
     private let batchSize = 512
     /// The journal, opened (recovered) when the daemon is made; closed when ``run(stop:ready:)``
@@ -354,12 +356,21 @@ package final class BusDaemon {
         logger.info("stopping: draining ingest")
         try? ingest.unbind(bound.ingest)
         let drainDeadline = BusClock.monotonicNanoseconds() + BusDaemon.shutdownDrainNanoseconds
+        let arrivals = ZMQPoller()
+        _ = arrivals.addReadable(ingest)
+        _ = arrivals.addReadable(acked)
         while true {
             let before = processor.counters.received
             try drainIngest(ingest, message, limit: batchSize)
             try drainAcked(acked, limit: batchSize)
             _ = try commitBatch(publish)
-            if processor.counters.received == before { break }
+            // A pass that found nothing: what producers sent just before the stop may still be on
+            // its way through ZeroMQ's I/O thread (a moment behind on a busy host), so ingest is
+            // taken for empty only once nothing has come for `shutdownQuietMilliseconds`.
+            if processor.counters.received == before,
+                try arrivals.poll(timeoutMilliseconds: BusDaemon.shutdownQuietMilliseconds) == 0 {
+                break
+            }
             if BusClock.monotonicNanoseconds() >= drainDeadline {
                 logger.warning("stopping: producers were still sending when the drain's time ran out; what they send "
                                + "from now on is not read (acknowledged producers get no answer and send it again)",
