@@ -123,6 +123,30 @@ struct NoClientStallsTests {
         let daemon = try DaemonProcess()
         let address = try #require(daemon.ready["metrics"] as? String)
         let p = try port(of: address)
+        // The test's own connections to the port, left out of the counts: each scrape below (it is
+        // counted before it is answered) and expectServing's /healthz.
+        var own = 0
+        // Of the early-closing connections, how many the daemon has taken from its accept queue:
+        // accepted, or refused with a 503 when 128 connections were open and none could make room.
+        func taken() throws -> Double {
+            own += 1
+            let body = try httpGet(address, "/metrics").body
+            let accepted = metric(body, "checkoutbus_http_connections_total{outcome=\"accepted\"}") ?? 0
+            let refused = metric(body, "checkoutbus_http_connections_total{outcome=\"refused\"}") ?? 0
+            return accepted + refused - Double(own)
+        }
+        // The HTTP thread takes them from its accept queue in turns with the scrapes: on a busy host
+        // the count gets there a little after them, so it is read until it does (or 30 s).
+        func waitTaken(_ n: Int) throws -> Double {
+            let deadline = BusClock.monotonicNanoseconds() + 30_000_000_000
+            var t = 0.0
+            repeat {
+                t = try taken()
+                if t >= Double(n) { break }
+                usleep(20_000)
+            } while BusClock.monotonicNanoseconds() < deadline
+            return t
+        }
         for i in 0..<800 {
             let fd = try tcpConnect(port: p)
             switch i % 4 {
@@ -140,22 +164,18 @@ struct NoClientStallsTests {
                 break  // connect and close
             }
             close(fd)
+            // In waves of 100, each taken before the next is sent: in one clean-clone run on a
+            // loaded host, 99 of 800 sent in one burst were never counted (connections the kernel
+            // may drop from a crowded accept queue never reach the daemon); none pile up now.
+            if (i + 1) % 100 == 0 {
+                let t = try waitTaken(i + 1)
+                #expect(t >= Double(i + 1), "after \(i + 1) early-closing clients, \(t) taken")
+            }
         }
         try expectServing(daemon, "early-close")
-        // The HTTP thread takes the 800 from its accept queue in turns with the scrapes above: on a
-        // busy host the count gets there a little after them, so it is read until it does (or 30 s).
-        // The test's own connections are not the 800: expectServing's /healthz and each scrape here.
-        let deadline = BusClock.monotonicNanoseconds() + 30_000_000_000
-        var own = 1
-        var early = 0.0
-        repeat {
-            own += 1
-            let accepted = metric(try httpGet(address, "/metrics").body, "checkoutbus_http_connections_total{outcome=\"accepted\"}") ?? 0
-            early = accepted - Double(own)
-            if early >= 800 { break }
-            usleep(50_000)
-        } while BusClock.monotonicNanoseconds() < deadline
-        #expect(early >= 800, "the early-closing clients' connections accepted (the test's own \(own) left out)")
+        own += 1  // expectServing's /healthz
+        let early = try waitTaken(800)
+        #expect(early >= 800, "the early-closing clients' connections accepted or refused (the test's own \(own) left out)")
         #expect(daemon.terminate() == 0)
     }
 

@@ -206,13 +206,14 @@ package final class MetricsHTTPServer: Sendable {
     ///   ones stay in the backlog and accepting pauses for ``acceptPauseNanoseconds``.
     @discardableResult
     private func accept(into connections: inout [Connection], now: UInt64, _ s: Settings) -> Bool {
-        var (accepted, refused, evicted) = (UInt64(0), UInt64(0), UInt64(0))
+        var (accepted, refused, evicted, aborted) = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         defer {
             let open = connections.count
             s.counters.update {
                 $0.httpAccepted += accepted
                 $0.httpRefused += refused
                 $0.httpEvicted += evicted
+                $0.httpAborted += aborted
                 $0.httpOpen = open
             }
         }
@@ -221,7 +222,14 @@ package final class MetricsHTTPServer: Sendable {
         for _ in 0..<MetricsHTTPServer.acceptsPerTurn {
             let fd = Glibc.accept(listenFD, nil, nil)
             if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
+                if errno == EINTR { continue }
+                if errno == ECONNABORTED {
+                    // Taken from the backlog already reset by its client: counted as one accepted
+                    // and aborted, as a connection whose client is gone by its first read.
+                    accepted += 1
+                    aborted += 1
+                    continue
+                }
                 // EAGAIN: none left. EMFILE/ENFILE: the process is out of descriptors; the
                 // pending ones stay in the backlog until some close.
                 return !(errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
