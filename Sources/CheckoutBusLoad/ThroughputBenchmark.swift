@@ -171,11 +171,9 @@ package struct ThroughputBenchmark {
 
             if memoryCheckouts > 0 {
                 defer { try? FileManager.default.removeItem(atPath: tmp.path + "-m") }
-                let fresh = try BusProcess("checkoutbusd", [
-                    "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", tmp.path + "-m",
-                    "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
-                    "--publish-hwm", hwm, "--max-subscribers", "4", "--subscriber-memory", "4294967296", "--log-level", "warning", "--max-checkouts", String(memoryCheckouts * 2),
-                ])
+                let fresh = try ThroughputBenchmark.memoryDaemon(
+                    tmp.path + "-m", hwm: hwm, maxCheckouts: memoryCheckouts * 2,
+                    ["--max-subscribers", "4", "--subscriber-memory", "4294967296"])
                 defer { fresh.stop() }
                 let driver = try LoadDriver(ingest: fresh.ingest, publish: fresh.publish, target: .daemon)
                 try driver.synchronize()
@@ -204,6 +202,16 @@ package struct ThroughputBenchmark {
         }
     }
 
+    /// A fresh daemon for a memory run: ephemeral ports, `dataDir`, room for `maxCheckouts`, and
+    /// `extra` flags.
+    private static func memoryDaemon(_ dataDir: String, hwm: String, maxCheckouts: Int, _ extra: [String] = []) throws -> BusProcess {
+        try BusProcess("checkoutbusd", [
+            "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", dataDir,
+            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
+            "--publish-hwm", hwm, "--log-level", "warning", "--max-checkouts", String(maxCheckouts),
+        ] + extra)
+    }
+
     /// Memory per tracked checkout on flood's realistic mix (starts, updates and suppressed
     /// repeats, completes and repeated completes, failures, dismissals: what a checkout leaves
     /// behind in the state table, idempotency key included): a fresh daemon takes a warm-up mix of
@@ -212,11 +220,7 @@ package struct ThroughputBenchmark {
     /// checkout it tracks more, and its state table's own bytes per tracked checkout (`/metrics`).
     private func measureMixMemory(in dataDir: String, hwm: String, say: (String) -> Void) throws {
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
-        let daemon = try BusProcess("checkoutbusd", [
-            "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*", "--data-dir", dataDir,
-            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:*",
-            "--publish-hwm", hwm, "--log-level", "warning", "--max-checkouts", String(memoryMixCheckouts * 3),
-        ])
+        let daemon = try ThroughputBenchmark.memoryDaemon(dataDir, hwm: hwm, maxCheckouts: memoryMixCheckouts * 3)
         defer { daemon.stop() }
         guard let metrics = daemon.ready["metrics"] as? String else { throw ToolError("the daemon's ready line names no metrics address") }
         let driver = try LoadDriver(ingest: daemon.ingest, publish: daemon.publish, target: .daemon)

@@ -43,25 +43,36 @@ struct SegmentAppenderTests {
         return lengths.map { n in (0..<n).map { _ in UInt8(truncatingIfNeeded: next() | 1) } }
     }
 
-    @Test("every append, short (through the page cache) or long (direct), lands after the last; the file holds exactly them once finished", arguments: [true, false])
-    func appends(direct: Bool) throws {
-        let header = String(repeating: "H", count: 64)
+    /// A segment of a 64-byte `header` and an appender open on it, direct where asked and the
+    /// test directory's file system takes it.
+    static func opened(direct: Bool, header: String) throws -> (Scratch, SegmentAppender) {
         let scratch = try Scratch(header, name: "00000000000000000001.seg")
         let probe = JournalFiles.probeDirectWrites(in: scratch.directory.path)
         let appender = SegmentAppender(direct: direct && probe == nil)
-        #expect(appender.open(path: scratch.path, fd: scratch.fd, size: 64) == nil)
+        #expect(appender.open(path: scratch.path, fd: scratch.fd, size: header.utf8.count) == nil)
         #expect(appender.isDirect == (direct && probe == nil))
+        return (scratch, appender)
+    }
+
+    /// The file holds `expected`, then zeros to the end of its block: whole blocks, direct or not.
+    static func expectBlocks(_ scratch: Scratch, _ expected: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
+        let file = scratch.bytes
+        #expect(Array(file.prefix(expected.count)) == expected, sourceLocation: sourceLocation)
+        #expect(file.count % SegmentAppender.blockSize == 0, sourceLocation: sourceLocation)
+        #expect(file.count - expected.count < SegmentAppender.blockSize, sourceLocation: sourceLocation)
+        #expect(!file[min(expected.count, file.count)...].contains { $0 != 0 }, sourceLocation: sourceLocation)
+    }
+
+    @Test("every append, short (through the page cache) or long (direct), lands after the last; the file holds exactly them once finished", arguments: [true, false])
+    func appends(direct: Bool) throws {
+        let header = String(repeating: "H", count: 64)
+        let (scratch, appender) = try Self.opened(direct: direct, header: header)
         var expected = Array(header.utf8)
         for run in SegmentAppenderTests.runs(seed: direct ? 1 : 2) {
             #expect(run.withUnsafeBytes { appender.append($0.baseAddress!, $0.count) } == 0)
             expected += run
             #expect(appender.size == expected.count)
-            let file = scratch.bytes
-            #expect(Array(file.prefix(expected.count)) == expected)
-            // Whole blocks, direct or not: the last one padded with zeros.
-            #expect(file.count % SegmentAppender.blockSize == 0)
-            #expect(file.count - expected.count < SegmentAppender.blockSize)
-            #expect(!file[expected.count...].contains { $0 != 0 })
+            Self.expectBlocks(scratch, expected)
         }
         #expect(appender.finish() == nil)
         #expect(scratch.bytes == expected)
@@ -70,10 +81,7 @@ struct SegmentAppenderTests {
     @Test("a run written where it lies, the last partial block copied in front of it, leaves the file a staged one would", arguments: [true, false])
     func inPlace(direct: Bool) throws {
         let header = String(repeating: "P", count: 64)
-        let scratch = try Scratch(header, name: "00000000000000000001.seg")
-        let probe = JournalFiles.probeDirectWrites(in: scratch.directory.path)
-        let appender = SegmentAppender(direct: direct && probe == nil)
-        #expect(appender.open(path: scratch.path, fd: scratch.fd, size: 64) == nil)
+        let (scratch, appender) = try Self.opened(direct: direct, header: header)
         let block = SegmentAppender.blockSize
         var expected = Array(header.utf8)
         var inPlace = 0
@@ -109,10 +117,7 @@ struct SegmentAppenderTests {
             #expect(wentInPlace == ((aligned || !isDirect) && (after > 0 || padding == 0)))
             expected += run
             #expect(appender.size == expected.count)
-            let file = scratch.bytes
-            #expect(Array(file.prefix(expected.count)) == expected)
-            #expect(file.count % block == 0)
-            #expect(!file[expected.count...].contains { $0 != 0 })
+            Self.expectBlocks(scratch, expected)
         }
         #expect(inPlace > 0)
         #expect(appender.finish() == nil)

@@ -88,7 +88,7 @@ package struct CursorCommand {
                 action = .shiftBy(n)
             }
         }
-        shard = try args.optionalInt(Self.shard, in: 0...1023)
+        shard = try args.optionalInt(Self.shard, in: 0...(ShardLimits.maxShards - 1))
         shards = try args.optionalInt(Self.shards, in: 1...ShardLimits.maxShards)
         controls = try BusOptions.endpoints(args, Self.control)
         dryRun = args.has(Self.dryRun)
