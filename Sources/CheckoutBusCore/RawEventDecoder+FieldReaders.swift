@@ -65,16 +65,21 @@ extension RawEventDecoder {
     /// Whether the raw event's own checkout id is still wanted.
     func needsCheckoutID(_ event: borrowing DecodedEvent) -> Bool { !event.hasCheckoutID && !wrapperNamesCheckout }
 
-    /// Ids and timestamps written beside the event name.
+    /// The members ``readEventIDs(_:_:into:)`` reads, indexed once: each field's spellings in the
+    /// order they are preferred.
+    private static let eventIDNames = MemberNames(
+        "checkout_id", "checkoutId", "event_id", "eventId", "order_id", "orderId", "occurred_at", "occurredAt",
+        "timestamp")
+
+    /// Ids and timestamps written beside the event name, found in one pass over `r`'s members
+    /// (``JSONDocument/members(_:_:)``) rather than one per field: of each field, the first
+    /// spelling present, as ``JSONDocument/member(_:anyOf:_:)`` picks it.
     func readEventIDs(_ doc: JSONDocument, _ r: Int, into event: inout DecodedEvent) {
-        if needsCheckoutID(event), let v = doc.member(r, anyOf: "checkout_id", "checkoutId") {
-            event.setCheckoutID(doc, v)
-        }
-        if !event.hasEventID, let v = doc.member(r, anyOf: "event_id", "eventId") { event.setEventID(doc, v) }
-        if event.orderID == nil, let v = doc.member(r, anyOf: "order_id", "orderId") { event.orderID = doc.identifier(v) }
-        if event.occurredAt == nil, let v = doc.member(r, anyOf: "occurred_at", "occurredAt", "timestamp"),
-            doc.kind(v) == .string || doc.kind(v) == .number
-        {
+        let m = doc.members(r, RawEventDecoder.eventIDNames)
+        if needsCheckoutID(event), let v = m.at(0) ?? m.at(1) { event.setCheckoutID(doc, v) }
+        if !event.hasEventID, let v = m.at(2) ?? m.at(3) { event.setEventID(doc, v) }
+        if event.orderID == nil, let v = m.at(4) ?? m.at(5) { event.orderID = doc.identifier(v) }
+        if event.occurredAt == nil, let v = m.at(6) ?? m.at(7) ?? m.at(8), doc.kind(v) == .string || doc.kind(v) == .number {
             event.occurredAt = JSONRef(doc, v)
         }
     }

@@ -592,6 +592,32 @@ struct DecodingTests {
         #expect(out["summary.status"] == "incomplete")
     }
 
+    @Test("ids beside the event name, read in one pass: spellings in order, the first of a repeat, escaped names")
+    func callbackIDSpellings() {
+        // Camel-case spellings before snake-case ones, a repeat, an escaped name: the snake-case
+        // spelling wins wherever it stands, the first of a repeat wins, and `occurred_at` is read
+        // before `occurredAt` and `timestamp`.
+        let out = EventProcessor().feed(#"{"event":"onCheckoutStarted","eventId":"camel","checkoutId":"ck-camel","#
+            + #""orderId":"o-camel","timestamp":"2026-01-01T00:00:00Z","occurredAt":"2026-01-02T00:00:00Z","#
+            + #""event_id":"snake","event_id":"repeat","check\u006fut_id":"ck-snake","order_id":"o-snake","#
+            + #""occurred_at":"2026-01-03T00:00:00Z","data":{"checkout":{"status":"incomplete"}}}"#)
+        #expect(out.outcome == .published(.start))
+        #expect(out["event_id"] == "snake")
+        #expect(out["checkout_id"] == "ck-snake")
+        #expect(out["occurred_at"] == "2026-01-03T00:00:00Z")
+        // The preferred spelling decides even when its value is unusable as a time: no fallback.
+        let objectTime = EventProcessor().feed(#"{"event":"onCheckoutStarted","checkout_id":"ck-1","occurredAt":{"t":1},"#
+            + #""timestamp":"2026-01-01T00:00:00Z","data":{"checkout":{"status":"incomplete"}}}"#)
+        #expect(objectTime.outcome == .published(.start))
+        #expect(objectTime["occurred_at"] == nil || objectTime["occurred_at"] == .null)
+        // Only a camel-case spelling: it is read.
+        let camel = EventProcessor().feed(#"{"event":"onCheckoutStarted","checkoutId":"ck-2","eventId":"e-2","#
+            + #""timestamp":1767225600000,"data":{"checkout":{"status":"incomplete"}}}"#)
+        #expect(camel["checkout_id"] == "ck-2")
+        #expect(camel["event_id"] == "e-2")
+        #expect(camel["occurred_at"] != nil && camel["occurred_at"] != .null)
+    }
+
     @Test("Numeric ids are accepted as identifiers")
     func numericIDs() {
         let p = EventProcessor()
