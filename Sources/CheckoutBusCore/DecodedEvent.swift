@@ -87,6 +87,10 @@ package struct DecodedEvent: ~Copyable {
 /// text, a number's), it is those bytes in place and no `String` is built for it; otherwise
 /// (escaped, or made up) it is a `String`. The bytes are valid only as long as what they point
 /// into (a document, or a buffer of the processor's). Absent when neither is set.
+///
+/// The bytes need no escape in JSON (no control byte, quote or backslash): they come only from
+/// an unescaped string the scanner checked, or a number's text, and are written between quotes
+/// as they are (``write(to:)``). Anything else is given as a `String`.
 struct IdentifierText {
     /// One case at a time: destroying one that holds no `String` (the usual case) releases nothing,
     /// where an optional `String` field beside the bytes was released (a runtime call) every time.
@@ -98,9 +102,11 @@ struct IdentifierText {
 
     private var storage: Storage
 
-    /// Bytes win when both are given.
+    /// Bytes win when both are given; they must need no escape (see above).
     init(bytes: UnsafeRawBufferPointer? = nil, string: String? = nil) {
         if let bytes {
+            assert(!bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") },
+                   "an identifier in place needs no escape")
             storage = .bytes(bytes)
         } else if let string {
             storage = .string(string)
@@ -150,7 +156,7 @@ struct IdentifierText {
     func write(to w: inout JSONWriter) -> Bool {
         switch storage {
         case .absent: return false
-        case .bytes(let b): w.appendString(utf8: b)
+        case .bytes(let b): w.appendQuotedVerbatim(b)
         case .string(let s): w.appendString(s)
         }
         return true

@@ -242,6 +242,34 @@ public struct JSONWriter: ~Copyable {
         appendEscaping(text)
     }
 
+    /// Appends `text` between quotes as it is: for bytes known to need no escape (no control
+    /// byte, quote or backslash, and valid UTF-8), such as an unescaped JSON string's contents as
+    /// the scanner checked them, or a number's text. ``appendString(utf8:)`` without its tests: a
+    /// word at a time, the last word overlapping the one before it.
+    @inlinable public mutating func appendQuotedVerbatim(_ text: UnsafeRawBufferPointer) {
+        let n = text.count
+        guard let p = text.baseAddress else {
+            append("\"\"")
+            return
+        }
+        assert(!text.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }, "needs escaping")
+        // Room for the quotes, and for a whole word stored at `b` (a short string's, below).
+        let b = UnsafeMutableRawPointer(reserve(n &+ 10) + 1)
+        if n < 8 {
+            b.storeBytes(of: JSONWriter.shortWord(p.assumingMemoryBound(to: UInt8.self), n).littleEndian, as: UInt64.self)
+        } else {
+            var i = 0
+            while i &+ 8 < n {
+                b.storeBytes(of: p.loadUnaligned(fromByteOffset: i, as: UInt64.self), toByteOffset: i, as: UInt64.self)
+                i &+= 8
+            }
+            b.storeBytes(of: p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self), toByteOffset: n &- 8, as: UInt64.self)
+        }
+        b.storeBytes(of: UInt8(ascii: "\""), toByteOffset: -1, as: UInt8.self)
+        b.storeBytes(of: UInt8(ascii: "\""), toByteOffset: n, as: UInt8.self)
+        written &+= n &+ 2
+    }
+
     /// ``appendString(utf8:)`` for a string with a byte to escape.
     @inline(never)
     @inlinable package mutating func appendEscaping(_ text: UnsafeRawBufferPointer) {

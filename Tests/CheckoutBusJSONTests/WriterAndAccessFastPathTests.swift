@@ -96,6 +96,30 @@ struct WriterAndAccessFastPathTests {
         }
     }
 
+    @Test("appendQuotedVerbatim writes what appendString writes for text that needs no escape: every length to 70, every offset")
+    func appendQuotedVerbatim() {
+        var rng = SplitMix64(seed: 0x5EED_0002)
+        let alphabet: [UInt8] = Array("abcXYZ09 -_:/.".utf8) + [0x7F, 0xC3, 0xA9]
+        for n in 0...70 {
+            for _ in 0..<4 {
+                let bytes = (0..<n).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }
+                for capacity in [1, 16, 64] {
+                    for prefix in [0, 1, 7, 15] {
+                        var w = JSONWriter(capacity: capacity)
+                        for _ in 0..<prefix { w.append(byte: UInt8(ascii: "x")) }
+                        // Taken from inside a larger buffer, as the decoder's ids are: bytes on
+                        // either side must not be copied.
+                        let framed = [UInt8](repeating: 0x22, count: 9) + bytes + [UInt8](repeating: 0x5C, count: 9)
+                        framed.withUnsafeBytes { w.appendQuotedVerbatim(UnsafeRawBufferPointer(rebasing: $0[9..<(9 + n)])) }
+                        w.append(byte: UInt8(ascii: "!"))
+                        #expect(w.count == prefix + n + 3)
+                        #expect(Array(w.bytes.dropFirst(prefix)) == Self.referenceLiteral(bytes) + [0x21], "\(bytes)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("isPlaceholderText agrees with the plain trim-and-compare: words, spacing, case, random text")
     func placeholderText() {
         let words = ["undefined", "null", "nan", "nil", "none", "(null)", "<null>", "[object object]"]
