@@ -31,7 +31,13 @@ package struct DecodedEvent: ~Copyable {
     package var snapshot: JSONRef?
     package var payment: JSONRef?
     package var error: DecodedError?
-    package var orderID: String?
+    /// The order id. Usually read in place (``orderIdentifier``): this builds its `String`.
+    package var orderID: String? {
+        get { orderIdentifier.value }
+        set { orderIdentifier = IdentifierText(string: newValue) }
+    }
+    /// The order id as read, as ``checkoutIdentifier``.
+    var orderIdentifier = IdentifierText()
 
     package init(kind: LifecycleKind, format: RawFormat, sdk: String) {
         self.kind = kind
@@ -49,6 +55,14 @@ package struct DecodedEvent: ~Copyable {
     mutating func setCheckoutID(_ doc: JSONDocument, _ t: Int) {
         checkoutIdentifier = RawEventDecoder.identifierText(doc, t)
     }
+
+    /// Sets the order id to ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be.
+    mutating func setOrderID(_ doc: JSONDocument, _ t: Int) {
+        orderIdentifier = RawEventDecoder.identifierText(doc, t)
+    }
+
+    /// Whether there is an order id (without building its `String`).
+    var hasOrderID: Bool { orderIdentifier.isPresent }
 
     /// Sets the event id to ``JSONDocument/identifier(_:)`` of token `t`, in place where it can be.
     mutating func setEventID(_ doc: JSONDocument, _ t: Int) {

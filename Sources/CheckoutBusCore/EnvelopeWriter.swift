@@ -57,9 +57,7 @@ package struct EnvelopeWriter: ~Copyable {
             w.append(",\"idempotency_key\":")
             if let idempotencyKey {
                 w.appendString(idempotencyKey)
-            } else if let orderID = e.orderID {
-                w.appendString(orderID)
-            } else {
+            } else if !e.orderIdentifier.write(to: &w) {  // the order id, else the checkout id
                 e.writeCheckoutID(to: &w)
             }
             w.append(",\"source\":{\"sdk\":")
@@ -79,7 +77,7 @@ package struct EnvelopeWriter: ~Copyable {
             w.append(",\"summary\":")
             // The order id is written from the event itself: not copied into the summary and released.
             let summary = SnapshotSummary.read(kind: e.kind, snapshot: e.snapshot, payment: e.payment, orderID: nil)
-            EnvelopeWriter.writeSummary(summary, orderID: e.orderID, to: &w)
+            EnvelopeWriter.writeSummary(summary, orderID: e.orderIdentifier, to: &w)
             if let err = e.error {
                 w.append(",\"error\":{\"code\":\"")
                 w.appendRaw(err.code.rawValue)
@@ -195,7 +193,7 @@ package struct EnvelopeWriter: ~Copyable {
     }
 
     /// Writes `s` with `orderID` as its `order_id` (`s.orderID` is not read).
-    private static func writeSummary(_ s: borrowing SnapshotSummary, orderID: String?, to w: inout JSONWriter) {
+    private static func writeSummary(_ s: borrowing SnapshotSummary, orderID: borrowing IdentifierText, to w: inout JSONWriter) {
         w.append("{\"status\":")
         if let v = s.status { w.appendString(v) } else { w.append("null") }
         w.append(",\"currency\":")
@@ -209,7 +207,7 @@ package struct EnvelopeWriter: ~Copyable {
         w.append(",\"item_quantity\":")
         if let v = s.itemQuantity { w.append(int: v) } else { w.append("null") }
         w.append(",\"order_id\":")
-        if let v = orderID { w.appendString(v) } else { w.append("null") }
+        if !orderID.write(to: &w) { w.append("null") }
         w.append("}")
     }
 }

@@ -578,8 +578,8 @@ package final class EventProcessor {
                 // Remember the key this order is published under (its order id, else its checkout
                 // id); every repeat reuses it. This envelope writes it from the event itself.
                 event.withCheckoutIDBytes { id in
-                    if var order = event.orderID {
-                        order.withUTF8 { state.setCompleteKey(UnsafeRawBufferPointer($0), checkoutID: id, entry) }
+                    if event.hasOrderID {
+                        event.orderIdentifier.withUTF8 { state.setCompleteKey($0, checkoutID: id, entry) }
                     } else {
                         state.setCompleteKey(id, checkoutID: id, entry)
                     }

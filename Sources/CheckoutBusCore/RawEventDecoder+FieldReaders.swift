@@ -23,16 +23,15 @@ extension RawEventDecoder {
         let skipCheckoutID = wrapperNamesCheckout
         let m = doc.members(c, RawEventDecoder.snapshotIDNames)
         if !skipCheckoutID, let v = m.at(0) ?? m.at(1) ?? m.at(2) { event.setCheckoutID(doc, v) }
-        if let order = m.object(3), let v = doc.member(order, "id") { event.orderID = doc.identifier(v) }
-        if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") {
-            event.orderID = doc.identifier(v)
-        }
-        if event.orderID == nil, let v = m.at(6) ?? m.at(7) { event.orderID = doc.identifier(v) }
+        if let order = m.object(3), let v = doc.member(order, "id") { event.setOrderID(doc, v) }
+        if let details = m.object(4) ?? m.object(5), let v = doc.member(details, "id") { event.setOrderID(doc, v) }
+        if !event.hasOrderID, let v = m.at(6) ?? m.at(7) { event.setOrderID(doc, v) }
         // Checkout Sheet Kit 4: `{"orderConfirmation":{"order":{"id":…}},"cart":{"id":…}}`.
         if let confirmation = m.object(9) ?? m.object(10), let order = doc.object(confirmation, "order"),
             let v = doc.member(order, "id")
         {
-            event.orderID = doc.identifier(v) ?? event.orderID
+            let id = RawEventDecoder.identifierText(doc, v)
+            if id.isPresent { event.orderIdentifier = id }
         }
         if !skipCheckoutID, !event.hasCheckoutID, let cart = m.object(8), let v = doc.member(cart, "id") {
             event.setCheckoutID(doc, v)
@@ -78,7 +77,7 @@ extension RawEventDecoder {
         let m = doc.members(r, RawEventDecoder.eventIDNames)
         if needsCheckoutID(event), let v = m.at(0) ?? m.at(1) { event.setCheckoutID(doc, v) }
         if !event.hasEventID, let v = m.at(2) ?? m.at(3) { event.setEventID(doc, v) }
-        if event.orderID == nil, let v = m.at(4) ?? m.at(5) { event.orderID = doc.identifier(v) }
+        if !event.hasOrderID, let v = m.at(4) ?? m.at(5) { event.setOrderID(doc, v) }
         if event.occurredAt == nil, let v = m.at(6) ?? m.at(7) ?? m.at(8), doc.kind(v) == .string || doc.kind(v) == .number {
             event.occurredAt = JSONRef(doc, v)
         }

@@ -54,13 +54,13 @@ extension RawEventDecoder {
             ?? doc.object(holder, "payment")
         if let payment {
             event.payment = JSONRef(doc, payment)
-            if let v = doc.member(payment, anyOf: "orderId", "order_id") { event.orderID = doc.identifier(v) }
+            if let v = doc.member(payment, anyOf: "orderId", "order_id") { event.setOrderID(doc, v) }
         }
         // A PaymentResult names no order; the checkout data's payment beside it may.
-        if event.orderID == nil, let p = checkoutData.flatMap({ doc.object($0, "payment") }),
+        if !event.hasOrderID, let p = checkoutData.flatMap({ doc.object($0, "payment") }),
             let v = doc.member(p, anyOf: "orderId", "order_id")
         {
-            event.orderID = doc.identifier(v)
+            event.setOrderID(doc, v)
         }
     }
 }

@@ -103,6 +103,29 @@ struct InPlaceIDTests {
         }
     }
 
+    @Test("an order id read in place, escaped, numeric or a placeholder: the summary, the idempotency key and a repeat's key")
+    func orderIDs() {
+        func complete(_ order: String, checkout: String) -> String {
+            #"{"method":"ec.complete","jsonrpc":"2.0","params":{"checkout":{"id":"\#(checkout)","status":"completed","#
+                + #""order":{"id":\#(order)}}}}"#
+        }
+        let p = EventProcessor()
+        for (order, expected, checkout) in [(#""O-1""#, "O-1", "ck-1"), (#""O\u002d2""#, "O-2", "ck-2"), ("1234", "1234", "ck-3"),
+                                            (#""caf\u00e9 \"q\"""#, "caf\u{E9} \"q\"", "ck-4")] {
+            let out = p.feed(complete(order, checkout: checkout))
+            #expect(out.outcome == .published(.complete), "\(order)")
+            #expect(out["summary.order_id"] == .string(expected), "\(order)")
+            #expect(out["idempotency_key"] == .string(expected), "\(order)")
+            // A repeat is published under the key the first complete kept, whatever it says now.
+            let again = p.feed(complete(#""other""#, checkout: checkout))
+            #expect(again["repeat"] == true && again["idempotency_key"] == .string(expected), "\(order)")
+        }
+        // A placeholder is no order id: the key is the checkout id.
+        let none = p.feed(complete(#""undefined""#, checkout: "ck-5"))
+        #expect(none["summary.order_id"] == .null)
+        #expect(none["idempotency_key"] == "ck-5")
+    }
+
     @Test("a result's event id read in place outlives its message; a retry is a duplicate whether its id is escaped or not")
     func resultEventIDAndDuplicates() {
         var options = EventProcessor.Options()
