@@ -308,21 +308,6 @@ package enum BuyerDataRedactor {
         screen[Int(first)] & screen[256 &+ Int(penultimate)] & screen[512 &+ Int(last)] != 0
     }
 
-    /// ``isRedacted(_:parent:)`` of key token `k` of `doc` under key token `parent` (-1: none), on
-    /// their decoded names.
-    static func isRedacted(_ doc: JSONDocument, _ k: Int, parent: Int) -> Bool {
-        name(doc, k) { key in parent < 0 ? isRedacted(key, parent: nil) : name(doc, parent) { isRedacted(key, parent: $0) } }
-    }
-
-    /// Calls `body` with key token `k`'s decoded bytes: in the text when it has no escape.
-    private static func name<R>(_ doc: JSONDocument, _ k: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        let tok = doc.tokens[k]
-        if !tok.flag { return body(UnsafeRawBufferPointer(start: doc.base + Int(tok.start) + 1, count: Int(tok.end - tok.start) - 2)) }
-        return doc.unescapedBytes(k).withUnsafeBytes {
-            body(UnsafeRawBufferPointer(start: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, count: $0.count))
-        }
-    }
-
     /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is
     /// redacted: its folded name is listed or ends in a listed ending, or it is `details` under
     /// `paymentMethods`/`deliveries` or `token` under `cart` (each folded too).

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CheckoutBusJSON
 
 /// The idempotency keys of completed checkouts, each packed into 64 bits of the state table's
 /// entry (``CheckoutStateTable``), so a completed checkout costs 8 bytes rather than a dictionary

@@ -9,7 +9,7 @@ import CheckoutBusJSON
 /// message. The daemon's contexts live in its `PreparedSlots`, which hands them between the
 /// pipeline thread and the prepare threads (under `PrepareWorkers`' lock).
 package final class EventDecodeContext {
-    let document = CanonicalHash.pipelineDocument()
+    let document = JSONDocument()
     let decoder = RawEventDecoder()
     /// Where the event's snapshot is redacted (offset pairs), noted while it was hashed; valid
     /// for the snapshot whose token is the prepared event's ``PreparedEvent/Keys/redactionsToken``.

@@ -362,7 +362,7 @@ package final class EventProcessor {
                                      redactionsToken: inout Int?) -> UInt64 {
         guard let snapshot else { return 0 }
         guard !options.keepBuyerData && snapshot.doc.isCompact else {
-            return snapshot.doc.canonicalHash(snapshot.token) ?? CanonicalHash.hash(snapshot.doc, snapshot.token)
+            return CanonicalHash.hash(snapshot.doc, snapshot.token)
         }
         redactionsToken = snapshot.token
         // Used without a retain and release: the event does not own its document (JSONRef.doc is

@@ -190,7 +190,7 @@ package final class RawEventDecoder {
                     first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || first == UInt8(ascii: "\"")
                 else { return nil }
             }
-            if embeddedUsed == embeddedDocuments.count { embeddedDocuments.append(CanonicalHash.pipelineDocument()) }
+            if embeddedUsed == embeddedDocuments.count { embeddedDocuments.append(JSONDocument()) }
             let d = embeddedDocuments[embeddedUsed]
             embeddedUsed += 1
             try d.parseOwned(bytes)

@@ -45,54 +45,14 @@ public final class JSONDocument {
     /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
     @exclusivity(unchecked) public var maxDepth = 64
 
-    /// Whether the scanner computes each container's ``CanonicalHash`` as it closes it
-    /// (``canonicalHash(_:)``), and lists the keys ``keyScreen`` passes (``screenedKeys``).
-    @usableFromInline package let hashesContainers: Bool
-    /// Three tables of 256 words, by a key's first, second-to-last and last raw byte: a key
-    /// whose three words share a bit is listed in ``screenedKeys``, with the key of the member
-    /// it is inside (a cheap first test of a rule on names, such as which members are redacted).
-    /// An escaped key is always listed; a key shorter than one byte never. Nil: none is listed.
-    package let keyScreen: UnsafePointer<UInt64>?
-    /// Each container's canonical hash, by token index (only containers' entries are written),
-    /// when ``hashesContainers``; sized as the tape.
-    @exclusivity(unchecked) @usableFromInline package private(set) var hashes: UnsafeMutablePointer<UInt64>
-    /// A key ``keyScreen`` passed: its token, and the token of the key whose value encloses it
-    /// (through any arrays), -1 at the top.
-    package struct ScreenedKey {
-        package var key: Int32
-        package var parent: Int32
-    }
-    /// The keys ``keyScreen`` passed in the last parse, in document order; sized as the tape.
-    @exclusivity(unchecked) package private(set) var screened: UnsafeMutablePointer<ScreenedKey>
-    @exclusivity(unchecked) package private(set) var screenedCount = 0
-
-    @inlinable public convenience init() { self.init(hashesContainers: false, keyScreen: nil) }
-
-    /// - Parameters:
-    ///   - hashesContainers: compute every container's canonical hash while scanning.
-    ///   - keyScreen: with `hashesContainers`, list the keys it passes (see ``keyScreen``).
-    @usableFromInline package init(hashesContainers: Bool, keyScreen: UnsafePointer<UInt64>? = nil) {
-        self.hashesContainers = hashesContainers
-        self.keyScreen = hashesContainers ? keyScreen : nil
+    @inlinable public init() {
         tokenCapacity = 256
         tokens = .allocate(capacity: tokenCapacity)
-        hashes = .allocate(capacity: hashesContainers ? tokenCapacity : 1)
-        screened = .allocate(capacity: hashesContainers ? tokenCapacity : 1)
     }
 
     deinit {
         owned?.deallocate()
         tokens.deallocate()
-        hashes.deallocate()
-        screened.deallocate()
-    }
-
-    /// Container `t`'s canonical hash (``CanonicalHash``) as the scanner computed it; nil for a
-    /// scalar, or when the document does not hash containers.
-    @inlinable package func canonicalHash(_ t: Int) -> UInt64? {
-        guard hashesContainers else { return nil }
-        let kind = tokens[t].kind
-        return kind == .object || kind == .array ? hashes[t] : nil
     }
 
     /// The root value (index 0) after a successful parse.
@@ -131,12 +91,10 @@ public final class JSONDocument {
     @usableFromInline package func run() throws(JSONParseError) {
         let needed = JSONDocument.tapeBound(length: length, maxDepth: maxDepth)
         if needed > tokenCapacity { reserveTape(needed) }
-        var scanner = Scanner(doc: self, base: base, length: length, tokens: tokens, capacity: tokenCapacity,
-                              maxDepth: maxDepth)
+        var scanner = Scanner(base: base, length: length, tokens: tokens, capacity: tokenCapacity, maxDepth: maxDepth)
         defer {
             tokenCount = scanner.count
             isCompact = !scanner.sawSpace
-            screenedCount = scanner.screenedCount
         }
         try scanner.parseDocument()
     }
@@ -166,12 +124,6 @@ public final class JSONDocument {
         let bigger = max(tokenCapacity * 2, needed)
         tokens.deallocate()
         tokens = .allocate(capacity: bigger)
-        if hashesContainers {
-            hashes.deallocate()
-            hashes = .allocate(capacity: bigger)
-            screened.deallocate()
-            screened = .allocate(capacity: bigger)
-        }
         tokenCapacity = bigger
     }
 
@@ -185,34 +137,19 @@ public final class JSONDocument {
         let maxDepth: Int
         /// Whether any whitespace separated two tokens.
         var sawSpace = false
-        /// ``JSONDocument/hashesContainers``: each container's hash goes to `hashes` as it closes.
-        let hashing: Bool
-        let hashes: UnsafeMutablePointer<UInt64>
-        /// ``JSONDocument/keyScreen``, and the keys it passed (``JSONDocument/screened``).
-        let screen: UnsafePointer<UInt64>?
-        let screened: UnsafeMutablePointer<ScreenedKey>
-        var screenedCount = 0
-        /// For the rare hashes that need a token decoded (escaped strings and keys).
-        unowned(unsafe) let doc: JSONDocument
 
-        init(doc: JSONDocument, base: UnsafePointer<UInt8>, length: Int, tokens: UnsafeMutablePointer<Token>, capacity: Int,
-             maxDepth: Int) {
-            self.doc = doc
+        init(base: UnsafePointer<UInt8>, length: Int, tokens: UnsafeMutablePointer<Token>, capacity: Int, maxDepth: Int) {
             self.base = base
             self.length = length
             self.tokens = tokens
             self.capacity = capacity
             self.maxDepth = maxDepth
-            hashing = doc.hashesContainers
-            hashes = doc.hashes
-            screen = doc.keyScreen
-            screened = doc.screened
         }
 
         mutating func parseDocument() throws(JSONParseError) {
             var i = skipSpace(0)
             if i >= length { throw JSONParseError(.empty, at: i) }
-            i = try parseValue(i, room: maxDepth, parent: -1)
+            i = try parseValue(i, room: maxDepth)
             i = skipSpace(i)
             if i != length { throw JSONParseError(.trailingData, at: i) }
         }
@@ -249,13 +186,11 @@ public final class JSONDocument {
         /// - Parameter room: how many more containers may open around this value (``maxDepth`` at
         ///   the root): a parameter, in a register, rather than a depth counted up and down in
         ///   the scanner.
-        /// - Parameter parent: the token of the key whose value this is or is inside (through
-        ///   arrays), -1 for none: the parent of a screened key (``JSONDocument/ScreenedKey``).
-        mutating func parseValue(_ start: Int, room: Int, parent: Int) throws(JSONParseError) -> Int {
+        mutating func parseValue(_ start: Int, room: Int) throws(JSONParseError) -> Int {
             guard start < length else { throw JSONParseError(.truncated, at: start) }
             switch base[start] {
-            case UInt8(ascii: "{"): return try parseObject(start, room: room, parent: parent)
-            case UInt8(ascii: "["): return try parseArray(start, room: room, parent: parent)
+            case UInt8(ascii: "{"): return try parseObject(start, room: room)
+            case UInt8(ascii: "["): return try parseArray(start, room: room)
             case UInt8(ascii: "\""): return try string(start)
             case UInt8(ascii: "t"): return try literal(start, "true", .true)
             case UInt8(ascii: "f"): return try literal(start, "false", .false)
@@ -476,26 +411,19 @@ public final class JSONDocument {
             throw JSONParseError(.expectedCommaOrEnd, at: i)
         }
 
-        mutating func parseObject(_ start: Int, room: Int, parent: Int) throws(JSONParseError) -> Int {
+        mutating func parseObject(_ start: Int, room: Int) throws(JSONParseError) -> Int {
             if room <= 0 { throw JSONParseError(.tooDeep, at: start) }
             let inner = room &- 1
             let me = count
             append(.object, false, start, 0)
-            // The members' hashes, summed (``CanonicalHash``: order does not count).
-            var acc: UInt64 = 0
             // The loop starts right after the brace: the usual first member is compact, and an
             // empty object is found on the careful path, where `}` stands instead of a first key.
             var i = start &+ 1
             while true {
                 let c: UInt8
-                let key = count
-                // The key's two operands in its member's hash (``CanonicalHash/key(_:_:)``).
-                var kw: UInt64 = 0
-                var kn: UInt64 = 0
                 if let (keyEnd, next) = compactKey(i) {
                     // `"key":` and the value's first byte, all known to be inside the text.
                     append(.string, false, i, keyEnd)
-                    if hashing { (kw, kn) = compactKeyHash(i, keyEnd, parent: parent) }
                     i = keyEnd &+ 1
                     c = next
                 } else {
@@ -508,7 +436,6 @@ public final class JSONDocument {
                         throw JSONParseError(.expectedKey, at: i)
                     }
                     i = try string(i)
-                    if hashing { (kw, kn) = keyHash(key, parent: parent) }
                     // Compact input (the usual case) has the colon right after the key, and the
                     // value right after the colon: whitespace is looked for only when it is not
                     // (and after the value, by `afterValue`).
@@ -525,23 +452,16 @@ public final class JSONDocument {
                 // The value, dispatched here rather than through `parseValue` (a call per
                 // value): strings and plain integers inline, containers by a direct call.
                 // Whitespace before it (rare) is skipped on the way to `parseValue`.
-                let value = count
-                let valueStart = i
                 if c == UInt8(ascii: "\"") {
                     i = try string(i)
-                    if hashing { acc &+= CanonicalHash.mum(kw ^ CanonicalHash.p1, stringHash(value, valueStart, i) ^ kn) }
                 } else if c &- UInt8(ascii: "0") < 10 {
                     i = try number(i)
-                    if hashing { acc &+= CanonicalHash.mum(kw ^ CanonicalHash.p1, numberHash(value, valueStart, i) ^ kn) }
+                } else if c == UInt8(ascii: "{") {
+                    i = try parseObject(i, room: inner)
+                } else if c == UInt8(ascii: "[") {
+                    i = try parseArray(i, room: inner)
                 } else {
-                    if c == UInt8(ascii: "{") {
-                        i = try parseObject(i, room: inner, parent: key)
-                    } else if c == UInt8(ascii: "[") {
-                        i = try parseArray(i, room: inner, parent: key)
-                    } else {
-                        i = try parseValue(c <= 0x20 ? skipSpace(i) : i, room: inner, parent: key)
-                    }
-                    if hashing { acc &+= CanonicalHash.mum(kw ^ CanonicalHash.p1, valueHash(value) ^ kn) }
+                    i = try parseValue(c <= 0x20 ? skipSpace(i) : i, room: inner)
                 }
                 let (at, more) = try afterValue(i, close: UInt8(ascii: "}"))
                 if more {
@@ -553,17 +473,14 @@ public final class JSONDocument {
             }
             tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            if hashing { hashes[me] = CanonicalHash.mum(acc ^ CanonicalHash.tagObject, CanonicalHash.p3) }
             return i &+ 1
         }
 
-        mutating func parseArray(_ start: Int, room: Int, parent: Int) throws(JSONParseError) -> Int {
+        mutating func parseArray(_ start: Int, room: Int) throws(JSONParseError) -> Int {
             if room <= 0 { throw JSONParseError(.tooDeep, at: start) }
             let inner = room &- 1
             let me = count
             append(.array, false, start, 0)
-            // The elements' hashes, chained (``CanonicalHash``: order counts).
-            var h = CanonicalHash.tagArray
             // The loop starts right after the bracket; an empty array is found where `]` stands
             // instead of a first element.
             var i = start &+ 1
@@ -574,30 +491,20 @@ public final class JSONDocument {
                 // both is not inlined through the recursion (+830 instructions per bench event).
                 // Whitespace before it (rare) is skipped on the way to `parseValue`.
                 let c: UInt8 = i < length ? base[i] : 0
-                let element = count
-                let elementStart = i
-                let e: UInt64
                 if c == UInt8(ascii: "{") {  // arrays of objects (line items, totals) first
-                    i = try parseObject(i, room: inner, parent: parent)
-                    e = hashing ? hashes[element] : 0
+                    i = try parseObject(i, room: inner)
                 } else if c == UInt8(ascii: "\"") {
                     i = try string(i)
-                    e = hashing ? stringHash(element, elementStart, i) : 0
                 } else if c &- UInt8(ascii: "0") < 10 {
                     i = try number(i)
-                    e = hashing ? numberHash(element, elementStart, i) : 0
+                } else if c == UInt8(ascii: "[") {
+                    i = try parseArray(i, room: inner)
                 } else {
-                    if c == UInt8(ascii: "[") {
-                        i = try parseArray(i, room: inner, parent: parent)
-                    } else {
-                        if c <= 0x20 { i = skipSpace(i) }
-                        // `]` before any element (nothing appended after the array's token).
-                        if i < length && base[i] == UInt8(ascii: "]") && count == me &+ 1 { break }
-                        i = try parseValue(i, room: inner, parent: parent)
-                    }
-                    e = hashing ? valueHash(element) : 0
+                    if c <= 0x20 { i = skipSpace(i) }
+                    // `]` before any element (nothing appended after the array's token).
+                    if i < length && base[i] == UInt8(ascii: "]") && count == me &+ 1 { break }
+                    i = try parseValue(i, room: inner)
                 }
-                if hashing { h = CanonicalHash.mum(h ^ CanonicalHash.p1, e ^ CanonicalHash.p2) }
                 let (at, more) = try afterValue(i, close: UInt8(ascii: "]"))
                 if more {
                     i = at &+ 1  // any whitespace after the comma: skipped by the dispatch
@@ -608,115 +515,7 @@ public final class JSONDocument {
             }
             tokens[me].end = Int32(truncatingIfNeeded: i &+ 1)
             tokens[me].next = Int32(truncatingIfNeeded: count)
-            if hashing { hashes[me] = CanonicalHash.mum(h ^ CanonicalHash.p0, CanonicalHash.p3) }
             return i &+ 1
-        }
-
-        // MARK: Hashing (``JSONDocument/hashesContainers``)
-        //
-        // The same values as ``CanonicalHash``'s walk of the finished tape, computed from the bytes
-        // just scanned: a container's hash is stored when it closes, a scalar's is folded into its
-        // container's at once.
-
-        /// A compact key's operands (``compactKey(_:)`` found it: `start` its opening quote, `keyEnd`
-        /// just past its closing quote, and the 16 bytes after the quote inside the text), then the
-        /// key screen.
-        @inline(__always)
-        mutating func compactKeyHash(_ start: Int, _ keyEnd: Int, parent: Int) -> (UInt64, UInt64) {
-            let n = keyEnd &- start &- 2
-            let first = UInt64(littleEndian: UnsafeRawPointer(base + (start &+ 1)).loadUnaligned(as: UInt64.self))
-            if let screen, n >= 1 { screenKey(count &- 1, start, keyEnd, parent: parent, screen) }
-            if n <= 8 {
-                let w = n < 8 ? first & ((1 &<< UInt64(truncatingIfNeeded: 8 &* n)) &- 1) : first
-                return CanonicalHash.shortKey(w, n)
-            }
-            let last = UInt64(littleEndian: UnsafeRawPointer(base + (keyEnd &- 9)).loadUnaligned(as: UInt64.self))
-            return CanonicalHash.longKey(CanonicalHash.string16(first, last, n))
-        }
-
-        /// Lists key `k` (quotes at `start` and `keyEnd - 1`, unescaped, at least one byte) when
-        /// its first, second-to-last and last bytes pass `screen`; a one-byte key's second-to-last
-        /// is its opening quote.
-        @inline(__always)
-        mutating func screenKey(_ k: Int, _ start: Int, _ keyEnd: Int, parent: Int, _ screen: UnsafePointer<UInt64>) {
-            if screen[Int(base[start &+ 1])] & screen[256 &+ Int(base[keyEnd &- 3])] & screen[512 &+ Int(base[keyEnd &- 2])] != 0 {
-                noteScreened(k, parent: parent)
-            }
-        }
-
-        @inline(never)
-        mutating func noteScreened(_ k: Int, parent: Int) {
-            screened[screenedCount] = ScreenedKey(key: Int32(truncatingIfNeeded: k), parent: Int32(truncatingIfNeeded: parent))
-            screenedCount &+= 1
-        }
-
-        /// Key token `k`'s operands, however it is spelled (the careful path), then the key screen:
-        /// an escaped key is listed whatever its bytes.
-        @inline(never)
-        mutating func keyHash(_ k: Int, parent: Int) -> (UInt64, UInt64) {
-            let tok = tokens[k]
-            let start = Int(tok.start)
-            let end = Int(tok.end)
-            if tok.flag {
-                if screen != nil { noteScreened(k, parent: parent) }
-                return decoded(k, CanonicalHash.key)
-            }
-            if let screen, end &- start >= 3 { screenKey(k, start, end, parent: parent, screen) }
-            return CanonicalHash.key(base + (start &+ 1), end &- start &- 2)
-        }
-
-        /// String token `t` (from `start` to `end`, quotes included), as ``CanonicalHash``'s walk
-        /// hashes it.
-        @inline(__always)
-        func stringHash(_ t: Int, _ start: Int, _ end: Int) -> UInt64 {
-            let n = end &- start &- 2
-            if UInt(bitPattern: n &- 1) < 16 && end >= 9 && !tokens[t].flag {
-                let b = UInt64(littleEndian: UnsafeRawPointer(base + (end &- 9)).loadUnaligned(as: UInt64.self))
-                if n <= 8 { return CanonicalHash.string8(b &>> UInt64(truncatingIfNeeded: 64 &- 8 &* n), n) }
-                let a = UInt64(littleEndian: UnsafeRawPointer(base + (start &+ 1)).loadUnaligned(as: UInt64.self))
-                return CanonicalHash.string16(a, b, n)
-            }
-            return stringHashSlow(t, start, end)
-        }
-
-        /// Longer, empty, escaped, or too near the start of the text for the word before the quote.
-        @inline(never)
-        func stringHashSlow(_ t: Int, _ start: Int, _ end: Int) -> UInt64 {
-            if tokens[t].flag { return decoded(t, CanonicalHash.string) }
-            return CanonicalHash.string(base + (start &+ 1), end &- start &- 2)
-        }
-
-        /// Number token `t` (from `start` to `end`). Plain integers of 1…8 digits far enough into
-        /// the text (the usual case) by their digits' value, as the walk reads them.
-        @inline(__always)
-        func numberHash(_ t: Int, _ start: Int, _ end: Int) -> UInt64 {
-            let negative = base[start] == UInt8(ascii: "-")
-            let digits = end &- start &- (negative ? 1 : 0)
-            if UInt(bitPattern: digits &- 1) < 8 && end >= 8 && !tokens[t].flag {
-                let v = CanonicalHash.digitsValue(endingAt: base + end, digits)
-                return CanonicalHash.integer(Int64(bitPattern: negative ? 0 &- v : v))
-            }
-            return CanonicalHash.hashNumber(UnsafeRawBufferPointer(start: base + start, count: end &- start),
-                                            fractional: tokens[t].flag)
-        }
-
-        /// Value token `t`, whatever its kind (after `parseValue` or a container's call).
-        @inline(__always)
-        func valueHash(_ t: Int) -> UInt64 {
-            let tok = tokens[t]
-            switch tok.kind {
-            case .object, .array: return hashes[t]
-            case .string: return stringHash(t, Int(tok.start), Int(tok.end))
-            case .number: return numberHash(t, Int(tok.start), Int(tok.end))
-            case .true: return CanonicalHash.tagTrue
-            case .false: return CanonicalHash.tagFalse
-            case .null: return CanonicalHash.tagNull
-            }
-        }
-
-        /// `body` of string token `t`'s decoded bytes.
-        func decoded<R>(_ t: Int, _ body: (UnsafeRawPointer, Int) -> R) -> R {
-            doc.unescapedBytes(t).withUnsafeBytes { body($0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, $0.count) }
         }
     }
 

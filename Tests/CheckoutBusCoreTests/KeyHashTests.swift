@@ -1,7 +1,6 @@
 import Testing
 
 @testable import CheckoutBusCore
-@testable import CheckoutBusJSON
 
 /// The state table's and the event-id window's keys hash an id's bytes under two seeds in one
 /// pass: the same two values as two ``CanonicalHash/hashBytes(_:_:seed:)`` calls, at every length.
