@@ -164,6 +164,28 @@ struct IdentifierText {
         }
     }
 
+    /// A buffer that keeps a copy of an identifier read in place, for a result that outlives its
+    /// message (``EventProcessor``'s results): each ``keep(_:)`` replaces the last.
+    final class Copy {
+        private var bytes = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
+        private var capacity = 64
+
+        deinit { bytes.deallocate() }
+
+        /// `id` with its bytes, when it was read in place, copied here (valid until the next call);
+        /// a `String` or nothing as it is.
+        func keep(_ id: IdentifierText) -> IdentifierText {
+            guard let text = id.bytes else { return id }
+            if text.count > capacity {
+                bytes.deallocate()
+                capacity = max(text.count, 2 * capacity)
+                bytes = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+            }
+            if let from = text.baseAddress { bytes.copyMemory(from: from, byteCount: text.count) }
+            return IdentifierText(bytes: UnsafeRawBufferPointer(start: bytes, count: text.count))
+        }
+    }
+
     /// Writes it as a JSON string, as `appendString` of ``value`` would.
     /// - Returns: false, writing nothing, when it is absent.
     @inline(__always)

@@ -127,27 +127,20 @@ package final class EventProcessor {
     /// Recent event ids, when ``Options/dedupeWindow`` is on.
     private var eventIDs: EventIDWindow?
 
-    /// The last result's event id, copied from its message when it was read in place
-    /// (``ProcessingResult/eventIdentifier``): no `String` is built unless the caller reads it.
-    private var resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
-    private var resultEventIDCapacity = 64
+    /// The last result's event id and (for a suppressed update) checkout id, copied from its
+    /// message when they were read in place (``ProcessingResult/eventIdentifier``,
+    /// ``ProcessingResult/suppressedCheckout``): no `String` is built unless the caller reads one.
+    private let resultEventIDBytes = IdentifierText.Copy()
+    private let resultCheckoutIDBytes = IdentifierText.Copy()
 
     deinit {
-        resultEventIDBytes.deallocate()
         perEventCounts.deallocate()
     }
 
     /// The event's id for its ``ProcessingResult``: its `String`, or its bytes copied into
     /// ``resultEventIDBytes`` (the message may be gone when the result is read).
     private func resultEventID(_ e: borrowing DecodedEvent) -> IdentifierText {
-        guard let text = e.eventIdentifier.bytes else { return e.eventIdentifier }
-        if text.count > resultEventIDCapacity {
-            resultEventIDBytes.deallocate()
-            resultEventIDCapacity = max(text.count, 2 * resultEventIDCapacity)
-            resultEventIDBytes = UnsafeMutableRawPointer.allocate(byteCount: resultEventIDCapacity, alignment: 8)
-        }
-        resultEventIDBytes.copyMemory(from: text.baseAddress!, byteCount: text.count)
-        return IdentifierText(bytes: UnsafeRawBufferPointer(start: resultEventIDBytes, count: text.count))
+        resultEventIDBytes.keep(e.eventIdentifier)
     }
 
     package init(options: Options = Options(), startSeq: UInt64 = 0) {
@@ -336,7 +329,7 @@ package final class EventProcessor {
         if let idKey = keys.idKey, let original = eventIDs!.lookup(idKey) {
             otherCounters.duplicates &+= 1
             result = ProcessingResult(outcome: .duplicate(original), seq: lastSeq, eventID: resultEventID(event),
-                                      suppressedCheckoutID: nil, publication: nil)
+                                      suppressedCheckout: IdentifierText(), publication: nil)
         } else {
             result = apply(&event, keys.checkoutKey, snapshotHash: keys.hash, redactionsToken: keys.redactionsToken,
                            receivedAt: receivedAt, now: now, context: context, timed: marks != nil, envelopeStart: &envelopeStart)
@@ -389,7 +382,7 @@ package final class EventProcessor {
         otherCounters.duplicates &+= 1
         let original = value & ((1 << EventProcessor.deadLetterTagShift) - 1)
         return ProcessingResult(outcome: .duplicateDeadLetter(original, DeadLetterReason.all[tag - 1]), seq: lastSeq,
-                                eventID: IdentifierText(string: id), suppressedCheckoutID: nil, publication: nil)
+                                eventID: IdentifierText(string: id), suppressedCheckout: IdentifierText(), publication: nil)
     }
 
     /// Remembers that event `id` was dead-lettered under `seq` for `reason`.
@@ -567,8 +560,8 @@ package final class EventProcessor {
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     otherCounters.suppressed &+= 1
                     let id = resultEventID(event)
-                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id,
-                                            suppressedCheckoutID: event.hasEventID ? event.checkoutID : nil,
+                    let checkout = event.hasEventID ? resultCheckoutIDBytes.keep(event.checkoutIdentifier) : IdentifierText()
+                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id, suppressedCheckout: checkout,
                                             publication: nil)
                 }
             }
@@ -623,7 +616,7 @@ package final class EventProcessor {
         }
         let id = resultEventID(event)
         return ProcessingResult(outcome: .published(event.kind), seq: publication.seq, eventID: id,
-                                suppressedCheckoutID: nil, publication: publication)
+                                suppressedCheckout: IdentifierText(), publication: publication)
     }
 
     // MARK: Envelopes
@@ -679,7 +672,7 @@ package final class EventProcessor {
         if let id = eventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
         let publication = ProcessingResult.Publication(seq: lastSeq, kind: .deadletter, kindSeq: deadLetterSeq,
                                                        topic: frames.topic, envelope: frames.envelope)
-        return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: IdentifierText(string: eventID), suppressedCheckoutID: nil,
+        return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: IdentifierText(string: eventID), suppressedCheckout: IdentifierText(),
                                 publication: publication)
     }
 

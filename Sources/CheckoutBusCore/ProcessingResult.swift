@@ -36,8 +36,10 @@ package struct ProcessingResult {
     /// call), or its `String`.
     let eventIdentifier: IdentifierText
     /// For a suppressed update with an `event_id`: its checkout (the daemon keeps such ids beside
-    /// the journal, which holds only what was published).
-    package let suppressedCheckoutID: String?
+    /// the journal, which holds only what was published). Built when read, as ``eventID``.
+    package var suppressedCheckoutID: String? { suppressedCheckout.value }
+    /// The checkout id of a suppressed update with an `event_id`, as ``eventIdentifier`` holds its id.
+    let suppressedCheckout: IdentifierText
     /// The message to journal and send: `nil` when the input was suppressed or a duplicate.
     package let publication: Publication?
     /// A timed input's stages (``EventProcessor/process(_:receivedAt:now:timed:)``); nil when it
@@ -45,11 +47,18 @@ package struct ProcessingResult {
     package internal(set) var stages: EventStages?
 
     init(outcome: EventProcessor.Outcome, seq: UInt64, eventID: IdentifierText,
-         suppressedCheckoutID: String?, publication: Publication?) {
+         suppressedCheckout: IdentifierText, publication: Publication?) {
         self.outcome = outcome
         self.seq = seq
         self.eventIdentifier = eventID
-        self.suppressedCheckoutID = suppressedCheckoutID
+        self.suppressedCheckout = suppressedCheckout
         self.publication = publication
+    }
+
+    /// For a suppressed update with an `event_id`: calls `body` with its checkout id's and event
+    /// id's UTF-8, without building either `String`; nothing otherwise.
+    package func withSuppressedIDs(_ body: (_ checkoutID: UnsafeRawBufferPointer, _ eventID: UnsafeRawBufferPointer) -> Void) {
+        guard suppressedCheckout.isPresent && eventIdentifier.isPresent else { return }
+        suppressedCheckout.withUTF8 { checkout in eventIdentifier.withUTF8 { body(checkout, $0) } }
     }
 }

@@ -628,8 +628,8 @@ package final class BusDaemon {
         if let p = result.publication {
             batches.append(seq: p.seq, kindSeq: p.kindSeq, kind: UInt8(p.kind.rawValue), topic: p.topic,
                            envelope: p.envelope, arrival: arrival)
-        } else if let log = suppressedLog, let id = result.eventID, let checkout = result.suppressedCheckoutID {
-            log.append(seq: result.seq, checkoutID: checkout, eventID: id)
+        } else if let log = suppressedLog {
+            result.withSuppressedIDs { checkout, id in log.append(seq: result.seq, checkoutID: checkout, eventID: id) }
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 import CheckoutBusCore
@@ -52,6 +53,31 @@ struct ProcessingResultTests {
         #expect(again.seq == 1)
         #expect(again.eventID == "u-2")
         #expect(again.suppressedCheckoutID == "ck-1")
+        // The ids' bytes, copied from the message (gone by now) for the suppressed-id log.
+        var ids: [String] = []
+        again.withSuppressedIDs { checkout, id in
+            ids = [String(decoding: checkout, as: UTF8.self), String(decoding: id, as: UTF8.self)]
+        }
+        #expect(ids == ["ck-1", "u-2"])
+        // An escaped checkout id, and a long one, are kept as their decoded text.
+        let long = String(repeating: "k", count: 200)
+        for (checkout, expected) in [(#"ck\u002d2"#, "ck-2"), (long, long)] {
+            let text = wrap(Fixture.ecp("ec.line_items.change", checkout: Fixture.snapshot(quantity: 2)), checkoutID: "x", eventID: "u")
+                .replacingOccurrences(of: #""checkout_id":"x""#, with: #""checkout_id":""# + checkout + #"""#)
+            _ = Self.run(p, text)
+            let repeated = Self.run(p, text)
+            #expect(repeated.outcome == .suppressed)
+            var got: [String] = []
+            repeated.withSuppressedIDs { c, e in got = [String(decoding: c, as: UTF8.self), String(decoding: e, as: UTF8.self)] }
+            #expect(got == [expected, "u"])
+        }
+        // Without an event id there is nothing to keep.
+        let noID = Self.run(p, wrap(Fixture.ecp("ec.line_items.change", checkout: Fixture.snapshot(quantity: 2)),
+                                    checkoutID: "ck-1", eventID: nil))
+        #expect(noID.outcome == .suppressed && noID.suppressedCheckoutID == nil)
+        var called = false
+        noID.withSuppressedIDs { _, _ in called = true }
+        #expect(!called)
     }
 
     @Test("a heartbeat between processing and publishing leaves the event's frames as they were")

@@ -90,8 +90,14 @@ package final class SuppressedLog {
 
     /// Buffers one record; ids longer than 65,535 bytes are not kept.
     package func append(seq: UInt64, checkoutID: String, eventID: String) {
-        let c = checkoutID.utf8.count
-        let e = eventID.utf8.count
+        var (checkoutID, eventID) = (checkoutID, eventID)
+        checkoutID.withUTF8 { c in eventID.withUTF8 { append(seq: seq, checkoutID: UnsafeRawBufferPointer(c), eventID: UnsafeRawBufferPointer($0)) } }
+    }
+
+    /// Buffers one record of the ids' UTF-8; ids longer than 65,535 bytes are not kept.
+    package func append(seq: UInt64, checkoutID: UnsafeRawBufferPointer, eventID: UnsafeRawBufferPointer) {
+        let c = checkoutID.count
+        let e = eventID.count
         guard c <= 0xFFFF, e <= 0xFFFF else { return }
         let start = buffer.count
         func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { buffer.append(contentsOf: $0) } }
@@ -99,8 +105,8 @@ package final class SuppressedLog {
         put(UInt16(c))
         put(UInt16(e))
         put(seq)
-        buffer.append(contentsOf: checkoutID.utf8)
-        buffer.append(contentsOf: eventID.utf8)
+        buffer.append(contentsOf: checkoutID)
+        buffer.append(contentsOf: eventID)
         let sum = buffer.withUnsafeBytes { JournalFormat.checksumV1($0.baseAddress! + start, buffer.count - start) }
         put(sum)
     }
