@@ -125,6 +125,15 @@ extension RawEventDecoder {
         return DecodedError(code: code, rawCode: codeLike ? text : nil, message: text, httpStatus: status, terminal: terminal)
     }
 
+    /// The members of an error object ``makeError(_:_:terminal:)`` reads, indexed once (two lists: a
+    /// list holds at most 16 names). Each field's spellings in the order they are preferred; a
+    /// field split across the lists (`recoverable`) takes the first list's first.
+    private static let errorNames = MemberNames(
+        "code", "errorId", "error_id", "errorCode", "error_code", "group", "__typename", "message", "description",
+        "content", "reason", "errorDescription", "errorMessage", "error_message", "domain", "recoverable")
+    private static let errorMoreNames = MemberNames(
+        "statusCode", "http_status", "httpStatus", "status_code", "status", "isRecoverable", "continue_url", "continueUrl")
+
     /// Builds a normalised error from any SDK's error object.
     func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {
         // Swift's synthesised `Codable` for an error enum with associated values: one member naming
@@ -137,37 +146,41 @@ extension RawEventDecoder {
             }
             return error
         }
+        // Every field read below, found in two passes over the members (``errorNames``,
+        // ``errorMoreNames``) rather than one per field; of each field, the first spelling present.
+        let m = doc.members(e, RawEventDecoder.errorNames)
+        let more = doc.members(e, RawEventDecoder.errorMoreNames)
         // The first of the code fields with a value: `"code": null` beside an `errorId` (a bridge
         // that copies every field it knows) does not hide it.
         var rawCode: String?
-        for name: StaticString in ["code", "errorId", "error_id", "errorCode", "error_code"] where rawCode == nil {
-            if let v = doc.member(e, name) { rawCode = doc.identifier(v) }
+        for i in 0..<5 where rawCode == nil {
+            if let v = m.at(i) { rawCode = doc.identifier(v) }
         }
         var group: String?
-        if let v = doc.member(e, anyOf: "group", "__typename") { group = doc.string(v) }
+        if let v = m.at(5) ?? m.at(6) { group = doc.string(v) }
         var message: String?
-        if let v = doc.member(e, anyOf: "message", "description", "content", "reason", "errorDescription") {
+        if let v = m.at(7) ?? m.at(8) ?? m.at(9) ?? m.at(10) ?? m.at(11) {
             message = doc.string(v)
-        } else if let v = doc.member(e, anyOf: "errorMessage", "error_message") {
+        } else if let v = m.at(12) ?? m.at(13) {
             // Wrappers that flatten the error beside the event (Banxa's Flutter bridge of Primer).
             message = doc.string(v)
         } else if let text = errorString(doc, e) {
             message = text
         }
         var status: Int?
-        if let v = doc.member(e, anyOf: "statusCode", "http_status", "httpStatus", "status_code", "status") {
+        if let v = more.at(0) ?? more.at(1) ?? more.at(2) ?? more.at(3) ?? more.at(4) {
             status = doc.int64(v).flatMap { (100...599).contains($0) ? Int($0) : nil }
         }
         var isTerminal = terminal
-        if let v = doc.member(e, anyOf: "recoverable", "isRecoverable"), doc.bool(v) == true { isTerminal = false }
+        if let v = m.at(15) ?? more.at(5), doc.bool(v) == true { isTerminal = false }
         // A code that is itself an enum case encoded by `Codable` (`"code":{"cartExpired":{}}`).
-        if rawCode == nil, let v = doc.member(e, "code"), let (key, _) = RawEventDecoder.codableEnumCase(doc, v) {
+        if rawCode == nil, let v = m.at(0), let (key, _) = RawEventDecoder.codableEnumCase(doc, v) {
             rawCode = doc.string(key)
         }
         var code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
         // An `NSError` from Foundation's URL loading (`NSURLErrorDomain`, `-1009` offline, `-1001`
         // timed out): every code of that domain is the network's.
-        if code == .unknown, let v = doc.member(e, "domain"), doc.stringEquals(v, "NSURLErrorDomain") {
+        if code == .unknown, let v = m.at(14), doc.stringEquals(v, "NSURLErrorDomain") {
             code = .networkError
         }
         // A message that names its cause, when the code says nothing (none, or `unknown`, as the
@@ -180,7 +193,7 @@ extension RawEventDecoder {
             code = named.code
             if status == nil { status = named.httpStatus }
         }
-        let continueURL = doc.member(e, anyOf: "continue_url", "continueUrl").flatMap { doc.string($0) }
+        let continueURL = (more.at(6) ?? more.at(7)).flatMap { doc.string($0) }
         return DecodedError(code: code, rawCode: rawCode ?? group ?? statusField.map { String($0) },
                             message: message, httpStatus: status, terminal: isTerminal, continueURL: continueURL)
     }

@@ -618,6 +618,31 @@ struct DecodingTests {
         #expect(camel["occurred_at"] != nil && camel["occurred_at"] != .null)
     }
 
+    @Test("an error object's fields, read in two passes: each field's spellings in order, whatever order they arrive in")
+    func errorFieldSpellings() {
+        func fail(_ error: String) -> Output {
+            EventProcessor().feed(#"{"checkout_id":"ck-1","payload":{"event":"onCheckoutFailed","error":"# + error + "}}")
+        }
+        // Later spellings first in the text: the earlier spelling of each field still wins.
+        let out = fail(#"{"continueUrl":"https://b","error_code":"cart_expired","isRecoverable":false,"status":500,"#
+            + #""errorMessage":"flat","reason":"r","description":"d","message":"m","__typename":"T","group":"expired","#
+            + #""httpStatus":503,"statusCode":410,"recoverable":true,"continue_url":"https://a","code":null,"errorId":"payment_declined"}"#)
+        #expect(out.outcome == .published(.fail))
+        #expect(out["error.raw_code"] == "payment_declined")  // `code` is null: the next code field with a value
+        #expect(out["error.message"] == "m")
+        #expect(out["error.http_status"] == 410)
+        #expect(out["error.terminal"] == false)  // `recoverable` before `isRecoverable`
+        #expect(out["error.continue_url"] == "https://a")
+        // Without `message`, the next spelling; without any, `errorMessage`.
+        #expect(fail(#"{"code":"x","reason":"r","description":"d"}"#)["error.message"] == "d")
+        #expect(fail(#"{"code":"x","error_message":"e2","errorMessage":"e1"}"#)["error.message"] == "e1")
+        #expect(fail(#"{"code":"x","status_code":502,"status":504}"#)["error.http_status"] == 502)
+        // An NSError of Foundation's URL loading is the network's, whatever its code.
+        #expect(fail(#"{"code":-1009,"domain":"NSURLErrorDomain"}"#)["error.code"] == "network_error")
+        // A code that is a Codable enum case.
+        #expect(fail(#"{"code":{"cartExpired":{}}}"#)["error.raw_code"] == "cartExpired")
+    }
+
     @Test("Numeric ids are accepted as identifiers")
     func numericIDs() {
         let p = EventProcessor()
