@@ -3,11 +3,13 @@ import CheckoutBusProtocol
 
 /// SDK callback events by name, in every platform's spelling (`onComplete`, `checkoutDidComplete`, …).
 extension RawEventDecoder {
-    /// - Parameter holderToken: where a bridge put the event's fields (``holder(_:_:_:)``).
+    /// - Parameters:
+    ///   - holderToken: where a bridge put the event's fields (``holder(_:_:_:)``).
+    ///   - platform: what the name's spelling says (``platform(forCallback:)``).
     func decodeCallback(_ doc: JSONDocument, _ r: Int, holder holderToken: Int?, kind: LifecycleKind,
-                                name: String) throws(DecodeRejection) -> DecodedEvent {
+                        platform: String?) throws(DecodeRejection) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .callback, sdk: "shopify")
-        event.platform = RawEventDecoder.platform(forCallback: name)
+        event.platform = platform
         let h = holder(doc, r, holderToken)
         let hd = h.doc
         let atTop = hd === doc && h.token == r

@@ -3,10 +3,11 @@ import CheckoutBusProtocol
 
 /// Primer Checkout states and callbacks: payment results, checkout data, Primer errors.
 extension RawEventDecoder {
+    /// - Parameter platform: what the name's spelling says (``platform(forPrimer:)``).
     func decodePrimer(_ outer: JSONDocument, _ r: Int, holder holderToken: Int?, kind: LifecycleKind,
-                              name: String) -> DecodedEvent {
+                      platform: String?) -> DecodedEvent {
         var event = DecodedEvent(kind: kind, format: .primer, sdk: "primer")
-        event.platform = RawEventDecoder.platform(forPrimer: name)
+        event.platform = platform
         // Primer's own fields on the event itself win over a bridge's holder.
         let own = outer.member(r, anyOf: "paymentResult", "payment_result", "checkoutData", "checkout_data", "result",
                                "payment", "error", "primerError") != nil

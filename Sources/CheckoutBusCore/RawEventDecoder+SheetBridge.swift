@@ -15,7 +15,7 @@ extension RawEventDecoder {
         case "started", "checkoutstarted": kind = .start
         case "close", "closed", "checkoutclosed": kind = .dismiss
         default:
-            if NameInfo(folded).isKnown { return nil }
+            if NameInfo(folded, name: name).isKnown { return nil }
             throw DecodeRejection(.unknownEvent, "unknown bridge event `\(name)`")
         }
         var bodyRef = JSONRef(doc, body)

@@ -33,7 +33,7 @@ package final class RawEventDecoder {
         let bytes = RawEventDecoder.recentNameSlots * RawEventDecoder.recentNameStride
         recentNameBytes = .allocate(capacity: bytes)
         recentNameBytes.initialize(repeating: 0, count: bytes)
-        recentNameValues = Array(repeating: ("", NameInfo("")), count: RawEventDecoder.recentNameSlots)
+        recentNameValues = Array(repeating: ("", NameInfo("", name: "")), count: RawEventDecoder.recentNameSlots)
     }
 
     deinit { recentNameBytes.deallocate() }
@@ -299,7 +299,7 @@ package final class RawEventDecoder {
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
         var folded = ErrorCodeNormalizer.fold(name)
-        var info = NameInfo(folded)
+        var info = NameInfo(folded, name: name)
         if info.isKnown, let ref = nameRef { rememberName(ref.doc, ref.token, name, info) }
         // A name no table knows gives way to one that is known: a Swift case printed with its
         // values (`success(PrimerSDK.PaymentResult(…))`), another name field (an `onCompletion`
@@ -329,7 +329,7 @@ package final class RawEventDecoder {
             if nameToken != nil, let w = wrapper.name, let text = w.doc.string(w.token) { others.append(text) }
             for other in others {
                 let f = ErrorCodeNormalizer.fold(other)
-                let i = NameInfo(f)
+                let i = NameInfo(f, name: other)
                 if i.isKnown {
                     (name, folded, info) = (other, f, i)
                     break
@@ -343,11 +343,19 @@ package final class RawEventDecoder {
         var callback: LifecycleKind?
         var primer: LifecycleKind?
         var nonLifecycle: Bool
+        /// The platform the name's spelling gives away, as a callback's and as a Primer event's
+        /// (``platform(forCallback:)``, ``platform(forPrimer:)``): remembered with the name, so a
+        /// name seen lately is not compared with the prefixes again.
+        var callbackPlatform: String?
+        var primerPlatform: String?
 
-        init(_ folded: String) {
+        /// What the tables say of `name`, folded as `folded`.
+        init(_ folded: String, name: String) {
             callback = RawEventDecoder.callbackNames[folded]
             primer = RawEventDecoder.primerNames[folded]
             nonLifecycle = RawEventDecoder.nonLifecycleNames.contains(folded)
+            callbackPlatform = callback != nil ? RawEventDecoder.platform(forCallback: name) : nil
+            primerPlatform = primer != nil ? RawEventDecoder.platform(forPrimer: name) : nil
         }
 
         var isKnown: Bool { callback != nil || primer != nil || nonLifecycle }
@@ -420,10 +428,10 @@ package final class RawEventDecoder {
             return looksPrimer(h.doc, h.token)
         }
         if let kind = primerKind, saysPrimer || (!saysShopify && (shopifyKind == nil || looksPrimer())) {
-            return decodePrimer(doc, r, holder: holderToken, kind: kind, name: name)
+            return decodePrimer(doc, r, holder: holderToken, kind: kind, platform: info.primerPlatform)
         }
         if let kind = shopifyKind {
-            return try decodeCallback(doc, r, holder: holderToken, kind: kind, name: name)
+            return try decodeCallback(doc, r, holder: holderToken, kind: kind, platform: info.callbackPlatform)
         }
         throw DecodeRejection(.unknownEvent, "unknown event name `\(name)`")
     }
