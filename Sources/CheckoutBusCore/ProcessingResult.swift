@@ -3,10 +3,11 @@ import CheckoutBusProtocol
 /// What one input to ``EventProcessor`` produced, returned as a value: the outcome, the seq it was
 /// published under and, when a message is to be journaled and sent, its numbering and frames.
 ///
-/// Not `Sendable`: ``Publication/topic``, ``Publication/envelope`` and ``eventID``'s bytes point
-/// into buffers the processor owns, valid until its next ``EventProcessor/process(_:receivedAt:now:timed:)`` or
-/// ``EventProcessor/reject(_:_:_:receivedAt:)`` call (a heartbeat writes buffers of its own and
-/// leaves them alone). Lives on the pipeline thread that called the processor.
+/// Not `Sendable`: ``Publication/topic``, ``Publication/envelope`` and the ids' bytes
+/// (``eventIdentifier``, ``suppressedCheckout``) point into buffers the processor owns, valid until
+/// its next ``EventProcessor/process(_:receivedAt:now:timed:)``,
+/// ``EventProcessor/commit(_:_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
+/// call (a heartbeat writes buffers of its own and leaves them alone). Lives on the pipeline thread that called the processor.
 package struct ProcessingResult {
     /// A message that takes a `seq`: a lifecycle event or a dead letter. Not `Sendable` (see above).
     package struct Publication {

@@ -246,7 +246,7 @@ public struct JSONWriter: ~Copyable {
     /// byte, quote or backslash, and valid UTF-8), such as an unescaped JSON string's contents as
     /// the scanner checked them, or a number's text. ``appendString(utf8:)`` without its tests: a
     /// word at a time, the last word overlapping the one before it.
-    @inlinable public mutating func appendQuotedVerbatim(_ text: UnsafeRawBufferPointer) {
+    @inlinable package mutating func appendQuotedVerbatim(_ text: UnsafeRawBufferPointer) {
         let n = text.count
         guard let p = text.baseAddress else {
             append("\"\"")

@@ -605,6 +605,7 @@ struct DecodingTests {
         #expect(out["event_id"] == "snake")
         #expect(out["checkout_id"] == "ck-snake")
         #expect(out["occurred_at"] == "2026-01-03T00:00:00Z")
+        #expect(out["summary.order_id"] == "o-snake" && out["idempotency_key"] == "o-snake")
         // The preferred spelling decides even when its value is unusable as a time: no fallback.
         let objectTime = EventProcessor().feed(#"{"event":"onCheckoutStarted","checkout_id":"ck-1","occurredAt":{"t":1},"#
             + #""timestamp":"2026-01-01T00:00:00Z","data":{"checkout":{"status":"incomplete"}}}"#)
@@ -641,6 +642,11 @@ struct DecodingTests {
         #expect(fail(#"{"code":-1009,"domain":"NSURLErrorDomain"}"#)["error.code"] == "network_error")
         // A code that is a Codable enum case.
         #expect(fail(#"{"code":{"cartExpired":{}}}"#)["error.raw_code"] == "cartExpired")
+        // `group` before `__typename`; the first of a repeated key; an escaped key by its decoded name.
+        let grouped = fail(#"{"__typename":"T","group":"expired","message":"first","message":"second","stat\u0075sCode":404}"#)
+        #expect(grouped["error.raw_code"] == "expired" && grouped["error.code"] == "cart_expired")
+        #expect(grouped["error.message"] == "first")
+        #expect(grouped["error.http_status"] == 404)
     }
 
     @Test("Numeric ids are accepted as identifiers")
@@ -771,6 +777,27 @@ struct RememberedNameTests {
         #expect(kept["source.sdk"] == fresh["source.sdk"], "\(what)")
         #expect(kept.outcome == fresh.outcome, "\(what)")
         return fresh.topic
+    }
+
+    @Test("the platform a name gives away is the same when the name is remembered (no platform on the wrapper)")
+    func platformFromRememberedName() {
+        let longLived = EventProcessor()
+        let cases: [(name: String, sdk: String, platform: J)] = [
+            ("checkoutDidStart", "shopify", "ios"), ("onCheckoutStarted", "shopify", "android"), ("onStart", "shopify", .null),
+            ("primerDidCompleteCheckoutWithData", "primer", "ios"), ("onCheckoutCompleted", "primer", "android"),
+            ("onCheckoutComplete", "primer", "react_native"), ("onCheck\\u006futStarted", "shopify", "android"),
+        ]
+        for round in 0..<3 {
+            for (i, c) in cases.enumerated() {
+                let n = round * cases.count + i
+                let snapshot = Fixture.snapshot(id: "pl-\(n)", quantity: 1)
+                let text = wrap(#"{"event":"\#(c.name)","checkout":\#(snapshot)}"#,
+                                checkoutID: "pl-\(n)", platform: nil, sdk: c.sdk, eventID: "e-\(n)")
+                let out = longLived.feed(text)
+                #expect(out["source.platform"] == c.platform, "\(c.name), round \(round)")
+                #expect(out["source.sdk"] == .string(c.sdk), "\(c.name), round \(round)")
+            }
+        }
     }
 
     @Test("a callback name's platform prefix is matched as String.hasPrefix matches it, by grapheme")

@@ -124,6 +124,14 @@ struct InPlaceIDTests {
         let none = p.feed(complete(#""undefined""#, checkout: "ck-5"))
         #expect(none["summary.order_id"] == .null)
         #expect(none["idempotency_key"] == "ck-5")
+        // An order id in JSON nested in a string (its own document), and a Primer payment's.
+        let nested = p.feed(#"{"checkout_id":"ck-6","payload":{"name":"completed","body":"{\"orderDetails\":{\"id\":\"O-6\"}}"}}"#)
+        #expect(nested.outcome == .published(.complete))
+        #expect(nested["summary.order_id"] == "O-6" && nested["idempotency_key"] == "O-6")
+        let primer = p.feed(#"{"checkout_id":"ck-7","sdk":"primer","payload":{"event":"primerDidCompleteCheckoutWithData","#
+            + #""paymentResult":{"paymentId":"pay-7","status":"SUCCESS","orderId":"ord-7"}}}"#)
+        #expect(primer.outcome == .published(.complete))
+        #expect(primer["summary.order_id"] == "ord-7" && primer["idempotency_key"] == "ord-7")
     }
 
     @Test("a result's event id read in place outlives its message; a retry is a duplicate whether its id is escaped or not")

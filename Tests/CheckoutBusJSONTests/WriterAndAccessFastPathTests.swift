@@ -96,14 +96,14 @@ struct WriterAndAccessFastPathTests {
         }
     }
 
-    @Test("appendQuotedVerbatim writes what appendString writes for text that needs no escape: every length to 70, every offset")
+    @Test("appendQuotedVerbatim writes what appendString writes for text that needs no escape: every length to 70, after 0 to 15 bytes")
     func appendQuotedVerbatim() {
         var rng = SplitMix64(seed: 0x5EED_0002)
         let alphabet: [UInt8] = Array("abcXYZ09 -_:/.".utf8) + [0x7F, 0xC3, 0xA9]
         for n in 0...70 {
             for _ in 0..<4 {
                 let bytes = (0..<n).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }
-                for capacity in [1, 16, 64] {
+                for capacity in [16, 17, 64] {
                     for prefix in [0, 1, 7, 15] {
                         var w = JSONWriter(capacity: capacity)
                         for _ in 0..<prefix { w.append(byte: UInt8(ascii: "x")) }
@@ -118,6 +118,10 @@ struct WriterAndAccessFastPathTests {
                 }
             }
         }
+        // No bytes at all (no address): `""`.
+        var w = JSONWriter(capacity: 16)
+        w.appendQuotedVerbatim(UnsafeRawBufferPointer(start: nil, count: 0))
+        #expect(w.bytes == Array(#""""#.utf8))
     }
 
     @Test("isPlaceholderText agrees with the plain trim-and-compare: words, spacing, case, random text")
