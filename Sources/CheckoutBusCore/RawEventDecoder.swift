@@ -33,7 +33,8 @@ package final class RawEventDecoder {
         let bytes = RawEventDecoder.recentNameSlots * RawEventDecoder.recentNameStride
         recentNameBytes = .allocate(capacity: bytes)
         recentNameBytes.initialize(repeating: 0, count: bytes)
-        recentNameValues = Array(repeating: ("", NameInfo("", name: "")), count: RawEventDecoder.recentNameSlots)
+        recentNameValues = Array(repeating: RecentName(name: "", info: NameInfo("", name: "")),
+                                 count: RawEventDecoder.recentNameSlots)
     }
 
     deinit { recentNameBytes.deallocate() }
@@ -345,20 +346,47 @@ package final class RawEventDecoder {
         var nonLifecycle: Bool
         /// The platform the name's spelling gives away, as a callback's and as a Primer event's
         /// (``platform(forCallback:)``, ``platform(forPrimer:)``): remembered with the name, so a
-        /// name seen lately is not compared with the prefixes again.
-        var callbackPlatform: String?
-        var primerPlatform: String?
+        /// name seen lately is not compared with the prefixes again. Not `String`s: the info is
+        /// plain data, copied without reference counting.
+        var callbackPlatform: NamePlatform
+        var primerPlatform: NamePlatform
 
         /// What the tables say of `name`, folded as `folded`.
         init(_ folded: String, name: String) {
             callback = RawEventDecoder.callbackNames[folded]
             primer = RawEventDecoder.primerNames[folded]
             nonLifecycle = RawEventDecoder.nonLifecycleNames.contains(folded)
-            callbackPlatform = callback != nil ? RawEventDecoder.platform(forCallback: name) : nil
-            primerPlatform = primer != nil ? RawEventDecoder.platform(forPrimer: name) : nil
+            callbackPlatform = NamePlatform(callback != nil ? RawEventDecoder.platform(forCallback: name) : nil)
+            primerPlatform = NamePlatform(primer != nil ? RawEventDecoder.platform(forPrimer: name) : nil)
         }
 
         var isKnown: Bool { callback != nil || primer != nil || nonLifecycle }
+    }
+
+    /// A platform a name's spelling gives away (``platform(forCallback:)``, ``platform(forPrimer:)``).
+    enum NamePlatform: UInt8 {
+        case none, ios, android, reactNative
+
+        init(_ platform: String?) {
+            switch platform {
+            case "ios": self = .ios
+            case "android": self = .android
+            case "react_native": self = .reactNative
+            default:
+                precondition(platform == nil, "a platform NamePlatform cannot hold")
+                self = .none
+            }
+        }
+
+        /// As the envelope spells it.
+        var name: String? {
+            switch self {
+            case .none: return nil
+            case .ios: return "ios"
+            case .android: return "android"
+            case .reactNative: return "react_native"
+            }
+        }
     }
 
     /// Known names lately read from a name token, by their raw bytes (quotes included): a table of
@@ -368,7 +396,14 @@ package final class RawEventDecoder {
     /// mix alone names about forty events in turn (a list of sixteen, oldest replaced first, missed
     /// one event in five).
     private let recentNameBytes: UnsafeMutablePointer<UInt8>
-    private var recentNameValues: [(name: String, info: NameInfo)]
+    private var recentNameValues: [RecentName]
+    /// A remembered name and what the tables say of it (a struct, not a tuple: a tuple's copies
+    /// and destroys went through the runtime's generic tuple witnesses, about 90 instructions an
+    /// event).
+    private struct RecentName {
+        var name: String
+        var info: NameInfo
+    }
     private static let recentNameSlots = 256
     /// The longest name token remembered, quotes included (the longest listed name is 34 bytes).
     private static let recentNameMaxBytes = 66
@@ -382,7 +417,7 @@ package final class RawEventDecoder {
 
     /// The remembered name whose raw text is string token `t`'s, if any. An escaped token (whose
     /// decoded text is another byte string) is never looked up.
-    private func recentName(_ doc: JSONDocument, _ t: Int) -> (name: String, info: NameInfo)? {
+    private func recentName(_ doc: JSONDocument, _ t: Int) -> RecentName? {
         guard doc.kind(t) == .string, !doc.tokens[t].flag else { return nil }
         let raw = doc.raw(t)
         guard raw.count <= RawEventDecoder.recentNameMaxBytes else { return nil }
@@ -404,7 +439,7 @@ package final class RawEventDecoder {
         let p = recentNameBytes + slot &* RawEventDecoder.recentNameStride
         p[0] = UInt8(raw.count)
         UnsafeMutableRawPointer(p + 1).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
-        recentNameValues[slot] = (name, info)
+        recentNameValues[slot] = RecentName(name: name, info: info)
     }
 
     /// The rest of ``decodeRaw(_:_:wrapper:)`` once the event's name is settled.
@@ -428,10 +463,10 @@ package final class RawEventDecoder {
             return looksPrimer(h.doc, h.token)
         }
         if let kind = primerKind, saysPrimer || (!saysShopify && (shopifyKind == nil || looksPrimer())) {
-            return decodePrimer(doc, r, holder: holderToken, kind: kind, platform: info.primerPlatform)
+            return decodePrimer(doc, r, holder: holderToken, kind: kind, platform: info.primerPlatform.name)
         }
         if let kind = shopifyKind {
-            return try decodeCallback(doc, r, holder: holderToken, kind: kind, platform: info.callbackPlatform)
+            return try decodeCallback(doc, r, holder: holderToken, kind: kind, platform: info.callbackPlatform.name)
         }
         throw DecodeRejection(.unknownEvent, "unknown event name `\(name)`")
     }
