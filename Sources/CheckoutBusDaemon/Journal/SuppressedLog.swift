@@ -100,13 +100,18 @@ package final class SuppressedLog {
         let e = eventID.count
         guard c <= 0xFFFF, e <= 0xFFFF else { return }
         let start = buffer.count
-        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { buffer.append(contentsOf: $0) } }
+        // Appended as typed bytes: `Array.append(contentsOf:)` copies those in one go, where a raw
+        // buffer went byte by byte.
+        func put(_ raw: UnsafeRawBufferPointer) {
+            buffer.append(contentsOf: UnsafeBufferPointer(start: raw.baseAddress?.assumingMemoryBound(to: UInt8.self), count: raw.count))
+        }
+        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { put($0) } }
         put(SuppressedLog.magic)
         put(UInt16(c))
         put(UInt16(e))
         put(seq)
-        buffer.append(contentsOf: checkoutID)
-        buffer.append(contentsOf: eventID)
+        put(checkoutID)
+        put(eventID)
         let sum = buffer.withUnsafeBytes { JournalFormat.checksumV1($0.baseAddress! + start, buffer.count - start) }
         put(sum)
     }
