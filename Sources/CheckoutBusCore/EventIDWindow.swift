@@ -14,9 +14,14 @@ import CheckoutBusJSON
 /// `Sendable` as a value; owned by one ``EventProcessor``.
 package struct EventIDWindow: Sendable {
     package let capacity: Int
-    private var lo: [UInt64]
-    private var hi: [UInt64]
-    private var seqs: [UInt64]
+    /// The ring: each id's two hashes and its seq side by side (one cache line to read, one array
+    /// to write).
+    private var entries: [Entry]
+    private struct Entry {
+        var lo: UInt64
+        var hi: UInt64
+        var seq: UInt64
+    }
     private var head = 0
     package private(set) var count = 0
     /// `tag << 32 | (index + 1)`, 0 when empty; the tag is the second hash's low 32 bits.
@@ -26,9 +31,7 @@ package struct EventIDWindow: Sendable {
 
     package init(capacity: Int) {
         self.capacity = max(1, capacity)
-        lo = [UInt64](repeating: 0, count: self.capacity)
-        hi = [UInt64](repeating: 0, count: self.capacity)
-        seqs = [UInt64](repeating: 0, count: self.capacity)
+        entries = [Entry](repeating: Entry(lo: 0, hi: 0, seq: 0), count: self.capacity)
         var size = 16
         while size < self.capacity * 4 { size <<= 1 }
         table = [UInt64](repeating: 0, count: size)
@@ -70,8 +73,8 @@ package struct EventIDWindow: Sendable {
             let slot = table[s]
             if slot == 0 { return nil }
             if slot & 0xFFFF_FFFF_0000_0000 == tag {
-                let i = Int(truncatingIfNeeded: slot & 0xFFFF_FFFF) - 1
-                if lo[i] == key.0 && hi[i] == key.1 { return seqs[i] }
+                let e = entries[Int(truncatingIfNeeded: slot & 0xFFFF_FFFF) - 1]
+                if e.lo == key.0 && e.hi == key.1 { return e.seq }
             }
             s = (s + 1) & mask
         }
@@ -80,20 +83,19 @@ package struct EventIDWindow: Sendable {
     /// Records an id; the oldest is forgotten once `capacity` are held.
     package mutating func insert(_ key: (UInt64, UInt64), seq: UInt64) {
         let i = head
-        lo[i] = key.0
-        hi[i] = key.1
-        seqs[i] = seq
-        head = (head + 1) % capacity
+        entries[i] = Entry(lo: key.0, hi: key.1, seq: seq)
+        head = i + 1 == capacity ? 0 : i + 1
         count = min(count + 1, capacity)
-        place(i)
+        place(i, key)
         insertsSinceRebuild += 1
         if insertsSinceRebuild >= capacity { rebuild() }
     }
 
-    private mutating func place(_ i: Int) {
-        var s = Int(truncatingIfNeeded: lo[i]) & mask
+    /// Indexes entry `i`, whose hashes are `key`.
+    private mutating func place(_ i: Int, _ key: (UInt64, UInt64)) {
+        var s = Int(truncatingIfNeeded: key.0) & mask
         while table[s] != 0 { s = (s + 1) & mask }
-        table[s] = hi[i] << 32 | UInt64(i + 1)
+        table[s] = key.1 << 32 | UInt64(i + 1)
     }
 
     /// Re-indexes the live entries only: slots of overwritten entries are dropped.
@@ -101,7 +103,7 @@ package struct EventIDWindow: Sendable {
         for s in table.indices { table[s] = 0 }
         var i = (head - count + capacity) % capacity
         for _ in 0..<count {
-            place(i)
+            place(i, (entries[i].lo, entries[i].hi))
             i = (i + 1) % capacity
         }
         insertsSinceRebuild = 0
