@@ -193,7 +193,8 @@ package struct EnvelopeWriter: ~Copyable {
     }
 
     /// Writes `s` with `orderID` as its `order_id` (`s.orderID` is not read).
-    private static func writeSummary(_ s: borrowing SnapshotSummary, orderID: borrowing IdentifierText, to w: inout JSONWriter) {
+    private static func writeSummary(_ s: borrowing SnapshotSummary, orderID: borrowing IdentifierText,
+                                     to w: inout JSONWriter) {
         w.append("{\"status\":")
         if let v = s.status { w.appendString(v) } else { w.append("null") }
         w.append(",\"currency\":")

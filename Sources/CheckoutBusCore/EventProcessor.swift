@@ -382,7 +382,8 @@ package final class EventProcessor {
         otherCounters.duplicates &+= 1
         let original = value & ((1 << EventProcessor.deadLetterTagShift) - 1)
         return ProcessingResult(outcome: .duplicateDeadLetter(original, DeadLetterReason.all[tag - 1]), seq: lastSeq,
-                                eventID: IdentifierText(string: id), suppressedCheckout: IdentifierText(), publication: nil)
+                                eventID: IdentifierText(string: id), suppressedCheckout: IdentifierText(),
+                                publication: nil)
     }
 
     /// Remembers that event `id` was dead-lettered under `seq` for `reason`.
@@ -560,9 +561,10 @@ package final class EventProcessor {
                     if previous != hash { state.setSnapshotHash(hash, entry) }
                     otherCounters.suppressed &+= 1
                     let id = resultEventID(event)
-                    let checkout = event.hasEventID ? resultCheckoutIDBytes.keep(event.checkoutIdentifier) : IdentifierText()
-                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id, suppressedCheckout: checkout,
-                                            publication: nil)
+                    let checkout = event.hasEventID
+                        ? resultCheckoutIDBytes.keep(event.checkoutIdentifier) : IdentifierText()
+                    return ProcessingResult(outcome: .suppressed, seq: lastSeq, eventID: id,
+                                            suppressedCheckout: checkout, publication: nil)
                 }
             }
         case .complete:
@@ -672,7 +674,8 @@ package final class EventProcessor {
         if let id = eventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
         let publication = ProcessingResult.Publication(seq: lastSeq, kind: .deadletter, kindSeq: deadLetterSeq,
                                                        topic: frames.topic, envelope: frames.envelope)
-        return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: IdentifierText(string: eventID), suppressedCheckout: IdentifierText(),
+        return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: IdentifierText(string: eventID),
+                                suppressedCheckout: IdentifierText(),
                                 publication: publication)
     }
 

@@ -7,7 +7,8 @@ import CheckoutBusProtocol
 /// (``eventIdentifier``, ``suppressedCheckout``) point into buffers the processor owns, valid until
 /// its next ``EventProcessor/process(_:receivedAt:now:timed:)``,
 /// ``EventProcessor/commit(_:_:_:_:receivedAt:now:)`` or ``EventProcessor/reject(_:_:_:receivedAt:)``
-/// call (a heartbeat writes buffers of its own and leaves them alone). Lives on the pipeline thread that called the processor.
+/// call (a heartbeat writes buffers of its own and leaves them alone). Lives on the pipeline thread
+/// that called the processor.
 package struct ProcessingResult {
     /// A message that takes a `seq`: a lifecycle event or a dead letter. Not `Sendable` (see above).
     package struct Publication {
@@ -58,7 +59,9 @@ package struct ProcessingResult {
 
     /// For a suppressed update with an `event_id`: calls `body` with its checkout id's and event
     /// id's UTF-8, without building either `String`; nothing otherwise.
-    package func withSuppressedIDs(_ body: (_ checkoutID: UnsafeRawBufferPointer, _ eventID: UnsafeRawBufferPointer) -> Void) {
+    package func withSuppressedIDs(
+        _ body: (_ checkoutID: UnsafeRawBufferPointer, _ eventID: UnsafeRawBufferPointer) -> Void
+    ) {
         guard suppressedCheckout.isPresent && eventIdentifier.isPresent else { return }
         suppressedCheckout.withUTF8 { checkout in eventIdentifier.withUTF8 { body(checkout, $0) } }
     }

@@ -78,7 +78,9 @@ extension RawEventDecoder {
         if needsCheckoutID(event), let v = m.at(0) ?? m.at(1) { event.setCheckoutID(doc, v) }
         if !event.hasEventID, let v = m.at(2) ?? m.at(3) { event.setEventID(doc, v) }
         if !event.hasOrderID, let v = m.at(4) ?? m.at(5) { event.setOrderID(doc, v) }
-        if event.occurredAt == nil, let v = m.at(6) ?? m.at(7) ?? m.at(8), doc.kind(v) == .string || doc.kind(v) == .number {
+        if event.occurredAt == nil, let v = m.at(6) ?? m.at(7) ?? m.at(8),
+            doc.kind(v) == .string || doc.kind(v) == .number
+        {
             event.occurredAt = JSONRef(doc, v)
         }
     }
@@ -132,7 +134,8 @@ extension RawEventDecoder {
         "code", "errorId", "error_id", "errorCode", "error_code", "group", "__typename", "message", "description",
         "content", "reason", "errorDescription", "errorMessage", "error_message", "domain", "recoverable")
     private static let errorMoreNames = MemberNames(
-        "statusCode", "http_status", "httpStatus", "status_code", "status", "isRecoverable", "continue_url", "continueUrl")
+        "statusCode", "http_status", "httpStatus", "status_code", "status", "isRecoverable", "continue_url",
+        "continueUrl")
 
     /// Builds a normalised error from any SDK's error object.
     func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {

@@ -22,12 +22,14 @@ extension RawEventDecoder {
         if doc.member(r, anyOf: "errorId", "error_id") != nil
             || doc.object(r, "error").flatMap({ doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") }) != nil
         {
-            return decodePrimer(doc, r, holder: nil, kind: .fail, platform: RawEventDecoder.platform(forPrimer: "failure"))
+            return decodePrimer(doc, r, holder: nil, kind: .fail,
+                                platform: RawEventDecoder.platform(forPrimer: "failure"))
         }
         if doc.object(r, "paymentResult") != nil || doc.object(r, "payment_result") != nil || doc.object(r, "checkoutData") != nil
             || (saysPrimer && doc.object(r, "payment") != nil)
         {
-            return decodePrimer(doc, r, holder: nil, kind: .complete, platform: RawEventDecoder.platform(forPrimer: "success"))
+            return decodePrimer(doc, r, holder: nil, kind: .complete,
+                                platform: RawEventDecoder.platform(forPrimer: "success"))
         }
         if doc.member(r, "jsonrpc") != nil, doc.member(r, "id") != nil,
             doc.member(r, "result") != nil || doc.member(r, "error") != nil
@@ -37,10 +39,12 @@ extension RawEventDecoder {
         if let t = doc.member(r, "__typename"), let typename = doc.string(t), typename.hasSuffix("Error"),
             doc.member(r, anyOf: "code", "message") != nil
         {
-            return try decodeCallback(doc, r, holder: nil, kind: .fail, platform: RawEventDecoder.platform(forCallback: "error"))
+            return try decodeCallback(doc, r, holder: nil, kind: .fail,
+                                      platform: RawEventDecoder.platform(forCallback: "error"))
         }
         if doc.object(r, "orderDetails") != nil || doc.object(r, "order_details") != nil {
-            return try decodeCallback(doc, r, holder: nil, kind: .complete, platform: RawEventDecoder.platform(forCallback: "completed"))
+            return try decodeCallback(doc, r, holder: nil, kind: .complete,
+                                      platform: RawEventDecoder.platform(forCallback: "completed"))
         }
         // Checkout Sheet Kit React Native 4's `complete` and `start` bodies: the event's name is
         // its channel, never in the body (`{orderConfirmation, cart}`, `{cart, locale?}`).

@@ -256,14 +256,16 @@ public struct JSONWriter: ~Copyable {
         // Room for the quotes, and for a whole word stored at `b` (a short string's, below).
         let b = UnsafeMutableRawPointer(reserve(n &+ 10) + 1)
         if n < 8 {
-            b.storeBytes(of: JSONWriter.shortWord(p.assumingMemoryBound(to: UInt8.self), n).littleEndian, as: UInt64.self)
+            let w = JSONWriter.shortWord(p.assumingMemoryBound(to: UInt8.self), n)
+            b.storeBytes(of: w.littleEndian, as: UInt64.self)
         } else {
             var i = 0
             while i &+ 8 < n {
                 b.storeBytes(of: p.loadUnaligned(fromByteOffset: i, as: UInt64.self), toByteOffset: i, as: UInt64.self)
                 i &+= 8
             }
-            b.storeBytes(of: p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self), toByteOffset: n &- 8, as: UInt64.self)
+            let last = p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+            b.storeBytes(of: last, toByteOffset: n &- 8, as: UInt64.self)
         }
         b.storeBytes(of: UInt8(ascii: "\""), toByteOffset: -1, as: UInt8.self)
         b.storeBytes(of: UInt8(ascii: "\""), toByteOffset: n, as: UInt8.self)

@@ -91,7 +91,11 @@ package final class SuppressedLog {
     /// Buffers one record; ids longer than 65,535 bytes are not kept.
     package func append(seq: UInt64, checkoutID: String, eventID: String) {
         var (checkoutID, eventID) = (checkoutID, eventID)
-        checkoutID.withUTF8 { c in eventID.withUTF8 { append(seq: seq, checkoutID: UnsafeRawBufferPointer(c), eventID: UnsafeRawBufferPointer($0)) } }
+        checkoutID.withUTF8 { c in
+            eventID.withUTF8 { e in
+                append(seq: seq, checkoutID: UnsafeRawBufferPointer(c), eventID: UnsafeRawBufferPointer(e))
+            }
+        }
     }
 
     /// Buffers one record of the ids' UTF-8; ids longer than 65,535 bytes are not kept.
@@ -103,7 +107,8 @@ package final class SuppressedLog {
         // Appended as typed bytes: `Array.append(contentsOf:)` copies those in one go, where a raw
         // buffer went byte by byte.
         func put(_ raw: UnsafeRawBufferPointer) {
-            buffer.append(contentsOf: UnsafeBufferPointer(start: raw.baseAddress?.assumingMemoryBound(to: UInt8.self), count: raw.count))
+            let typed = raw.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            buffer.append(contentsOf: UnsafeBufferPointer(start: typed, count: raw.count))
         }
         func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { put($0) } }
         put(SuppressedLog.magic)
