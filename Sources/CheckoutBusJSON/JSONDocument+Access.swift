@@ -384,11 +384,15 @@ extension JSONDocument {
             out.append(contentsOf: UnsafeBufferPointer(start: base + i, count: end - i))
             return
         }
+        // The decoded text is never longer than the raw one: one reservation, and the runs between
+        // escapes appended whole (JSON nested in a string is mostly such runs), not byte by byte.
+        out.reserveCapacity(out.count + (end - i))
         while i < end {
-            let c = base[i]
-            if c != UInt8(ascii: "\\") {
-                out.append(c)
-                i += 1
+            if base[i] != UInt8(ascii: "\\") {
+                var j = i &+ 1
+                while j < end && base[j] != UInt8(ascii: "\\") { j &+= 1 }
+                out.append(contentsOf: UnsafeBufferPointer(start: base + i, count: j - i))
+                i = j
                 continue
             }
             let e = base[i + 1]

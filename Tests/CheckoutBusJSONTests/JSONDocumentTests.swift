@@ -253,6 +253,37 @@ struct JSONDocumentTests {
         #expect(doc.unescapedBytes(doc.root) == Array(expected.utf8))
     }
 
+    @Test("escaped strings decode to their text: runs between escapes of every length, escapes at both ends, 5,000 random strings")
+    func unescapedRandom() throws {
+        // Each piece: its JSON spelling and the bytes it stands for.
+        let pieces: [(String, [UInt8])] = [
+            (#"\n"#, [0x0A]), (#"\""#, [0x22]), (#"\\"#, [0x5C]), (#"\/"#, [0x2F]), (#"\t"#, [0x09]),
+            (#"\u00e9"#, Array("é".utf8)), (#"\ud83d\ude00"#, Array("😀".utf8)), ("é", Array("é".utf8)),
+            ("a", [0x61]), ("xyz", Array("xyz".utf8)), (String(repeating: "r", count: 40), Array(repeating: 0x72, count: 40)),
+        ]
+        var rng = SplitMix64(seed: 0x0E5C)
+        for _ in 0..<5_000 {
+            var json = "\""
+            var expected: [UInt8] = []
+            // At least one escape, so the token is escaped and takes the decoding path.
+            let first = pieces[Int(rng.next() % 7)]
+            var parts = [first]
+            for _ in 0..<Int(rng.next() % 8) { parts.append(pieces[Int(rng.next() % UInt64(pieces.count))]) }
+            if rng.next() % 2 == 0 { parts.reverse() }
+            for (text, bytes) in parts {
+                json += text
+                expected += bytes
+            }
+            json += "\""
+            let doc = try #require(document(json), "\(json)")
+            #expect(doc.unescapedBytes(doc.root) == expected, "\(json)")
+            // Appended after what is there already.
+            var out: [UInt8] = [1, 2, 3]
+            doc.appendUnescaped(doc.root, to: &out)
+            #expect(out == [1, 2, 3] + expected, "\(json)")
+        }
+    }
+
     @Test("member lookup and stringEquals decode escaped keys and values")
     func escapedKeys() throws {
         let doc = try #require(document(#"{"\u0065vent":"\u0063omplete","na\/me":"x"}"#))
