@@ -14,8 +14,8 @@ import CheckoutBusJSON
 /// `Sendable` as a value; owned by one ``EventProcessor``.
 package struct EventIDWindow: Sendable {
     package let capacity: Int
-    /// The ring: each id's two hashes and its seq side by side (one cache line to read, one array
-    /// to write).
+    /// The ring: each id's two hashes and its seq side by side (24 bytes: one cache line to read,
+    /// now and then two; one array to write).
     private var entries: [Entry]
     private struct Entry {
         var lo: UInt64

@@ -384,9 +384,10 @@ extension JSONDocument {
             out.append(contentsOf: UnsafeBufferPointer(start: base + i, count: end - i))
             return
         }
-        // The decoded text is never longer than the raw one: one reservation, and the runs between
+        // The decoded text is never longer than the raw one: at most one reservation (growing
+        // geometrically, for a caller that appends string after string), and the runs between
         // escapes appended whole (JSON nested in a string is mostly such runs), not byte by byte.
-        out.reserveCapacity(out.count + (end - i))
+        if out.capacity - out.count < end - i { out.reserveCapacity(max(out.count + (end - i), 2 * out.capacity)) }
         while i < end {
             if base[i] != UInt8(ascii: "\\") {
                 var j = i &+ 1

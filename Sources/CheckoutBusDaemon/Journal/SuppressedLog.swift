@@ -104,13 +104,18 @@ package final class SuppressedLog {
         let e = eventID.count
         guard c <= 0xFFFF, e <= 0xFFFF else { return }
         let start = buffer.count
-        // Appended as typed bytes: `Array.append(contentsOf:)` copies those in one go, where a raw
-        // buffer went byte by byte.
+        // The ids (UTF-8 bytes) appended as typed bytes: `Array.append(contentsOf:)` copies those in
+        // one go, where a raw buffer went byte by byte. The integers are stored into room made for
+        // them.
         func put(_ raw: UnsafeRawBufferPointer) {
             let typed = raw.baseAddress?.assumingMemoryBound(to: UInt8.self)
             buffer.append(contentsOf: UnsafeBufferPointer(start: typed, count: raw.count))
         }
-        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { put($0) } }
+        func put<T: FixedWidthInteger>(_ v: T) {
+            let at = buffer.count
+            buffer.append(contentsOf: repeatElement(0, count: MemoryLayout<T>.size))
+            buffer.withUnsafeMutableBytes { $0.storeBytes(of: v.littleEndian, toByteOffset: at, as: T.self) }
+        }
         put(SuppressedLog.magic)
         put(UInt16(c))
         put(UInt16(e))
