@@ -119,8 +119,7 @@ struct IdentifierText {
     /// Bytes win when both are given; they must need no escape (see above).
     init(bytes: UnsafeRawBufferPointer? = nil, string: String? = nil) {
         if let bytes {
-            assert(!bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") },
-                   "an identifier in place needs no escape")
+            assert(JSONWriter.needsNoEscape(bytes), "an identifier in place needs no escape")
             storage = .bytes(bytes)
         } else if let string {
             storage = .string(string)

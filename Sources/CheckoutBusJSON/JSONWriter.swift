@@ -252,7 +252,7 @@ public struct JSONWriter: ~Copyable {
             append("\"\"")
             return
         }
-        assert(!text.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }, "needs escaping")
+        assert(JSONWriter.needsNoEscape(text), "needs escaping")
         // Room for the quotes, and for a whole word stored at `b` (a short string's, below).
         let b = UnsafeMutableRawPointer(reserve(n &+ 10) + 1)
         if n < 8 {
@@ -270,6 +270,12 @@ public struct JSONWriter: ~Copyable {
         b.storeBytes(of: UInt8(ascii: "\""), toByteOffset: -1, as: UInt8.self)
         b.storeBytes(of: UInt8(ascii: "\""), toByteOffset: n, as: UInt8.self)
         written &+= n &+ 2
+    }
+
+    /// Whether `text` holds no byte ``appendString(utf8:)`` escapes (a control, a quote or a
+    /// backslash), so ``appendQuotedVerbatim(_:)`` may write it: a byte at a time, for checks.
+    @inlinable package static func needsNoEscape(_ text: UnsafeRawBufferPointer) -> Bool {
+        !text.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
     }
 
     /// ``appendString(utf8:)`` for a string with a byte to escape.

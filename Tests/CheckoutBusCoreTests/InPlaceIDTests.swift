@@ -60,7 +60,7 @@ struct InPlaceIDTests {
                 var expected = JSONWriter(capacity: 16)
                 expected.appendString(text)
                 // In place only what needs no escape, as the decoder reads it (see IdentifierText).
-                let plain = !text.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+                let plain = JSONWriter.needsNoEscape(bytes)
                 let cases = plain
                     ? [(IdentifierText(bytes: bytes), true), (IdentifierText(string: text), false),
                        (IdentifierText(bytes: bytes, string: "other"), true)]
