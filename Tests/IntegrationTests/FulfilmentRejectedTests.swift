@@ -65,7 +65,9 @@ struct FulfilmentRejectedTests {
         #expect(metrics.contains("checkoutbus_subscriber_rejected{subscriber=\"fulfil-test\"} 2\n"))
         worker.process.terminate()
         #expect(waitForExit(worker.process, timeout: 20) == 0)
-        let log = worker.stderr.readAll(timeout: 2).joined(separator: "\n")
+        // The worker may catch up from the journal before its first heartbeat (`fulfil: subscribed`),
+        // so the parked lines can be among its startup lines.
+        let log = (worker.startupLines + worker.stderr.readAll(timeout: 2)).joined(separator: "\n")
 
         #expect(try readOrders(database).map(\.checkoutID) == ["ck-r1", "ck-r4"])
         let db = try SQLiteDatabase(path: database.path)
