@@ -179,7 +179,8 @@ package final class BusDaemon {
         try JournalFiles.makeDirectory(configuration.dataDirectory)
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
-        batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, logger: logger)
+        batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, lendsPublishedBytes: true,
+                               logger: logger)
     }
 
     deinit {
@@ -396,7 +397,7 @@ package final class BusDaemon {
         logger.info("stopped", [
             "received": String(c.received), "published": String(c.publishedByKind.reduce(0, +)),
             "suppressed": String(c.suppressed), "deadlettered": String(c.deadLetteredTotal),
-            "last_seq": String(processor.lastSeq),
+            "last_seq": String(processor.lastSeq), "published_in_place": String(batches.envelopesLent),
         ])
     }
 
@@ -652,30 +653,42 @@ package final class BusDaemon {
         // Suppressed ids reach their log before the records processed after them reach the
         // journal: after a kill -9 the log is never behind the journal.
         suppressedLog?.flush()
-        return try batches.advance { topic, envelope in try publishRecord(publish, topic, envelope) }
+        return try batches.advance { topic, envelope, loan in try publishRecord(publish, topic, envelope, loan) }
     }
 
-    /// Sends one journaled record's two frames; about one in `StageTimes.sampleInterval` is timed.
+    /// Sends one journaled record's two frames, the envelope lent where it lies in the journal's
+    /// batch when `loan` says so (``JournalBatch/Loan``); about one in `StageTimes.sampleInterval`
+    /// is timed.
     @inline(__always)
-    private func publishRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer) throws {
+    private func publishRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer,
+                               _ loan: JournalBatch.Loan?) throws {
         guard publishCountdown == 0 else {
             publishCountdown -= 1
-            _ = try publish.send(topic, more: true)
-            _ = try publish.send(envelope)
+            try sendRecord(publish, topic, envelope, loan)
             return
         }
         publishCountdown = StageTimes.nextInterval(&sampleRandom)
         let start = StageTimes.now()
-        _ = try publish.send(topic, more: true)
-        _ = try publish.send(envelope)
+        try sendRecord(publish, topic, envelope, loan)
         pipelineStages.addPublish(StageTimes.now() &- start)
+    }
+
+    @inline(__always)
+    private func sendRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer,
+                            _ loan: JournalBatch.Loan?) throws {
+        _ = try publish.send(topic, more: true)
+        if let loan {
+            _ = try publish.send(lending: envelope, giveBack: JournalBatch.Loan.giveBack, hint: loan.hint)
+        } else {
+            _ = try publish.send(envelope)
+        }
     }
 
     /// Writes and publishes everything appended so far before returning (heartbeats, stopping).
     /// - Returns: false when a write failed; what it did not take stays pending.
     private func settle(_ publish: ZMQSocket) throws -> Bool {
         suppressedLog?.flush()
-        return try batches.settle { topic, envelope in try publishRecord(publish, topic, envelope) }
+        return try batches.settle { topic, envelope, loan in try publishRecord(publish, topic, envelope, loan) }
     }
 
     /// What the pipeline serves besides ingest, and their indexes in one poller: subscriptions,

@@ -134,6 +134,41 @@ public final class ZMQSocket {
         }
     }
 
+    /// Sends one frame without copying it: libzmq reads `bytes` where they lie, on its I/O
+    /// thread, until it calls `giveBack(bytes.baseAddress, hint)`. That call comes exactly once
+    /// whatever happens, from any thread: when the last peer's copy is sent or dropped, at once
+    /// when no peer takes the frame, when the send fails (this call gives the bytes back itself
+    /// then, and when libzmq cannot take them at all and a copy is sent instead). The bytes must
+    /// stay valid and unchanged until then.
+    /// - Returns: `true` if queued, `false` if it would have blocked (the bytes are given back).
+    @discardableResult
+    public func send(
+        lending bytes: UnsafeRawBufferPointer,
+        giveBack: @escaping @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void,
+        hint: UnsafeMutableRawPointer?, more: Bool = false, dontWait: Bool = false
+    ) throws -> Bool {
+        let data = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
+        var message = zmq_msg_t()
+        // An empty frame has no bytes to lend; without memory for libzmq's own record of the
+        // frame (ENOMEM), nothing was taken either: a copy is sent.
+        guard let data, zmq_msg_init_data(&message, data, bytes.count, giveBack, hint) == 0 else {
+            defer { giveBack(data, hint) }
+            return try send(bytes, more: more, dontWait: dontWait)
+        }
+        let flags = (more ? ZMQ_SNDMORE : 0) | (dontWait ? ZMQ_DONTWAIT : 0)
+        do {
+            switch try zmqCall("zmq_msg_send", { zmq_msg_send(&message, handle, flags) }) {
+            case .done: return true
+            case .wouldBlock:
+                zmq_msg_close(&message)  // not sent: still ours, and closing it gives the bytes back
+                return false
+            }
+        } catch {
+            zmq_msg_close(&message)
+            throw error
+        }
+    }
+
     /// Sends one frame from an array.
     @discardableResult
     public func send(_ bytes: [UInt8], more: Bool = false, dontWait: Bool = false) throws -> Bool {

@@ -20,18 +20,27 @@ struct JournalBatchTests {
         let batch: JournalBatch
         /// Each published record: its seq (from the envelope) and topic.
         var published: [(seq: UInt64, topic: String)] = []
+        /// Envelopes lent and not yet given back: the loan's hint, the bytes where they lie, and
+        /// the text they held when published.
+        var loans: [(hint: UnsafeMutableRawPointer, bytes: UnsafeRawBufferPointer, text: String)] = []
+        /// Give each loan back as soon as it is made (a subscriber that keeps up); else keep it in
+        /// ``loans`` until ``giveBackAll()``.
+        var givesBackAtOnce = true
+        /// Envelopes published without a loan (copied).
+        var copied = 0
 
         /// - Parameters:
         ///   - direct: long runs go through `O_DIRECT` where the file system takes it.
         ///   - segmentBytes: `--segment-bytes`.
-        init(direct: Bool = false, segmentBytes: Int = 64 << 20) throws {
+        ///   - lends: the batch lends published envelopes (``JournalBatch/Loan``).
+        init(direct: Bool = false, segmentBytes: Int = 64 << 20, lends: Bool = false) throws {
             root = FileManager.default.temporaryDirectory.appendingPathComponent("cb-batch-\(UUID().uuidString)").path
             var options = Journal.Options()
             options.cacheBytes = direct ? 0 : nil
             options.segmentBytes = segmentBytes
             let logger = BusLogger(label: "test", level: .error)
             journal = try Journal(directory: root + "/journal", options: options, logger: logger)
-            batch = JournalBatch(journal: journal, measuresLatency: true, logger: logger)
+            batch = JournalBatch(journal: journal, measuresLatency: true, lendsPublishedBytes: lends, logger: logger)
         }
 
         deinit {
@@ -53,12 +62,30 @@ struct JournalBatchTests {
             }
         }
 
-        /// Publishes into ``published``.
-        func publish(_ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer) {
+        /// Publishes into ``published``, keeping or giving back each loan.
+        func publish(_ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer, _ loan: JournalBatch.Loan?) {
             let text = String(decoding: envelope, as: UTF8.self)
             let seq = UInt64(text.dropFirst(7).dropLast())!
             published.append((seq, String(decoding: topic, as: UTF8.self).trimmingCharacters(in: .whitespaces)))
+            guard let loan else {
+                copied += 1
+                return
+            }
+            if givesBackAtOnce {
+                JournalBatch.Loan.giveBack(nil, loan.hint)
+            } else {
+                loans.append((loan.hint, envelope, text))
+            }
         }
+
+        /// Gives back every loan kept.
+        func giveBackAll() {
+            for loan in loans { JournalBatch.Loan.giveBack(UnsafeMutableRawPointer(mutating: loan.bytes.baseAddress), loan.hint) }
+            loans.removeAll()
+        }
+
+        /// Whether every envelope still lent holds what it held when published.
+        var lentBytesIntact: Bool { loans.allSatisfy { String(decoding: $0.bytes, as: UTF8.self) == $0.text } }
 
         func advance() throws -> Bool { try batch.advance(publish) }
         func settle() throws -> Bool { try batch.settle(publish) }
@@ -120,6 +147,58 @@ struct JournalBatchTests {
         #expect(f.batch.publishedSeq == 45)
         #expect(f.batch.latency.count == 45)
         #expect(try f.seqsInFile() == Array(1...45))
+    }
+
+    @Test("lent envelopes stay as they were until given back; past four buffers set aside, envelopes are copied; given back, lending resumes")
+    func lending() throws {
+        let f = try Fixture(lends: true)
+        f.givesBackAtOnce = false
+        var seq: UInt64 = 0
+        // Small batches, written and published on this thread: each lends its envelopes and is
+        // set aside, and the next goes to another buffer.
+        for round in 0..<6 {
+            f.append(seq + 1...seq + 5, padding: 10 * round)
+            seq += 5
+            #expect(try f.advance())
+        }
+        #expect(f.batch.lentBufferCount == JournalBatch.maxLentBuffers)
+        #expect(f.loans.count == 20 && f.copied == 10)
+        #expect(f.batch.envelopesLent == 20)
+        // A large batch at the writer thread while four are out: copied too, and its buffer reused.
+        f.append(seq + 1...seq + 40, padding: 300)
+        seq += 40
+        #expect(try f.advance())
+        f.append(seq + 1...seq + 3)
+        seq += 3
+        #expect(try f.settle())
+        #expect(f.copied == 53 && f.loans.count == 20)
+        #expect(f.lentBytesIntact, "records appended since did not overwrite a lent envelope")
+        #expect(f.published.map(\.seq) == Array(1...seq))
+        #expect(try f.seqsInFile() == Array(1...seq))
+
+        // Given back: the set-aside buffers are taken back, and the next batches lend again.
+        f.giveBackAll()
+        f.append(seq + 1...seq + 40, padding: 50)
+        seq += 40
+        #expect(try f.advance())
+        #expect(try f.settle())
+        #expect(f.batch.lentBufferCount == 1)
+        #expect(f.loans.count == 40 && f.batch.envelopesLent == 60)
+        for _ in 0..<3 {
+            f.append(seq + 1...seq + 2, padding: 700)
+            seq += 2
+            #expect(try f.advance())
+        }
+        #expect(f.batch.lentBufferCount == 4 && f.loans.count == 46)
+        #expect(f.lentBytesIntact)
+        f.giveBackAll()
+        f.givesBackAtOnce = true
+        let last = try JournalBatchTests.flood(f, after: seq)
+        #expect(f.batch.lentBufferCount == 0, "every buffer taken back once its loans came back")
+        #expect(f.copied == 53)
+        #expect(f.batch.envelopesLent == UInt64(last) - 53)
+        #expect(f.published.map(\.seq) == Array(1...last))
+        #expect(try f.seqsInFile() == Array(1...last))
     }
 
     @Test("a failed write publishes nothing and stays pending; the retry writes it with what came after, in order, arrival times kept")

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CheckoutBusRuntime
+import Synchronization
 
 /// The journal's batches from the first record appended to their publication: the pending batch,
 /// the one at the writer thread, each record's arrival time, and the retry after a failed write.
@@ -18,6 +19,11 @@ import CheckoutBusRuntime
 /// stops reading ingest and calls ``advance(_:)`` again once ``retryDue(now:)``, every 100 ms,
 /// until a write succeeds. The files themselves — segments, rotation, syncing — are the
 /// ``Journal``'s.
+///
+/// With `lendsPublishedBytes`, a written batch is published without copying its envelopes: each is lent to the publisher (``Loan``), which hands it to libzmq where it lies, and
+/// the buffer is written again, or freed, only once every loan has come back. A buffer with loans
+/// out is set aside (at most ``maxLentBuffers``; beyond that, envelopes are copied as before), so
+/// a subscriber that stops reading holds on to at most that many buffers.
 ///
 /// Not `Sendable`: owned by the pipeline thread, with its ``Journal``.
 package final class JournalBatch {
@@ -47,12 +53,32 @@ package final class JournalBatch {
         var written = 0
         /// The bytes of the run from ``written`` on that the writer thread was handed.
         var runBytes = 0
+        /// Loans of these bytes made to the publisher, counted here (the pipeline thread).
+        var lent = 0
+        /// Loans given back, counted by the borrower on any thread (``Loan/giveBack``); on a cache
+        /// line of its own, so the borrower's counting does not contend with the pipeline.
+        let returned: UnsafeMutablePointer<Atomic<Int>>
 
         init(capacity: Int, start: Int) {
             self.capacity = capacity
             base = .allocate(byteCount: capacity, alignment: SegmentAppender.blockSize)
             self.start = start
             bytes = start
+            returned = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 64)
+                .bindMemory(to: Atomic<Int>.self, capacity: 1)
+            returned.initialize(to: Atomic(0))
+        }
+
+        /// Every loan has come back: the bytes may be written again or freed. The acquiring load
+        /// orders the borrower's last reads before whatever this thread does next.
+        var isSettled: Bool { returned.pointee.load(ordering: .acquiring) == lent }
+
+        /// Frees the memory; only once ``isSettled``.
+        func free() {
+            assert(isSettled, "a batch buffer freed with its bytes lent")
+            base.deallocate()
+            returned.deinitialize(count: 1)
+            UnsafeMutableRawPointer(returned).deallocate()
         }
 
         /// The memory around records `from..<to`, a run of them, that the appender may write
@@ -76,18 +102,40 @@ package final class JournalBatch {
             arrivals.removeAll(keepingCapacity: true)
         }
 
-        /// Calls `body` with the topic and envelope of each record, in order.
-        func forEachRecord(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        /// Calls `body` with the topic and envelope of each record, in order; with `lending`,
+        /// each envelope is lent (counted in ``lent`` before the call).
+        mutating func forEachRecord(lending: Bool, _ body: Publish) throws {
+            let loan = Loan(hint: UnsafeMutableRawPointer(returned))
             for r in records {
                 let p = base + r.offset + JournalFormat.recordHeaderSize
+                if lending { lent &+= 1 }
                 try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
-                         UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength))
+                         UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength), lending ? loan : nil)
             }
         }
     }
 
-    /// Publishes one record: its topic and its envelope.
-    package typealias Publish = (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    /// An envelope's bytes lent to the publisher: they stay as they are until it calls
+    /// ``giveBack`` with ``hint``, exactly once, from any thread (libzmq does, from its I/O thread,
+    /// when the last subscriber's copy of the frame is sent or dropped: `ZMQSocket.send(lending:)`).
+    package struct Loan {
+        /// The buffer's count of loans given back.
+        package let hint: UnsafeMutableRawPointer
+
+        /// Counts one loan of the buffer `hint` names as given back (`zmq_free_fn`'s shape: the
+        /// bytes, then the hint).
+        package static let giveBack: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = {
+            _, hint in
+            hint?.assumingMemoryBound(to: Atomic<Int>.self).pointee.wrappingAdd(1, ordering: .releasing)
+        }
+    }
+
+    /// Publishes one record: its topic and its envelope, and the envelope's loan when it is lent
+    /// rather than to be copied (the callee must see that ``Loan/giveBack`` is called, exactly once).
+    package typealias Publish = (UnsafeRawBufferPointer, UnsafeRawBufferPointer, Loan?) throws -> Void
+
+    /// At most this many buffers are set aside with loans out; past it, envelopes are copied.
+    package static let maxLentBuffers = 4
 
     /// Batches of at least this many records go to the writer thread; smaller ones are written on
     /// the calling thread.
@@ -107,6 +155,10 @@ package final class JournalBatch {
     private var inflightWritten = false
     /// A batch buffer to reuse.
     private var spare: Buffer?
+    /// Publish written batches by lending their envelopes rather than copying them.
+    private let lendsPublishedBytes: Bool
+    /// Published buffers with loans still out, set aside until they come back.
+    private var lentBuffers: [Buffer] = []
     /// Consecutive failed writes (0 while the journal takes them).
     package private(set) var failures = 0
     /// When a failing write is next tried (monotonic ns).
@@ -119,19 +171,30 @@ package final class JournalBatch {
     /// - Parameters:
     ///   - journal: where the batches are written.
     ///   - measuresLatency: keep arrival times and observe ``latency`` (with `--metrics` on).
-    package init(journal: Journal, measuresLatency: Bool, logger: BusLogger) {
+    ///   - lendsPublishedBytes: publish batches the writer thread wrote by lending their
+    ///     envelopes (``Loan``) rather than having them copied.
+    package init(journal: Journal, measuresLatency: Bool, lendsPublishedBytes: Bool = false, logger: BusLogger) {
         self.journal = journal
         self.measuresLatency = measuresLatency
+        self.lendsPublishedBytes = lendsPublishedBytes
         self.logger = logger
         publishedSeq = journal.lastSeq
         pending = Buffer(capacity: 1 << 20, start: journal.endInBlock(after: 0))
     }
 
+    /// Buffers with loans still out (a subscriber's queue when the daemon stops) are left to the
+    /// process's exit rather than freed under their reader.
     deinit {
-        pending.base.deallocate()
-        inflight?.base.deallocate()
-        spare?.base.deallocate()
+        for buffer in [pending] + (inflight.map { [$0] } ?? []) + (spare.map { [$0] } ?? []) + lentBuffers
+        where buffer.isSettled {
+            buffer.free()
+        }
     }
+
+    /// Buffers set aside with loans out (at most ``maxLentBuffers``).
+    package var lentBufferCount: Int { lentBuffers.count }
+    /// Envelopes published by loan, where they lie, since the start (the rest were copied).
+    package private(set) var envelopesLent: UInt64 = 0
 
     /// A write is failing: nothing new should be taken in until ``advance(_:)`` succeeds.
     package var isFailing: Bool { failures > 0 }
@@ -152,6 +215,7 @@ package final class JournalBatch {
         let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
         // A block is kept free after the records, for the padding of a write in place.
         if pending.bytes + size + SegmentAppender.blockSize > pending.capacity {
+            assert(pending.isSettled, "the pending batch has no loans out")
             let capacity = max(pending.capacity * 2, pending.bytes + size + SegmentAppender.blockSize)
             let bigger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: SegmentAppender.blockSize)
             bigger.copyMemory(from: pending.base, byteCount: pending.bytes)
@@ -209,10 +273,20 @@ package final class JournalBatch {
         }
         do { try write() } catch { return failed(error) }
         recovered()
-        try pending.forEachRecord(publish)
+        reclaimLent()
+        let lentBefore = pending.lent
+        try pending.forEachRecord(lending: mayLend, publish)
+        envelopesLent &+= UInt64(pending.lent &- lentBefore)
         publishedSeq = journal.lastSeq
         observeLatency(pending.arrivals)
-        pending.clear(start: journal.endInBlock(after: 0))
+        let start = journal.endInBlock(after: 0)
+        if !pending.isSettled {
+            // Its bytes are out on loan: the next records go to the spare, or a new buffer.
+            lentBuffers.append(pending)
+            pending = spare ?? Buffer(capacity: 1 << 20, start: start)
+            spare = nil
+        }
+        pending.clear(start: start)
         return true
     }
 
@@ -260,6 +334,7 @@ package final class JournalBatch {
         // A fresh batch, the spare buffer when there is one, placed for the segment's end once
         // the run just posted is written.
         let start = journal.endInBlock(after: last.bytes)
+        reclaimLent()
         if var next = spare {
             spare = nil
             next.clear(start: start)
@@ -290,16 +365,48 @@ package final class JournalBatch {
         return true
     }
 
-    /// Publishes the batch the writer thread has written, then keeps its buffer for reuse.
+    /// Publishes the batch the writer thread has written, lending its envelopes when it may, then
+    /// keeps its buffer for reuse (set aside while loans are out).
     private func publishCollected(_ publish: Publish) throws {
-        guard let batch = inflight else { return }
-        try batch.forEachRecord(publish)
+        guard inflight != nil else { return }
+        reclaimLent()
+        let lentBefore = inflight!.lent
+        try inflight!.forEachRecord(lending: mayLend, publish)
+        let batch = inflight!
+        envelopesLent &+= UInt64(batch.lent &- lentBefore)
         inflight = nil
         inflightWritten = false
         publishedSeq = journal.lastSeq
         observeLatency(batch.arrivals)
-        if let old = spare { old.base.deallocate() }
+        keep(batch)
+    }
+
+    /// Keeps a published buffer: as the spare when no loan is out, else set aside.
+    private func keep(_ batch: Buffer) {
+        guard batch.isSettled else {
+            lentBuffers.append(batch)
+            return
+        }
+        if let old = spare { old.free() }
         spare = batch
+    }
+
+    /// Whether the next batch published may lend its envelopes: lending is on, and fewer than
+    /// ``maxLentBuffers`` buffers are set aside.
+    private var mayLend: Bool { lendsPublishedBytes && lentBuffers.count < JournalBatch.maxLentBuffers }
+
+    /// Takes back the set-aside buffers whose loans have all come back: one as the spare, the
+    /// rest freed.
+    private func reclaimLent() {
+        var i = 0
+        while i < lentBuffers.count {
+            guard lentBuffers[i].isSettled else {
+                i += 1
+                continue
+            }
+            let buffer = lentBuffers.remove(at: i)
+            if spare == nil { spare = buffer } else { buffer.free() }
+        }
     }
 
     /// Puts a batch whose write failed back in front of the pending records, arrival times and all.
@@ -322,7 +429,7 @@ package final class JournalBatch {
         merged.arrivals += pending.arrivals
         merged.bytes = batch.bytes + moved
         merged.runBytes = 0
-        pending.base.deallocate()
+        pending.free()
         pending = merged
     }
 
