@@ -272,10 +272,13 @@ struct JournalBatchTests {
         let last = try JournalBatchTests.flood(f)
         #expect(f.published.map(\.seq) == Array(1...last))
         #expect(try f.seqsInFile() == Array(1...last))
-        // Batches appended while one is at the writer thread join the next run: fewer runs than batches.
+        // Batches appended while one is at the writer thread join the next run: at most one run
+        // per batch and the last settle. At least three: the first (small) batch on this thread,
+        // the first large one at the writer thread, and what was appended meanwhile (a slow
+        // writer thread, on a loaded machine, can gather all the rest into that one).
         let runs = f.runs
         #expect(runs.staged == 0)
-        #expect(runs.inPlace >= 4)
+        #expect(runs.inPlace >= 3 && runs.inPlace <= JournalBatchTests.batchSizes.count + 1, "\(runs)")
     }
 
     @Test("after a rotation the batch split across two segments goes through the staging buffer, and the ones after it where they lie", arguments: [false, true])
