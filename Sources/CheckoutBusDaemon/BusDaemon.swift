@@ -676,7 +676,13 @@ package final class BusDaemon {
     @inline(__always)
     private func sendRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer,
                             _ loan: JournalBatch.Loan?) throws {
-        _ = try publish.send(topic, more: true)
+        do {
+            _ = try publish.send(topic, more: true)
+        } catch {
+            // The loan was counted: give it back, or its buffer would never be taken back.
+            if let loan { JournalBatch.Loan.giveBack(UnsafeMutableRawPointer(mutating: envelope.baseAddress), loan.hint) }
+            throw error
+        }
         if let loan {
             _ = try publish.send(lending: envelope, giveBack: JournalBatch.Loan.giveBack, hint: loan.hint)
         } else {

@@ -20,7 +20,8 @@ import Synchronization
 /// until a write succeeds. The files themselves — segments, rotation, syncing — are the
 /// ``Journal``'s.
 ///
-/// With `lendsPublishedBytes`, a written batch is published without copying its envelopes: each is lent to the publisher (``Loan``), which hands it to libzmq where it lies, and
+/// With `lendsPublishedBytes`, a written batch (at the writer thread or on the calling thread) is
+/// published without copying its envelopes: each is lent to the publisher (``Loan``), which hands it to libzmq where it lies, and
 /// the buffer is written again, or freed, only once every loan has come back. A buffer with loans
 /// out is set aside (at most ``maxLentBuffers``; beyond that, envelopes are copied as before), so
 /// a subscriber that stops reading holds on to at most that many buffers.
@@ -75,7 +76,7 @@ package final class JournalBatch {
 
         /// Frees the memory; only once ``isSettled``.
         func free() {
-            assert(isSettled, "a batch buffer freed with its bytes lent")
+            precondition(isSettled, "a batch buffer freed with its bytes lent")
             base.deallocate()
             returned.deinitialize(count: 1)
             UnsafeMutableRawPointer(returned).deallocate()
@@ -103,12 +104,13 @@ package final class JournalBatch {
         }
 
         /// Calls `body` with the topic and envelope of each record, in order; with `lending`,
-        /// each envelope is lent (counted in ``lent`` before the call).
-        mutating func forEachRecord(lending: Bool, _ body: Publish) throws {
+        /// each envelope is lent, and counted in `made` before the call (the caller adds `made`
+        /// to ``lent`` whether or not `body` throws: the buffer is not held during the calls).
+        func forEachRecord(lending: Bool, made: inout Int, _ body: Publish) throws {
             let loan = Loan(hint: UnsafeMutableRawPointer(returned))
             for r in records {
                 let p = base + r.offset + JournalFormat.recordHeaderSize
-                if lending { lent &+= 1 }
+                if lending { made &+= 1 }
                 try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
                          UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength), lending ? loan : nil)
             }
@@ -153,8 +155,9 @@ package final class JournalBatch {
     private var inflight: Buffer?
     /// The batch in flight was collected as written (and awaits publication).
     private var inflightWritten = false
-    /// A batch buffer to reuse.
-    private var spare: Buffer?
+    /// Batch buffers to reuse, all with no loan out (at most ``maxLentBuffers``: as many as may
+    /// come back at once).
+    private var spares: [Buffer] = []
     /// Publish written batches by lending their envelopes rather than copying them.
     private let lendsPublishedBytes: Bool
     /// Published buffers with loans still out, set aside until they come back.
@@ -185,7 +188,7 @@ package final class JournalBatch {
     /// Buffers with loans still out (a subscriber's queue when the daemon stops) are left to the
     /// process's exit rather than freed under their reader.
     deinit {
-        for buffer in [pending] + (inflight.map { [$0] } ?? []) + (spare.map { [$0] } ?? []) + lentBuffers
+        for buffer in [pending] + (inflight.map { [$0] } ?? []) + spares + lentBuffers
         where buffer.isSettled {
             buffer.free()
         }
@@ -215,7 +218,7 @@ package final class JournalBatch {
         let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
         // A block is kept free after the records, for the padding of a write in place.
         if pending.bytes + size + SegmentAppender.blockSize > pending.capacity {
-            assert(pending.isSettled, "the pending batch has no loans out")
+            precondition(pending.isSettled, "the pending batch's bytes lent")
             let capacity = max(pending.capacity * 2, pending.bytes + size + SegmentAppender.blockSize)
             let bigger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: SegmentAppender.blockSize)
             bigger.copyMemory(from: pending.base, byteCount: pending.bytes)
@@ -274,17 +277,21 @@ package final class JournalBatch {
         do { try write() } catch { return failed(error) }
         recovered()
         reclaimLent()
-        let lentBefore = pending.lent
-        try pending.forEachRecord(lending: mayLend, publish)
-        envelopesLent &+= UInt64(pending.lent &- lentBefore)
+        var made = 0
+        do {
+            try pending.forEachRecord(lending: mayLend, made: &made, publish)
+        } catch {
+            countLoans(made, in: &pending)
+            throw error
+        }
+        countLoans(made, in: &pending)
         publishedSeq = journal.lastSeq
         observeLatency(pending.arrivals)
         let start = journal.endInBlock(after: 0)
         if !pending.isSettled {
-            // Its bytes are out on loan: the next records go to the spare, or a new buffer.
+            // Its bytes are out on loan: the next records go to a spare, or a new buffer.
             lentBuffers.append(pending)
-            pending = spare ?? Buffer(capacity: 1 << 20, start: start)
-            spare = nil
+            pending = spares.popLast() ?? Buffer(capacity: 1 << 20, start: start)
         }
         pending.clear(start: start)
         return true
@@ -294,6 +301,7 @@ package final class JournalBatch {
     /// - Throws: a ``JournalError`` when the write fails; the batch then stays pending.
     package func flush() throws {
         precondition(inflight == nil, "flush() with a batch at the writer thread")
+        precondition(pending.isSettled, "flush() with the pending batch's bytes lent")
         try write()
         publishedSeq = journal.lastSeq
         pending.clear(start: journal.endInBlock(after: 0))
@@ -331,12 +339,11 @@ package final class JournalBatch {
                      room: pending.room(last.start, pending.records.count))
         let reserve = pending.records.count
         inflight = pending
-        // A fresh batch, the spare buffer when there is one, placed for the segment's end once
+        // A fresh batch, a spare buffer when there is one, placed for the segment's end once
         // the run just posted is written.
         let start = journal.endInBlock(after: last.bytes)
         reclaimLent()
-        if var next = spare {
-            spare = nil
+        if var next = spares.popLast() {
             next.clear(start: start)
             pending = next
         } else {
@@ -370,10 +377,15 @@ package final class JournalBatch {
     private func publishCollected(_ publish: Publish) throws {
         guard inflight != nil else { return }
         reclaimLent()
-        let lentBefore = inflight!.lent
-        try inflight!.forEachRecord(lending: mayLend, publish)
+        var made = 0
+        do {
+            try inflight!.forEachRecord(lending: mayLend, made: &made, publish)
+        } catch {
+            countLoans(made, in: &inflight!)
+            throw error
+        }
+        countLoans(made, in: &inflight!)
         let batch = inflight!
-        envelopesLent &+= UInt64(batch.lent &- lentBefore)
         inflight = nil
         inflightWritten = false
         publishedSeq = journal.lastSeq
@@ -381,22 +393,31 @@ package final class JournalBatch {
         keep(batch)
     }
 
-    /// Keeps a published buffer: as the spare when no loan is out, else set aside.
+    /// Adds `made` loans to `buffer`'s count and the total.
+    private func countLoans(_ made: Int, in buffer: inout Buffer) {
+        buffer.lent &+= made
+        envelopesLent &+= UInt64(made)
+    }
+
+    /// Keeps a published buffer: as a spare when no loan is out, else set aside.
     private func keep(_ batch: Buffer) {
         guard batch.isSettled else {
             lentBuffers.append(batch)
             return
         }
-        if let old = spare { old.free() }
-        spare = batch
+        spare(batch)
+    }
+
+    /// Keeps a buffer with no loan out for reuse, or frees it when there are spares enough.
+    private func spare(_ buffer: Buffer) {
+        if spares.count < JournalBatch.maxLentBuffers { spares.append(buffer) } else { buffer.free() }
     }
 
     /// Whether the next batch published may lend its envelopes: lending is on, and fewer than
     /// ``maxLentBuffers`` buffers are set aside.
     private var mayLend: Bool { lendsPublishedBytes && lentBuffers.count < JournalBatch.maxLentBuffers }
 
-    /// Takes back the set-aside buffers whose loans have all come back: one as the spare, the
-    /// rest freed.
+    /// Takes back the set-aside buffers whose loans have all come back, as spares.
     private func reclaimLent() {
         var i = 0
         while i < lentBuffers.count {
@@ -404,13 +425,13 @@ package final class JournalBatch {
                 i += 1
                 continue
             }
-            let buffer = lentBuffers.remove(at: i)
-            if spare == nil { spare = buffer } else { buffer.free() }
+            spare(lentBuffers.remove(at: i))
         }
     }
 
     /// Puts a batch whose write failed back in front of the pending records, arrival times and all.
     private func requeue(_ batch: Buffer) {
+        precondition(batch.isSettled, "a batch whose write failed was never published")
         inflight = nil
         inflightWritten = false
         var merged = batch
