@@ -279,7 +279,7 @@ package final class JournalBatch {
         reclaimLent()
         var made = 0
         do {
-            try pending.forEachRecord(lending: mayLend, made: &made, publish)
+            try pending.forEachRecord(lending: mayLend(pending), made: &made, publish)
         } catch {
             countLoans(made, in: &pending)
             throw error
@@ -379,7 +379,7 @@ package final class JournalBatch {
         reclaimLent()
         var made = 0
         do {
-            try inflight!.forEachRecord(lending: mayLend, made: &made, publish)
+            try inflight!.forEachRecord(lending: mayLend(inflight!), made: &made, publish)
         } catch {
             countLoans(made, in: &inflight!)
             throw error
@@ -413,9 +413,14 @@ package final class JournalBatch {
         if spares.count < JournalBatch.maxLentBuffers { spares.append(buffer) } else { buffer.free() }
     }
 
-    /// Whether the next batch published may lend its envelopes: lending is on, and fewer than
-    /// ``maxLentBuffers`` buffers are set aside.
-    private var mayLend: Bool { lendsPublishedBytes && lentBuffers.count < JournalBatch.maxLentBuffers }
+    /// Whether `batch` is published by lending its envelopes: lending is on, the batch is one
+    /// worth handing to the writer thread (``writeBehindMinimum`` records: under light load
+    /// the copies cost nothing that matters, and the pending buffer stays the same one), and
+    /// fewer than ``maxLentBuffers`` buffers are set aside.
+    private func mayLend(_ batch: Buffer) -> Bool {
+        lendsPublishedBytes && batch.records.count >= JournalBatch.writeBehindMinimum
+            && lentBuffers.count < JournalBatch.maxLentBuffers
+    }
 
     /// Takes back the set-aside buffers whose loans have all come back, as spares.
     private func reclaimLent() {
