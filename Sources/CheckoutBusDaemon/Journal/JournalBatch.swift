@@ -217,15 +217,7 @@ package final class JournalBatch {
         let body = topic.count + envelope.count
         let size = JournalFormat.recordHeaderSize + body + JournalFormat.checksumSize
         // A block is kept free after the records, for the padding of a write in place.
-        if pending.bytes + size + SegmentAppender.blockSize > pending.capacity {
-            precondition(pending.isSettled, "the pending batch's bytes lent")
-            let capacity = max(pending.capacity * 2, pending.bytes + size + SegmentAppender.blockSize)
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: SegmentAppender.blockSize)
-            bigger.copyMemory(from: pending.base, byteCount: pending.bytes)
-            pending.base.deallocate()
-            pending.base = bigger
-            pending.capacity = capacity
-        }
+        if pending.bytes + size + SegmentAppender.blockSize > pending.capacity { growPending(toHold: size) }
         let p = pending.base + pending.bytes
         JournalFormat.store(JournalFormat.recordMagic, p, 0)
         JournalFormat.store(UInt32(body), p, 4)
@@ -243,6 +235,19 @@ package final class JournalBatch {
         pending.records.append((pending.bytes, topic.count, envelope.count, seq))
         if measuresLatency { pending.arrivals.append(arrival) }
         pending.bytes += size
+    }
+
+    /// Makes room for `size` more bytes in the pending batch, and the free block after them: twice
+    /// the capacity, or more when that is not enough. Out of line: rare, and ``append`` stays small.
+    @inline(never)
+    private func growPending(toHold size: Int) {
+        precondition(pending.isSettled, "the pending batch's bytes lent")
+        let capacity = max(pending.capacity * 2, pending.bytes + size + SegmentAppender.blockSize)
+        let bigger = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: SegmentAppender.blockSize)
+        bigger.copyMemory(from: pending.base, byteCount: pending.bytes)
+        pending.base.deallocate()
+        pending.base = bigger
+        pending.capacity = capacity
     }
 
     /// Moves batches on: publishes the batch the writer thread has finished, and hands it the
