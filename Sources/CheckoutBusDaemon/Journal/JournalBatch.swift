@@ -93,8 +93,10 @@ package final class JournalBatch {
             (i + 1 < records.count ? records[i + 1].offset : bytes) - records[i].offset
         }
 
-        /// Forgets the records, keeping the memory; the next goes `start` bytes in.
+        /// Forgets the records, keeping the memory; the next goes `start` bytes in. Only once
+        /// ``isSettled``: the next records are written over these.
         mutating func clear(start: Int) {
+            precondition(isSettled, "a batch buffer reused with its bytes lent")
             self.start = start
             bytes = start
             written = 0
@@ -174,8 +176,9 @@ package final class JournalBatch {
     /// - Parameters:
     ///   - journal: where the batches are written.
     ///   - measuresLatency: keep arrival times and observe ``latency`` (with `--metrics` on).
-    ///   - lendsPublishedBytes: publish batches the writer thread wrote by lending their
-    ///     envelopes (``Loan``) rather than having them copied.
+    ///   - lendsPublishedBytes: publish written batches of at least ``writeBehindMinimum`` records
+    ///     (at the writer thread or on this one) by lending their envelopes (``Loan``) rather than
+    ///     having them copied.
     package init(journal: Journal, measuresLatency: Bool, lendsPublishedBytes: Bool = false, logger: BusLogger) {
         self.journal = journal
         self.measuresLatency = measuresLatency
