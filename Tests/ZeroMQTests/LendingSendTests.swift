@@ -40,12 +40,7 @@ struct LendingSendTests {
     @Test("a lent frame arrives whole over TCP, and its bytes are given back once after")
     func deliveredThenGivenBack() throws {
         let context = try ZMQContext()
-        let pull = try ZMQSocket(context: context, type: .pull)
-        try pull.setLinger(milliseconds: 0)
-        try pull.bind("tcp://127.0.0.1:*")
-        let push = try ZMQSocket(context: context, type: .push)
-        try push.setLinger(milliseconds: 0)
-        try push.connect(try pull.lastEndpoint)
+        let (push, pull) = try ZeroMQTests().pair(context)
         let backs = GiveBacks()
         // Memory of our own, valid until the end: libzmq reads it on its I/O thread after the calls.
         let sizes = (0..<50).map { 100 + 97 * $0 }
