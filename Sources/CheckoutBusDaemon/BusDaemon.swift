@@ -179,8 +179,8 @@ package final class BusDaemon {
         try JournalFiles.makeDirectory(configuration.dataDirectory)
         journal = try Journal(directory: configuration.dataDirectory + "/journal", options: configuration.journal,
                               logger: logger)
-        batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil, lendsPublishedBytes: true,
-                               logger: logger)
+        batches = JournalBatch(journal: journal, measuresLatency: configuration.metrics != nil,
+                               lendsPublishedBytes: true, logger: logger)
     }
 
     deinit {
@@ -660,8 +660,8 @@ package final class BusDaemon {
     /// batch when `loan` says so (``JournalBatch/Loan``); about one in `StageTimes.sampleInterval`
     /// is timed.
     @inline(__always)
-    private func publishRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer, _ envelope: UnsafeRawBufferPointer,
-                               _ loan: JournalBatch.Loan?) throws {
+    private func publishRecord(_ publish: ZMQSocket, _ topic: UnsafeRawBufferPointer,
+                               _ envelope: UnsafeRawBufferPointer, _ loan: JournalBatch.Loan?) throws {
         guard publishCountdown == 0 else {
             publishCountdown -= 1
             try sendRecord(publish, topic, envelope, loan)
@@ -680,7 +680,7 @@ package final class BusDaemon {
             _ = try publish.send(topic, more: true)
         } catch {
             // The loan was counted: give it back, or its buffer would never be taken back.
-            if let loan { JournalBatch.Loan.giveBack(UnsafeMutableRawPointer(mutating: envelope.baseAddress), loan.hint) }
+            if let loan { JournalBatch.Loan.giveBack(nil, loan.hint) }
             throw error
         }
         if let loan {

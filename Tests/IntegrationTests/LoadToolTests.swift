@@ -56,7 +56,8 @@ struct LoadToolTests {
         let stopped = (try String(contentsOf: daemon.stderrURL, encoding: .utf8)).split(separator: "\n")
             .last { $0.contains("msg=stopped") } ?? ""
         func field(_ name: String) -> Int? {
-            stopped.split(separator: " ").first { $0.hasPrefix(name + "=") }.flatMap { Int($0.dropFirst(name.count + 1)) }
+            let pair = stopped.split(separator: " ").first { $0.hasPrefix(name + "=") }
+            return pair.flatMap { Int($0.dropFirst(name.count + 1)) }
         }
         let inPlace = field("published_in_place") ?? 0
         #expect(inPlace > 0 && inPlace <= (field("published") ?? 0), "\(stopped)")

@@ -20,9 +20,10 @@ import Synchronization
 /// until a write succeeds. The files themselves — segments, rotation, syncing — are the
 /// ``Journal``'s.
 ///
-/// With `lendsPublishedBytes`, a written batch (at the writer thread or on the calling thread) is
-/// published without copying its envelopes: each is lent to the publisher (``Loan``), which hands it to libzmq where it lies, and
-/// the buffer is written again, or freed, only once every loan has come back. A buffer with loans
+/// With `lendsPublishedBytes`, a written batch of at least ``writeBehindMinimum`` records (at the
+/// writer thread or on the calling thread) is published without copying its envelopes: each is
+/// lent to the publisher (``Loan``), which hands it to libzmq where it lies, and the buffer is
+/// written again, or freed, only once every loan has come back. A buffer with loans
 /// out is set aside (at most ``maxLentBuffers``; beyond that, envelopes are copied as before), so
 /// a subscriber that stops reading holds on to at most that many buffers.
 ///
@@ -113,8 +114,8 @@ package final class JournalBatch {
             for r in records {
                 let p = base + r.offset + JournalFormat.recordHeaderSize
                 if lending { made &+= 1 }
-                try body(UnsafeRawBufferPointer(start: p, count: r.topicLength),
-                         UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength), lending ? loan : nil)
+                let envelope = UnsafeRawBufferPointer(start: p + r.topicLength, count: r.envelopeLength)
+                try body(UnsafeRawBufferPointer(start: p, count: r.topicLength), envelope, lending ? loan : nil)
             }
         }
     }
