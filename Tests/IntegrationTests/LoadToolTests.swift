@@ -53,14 +53,9 @@ struct LoadToolTests {
         #expect(report.bool("ok") == true)
         #expect(report.int("published") == report.int("expected_published"))
         #expect(daemon.terminate() == 0)
-        let stopped = (try String(contentsOf: daemon.stderrURL, encoding: .utf8)).split(separator: "\n")
-            .last { $0.contains("msg=stopped") } ?? ""
-        func field(_ name: String) -> Int? {
-            let pair = stopped.split(separator: " ").first { $0.hasPrefix(name + "=") }
-            return pair.flatMap { Int($0.dropFirst(name.count + 1)) }
-        }
-        let inPlace = field("published_in_place") ?? 0
-        #expect(inPlace > 0 && inPlace <= (field("published") ?? 0), "\(stopped)")
+        let stopped = stoppedFields(daemon.stderrText)
+        let inPlace = stopped["published_in_place"].flatMap { Int($0) } ?? 0
+        #expect(inPlace > 0 && inPlace <= (stopped["published"].flatMap { Int($0) } ?? 0), "\(stopped)")
     }
 
     @Test("flood --memory: the daemon's resident growth and its state table's bytes per tracked checkout")

@@ -344,6 +344,17 @@ func runTool(_ name: String, _ arguments: [String], timeout: Double = 30) throws
 
 /// Runs `checkoutbus flood ARGUMENTS --json` to completion, expects it to exit 0, and returns its
 /// report (the last line of its output).
+/// The fields (`key=value`) of the last `msg=stopped` line in a process's log; empty without one.
+func stoppedFields(_ log: String) -> [String: String] {
+    let line = log.split(separator: "\n").last { $0.contains("msg=stopped") } ?? ""
+    var fields: [String: String] = [:]
+    for pair in line.split(separator: " ") {
+        let kv = pair.split(separator: "=", maxSplits: 1)
+        if kv.count == 2 { fields[String(kv[0])] = String(kv[1]) }
+    }
+    return fields
+}
+
 func floodReport(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
     let result = try runTool("checkoutbus", ["flood"] + arguments + ["--json"])
     #expect(result.status == 0, "\(result.output)", sourceLocation: sourceLocation)

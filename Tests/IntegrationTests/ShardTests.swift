@@ -90,13 +90,7 @@ final class RouteProcess {
     func stop() -> (status: Int32, counts: [String: String]) {
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
         let status = waitForExit(process, timeout: 20)
-        let line = stderrText.split(separator: "\n").last { $0.contains("msg=stopped") } ?? ""
-        var fields: [String: String] = [:]
-        for pair in line.split(separator: " ") {
-            let kv = pair.split(separator: "=", maxSplits: 1)
-            if kv.count == 2 { fields[String(kv[0])] = String(kv[1]) }
-        }
-        return (status, fields)
+        return (status, stoppedFields(stderrText))
     }
 
     deinit {

@@ -288,12 +288,9 @@ package final class JournalBatch {
         reclaimLent()
         var made = 0
         do {
+            defer { countLoans(made, in: &pending) }  // also when `publish` throws part-way
             try pending.forEachRecord(lending: mayLend(pending), made: &made, publish)
-        } catch {
-            countLoans(made, in: &pending)
-            throw error
         }
-        countLoans(made, in: &pending)
         publishedSeq = journal.lastSeq
         observeLatency(pending.arrivals)
         let start = journal.endInBlock(after: 0)
@@ -388,12 +385,9 @@ package final class JournalBatch {
         reclaimLent()
         var made = 0
         do {
+            defer { countLoans(made, in: &inflight!) }  // also when `publish` throws part-way
             try inflight!.forEachRecord(lending: mayLend(inflight!), made: &made, publish)
-        } catch {
-            countLoans(made, in: &inflight!)
-            throw error
         }
-        countLoans(made, in: &inflight!)
         let batch = inflight!
         inflight = nil
         inflightWritten = false
