@@ -18,7 +18,7 @@ package enum ReloadSignal {
     package static func trap(configuration: DaemonConfiguration, logger: BusLogger, allowlists: CurveAllowlists? = nil)
         -> [any DispatchSourceSignal]
     {
-        signal(SIGHUP, SIG_IGN)
+        TerminationSignals.ignore(SIGHUP)
         let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
         let path = configuration.configPath
         let errorMapPath = configuration.errorMapPath

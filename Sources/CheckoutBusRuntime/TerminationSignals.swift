@@ -84,6 +84,19 @@ public enum TerminationSignals {
         precondition(status == 0, "pthread_sigmask failed: \(status)")
     }
 
+    /// Ignores each of `signals` (`SIG_IGN` by `sigaction`), or stops the process: a signal
+    /// meant to be ignored (a peer gone, a file size limit, a reload before its handler) would
+    /// otherwise kill it later, far from the cause.
+    package static func ignore(_ signals: Int32...) {
+        for sig in signals {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = SIG_IGN
+            sigemptyset(&action.sa_mask)
+            let status = sigaction(sig, &action, nil)
+            precondition(status == 0, "sigaction(\(sig), SIG_IGN) failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// The task a signal cancels, and whether one came before it existed.
     private final class CancellationTarget: Sendable {
         private let state = Mutex<(cancel: (@Sendable () -> Void)?, signalled: Bool)>((nil, false))
@@ -111,6 +124,7 @@ public enum TerminationSignals {
 private let signalPipe: (read: Int32, write: Int32) = {
     var fds: [Int32] = [-1, -1]
     guard pipe(&fds) == 0 else { return (-1, -1) }
+    // Close-on-exec only keeps the pipe from a child: a failure here costs nothing else.
     _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
     _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
     return (fds[0], fds[1])

@@ -19,9 +19,16 @@ public final class WakePipe: Sendable {
         guard pipe(&fds) == 0 else {
             throw WakePipeError(errno: errno, description: "cannot create the \(purpose) pipe: \(String(cString: strerror(errno)))")
         }
+        // Non-blocking, checked: ``drain()`` relies on it (a blocking read of an empty pipe would
+        // hang its thread for good).
         for fd in fds {
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            let flags = fcntl(fd, F_GETFL)
+            guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else {
+                let code = errno
+                Glibc.close(fds[0])
+                Glibc.close(fds[1])
+                throw WakePipeError(errno: code, description: "cannot set up the \(purpose) pipe: \(String(cString: strerror(code)))")
+            }
         }
         readFD = fds[0]
         writeFD = fds[1]

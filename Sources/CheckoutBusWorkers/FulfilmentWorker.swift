@@ -122,7 +122,7 @@ package final class FulfilmentWorker {
             throw FulfilmentError(error.description + (error.held ? ": another checkoutbus-fulfil, or checkoutbus cursor set" : ""))
         }
         database = try SQLiteDatabase(path: options.databasePath)
-        try database.execute("PRAGMA journal_mode=WAL")
+        try database.enableWriteAheadLog()
         try database.execute(options.fullSync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
         try database.execute(FulfilmentWorker.schema)
         insertOrder = try database.prepare("""

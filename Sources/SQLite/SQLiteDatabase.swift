@@ -34,6 +34,22 @@ package final class SQLiteDatabase {
         }
     }
 
+    /// Switches the database to write-ahead logging, and checks that it took: SQLite answers the
+    /// pragma with the mode now in force, and stays in its rollback journal without an error when
+    /// WAL cannot be used (a file system without shared memory, say) — where `synchronous=NORMAL`
+    /// would no longer mean what it was chosen for.
+    /// - Throws: ``SQLiteError`` when the pragma fails or another mode is in force.
+    package func enableWriteAheadLog() throws {
+        let pragma = try prepare("PRAGMA journal_mode=WAL")
+        guard try pragma.step(), let mode = pragma.text(0) else {
+            throw SQLiteError(code: SQLITE_ERROR, message: "PRAGMA journal_mode=WAL returned no mode")
+        }
+        pragma.reset()
+        guard mode.lowercased() == "wal" else {
+            throw SQLiteError(code: SQLITE_ERROR, message: "write-ahead logging is not available here (journal mode \(mode))")
+        }
+    }
+
     /// Compiles one statement.
     package func prepare(_ sql: String) throws -> SQLiteStatement {
         var statement: OpaquePointer?

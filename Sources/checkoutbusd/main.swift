@@ -46,10 +46,9 @@ do {
 let logger = BusLogger(label: "checkoutbusd", level: configuration.logLevel)
 let stop = StopSignal()
 // A file size limit (ulimit -f) makes a journal write fail with EFBIG, handled like a full disk,
-// instead of killing the daemon.
-signal(SIGXFSZ, SIG_IGN)
-// A peer that has gone is an error on the write that meets it, never a signal that kills the daemon.
-signal(SIGPIPE, SIG_IGN)
+// instead of killing the daemon. A peer that has gone is an error on the write that meets it,
+// never a signal that kills the daemon.
+TerminationSignals.ignore(SIGXFSZ, SIGPIPE)
 // A start that fails before the daemon is ready (a port in use, a bad key) leaves no data
 // directory behind that it made itself: nothing was taken into it. Only a directory this start's
 // mkdir made counts, and only while no other daemon holds its journal's lock.
@@ -73,7 +72,7 @@ func failStart(_ error: any Error) -> Never {
 // daemon as soon as it runs, and a SIGHUP (a reload) waits for the reload handler instead of
 // killing the process.
 stop.trapTerminationSignals()
-signal(SIGHUP, SIG_IGN)
+TerminationSignals.ignore(SIGHUP)
 let daemon: BusDaemon
 do {
     daemon = try BusDaemon(configuration: configuration, logger: logger)

@@ -53,7 +53,7 @@ struct JournalRecoveryTests {
         let logger = BusLogger(label: "test", level: .error)
         try Self.write(10, to: root, logger: logger)
         let segment = root + "/" + JournalFormat.segmentName(1)
-        let size = JournalFiles.fileSize(segment)
+        let size = try JournalFiles.fileSize(segment)
         #expect(truncate(segment, off_t(size - 5)) == 0)
 
         let journal = try Journal(directory: root, options: Self.options(), logger: logger)
@@ -62,7 +62,7 @@ struct JournalRecoveryTests {
         #expect(journal.recovery.skippedRecords == 0)
         #expect(journal.recovery.skippedSeqs == 1)
         #expect(journal.lastSeq == 10)
-        #expect(JournalFiles.fileSize(segment) == size - Self.recordSize(10))
+        #expect(try JournalFiles.fileSize(segment) == size - Self.recordSize(10))
         #expect(try Self.seqs(in: journal) == Array(1...9))
     }
 
@@ -86,9 +86,51 @@ struct JournalRecoveryTests {
         #expect(journal.recovery.skippedRecords == 5)
         #expect(journal.lastSeq == 10)
         #expect(FileManager.default.fileExists(atPath: segment + ".damaged-at-\(damagedAt)"))
-        #expect(JournalFiles.fileSize(segment) == damagedAt)
+        #expect(try JournalFiles.fileSize(segment) == damagedAt)
         #expect(try Self.seqs(in: journal) == Array(1...4))
         // New records go on after every seq that may have been published, in a new segment.
         #expect(FileManager.default.fileExists(atPath: root + "/" + JournalFormat.segmentName(11)))
+    }
+
+    @Test("a newest segment that cannot be read stops the open, named, and is neither cut nor removed")
+    func unreadableNewestSegment() throws {
+        let root = Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let logger = BusLogger(label: "test", level: .error)
+        try Self.write(10, to: root, logger: logger)
+        // A directory in the newest segment's place: `stat` and `open` succeed, every `pread`
+        // fails (EISDIR). Before, the failed read was an empty header, taken for a torn one.
+        let segment = root + "/" + JournalFormat.segmentName(1)
+        try FileManager.default.removeItem(atPath: segment)
+        try FileManager.default.createDirectory(atPath: segment, withIntermediateDirectories: false)
+        do {
+            let journal = try Journal(directory: root, options: Self.options(), logger: logger)
+            journal.close()
+            Issue.record("the journal opened over a segment it cannot read")
+        } catch let error as JournalError {
+            #expect(error.code == .notReadable)
+            #expect(error.description.contains(segment) && error.description.contains(String(cString: strerror(EISDIR))),
+                    "\(error)")
+        }
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: segment, isDirectory: &isDirectory) && isDirectory.boolValue)
+        let names = try FileManager.default.contentsOfDirectory(atPath: root).filter { $0.hasSuffix(".seg") }
+        #expect(names == [JournalFormat.segmentName(1)])
+    }
+
+    @Test("the directory listing gives every name but . and ..; one that cannot be listed throws, never an empty list")
+    func listing() throws {
+        let root = Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        for name in ["b.seg", "a", ".hidden"] {
+            #expect(FileManager.default.createFile(atPath: root + "/" + name, contents: Data()))
+        }
+        #expect(try JournalFiles.names(in: root).sorted() == [".hidden", "a", "b.seg"])
+        #expect(throws: JournalError.self) { try JournalFiles.names(in: root + "/a") }  // ENOTDIR
+        #expect(throws: JournalError.self) { try JournalFiles.names(in: root + "/missing") }  // ENOENT
+        #expect(throws: JournalError.self) { try JournalFiles.fileSize(root + "/missing") }
+        #expect(throws: JournalError.self) { try JournalFiles.readRange(root + "/missing", from: 0, count: 8) }
+        #expect(try JournalFiles.readRange(root + "/a", from: 0, count: 8) == [])  // ends at once: no error
     }
 }

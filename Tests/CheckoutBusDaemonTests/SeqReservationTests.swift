@@ -76,7 +76,7 @@ struct SeqReservationTests {
         #expect(reopened.previous?.reserved == 2 * SeqReservation.block + 10)
         #expect(reopened.previous?.clean == false)
         #expect(reopened.previous?.boot == SeqReservation.currentBoot())
-        reopened.markClean(lastSeq: 99)
+        try reopened.markClean(lastSeq: 99)
         // Tear the newest slot (counter 3, in slot 1): the older one is read.
         let path = dir + "/" + SeqReservation.fileName
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))

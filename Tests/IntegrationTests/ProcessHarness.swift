@@ -330,10 +330,12 @@ func sendBytes(_ bytes: [UInt8], to endpoint: String, arguments: [String] = []) 
 }
 
 /// Runs an executable to completion and returns (status, stdout).
-func runTool(_ name: String, _ arguments: [String], timeout: Double = 30) throws -> (status: Int32, output: String) {
+func runTool(_ name: String, _ arguments: [String], timeout: Double = 30,
+             environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
     let p = Process()
     p.executableURL = Products.url(name)
     p.arguments = arguments
+    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     let out = Pipe()
     p.standardOutput = out
     p.standardError = out
@@ -342,8 +344,6 @@ func runTool(_ name: String, _ arguments: [String], timeout: Double = 30) throws
     return (waitForExit(p, timeout: 30), text)
 }
 
-/// Runs `checkoutbus flood ARGUMENTS --json` to completion, expects it to exit 0, and returns its
-/// report (the last line of its output).
 /// The fields (`key=value`) of the last `msg=stopped` line in a process's log; empty without one.
 func stoppedFields(_ log: String) -> [String: String] {
     let line = log.split(separator: "\n").last { $0.contains("msg=stopped") } ?? ""
@@ -355,6 +355,8 @@ func stoppedFields(_ log: String) -> [String: String] {
     return fields
 }
 
+/// Runs `checkoutbus flood ARGUMENTS --json` to completion, expects it to exit 0, and returns its
+/// report (the last line of its output).
 func floodReport(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
     let result = try runTool("checkoutbus", ["flood"] + arguments + ["--json"])
     #expect(result.status == 0, "\(result.output)", sourceLocation: sourceLocation)

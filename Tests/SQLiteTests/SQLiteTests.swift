@@ -72,4 +72,18 @@ struct SQLiteTests {
         }
         #expect(try !select.step())
     }
+
+    @Test("write-ahead logging is switched on and checked: a file database takes it, one that cannot is refused")
+    func writeAheadLog() throws {
+        let path = Self.path()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let db = try SQLiteDatabase(path: path)
+        try db.enableWriteAheadLog()
+        let mode = try db.prepare("PRAGMA journal_mode")
+        #expect(try mode.step())
+        #expect(mode.text(0) == "wal")
+        // An in-memory database answers the pragma with `memory`, without an error: refused.
+        let memory = try SQLiteDatabase(path: ":memory:")
+        #expect(throws: SQLiteError.self) { try memory.enableWriteAheadLog() }
+    }
 }

@@ -17,7 +17,7 @@ extension Journal {
         if let fenced { try cutBack(after: fenced) }
         // Drop newest segments whose header never made it to disk.
         while let last = segments.last {
-            let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
+            let header = try JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
             let read = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0) }
             if let read, read.firstSeq == last.firstSeq { break }
             // A header is written before any record: records after a bad one mean the header was
@@ -27,14 +27,20 @@ extension Journal {
                 break
             }
             logger.warning("journal: removing a segment with a torn header", ["path": last.path, "bytes": String(last.size)])
-            unlink(last.path)
+            // It holds no record. Left on the disk it is found again at the next start, and a new
+            // segment of the same first seq replaces it (`O_TRUNC`): said, not fatal.
+            if unlink(last.path) != 0 {
+                logger.error("journal: a segment with a torn header could not be removed", [
+                    "path": last.path, "error": String(cString: strerror(errno)),
+                ])
+            }
             segments.removeLast()
         }
         guard let last = segments.last else {
             try openNewSegment(firstSeq: 1)
             return
         }
-        let header = JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
+        let header = try JournalFiles.readRange(last.path, from: 0, count: JournalFormat.segmentHeaderSize)
         let (firstSeq, startKinds) = header.withUnsafeBytes { JournalFormat.readSegmentHeader($0)! }
         kindSeqs = startKinds
         var seq = firstSeq - 1
@@ -54,7 +60,7 @@ extension Journal {
         // again: numbering goes on after the highest, in a new segment, and the cut bytes are
         // kept beside the segment for inspection.
         var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        let tail = intact < last.size ? JournalFiles.readRange(last.path, from: intact, count: last.size - intact) : []
+        let tail = intact < last.size ? try JournalFiles.readRange(last.path, from: intact, count: last.size - intact) : []
         if JournalRecovery.isPadding(tail, end: last.size) {
             // The zeros a direct write put after the last record (a stop without ``close()``).
             recovery.paddingBytes = tail.count
@@ -63,10 +69,10 @@ extension Journal {
             beyond = JournalRecovery.intactRecords(in: tail)
             if beyond.count > 0 {
                 let aside = last.path + ".damaged-at-\(intact)"
-                try? AtomicFile.write(tail, to: aside, durable: true)
+                let kept = JournalRecovery.keepCopy(tail, at: aside)
                 logger.error("journal: a damaged record with intact records after it; they are set aside and their seqs not reused", [
                     "segment": last.path, "offset": String(intact), "intact_after": String(beyond.count),
-                    "highest_seq_after": String(beyond.maxSeq), "set_aside": aside,
+                    "highest_seq_after": String(beyond.maxSeq), "set_aside": kept,
                 ])
             }
         }
@@ -79,7 +85,6 @@ extension Journal {
                 throw JournalError(.notWritable, "cannot sync \(last.path) after cutting its tail: \(String(cString: strerror(errno)))")
             }
         }
-        _ = lseek(fd, off_t(intact), SEEK_SET)
         segments[i].size = intact
         var newSegment = false
         if beyond.count > 0 && beyond.maxSeq > seq {
@@ -180,14 +185,17 @@ extension Journal {
                 if h.seq <= d { durableEnd = intactEnd } else { redriven += 1 }
                 return true
             }
-            let tail = intactEnd < last.size ? JournalFiles.readRange(last.path, from: intactEnd, count: last.size - intactEnd) : []
+            let tail = intactEnd < last.size ? try JournalFiles.readRange(last.path, from: intactEnd, count: last.size - intactEnd) : []
             let garbage = !tail.isEmpty && !JournalRecovery.isPadding(tail, end: last.size)
             if garbage {
-                try? AtomicFile.write(tail, to: last.path + ".fenced-after-\(intactEnd)", durable: true)
+                let kept = JournalRecovery.keepCopy(tail, at: last.path + ".fenced-after-\(intactEnd)")
+                logger.error("journal: bytes after the fenced run's intact records are cut", [
+                    "segment": last.path, "offset": String(intactEnd), "bytes": String(tail.count), "set_aside": kept,
+                ])
                 cutBytes += tail.count
                 cutMaxSeq = max(cutMaxSeq, JournalRecovery.intactRecords(in: tail).maxSeq)
             }
-            let run = JournalFiles.readRange(last.path, from: durableEnd, count: intactEnd - durableEnd)
+            let run = try JournalFiles.readRange(last.path, from: durableEnd, count: intactEnd - durableEnd)
             guard run.count == intactEnd - durableEnd else {
                 throw JournalError(.notReadable, "cannot read back \(last.path) after a fence")
             }
@@ -227,7 +235,7 @@ extension Journal {
         var before = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         if i > 0 {
             let prev = segments[i - 1]
-            let h = JournalFiles.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
+            let h = try JournalFiles.readRange(prev.path, from: 0, count: JournalFormat.segmentHeaderSize)
             if let (_, kinds) = h.withUnsafeBytes({ JournalFormat.readSegmentHeader($0) }) { before = kinds }
             try reader.scanRecords(path: prev.path, from: JournalFormat.segmentHeaderSize, size: prev.size) { r, _, _ in
                 before[Int(r.kind)] = max(before[Int(r.kind)], r.kindSeq)
@@ -243,7 +251,7 @@ extension Journal {
             }
             return true
         }
-        try? AtomicFile.write(damaged, to: seg.path + ".damaged-header", durable: true)
+        let kept = JournalRecovery.keepCopy(damaged, at: seg.path + ".damaged-header")
         let header = JournalFormat.segmentHeader(firstSeq: seg.firstSeq, kindSeqs: before)
         let rfd = open(seg.path, O_RDWR | O_CLOEXEC)
         guard rfd >= 0 else { throw JournalError(.notReadable, "cannot open journal segment \(seg.path): \(String(cString: strerror(errno)))") }
@@ -253,7 +261,7 @@ extension Journal {
             throw JournalError(.notWritable, "cannot rewrite the header of \(seg.path): \(String(cString: strerror(errno)))")
         }
         logger.error("journal: the newest segment's header was damaged; rebuilt from its name and records", [
-            "segment": seg.path, "first_seq": String(seg.firstSeq), "damaged_header": seg.path + ".damaged-header",
+            "segment": seg.path, "first_seq": String(seg.firstSeq), "damaged_header": kept,
         ])
     }
 }

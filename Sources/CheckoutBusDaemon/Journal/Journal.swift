@@ -94,11 +94,15 @@ package final class Journal {
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         try JournalFiles.makeDirectory(directory)
         lock = try DataDirectoryLock(directory: directory)
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        segments = names.compactMap { name in
-            JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
-        }.sorted { $0.firstSeq < $1.firstSeq }
-        for i in segments.indices { segments[i].size = JournalFiles.fileSize(segments[i].path) }
+        do {
+            segments = try JournalFiles.names(in: directory).compactMap { name in
+                JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
+            }.sorted { $0.firstSeq < $1.firstSeq }
+            for i in segments.indices { segments[i].size = try JournalFiles.fileSize(segments[i].path) }
+        } catch {
+            lock.release()
+            throw error
+        }
         // Direct writes keep nothing in the page cache, which is what `--journal-cache-bytes 0`
         // asks; a cache of N bytes, or the kernel's choice, is the page cache's to keep.
         var direct = false
@@ -304,7 +308,14 @@ package final class Journal {
         syncer.syncNow(upTo: writtenSeq)
         // Every record is synced and nothing past the last was published: a restart (on any
         // boot) goes on after it, unless the file loses records after all.
-        if syncer.durable >= writtenSeq { reservation.markClean(lastSeq: writtenSeq) }
+        if syncer.durable >= writtenSeq {
+            do {
+                try reservation.markClean(lastSeq: writtenSeq)
+            } catch {
+                logger.warning("journal: the clean stop could not be recorded; the next start skips the reserved seqs",
+                               ["error": String(describing: error)])
+            }
+        }
         Glibc.close(fd)
         reader.close()
         lock.release()
@@ -315,7 +326,15 @@ package final class Journal {
         while segments.count > 1 {
             let oldest = segments[0]
             guard let age = retention.retires(oldest.path, journalBytes: totalBytes, now: now) else { break }
-            unlink(oldest.path)
+            // A segment that stays on the disk stays in the catalog: its bytes still count, and
+            // its records can still be read. Tried again at the next pass (once a minute).
+            let failure = Failpoints.hit("journal.retire") ?? (unlink(oldest.path) == 0 ? 0 : errno)
+            if failure != 0 && failure != ENOENT {
+                logger.error("journal: a segment due for retirement could not be deleted; retention waits", [
+                    "path": oldest.path, "error": String(cString: strerror(failure)),
+                ])
+                break
+            }
             segments.removeFirst()
             catalog.removeOldestSegment()
             logger.info("journal: segment retired", ["path": oldest.path, "bytes": String(oldest.size), "age_s": String(age)])

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CFileIO
+import CheckoutBusRuntime
 
 /// The file operations the journal's parts share: making its directory, a file's size, a range
 /// of a file's bytes, syncing a directory, and whether direct writes are taken.
@@ -37,29 +38,63 @@ enum JournalFiles {
         return n == SegmentAppender.blockSize ? nil : "pwrite: " + (n < 0 ? String(cString: strerror(errno)) : "short write")
     }
 
-    /// `count` bytes of a file from `from` (fewer at its end or on an error).
-    static func readRange(_ path: String, from: Int, count: Int) -> [UInt8] {
+    /// `count` bytes of a file from `from`, fewer only where the file ends.
+    /// - Throws: ``JournalError`` (`not_readable`) when the file cannot be opened or read: recovery
+    ///   decides what to cut or remove from these bytes, so an error is never taken for a short file.
+    static func readRange(_ path: String, from: Int, count: Int) throws -> [UInt8] {
+        guard count > 0 else { return [] }
+        if let injected = Failpoints.hit("journal.read-range") { throw notReadable("read", path, injected) }
         let rfd = open(path, O_RDONLY | O_CLOEXEC)
-        guard rfd >= 0, count > 0 else {
-            if rfd >= 0 { Glibc.close(rfd) }
-            return []
-        }
-        defer { Glibc.close(rfd) }
+        guard rfd >= 0 else { throw notReadable("open", path) }
+        defer { Glibc.close(rfd) }  // read-only: nothing of ours is lost if close fails
         var out = [UInt8](repeating: 0, count: count)
         var got = 0
+        var failure: Int32 = 0
         out.withUnsafeMutableBytes { b in
             while got < count {
                 let r = pread(rfd, b.baseAddress! + got, count - got, off_t(from + got))
                 if r < 0 && errno == EINTR { continue }
+                if r < 0 { failure = errno }
                 if r <= 0 { break }
                 got += r
             }
         }
+        if failure != 0 { throw notReadable("read", path, failure) }
         return Array(out.prefix(got))
     }
 
-    static func fileSize(_ path: String) -> Int {
+    /// The size of the file at `path`.
+    /// - Throws: ``JournalError`` (`not_readable`) when `stat` fails: a segment taken for empty
+    ///   would be cut or renumbered.
+    static func fileSize(_ path: String) throws -> Int {
         var st = stat()
-        return stat(path, &st) == 0 ? Int(st.st_size) : 0
+        guard stat(path, &st) == 0 else { throw notReadable("stat", path) }
+        return Int(st.st_size)
+    }
+
+    /// The names in `directory`.
+    /// - Throws: ``JournalError`` (`not_readable`) when it cannot be listed: a listing that failed
+    ///   (no descriptors left, say) must not read as a journal with no segments, which would start
+    ///   numbering again from 1.
+    static func names(in directory: String) throws -> [String] {
+        if let injected = Failpoints.hit("journal.list") { throw notReadable("list", directory, injected) }
+        guard let dir = opendir(directory) else { throw notReadable("list", directory) }
+        defer { closedir(dir) }  // a directory stream read to its end: nothing to lose
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                if errno != 0 { throw notReadable("list", directory) }
+                return names
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+    }
+
+    private static func notReadable(_ call: String, _ path: String, _ code: Int32 = errno) -> JournalError {
+        JournalError(.notReadable, "cannot \(call) \(path): \(String(cString: strerror(code)))")
     }
 }

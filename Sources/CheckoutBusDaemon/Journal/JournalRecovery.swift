@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CheckoutBusRuntime
 
 /// What opening a journal found and did about it: the last seq and kind_seqs it goes on from, a
 /// damaged or torn tail of the newest segment cut (and intact records past the damage set aside),
@@ -61,5 +62,18 @@ package struct JournalRecovery: Sendable {
             }
         }
         return result
+    }
+
+    /// Writes the copy of bytes recovery is about to cut (or rewrite) beside the segment, synced.
+    /// - Returns: the copy's path, or why it could not be written, for the log line that reports
+    ///   the cut: the cut goes ahead either way (its seqs are not reused), but never silently
+    ///   without its copy.
+    static func keepCopy(_ bytes: [UInt8], at path: String) -> String {
+        do {
+            try AtomicFile.write(bytes, to: path, durable: true)
+            return path
+        } catch {
+            return "not kept (\(error.description))"
+        }
     }
 }

@@ -60,7 +60,21 @@ package final class SeqReservation {
         self.fd = fd
         boot = SeqReservation.currentBoot()
         var bytes = [UInt8](repeating: 0, count: 2 * SeqReservation.slotSize)
-        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        var n = 0
+        // A read that fails is not a new file: taken for one, numbering would go on from the last
+        // record and the counter start again at 0 (the old slot then winning at the next start).
+        while n < bytes.count {
+            let injected = Failpoints.hit("journal.seq-read")
+            let r = injected != nil ? -1 : bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + n, $0.count - n, off_t(n)) }
+            if r < 0 && injected == nil && errno == EINTR { continue }
+            if r < 0 {
+                let code = injected ?? errno
+                close(fd)
+                throw JournalError(.notReadable, "cannot read \(path): \(String(cString: strerror(code)))")
+            }
+            if r == 0 { break }
+            n += r
+        }
         // A slot never written is zeros (the first commit goes to the second slot): only one with
         // bytes that fail their checksum is damaged.
         var slots: [State] = []
@@ -118,8 +132,10 @@ package final class SeqReservation {
     }
 
     /// Records a clean stop: every record up to `lastSeq` is synced, and nothing after it was published.
-    package func markClean(lastSeq: UInt64) {
-        try? write(State(counter: counter + 1, reserved: lastSeq, clean: true, boot: boot))
+    /// - Throws: ``JournalError`` when the file cannot be written. Safe to go on from: the next
+    ///   start then takes the stop for an unclean one and skips the reserved seqs.
+    package func markClean(lastSeq: UInt64) throws {
+        try write(State(counter: counter + 1, reserved: lastSeq, clean: true, boot: boot))
     }
 
     private func write(_ state: State) throws {

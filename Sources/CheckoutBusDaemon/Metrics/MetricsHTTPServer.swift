@@ -101,18 +101,29 @@ package final class MetricsHTTPServer: Sendable {
             Glibc.close(fd)
             throw DaemonError(.noResource, "cannot bind the metrics address \(address): \(String(cString: strerror(e)))")
         }
+        // The address as bound (the port a `:0` or `:*` got), for the ready line: a start that
+        // cannot tell it fails rather than announcing an address no client can use.
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &storage) {
+        let named = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw DaemonError(.noResource, "cannot read the bound metrics address: \(String(cString: strerror(e)))")
         }
         var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
-        _ = withUnsafePointer(to: &storage) {
+        let numeric = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 getnameinfo($0, length, &text, socklen_t(text.count), &service, socklen_t(service.count),
                             NI_NUMERICHOST | NI_NUMERICSERV)
             }
+        }
+        guard numeric == 0 else {
+            Glibc.close(fd)
+            throw DaemonError(.noResource, "cannot format the bound metrics address: \(String(cString: gai_strerror(numeric)))")
         }
         func string(_ c: [CChar]) -> String { String(decoding: c.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
         let boundHost = string(text)

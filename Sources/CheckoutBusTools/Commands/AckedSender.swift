@@ -33,10 +33,7 @@ package struct AckedSender {
                 return 1
             }
         }
-        defer {
-            if log >= 0 { close(log) }
-            for r in readers where r.fd != 0 { close(r.fd) }
-        }
+        defer { for r in readers where r.fd != 0 { close(r.fd) } }
         let endpoints = command.endpoints
         let sharded = command.shards != nil
         var sent = 0
@@ -70,7 +67,7 @@ package struct AckedSender {
             while !exhausted || acked + rejected < sent {
                 // Fill the window.
                 while !exhausted && sent - acked - rejected < command.window {
-                    guard let line = readers[readerIndex].nextLine() else {
+                    guard let line = try readers[readerIndex].nextLine() else {
                         readerIndex += 1
                         exhausted = readerIndex == readers.count
                         continue
@@ -124,15 +121,21 @@ package struct AckedSender {
                 }
                 if got {
                     lastProgress = BusClock.monotonicNanoseconds()
-                    if logBuffer.count > 65_536 { flush(&logBuffer, to: log) }
+                    if logBuffer.count > 65_536 { try flush(&logBuffer, to: log) }
                 } else {
                     if BusClock.monotonicNanoseconds() - lastProgress > timeout { break }
                     try poller.poll(timeoutMilliseconds: 10)
                 }
             }
-            flush(&logBuffer, to: log)
+            try flush(&logBuffer, to: log)
         } catch {
             FileHandleWriter.standardError("checkoutbus send: \(error)\n")
+            if log >= 0 { close(log) }  // already failing: its own error adds nothing
+            return 1
+        }
+        // A write error the file system defers is reported by `close`.
+        if log >= 0 && close(log) != 0 {
+            FileHandleWriter.standardError("checkoutbus send: cannot write the ack log: \(String(cString: strerror(errno)))\n")
             return 1
         }
         let byShard = sharded ? " by_shard=" + sentByShard.map(String.init).joined(separator: ",") : ""
@@ -153,13 +156,17 @@ package struct AckedSender {
         readers.allSatisfy { $0.isExhausted }
     }
 
-    private func flush(_ buffer: inout [UInt8], to fd: Int32) {
+    /// Writes the buffered acknowledgements to the log.
+    /// - Throws: ``ToolError`` when the log cannot be written: a log cut short must not look whole.
+    private func flush(_ buffer: inout [UInt8], to fd: Int32) throws(ToolError) {
         guard fd >= 0, !buffer.isEmpty else { return }
         var done = 0
         while done < buffer.count {
             let n = buffer[done...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
+            if n <= 0 {
+                throw ToolError("cannot write the ack log: \(n < 0 ? String(cString: strerror(errno)) : "nothing written")")
+            }
             done += n
         }
         buffer.removeAll(keepingCapacity: true)

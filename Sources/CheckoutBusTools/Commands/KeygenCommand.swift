@@ -55,11 +55,19 @@ package struct KeygenCommand {
     private func write(_ path: String, _ text: String, mode: mode_t) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw CurveKeyFileError(.unwritable, "cannot write \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        _ = fchmod(fd, mode)
+        // `open`'s mode applies only to a file it creates: over an old key file, `fchmod` is what
+        // makes the secret 0600, so a failure is refused before a byte of the key is written.
+        guard fchmod(fd, mode) == 0 else {
+            let code = errno
+            close(fd)
+            throw CurveKeyFileError(.unwritable, "cannot set the mode of \(path): \(String(cString: strerror(code)))")
+        }
         let bytes = Array(text.utf8)
-        guard bytes.withUnsafeBytes({ Foundation.write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
-            throw CurveKeyFileError(.unwritable, "cannot write \(path): \(String(cString: strerror(errno)))")
+        let written = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+        let code = errno
+        // A write error the file system defers (a full disk on some) is reported by `close`.
+        guard close(fd) == 0, written == bytes.count else {
+            throw CurveKeyFileError(.unwritable, "cannot write \(path): \(String(cString: strerror(written == bytes.count ? errno : code)))")
         }
     }
 }

@@ -31,7 +31,10 @@ package final class LineReader {
     /// Whether every line was read.
     package var isExhausted: Bool { eof && start >= end && pushedBack == nil }
 
-    package func nextLine() -> [UInt8]? {
+    /// The next line, nil at the end of the input.
+    /// - Throws: ``ToolError`` when the input cannot be read: an error is never taken for the end,
+    ///   which would send part of a file and exit as if all of it went.
+    package func nextLine() throws(ToolError) -> [UInt8]? {
         if let line = pushedBack {
             pushedBack = nil
             return line
@@ -50,7 +53,8 @@ package final class LineReader {
             if eof { return line.isEmpty ? nil : line }
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
+            if n < 0 { throw ToolError("cannot read the input: \(String(cString: strerror(errno)))") }
+            if n == 0 {
                 eof = true
                 continue
             }

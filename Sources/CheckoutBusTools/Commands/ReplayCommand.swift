@@ -119,7 +119,7 @@ package struct ReplayCommand {
                 var firstTime: Int64?
                 var reached = false
                 let start = BusClock.monotonicNanoseconds()
-                while let line = reader.nextLine() {
+                while let line = try reader.nextLine() {
                     if stop.isRaised { break passes }
                     if LineReader.isBlank(line) { continue }
                     let template = copiesPerPass > 0 ? RecordedIDRewriter.template(line) : nil

@@ -106,7 +106,7 @@ package struct SendCommand {
             var sentByShard = [Int](repeating: 0, count: pushers.count)
             var sent = 0
             for reader in readers {
-                while let line = reader.nextLine() {
+                while let line = try reader.nextLine() {
                     if LineReader.isBlank(line) { continue }
                     let shard = router.route(line).shard
                     guard try pushers[shard].send(line) else {

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+/// A system call that fails is an error said where it happens, never a value that reads as
+/// "nothing there": a journal listing or read that fails is not an empty journal (which would start
+/// numbering again from 1 over the old segment), a retired segment that stays on the disk stays
+/// counted, and a tool whose input or log cannot be read or written does not exit 0.
+/// The journal's failures are made by failpoints (docs/durability.md, "Failpoints"): as root, file
+/// permissions refuse nothing.
+@Suite("system calls that fail are said, never taken for nothing")
+struct SystemCallFailureTests {
+    /// The journal directory's files and their bytes.
+    static func journalFiles(_ data: URL) throws -> [String: Data] {
+        let journal = data.appendingPathComponent("journal")
+        var files: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: journal.path) where name != "LOCK" {
+            files[name] = try Data(contentsOf: journal.appendingPathComponent(name))
+        }
+        return files
+    }
+
+    @Test("a journal that cannot be listed or read at start stops the start, named, with nothing on the disk changed",
+          arguments: [("journal.list", "cannot list"), ("journal.read-range", "cannot read"),
+                      ("journal.seq-read", "cannot read")])
+    func startReadFails(point: String, said: String) throws {
+        let first = try DaemonProcess()
+        #expect(try send(distinctEvents(20, run: "scf"), to: first.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(first.terminate() == 0)
+        let before = try Self.journalFiles(first.dataDirectory)
+        #expect(before.keys.contains { $0.hasSuffix(".seg") })
+
+        let failed = try runTool("checkoutbusd", [
+            "--data-dir", first.dataDirectory.path, "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*",
+            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "off",
+        ], environment: ["CHECKOUTBUS_FAILPOINTS": "\(point)=eio"])
+        #expect(failed.status == 1, "\(failed.output)")
+        #expect(failed.output.contains(said) && failed.output.contains(String(cString: strerror(EIO))), "\(failed.output)")
+        #expect(!failed.output.contains("\"ingest\""), "a ready line was printed: \(failed.output)")
+        // Before, a listing that failed read as no segments: segment 1 was created again, empty.
+        #expect(try Self.journalFiles(first.dataDirectory) == before)
+
+        let again = try DaemonProcess(dataDirectory: first.dataDirectory)
+        #expect(again.ready["last_seq"] as? Int == 20)
+        #expect(again.terminate() == 0)
+    }
+
+    @Test("a segment retention cannot delete stays on the disk and in the journal: counted, replayed, and the failure logged")
+    func retirementFails() throws {
+        let flags = ["--segment-bytes", "8192", "--retain-bytes", "32768"]
+        let daemon = try DaemonProcess(flags, failpoints: "journal.retire=eio")
+        #expect(try send(distinctEvents(400, run: "keep"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let segments = try journalSegments(daemon)
+        let onDisk = try segments.reduce(0) { $0 + (try FileManager.default.attributesOfItem(atPath: $1.path)[.size] as? Int ?? 0) }
+        #expect(onDisk > 32768 + 8192 * 2, "retention deleted segments although every unlink failed")
+        let control = try ControlClient(daemon.control)
+        let stats = try control.request(#"{"op":"stats"}"#).status
+        #expect(stats["first_seq"] as? Int == 1)
+        let journal = try #require(stats["journal"] as? [String: Any])
+        #expect(journal["segments"] as? Int == segments.count)
+        #expect(try control.replayAll(from: 1).map(\.0) == Array(1...400))
+        #expect(daemon.terminate() == 0)
+        #expect(daemon.stderrText.contains("could not be deleted; retention waits"), "\(daemon.stderrText)")
+        #expect(!daemon.stderrText.contains("segment retired"))
+
+        // Without the failure, the next start retires them.
+        let restarted = try DaemonProcess(flags, dataDirectory: daemon.dataDirectory)
+        #expect(try journalSegments(restarted).count < segments.count)
+        #expect(restarted.terminate() == 0)
+        #expect(restarted.stderrText.contains("segment retired"))
+    }
+
+    @Test("send exits 1 naming the failure when its input cannot be read, or its ack log cannot be written")
+    func sendReadAndLogFailures() throws {
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        // A directory opens for reading, and every read of it fails (EISDIR): before, that read as
+        // the end of an empty input, and send exited 0 having sent nothing.
+        let directory = TestScratch.url("send-input-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for acked in [false, true] {
+            let r = try runTool("checkoutbus", ["send", "--to", acked ? daemon.ingestAcked : daemon.ingest]
+                                + (acked ? ["--acked"] : []) + [directory.path])
+            #expect(r.status == 1 && r.output.contains("cannot read the input")
+                    && r.output.contains(String(cString: strerror(EISDIR))), "\(r.output)")
+        }
+        // /dev/full takes no byte (ENOSPC): the acknowledgements are all there, the log is not.
+        let file = TestScratch.url("send-\(UUID().uuidString).jsonl")
+        try (distinctEvents(5, run: "log").joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+        let full = try runTool("checkoutbus", ["send", "--to", daemon.ingestAcked, "--acked", "--ack-log", "/dev/full", file.path])
+        #expect(full.status == 1 && full.output.contains("cannot write the ack log")
+                && full.output.contains(String(cString: strerror(ENOSPC))), "\(full.output)")
+        let log = TestScratch.url("acks-\(UUID().uuidString).log")
+        let ok = try runTool("checkoutbus", ["send", "--to", daemon.ingestAcked, "--acked", "--ack-log", log.path, file.path])
+        #expect(ok.status == 0, "\(ok.output)")
+        #expect(try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count == 5)
+    }
+
+    @Test("keygen --force over a readable secret key leaves it 0600")
+    func keygenForceMode() throws {
+        let directory = TestScratch.url("keygen-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let name = directory.appendingPathComponent("k").path
+        #expect(try runTool("checkoutbus", ["keygen", name]).status == 0)
+        #expect(chmod(name + ".key", 0o644) == 0)
+        let again = try runTool("checkoutbus", ["keygen", "--force", name])
+        #expect(again.status == 0, "\(again.output)")
+        // `open`'s mode is not applied to a file that exists: only fchmod makes it private again.
+        let mode = try FileManager.default.attributesOfItem(atPath: name + ".key")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+}
