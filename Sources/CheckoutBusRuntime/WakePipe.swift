@@ -27,7 +27,8 @@ public final class WakePipe: Sendable {
                 let code = errno
                 Glibc.close(fds[0])
                 Glibc.close(fds[1])
-                throw WakePipeError(errno: code, description: "cannot set up the \(purpose) pipe: \(String(cString: strerror(code)))")
+                let reason = String(cString: strerror(code))
+                throw WakePipeError(errno: code, description: "cannot set up the \(purpose) pipe: \(reason)")
             }
         }
         readFD = fds[0]

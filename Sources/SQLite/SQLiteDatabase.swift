@@ -46,7 +46,8 @@ package final class SQLiteDatabase {
         }
         pragma.reset()
         guard mode.lowercased() == "wal" else {
-            throw SQLiteError(code: SQLITE_ERROR, message: "write-ahead logging is not available here (journal mode \(mode))")
+            throw SQLiteError(code: SQLITE_ERROR,
+                              message: "write-ahead logging is not available here (journal mode \(mode))")
         }
     }
 

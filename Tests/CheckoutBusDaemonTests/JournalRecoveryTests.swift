@@ -92,14 +92,16 @@ struct JournalRecoveryTests {
         #expect(FileManager.default.fileExists(atPath: root + "/" + JournalFormat.segmentName(11)))
     }
 
-    @Test("a newest segment that cannot be read stops the open, named, and is neither cut nor removed")
+    @Test("a newest segment that cannot be read stops the open at its header's read, named by the call")
     func unreadableNewestSegment() throws {
         let root = Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let logger = BusLogger(label: "test", level: .error)
         try Self.write(10, to: root, logger: logger)
         // A directory in the newest segment's place: `stat` and `open` succeed, every `pread`
-        // fails (EISDIR). Before, the failed read was an empty header, taken for a torn one.
+        // fails (EISDIR). Before, the failed read was an empty header, taken for a torn one (then
+        // a header to rebuild, or, on a file system where a directory's size is under 64 bytes,
+        // a segment to remove).
         let segment = root + "/" + JournalFormat.segmentName(1)
         try FileManager.default.removeItem(atPath: segment)
         try FileManager.default.createDirectory(atPath: segment, withIntermediateDirectories: false)
@@ -109,11 +111,9 @@ struct JournalRecoveryTests {
             Issue.record("the journal opened over a segment it cannot read")
         } catch let error as JournalError {
             #expect(error.code == .notReadable)
-            #expect(error.description.contains(segment) && error.description.contains(String(cString: strerror(EISDIR))),
-                    "\(error)")
+            // The header's own read, not a later scan of the records.
+            #expect(error.description == "cannot read \(segment): \(String(cString: strerror(EISDIR)))", "\(error)")
         }
-        var isDirectory: ObjCBool = false
-        #expect(FileManager.default.fileExists(atPath: segment, isDirectory: &isDirectory) && isDirectory.boolValue)
         let names = try FileManager.default.contentsOfDirectory(atPath: root).filter { $0.hasSuffix(".seg") }
         #expect(names == [JournalFormat.segmentName(1)])
     }

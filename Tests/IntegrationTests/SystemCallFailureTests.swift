@@ -34,7 +34,8 @@ struct SystemCallFailureTests {
             "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "off",
         ], environment: ["CHECKOUTBUS_FAILPOINTS": "\(point)=eio"])
         #expect(failed.status == 1, "\(failed.output)")
-        #expect(failed.output.contains(said) && failed.output.contains(String(cString: strerror(EIO))), "\(failed.output)")
+        let eio = String(cString: strerror(EIO))
+        #expect(failed.output.contains(said) && failed.output.contains(eio), "\(failed.output)")
         #expect(!failed.output.contains("\"ingest\""), "a ready line was printed: \(failed.output)")
         // Before, a listing that failed read as no segments: segment 1 was created again, empty.
         #expect(try Self.journalFiles(first.dataDirectory) == before)
@@ -44,13 +45,15 @@ struct SystemCallFailureTests {
         #expect(again.terminate() == 0)
     }
 
-    @Test("a segment retention cannot delete stays on the disk and in the journal: counted, replayed, and the failure logged")
+    @Test("a segment retention cannot delete stays on the disk and in the journal: counted, replayed, logged")
     func retirementFails() throws {
         let flags = ["--segment-bytes", "8192", "--retain-bytes", "32768"]
         let daemon = try DaemonProcess(flags, failpoints: "journal.retire=eio")
         #expect(try send(distinctEvents(400, run: "keep"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         let segments = try journalSegments(daemon)
-        let onDisk = try segments.reduce(0) { $0 + (try FileManager.default.attributesOfItem(atPath: $1.path)[.size] as? Int ?? 0) }
+        let onDisk = try segments.reduce(0) {
+            $0 + (try FileManager.default.attributesOfItem(atPath: $1.path)[.size] as? Int ?? 0)
+        }
         #expect(onDisk > 32768 + 8192 * 2, "retention deleted segments although every unlink failed")
         let control = try ControlClient(daemon.control)
         let stats = try control.request(#"{"op":"stats"}"#).status
@@ -80,22 +83,24 @@ struct SystemCallFailureTests {
         for acked in [false, true] {
             let r = try runTool("checkoutbus", ["send", "--to", acked ? daemon.ingestAcked : daemon.ingest]
                                 + (acked ? ["--acked"] : []) + [directory.path])
-            #expect(r.status == 1 && r.output.contains("cannot read the input")
-                    && r.output.contains(String(cString: strerror(EISDIR))), "\(r.output)")
+            let reason = String(cString: strerror(EISDIR))
+            #expect(r.status == 1 && r.output.contains("cannot read the input: \(reason)"), "\(r.output)")
         }
         // /dev/full takes no byte (ENOSPC): the acknowledgements are all there, the log is not.
         let file = TestScratch.url("send-\(UUID().uuidString).jsonl")
-        try (distinctEvents(5, run: "log").joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
-        let full = try runTool("checkoutbus", ["send", "--to", daemon.ingestAcked, "--acked", "--ack-log", "/dev/full", file.path])
-        #expect(full.status == 1 && full.output.contains("cannot write the ack log")
-                && full.output.contains(String(cString: strerror(ENOSPC))), "\(full.output)")
+        try (distinctEvents(5, run: "log").joined(separator: "\n") + "\n")
+            .write(to: file, atomically: true, encoding: .utf8)
+        let acked = ["send", "--to", daemon.ingestAcked, "--acked", "--ack-log"]
+        let full = try runTool("checkoutbus", acked + ["/dev/full", file.path])
+        let noSpace = String(cString: strerror(ENOSPC))
+        #expect(full.status == 1 && full.output.contains("cannot write the ack log: \(noSpace)"), "\(full.output)")
         let log = TestScratch.url("acks-\(UUID().uuidString).log")
-        let ok = try runTool("checkoutbus", ["send", "--to", daemon.ingestAcked, "--acked", "--ack-log", log.path, file.path])
+        let ok = try runTool("checkoutbus", acked + [log.path, file.path])
         #expect(ok.status == 0, "\(ok.output)")
         #expect(try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count == 5)
     }
 
-    @Test("keygen --force over a readable secret key leaves it 0600")
+    @Test("keygen --force over a readable secret key leaves it 0600 (its fchmod, now checked, does that)")
     func keygenForceMode() throws {
         let directory = TestScratch.url("keygen-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

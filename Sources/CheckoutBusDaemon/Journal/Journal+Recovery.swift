@@ -27,12 +27,12 @@ extension Journal {
                 break
             }
             logger.warning("journal: removing a segment with a torn header", ["path": last.path, "bytes": String(last.size)])
-            // It holds no record. Left on the disk it is found again at the next start, and a new
-            // segment of the same first seq replaces it (`O_TRUNC`): said, not fatal.
-            if unlink(last.path) != 0 {
-                logger.error("journal: a segment with a torn header could not be removed", [
-                    "path": last.path, "error": String(cString: strerror(errno)),
-                ])
+            // It holds no record. Left on the disk it could end up between newer segments (when
+            // numbering skips ahead), never checked again: a start that cannot remove it stops.
+            guard unlink(last.path) == 0 else {
+                let code = errno
+                throw JournalError(.notWritable, "cannot remove \(last.path), a segment with a torn header: "
+                                   + String(cString: strerror(code)))
             }
             segments.removeLast()
         }
@@ -60,7 +60,8 @@ extension Journal {
         // again: numbering goes on after the highest, in a new segment, and the cut bytes are
         // kept beside the segment for inspection.
         var beyond = (count: 0, maxSeq: UInt64(0), kindSeqs: [UInt64](repeating: 0, count: JournalFormat.kindCount))
-        let tail = intact < last.size ? try JournalFiles.readRange(last.path, from: intact, count: last.size - intact) : []
+        let tail = intact < last.size
+            ? try JournalFiles.readRange(last.path, from: intact, count: last.size - intact) : []
         if JournalRecovery.isPadding(tail, end: last.size) {
             // The zeros a direct write put after the last record (a stop without ``close()``).
             recovery.paddingBytes = tail.count
@@ -185,7 +186,8 @@ extension Journal {
                 if h.seq <= d { durableEnd = intactEnd } else { redriven += 1 }
                 return true
             }
-            let tail = intactEnd < last.size ? try JournalFiles.readRange(last.path, from: intactEnd, count: last.size - intactEnd) : []
+            let tail = intactEnd < last.size
+                ? try JournalFiles.readRange(last.path, from: intactEnd, count: last.size - intactEnd) : []
             let garbage = !tail.isEmpty && !JournalRecovery.isPadding(tail, end: last.size)
             if garbage {
                 let kept = JournalRecovery.keepCopy(tail, at: last.path + ".fenced-after-\(intactEnd)")

@@ -96,7 +96,9 @@ package final class Journal {
         lock = try DataDirectoryLock(directory: directory)
         do {
             segments = try JournalFiles.names(in: directory).compactMap { name in
-                JournalFormat.firstSeq(fromName: name).map { Segment(firstSeq: $0, path: directory + "/" + name, size: 0) }
+                JournalFormat.firstSeq(fromName: name).map {
+                    Segment(firstSeq: $0, path: directory + "/" + name, size: 0)
+                }
             }.sorted { $0.firstSeq < $1.firstSeq }
             for i in segments.indices { segments[i].size = try JournalFiles.fileSize(segments[i].path) }
         } catch {
@@ -127,8 +129,13 @@ package final class Journal {
             reservation = try SeqReservation(directory: directory)
             try recover()
         } catch {
-            // The sync thread has not started yet; the writer's thread and the lock must not outlive us.
+            // The sync thread has not started yet; the writer's thread, the open segment and the
+            // lock must not outlive us (recovery may have opened the segment before it failed).
             writer.stop()
+            if fd >= 0 {
+                Glibc.close(fd)
+                fd = -1
+            }
             lock.release()
             throw error
         }
@@ -327,7 +334,8 @@ package final class Journal {
             let oldest = segments[0]
             guard let age = retention.retires(oldest.path, journalBytes: totalBytes, now: now) else { break }
             // A segment that stays on the disk stays in the catalog: its bytes still count, and
-            // its records can still be read. Tried again at the next pass (once a minute).
+            // its records can still be read. Tried again at the next pass (once a minute, and at
+            // each rotation).
             let failure = Failpoints.hit("journal.retire") ?? (unlink(oldest.path) == 0 ? 0 : errno)
             if failure != 0 && failure != ENOENT {
                 logger.error("journal: a segment due for retirement could not be deleted; retention waits", [

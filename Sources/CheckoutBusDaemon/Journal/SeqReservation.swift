@@ -65,7 +65,8 @@ package final class SeqReservation {
         // record and the counter start again at 0 (the old slot then winning at the next start).
         while n < bytes.count {
             let injected = Failpoints.hit("journal.seq-read")
-            let r = injected != nil ? -1 : bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + n, $0.count - n, off_t(n)) }
+            let r = injected != nil
+                ? -1 : bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + n, $0.count - n, off_t(n)) }
             if r < 0 && injected == nil && errno == EINTR { continue }
             if r < 0 {
                 let code = injected ?? errno

@@ -123,7 +123,8 @@ package final class MetricsHTTPServer: Sendable {
         }
         guard numeric == 0 else {
             Glibc.close(fd)
-            throw DaemonError(.noResource, "cannot format the bound metrics address: \(String(cString: gai_strerror(numeric)))")
+            throw DaemonError(.noResource,
+                              "cannot format the bound metrics address: \(String(cString: gai_strerror(numeric)))")
         }
         func string(_ c: [CChar]) -> String { String(decoding: c.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
         let boundHost = string(text)

@@ -135,7 +135,8 @@ package struct AckedSender {
         }
         // A write error the file system defers is reported by `close`.
         if log >= 0 && close(log) != 0 {
-            FileHandleWriter.standardError("checkoutbus send: cannot write the ack log: \(String(cString: strerror(errno)))\n")
+            let reason = String(cString: strerror(errno))
+            FileHandleWriter.standardError("checkoutbus send: cannot write the ack log: \(reason)\n")
             return 1
         }
         let byShard = sharded ? " by_shard=" + sentByShard.map(String.init).joined(separator: ",") : ""
@@ -165,7 +166,8 @@ package struct AckedSender {
             let n = buffer[done...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 {
-                throw ToolError("cannot write the ack log: \(n < 0 ? String(cString: strerror(errno)) : "nothing written")")
+                let reason = n < 0 ? String(cString: strerror(errno)) : "nothing written"
+                throw ToolError("cannot write the ack log: \(reason)")
             }
             done += n
         }

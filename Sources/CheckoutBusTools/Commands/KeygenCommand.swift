@@ -53,21 +53,25 @@ package struct KeygenCommand {
     }
 
     private func write(_ path: String, _ text: String, mode: mode_t) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        // Not truncated at `open`: an old key file is emptied only once it is private.
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, mode)
         guard fd >= 0 else { throw CurveKeyFileError(.unwritable, "cannot write \(path): \(String(cString: strerror(errno)))") }
         // `open`'s mode applies only to a file it creates: over an old key file, `fchmod` is what
-        // makes the secret 0600, so a failure is refused before a byte of the key is written.
-        guard fchmod(fd, mode) == 0 else {
+        // makes the secret 0600, so a failure is refused before the file is touched.
+        guard fchmod(fd, mode) == 0, ftruncate(fd, 0) == 0 else {
             let code = errno
             close(fd)
-            throw CurveKeyFileError(.unwritable, "cannot set the mode of \(path): \(String(cString: strerror(code)))")
+            let reason = String(cString: strerror(code))
+            throw CurveKeyFileError(.unwritable, "cannot make \(path) private and empty: \(reason)")
         }
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
-        let code = errno
+        let writeError = written < 0 ? String(cString: strerror(errno)) : written < bytes.count ? "short write" : nil
         // A write error the file system defers (a full disk on some) is reported by `close`.
-        guard close(fd) == 0, written == bytes.count else {
-            throw CurveKeyFileError(.unwritable, "cannot write \(path): \(String(cString: strerror(written == bytes.count ? errno : code)))")
+        let closed = close(fd) == 0
+        let closeError = closed ? nil : String(cString: strerror(errno))
+        if let reason = writeError ?? closeError {
+            throw CurveKeyFileError(.unwritable, "cannot write \(path): \(reason)")
         }
     }
 }

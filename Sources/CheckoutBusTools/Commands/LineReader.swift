@@ -53,7 +53,10 @@ package final class LineReader {
             if eof { return line.isEmpty ? nil : line }
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            if n < 0 { throw ToolError("cannot read the input: \(String(cString: strerror(errno)))") }
+            if n < 0 {
+                let reason = String(cString: strerror(errno))
+                throw ToolError("cannot read the input: \(reason)")
+            }
             if n == 0 {
                 eof = true
                 continue
