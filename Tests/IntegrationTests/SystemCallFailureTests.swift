@@ -72,6 +72,34 @@ struct SystemCallFailureTests {
         #expect(restarted.stderrText.contains("segment retired"))
     }
 
+    @Test("a suppressed-id log that cannot be read at start stops the start; it is not taken for empty and cut to nothing")
+    func suppressedLogReadFails() throws {
+        let daemon = try DaemonProcess()
+        let update = #"{"event_id":"EID","checkout_id":"ck-r","sdk":"shopify","payload":{"event":"checkoutDidUpdate","#
+            + #""checkout":{"id":"ck-r","line_items":[{"id":"l1","quantity":1}]}}}"#
+        let events = (0..<3).map { update.replacingOccurrences(of: "EID", with: "r\($0)") }
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(daemon.terminate() == 0)
+        let log = daemon.dataDirectory.appendingPathComponent("suppressed.log")
+        let before = try Data(contentsOf: log)
+        #expect(!before.isEmpty)  // two suppressed updates, r1 and r2
+
+        // Before, a read that failed was an empty log, and the file was then cut to what was read.
+        let failed = try runTool("checkoutbusd", [
+            "--data-dir", daemon.dataDirectory.path, "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*",
+            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "off",
+        ], environment: ["CHECKOUTBUS_FAILPOINTS": "suppressed.read=eio"])
+        #expect(failed.status == 1 && failed.output.contains("cannot read \(log.path)"), "\(failed.output)")
+        #expect(try Data(contentsOf: log) == before)
+
+        // Read, the ids still count: a retry of a suppressed update is a duplicate.
+        let again = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        #expect(try send([events[2]], to: again.ingestAcked, arguments: ["--acked"]).status == 0)
+        let counters = try ControlClient(again.control).stats()["counters"] as? [String: Any]
+        #expect(counters?["duplicates"] as? Int == 1)
+        #expect(again.terminate() == 0)
+    }
+
     @Test("send exits 1 naming the failure when its input cannot be read, or its ack log cannot be written")
     func sendReadAndLogFailures() throws {
         let daemon = try DaemonProcess()

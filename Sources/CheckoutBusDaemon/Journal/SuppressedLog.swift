@@ -37,6 +37,8 @@ package final class SuppressedLog {
     private var unsynced = false
     /// Failed writes, for logging one in a thousand.
     private var failures = 0
+    /// A rotation's rename failed, and it was said (once).
+    private var rotationFailed = false
     private let logger: BusLogger
 
     /// The records found at start, oldest first (`.1`, then the current file), for the daemon to
@@ -51,13 +53,19 @@ package final class SuppressedLog {
         path = directory + "/suppressed.log"
         self.rotateBytes = rotateBytes
         self.logger = logger
-        let read = SuppressedLog.readFile(path)
+        // A log that cannot be read stops the start: taken for an empty one, its records would be
+        // cut away below (the file is truncated to what was read).
+        let read: SuppressedLog.Contents
+        let older: SuppressedLog.Contents
+        do {
+            read = try SuppressedLog.readFile(path)
+            older = try SuppressedLog.readFile(path + ".1")
+        } catch {
+            throw JournalError(.notReadable, error.description)
+        }
         if read.skippedBytes > 0 {
             logger.warning("suppressed-id log: skipped damaged bytes; the ids in them are not remembered",
                            ["path": path, "bytes": String(read.skippedBytes), "records_kept": String(read.entries.count)])
-        }
-        if read.totalBytes > read.intactBytes {
-            logger.warning("suppressed-id log: cut a torn tail", ["path": path, "bytes": String(read.totalBytes - read.intactBytes)])
         }
         let kept = read.entries.filter { $0.seq <= journalSeq }
         var intactBytes = read.intactBytes
@@ -71,13 +79,29 @@ package final class SuppressedLog {
             intactBytes = buffer.count
             buffer.removeAll()
         }
-        recovered = SuppressedLog.readFile(path + ".1").entries.filter { $0.seq <= journalSeq } + kept
+        recovered = older.entries.filter { $0.seq <= journalSeq } + kept
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw JournalError(.notReadable, "cannot open \(path): \(String(cString: strerror(errno)))") }
         // Records end where the last intact one does: new ones follow it.
         var st = stat()
-        size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
-        if intactBytes < size, ftruncate(fd, off_t(intactBytes)) == 0 { size = intactBytes }
+        guard fstat(fd, &st) == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw JournalError(.notReadable, "cannot stat \(path): \(String(cString: strerror(code)))")
+        }
+        size = Int(st.st_size)
+        if intactBytes < size {
+            let torn = size - intactBytes
+            if ftruncate(fd, off_t(intactBytes)) == 0 {
+                size = intactBytes
+                logger.warning("suppressed-id log: cut a torn tail", ["path": path, "bytes": String(torn)])
+            } else {
+                // New records follow the torn bytes; a later read skips them as damage.
+                logger.warning("suppressed-id log: a torn tail could not be cut", [
+                    "path": path, "bytes": String(torn), "error": String(cString: strerror(errno)),
+                ])
+            }
+        }
     }
 
     /// The records read at start (see ``init(directory:journalSeq:rotateBytes:logger:)``), once.
@@ -180,8 +204,16 @@ package final class SuppressedLog {
 
     private func rotate() {
         sync()
-        // Keep appending to the full file rather than lose it.
-        guard rename(path, path + ".1") == 0 else { return }
+        // Keep appending to the full file rather than lose it; said once.
+        guard rename(path, path + ".1") == 0 else {
+            if !rotationFailed {
+                rotationFailed = true
+                logger.warning("suppressed-id log: cannot rotate; appending to the full file", [
+                    "path": path, "error": String(cString: strerror(errno)),
+                ])
+            }
+            return
+        }
         let newFD = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC | O_CLOEXEC, 0o644)
         guard newFD >= 0 else {
             logger.warning("cannot reopen the suppressed-id log", ["path": path, "error": String(cString: strerror(errno))])
@@ -192,11 +224,18 @@ package final class SuppressedLog {
         size = 0
     }
 
+    /// What ``readFile(_:)`` found in a file.
+    package typealias Contents = (entries: [Entry], intactBytes: Int, skippedBytes: Int, totalBytes: Int)
+
     /// A file's intact records; damaged bytes between them are skipped (found again by magic and
     /// checksum). `intactBytes` is where the last intact record ends, `skippedBytes` what was
-    /// skipped before it, `totalBytes` the file's size.
-    package static func readFile(_ path: String) -> (entries: [Entry], intactBytes: Int, skippedBytes: Int, totalBytes: Int) {
-        guard let bytes = (try? AtomicFile.read(path)) ?? nil else { return ([], 0, 0, 0) }
+    /// skipped before it, `totalBytes` the file's size. A file that does not exist has none.
+    /// - Throws: ``AtomicFileError`` when it exists and cannot be read: never taken for an empty one.
+    package static func readFile(_ path: String) throws(AtomicFileError) -> Contents {
+        guard let bytes = try AtomicFile.read(path) else { return ([], 0, 0, 0) }
+        if let injected = Failpoints.hit("suppressed.read") {
+            throw AtomicFileError(.unreadable, "cannot read \(path): \(String(cString: strerror(injected)))")
+        }
         var entries: [Entry] = []
         var offset = 0
         var intact = 0

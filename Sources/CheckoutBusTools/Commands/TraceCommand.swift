@@ -143,7 +143,7 @@ package struct TraceCommand {
             from = page.next
         }
         if let dataDirectory {
-            story.suppressedSeqs = TraceCommand.suppressedSeqs(checkoutID: checkoutID, dataDirectory: dataDirectory)
+            story.suppressedSeqs = try TraceCommand.suppressedSeqs(checkoutID: checkoutID, dataDirectory: dataDirectory)
         }
         return story
     }
@@ -208,11 +208,15 @@ package struct TraceCommand {
 
     /// The journal seq each suppressed update of the checkout followed, from the data directory's
     /// suppressed-id log (`suppressed.log.1`, then `suppressed.log`).
-    package static func suppressedSeqs(checkoutID: String, dataDirectory: String) -> [Int64] {
+    /// - Throws: ``TraceError`` when a log file exists and cannot be read (asked for with
+    ///   `--data-dir`, counts from part of it would be wrong, not missing).
+    package static func suppressedSeqs(checkoutID: String, dataDirectory: String) throws -> [Int64] {
         let path = dataDirectory + "/suppressed.log"
         var seqs: [Int64] = []
         for file in [path + ".1", path] {
-            for entry in SuppressedLog.readFile(file).entries where entry.checkoutID == checkoutID {
+            let contents: SuppressedLog.Contents
+            do { contents = try SuppressedLog.readFile(file) } catch { throw TraceError(description: error.description) }
+            for entry in contents.entries where entry.checkoutID == checkoutID {
                 seqs.append(Int64(entry.seq))
             }
         }
