@@ -49,6 +49,9 @@ package final class MetricsHTTPServer: Sendable {
     private let listenFD: Int32
     private let stopping = Atomic<Bool>(false)
     private let wake: WakePipe
+    /// Readable when the pipeline has a stats snapshot for this thread; made here, so that a start
+    /// without one fails, rather than a thread that quietly never answers.
+    private let snapshots: WakePipe
     private let finished = DispatchSemaphore(value: 0)
 
     /// Binds and starts the thread.
@@ -59,6 +62,13 @@ package final class MetricsHTTPServer: Sendable {
             wake = try WakePipe("metrics thread's")
         } catch {
             Glibc.close(listenFD)
+            throw error
+        }
+        do {
+            snapshots = try WakePipe("metrics thread's snapshot")
+        } catch {
+            Glibc.close(listenFD)
+            wake.close()
             throw error
         }
         NamedThread.start("metrics-http") { [self] in run(settings) }
@@ -158,7 +168,6 @@ package final class MetricsHTTPServer: Sendable {
             finished.signal()
         }
         lowerPriority(s.logger)
-        guard let snapshots = try? WakePipe("metrics thread's snapshot") else { return }
         s.exchange.register(snapshots)
         defer {
             s.exchange.unregister(snapshots)

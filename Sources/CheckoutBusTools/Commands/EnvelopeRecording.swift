@@ -84,7 +84,12 @@ package final class EnvelopeRecording: SubscriberCursor {
         let countPath = EnvelopeRecording.shardCountPath(path)
         let advice = "a recording belongs to one shard count (another count is another generation of journals, "
             + "each from seq 1): record into a new file"
-        if let bytes = try? AtomicFile.read(countPath),
+        // A count file that exists and cannot be read is not a missing one.
+        let countBytes: [UInt8]?
+        do { countBytes = try AtomicFile.read(countPath) } catch {
+            throw SubscriberError(.recordingUnusable, error.description)
+        }
+        if let bytes = countBytes,
             let recorded = Int(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
         {
             guard recorded == shards else {
