@@ -7,10 +7,16 @@ import CheckoutBusJSON
 /// is recognised.
 ///
 /// Ids are kept as two 64-bit hashes (a false match needs both to collide: about 2⁻¹²⁸ per pair).
-/// A ring holds the entries; an open-addressing table indexes them and is rebuilt from the ring
-/// after every `capacity` inserts, so evicted entries never accumulate. Each slot also carries 32
-/// bits of the second hash, so a probe past another id's slot — and the miss every new event is —
-/// stays within the table's cache lines instead of reading that id's entry. About 65 bytes per id.
+/// A ring holds the entries; an open-addressing table (linear probing, at most a quarter full)
+/// indexes them. The entry a full ring overwrites leaves the table in the same insert, by
+/// backward-shift deletion, so evicted entries never accumulate and the table is never rebuilt (a
+/// rebuild of the whole table every `capacity` inserts stalled the pipeline for milliseconds at
+/// the default window). Each slot also carries 32 bits of the second hash, so a probe past another
+/// id's slot — and the miss every new event is — stays within the table's cache lines instead of
+/// reading that id's entry. The home slot is taken from those same bits, so a deletion's shift
+/// reads each slot's home from the slot, not from its entry in the ring (a cache miss each). Ids
+/// that share a home slot are then told apart by the tag's other bits (12 at the default window)
+/// before an entry is read. About 65 bytes per id.
 /// `Sendable` as a value; owned by one ``EventProcessor``.
 package struct EventIDWindow: Sendable {
     package let capacity: Int
@@ -27,7 +33,6 @@ package struct EventIDWindow: Sendable {
     /// `tag << 32 | (index + 1)`, 0 when empty; the tag is the second hash's low 32 bits.
     private var table: [UInt64]
     private let mask: Int
-    private var insertsSinceRebuild = 0
 
     package init(capacity: Int) {
         self.capacity = max(1, capacity)
@@ -62,12 +67,12 @@ package struct EventIDWindow: Sendable {
     /// so the caller's work until then overlaps the cache miss. A hint: no effect on the window
     /// (`mutating` only so its table is read in place, without a retain and release).
     package mutating func prefetch(_ key: (UInt64, UInt64)) {
-        table.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + (Int(truncatingIfNeeded: key.0) & mask)) }
+        table.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + home(key.1)) }
     }
 
     /// The seq an id was recorded with (0 for an event that was suppressed), or nil if unknown.
     package func lookup(_ key: (UInt64, UInt64)) -> UInt64? {
-        var s = Int(truncatingIfNeeded: key.0) & mask
+        var s = home(key.1)
         let tag = key.1 << 32
         while true {
             let slot = table[s]
@@ -83,29 +88,55 @@ package struct EventIDWindow: Sendable {
     /// Records an id; the oldest is forgotten once `capacity` are held.
     package mutating func insert(_ key: (UInt64, UInt64), seq: UInt64) {
         let i = head
+        if count == capacity { unplace(i) }
         entries[i] = Entry(lo: key.0, hi: key.1, seq: seq)
         head = i + 1 == capacity ? 0 : i + 1
         count = min(count + 1, capacity)
         place(i, key)
-        insertsSinceRebuild += 1
-        if insertsSinceRebuild >= capacity { rebuild() }
+        // The next insert takes the oldest entry's slot out: start loading it now.
+        if count == capacity {
+            let next = home(entries[head].hi)
+            table.withUnsafeBufferPointer { cb_prefetch($0.baseAddress! + next) }
+        }
     }
+
+    /// The home slot of an id whose second hash is `hi` (or of a slot holding its tag, `hi`'s low
+    /// 32 bits): the table has at most 2³¹ slots, so the tag holds every bit the mask keeps.
+    @inline(__always)
+    private func home(_ hi: UInt64) -> Int { Int(truncatingIfNeeded: hi & 0xFFFF_FFFF) & mask }
 
     /// Indexes entry `i`, whose hashes are `key`.
     private mutating func place(_ i: Int, _ key: (UInt64, UInt64)) {
-        var s = Int(truncatingIfNeeded: key.0) & mask
+        var s = home(key.1)
         while table[s] != 0 { s = (s + 1) & mask }
         table[s] = key.1 << 32 | UInt64(i + 1)
     }
 
-    /// Re-indexes the live entries only: slots of overwritten entries are dropped.
-    private mutating func rebuild() {
-        for s in table.indices { table[s] = 0 }
-        var i = (head - count + capacity) % capacity
-        for _ in 0..<count {
-            place(i, (entries[i].lo, entries[i].hi))
-            i = (i + 1) % capacity
+    /// Takes entry `i`'s slot out of the table (the entry is about to be overwritten), then moves
+    /// back each slot after it in its run that may go in the gap — one whose home slot is not in
+    /// the cyclic range after the gap up to itself — so every probe still finds its id before an
+    /// empty slot (Knuth's algorithm R for linear probing: no tombstones).
+    private mutating func unplace(_ i: Int) {
+        let index = UInt64(i + 1)
+        var s = home(entries[i].hi)
+        while table[s] & 0xFFFF_FFFF != index {
+            precondition(table[s] != 0, "an entry of the event-id window is missing from its table")
+            s = (s + 1) & mask
         }
-        insertsSinceRebuild = 0
+        var gap = s
+        var j = (s + 1) & mask
+        while table[j] != 0 {
+            let slot = table[j]
+            let home = home(slot &>> 32)
+            if (j &- home) & mask >= (j &- gap) & mask {
+                table[gap] = slot
+                gap = j
+            }
+            j = (j + 1) & mask
+        }
+        table[gap] = 0
     }
+
+    /// The table's occupied slots, for tests: always ``count``.
+    package var occupiedSlots: Int { table.reduce(0) { $0 + ($1 == 0 ? 0 : 1) } }
 }

@@ -34,14 +34,14 @@ struct EventIDWindowTests {
         #expect(send("ck-c") == .duplicate(40))
     }
 
-    @Test("ids are found with their seq; the oldest beyond capacity are forgotten; rebuilds keep the rest")
+    @Test("ids are found with their seq; the oldest beyond capacity are forgotten; the rest are kept")
     func window() {
         var w = EventIDWindow(capacity: 1000)
         for i in 0..<1000 { w.insert(k("e-\(i)"), seq: UInt64(i + 1)) }
         #expect(w.lookup(k("e-0")) == 1)
         #expect(w.lookup(k("e-999")) == 1000)
         #expect(w.lookup(k("never")) == nil)
-        // 2,500 more: several rebuilds; only the last 1,000 remain.
+        // 2,500 more, each evicting the oldest: only the last 1,000 remain.
         for i in 1000..<3500 { w.insert(k("e-\(i)"), seq: UInt64(i + 1)) }
         #expect(w.count == 1000)
         #expect(w.lookup(k("e-2499")) == nil)
@@ -50,11 +50,56 @@ struct EventIDWindowTests {
         #expect((0..<2500).allSatisfy { w.lookup(k("e-\($0)")) == nil })
     }
 
+    @Test("evictions against a model: every live id found with its seq, every evicted one gone, one slot per live id",
+          arguments: [1, 3, 64, 257])
+    func evictionsAgainstAModel(capacity: Int) {
+        var w = EventIDWindow(capacity: capacity)
+        var rng = SplitMix(seed: UInt64(capacity))
+        // Few distinct home slots (the second hash's low bits: 0…7, or the table's last eight),
+        // so runs are long and wrap around the table's end, and each eviction has slots after it
+        // to move back; some ids inserted twice (two entries).
+        var ring: [(UInt64, UInt64)] = []
+        var seqs: [UInt64] = []
+        for n in 0..<(capacity * 12 + 40) {
+            let key: (UInt64, UInt64) = n % 7 == 3 && !ring.isEmpty
+                ? ring[Int(rng.next() % UInt64(ring.count))]
+                : (rng.next(), rng.next() & ~0xFFFF_FFFF | rng.next() % 8 | (rng.next() % 3 == 0 ? 0xFFFF_FFF8 : 0))
+            w.insert(key, seq: UInt64(n + 1))
+            ring.append(key)
+            seqs.append(UInt64(n + 1))
+            if ring.count > capacity {
+                ring.removeFirst()
+                seqs.removeFirst()
+            }
+            #expect(w.count == ring.count)
+            #expect(w.occupiedSlots == ring.count)
+            // An id held twice answers with its oldest live entry (placed first, found first), as
+            // before evictions moved slots back: they keep the order of the slots in a run.
+            for (k, key) in ring.enumerated() where ring.firstIndex(where: { $0 == key }) == k {
+                #expect(w.lookup(key) == seqs[k], "capacity \(capacity), insert \(n), entry \(k)")
+            }
+        }
+        #expect(w.lookup((rng.next(), rng.next())) == nil)
+    }
+
+    /// A small deterministic generator for the model test.
+    struct SplitMix {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
     @Test("keys sharing a slot, a slot tag, or both are told apart by their full hashes")
     func collidingKeys() {
         var w = EventIDWindow(capacity: 64)
-        // Same first hash (same home slot); second hashes equal in their low 32 bits (the slot's
-        // tag), in the high 32 bits, or in neither.
+        // Second hashes equal in their low 32 bits (the slot's tag, and so its home slot), in the
+        // high 32 bits, or in neither; the first hashes all equal.
         let a: (UInt64, UInt64) = (0x1234, 0xAAAA_AAAA_0000_0001)
         let sameTag: (UInt64, UInt64) = (0x1234, 0xBBBB_BBBB_0000_0001)
         let sameHigh: (UInt64, UInt64) = (0x1234, 0xAAAA_AAAA_0000_0002)
