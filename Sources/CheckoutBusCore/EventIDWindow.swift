@@ -101,7 +101,8 @@ package struct EventIDWindow: Sendable {
     }
 
     /// The home slot of an id whose second hash is `hi` (or of a slot holding its tag, `hi`'s low
-    /// 32 bits): the table has at most 2³¹ slots, so the tag holds every bit the mask keeps.
+    /// 32 bits): the tag holds every bit the mask keeps while the table has at most 2³² slots (2²⁸
+    /// at the largest `--dedupe-window`, 50,000,000).
     @inline(__always)
     private func home(_ hi: UInt64) -> Int { Int(truncatingIfNeeded: hi & 0xFFFF_FFFF) & mask }
 
@@ -127,8 +128,8 @@ package struct EventIDWindow: Sendable {
         var j = (s + 1) & mask
         while table[j] != 0 {
             let slot = table[j]
-            let home = home(slot &>> 32)
-            if (j &- home) & mask >= (j &- gap) & mask {
+            let slotHome = home(slot &>> 32)
+            if (j &- slotHome) & mask >= (j &- gap) & mask {
                 table[gap] = slot
                 gap = j
             }
