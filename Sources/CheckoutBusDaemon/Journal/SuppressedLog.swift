@@ -86,7 +86,9 @@ package final class SuppressedLog {
         var st = stat()
         guard fstat(fd, &st) == 0 else {
             let code = errno
+            // `deinit` runs after a throw here (every property is set) and closes what is open.
             Glibc.close(fd)
+            fd = -1
             throw JournalError(.notReadable, "cannot stat \(path): \(String(cString: strerror(code)))")
         }
         size = Int(st.st_size)
