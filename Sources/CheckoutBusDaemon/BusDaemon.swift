@@ -275,7 +275,13 @@ package final class BusDaemon {
             logger: logger)) }
         defer { controlServer.stop() }
         // Runs first: the monitors stop before the control thread closes their readers.
-        defer { for socket in [ingest, acked, publish] { try? socket.stopMonitor() } }
+        defer {
+            for socket in [ingest, acked, publish] {
+                do { try socket.stopMonitor() } catch {
+                    logger.warning("a connection monitor could not be stopped", ["error": "\(error)"])
+                }
+            }
+        }
         try BusDaemon.bind(ingest, configuration.ingest, flag: "ingest")
         try BusDaemon.bind(acked, configuration.ingestAcked, flag: "ingest-acked")
         try BusDaemon.bind(publish, configuration.publish, flag: "publish")

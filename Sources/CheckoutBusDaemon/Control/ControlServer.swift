@@ -72,6 +72,9 @@ extension ControlServer {
     /// The thread itself. `Sendable`: an atomic flag, a pipe and semaphores.
     private final class Runner: Sendable {
         private let stopping = Atomic<Bool>(false)
+        /// A connection monitor's read has failed, and it was said (once: a monitor that keeps
+        /// failing is readable on every poll).
+        private let monitorReadFailed = Atomic<Bool>(false)
         private let wake: WakePipe
         private let finished = DispatchSemaphore(value: 0)
         /// The bound endpoint, or why binding failed, once the thread has set up.
@@ -149,7 +152,9 @@ extension ControlServer {
                 }
             }
             // Before the monitors' readers close (libzmq's monitor sends block without a reader).
-            try? sockets.control.stopMonitor()
+            do { try sockets.control.stopMonitor() } catch {
+                s.logger.warning("control: its connection monitor could not be stopped", ["error": "\(error)"])
+            }
         }
 
         /// Creates the ZAP handlers, the monitors' readers and the control socket, and binds it.
@@ -199,7 +204,19 @@ extension ControlServer {
         /// not looked for, since its descriptor may already belong to a newer connection.
         private func readEvents(_ monitor: ZMQSocket, _ socket: ServiceCounters.Socket, _ s: Settings) {
             var events: [(event: ZMQMonitorEvent, endpoint: [UInt8])] = []
-            while events.count < 4096, let frames = try? monitor.receiveMultipart(dontWait: true) {
+            while events.count < 4096 {
+                let frames: [[UInt8]]?
+                do {
+                    frames = try monitor.receiveMultipart(dontWait: true)
+                } catch {
+                    // Connection counts and the cap on connections go by these events: said.
+                    if !monitorReadFailed.exchange(true, ordering: .relaxed) {
+                        s.logger.error("control: a connection monitor cannot be read; connection counts and the "
+                                       + "connection cap may lag", ["socket": "\(socket)", "error": "\(error)"])
+                    }
+                    break
+                }
+                guard let frames else { break }
                 guard let first = frames.first, let e = ZMQMonitorEvent(frame: first) else { continue }
                 events.append((e, frames.count > 1 ? frames[1] : []))
             }
