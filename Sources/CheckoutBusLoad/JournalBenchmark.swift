@@ -71,8 +71,13 @@ package struct JournalBenchmark {
                 t0 = BusClock.monotonicNanoseconds()
                 for f in files {
                     let fd = open(directory + "/" + f, O_RDONLY)
-                    while read(fd, buffer, 1 << 20) > 0 {}
+                    guard fd >= 0 else {
+                        throw ToolError("cannot open \(directory)/\(f): \(String(cString: strerror(errno)))")
+                    }
+                    var n = 0
+                    repeat { n = read(fd, buffer, 1 << 20) } while n > 0 || (n < 0 && errno == EINTR)
                     close(fd)
+                    if n < 0 { throw ToolError("cannot read \(directory)/\(f): \(String(cString: strerror(errno)))") }
                 }
                 baseline = max(baseline, Double(events) / (Double(BusClock.monotonicNanoseconds() - t0) / 1e9))
             }

@@ -14,8 +14,12 @@ public final class ZMQContext: @unchecked Sendable {
     /// - Throws: ``ZMQError`` if libzmq cannot create a context.
     public init(ioThreads: Int32 = 1) throws {
         guard let handle = zmq_ctx_new() else { throw ZMQError(code: zmq_errno(), function: "zmq_ctx_new") }
+        guard zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) == 0 else {
+            let code = zmq_errno()
+            _ = zmq_ctx_term(handle)  // no socket yet: it ends at once
+            throw ZMQError(code: code, function: "zmq_ctx_set(ZMQ_IO_THREADS, \(ioThreads))")
+        }
         self.handle = handle
-        zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads)
     }
 
     /// Makes every blocking call on this context's sockets return `ETERM`; sockets must still be closed.

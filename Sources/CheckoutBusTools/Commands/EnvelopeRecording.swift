@@ -174,7 +174,11 @@ package final class EnvelopeRecording: SubscriberCursor {
 
     /// Truncates a torn last line and reads the `seq` of the last complete line (of each shard).
     private func recover() throws(SubscriberError) {
-        let size = Int(lseek(fd, 0, SEEK_END))
+        let fileEnd = lseek(fd, 0, SEEK_END)
+        guard fileEnd >= 0 else {
+            throw SubscriberError(.recordingUnusable, "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        let size = Int(fileEnd)
         guard size > 0 else { return }
         // Read backwards in growing chunks until the lines needed are whole in memory.
         var chunk = 64 * 1024
