@@ -90,7 +90,7 @@ package struct ParseBenchmark {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        let reader = LineReader(fd: fd)
+        let reader = LineReader(fd: fd, name: path)
         var all: [UInt8] = []
         do {
             while let line = try reader.nextLine() {

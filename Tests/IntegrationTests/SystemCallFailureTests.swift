@@ -112,7 +112,7 @@ struct SystemCallFailureTests {
             let r = try runTool("checkoutbus", ["send", "--to", acked ? daemon.ingestAcked : daemon.ingest]
                                 + (acked ? ["--acked"] : []) + [directory.path])
             let reason = String(cString: strerror(EISDIR))
-            #expect(r.status == 1 && r.output.contains("cannot read the input: \(reason)"), "\(r.output)")
+            #expect(r.status == 1 && r.output.contains("cannot read \(directory.path): \(reason)"), "\(r.output)")
         }
         // /dev/full takes no byte (ENOSPC): the acknowledgements are all there, the log is not.
         let file = TestScratch.url("send-\(UUID().uuidString).jsonl")

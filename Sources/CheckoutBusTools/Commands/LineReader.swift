@@ -11,12 +11,17 @@ import CheckoutBusRuntime
 /// length are returned whole. Not `Sendable`.
 package final class LineReader {
     package let fd: Int32
+    /// What the input is called in an error: its path, or `standard input`.
+    private let name: String
     private var buffer = [UInt8](repeating: 0, count: 65_536)
     private var start = 0
     private var end = 0
     private var eof = false
 
-    package init(fd: Int32) { self.fd = fd }
+    package init(fd: Int32, name: String? = nil) {
+        self.fd = fd
+        self.name = name ?? (fd == 0 ? "standard input" : "the input")
+    }
 
     /// Whether a line holds only spaces, tabs or a carriage return (skipped by `send` and `replay`).
     package static func isBlank(_ line: [UInt8]) -> Bool {
@@ -55,7 +60,7 @@ package final class LineReader {
             if n < 0 && errno == EINTR { continue }
             if n < 0 {
                 let reason = String(cString: strerror(errno))
-                throw ToolError("cannot read the input: \(reason)")
+                throw ToolError("cannot read \(name): \(reason)")
             }
             if n == 0 {
                 eof = true

@@ -115,7 +115,7 @@ package struct ReplayCommand {
             var pass = 0
             passes: repeat {
                 guard lseek(fd, 0, SEEK_SET) == 0 else { throw ToolError("cannot read \(file) again: not a regular file") }
-                let reader = LineReader(fd: fd)
+                let reader = LineReader(fd: fd, name: file)
                 var firstTime: Int64?
                 var reached = false
                 let start = BusClock.monotonicNanoseconds()

@@ -90,7 +90,7 @@ package struct SendCommand {
                 FileHandleWriter.standardError("checkoutbus send: cannot open \(path): \(String(cString: strerror(errno)))\n")
                 return nil
             }
-            readers.append(LineReader(fd: fd))
+            readers.append(LineReader(fd: fd, name: path))
         }
         return readers
     }
