@@ -1,6 +1,7 @@
 import CheckoutBusDaemon
 import Foundation
 import Testing
+import ZeroMQ
 
 /// What a user sees first: every `--help` is whole (no unexpanded `\(…)`), and a mistyped command or
 /// flag gets one line that says what is wrong, what was probably meant, and where the help is.
@@ -145,6 +146,33 @@ struct HelpAndErrorsTests {
         #expect(silent.status == 1 && silent.output.contains("FAIL"), "\(silent.output)")
         let both = try runTool("checkoutbus", ["ping", "--healthz", metrics, "--control", shards[0].control])
         #expect(both.status == 2 && both.output.contains("give one"), "\(both.output)")
+    }
+
+    @Test("ping against a control port that answers, but not with stats: FAIL with the answer's detail, exit 1",
+          arguments: [(#"{"ok":false,"error":"busy","detail":"restoring state from the journal"}"#,
+                       "answered without stats: restoring state from the journal"),
+                      ("not json at all", "answered without stats: not json at all")])
+    func pingAnsweredWithoutStats(reply: String, said: String) throws {
+        let context = try ZMQContext()
+        let router = try ZMQSocket(context: context, type: .router)
+        try router.setLinger(milliseconds: 0)
+        try router.setOption(.receiveTimeout, 20_000)
+        try router.bind("tcp://127.0.0.1:*")
+        let endpoint = try router.lastEndpoint
+        let ping = Process()
+        ping.executableURL = Products.url("checkoutbus")
+        ping.arguments = ["ping", "--control", endpoint, "--timeout", "10"]
+        let out = Pipe()
+        ping.standardOutput = out
+        ping.standardError = out
+        try ping.start()
+        // The tool's stats request, answered with something else.
+        let request = try #require(try router.receiveMultipart())
+        #expect(String(decoding: request.last ?? [], as: UTF8.self).contains("stats"))
+        _ = try router.sendMultipart([request[0], Array(reply.utf8)])
+        let text = PipeLineReader(out.fileHandleForReading).readAll(timeout: 30).joined(separator: "\n")
+        #expect(waitForExit(ping, timeout: 30) == 1, "\(text)")
+        #expect(text.contains("FAIL") && text.contains(said), "\(text)")
     }
 
     @Test("a failed start never removes a data directory a running daemon holds, nor one its own mkdir did not make")
