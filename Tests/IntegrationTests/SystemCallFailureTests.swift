@@ -19,6 +19,15 @@ struct SystemCallFailureTests {
         return files
     }
 
+    /// Runs `checkoutbusd` on `data` with `failpoints` set, to its exit (a start expected to fail:
+    /// a daemon that starts is stopped by the tool's timeout, and the status says so).
+    static func start(on data: URL, failpoints: String) throws -> (status: Int32, output: String) {
+        try runTool("checkoutbusd", [
+            "--data-dir", data.path, "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*",
+            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "off",
+        ], environment: ["CHECKOUTBUS_FAILPOINTS": failpoints])
+    }
+
     @Test("a journal that cannot be listed or read at start stops the start, named, with nothing on the disk changed",
           arguments: [("journal.list", "cannot list"), ("journal.read-range", "cannot read"),
                       ("journal.seq-read", "cannot read")])
@@ -29,10 +38,7 @@ struct SystemCallFailureTests {
         let before = try Self.journalFiles(first.dataDirectory)
         #expect(before.keys.contains { $0.hasSuffix(".seg") })
 
-        let failed = try runTool("checkoutbusd", [
-            "--data-dir", first.dataDirectory.path, "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*",
-            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "off",
-        ], environment: ["CHECKOUTBUS_FAILPOINTS": "\(point)=eio"])
+        let failed = try Self.start(on: first.dataDirectory, failpoints: "\(point)=eio")
         #expect(failed.status == 1, "\(failed.output)")
         let eio = String(cString: strerror(EIO))
         #expect(failed.output.contains(said) && failed.output.contains(eio), "\(failed.output)")
@@ -85,10 +91,7 @@ struct SystemCallFailureTests {
         #expect(!before.isEmpty)  // two suppressed updates, r1 and r2
 
         // Before, a read that failed was an empty log, and the file was then cut to what was read.
-        let failed = try runTool("checkoutbusd", [
-            "--data-dir", daemon.dataDirectory.path, "--ingest", "tcp://127.0.0.1:*", "--publish", "tcp://127.0.0.1:*",
-            "--ingest-acked", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--metrics", "off",
-        ], environment: ["CHECKOUTBUS_FAILPOINTS": "suppressed.read=eio"])
+        let failed = try Self.start(on: daemon.dataDirectory, failpoints: "suppressed.read=eio")
         #expect(failed.status == 1 && failed.output.contains("cannot read \(log.path)"), "\(failed.output)")
         #expect(try Data(contentsOf: log) == before)
 

@@ -43,16 +43,24 @@ enum JournalFiles {
     ///   decides what to cut or remove from these bytes, so an error is never taken for a short file.
     static func readRange(_ path: String, from: Int, count: Int) throws -> [UInt8] {
         guard count > 0 else { return [] }
-        if let injected = Failpoints.hit("journal.read-range") { throw notReadable("read", path, injected) }
         let rfd = open(path, O_RDONLY | O_CLOEXEC)
         guard rfd >= 0 else { throw notReadable("open", path) }
         defer { Glibc.close(rfd) }  // read-only: nothing of ours is lost if close fails
+        return try read(rfd, path: path, from: from, count: count, failpoint: "journal.read-range")
+    }
+
+    /// `count` bytes of the open file `fd` (the file at `path`, named in an error) from `from`,
+    /// fewer only where the file ends; `EINTR` is retried.
+    /// - Throws: ``JournalError`` (`not_readable`) when a read fails, or `failpoint` injects a
+    ///   failure (docs/durability.md, "Failpoints").
+    static func read(_ fd: Int32, path: String, from: Int, count: Int, failpoint: StaticString) throws -> [UInt8] {
+        if let injected = Failpoints.hit(failpoint) { throw notReadable("read", path, injected) }
         var out = [UInt8](repeating: 0, count: count)
         var got = 0
         var failure: Int32 = 0
         out.withUnsafeMutableBytes { b in
             while got < count {
-                let r = pread(rfd, b.baseAddress! + got, count - got, off_t(from + got))
+                let r = pread(fd, b.baseAddress! + got, count - got, off_t(from + got))
                 if r < 0 && errno == EINTR { continue }
                 if r < 0 { failure = errno }
                 if r <= 0 { break }

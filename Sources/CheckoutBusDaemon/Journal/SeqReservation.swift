@@ -59,23 +59,17 @@ package final class SeqReservation {
         self.path = path
         self.fd = fd
         boot = SeqReservation.currentBoot()
-        var bytes = [UInt8](repeating: 0, count: 2 * SeqReservation.slotSize)
-        var n = 0
         // A read that fails is not a new file: taken for one, numbering would go on from the last
         // record and the counter start again at 0 (the old slot then winning at the next start).
-        while n < bytes.count {
-            let injected = Failpoints.hit("journal.seq-read")
-            let r = injected != nil
-                ? -1 : bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + n, $0.count - n, off_t(n)) }
-            if r < 0 && injected == nil && errno == EINTR { continue }
-            if r < 0 {
-                let code = injected ?? errno
-                close(fd)
-                throw JournalError(.notReadable, "cannot read \(path): \(String(cString: strerror(code)))")
-            }
-            if r == 0 { break }
-            n += r
+        let bytes: [UInt8]
+        do {
+            bytes = try JournalFiles.read(fd, path: path, from: 0, count: 2 * SeqReservation.slotSize,
+                                          failpoint: "journal.seq-read")
+        } catch {
+            close(fd)
+            throw error
         }
+        let n = bytes.count
         // A slot never written is zeros (the first commit goes to the second slot): only one with
         // bytes that fail their checksum is damaged.
         var slots: [State] = []
