@@ -8,7 +8,9 @@ import CheckoutBusJSON
 import CheckoutBusRuntime
 
 /// Reads lines (without the newline) from a file descriptor through a 64 KiB buffer; lines of any
-/// length are returned whole. Not `Sendable`.
+/// length are returned whole. A descriptor in non-blocking mode (a standard input inherited so from
+/// a shell or a parent process) is waited on with `poll` when it has nothing yet, as a blocking
+/// one would wait in `read`. Not `Sendable`.
 package final class LineReader {
     package let fd: Int32
     /// What the input is called in an error: its path, or `standard input`.
@@ -57,10 +59,14 @@ package final class LineReader {
             }
             if eof { return line.isEmpty ? nil : line }
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
             if n < 0 {
-                let reason = String(cString: strerror(errno))
-                throw ToolError("cannot read \(name): \(reason)")
+                let code = errno
+                if code == EINTR { continue }
+                if code == EAGAIN || code == EWOULDBLOCK {
+                    try waitReadable()
+                    continue
+                }
+                throw ToolError("cannot read \(name): \(String(cString: strerror(code)))")
             }
             if n == 0 {
                 eof = true
@@ -68,6 +74,16 @@ package final class LineReader {
             }
             start = 0
             end = n
+        }
+    }
+
+    /// Waits until a non-blocking descriptor can be read (data, its end, or an error that the next
+    /// `read` reports).
+    private func waitReadable() throws(ToolError) {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while poll(&entry, 1, -1) < 0 {
+            let code = errno
+            guard code == EINTR else { throw ToolError("cannot wait for \(name): \(String(cString: strerror(code)))") }
         }
     }
 }
