@@ -120,7 +120,9 @@ package enum ControlReplyWire {
     /// Parses a reply or heartbeat frame into `document`: true when it is JSON with an object at its
     /// root, which every reader here expects.
     package static func parse(_ frame: [UInt8], into document: JSONDocument) -> Bool {
-        frame.withUnsafeBytes { (try? document.parse($0)) != nil } && document.kind(document.root) == .object
+        // Parsed from a copy the document owns: the reply is read after this returns, when the
+        // caller's frame may be gone (a document parsed in place keeps pointers into its bytes).
+        (try? document.parseOwned(frame)) != nil && document.kind(document.root) == .object
     }
 
     /// Reads what a subscriber needs of a reply parsed into `document` (a member it lacks is nil).

@@ -16,7 +16,7 @@ struct ControlReplyWireTests {
 
     static func parsed(_ name: String) throws -> JSONDocument {
         let document = JSONDocument()
-        try Array(try #require(golden[name]).utf8).withUnsafeBytes { try document.parse($0) }
+        try document.parseOwned(Array(try #require(golden[name]).utf8))
         return document
     }
 
@@ -133,5 +133,23 @@ struct AckReplyWireTests {
             try Array(text.utf8).withUnsafeBytes { try document.parse($0) }
             #expect(AckReplyWire.read(document) == nil, "\(text)")
         }
+    }
+
+    /// `parse` parsed the frame in place, and every caller reads the reply after it returned: a
+    /// reply whose frame had gone was read from freed memory (`checkoutbus subscribers` crashed on a
+    /// ~100 KiB reply).
+    @Test("a reply is read after the frame it was parsed from is gone")
+    func readAfterTheFrameIsGone() {
+        let d = JSONDocument()
+        let padding = String(repeating: "x", count: 100_000)
+        var frame: [UInt8]? = Array(#"{"op":"stats","ok":true,"last_seq":42,"detail":"\#(padding)"}"#.utf8)
+        #expect(ControlReplyWire.parse(frame!, into: d))
+        frame = nil
+        // The freed bytes taken and written over.
+        let other = [UInt8](repeating: UInt8(ascii: "{"), count: 100_060)
+        let fields = ControlReplyWire.read(d)
+        #expect(fields.ok && fields.lastSeq == 42 && fields.op == "stats")
+        #expect(fields.detail?.utf8.count == 100_000)
+        #expect(other.count == 100_060)
     }
 }

@@ -90,4 +90,24 @@ struct SubscriberLifecycleTests {
         #expect((seen["last_seq"] as? Int ?? 0) < 20, "it handled none of the 20 failures: \(seen)")
         #expect(try Self.metrics(daemon).contains(#"checkoutbus_subscriber_lag{subscriber="completes"} 0"#))
     }
+
+    /// A reply of ~100 KiB, the largest `subscribers` asks for: it was read after the buffer it was
+    /// parsed from had gone (a crash, status 139, once a daemon had heard of a thousand durable subscribers).
+    @Test("subscribers --all lists 1,024 reported subscribers: a large reply read whole")
+    func aThousandSubscribers() throws {
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        let control = try ControlClient(daemon.control)
+        for i in 0..<1024 {
+            _ = try control.request(#"{"op":"report","subscriber":"w\#(i)","last_seq":0,"durable":true}"#)
+        }
+        for _ in 0..<3 {
+            let listed = try Self.listed(daemon)
+            #expect(listed.count == 1024)
+            #expect(listed["w0"] != nil && listed["w1023"] != nil)
+        }
+        let pretty = try runTool("checkoutbus", ["subscribers", "--all", "--control", daemon.control])
+        #expect(pretty.status == 0, "\(pretty.output)")
+        #expect(pretty.output.contains("w1023"))
+    }
 }
