@@ -36,10 +36,15 @@ package struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible {
     /// A multipart ZeroMQ message: one raw event is one single-frame message.
     package static let multipart = DeadLetterReason("multipart")
 
+    /// Several events in one message: a JSON-RPC batch (an array of notifications), or a web
+    /// component's event whose `detail` lists several entries. One message is one event: each is
+    /// sent as a message of its own.
+    package static let batch = DeadLetterReason("batch")
+
     /// Every reason, for metrics and documentation.
     package static let all: [DeadLetterReason] = [
         .invalidJSON, .invalidUTF8, .tooDeep, .oversized, .unknownShape, .unknownEvent, .notLifecycle,
-        .missingCheckoutID, .invalidEmbeddedJSON, .wrongType, .wrongShard, .multipart,
+        .missingCheckoutID, .invalidEmbeddedJSON, .wrongType, .wrongShard, .multipart, .batch,
     ]
 
     /// The dead-letter reason for a parse failure.

@@ -4,7 +4,7 @@ import CheckoutBusProtocol
 
 /// Embedded Checkout Protocol (JSON-RPC 2.0) notifications: the method's kind, the checkout, the error.
 extension RawEventDecoder {
-    func decodeECP(_ doc: JSONDocument, _ r: Int, method m: Int) throws(DecodeRejection) -> DecodedEvent {
+    func decodeECP(_ doc: JSONDocument, _ r: Int, method m: Int, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
         let kind = try ecpKind(doc, r, method: m)
         var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
         // `params` null is no params (an `ec.error` needs none); a bridge may send it, or the
@@ -22,6 +22,8 @@ extension RawEventDecoder {
         let sheetKit4 = RawEventDecoder.hasPrefix(doc, m, "checkout.")
         if sheetKit4 { event.format = .sheetBridge }
         if sheetKit4, params == nil, doc.member(r, "jsonrpc") == nil { params = r }
+        // Universal Checkout: `params.context` names the session the wrapper may have given as its checkout.
+        if let params, !sheetKit4 { universalSession(pd, params, wrapper: wrapper) }
         if let params, let checkout = pd.member(params, "checkout"), pd.kind(checkout) != .null || kind != .fail {
             guard let c = try checkedObject(pd, checkout, "params.checkout") else {
                 throw DecodeRejection(.wrongType, "`params.checkout` is not an object")

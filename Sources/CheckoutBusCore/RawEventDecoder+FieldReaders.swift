@@ -186,6 +186,14 @@ extension RawEventDecoder {
         if code == .unknown, let v = m.at(14), doc.stringEquals(v, "NSURLErrorDomain") {
             code = .networkError
         }
+        // Primer's iOS SDK before 2.17 kept `PrimerError` internal: React Native's bridge sent such
+        // an error's `NSError` domain as its `errorId` (`PrimerSDK.PrimerError`), and the id only
+        // in its description, `[<errorId>] <text> (diagnosticsId: …)`. An id in brackets at the start
+        // of the message that names a cause is read then, and kept as the raw code.
+        if code == .unknown, let message, let id = RawEventDecoder.bracketedID(message) {
+            let named = ErrorCodeNormalizer.normalize(rawCode: id, httpStatus: status)
+            if named != .unknown { (code, rawCode) = (named, id) }
+        }
         // A message that names its cause, when the code says nothing (none, or `unknown`, as the
         // Android kit's default is): `HTTP 404 Error`, the SDKs' own sentences. A status read from
         // the message fills `http_status`, never `raw_code` (the SDK sent no code).
@@ -199,6 +207,16 @@ extension RawEventDecoder {
         let continueURL = (more.at(6) ?? more.at(7)).flatMap { doc.string($0) }
         return DecodedError(code: code, rawCode: rawCode ?? group ?? statusField.map { String($0) },
                             message: message, httpStatus: status, terminal: isTerminal, continueURL: continueURL)
+    }
+
+    /// The id between brackets at the start of `message` (`[payment-cancelled] Payment method …`):
+    /// 1 to 64 bytes, no space; nil for anything else.
+    static func bracketedID(_ message: String) -> String? {
+        let u = message.utf8
+        guard u.first == UInt8(ascii: "["), let close = u.prefix(66).firstIndex(of: UInt8(ascii: "]")) else { return nil }
+        let id = u[u.index(after: u.startIndex)..<close]
+        guard !id.isEmpty, !id.contains(where: { $0 <= 0x20 }) else { return nil }
+        return String(decoding: id, as: UTF8.self)
     }
 
     /// The case name and values of an enum case encoded by Swift's synthesised `Codable`: an

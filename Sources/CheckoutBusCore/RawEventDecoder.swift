@@ -22,6 +22,10 @@ package final class RawEventDecoder {
     /// The message's ingest wrapper names the checkout, which overrides any id inside the raw
     /// event: the family decoders then skip reading (and allocating) ids nobody will use.
     private(set) var wrapperNamesCheckout = false
+    /// The wrapper's checkout id is the Universal Checkout session the payload names in its
+    /// `context` (``universalSession(_:_:wrapper:)``), not a checkout: the payload's own checkout
+    /// id, when it has one, is the checkout's.
+    private var wrapperNamesSession = false
 
     /// The event id the message's ingest wrapper gave (nil without one), kept for a message the
     /// decoder then rejects: the producer's reply still names its event.
@@ -42,12 +46,19 @@ package final class RawEventDecoder {
     /// Decodes the message parsed into `doc`.
     /// - Throws: ``DecodeRejection`` with the dead-letter reason.
     package func decode(_ doc: JSONDocument) throws(DecodeRejection) -> DecodedEvent {
-        let root = doc.root
+        // Reset before anything can throw: a message rejected before its wrapper is read must not
+        // carry the last message's event id (its dead letter would be taken for that one's retry).
+        embeddedUsed = 0
+        wrapperNamesSession = false
+        wrapperEventIdentifier = IdentifierText()
+        var root = doc.root
+        if doc.kind(root) == .array {
+            root = try RawEventDecoder.onlyEvent(doc, root, "the message",
+                                                 otherwise: DecodeRejection(.unknownShape, "top-level value is not an object"))
+        }
         guard doc.kind(root) == .object else {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")
         }
-        embeddedUsed = 0
-        wrapperEventIdentifier = IdentifierText()
         var wrapper = Wrapper()
         // The raw event: its document and token. The document is `doc` or one of
         // ``embeddedDocuments``, which outlive the decode: used without a retain and release each time.
@@ -70,16 +81,27 @@ package final class RawEventDecoder {
             }
             switch payloadKind {
             case .object: rawToken = payload
+            case .array:
+                // A JSON-RPC batch as the web content posts it: one member is that event.
+                rawToken = try RawEventDecoder.onlyEvent(
+                    rawDoc.takeUnretainedValue(), payload, "`payload`",
+                    otherwise: DecodeRejection(.wrongType, "`payload` must be an object, a JSON string or a batch of one"))
             case .string:
                 let pd = rawDoc.takeUnretainedValue()
                 let inner: JSONRef?
                 do { inner = try embedded(pd, payload, always: true) } catch {
                     throw DecodeRejection(.invalidEmbeddedJSON, "payload string is not JSON: \(error.reason.name)")
                 }
-                guard let inner, inner.doc.kind(inner.token) == .object else {
+                guard let inner else { throw DecodeRejection(.unknownShape, "payload is not an object") }
+                var token = inner.token
+                if inner.doc.kind(token) == .array {
+                    token = try RawEventDecoder.onlyEvent(inner.doc, token, "`payload`",
+                                                          otherwise: DecodeRejection(.unknownShape, "payload is not an object"))
+                }
+                guard inner.doc.kind(token) == .object else {
                     throw DecodeRejection(.unknownShape, "payload is not an object")
                 }
-                (rawDoc, rawToken) = (Unmanaged.passUnretained(inner.doc), inner.token)
+                (rawDoc, rawToken) = (Unmanaged.passUnretained(inner.doc), token)
             default:
                 throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
             }
@@ -96,7 +118,9 @@ package final class RawEventDecoder {
         var event = decoded.take()!
         // The wrapper's fields win; moved into the event (swapped: no retain now, no release of the
         // wrapper's copy later).
-        if wrapper.checkoutID.isPresent { swap(&event.checkoutIdentifier, &wrapper.checkoutID) }
+        if wrapper.checkoutID.isPresent && !(wrapperNamesSession && event.hasCheckoutID) {
+            swap(&event.checkoutIdentifier, &wrapper.checkoutID)
+        }
         if wrapper.eventID.isPresent { swap(&event.eventIdentifier, &wrapper.eventID) }
         if let at = wrapper.occurredAt { event.occurredAt = at }
         if wrapper.platform != nil { swap(&event.platform, &wrapper.platform) }
@@ -108,6 +132,38 @@ package final class RawEventDecoder {
             throw DecodeRejection(.missingCheckoutID, "no checkout id in the snapshot, the event or the wrapper")
         }
         return event
+    }
+
+    /// Notes whether object `o` (an ECP notification's `params`, a web component's `detail` entry)
+    /// names the wrapper's checkout id as its Universal Checkout session (`context.session_id`, or
+    /// `context.sessionId` in the web component's events): a producer that wraps a session's
+    /// notifications in its session id. A session spans one checkout per shop, each with its own
+    /// order, so the checkout is then the payload's own (`checkout.id`): under the session id, a
+    /// second shop's `complete` would be taken for a repeat of the first's, and its order lost.
+    func universalSession(_ doc: JSONDocument, _ o: Int, wrapper: Wrapper) {
+        guard wrapperNamesCheckout, let context = doc.object(o, "context"),
+            let session = doc.member(context, anyOf: "session_id", "sessionId"),
+            let text = doc.string(session), text == wrapper.checkoutID.value
+        else { return }
+        wrapperNamesSession = true
+        // The payload's own checkout id is read after all (see ``wrapperNamesCheckout``).
+        wrapperNamesCheckout = false
+    }
+
+    /// The one event of array `t` (`what` names it in a rejection): its only element when that is
+    /// an object. A JSON-RPC batch (Checkout Kit web's Universal Checkout posts its notifications
+    /// as one) or a web component's `detail` list of several entries is several events in one
+    /// message: dead-lettered `batch`, for the producer to send each as a message of its own. An
+    /// array that is empty, or not of objects, holds no event: `otherwise`.
+    static func onlyEvent(_ doc: JSONDocument, _ t: Int, _ what: String,
+                          otherwise: DecodeRejection) throws(DecodeRejection) -> Int {
+        guard let first = doc.firstElement(t), doc.kind(first) == .object else { throw otherwise }
+        let n = doc.count(t)
+        guard n == 1 else {
+            throw DecodeRejection(.batch, "\(what) holds \(n) events (a batch): one message is one event, so send "
+                                  + "each as a message of its own")
+        }
+        return first
     }
 
     // MARK: Wrapper
@@ -251,7 +307,7 @@ package final class RawEventDecoder {
         if let m = doc.member(r, "method"),
             doc.member(r, "jsonrpc") != nil || RawEventDecoder.hasPrefix(doc, m, "ec.") || RawEventDecoder.hasPrefix(doc, m, "checkout.")
         {
-            return try decodeECP(doc, r, method: m)
+            return try decodeECP(doc, r, method: m, wrapper: wrapper)
         }
         if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body"),
             let event = try decodeSheetBridge(doc, r, name: name, body: body)
@@ -284,8 +340,16 @@ package final class RawEventDecoder {
             guard let v = m.at(i), doc.kind(v) == .object || looksEmbedded(doc, v) else { return nil }
             return v
         }
-        let holderToken = holder(7) ?? holder(8) ?? holder(13) ?? holder(0) ?? holder(9) ?? holder(6) ?? holder(10)
-            ?? holder(11) ?? holder(12)
+        // A web component's `detail` may list its entries (Checkout Kit web's Universal Checkout:
+        // `[{context, checkout}]`, `[{context, scope, error}]`): one entry is the holder.
+        var detailEntry: Int?
+        if let d = m.at(8), doc.kind(d) == .array, let first = doc.firstElement(d), doc.kind(first) == .object {
+            let entry = try RawEventDecoder.onlyEvent(doc, d, "`detail`", otherwise: DecodeRejection(.wrongType, "`detail`"))
+            universalSession(doc, entry, wrapper: wrapper)
+            detailEntry = entry
+        }
+        let holderToken = holder(7) ?? detailEntry ?? holder(8) ?? holder(13) ?? holder(0) ?? holder(9) ?? holder(6)
+            ?? holder(10) ?? holder(11) ?? holder(12)
         // Else the wrapper's own name.
         let nameToken = nameTokens.0 >= 0 ? nameTokens.0 : nil
         let nameRef = nameToken.flatMap { doc.kind($0) == .string ? JSONRef(doc, $0) : nil } ?? wrapper.name

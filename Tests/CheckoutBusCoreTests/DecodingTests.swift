@@ -658,6 +658,22 @@ struct DecodingTests {
         #expect(out["event_id"] == "678")
     }
 
+    /// The decoder kept the last wrapper's event id until a message's wrapper was read, and a message
+    /// that is no object was rejected before that: each took the last event's id, and the second of
+    /// them was taken for a retry of the first and never published.
+    @Test("a message that is not an object carries no earlier message's event id, and is never a duplicate")
+    func rejectedBeforeTheWrapper() {
+        let p = EventProcessor()
+        #expect(p.feed(#"{"checkout_id":"c-1","event_id":"order-E1","payload":{"event":"dismiss"}}"#).outcome
+                == .published(.dismiss))
+        for raw in ["null", "1", #""x""#, "[]", "[1,2]", "true"] {
+            let out = p.feed(raw)
+            #expect(out.outcome == .deadLettered(.unknownShape), "\(raw)")
+            #expect(out["event_id"] == .null, "\(raw)")
+        }
+        #expect(p.counters.deadLetteredTotal == 6)
+    }
+
     @Test("A wrapper whose payload is neither object nor string is wrong_type; a non-object string payload is unknown_shape")
     func wrapperPayloadTypes() {
         let p = EventProcessor()
