@@ -53,7 +53,8 @@ package enum ErrorCodeNormalizer {
             // Primer: a network failure after retries, iPay88's connection error.
             "network_failed_after_retries", "ipay_sdk_connection_error",
         ])
-        add(.webViewNotSupported, ["web_view_not_supported", "webview_not_supported", "unsupported_webview", "unsupported_browser"])
+        add(.webViewNotSupported,
+            ["web_view_not_supported", "webview_not_supported", "unsupported_webview", "unsupported_browser"])
         add(.webContentProcessTerminated, [
             "web_content_process_terminated", "render_process_gone", "web_process_terminated",
         ])
@@ -264,8 +265,8 @@ package enum ErrorCodeNormalizer {
         fold("Checkout is currently unavailable due to an internal error"): .sdkError,
         // CheckoutEventProcessor.kt (1.x–2.x), CheckoutLiquidNotMigratedException's description, and
         // the iOS kit's CheckoutWebView.swift for the same 404: a store still on checkout.liquid.
-        fold("The checkout URL provided has resulted in an error. The store is still using checkout.liquid, whereas the "
-             + "checkout SDK only supports checkout with extensibility."): .configurationError,
+        fold("The checkout URL provided has resulted in an error. The store is still using checkout.liquid, "
+             + "whereas the checkout SDK only supports checkout with extensibility."): .configurationError,
     ]
 
     /// What an error's message says of its cause, for an error whose code says nothing (none, or

@@ -4,7 +4,8 @@ import CheckoutBusProtocol
 
 /// Embedded Checkout Protocol (JSON-RPC 2.0) notifications: the method's kind, the checkout, the error.
 extension RawEventDecoder {
-    func decodeECP(_ doc: JSONDocument, _ r: Int, method m: Int, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
+    func decodeECP(_ doc: JSONDocument, _ r: Int, method m: Int,
+                   wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
         let kind = try ecpKind(doc, r, method: m)
         var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
         // `params` null is no params (an `ec.error` needs none); a bridge may send it, or the

@@ -213,7 +213,9 @@ extension RawEventDecoder {
     /// 1 to 64 bytes, no space; nil for anything else.
     static func bracketedID(_ message: String) -> String? {
         let u = message.utf8
-        guard u.first == UInt8(ascii: "["), let close = u.prefix(66).firstIndex(of: UInt8(ascii: "]")) else { return nil }
+        guard u.first == UInt8(ascii: "["), let close = u.prefix(66).firstIndex(of: UInt8(ascii: "]")) else {
+            return nil
+        }
         let id = u[u.index(after: u.startIndex)..<close]
         guard !id.isEmpty, !id.contains(where: { $0 <= 0x20 }) else { return nil }
         return String(decoding: id, as: UTF8.self)

@@ -53,8 +53,8 @@ package final class RawEventDecoder {
         wrapperEventIdentifier = IdentifierText()
         var root = doc.root
         if doc.kind(root) == .array {
-            root = try RawEventDecoder.onlyEvent(doc, root, "the message",
-                                                 otherwise: DecodeRejection(.unknownShape, "top-level value is not an object"))
+            let notAnObject = DecodeRejection(.unknownShape, "top-level value is not an object")
+            root = try RawEventDecoder.onlyEvent(doc, root, "the message", otherwise: notAnObject)
         }
         guard doc.kind(root) == .object else {
             throw DecodeRejection(.unknownShape, "top-level value is not an object")
@@ -85,7 +85,8 @@ package final class RawEventDecoder {
                 // A JSON-RPC batch as the web content posts it: one member is that event.
                 rawToken = try RawEventDecoder.onlyEvent(
                     rawDoc.takeUnretainedValue(), payload, "`payload`",
-                    otherwise: DecodeRejection(.wrongType, "`payload` must be an object, a JSON string or a batch of one"))
+                    otherwise: DecodeRejection(.wrongType, "`payload` must be an object, a JSON string or a batch of "
+                                               + "one"))
             case .string:
                 let pd = rawDoc.takeUnretainedValue()
                 let inner: JSONRef?
@@ -95,8 +96,8 @@ package final class RawEventDecoder {
                 guard let inner else { throw DecodeRejection(.unknownShape, "payload is not an object") }
                 var token = inner.token
                 if inner.doc.kind(token) == .array {
-                    token = try RawEventDecoder.onlyEvent(inner.doc, token, "`payload`",
-                                                          otherwise: DecodeRejection(.unknownShape, "payload is not an object"))
+                    let notAnObject = DecodeRejection(.unknownShape, "payload is not an object")
+                    token = try RawEventDecoder.onlyEvent(inner.doc, token, "`payload`", otherwise: notAnObject)
                 }
                 guard inner.doc.kind(token) == .object else {
                     throw DecodeRejection(.unknownShape, "payload is not an object")
@@ -344,7 +345,8 @@ package final class RawEventDecoder {
         // `[{context, checkout}]`, `[{context, scope, error}]`): one entry is the holder.
         var detailEntry: Int?
         if let d = m.at(8), doc.kind(d) == .array, let first = doc.firstElement(d), doc.kind(first) == .object {
-            let entry = try RawEventDecoder.onlyEvent(doc, d, "`detail`", otherwise: DecodeRejection(.wrongType, "`detail`"))
+            let entry = try RawEventDecoder.onlyEvent(doc, d, "`detail`",
+                                                      otherwise: DecodeRejection(.wrongType, "`detail` holds no event"))
             universalSession(doc, entry, wrapper: wrapper)
             detailEntry = entry
         }

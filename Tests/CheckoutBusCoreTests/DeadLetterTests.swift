@@ -154,7 +154,8 @@ struct DeadLetterTests {
     func reasonSet() {
         #expect(DeadLetterReason.all.map(\.code) == [
             "invalid_json", "invalid_utf8", "too_deep", "oversized", "unknown_shape", "unknown_event",
-            "not_lifecycle", "missing_checkout_id", "invalid_embedded_json", "wrong_type", "wrong_shard", "multipart", "batch",
+            "not_lifecycle", "missing_checkout_id", "invalid_embedded_json", "wrong_type", "wrong_shard", "multipart",
+            "batch",
         ])
     }
 

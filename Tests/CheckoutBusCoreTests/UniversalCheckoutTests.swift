@@ -43,7 +43,8 @@ struct UniversalCheckoutTests {
         let first = p.feed(try Self.wrapped(completes[0], event: "complete-0"))
         let second = p.feed(try Self.wrapped(completes[1], event: "complete-1"))
         #expect(first.outcome == .published(.complete) && second.outcome == .published(.complete))
-        #expect(first["checkout_id"] == "gid://shopify/Checkout/123" && second["checkout_id"] == "gid://shopify/Checkout/456")
+        #expect(first["checkout_id"] == "gid://shopify/Checkout/123")
+        #expect(second["checkout_id"] == "gid://shopify/Checkout/456")
         #expect(first["repeat"] == false && second["repeat"] == false)
         #expect(first["idempotency_key"] == "gid://shopify/Order/123")
         #expect(second["idempotency_key"] == "gid://shopify/Order/456")
@@ -113,7 +114,8 @@ struct UniversalCheckoutTests {
         #expect(error.outcome == .published(.fail))
         #expect(error["error.code"] == "cart_expired" && error["error.message"] == "Cart expired")
         // A `detail` list that is not of objects is no list of entries: read as before.
-        let plain = p.feed(#"{"checkout_id":"ck-d","event":"checkoutDidComplete","detail":["x"],"checkout":{"id":"ck-d"}}"#)
+        let plain = p.feed(#"{"checkout_id":"ck-d","event":"checkoutDidComplete","detail":["x"],"#
+            + #""checkout":{"id":"ck-d"}}"#)
         #expect(plain.outcome == .published(.complete))
     }
 
@@ -123,11 +125,12 @@ struct UniversalCheckoutTests {
         // Shopify/checkout-kit, platforms/web/src/components/shopify-checkout/shopify-checkout.ts @32e96f1e.
         let browser = p.feed(#"{"checkout_id":"w-1","sdk":"shopify","payload":{"type":"error","detail":{"error":"#
             + #"{"code":"unsupported_browser","message":"This browser does not support: native_dialog."}}}}"#)
-        #expect(browser.topic == "checkout.fail.web_view_not_supported" && browser["error.raw_code"] == "unsupported_browser")
+        #expect(browser.topic == "checkout.fail.web_view_not_supported")
+        #expect(browser["error.raw_code"] == "unsupported_browser")
         // checkout-sheet-kit-android CheckoutEventProcessor.kt 1.x–2.x, forwarded by React Native as `message` alone.
         let liquid = p.feed(#"{"checkout_id":"r-1","sdk":"shopify","platform":"android","event":"error","payload":"#
-            + #"{"message":"The checkout URL provided has resulted in an error. The store is still using checkout.liquid, "#
-            + #"whereas the checkout SDK only supports checkout with extensibility."}}"#)
+            + #"{"message":"The checkout URL provided has resulted in an error. The store is still using "#
+            + #"checkout.liquid, whereas the checkout SDK only supports checkout with extensibility."}}"#)
         #expect(liquid.topic == "checkout.fail.configuration_error" && liquid["error.raw_code"] == .null)
         // primer-sdk-react-native 2.16.x ios/DataModels/PrimerErrorRN.swift: `errorId` is the NSError
         // domain, the id is in the description (primer-sdk-ios PrimerError.errorDescription's format).
@@ -136,7 +139,8 @@ struct UniversalCheckoutTests {
                 + #"{"errorId":"PrimerSDK.PrimerError","description":"\#(description)"},"checkoutData":null}}"#)
         }
         let cancelled = primer("[payment-cancelled] Payment method APPLE_PAY cancelled (diagnosticsId: 1234)")
-        #expect(cancelled.topic == "checkout.fail.payment_cancelled" && cancelled["error.raw_code"] == "payment-cancelled")
+        #expect(cancelled.topic == "checkout.fail.payment_cancelled")
+        #expect(cancelled["error.raw_code"] == "payment-cancelled")
         let unknown = primer("[no-such-id] Something (diagnosticsId: 1234)")
         #expect(unknown.topic == "checkout.fail.unknown" && unknown["error.raw_code"] == "PrimerSDK.PrimerError")
         #expect(primer("[] nothing").topic == "checkout.fail.unknown")
