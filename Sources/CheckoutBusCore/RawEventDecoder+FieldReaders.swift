@@ -188,9 +188,11 @@ extension RawEventDecoder {
         }
         // Primer's iOS SDK before 2.17 kept `PrimerError` internal: React Native's bridge sent such
         // an error's `NSError` domain as its `errorId` (`PrimerSDK.PrimerError`), and the id only
-        // in its description, `[<errorId>] <text> (diagnosticsId: …)`. An id in brackets at the start
-        // of the message that names a cause is read then, and kept as the raw code.
-        if code == .unknown, let message, let id = RawEventDecoder.bracketedID(message) {
+        // in its description, `[<errorId>] <text> (diagnosticsId: …)`. For such a domain, an id in
+        // brackets at the start of the message that names a cause is read, and kept as the raw code.
+        if code == .unknown, rawCode?.hasPrefix("PrimerSDK.") == true, let message,
+            let id = RawEventDecoder.bracketedID(message)
+        {
             let named = ErrorCodeNormalizer.normalize(rawCode: id, httpStatus: status)
             if named != .unknown { (code, rawCode) = (named, id) }
         }

@@ -104,7 +104,7 @@ package final class RawEventDecoder {
                 }
                 (rawDoc, rawToken) = (Unmanaged.passUnretained(inner.doc), token)
             default:
-                throw DecodeRejection(.wrongType, "`payload` must be an object or a JSON string")
+                throw DecodeRejection(.wrongType, "`payload` must be an object, a JSON string or a batch of one")
             }
         }
         wrapperNamesCheckout = wrapper.checkoutID.isPresent
@@ -342,15 +342,19 @@ package final class RawEventDecoder {
             return v
         }
         // A web component's `detail` may list its entries (Checkout Kit web's Universal Checkout:
-        // `[{context, checkout}]`, `[{context, scope, error}]`): one entry is the holder.
+        // `[{context, checkout}]`, `[{context?, scope, error}]`): one entry is the holder. Only
+        // where no `data` object holds the event, and only a list of such entries.
         var detailEntry: Int?
-        if let d = m.at(8), doc.kind(d) == .array, let first = doc.firstElement(d), doc.kind(first) == .object {
+        let data = holder(7)
+        if data == nil, let d = m.at(8), doc.kind(d) == .array, let first = doc.firstElement(d),
+            doc.kind(first) == .object, doc.member(first, anyOf: "context", "checkout", "error", "scope") != nil
+        {
             let entry = try RawEventDecoder.onlyEvent(doc, d, "`detail`",
                                                       otherwise: DecodeRejection(.wrongType, "`detail` holds no event"))
             universalSession(doc, entry, wrapper: wrapper)
             detailEntry = entry
         }
-        let holderToken = holder(7) ?? detailEntry ?? holder(8) ?? holder(13) ?? holder(0) ?? holder(9) ?? holder(6)
+        let holderToken = data ?? detailEntry ?? holder(8) ?? holder(13) ?? holder(0) ?? holder(9) ?? holder(6)
             ?? holder(10) ?? holder(11) ?? holder(12)
         // Else the wrapper's own name.
         let nameToken = nameTokens.0 >= 0 ? nameTokens.0 : nil

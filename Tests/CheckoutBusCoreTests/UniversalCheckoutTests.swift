@@ -59,12 +59,17 @@ struct UniversalCheckoutTests {
         #expect(error["error.code"] == "unknown" && error["error.raw_code"] == "universal_checkout_unavailable")
     }
 
-    @Test("a wrapper's checkout id that is not the payload's session still wins over the payload's")
+    @Test("a wrapper's checkout id that is not the payload's session still wins, also right after a session's")
     func otherWrapperIDsWin() throws {
         let p = EventProcessor()
+        let session = p.feed(try Self.wrapped(try Self.batch("complete")[0], event: "c-0"))
+        #expect(session["checkout_id"] == "gid://shopify/Checkout/123")
         let out = p.feed(try Self.wrapped(try Self.batch("complete")[1], checkout: "app-checkout-9", event: "c"))
         #expect(out["checkout_id"] == "app-checkout-9")
         #expect(out["idempotency_key"] == "gid://shopify/Order/456")
+        let ordinary = p.feed(#"{"checkout_id":"app-7","payload":{"jsonrpc":"2.0","method":"ec.start","#
+            + #""params":{"checkout":{"id":"gid://shopify/Checkout/7"}}}}"#)
+        #expect(ordinary["checkout_id"] == "app-7")
     }
 
     @Test("a batch of one member is that event; of several, a dead letter `batch`, never a part of it")
@@ -113,10 +118,16 @@ struct UniversalCheckoutTests {
         let error = p.feed(try Self.wrapped(["type": "error", "detail": [errorEntry]], event: "d-3"))
         #expect(error.outcome == .published(.fail))
         #expect(error["error.code"] == "cart_expired" && error["error.message"] == "Cart expired")
-        // A `detail` list that is not of objects is no list of entries: read as before.
+        // A `detail` list that is not of entries is left alone: read as before, also beside `data`.
         let plain = p.feed(#"{"checkout_id":"ck-d","event":"checkoutDidComplete","detail":["x"],"#
             + #""checkout":{"id":"ck-d"}}"#)
         #expect(plain.outcome == .published(.complete))
+        let issues = p.feed(#"{"checkout_id":"ck-e","event":"checkoutDidFail","detail":[{"field":"email"},"#
+            + #"{"field":"zip"}],"error":{"code":"invalid_cart","message":"bad"}}"#)
+        #expect(issues.topic == "checkout.fail.invalid_cart")
+        let beside = p.feed(#"{"checkout_id":"ck-f","event":"checkoutDidComplete","data":{"checkout":{"id":"ck-f"}},"#
+            + #""detail":[{"checkout":{"id":"x"}},{"checkout":{"id":"y"}}]}"#)
+        #expect(beside.outcome == .published(.complete) && beside["checkout_id"] == "ck-f")
     }
 
     @Test("error causes the SDKs state in other words: an unsupported browser, checkout.liquid, Primer's bracketed id")

@@ -145,11 +145,13 @@ struct AckReplyWireTests {
         var frame: [UInt8]? = Array(#"{"op":"stats","ok":true,"last_seq":42,"detail":"\#(padding)"}"#.utf8)
         #expect(ControlReplyWire.parse(frame!, into: d))
         frame = nil
-        // The freed bytes taken and written over.
-        let other = [UInt8](repeating: UInt8(ascii: "{"), count: 100_060)
-        let fields = ControlReplyWire.read(d)
-        #expect(fields.ok && fields.lastSeq == 42 && fields.op == "stats")
-        #expect(fields.detail?.utf8.count == 100_000)
-        #expect(other.count == 100_060)
+        // The freed bytes taken and written over while the reply is read.
+        var other = [UInt8](repeating: 0, count: 100_060)
+        other.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "{")) }
+        withExtendedLifetime(other) {
+            let fields = ControlReplyWire.read(d)
+            #expect(fields.ok && fields.lastSeq == 42 && fields.op == "stats")
+            #expect(fields.detail?.utf8.count == 100_000)
+        }
     }
 }

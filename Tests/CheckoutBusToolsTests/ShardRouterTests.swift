@@ -24,6 +24,19 @@ struct ShardRouterTests {
         #expect(shardsSeen == Set(0..<5))
     }
 
+    /// The daemon skips a UTF-8 byte order mark before the JSON; the router read such an event as
+    /// not JSON and routed it by its bytes, so N-1 of N shards dead-lettered it `wrong_shard`.
+    @Test("an event after a UTF-8 byte order mark goes to its checkout's owner, as the daemons read it")
+    func byteOrderMark() {
+        let router = ShardRouter(count: 5)
+        for i in 0..<50 {
+            let id = "gid://shopify/Checkout/bom-\(i)"
+            let route = ([0xEF, 0xBB, 0xBF] + Self.wrapped(id, eventID: "b-\(i)")).withUnsafeBytes { router.route($0) }
+            #expect(route.owned && route.shard == ShardMap.owner(of: id, count: 5))
+            #expect(router.lastEventID == "b-\(i)")
+        }
+    }
+
     @Test("input no shard can own is routed by its bytes: the same input, the same shard, never lost",
           arguments: ["not json", #"{"name":"no_such_event"}"#, #"{"jsonrpc":"2.0","method":"ec.start","params":{}}"#])
     func unowned(text: String) {

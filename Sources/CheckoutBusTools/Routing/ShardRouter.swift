@@ -51,7 +51,12 @@ package final class ShardRouter {
     package func route(_ bytes: UnsafeRawBufferPointer) -> Route {
         lastEventID = nil
         if count == 1 && !keepsEventIDs { return Route(shard: 0, owned: true) }
-        if bytes.count <= maxMessageBytes, (try? document.parse(bytes)) != nil,
+        // A UTF-8 byte order mark is skipped, as the daemon skips it: the shard is the checkout's.
+        var json = bytes
+        if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
+            json = UnsafeRawBufferPointer(rebasing: bytes[3...])
+        }
+        if bytes.count <= maxMessageBytes, (try? document.parse(json)) != nil,
             let event = try? decoder.decode(document), let id = event.checkoutID
         {
             lastEventID = event.eventID
