@@ -23,8 +23,11 @@ extension RawEventDecoder {
         let sheetKit4 = RawEventDecoder.hasPrefix(doc, m, "checkout.")
         if sheetKit4 { event.format = .sheetBridge }
         if sheetKit4, params == nil, doc.member(r, "jsonrpc") == nil { params = r }
-        // Universal Checkout: `params.context` names the session the wrapper may have given as its checkout.
-        if let params, !sheetKit4 { universalSession(pd, params, wrapper: wrapper) }
+        // Universal Checkout: `params.context` names the session the wrapper may have given as its
+        // checkout. Looked for only beside another member (the usual `params` is `{checkout}` alone).
+        if let params, !sheetKit4, wrapperNamesCheckout, RawEventDecoder.hasSeveralMembers(pd, params) {
+            universalSession(pd, params, wrapper: wrapper)
+        }
         if let params, let checkout = pd.member(params, "checkout"), pd.kind(checkout) != .null || kind != .fail {
             guard let c = try checkedObject(pd, checkout, "params.checkout") else {
                 throw DecodeRejection(.wrongType, "`params.checkout` is not an object")
@@ -81,6 +84,14 @@ extension RawEventDecoder {
             return try ecpKind(method: doc.string(m) ?? "", doc, r)
         }
         return .update
+    }
+
+    /// Whether object `o` has more than one member, from the tape alone: its first value's subtree
+    /// ends before the object does.
+    @inline(__always)
+    static func hasSeveralMembers(_ doc: JSONDocument, _ o: Int) -> Bool {
+        let end = Int(doc.tokens[o].next)
+        return o &+ 2 < end && Int(doc.tokens[o &+ 2].next) < end
     }
 
     /// Whether every byte of `raw` is ASCII: eight at a time, then one at a time.
