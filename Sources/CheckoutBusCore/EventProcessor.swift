@@ -450,6 +450,10 @@ package final class EventProcessor {
     package func restore(envelope bytes: UnsafeRawBufferPointer, seq: UInt64, rememberEventID remember: Bool = true,
                         rebuildState: Bool = true, wallNow: Timestamp, now: UInt32) -> Bool {
         let doc = document
+        // An envelope is one level deeper than the raw event it was made from (EnvelopeLimits).
+        let rawDepth = doc.maxDepth
+        doc.maxDepth = EnvelopeLimits.maxDepth
+        defer { doc.maxDepth = rawDepth }
         guard (try? doc.parse(bytes)) != nil, doc.kind(doc.root) == .object else { return false }
         // The envelope's members this needs, found in one pass (this runs for a million records at start).
         let m = doc.members(doc.root, EventProcessor.envelopeNames)

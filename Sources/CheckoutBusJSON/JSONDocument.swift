@@ -45,6 +45,12 @@ public final class JSONDocument {
     /// Deepest nesting accepted; deeper input is rejected as `too_deep` rather than risking the stack.
     @exclusivity(unchecked) public var maxDepth = 64
 
+    /// A document that accepts `maxDepth` levels of nesting.
+    @inlinable public convenience init(maxDepth: Int) {
+        self.init()
+        self.maxDepth = maxDepth
+    }
+
     @inlinable public init() {
         tokenCapacity = 256
         tokens = .allocate(capacity: tokenCapacity)

@@ -15,3 +15,13 @@ public enum TopicLimits {
     /// The most prefixes one replay request may name.
     public static let maxReplayPrefixes = 32
 }
+
+/// How deep an envelope may nest, for every reader of envelopes (workers, subscribers, tools, the
+/// daemon's own restore at start). The daemon accepts raw events nested up to 64 levels (its
+/// parser's limit, also for JSON nested in a string, such as a bridge's `body`), and an envelope
+/// holds the snapshot one level below its root: a snapshot the daemon took whole is 65 levels
+/// deep in its envelope. Read with the parser's 64, such an envelope was parked `unreadable` by
+/// the fulfilment worker, its order never recorded.
+public enum EnvelopeLimits {
+    public static let maxDepth = 66
+}

@@ -97,7 +97,7 @@ package final class AnalyticsFunnel {
     /// The currency code revenue without a currency is filed under (ISO 4217's "no currency").
     package static let noCurrency = "XXX"
 
-    private let document = JSONDocument()
+    private let document = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
 
     /// - Parameters:
     ///   - maxCheckouts: the most checkouts remembered at once.

@@ -109,7 +109,7 @@ package final class FulfilmentWorker {
     let noteFail: SQLiteStatement
     let saveCursor: SQLiteStatement
     let insertRejected: SQLiteStatement
-    private let document = JSONDocument()
+    private let document = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
 
     /// Opens (creating if needed) the order store.
     /// - Throws: ``SQLiteError`` when the file cannot be opened or migrated.

@@ -24,7 +24,16 @@ package final class SQLiteStatement {
             let rc: Int32
             switch value {
             case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
-            case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, SQLiteStatement.transient)
+            // By its UTF-8's length, never up to a NUL: an id with `\u0000` in it is all of it, or two
+            // ids alike up to their NUL would be one key (two orders, one row).
+            case .text(let s) where s.isEmpty: rc = sqlite3_bind_text(handle, index, "", 0, SQLiteStatement.transient)
+            case .text(var s):
+                rc = s.withUTF8 { utf8 in
+                    utf8.withMemoryRebound(to: CChar.self) {
+                        sqlite3_bind_text64(handle, index, $0.baseAddress, UInt64($0.count), SQLiteStatement.transient,
+                                            UInt8(SQLITE_UTF8))
+                    }
+                }
             // Empty bytes bind an empty blob, not NULL (which a nil pointer would).
             case .blob(let b) where b.isEmpty: rc = sqlite3_bind_zeroblob(handle, index, 0)
             case .blob(let b):
@@ -65,9 +74,11 @@ package final class SQLiteStatement {
         sqlite3_column_type(handle, column) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, column)
     }
 
+    /// The column's text, all of it (a NUL inside included).
     package func text(_ column: Int32) -> String? {
         guard let p = sqlite3_column_text(handle, column) else { return nil }
-        return String(cString: p)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: p, count: count), as: UTF8.self)
     }
 
     /// The column's bytes as stored (a blob's, or a text's UTF-8); nil for NULL.

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 import CheckoutBusCore
@@ -31,6 +32,29 @@ struct StateRestoreTests {
         }
         p.finishRestore(now: now)
         return p
+    }
+
+    /// A legacy kit's `completed` whose body is JSON in a string as deep as the daemon takes (64
+    /// levels): its envelope holds that snapshot one level down. Restored with the raw events'
+    /// limit, it was not read at all: the order's key and the event id were forgotten by a restart.
+    @Test("an envelope one level deeper than the deepest raw event is restored: key, repeat and event id kept")
+    func deepestEnvelopeRestored() {
+        let a = EventProcessor()
+        let note = String(repeating: #"{"n":"#, count: 62) + #""x""# + String(repeating: "}", count: 62)
+        let body = #"{"orderDetails":{"id":"gid://shopify/OrderIdentity/deep","note":\#(note)}}"#
+        var escaped = ""
+        for c in body { escaped += c == "\"" ? "\\\"" : String(c) }
+        let event = #"{"checkout_id":"deep-1","event_id":"evt-deep","payload":{"name":"completed","body":""#
+            + escaped + #""}}"#
+        let first = a.feed(event)
+        #expect(first.outcome == .published(.complete))
+        #expect(first["idempotency_key"] == "gid://shopify/OrderIdentity/deep")
+        var options = EventProcessor.Options()
+        options.dedupeWindow = 100
+        let b = Self.restored([first], options: options)
+        #expect(b.feed(event, now: 2_001).outcome == .duplicate(1))
+        let again = b.feed(event.replacingOccurrences(of: "evt-deep", with: "evt-deep-2"), now: 2_002)
+        #expect(again["repeat"] == true && again["idempotency_key"] == "gid://shopify/OrderIdentity/deep")
     }
 
     @Test("a terminal failure repeated after a restart is still a repeat; after a restored start it is not")

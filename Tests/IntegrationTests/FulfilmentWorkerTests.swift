@@ -193,6 +193,41 @@ struct FulfilmentWorkerTests {
         #expect(waitForExit(worker.process, timeout: 20) == 0)
     }
 
+    /// Two bugs that lost orders without a word: text was bound to SQLite up to its first NUL (two
+    /// order ids alike up to a `\u0000` were one row), and the worker read envelopes with the raw
+    /// events' depth limit, so a snapshot as deep as the daemon takes, one level deeper in its
+    /// envelope, was parked `unreadable`.
+    @Test("order ids that differ after a NUL are two orders; a complete as deep as the daemon takes is recorded")
+    func idsWithNULAndTheDeepestSnapshot() throws {
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let worker = try FulfilProcess(daemon: daemon, database: database)
+        func complete(_ checkout: String, order: String, total: Int) -> String {
+            #"{"checkout_id":"\#(checkout)","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":"#
+                + #"{"id":"\#(checkout)","status":"completed","currency":"USD","totals":[{"type":"total","amount":\#(total)}],"#
+                + #""order":{"id":"\#(order)"}}}}}"#
+        }
+        // As the checkout-sheet-kit's 0.x-2.x bridge sends a `completed`: its body JSON in a string.
+        let note = String(repeating: #"{\"n\":"#, count: 62) + #"\"x\""# + String(repeating: "}", count: 62)
+        let deep = #"{"checkout_id":"deep-1","payload":{"name":"completed","body":"{\"orderDetails\":"#
+            + #"{\"id\":\"gid://shopify/OrderIdentity/deep\",\"note\":\#(note)}}"}}"#
+        let lines = [complete("nul-1", order: #"gid://shopify/Order/7\u0000A"#, total: 1111),
+                     complete("nul-2", order: #"gid://shopify/Order/7\u0000B"#, total: 2222), deep]
+        #expect(try send(lines, to: daemon.ingest).status == 0)
+        #expect(waitUntil(20) { orderCount(database) == 3 })
+        let rows = try readOrders(database)
+        #expect(rows.map(\.key) == ["gid://shopify/Order/7\u{0}A", "gid://shopify/Order/7\u{0}B",
+                                     "gid://shopify/OrderIdentity/deep"])
+        #expect(rows.map(\.total) == [1111, 2222, nil])
+        let db = try SQLiteDatabase(path: database.path)
+        let parked = try db.prepare("SELECT count(*) FROM rejected")
+        try parked.bind([])
+        #expect(try parked.step())
+        #expect(parked.int64(0) == 0)
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+    }
+
     @Test("a store used with one daemon, then pointed at three shards, starts shard 0's cursor fresh")
     func storeOfAnotherShardCount() throws {
         func complete(_ id: String) -> String {

@@ -73,6 +73,27 @@ struct SQLiteTests {
         #expect(try !select.step())
     }
 
+    /// Text was bound up to its first NUL: two order ids alike up to a `\u0000` were one key, and the
+    /// fulfilment worker's upsert made two orders one row.
+    @Test("text binds and reads back whole, a NUL inside included; keys that differ after a NUL stay two")
+    func textWithNUL() throws {
+        let path = Self.path()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let db = try SQLiteDatabase(path: path)
+        try db.execute("CREATE TABLE orders (key TEXT PRIMARY KEY, total INTEGER)")
+        let upsert = try db.prepare("INSERT INTO orders (key, total) VALUES (?, ?) ON CONFLICT(key) DO NOTHING")
+        let keys = ["gid://shopify/Order/7\u{0}A", "gid://shopify/Order/7\u{0}B", "gid://shopify/Order/7", "", "café"]
+        for (i, k) in keys.enumerated() { try upsert.run([.text(k), .integer(Int64(i))]) }
+        let select = try db.prepare("SELECT key, length(CAST(key AS BLOB)), typeof(key) FROM orders ORDER BY total")
+        for k in keys {
+            #expect(try select.step())
+            #expect(select.text(0) == k)
+            #expect(select.int64(1) == Int64(k.utf8.count))
+            #expect(select.text(2) == "text")
+        }
+        #expect(try !select.step())
+    }
+
     @Test("write-ahead logging is switched on and checked: a file database takes it, one that cannot is refused")
     func writeAheadLog() throws {
         let path = Self.path()

@@ -8,7 +8,7 @@ import CheckoutBusRuntime
 ///
 /// Not `Sendable`: it reuses one ``JSONDocument``; it lives on its subscriber's thread.
 package final class SubscriptionWire {
-    private let document = JSONDocument()
+    private let document = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
     package var logger: BusLogger
 
     package init(logger: BusLogger) { self.logger = logger }

@@ -242,7 +242,7 @@ package final class EnvelopeRecording: SubscriberCursor {
     package static func positions(of line: [UInt8], path: String) throws(SubscriberError) -> (seq: Int64, shard: Int) {
         let fields = line.withUnsafeBytes { buf -> (Int64, Int)? in
             if let p = LeadingPositions.read(buf) { return (p.seq, p.shard) }
-            let doc = JSONDocument()
+            let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
             do throws(JSONParseError) { try doc.parse(buf) } catch { return nil }
             guard let seq = doc.member(doc.root, "seq").flatMap({ doc.int64($0) }) else { return nil }
             return (seq, Int(doc.member(doc.root, "shard").flatMap { doc.int64($0) } ?? 0))

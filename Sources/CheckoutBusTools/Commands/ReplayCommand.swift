@@ -106,7 +106,7 @@ package struct ReplayCommand {
         let copiesPerPass = copies ?? (loop ? 1 : 0)
         do {
             let pushers = try (0..<connections).map { _ in try IngestPusher(endpoint: endpoint, timeoutSeconds: 10, curve: curve) }
-            let doc = JSONDocument()
+            let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
             var out = JSONWriter(capacity: 4096)
             var copy: [UInt8] = []
             var sent = 0

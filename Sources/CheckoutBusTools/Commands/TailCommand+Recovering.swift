@@ -93,7 +93,7 @@ extension TailCommand {
                 "tail: subscribed to \(topicList.map { "\"\($0)\"" }.joined(separator: ", ")) at \(endpointList)\n")
         })
         let deadline = timeoutSeconds.map { BusClock.monotonicNanoseconds() + UInt64($0) * 1_000_000_000 }
-        let doc = JSONDocument()
+        let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
         let showShard = shardCount > 1
         // Printed lines are written a batch at a time (each round of the subscriber's loop).
         var output: [UInt8] = []

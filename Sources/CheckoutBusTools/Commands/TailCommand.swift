@@ -183,7 +183,7 @@ package struct TailCommand {
             var shardsLive = Set<Int>()
             var printed = 0
             var out: [UInt8] = []
-            let doc = JSONDocument()
+            let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
             while !stop.isRaised {
                 if let deadline, BusClock.monotonicNanoseconds() >= deadline {
                     FileHandleWriter.standardError("tail: timed out after \(printed) envelopes\n")

@@ -100,7 +100,7 @@ package struct TraceCommand {
         try dealer.connect(controls[shard])
 
         var story = CheckoutStory(checkoutID: checkoutID, shard: shard, shards: controls.count)
-        let doc = JSONDocument()
+        let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
         let needle = TraceCommand.literal(checkoutID)
         var from: Int64 = 1
         while true {
