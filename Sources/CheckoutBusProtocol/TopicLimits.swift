@@ -20,8 +20,9 @@ public enum TopicLimits {
 /// daemon's own restore at start). The daemon accepts raw events nested up to 64 levels (its
 /// parser's limit, also for JSON nested in a string, such as a bridge's `body`), and an envelope
 /// holds the snapshot one level below its root: a snapshot the daemon took whole is 65 levels
-/// deep in its envelope. Read with the parser's 64, such an envelope was parked `unreadable` by
-/// the fulfilment worker, its order never recorded.
+/// deep in its envelope (66: one spare, for tool output that puts an envelope one level down).
+/// Read with the parser's 64, such an envelope was parked `unreadable` by the fulfilment worker,
+/// its order never recorded.
 public enum EnvelopeLimits {
     public static let maxDepth = 66
 }

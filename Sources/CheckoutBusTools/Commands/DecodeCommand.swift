@@ -87,7 +87,7 @@ package struct DecodeCommand {
             return 1
         }
         let processor = EventProcessor(options: options)
-        let doc = JSONDocument()
+        let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
         let lines = [UInt8](input).split(separator: 0x0A, omittingEmptySubsequences: false)
         var (read, deadLettered) = (0, 0)
         for (n, raw) in lines.enumerated() {
