@@ -75,6 +75,9 @@ let commands: [(name: String, help: String, run: @MainActor () throws -> Int32)]
     ("bench", BenchCommand.help, { try BenchCommand(arguments: arguments).run() }),
 ]
 
+// Output that cannot be written is an error, not a success with the output lost.
+FileHandleWriter.exitOnStandardOutputFailure()
+
 let status: Int32
 if let entry = commands.first(where: { $0.name == command }) {
     status = runCommand(entry.help, entry.run)

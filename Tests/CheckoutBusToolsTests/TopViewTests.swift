@@ -75,6 +75,19 @@ struct TopViewTests {
         #expect(screen.contains("LAG") && screen.contains("ops-tail") && screen.contains("  400"))
     }
 
+    /// Any control client may report any seq: two shards' near 2^63 trapped on the sum.
+    @Test("a subscriber's figures summed over shards saturate rather than trap")
+    func saturatingSums() {
+        var a = TopSnapshot()
+        a.subscribers["w"] = .init(lastSeq: Int.max - 1, missed: Int.max, lag: 5)
+        var b = TopSnapshot()
+        b.subscribers["w"] = .init(lastSeq: Int.max - 1, missed: 1, lag: 7)
+        let total = TopSnapshot.summed([a, b])
+        #expect(total.subscribers["w"]?.lastSeq == Int.max)
+        #expect(total.subscribers["w"]?.missed == Int.max)
+        #expect(total.subscribers["w"]?.lag == 12)
+    }
+
     @Test("the failures table keeps the top N codes, by rate, by total or by name")
     func topFailures() {
         let before = Self.snapshot(received: 0, updates: 0, suppressed: 0, lastSeq: 0,

@@ -25,7 +25,9 @@ public enum JournalPosition: Sendable, Equatable {
             guard let seq = Int64(t) else { throw bad(text) }
             return .seq(seq)
         }
-        if let ms = duration(t) { return .time(milliseconds: now - ms) }
+        // A duration reaching before 1970 is "from the oldest": every journal begins after the epoch
+        // (and a time before year 0 cannot even be written).
+        if let ms = duration(t) { return .time(milliseconds: max(0, now - ms)) }
         if let ms = rfc3339(t) { return .time(milliseconds: ms) }
         throw bad(text)
     }

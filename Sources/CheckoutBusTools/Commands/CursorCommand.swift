@@ -141,6 +141,10 @@ package struct CursorCommand {
 
     /// Tells what PATH is by its first bytes, or by the PATH.I-of-N files beside it.
     package func detect() throws -> Store {
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+            throw CursorFailure("\(path) is a directory, not a cursor file, a fulfilment store or an analytics checkpoint")
+        }
         if let handle = FileHandle(forReadingAtPath: path) {
             defer { try? handle.close() }
             let head = [UInt8](handle.readData(ofLength: 16))

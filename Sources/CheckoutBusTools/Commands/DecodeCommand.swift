@@ -78,14 +78,25 @@ package struct DecodeCommand {
                 return 2
             }
         }
-        let input: Data
-        do {
-            input = file == "-" ? FileHandle.standardInput.readDataToEndOfFile()
-                : try Data(contentsOf: URL(fileURLWithPath: file))
+        // Read line by line through LineReader (a non-blocking standard input is waited on; a
+        // directory or a read error is a clear error, exit 1), where Foundation's read trapped.
+        var inputBytes: [UInt8] = []
+        do throws(ToolError) {
+            let fd = file == "-" ? Int32(0) : open(file, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw ToolError("cannot read \(file): \(String(cString: strerror(errno)))") }
+            defer { if fd != 0 { close(fd) } }
+            let reader = LineReader(fd: fd, name: file == "-" ? nil : file)
+            var first = true
+            while let line = try reader.nextLine() {
+                if !first { inputBytes.append(0x0A) }
+                inputBytes.append(contentsOf: line)
+                first = false
+            }
         } catch {
-            FileHandleWriter.standardError("checkoutbus decode: cannot read \(file): \(error.localizedDescription)\n")
+            FileHandleWriter.standardError("checkoutbus decode: \(error)\n")
             return 1
         }
+        let input = inputBytes
         let processor = EventProcessor(options: options)
         let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
         let lines = [UInt8](input).split(separator: 0x0A, omittingEmptySubsequences: false)

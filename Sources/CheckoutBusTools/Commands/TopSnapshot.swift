@@ -125,10 +125,16 @@ package struct TopSnapshot: Sendable, Equatable {
             total.journalSegments += s.journalSegments
             total.fsyncP99Micros = max(total.fsyncP99Micros, s.fsyncP99Micros)
             total.fsyncMaxMicros = max(total.fsyncMaxMicros, s.fsyncMaxMicros)
+            // Saturating sums: a subscriber may report any count (a seq near 2^63 trapped here).
+            func sum(_ a: Int, _ b: Int) -> Int {
+                let (s, overflow) = a.addingReportingOverflow(b)
+                return overflow ? (b > 0 ? Int.max : Int.min) : s
+            }
             total.subscribers.merge(s.subscribers) {
-                Subscriber(lastSeq: $0.lastSeq + $1.lastSeq, missed: $0.missed + $1.missed,
-                           recovered: $0.recovered + $1.recovered, gaps: $0.gaps + $1.gaps, lag: $0.lag + $1.lag,
-                           live: $0.live || $1.live, ageMilliseconds: min($0.ageMilliseconds, $1.ageMilliseconds))
+                Subscriber(lastSeq: sum($0.lastSeq, $1.lastSeq), missed: sum($0.missed, $1.missed),
+                           recovered: sum($0.recovered, $1.recovered), gaps: sum($0.gaps, $1.gaps),
+                           lag: sum($0.lag, $1.lag), live: $0.live || $1.live,
+                           ageMilliseconds: min($0.ageMilliseconds, $1.ageMilliseconds))
             }
         }
         return total

@@ -62,11 +62,22 @@ package struct TraceCommand {
             throw .init("trace needs exactly one CHECKOUT_ID")
         }
         checkoutID = args.positionals[0]
+        // The daemon's control socket takes requests of at most 64 KiB and drops a larger one
+        // unanswered: refused here, rather than a 10 s wait for "no answer".
+        let request = ControlRequestWire.replay(from: 1, prefixes: ["checkout.", "bus.deadletter"], limit: 10000,
+                                                checkoutID: checkoutID)
+        guard request.count <= TraceCommand.maxControlRequestBytes else {
+            throw .init("the checkout id is \(checkoutID.utf8.count) bytes: a request for it would pass the control "
+                        + "socket's 64 KiB limit")
+        }
         controls = try BusOptions.endpoints(args, Self.control)
         format = try args.choice(Self.format, ["pretty": .pretty, "json": .json])
         timeoutSeconds = try args.int(Self.timeout, in: 1...3600)
         dataDirectory = args.value(Self.dataDirectory)
     }
+
+    /// The daemon's limit on one control request (ControlServer.maxRequestBytes).
+    static let maxControlRequestBytes = 64 * 1024
 
     /// What went wrong reading the journal (exit status 3).
     package struct TraceError: Error, CustomStringConvertible {
