@@ -143,7 +143,8 @@ package struct CursorCommand {
     package func detect() throws -> Store {
         var info = stat()
         if stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
-            throw CursorFailure("\(path) is a directory, not a cursor file, a fulfilment store or an analytics checkpoint")
+            throw CursorFailure("\(path) is a directory, not a cursor file, a fulfilment store or an analytics "
+                                + "checkpoint")
         }
         if let handle = FileHandle(forReadingAtPath: path) {
             defer { try? handle.close() }
