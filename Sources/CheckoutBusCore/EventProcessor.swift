@@ -239,11 +239,7 @@ package final class EventProcessor {
                                 otherwise: (PreparedEvent, consuming DecodedEvent?) -> Result) -> Result {
         let startedAt = timed ? StageTimes.now() : 0
         if bytes.count > options.maxMessageBytes { return otherwise(PreparedEvent(rejected: .oversized), nil) }
-        // A UTF-8 byte order mark (some Windows and .NET producers write one) is not part of the JSON.
-        var json = bytes
-        if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
-            json = UnsafeRawBufferPointer(rebasing: bytes[3...])
-        }
+        let json = EventProcessor.withoutByteOrderMark(bytes)
         let document = context.document
         do {
             try document.parse(json)
@@ -529,6 +525,14 @@ package final class EventProcessor {
         return scratch.withUnsafeBytes { b in
             (try? scratchDocument.parse(b)) != nil ? CanonicalHash.hash(scratchDocument, scratchDocument.root) : nil
         }
+    }
+
+    /// `bytes` without a UTF-8 byte order mark in front (some Windows and .NET producers write one):
+    /// it is not part of the JSON. The daemon and `route` read a message alike through this.
+    @inline(__always)
+    package static func withoutByteOrderMark(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF
+            ? UnsafeRawBufferPointer(rebasing: bytes[3...]) : bytes
     }
 
     /// Expires idle checkouts; call about once a second.

@@ -12,7 +12,7 @@ import Testing
 struct FulfilmentFreezeTests {
     /// A journal with more than two replay pages of completes and fails for the worker to catch up on.
     static func journalWithOrders(checkouts: Int, seed: UInt64) throws -> (daemon: DaemonProcess, orders: Int) {
-        let daemon = try DaemonProcess()
+        let daemon = try DaemonProcess(DaemonProcess.restartableEndpoints())
         let flood = Process()
         flood.executableURL = Products.url("checkoutbus")
         flood.arguments = ["flood", "--to", daemon.ingest, "--from", daemon.publish, "--checkouts", String(checkouts),

@@ -132,6 +132,33 @@ final class DaemonProcess {
 
     var stderrText: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
 
+    /// Endpoints for a daemon a test will restart in place: ports below the kernel's ephemeral
+    /// range (/proc/sys/net/ipv4/ip_local_port_range starts at 32768), each checked free by
+    /// binding it once. A port a daemon got from `:*` could be handed to another test's `:*` while
+    /// the daemon was down, and the restart failed with "address already in use".
+    static func restartableEndpoints() -> [String] {
+        func isFree(_ port: Int) -> Bool {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let size = socklen_t(MemoryLayout<sockaddr_in>.size)
+            return withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, size) }
+            } == 0
+        }
+        var ports: [Int] = []
+        while ports.count < 4 {
+            let port = Int.random(in: 20_000..<32_000)
+            if !ports.contains(port) && isFree(port) { ports.append(port) }
+        }
+        let flags = ["--ingest", "--ingest-acked", "--publish", "--control"]
+        return zip(flags, ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
+    }
+
     /// The flags that bind a new daemon to this one's endpoints (a restart in place).
     var sameEndpoints: [String] {
         ["--ingest", ingest, "--ingest-acked", ingestAcked, "--publish", publish, "--control", control]

@@ -80,29 +80,21 @@ package struct DecodeCommand {
         }
         // Read line by line through LineReader (a non-blocking standard input is waited on; a
         // directory or a read error is a clear error, exit 1), where Foundation's read trapped.
-        var inputBytes: [UInt8] = []
+        var lines: [[UInt8]] = []
         do throws(ToolError) {
             let fd = file == "-" ? Int32(0) : open(file, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw ToolError("cannot read \(file): \(String(cString: strerror(errno)))") }
             defer { if fd != 0 { close(fd) } }
             let reader = LineReader(fd: fd, name: file == "-" ? nil : file)
-            var first = true
-            while let line = try reader.nextLine() {
-                if !first { inputBytes.append(0x0A) }
-                inputBytes.append(contentsOf: line)
-                first = false
-            }
+            while let line = try reader.nextLine() { lines.append(line) }
         } catch {
             FileHandleWriter.standardError("checkoutbus decode: \(error)\n")
             return 1
         }
-        let input = inputBytes
         let processor = EventProcessor(options: options)
         let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
-        let lines = [UInt8](input).split(separator: 0x0A, omittingEmptySubsequences: false)
         var (read, deadLettered) = (0, 0)
-        for (n, raw) in lines.enumerated() {
-            var line = Array(raw)
+        for (n, var line) in lines.enumerated() {
             if line.last == 0x0D { line.removeLast() }
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) || line.first == 0x23 { continue }
             let result = line.withUnsafeBytes {

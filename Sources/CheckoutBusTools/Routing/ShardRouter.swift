@@ -52,10 +52,7 @@ package final class ShardRouter {
         lastEventID = nil
         if count == 1 && !keepsEventIDs { return Route(shard: 0, owned: true) }
         // A UTF-8 byte order mark is skipped, as the daemon skips it: the shard is the checkout's.
-        var json = bytes
-        if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
-            json = UnsafeRawBufferPointer(rebasing: bytes[3...])
-        }
+        let json = EventProcessor.withoutByteOrderMark(bytes)
         if bytes.count <= maxMessageBytes, (try? document.parse(json)) != nil,
             let event = try? decoder.decode(document), let id = event.checkoutID
         {
