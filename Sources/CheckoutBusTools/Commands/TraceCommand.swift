@@ -64,9 +64,7 @@ package struct TraceCommand {
         checkoutID = args.positionals[0]
         // The daemon's control socket takes requests of at most 64 KiB and drops a larger one
         // unanswered: refused here, rather than a 10 s wait for "no answer".
-        let request = ControlRequestWire.replay(from: 1, prefixes: ["checkout.", "bus.deadletter"], limit: 10000,
-                                                checkoutID: checkoutID)
-        guard request.count <= TraceCommand.maxControlRequestBytes else {
+        guard TraceCommand.replayRequest(from: 1, checkoutID: checkoutID).count <= ControlServer.maxRequestBytes else {
             throw .init("the checkout id is \(checkoutID.utf8.count) bytes: a request for it would pass the control "
                         + "socket's 64 KiB limit")
         }
@@ -76,8 +74,11 @@ package struct TraceCommand {
         dataDirectory = args.value(Self.dataDirectory)
     }
 
-    /// The daemon's limit on one control request (ControlServer.maxRequestBytes).
-    static let maxControlRequestBytes = 64 * 1024
+    /// The request for a page of the checkout's envelopes and dead letters from `from`.
+    static func replayRequest(from: Int64, checkoutID: String) -> [UInt8] {
+        ControlRequestWire.replay(from: from, prefixes: ["checkout.", "bus.deadletter"], limit: 10000,
+                                  checkoutID: checkoutID)
+    }
 
     /// What went wrong reading the journal (exit status 3).
     package struct TraceError: Error, CustomStringConvertible {
@@ -115,8 +116,7 @@ package struct TraceCommand {
         let needle = TraceCommand.literal(checkoutID)
         var from: Int64 = 1
         while true {
-            _ = try dealer.send(ControlRequestWire.replay(from: from, prefixes: ["checkout.", "bus.deadletter"], limit: 10000,
-                                                          checkoutID: checkoutID))
+            _ = try dealer.send(TraceCommand.replayRequest(from: from, checkoutID: checkoutID))
             guard let frames = try dealer.receiveMultipart(), let head = frames.first else {
                 let why = curve == nil ? "" : CurveClientKeys.refusalHint
                 throw TraceError(description: "no answer from \(controls[shard]) within \(timeoutSeconds)s\(why)")
