@@ -121,6 +121,23 @@ struct SubscriptionSequencerTests {
         #expect(s.statistics.handled == 4)
     }
 
+    /// A journal never numbers below a seq it may have published, so a first heartbeat behind the
+    /// cursor is another journal's: a kept cursor stops there, a passing one (`tail --since`) warns.
+    @Test func aKeptCursorAheadOfTheJournalIsRefusedAPassingOneGoesOn() throws {
+        var kept = SubscriptionSequencer(options: Self.options())
+        _ = kept.start(cursor: 9, kept: true, now: 0)
+        #expect(throws: SubscriberError.self) { try kept.receiveHeartbeat(Self.heartbeat(4, complete: 4)) }
+        var passing = SubscriptionSequencer(options: Self.options())
+        _ = passing.start(cursor: 9, now: 0)
+        #expect(try passing.receiveHeartbeat(Self.heartbeat(4, complete: 4)).contains {
+            if case .subscribed = $0 { true } else { false }
+        })
+        // At or past the cursor, a kept one goes on.
+        var level = SubscriptionSequencer(options: Self.options())
+        _ = level.start(cursor: 9, kept: true, now: 0)
+        _ = try level.receiveHeartbeat(Self.heartbeat(9, complete: 9))
+    }
+
     @Test func notRetainedSkipsToTheOldestRetained() throws {
         var s = SubscriptionSequencer(options: Self.options())
         _ = s.start(cursor: 10, now: 0)

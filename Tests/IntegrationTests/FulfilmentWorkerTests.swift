@@ -264,6 +264,43 @@ struct FulfilmentWorkerTests {
         #expect(rows == ["fulfil": 3, "fulfil.0-of-3": Int64(second.count)], "\(rows)")
     }
 
+    /// A daemon whose data directory was replaced numbers its journal from 1 again. A worker resuming
+    /// from its old cursor took the new journal's envelopes up to the cursor for seen ones and
+    /// skipped them, with one warning line: the orders among them were never created.
+    @Test("a store whose cursor is ahead of a reset daemon's journal is refused, nothing skipped; moved to seq 1 it records them")
+    func storeAheadOfAResetJournal() throws {
+        func complete(_ id: String) -> String {
+            #"{"event_id":"\#(id)-3","checkout_id":"\#(id)","platform":"ios","sdk":"shopify","payload":{"event":"onComplete","checkout":{"id":"\#(id)","currency":"EUR","order":{"id":"gid://shopify/Order/\#(id)"},"line_items":[{"id":"l1","quantity":1}]}}}"#
+        }
+        let old = try DaemonProcess()
+        let database = old.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        #expect(try send((0..<5).map { complete("old-\($0)") }, to: old.ingestAcked, arguments: ["--acked"]).status == 0)
+        let worker = try FulfilProcess(daemon: old, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 5 })
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+        #expect(old.terminate() == 0)
+
+        // A new data directory: its journal ends at seq 2, the store's cursor is at 5.
+        let reset = try DaemonProcess()
+        #expect(try send(["new-0", "new-1"].map(complete), to: reset.ingestAcked, arguments: ["--acked"]).status == 0)
+        let refused = try runTool("checkoutbus-fulfil", ["--db", database.path, "--from", reset.publish,
+                                                         "--control", reset.control], timeout: 20)
+        #expect(refused.status == 1, "\(refused.output)")
+        #expect(refused.output.contains("the cursor is at seq 5 but the daemon's journal ends at seq 2"), "\(refused.output)")
+        #expect(refused.output.contains("--to-seq 1"), "\(refused.output)")
+        #expect(orderCount(database) == 5)
+
+        let moved = try runTool("checkoutbus", ["cursor", "set", database.path, "--to-seq", "1"])
+        #expect(moved.status == 0, "\(moved.output)")
+        let resumed = try FulfilProcess(daemon: reset, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 7 }, "the new journal's orders: \(orderCount(database))")
+        resumed.process.terminate()
+        #expect(waitForExit(resumed.process, timeout: 20) == 0)
+        #expect(try readOrders(database).map(\.key).filter { $0.contains("new-") }
+                    == ["gid://shopify/Order/new-0", "gid://shopify/Order/new-1"])
+    }
+
     @Test("a store with cursor rows that do not say their shard count (fulfil.shard.I) is refused with the rows named")
     func storeOfUnknownShardCount() throws {
         let daemon = try DaemonProcess()

@@ -275,7 +275,8 @@ public final class BusSubscriber {
         lastHeardAt = BusClock.monotonicNanoseconds()
         isSilent = false
         let from: Int64? = options.start == .cursor ? try cursor.load() : nil
-        try perform(sequencer.start(cursor: from, now: BusClock.monotonicNanoseconds()), stop: nil, handler: { _ in })
+        try perform(sequencer.start(cursor: from, kept: cursor.keepsPosition, now: BusClock.monotonicNanoseconds()),
+                    stop: nil, handler: { _ in })
     }
 
     package func addSockets(to poller: ZMQPoller) {

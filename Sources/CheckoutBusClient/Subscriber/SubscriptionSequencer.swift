@@ -82,6 +82,9 @@ package struct SubscriptionSequencer {
     private var verified: Int64?
     /// The cursor's position when the subscriber started (nil when it started live).
     private var startedAt: Int64?
+    /// Whether that position outlives the process (``SubscriberCursor/keepsPosition``): a kept
+    /// position ahead of the daemon's journal is refused, a passing one (`tail --since`) warned.
+    private var startKept = false
     /// Per kind, its `kind_seq` at `verified` (fully covered kinds), when known.
     private var exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
     /// Per partly covered kind: matching envelopes up to this `kind_seq` were delivered.
@@ -153,12 +156,15 @@ package struct SubscriptionSequencer {
     // MARK: Driving
 
     /// The sockets are connected: begin after `cursor` (nil: with what is published from now on).
-    package mutating func start(cursor: Int64?, now: UInt64) -> [Action] {
+    /// - Parameter kept: the cursor outlives the process (a file, a worker's database); when it is
+    ///   ahead of the daemon's journal the first heartbeat throws rather than warns.
+    package mutating func start(cursor: Int64?, kept: Bool = false, now: UInt64) -> [Action] {
         var actions: [Action] = []
         if expectedShard != nil { actions.append(identityRequestAction(now: now)) }
         if let cursor {
             verified = cursor
             startedAt = cursor
+            startKept = kept
             statistics.lastSeq = cursor
             needReplay = true
         }
@@ -252,8 +258,20 @@ package struct SubscriptionSequencer {
             statistics.lastSeq = heartbeat.seq
         }
         // Against the cursor the subscriber started from, not what it has delivered since: a replay
-        // can deliver envelopes published after this heartbeat was sent, before it is read.
+        // can deliver envelopes published after this heartbeat was sent, before it is read. A
+        // journal never numbers below a seq it may have published (docs/durability.md, "No seq is
+        // ever reused"), so a cursor ahead of it belongs to another journal: following it would
+        // take the new journal's envelopes up to the cursor for seen ones and skip them (a
+        // `complete` lost to the fulfilment worker). A kept cursor stops there; `tail --since`
+        // only warns.
         if let start = startedAt, heartbeat.seq < start, statistics.heartbeats == 1 {
+            if startKept {
+                throw SubscriberError(.cursorMismatch,
+                    "the cursor is at seq \(start) but the daemon's journal ends at seq \(heartbeat.seq) "
+                        + "(\(options.publish)): the cursor belongs to another journal (the daemon's data directory "
+                        + "was reset or replaced); nothing was skipped. Move it to the journal's start with "
+                        + "`checkoutbus cursor set PATH --to-seq 1` (docs/runbook.md, \"A daemon's journal was reset\")")
+            }
             logger.warning("the daemon's last seq is behind this subscriber's cursor (was its journal reset?)",
                            ["daemon_seq": String(heartbeat.seq), "cursor": String(start)])
         }

@@ -109,6 +109,8 @@ class SubscriptionSequencer:
         # Invariant: every matching envelope with seq <= verified was delivered.
         self._verified: Optional[int] = None
         self._started_at: Optional[int] = None
+        # Whether that position outlives the process: ahead of the journal it is refused, not warned.
+        self._start_kept = False
         self._exact_kind_seq: List[Optional[int]] = [None] * n
         self._checked_kind_seq: List[int] = [-1] * n
         self._pending: List[Envelope] = []
@@ -143,14 +145,18 @@ class SubscriptionSequencer:
 
     # Driving
 
-    def start(self, cursor: Optional[int], now: int) -> list:
-        """The sockets are connected: begin after `cursor` (None: with what is published from now on)."""
+    def start(self, cursor: Optional[int], now: int, kept: bool = False) -> list:
+        """The sockets are connected: begin after `cursor` (None: with what is published from now on).
+
+        `kept`: the cursor outlives the process (a file, a worker's database); when it is ahead of the
+        daemon's journal the first heartbeat raises `cursor_mismatch` rather than warns."""
         actions = []
         if self.expected_shard is not None:
             actions.append(self._identity_request_action(now))
         if cursor is not None:
             self._verified = cursor
             self._started_at = cursor
+            self._start_kept = kept
             self.statistics.last_seq = cursor
             self._need_replay = True
         return actions
@@ -232,7 +238,16 @@ class SubscriptionSequencer:
         if self._verified is None:
             self._verified = heartbeat.seq
             self.statistics.last_seq = heartbeat.seq
+        # A journal never numbers below a seq it may have published: a cursor ahead of it belongs to
+        # another journal, and following it would skip the new journal's envelopes up to the cursor.
         if self._started_at is not None and heartbeat.seq < self._started_at and self.statistics.heartbeats == 1:
+            if self._start_kept:
+                raise SubscriberError(
+                    "cursor_mismatch",
+                    "the cursor is at seq %d but the daemon's journal ends at seq %d (%s): the cursor belongs to "
+                    "another journal (the daemon's data directory was reset or replaced); nothing was skipped. Move "
+                    "it to the journal's start with `checkoutbus cursor set PATH --to-seq 1`"
+                    % (self._started_at, heartbeat.seq, self.options.publish))
             self.log("warning", "the daemon's last seq %d is behind this subscriber's cursor %d (was its journal reset?)"
                      % (heartbeat.seq, self._started_at))
         self._last_heartbeat = heartbeat

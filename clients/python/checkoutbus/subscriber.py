@@ -217,7 +217,8 @@ class Subscriber:
         self._poller.register(control, zmq.POLLIN)
         shard.heard_at, shard.silent = time.monotonic(), False
         start = shard.cursor.load() if shard.cursor is not None else None
-        self._perform(shard, shard.sequencer.start(start, _now()))
+        kept = shard.cursor is not None and getattr(shard.cursor, "keeps_position", True)
+        self._perform(shard, shard.sequencer.start(start, _now(), kept))
 
     def close(self) -> None:
         """Sends each shard's last report, closes the sockets and the cursor files it opened."""

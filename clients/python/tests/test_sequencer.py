@@ -111,6 +111,22 @@ def test_duplicates_are_dropped_and_counted():
     assert s.statistics.handled == 4
 
 
+def test_a_kept_cursor_ahead_of_the_journal_is_refused_a_passing_one_goes_on():
+    # A journal never numbers below a seq it may have published: a first heartbeat behind the
+    # cursor is another journal's.
+    kept = SubscriptionSequencer(options())
+    kept.start(9, 0, kept=True)
+    with pytest.raises(SubscriberError) as e:
+        kept.receive_heartbeat(heartbeat(4, 4))
+    assert e.value.kind == "cursor_mismatch"
+    passing = SubscriptionSequencer(options())
+    passing.start(9, 0)
+    assert ("subscribed",) in passing.receive_heartbeat(heartbeat(4, 4))
+    level = SubscriptionSequencer(options())
+    level.start(9, 0, kept=True)
+    assert ("subscribed",) in level.receive_heartbeat(heartbeat(9, 9))
+
+
 def test_not_retained_skips_to_the_oldest_retained():
     s = SubscriptionSequencer(options())
     s.start(10, 0)
