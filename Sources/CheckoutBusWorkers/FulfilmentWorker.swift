@@ -130,6 +130,7 @@ package final class FulfilmentWorker {
                                 first_seen_seq, last_seen_seq, placed_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (idempotency_key) DO UPDATE SET last_seen_seq = max(last_seen_seq, excluded.last_seen_seq)
+            RETURNING first_seen_seq
             """)
         updateSeen = try database.prepare(
             "UPDATE orders SET last_seen_seq = max(last_seen_seq, ?) WHERE idempotency_key = ?")
@@ -288,14 +289,17 @@ package final class FulfilmentWorker {
             let total = summary.flatMap { document.member($0, "total") }.flatMap { document.int64($0) }
             let source = document.member(root, "source")
             func sourceField(_ k: StaticString) -> String { source.flatMap { document.member($0, k) }.flatMap { document.string($0) } ?? "-" }
-            let changed = try insertOrder.run([
+            try insertOrder.bind([
                 .text(key), .text(checkoutID), .optional(summaryString("order_id")), .optional(summaryString("currency")),
                 .optional(total), .text("\(sourceField("sdk"))/\(sourceField("platform"))/\(sourceField("format"))"),
                 .integer(envelope.seq), .integer(envelope.seq), .optional(string("received_at")),
             ])
-            // An upsert reports one change either way: tell the two apart by the repeat flag.
-            let isRepeat = document.member(root, "repeat").map { document.kind($0) == .true } ?? false
-            if isRepeat || changed == 0 { counts.repeats += 1 } else { counts.ordersInserted += 1 }
+            // An upsert changes one row either way: the row's first seq says whether this made it. A
+            // complete the daemon did not flag (another checkout with the same order id, or one the
+            // store had from before a reset of the daemon's journal) counts as a repeat too.
+            let firstSeen = try insertOrder.step() ? insertOrder.int64(0) : nil
+            while try insertOrder.step() {}
+            if firstSeen == envelope.seq { counts.ordersInserted += 1 } else { counts.repeats += 1 }
         case .fail:
             let afterComplete = document.member(root, "after_complete").map { document.kind($0) == .true } ?? false
             // A failure before any complete is no order: nothing to apply, with or without a key.

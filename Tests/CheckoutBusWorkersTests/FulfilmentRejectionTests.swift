@@ -118,6 +118,25 @@ struct FulfilmentRejectionTests {
         #expect(try worker.rejectedCount() == 5)
     }
 
+    /// The upsert changes one row whether it inserts or not; `orders_inserted` counted every
+    /// complete the daemon had not flagged `repeat`, a second checkout with the same order id included.
+    @Test("orders_inserted counts rows made; a complete of a key the store holds, flagged or not, is a repeat")
+    func insertedAndRepeatCounts() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("orders.sqlite")
+        let worker = try Self.worker(database)
+        try worker.handle(Self.envelope(1, .complete, Self.complete(1, key: "order-1", checkoutID: "ck-1")), cursorName: "fulfil")
+        try worker.handle(Self.envelope(2, .complete, Self.complete(2, key: "order-1", checkoutID: "ck-2")), cursorName: "fulfil")
+        let flagged = Self.complete(3, key: "order-1", checkoutID: "ck-1").replacingOccurrences(
+            of: #""repeat":false"#, with: #""repeat":true"#)
+        try worker.handle(Self.envelope(3, .complete, flagged), cursorName: "fulfil")
+        try worker.handle(Self.envelope(4, .complete, Self.complete(4, key: "order-4", checkoutID: "ck-4")), cursorName: "fulfil")
+        #expect(worker.counts.ordersInserted == 2)
+        #expect(worker.counts.repeats == 2)
+        #expect(try Self.orderKeys(database) == ["order-1", "order-4"])
+    }
+
     @Test("a fail after complete without a key is parked; a plain fail without one is no order and is not")
     func fails() throws {
         let dir = try Self.scratch()
