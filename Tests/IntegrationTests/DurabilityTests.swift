@@ -693,6 +693,14 @@ struct DurabilityTests {
         let subscribers = try #require(withReport["subscribers"] as? [String: [String: Any]])
         #expect(subscribers["worker-a"]?["missed"] as? Int == 4)
         #expect(subscribers["worker-a"]?["gaps"] as? Int == 2)
+        // A negative count, or one that is not an integer, is refused and leaves the report as it was.
+        for bad in [#""missed":-1"#, #""last_seq":-9"#, #""gaps":"two""#, #""rejected":1.5"#] {
+            let refused = try control.request(#"{"op":"report","subscriber":"worker-a",\#(bad)}"#).status
+            #expect(refused["error"] as? String == "bad_request", "\(bad)")
+            #expect((refused["detail"] as? String)?.contains("0 or more") == true, "\(refused)")
+        }
+        let unchanged = try #require(try control.request(#"{"op":"stats"}"#).status["subscribers"] as? [String: [String: Any]])
+        #expect(unchanged["worker-a"]?["missed"] as? Int == 4 && unchanged["worker-a"]?["last_seq"] as? Int == 9)
 
         // checkout_id: only the envelopes naming that checkout (tour-1: a start, two updates, a
         // complete; and-3: a fail and a dismiss), across every page; count is what the page holds.

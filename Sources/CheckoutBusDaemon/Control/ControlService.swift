@@ -527,6 +527,14 @@ package final class ControlService {
         guard let name = subscriberName() else { return badRequest("report needs \"subscriber\": a name of 1 to 200 bytes", req: req) }
         func field(_ key: StaticString) -> Int64? { request.member(root, key).flatMap { request.int64($0) } }
         func flag(_ key: StaticString) -> Bool? { request.member(root, key).flatMap { request.bool($0) } }
+        // Seqs and counts are 0 or more: a negative one (or one that is not an integer) would show in
+        // stats and /metrics as a subscriber's figure, and a lag past the journal's end.
+        for key: StaticString in ["last_seq", "through_seq", "missed", "recovered", "gaps", "rejected"] {
+            guard request.member(root, key) != nil else { continue }
+            if (field(key) ?? -1) < 0 {
+                return badRequest("report's \"\(key)\" must be an integer, 0 or more", req: req)
+            }
+        }
         reports.record(name, lastSeq: field("last_seq"), throughSeq: field("through_seq"), missed: field("missed"),
                        recovered: field("recovered"), gaps: field("gaps"), rejected: field("rejected"),
                        durable: flag("durable"), final: flag("final") ?? false,
