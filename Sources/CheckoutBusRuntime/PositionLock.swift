@@ -53,6 +53,26 @@ public final class PositionLock {
         self.fd = fd
     }
 
+    /// Whether ``path`` still names the file this lock holds open: nil when it does, else why not.
+    ///
+    /// A store removed under its holder (its directory deleted, the file renamed or replaced) keeps
+    /// taking writes into a file nobody can open again, while a second holder can lock whatever is
+    /// at the path now. A holder checks this before it writes and stops when it is not so.
+    public func pathStillNamesLockedFile() -> String? {
+        var held = stat()
+        guard fstat(fd, &held) == 0 else { return "cannot fstat the lock of \(path): \(String(cString: strerror(errno)))" }
+        var named = stat()
+        guard stat(path, &named) == 0 else {
+            let code = errno
+            return code == ENOENT ? "\(path) was removed (or a directory above it) while this process held it"
+                : "cannot stat \(path): \(String(cString: strerror(code)))"
+        }
+        guard held.st_dev == named.st_dev && held.st_ino == named.st_ino else {
+            return "\(path) was replaced by another file while this process held it"
+        }
+        return nil
+    }
+
     /// Closing also lets the lock go; a failed close (EIO, EBADF) changes nothing we can act on,
     /// and the lock goes with the process anyway.
     private static func closeChecked(_ fd: Int32) {

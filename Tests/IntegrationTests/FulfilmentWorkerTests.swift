@@ -301,6 +301,35 @@ struct FulfilmentWorkerTests {
                     == ["gid://shopify/Order/new-0", "gid://shopify/Order/new-1"])
     }
 
+    /// A store deleted under a running worker took every later order into a file nobody could open
+    /// again, without a word, and a second worker could start on the path beside it.
+    @Test("a store removed or replaced under the running worker stops it before its next order, saying so",
+          arguments: ["removed", "replaced"])
+    func storeRemovedUnderTheWorker(how: String) throws {
+        func complete(_ id: String) -> String {
+            #"{"checkout_id":"\#(id)","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":{"id":"\#(id)","status":"completed","order":{"id":"gid://shopify/Order/\#(id)"}}}}}"#
+        }
+        let daemon = try DaemonProcess()
+        let dir = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("store-\(how)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let database = dir.appendingPathComponent("orders.sqlite")
+        let worker = try FulfilProcess(daemon: daemon, database: database)
+        #expect(try send([complete("before")], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(waitUntil(20) { orderCount(database) == 1 })
+        if how == "removed" {
+            try FileManager.default.removeItem(at: dir)
+        } else {
+            let other = dir.appendingPathComponent("other.sqlite")
+            try Data("not the worker's".utf8).write(to: other)
+            #expect(rename(other.path, database.path) == 0)
+        }
+        #expect(try send([complete("after")], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(waitForExit(worker.process, timeout: 20) == 1)
+        let output = worker.stderr.readAll(timeout: 2).joined(separator: "\n")
+        #expect(output.contains("the store is gone"), "\(output)")
+        #expect(output.contains(how == "removed" ? "was removed" : "was replaced by another file"), "\(output)")
+    }
+
     @Test("a store with cursor rows that do not say their shard count (fulfil.shard.I) is refused with the rows named")
     func storeOfUnknownShardCount() throws {
         let daemon = try DaemonProcess()
