@@ -138,6 +138,34 @@ struct SubscriptionSequencerTests {
         _ = try level.receiveHeartbeat(Self.heartbeat(9, complete: 9))
     }
 
+    /// A new run of the daemon whose journal ends below an envelope the old run published live
+    /// lost records; one whose heartbeat is only below an earlier heartbeat's (a seq assigned, not
+    /// yet written, when the old run was killed) did not.
+    @Test func aRestartWhoseJournalEndsBelowAPublishedEnvelopeIsRefused() throws {
+        func heartbeat(_ seq: Int64, run: String) -> SubscriptionSequencer.Heartbeat {
+            var h = Self.heartbeat(seq, complete: seq)
+            h.startedAt = run
+            return h
+        }
+        for kept in [true, false] {
+            var s = SubscriptionSequencer(options: Self.options())
+            _ = s.start(cursor: 0, kept: kept, now: 0)
+            let request = try #require(Self.replays(s.tick(now: 0)).first)
+            _ = try s.receiveReply(Self.page(request.id, next: 1, lastSeq: 0), page: [], now: 0)
+            _ = try s.receiveHeartbeat(heartbeat(0, run: "a"))
+            for seq: Int64 in 1...5 { #expect(Self.delivered(try s.receiveLive(Self.envelope(seq))) == [seq]) }
+            _ = try s.receiveHeartbeat(heartbeat(9, run: "a"))
+            // Killed with seqs 6 to 9 assigned and never written: the new run goes on after 5.
+            _ = try s.receiveHeartbeat(heartbeat(5, run: "b"))
+            // Killed again; this time the journal lost 4 and 5, which were published.
+            if kept {
+                #expect(throws: SubscriberError.self) { try s.receiveHeartbeat(heartbeat(3, run: "c")) }
+            } else {
+                _ = try s.receiveHeartbeat(heartbeat(3, run: "c"))
+            }
+        }
+    }
+
     @Test func notRetainedSkipsToTheOldestRetained() throws {
         var s = SubscriptionSequencer(options: Self.options())
         _ = s.start(cursor: 10, now: 0)

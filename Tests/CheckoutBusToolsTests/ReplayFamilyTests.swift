@@ -47,4 +47,23 @@ struct ReplayFamilyTests {
             }
         }
     }
+
+    /// A bridge `completed` whose body the kit could not read is published with `checkout: null`;
+    /// replayed as `"body":"{}"` it came back with an empty snapshot.
+    @Test("a bridge start or complete without a snapshot comes back without one, still a bridge event")
+    func bridgeEventWithoutSnapshot() throws {
+        for kind in [LifecycleKind.start, .complete] {
+            let doc = JSONDocument()
+            try doc.parseOwned(Array((#"{"seq":7,"kind":"\#(kind.name)","checkout_id":"c-1","event_id":"e-7","#
+                + #""source":{"format":"sheet_bridge","sdk":"shopify","platform":"android"},"checkout":null}"#).utf8))
+            var w = JSONWriter(capacity: 1024)
+            ReplayCommand.rawEvent(from: doc, kind: "\(kind.name)", into: &w)
+            let raw = String(decoding: w.bytes, as: UTF8.self)
+            let back = JSONDocument()
+            try back.parseOwned(Array(raw.utf8))
+            let event = try RawEventDecoder().decode(back)
+            #expect(event.kind == kind && event.format == .sheetBridge, "\(raw)")
+            #expect(event.snapshot == nil, "\(raw)")
+        }
+    }
 }

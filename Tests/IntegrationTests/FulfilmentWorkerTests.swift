@@ -301,6 +301,47 @@ struct FulfilmentWorkerTests {
                     == ["gid://shopify/Order/new-0", "gid://shopify/Order/new-1"])
     }
 
+    /// A daemon whose journal lost records it had published (a disk that dropped written pages, its
+    /// data directory restored from a copy) gives their seqs to new events, and a running worker
+    /// took those for envelopes it had handled and skipped them.
+    @Test("a running worker stops when its daemon comes back with a journal behind what it published; moved, it records the new orders")
+    func daemonBackWithAnOlderJournal() throws {
+        func complete(_ id: String) -> String {
+            #"{"checkout_id":"\#(id)","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":{"id":"\#(id)","status":"completed","order":{"id":"gid://shopify/Order/\#(id)"}}}}}"#
+        }
+        let endpoints = DaemonProcess.restartableEndpoints()
+        let first = try DaemonProcess(endpoints)
+        let data = first.dataDirectory
+        let database = data.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let copy = data.deletingLastPathComponent().appendingPathComponent("data-copy")
+        #expect(try send((0..<3).map { complete("early-\($0)") }, to: first.ingestAcked, arguments: ["--acked"]).status == 0)
+        let worker = try FulfilProcess(daemon: first, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 3 })
+        try FileManager.default.copyItem(at: data, to: copy)  // a copy of the journal at seq 3
+        #expect(try send((0..<4).map { complete("late-\($0)") }, to: first.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(waitUntil(20) { orderCount(database) == 7 })
+        first.kill9()
+        try FileManager.default.removeItem(at: data)
+        try FileManager.default.moveItem(at: copy, to: data)
+
+        // The worker hears the new run's first heartbeat at seq 3, below seq 7 it was published.
+        let restored = try DaemonProcess(endpoints, dataDirectory: data)
+        #expect(waitForExit(worker.process, timeout: 30) == 1)
+        let output = worker.stderr.readAll(timeout: 2).joined(separator: "\n")
+        #expect(output.contains("restarted with its journal ending at seq 3, but it had published seq 7"), "\(output)")
+        #expect(orderCount(database) == 7)
+
+        // New orders take seqs 4 and 5 again; resumed after seq 3, the worker records them.
+        #expect(try send(["new-0", "new-1"].map(complete), to: restored.ingestAcked, arguments: ["--acked"]).status == 0)
+        let moved = try runTool("checkoutbus", ["cursor", "set", database.path, "--to-seq", "4"])
+        #expect(moved.status == 0, "\(moved.output)")
+        let resumed = try FulfilProcess(daemon: restored, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 9 }, "the new orders: \(orderCount(database)) of 9")
+        resumed.process.terminate()
+        #expect(waitForExit(resumed.process, timeout: 20) == 0)
+        #expect(restored.terminate() == 0)
+    }
+
     /// A store deleted under a running worker took every later order into a file nobody could open
     /// again, without a word, and a second worker could start on the path beside it.
     @Test("a store removed or replaced under the running worker stops it before its next order, saying so",

@@ -235,7 +235,20 @@ struct ReplayTests {
         return [e["checkout_id"] as? String, e["kind"] as? String, source["format"] as? String, source["platform"] as? String,
                 error?["code"] as? String, error?["raw_code"] as? String, (error?["terminal"] as? Bool).map { "\($0)" },
                 (error?["http_status"] as? NSNumber)?.stringValue, error?["continue_url"] as? String,
-                summary["order_id"] as? String, (summary["total"] as? NSNumber)?.stringValue].map { $0 ?? "-" }.joined(separator: " ")
+                summary["order_id"] as? String, (summary["total"] as? NSNumber)?.stringValue,
+                error?["message"] as? String, e["idempotency_key"] as? String, (e["repeat"] as? Bool).map { "\($0)" },
+                (e["after_complete"] as? Bool).map { "\($0)" }, canonical(e["checkout"]), canonical(e["payment"]),
+        ].map { $0 ?? "-" }.joined(separator: " ")
+    }
+
+    /// A JSON value as text with sorted keys (`null` for null or absent): the snapshot and payment
+    /// compared whole.
+    static func canonical(_ value: Any?) -> String {
+        guard let value, !(value is NSNull) else { return "null" }
+        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) else {
+            return "unserialisable"
+        }
+        return String(decoding: data, as: UTF8.self)
     }
 
     @Test("replay of a recording sends each event in its original raw family with its platform's names: the tour, a flood and the SDK corpus come out the same")

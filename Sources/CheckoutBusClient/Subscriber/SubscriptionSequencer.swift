@@ -82,7 +82,7 @@ package struct SubscriptionSequencer {
     private var verified: Int64?
     /// The cursor's position when the subscriber started (nil when it started live).
     private var startedAt: Int64?
-    /// Whether that position outlives the process (``SubscriberCursor/keepsPosition``): a kept
+    /// Whether the position outlives the process (``SubscriberCursor/keepsPosition``): a kept
     /// position ahead of the daemon's journal is refused, a passing one (`tail --since`) warned.
     private var startKept = false
     /// Per kind, its `kind_seq` at `verified` (fully covered kinds), when known.
@@ -100,6 +100,9 @@ package struct SubscriptionSequencer {
     private var liveFloor: Int64?
     /// The highest seq the live stream has shown (envelopes and heartbeats).
     private var liveHigh: Int64 = 0
+    /// The highest seq of an envelope received live: one the daemon wrote to its journal before it
+    /// published it (a heartbeat's seq may be assigned and not yet written).
+    private var liveEnvelopeHigh: Int64 = 0
     private var lastHeartbeat: Heartbeat?
     /// Envelopes delivered from the journal before the live stream reached their seq: missed if the
     /// live stream passes them without bringing them. Ascending.
@@ -161,10 +164,10 @@ package struct SubscriptionSequencer {
     package mutating func start(cursor: Int64?, kept: Bool = false, now: UInt64) -> [Action] {
         var actions: [Action] = []
         if expectedShard != nil { actions.append(identityRequestAction(now: now)) }
+        startKept = kept
         if let cursor {
             verified = cursor
             startedAt = cursor
-            startKept = kept
             statistics.lastSeq = cursor
             needReplay = true
         }
@@ -222,6 +225,7 @@ package struct SubscriptionSequencer {
         }
         confirm(through: envelope.seq, arrived: envelope.seq)
         liveHigh = max(liveHigh, envelope.seq)
+        liveEnvelopeHigh = max(liveEnvelopeHigh, envelope.seq)
         if liveFloor == nil { liveFloor = envelope.seq - 1 }
         if verified == nil { verified = envelope.seq - 1 }
         guard envelope.seq > verified! else {
@@ -245,7 +249,7 @@ package struct SubscriptionSequencer {
     /// A heartbeat from the publish socket.
     package mutating func receiveHeartbeat(_ heartbeat: Heartbeat) throws(SubscriberError) -> [Action] {
         try checkIdentity(heartbeat)
-        noteRun(heartbeat.startedAt)
+        if noteRun(heartbeat.startedAt) { try checkRestartedJournal(heartbeat) }
         guard released else { return [] }
         var actions: [Action] = []
         statistics.heartbeats += 1
@@ -284,10 +288,11 @@ package struct SubscriptionSequencer {
     /// A heartbeat from another run of the daemon than the last one: the requests in flight were
     /// lost with the old run (its successor on the endpoint never saw them), so they are asked
     /// again at once rather than after their timeout ("A request lost with the daemon").
-    private mutating func noteRun(_ run: String?) {
-        guard let run else { return }
+    /// - Returns: whether the run is another than the last one seen.
+    private mutating func noteRun(_ run: String?) -> Bool {
+        guard let run else { return false }
         defer { daemonRun = run }
-        guard let known = daemonRun, known != run else { return }
+        guard let known = daemonRun, known != run else { return false }
         if let request = inFlight {
             logger.info("the daemon restarted; asking the journal again", ["from": String(request.from)])
             inFlight = nil
@@ -295,6 +300,32 @@ package struct SubscriptionSequencer {
             prefetchAwaitsDelivery = false
         }
         if let request = identityRequest { identityRequest = (request.id, 0) }
+        return true
+    }
+
+    /// The first heartbeat of a new run of the daemon. A journal never numbers below a seq it may
+    /// have published, across any restart (docs/durability.md, "No seq is ever reused"), and every
+    /// envelope received live was written before it was published. A new run whose last seq is
+    /// below one of them lost records it had published (a disk that dropped written pages, a data
+    /// directory restored from a copy or replaced): it will give those seqs to new events, which
+    /// this subscriber would take for seen ones and skip. Live envelopes only: they arrive on the
+    /// heartbeat's socket, in order, so every one before this heartbeat is the old run's or at most
+    /// its seq; a journal page may come from the new run before its first heartbeat is read.
+    private mutating func checkRestartedJournal(_ heartbeat: Heartbeat) throws(SubscriberError) {
+        guard heartbeat.seq < liveEnvelopeHigh else { return }
+        if startKept {
+            throw SubscriberError(.cursorMismatch,
+                "the daemon at \(options.publish) restarted with its journal ending at seq \(heartbeat.seq), but it had "
+                    + "published seq \(liveEnvelopeHigh) to this subscriber: records it published were lost from its journal "
+                    + "(a disk fault, or its data directory restored from a copy or replaced), and it will give those seqs "
+                    + "to new events, which this subscriber would skip as seen. Nothing was skipped. Check the daemon's "
+                    + "disk, then resume after the journal's last record, N in the daemon's `started … last_seq=N` line "
+                    + "(at most \(heartbeat.seq)): `checkoutbus cursor set PATH --to-seq N+1` (docs/runbook.md, "
+                    + "\"A daemon's journal lost records it had published\")")
+        }
+        logger.warning("the daemon restarted with its journal behind what it had published; new events up to the old "
+                       + "seq will be taken for seen ones", ["daemon_seq": String(heartbeat.seq),
+                                                            "published_seq": String(liveEnvelopeHigh)])
     }
 
     private mutating func hold(_ envelope: BusEnvelope) {

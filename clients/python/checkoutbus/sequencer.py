@@ -119,6 +119,9 @@ class SubscriptionSequencer:
         self._evicted_through = 0
         self._live_floor: Optional[int] = None
         self._live_high = 0
+        # The highest seq of an envelope received live: written to the journal before it was published
+        # (a heartbeat's seq may be assigned and not yet written).
+        self._live_envelope_high = 0
         self._last_heartbeat: Optional[Heartbeat] = None
         self._unconfirmed: List[int] = []
         self._unconfirmed_head = 0
@@ -153,10 +156,10 @@ class SubscriptionSequencer:
         actions = []
         if self.expected_shard is not None:
             actions.append(self._identity_request_action(now))
+        self._start_kept = kept
         if cursor is not None:
             self._verified = cursor
             self._started_at = cursor
-            self._start_kept = kept
             self.statistics.last_seq = cursor
             self._need_replay = True
         return actions
@@ -203,6 +206,7 @@ class SubscriptionSequencer:
             envelope.position_only = True
         self._confirm(envelope.seq, envelope.seq)
         self._live_high = max(self._live_high, envelope.seq)
+        self._live_envelope_high = max(self._live_envelope_high, envelope.seq)
         if self._live_floor is None:
             self._live_floor = envelope.seq - 1
         if self._verified is None:
@@ -224,7 +228,8 @@ class SubscriptionSequencer:
 
     def receive_heartbeat(self, heartbeat: Heartbeat) -> list:
         self._check_identity(heartbeat)
-        self._note_run(heartbeat.started_at)
+        if self._note_run(heartbeat.started_at):
+            self._check_restarted_journal(heartbeat)
         if not self.released:
             return []
         actions = []
@@ -430,14 +435,15 @@ class SubscriptionSequencer:
             self._caught_up(actions)
         return actions
 
-    def _note_run(self, run: Optional[str]) -> None:
+    def _note_run(self, run: Optional[str]) -> bool:
         """A heartbeat of another run of the daemon: the requests in flight were lost with the old
-        run, so they are asked again at once rather than after their timeout."""
+        run, so they are asked again at once rather than after their timeout. Returns whether the run
+        is another than the last one seen."""
         if run is None:
-            return
+            return False
         known, self._daemon_run = self._daemon_run, run
         if known is None or known == run:
-            return
+            return False
         if self._in_flight is not None:
             self.log("info", "the daemon restarted; asking the journal again from %d" % self._in_flight[1])
             self._in_flight = None
@@ -445,6 +451,26 @@ class SubscriptionSequencer:
             self._prefetch_awaits_delivery = False
         if self._identity_request is not None:
             self._identity_request = (self._identity_request[0], 0)
+        return True
+
+    def _check_restarted_journal(self, heartbeat: Heartbeat) -> None:
+        """The first heartbeat of a new run: a journal never numbers below a seq it may have
+        published, and every envelope received live was written before it was published. A new run
+        whose last seq is below one lost records it had published, and will give those seqs to new
+        events, which this subscriber would skip as seen (SubscriptionSequencer.swift says more)."""
+        if heartbeat.seq >= self._live_envelope_high:
+            return
+        if self._start_kept:
+            raise SubscriberError(
+                "cursor_mismatch",
+                "the daemon at %s restarted with its journal ending at seq %d, but it had published seq %d to this "
+                "subscriber: records it published were lost from its journal (a disk fault, or its data directory "
+                "restored from a copy or replaced), and it will give those seqs to new events, which this subscriber "
+                "would skip as seen. Nothing was skipped. Check the daemon's disk, then resume after the journal's last "
+                "record, N in the daemon's `started ... last_seq=N` line (at most %d): `checkoutbus cursor set PATH "
+                "--to-seq N+1`" % (self.options.publish, heartbeat.seq, self._live_envelope_high, heartbeat.seq))
+        self.log("warning", "the daemon restarted with its journal at seq %d, behind seq %d it had published; new "
+                 "events up to it will be taken for seen ones" % (heartbeat.seq, self._live_envelope_high))
 
     def page_delivered(self, now: int) -> None:
         """After handling a reply: a request prefetched behind the page just delivered is timed

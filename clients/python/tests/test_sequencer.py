@@ -127,6 +127,31 @@ def test_a_kept_cursor_ahead_of_the_journal_is_refused_a_passing_one_goes_on():
     assert ("subscribed",) in level.receive_heartbeat(heartbeat(9, 9))
 
 
+def test_a_restart_whose_journal_ends_below_a_published_envelope_is_refused():
+    # A heartbeat's seq may be assigned and not yet written when the daemon is killed: only live
+    # envelopes count as published.
+    def hb(seq, run):
+        h = heartbeat(seq, seq)
+        h.started_at = run
+        return h
+    for kept in (True, False):
+        s = SubscriptionSequencer(options())
+        s.start(0, 0, kept=kept)
+        rid, _ = replays(s.tick(0))[0]
+        s.receive_reply(page(rid, 1, 0), [], 0)
+        s.receive_heartbeat(hb(0, "a"))
+        for seq in range(1, 6):
+            assert delivered(s.receive_live(envelope(seq))) == [seq]
+        s.receive_heartbeat(hb(9, "a"))
+        s.receive_heartbeat(hb(5, "b"))
+        if kept:
+            with pytest.raises(SubscriberError) as e:
+                s.receive_heartbeat(hb(3, "c"))
+            assert e.value.kind == "cursor_mismatch"
+        else:
+            s.receive_heartbeat(hb(3, "c"))
+
+
 def test_not_retained_skips_to_the_oldest_retained():
     s = SubscriptionSequencer(options())
     s.start(10, 0)
