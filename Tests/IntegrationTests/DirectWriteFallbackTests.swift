@@ -46,4 +46,26 @@ struct DirectWriteFallbackTests {
         #expect(always.writes == "page_cache", "direct writes refused every time were not turned off")
         #expect(always.log.components(separatedBy: "direct writes refused").count == 2, "logged once")
     }
+
+    /// The start's test of direct writes took any failure for a refusal: a daemon started on a full
+    /// disk (or a read-only directory) wrote through the page cache for the rest of its life.
+    @Test("the start's test of direct writes: EINVAL is a refusal (page cache); ENOSPC or EROFS is not (direct, with a warning)",
+          arguments: ["einval", "enospc", "erofs"])
+    func startProbe(errno name: String) throws {
+        let daemon = try DaemonProcess(failpoints: "journal.direct-probe=\(name)@1x1")
+        #expect(waitUntil(10) { daemon.stderrText.contains("journal_writes=") })
+        let stats = try ControlClient(daemon.control).stats()
+        let writes = (stats["journal"] as? [String: Any])?["writes"] as? String
+        if daemon.stderrText.contains("reason=\"open: Invalid argument\"") {
+            // A file system without O_DIRECT here: refused before the write the failpoint fails.
+            #expect(writes == "page_cache")
+        } else if name == "einval" {
+            #expect(writes == "page_cache")
+            #expect(daemon.stderrText.contains("the file system refuses direct writes"))
+        } else {
+            #expect(writes == "direct", "\(daemon.stderrText)")
+            #expect(daemon.stderrText.contains("the test of direct writes failed, not for want of them"))
+        }
+        #expect(daemon.terminate() == 0)
+    }
 }

@@ -109,12 +109,20 @@ package final class Journal {
         // asks; a cache of N bytes, or the kernel's choice, is the page cache's to keep.
         var direct = false
         if options.cacheBytes == 0 {
-            if let refusal = JournalFiles.probeDirectWrites(in: directory) {
-                logger.info("journal: the file system refuses direct writes; writing through the page cache", [
-                    "directory": directory, "reason": refusal,
-                ])
-            } else {
+            switch JournalFiles.probeDirectWrites(in: directory) {
+            case nil:
                 direct = true
+            case let (true, reason)?:
+                logger.info("journal: the file system refuses direct writes; writing through the page cache", [
+                    "directory": directory, "reason": reason,
+                ])
+            case let (false, reason)?:
+                // Not a refusal (a full disk, a read-only directory): the page cache would fail the
+                // same way, so direct writes are tried, and a refused one falls back as at any time.
+                direct = true
+                logger.warning("journal: the test of direct writes failed, not for want of them; trying them", [
+                    "directory": directory, "reason": reason,
+                ])
             }
         }
         let segmentAppender = SegmentAppender(direct: direct)

@@ -22,20 +22,33 @@ enum JournalFiles {
 
     /// Whether `directory`'s file system takes a direct write (`O_DIRECT`, 4 KiB aligned), tried
     /// on a scratch file.
-    /// - Returns: nil when it does, else why not.
-    static func probeDirectWrites(in directory: String) -> String? {
+    /// - Returns: nil when it does, else why not, and whether that is a refusal: `EINVAL` (no
+    ///   `O_DIRECT` there, or not at this alignment), which the page cache answers. Any other
+    ///   failure (a full disk, a read-only or immutable directory, `EIO`) would fail a write through
+    ///   the page cache too, and says nothing about direct writes once it clears.
+    static func probeDirectWrites(in directory: String) -> (refused: Bool, reason: String)? {
         let path = directory + "/.direct-probe"
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | cb_o_direct(), 0o600)
-        guard fd >= 0 else { return "open: " + String(cString: strerror(errno)) }
+        guard fd >= 0 else {
+            let code = errno
+            return (code == EINVAL, "open: " + String(cString: strerror(code)))
+        }
         defer {
+            // A scratch file: a failed close or unlink loses nothing (the next start truncates it).
             Glibc.close(fd)
             unlink(path)
         }
         let block = UnsafeMutableRawPointer.allocate(byteCount: SegmentAppender.blockSize, alignment: SegmentAppender.blockSize)
         defer { block.deallocate() }
         block.initializeMemory(as: UInt8.self, repeating: 0, count: SegmentAppender.blockSize)
+        // A test seam (docs/durability.md, "Failpoints"): the probe's write fails with an errno.
+        if let injected = Failpoints.hit("journal.direct-probe") {
+            return (injected == EINVAL, "pwrite: " + String(cString: strerror(injected)))
+        }
         let n = pwrite(fd, block, SegmentAppender.blockSize, 0)
-        return n == SegmentAppender.blockSize ? nil : "pwrite: " + (n < 0 ? String(cString: strerror(errno)) : "short write")
+        if n == SegmentAppender.blockSize { return nil }
+        let code = n < 0 ? errno : 0
+        return (code == EINVAL, "pwrite: " + (n < 0 ? String(cString: strerror(code)) : "short write"))
     }
 
     /// `count` bytes of a file from `from`, fewer only where the file ends.
