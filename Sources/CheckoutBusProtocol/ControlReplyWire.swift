@@ -57,8 +57,20 @@ package enum ControlReplyWire {
 
     /// A request refused as malformed: `{"ok":false,"error":"bad_request","detail":D[,"req":R]}`.
     package static func badRequest(_ detail: String, req: [UInt8]?) -> [UInt8] {
+        refusal("bad_request", detail, req: req)
+    }
+
+    /// A good request the daemon cannot answer now, to be sent again later:
+    /// `{"ok":false,"error":"busy","detail":D[,"req":R]}`.
+    package static func busy(_ detail: String, req: [UInt8]?) -> [UInt8] {
+        refusal("busy", detail, req: req)
+    }
+
+    private static func refusal(_ error: StaticString, _ detail: String, req: [UInt8]?) -> [UInt8] {
         var w = JSONWriter(capacity: 256)
-        w.append("{\"ok\":false,\"error\":\"bad_request\",\"detail\":")
+        w.append("{\"ok\":false,\"error\":\"")
+        w.append(error)
+        w.append("\",\"detail\":")
         w.appendString(detail)
         if let req {
             w.append(",\"req\":")

@@ -56,6 +56,10 @@ struct ControlReplyWireTests {
         #expect(Self.text(ControlReplyWire.badRequest("missing op", req: Array("10".utf8))) == Self.golden["bad-request"])
         #expect(ControlReplyWire.read(try Self.parsed("bad-request"))
                 == .init(ok: false, req: 10, error: "bad_request", detail: "missing op"))
+        // A good request the daemon cannot answer now (stats with the pipeline held up): not bad_request.
+        let busy = "the pipeline has not answered yet; retry"
+        #expect(Self.text(ControlReplyWire.busy(busy, req: Array("15".utf8))) == Self.golden["busy"])
+        #expect(ControlReplyWire.read(try Self.parsed("busy")) == .init(ok: false, req: 15, error: "busy", detail: busy))
     }
 
     @Test("a subscriber's row in stats, report, forget and seek are written as the golden bytes and read back")

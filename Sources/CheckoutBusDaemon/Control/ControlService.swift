@@ -99,7 +99,7 @@ package final class ControlService {
                 try send(reply, to: routing, on: socket)
             case .waitForSnapshot(let stats):
                 guard pendingStats.count < ControlService.maxPendingStats else {
-                    try send(Reply(badRequest("busy: \(ControlService.maxPendingStats) stats requests are waiting", req: stats.req)),
+                    try send(Reply(ControlReplyWire.busy("\(ControlService.maxPendingStats) stats requests are waiting; retry", req: stats.req)),
                              to: routing, on: socket)
                     continue
                 }
@@ -121,7 +121,7 @@ package final class ControlService {
         for p in pendingStats {
             if generation > p.generation || now - p.arrivedAt > ControlService.statsWaitNanoseconds {
                 let status = snapshot.map { stats($0, req: p.req, now: now) }
-                    ?? badRequest("the pipeline has not answered yet; retry", req: p.req)
+                    ?? ControlReplyWire.busy("the pipeline has not answered yet; retry", req: p.req)
                 try send(Reply(status), to: p.envelope, on: socket)
             } else {
                 waiting.append(p)

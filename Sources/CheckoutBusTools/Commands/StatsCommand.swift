@@ -42,6 +42,14 @@ package struct StatsCommand {
                 FileHandleWriter.standardError("checkoutbus stats: no answer from \(control) within \(timeoutSeconds)s\(why)\n")
                 return 1
             }
+            // A refusal (`busy` while the pipeline is held up, say) is said as such, exit 1.
+            let head = JSONDocument()
+            if ControlReplyWire.parse(reply, into: head), case let fields = ControlReplyWire.read(head), !fields.ok {
+                if json { FileHandleWriter.standardOutput(String(decoding: reply, as: UTF8.self) + "\n") }
+                FileHandleWriter.standardError("checkoutbus stats: the daemon answered \(fields.error ?? "not ok"): "
+                    + "\(fields.detail ?? "(no detail)")\n")
+                return 1
+            }
             if json {
                 FileHandleWriter.standardOutput(String(decoding: reply, as: UTF8.self) + "\n")
                 return 0

@@ -6,6 +6,7 @@ import time
 from typing import Iterable, List, Optional, Union
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from .curve import curve_keys
 
@@ -42,8 +43,10 @@ class Acknowledgement:
 
 class AcknowledgedSendError(Exception):
     """Not every event was answered. `code`: timed_out (no reply for `timeout` seconds: a daemon that
-    is down, unreachable, or with CURVE refusing the key) or unexpected_reply (a reply naming another
-    event_id). `acknowledged` holds the answers to the events before the first unanswered one
+    is down, unreachable, or with CURVE refusing the key), disconnected (the connection dropped with
+    events unanswered: a daemon restarted or killed, or one that cut the connection for an event over
+    its --max-wire-bytes; a reply on a new connection would answer other events than it seemed to)
+    or unexpected_reply (a reply naming another event_id). `acknowledged` holds the answers to the events before the first unanswered one
     (replies come in order); the others may or may not be in the journal: send them again — with
     event_ids the daemon answers those it has as duplicates, with their first seq."""
 
@@ -67,7 +70,7 @@ def _wrapper_event_id(raw: bytes) -> Optional[str]:
         return None
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than Python's recursion allows
         return None
     if isinstance(data, dict) and isinstance(data.get("event_id"), str):
         return data["event_id"]
@@ -84,25 +87,71 @@ def send_acked(events: Iterable[Union[bytes, str, dict]], endpoint: str, curve=N
     be published twice): on AcknowledgedSendError resend what is not in its `acknowledged`.
     curve: (client secret key file, daemon public key file), or a CurveKeys; the key must be in
     the daemon's --curve-producers directory.
-    Raises AcknowledgedSendError (timed_out, unexpected_reply).
+    Raises AcknowledgedSendError (timed_out, disconnected, unexpected_reply).
     """
     keys = curve_keys(curve)
     payloads = [_encode(e) for e in events]
     own_context = context is None
     ctx = context or zmq.Context()
     sock = ctx.socket(zmq.DEALER)
+    monitor = None
     answers: List[Acknowledgement] = []
+
+    def receive_replies(sent: int) -> None:
+        while len(answers) < sent:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if frames and not frames[0]:
+                frames = frames[1:]
+            try:
+                reply = json.loads(frames[0]) if frames else None
+            except (ValueError, RecursionError):
+                reply = None
+            if not isinstance(reply, dict):
+                raise AcknowledgedSendError("unexpected_reply", "a reply that is not a JSON object", answers)
+            answer = Acknowledgement(reply)
+            expected = _wrapper_event_id(payloads[len(answers)])
+            if expected is not None and answer.event_id is not None and expected != answer.event_id:
+                raise AcknowledgedSendError(
+                    "unexpected_reply", "the reply for event_id %s names event_id %s" % (expected, answer.event_id),
+                    answers)
+            answers.append(answer)
+
+    def dropped() -> bool:
+        seen = False
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return seen
+            if event.get("event") == zmq.EVENT_DISCONNECTED:
+                seen = True
+
     try:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # nothing queued for a dead connection goes to the next daemon unseen
         if keys is not None:
             keys.apply(sock)
+        # Watched as the Swift producer watches its connection: replies on a new connection answer
+        # the events sent on it, not those lost with the old one.
+        monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         sock.connect(endpoint)
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
         sent = 0
         last_progress = time.monotonic()
         while len(answers) < len(payloads):
+            if dropped() and len(answers) < sent:
+                # Replies that arrived before the drop still answer their events.
+                receive_replies(sent)
+                if len(answers) < sent:
+                    raise AcknowledgedSendError(
+                        "disconnected", "the connection to %s dropped with %d events unanswered (%d of %d answered): "
+                        "they may or may not be in the journal" % (endpoint, sent - len(answers), len(answers),
+                                                                   len(payloads)), answers)
             while sent < len(payloads) and sent - len(answers) < window:
                 try:
                     sock.send(payloads[sent], zmq.NOBLOCK)
@@ -120,29 +169,15 @@ def send_acked(events: Iterable[Union[bytes, str, dict]], endpoint: str, curve=N
             ready = dict(poller.poll(min(remaining, 0.2 if sent < len(payloads) else remaining) * 1000))
             if sock not in ready:
                 continue
-            while len(answers) < sent:
-                try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                if frames and not frames[0]:
-                    frames = frames[1:]
-                try:
-                    reply = json.loads(frames[0]) if frames else None
-                except ValueError:
-                    reply = None
-                if not isinstance(reply, dict):
-                    raise AcknowledgedSendError("unexpected_reply", "a reply that is not a JSON object", answers)
-                answer = Acknowledgement(reply)
-                expected = _wrapper_event_id(payloads[len(answers)])
-                if expected is not None and answer.event_id is not None and expected != answer.event_id:
-                    raise AcknowledgedSendError(
-                        "unexpected_reply", "the reply for event_id %s names event_id %s" % (expected, answer.event_id),
-                        answers)
-                answers.append(answer)
+            before = len(answers)
+            receive_replies(sent)
+            if len(answers) > before:
                 last_progress = time.monotonic()
         return answers
     finally:
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close()
         sock.close()
         if own_context:
             ctx.term()

@@ -145,3 +145,26 @@ def test_send_acked_returns_each_seq_or_rejection(bus):
     again = send_acked(events[:2], daemon.ingest_acked)  # a retry: answered from the journal, not published
     assert [(a.seq, a.duplicate) for a in again] == [(1, True), (2, True)]
     assert daemon.stats()["last_seq"] == acks[3].seq
+
+
+def test_send_acked_a_dropped_connection_fails_the_unanswered_never_answers_them_from_the_next(bus):
+    # The daemon cuts a producer whose message is over --max-wire-bytes. The DEALER reconnected and
+    # the next connection's replies were taken for the events lost with the first: 181 events
+    # reported accepted that were never journaled, the oversized one among them.
+    daemon = bus.daemon("--max-message-bytes", "65536", "--max-wire-bytes", "131072")
+    small = [{"event_id": "d-%d" % i, "checkout_id": "d-%d" % i, "event": "checkoutDidStart",
+              "checkout": {"id": "d-%d" % i}} for i in range(400)]
+    huge = {"event_id": "d-huge", "checkout_id": "d-huge", "event": "checkoutDidStart",
+            "checkout": {"id": "d-huge", "note": "x" * 300000}}
+    events = small[:200] + [huge] + small[200:]
+    with pytest.raises(AcknowledgedSendError) as e:
+        send_acked(events, daemon.ingest_acked, timeout=10)
+    assert e.value.code == "disconnected", str(e.value)
+    acknowledged = e.value.acknowledged
+    assert len(acknowledged) <= 200
+    journaled = {envelope.get("event_id") for _, _, envelope in daemon.journal()}
+    # Every answer is for its own event, and every event answered accepted is in the journal.
+    for event, answer in zip(events, acknowledged):
+        assert answer.event_id == event["event_id"] and answer.accepted
+        assert event["event_id"] in journaled
+    assert "d-huge" not in journaled

@@ -40,6 +40,8 @@ def test_heartbeat_and_replies_read_as_the_daemon_writes_them():
         op="replay", ok=False, req=9, last_seq=10, first_seq=1, error="journal_unreadable",
         detail="segment 00000000000000000001.seg cannot be read", shard=0, shards=1)
     assert wire.reply(g["bad-request"].encode()) == Reply(ok=False, req=10, error="bad_request", detail="missing op")
+    assert wire.reply(g["busy"].encode()) == Reply(
+        ok=False, req=15, error="busy", detail="the pipeline has not answered yet; retry")
 
 
 def test_stats_report_forget_and_seek_replies_read_as_the_daemon_writes_them():
