@@ -166,6 +166,24 @@ struct SubscriptionSequencerTests {
         }
     }
 
+    /// Envelopes delivered from the journal count once a heartbeat of the same run has passed them
+    /// (a subscriber that caught up and saw nothing live since, when the daemon's journal was reset).
+    @Test func aRestartBelowEnvelopesDeliveredFromTheJournalIsRefused() throws {
+        func heartbeat(_ seq: Int64, run: String) -> SubscriptionSequencer.Heartbeat {
+            var h = Self.heartbeat(seq, complete: seq)
+            h.startedAt = run
+            return h
+        }
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, kept: true, now: 0)
+        let request = try #require(Self.replays(s.tick(now: 0)).first)
+        let journal = (1...4).map { Self.envelope(Int64($0), origin: .journal) }
+        #expect(Self.delivered(try s.receiveReply(Self.page(request.id, next: 5, lastSeq: 4), page: journal, now: 0))
+            == [1, 2, 3, 4])
+        _ = try s.receiveHeartbeat(heartbeat(4, run: "a"))
+        #expect(throws: SubscriberError.self) { try s.receiveHeartbeat(heartbeat(0, run: "b")) }
+    }
+
     @Test func notRetainedSkipsToTheOldestRetained() throws {
         var s = SubscriptionSequencer(options: Self.options())
         _ = s.start(cursor: 10, now: 0)

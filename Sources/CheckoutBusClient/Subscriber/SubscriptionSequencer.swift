@@ -103,6 +103,12 @@ package struct SubscriptionSequencer {
     /// The highest seq of an envelope received live: one the daemon wrote to its journal before it
     /// published it (a heartbeat's seq may be assigned and not yet written).
     private var liveEnvelopeHigh: Int64 = 0
+    /// The highest seq of an envelope delivered (live or from the journal, its position only or not).
+    private var deliveredHigh: Int64 = 0
+    /// Seqs this run of the daemon is known to have published: at each of its heartbeats, the
+    /// lesser of the heartbeat's seq and ``deliveredHigh`` (a journal page read before a new run's
+    /// first heartbeat may come from the new run; one read before the old run's heartbeat, from it).
+    private var runPublishedHigh: Int64 = 0
     private var lastHeartbeat: Heartbeat?
     /// Envelopes delivered from the journal before the live stream reached their seq: missed if the
     /// live stream passes them without bringing them. Ascending.
@@ -249,7 +255,12 @@ package struct SubscriptionSequencer {
     /// A heartbeat from the publish socket.
     package mutating func receiveHeartbeat(_ heartbeat: Heartbeat) throws(SubscriberError) -> [Action] {
         try checkIdentity(heartbeat)
-        if noteRun(heartbeat.startedAt) { try checkRestartedJournal(heartbeat) }
+        if noteRun(heartbeat.startedAt) {
+            try checkRestartedJournal(heartbeat)
+            runPublishedHigh = 0
+        } else {
+            runPublishedHigh = max(runPublishedHigh, min(heartbeat.seq, deliveredHigh))
+        }
         guard released else { return [] }
         var actions: [Action] = []
         statistics.heartbeats += 1
@@ -308,15 +319,17 @@ package struct SubscriptionSequencer {
     /// envelope received live was written before it was published. A new run whose last seq is
     /// below one of them lost records it had published (a disk that dropped written pages, a data
     /// directory restored from a copy or replaced): it will give those seqs to new events, which
-    /// this subscriber would take for seen ones and skip. Live envelopes only: they arrive on the
+    /// this subscriber would take for seen ones and skip. Envelopes received live arrive on the
     /// heartbeat's socket, in order, so every one before this heartbeat is the old run's or at most
-    /// its seq; a journal page may come from the new run before its first heartbeat is read.
+    /// its seq; one delivered from the journal counts once a heartbeat of the same run has passed
+    /// its seq (``runPublishedHigh``).
     private mutating func checkRestartedJournal(_ heartbeat: Heartbeat) throws(SubscriberError) {
-        guard heartbeat.seq < liveEnvelopeHigh else { return }
+        let published = max(liveEnvelopeHigh, runPublishedHigh)
+        guard heartbeat.seq < published else { return }
         if startKept {
             throw SubscriberError(.cursorMismatch,
                 "the daemon at \(options.publish) restarted with its journal ending at seq \(heartbeat.seq), but it had "
-                    + "published seq \(liveEnvelopeHigh) to this subscriber: records it published were lost from its journal "
+                    + "published seq \(published) to this subscriber: records it published were lost from its journal "
                     + "(a disk fault, or its data directory restored from a copy or replaced), and it will give those seqs "
                     + "to new events, which this subscriber would skip as seen. Nothing was skipped. Check the daemon's "
                     + "disk, then resume after the journal's last record, N in the daemon's `started … last_seq=N` line "
@@ -325,7 +338,7 @@ package struct SubscriptionSequencer {
         }
         logger.warning("the daemon restarted with its journal behind what it had published; new events up to the old "
                        + "seq will be taken for seen ones", ["daemon_seq": String(heartbeat.seq),
-                                                            "published_seq": String(liveEnvelopeHigh)])
+                                                            "published_seq": String(published)])
     }
 
     private mutating func hold(_ envelope: BusEnvelope) {
@@ -561,6 +574,7 @@ package struct SubscriptionSequencer {
     // MARK: Delivery
 
     private mutating func deliver(_ envelope: BusEnvelope, seenLive: Bool, into actions: inout [Action]) {
+        deliveredHigh = max(deliveredHigh, envelope.seq)
         if envelope.positionOnly {
             // Another topic on the wire (LiveSubscription.everything): it only moves the position.
             verified = max(verified ?? 0, envelope.seq)

@@ -122,6 +122,11 @@ class SubscriptionSequencer:
         # The highest seq of an envelope received live: written to the journal before it was published
         # (a heartbeat's seq may be assigned and not yet written).
         self._live_envelope_high = 0
+        # The highest seq of an envelope delivered (live or from the journal, its position only or not),
+        # and the seqs this run of the daemon is known to have published: at each of its heartbeats, the
+        # lesser of the heartbeat's seq and that.
+        self._delivered_high = 0
+        self._run_published_high = 0
         self._last_heartbeat: Optional[Heartbeat] = None
         self._unconfirmed: List[int] = []
         self._unconfirmed_head = 0
@@ -230,6 +235,9 @@ class SubscriptionSequencer:
         self._check_identity(heartbeat)
         if self._note_run(heartbeat.started_at):
             self._check_restarted_journal(heartbeat)
+            self._run_published_high = 0
+        else:
+            self._run_published_high = max(self._run_published_high, min(heartbeat.seq, self._delivered_high))
         if not self.released:
             return []
         actions = []
@@ -458,7 +466,8 @@ class SubscriptionSequencer:
         published, and every envelope received live was written before it was published. A new run
         whose last seq is below one lost records it had published, and will give those seqs to new
         events, which this subscriber would skip as seen (SubscriptionSequencer.swift says more)."""
-        if heartbeat.seq >= self._live_envelope_high:
+        published = max(self._live_envelope_high, self._run_published_high)
+        if heartbeat.seq >= published:
             return
         if self._start_kept:
             raise SubscriberError(
@@ -468,9 +477,9 @@ class SubscriptionSequencer:
                 "restored from a copy or replaced), and it will give those seqs to new events, which this subscriber "
                 "would skip as seen. Nothing was skipped. Check the daemon's disk, then resume after the journal's last "
                 "record, N in the daemon's `started ... last_seq=N` line (at most %d): `checkoutbus cursor set PATH "
-                "--to-seq N+1`" % (self.options.publish, heartbeat.seq, self._live_envelope_high, heartbeat.seq))
+                "--to-seq N+1`" % (self.options.publish, heartbeat.seq, published, heartbeat.seq))
         self.log("warning", "the daemon restarted with its journal at seq %d, behind seq %d it had published; new "
-                 "events up to it will be taken for seen ones" % (heartbeat.seq, self._live_envelope_high))
+                 "events up to it will be taken for seen ones" % (heartbeat.seq, published))
 
     def page_delivered(self, now: int) -> None:
         """After handling a reply: a request prefetched behind the page just delivered is timed
@@ -514,6 +523,7 @@ class SubscriptionSequencer:
     # Delivery
 
     def _deliver(self, envelope: Envelope, seen_live: bool, actions: list) -> None:
+        self._delivered_high = max(self._delivered_high, envelope.seq)
         level = self._coverage.level(envelope.kind)
         if envelope.position_only:
             self._verified = max(self._verified or 0, envelope.seq)

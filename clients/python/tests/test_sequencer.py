@@ -152,6 +152,22 @@ def test_a_restart_whose_journal_ends_below_a_published_envelope_is_refused():
             s.receive_heartbeat(hb(3, "c"))
 
 
+def test_a_restart_below_envelopes_delivered_from_the_journal_is_refused():
+    # They count once a heartbeat of the same run has passed them.
+    s = SubscriptionSequencer(options())
+    s.start(0, 0, kept=True)
+    rid, _ = replays(s.tick(0))[0]
+    assert delivered(s.receive_reply(page(rid, 5, 4), [envelope(i, origin="journal") for i in range(1, 5)], 0)) \
+        == [1, 2, 3, 4]
+    h = heartbeat(4, 4)
+    h.started_at = "a"
+    s.receive_heartbeat(h)
+    h = heartbeat(0, 0)
+    h.started_at = "b"
+    with pytest.raises(SubscriberError):
+        s.receive_heartbeat(h)
+
+
 def test_not_retained_skips_to_the_oldest_retained():
     s = SubscriptionSequencer(options())
     s.start(10, 0)
