@@ -116,10 +116,17 @@ class Subscriber:
                  page_size: int = 1000, request_timeout_ms: int = 15_000,
                  live_subscription: str = LIVE_PREFIXES, durable: bool = False, log=None,
                  shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None,
-                 silence_ms: int = 5000, on_silence=None):
+                 silence_ms: int = 5000, on_silence=None, max_pending_bytes: int = 64 << 20):
         publishes, controls = _endpoints(publish), _endpoints(control)
+        if isinstance(prefixes, (str, bytes)):
+            # A single prefix given bare: one prefix, not one per character.
+            prefixes = [prefixes.decode() if isinstance(prefixes, bytes) else prefixes]
         if prefixes is not None:
+            if not list(prefixes):
+                raise ValueError("no topic prefixes: give at least one (\"checkout.\" follows every lifecycle topic)")
             check_prefixes(list(prefixes))
+        if not isinstance(max_pending_bytes, int) or max_pending_bytes < 0:
+            raise ValueError("max_pending_bytes must be an integer, 0 or more")
         if not publishes or len(publishes) != len(controls):
             raise ValueError("one control endpoint per publish endpoint, and at least one")
         if (shard_ids is None) != (shard_count is None):
@@ -160,7 +167,7 @@ class Subscriber:
             options = Options(publish=publishes[i], control=controls[i],
                               prefixes=list(prefixes) if prefixes is not None else list(DEFAULT_PREFIXES),
                               name=self.name, page_size=page_size, request_timeout_ms=request_timeout_ms,
-                              live_subscription=live_subscription)
+                              live_subscription=live_subscription, max_pending_bytes=max_pending_bytes)
             if shard_ids is not None:  # chosen shards: every endpoint is checked, even a single one
                 expected = ShardIdentity(shard_ids[i], shard_count)
             else:
@@ -276,12 +283,18 @@ class Subscriber:
     def report_rejected(self, count: int, position: int = 0) -> None:
         """Says how many envelopes of the shard at `position` the application holds parked because
         it could not apply them: sent with every report from now on (`rejected`), shown by the
-        daemon's stats and `checkoutbus_subscriber_rejected`."""
+        daemon's stats and `checkoutbus_subscriber_rejected`. Raises ValueError for a count that is
+        not an integer 0 or more (the daemon would refuse every report that carried it)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError("the rejected count must be an integer, 0 or more, not %r" % (count,))
         self._shards[position].rejected = count
 
     def commit(self, envelope: Envelope) -> None:
         """Moves the cursor of the envelope's shard to its seq (a FileCursor write is in the kernel
-        when this returns, so it survives kill -9)."""
+        when this returns, so it survives kill -9). Raises SubscriberError once the subscriber is
+        closed: its cursor files are closed, and a commit that moved nothing must not look done."""
+        if self._closed:
+            raise SubscriberError("closed", "the subscriber is closed: the commit of seq %d moved nothing" % envelope.seq)
         cursor = self._shards[envelope.position].cursor
         if cursor is not None:  # None: no cursor was given (start from now, commit nowhere)
             cursor.commit(envelope.seq)

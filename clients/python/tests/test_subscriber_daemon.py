@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from checkoutbus import FileCursor, MemoryCursor, Subscriber
+from checkoutbus import FileCursor, MemoryCursor, Subscriber, SubscriberError, send_acked
 
 from bus import needs_daemon
 
@@ -135,6 +135,29 @@ def test_prefixes_the_daemon_would_not_take_are_refused_up_front(bus):
                      prefixes=["checkout." + "x" * 55], name="py-long-prefix")
     with sub:
         assert sub.wait_subscribed(30)
+
+
+def test_api_edges_a_bare_prefix_no_prefixes_bad_counts_and_a_commit_after_close(bus):
+    daemon = bus.daemon()
+    send_acked([{"checkout_id": "e-1", "event": "checkoutDidStart", "checkout": {"id": "e-1"}},
+                {"checkout_id": "e-1", "event": "checkoutDidComplete", "checkout": {"id": "e-1", "order": {"id": "o-1"}}}],
+               daemon.ingest_acked)
+    # A bare string was split into one-character prefixes, and "c" followed every checkout topic.
+    with Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0),
+                    prefixes="checkout.complete", name="py-bare") as sub:
+        first = sub.receive(timeout=20)
+        assert first is not None and first.topic == b"checkout.complete"
+        with pytest.raises(ValueError):
+            sub.report_rejected(-1)  # the daemon refuses a report with a negative count
+        with pytest.raises(ValueError):
+            sub.report_rejected(1.5)
+    with pytest.raises(SubscriberError) as e:
+        sub.commit(first)
+    assert e.value.kind == "closed"
+    with pytest.raises(ValueError, match="no topic prefixes"):
+        Subscriber(publish=daemon.publish, control=daemon.control, prefixes=[])
+    with pytest.raises(ValueError, match="max_pending_bytes"):
+        Subscriber(publish=daemon.publish, control=daemon.control, max_pending_bytes=-1)
 
 
 def test_reports_say_durable_and_final_and_a_clean_stop_is_gone_stopped(bus):
