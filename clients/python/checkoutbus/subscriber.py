@@ -68,6 +68,9 @@ class _Shard:
         # for silence_ms, said once until one arrives.
         self.heard_at = 0.0
         self.silent = False
+        # A reply's page was queued for the application: once it has taken all of it, a request
+        # prefetched behind the page is timed from then (SubscriptionSequencer.page_delivered).
+        self.page_queued = False
 
 
 class Subscriber:
@@ -344,6 +347,10 @@ class Subscriber:
         now = _now()
         wait = 200
         for shard in self._shards:
+            if shard.page_queued and not self._ready:
+                # The application asked for more with every queued envelope taken: handled.
+                shard.page_queued = False
+                shard.sequencer.page_delivered(now)
             self._perform(shard, shard.sequencer.tick(now))
             wait = min(wait, shard.sequencer.poll_timeout_ms)
         if wait_ms is not None:
@@ -396,7 +403,12 @@ class Subscriber:
                 continue
             page = wire.page(frames[1:]) if reply.op == "replay" and reply.ok else []
             self._perform(shard, sequencer.receive_reply(reply, page, _now()))
-            sequencer.page_delivered(_now())
+            # Timed from when the application has taken the page, not from when it was queued: a
+            # slow handler had every prefetched request time out and asked for each page again.
+            if self._ready:
+                shard.page_queued = True
+            else:
+                sequencer.page_delivered(_now())
         received, drained = 0, False
         for _ in range(1024):
             try:

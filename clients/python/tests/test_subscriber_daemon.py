@@ -174,3 +174,19 @@ def test_reports_say_durable_and_final_and_a_clean_stop_is_gone_stopped(bus):
     for name in ("py-memory", "py-durable"):
         report = daemon.report_of(name, until=lambda r: r["state"] == "gone")
         assert report["gone_reason"] == "stopped"
+
+
+def test_a_handler_slower_than_the_request_timeout_asks_for_each_page_once(bus):
+    # The prefetched request was timed from when its page was queued for iteration, not handled:
+    # with a page taking longer to handle than request_timeout_ms, every page was asked for again.
+    daemon = bus.daemon()
+    send_acked([{"checkout_id": "s-%d" % i, "event": "checkoutDidStart", "checkout": {"id": "s-%d" % i}}
+                for i in range(400)], daemon.ingest_acked)
+    logs = []
+    with Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0), page_size=100,
+                    request_timeout_ms=500, log=lambda level, message: logs.append(message), name="py-slow") as sub:
+        for _ in range(400):
+            assert sub.receive(timeout=20) is not None
+            time.sleep(0.008)  # 100 envelopes: 0.8 s a page, past the 0.5 s timeout
+        assert sub.statistics.replay_requests <= 5, (sub.statistics.replay_requests, logs)
+    assert not [m for m in logs if "unanswered" in m], logs
