@@ -16,7 +16,7 @@ def _object(raw: bytes) -> Optional[dict]:
     """`raw` as a JSON object; None when it is not JSON or not an object."""
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past Python's limit (no daemon sends it)
         return None
     return data if isinstance(data, dict) else None
 
