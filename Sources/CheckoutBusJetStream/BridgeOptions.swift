@@ -202,6 +202,9 @@ package struct BridgeOptions: Sendable {
         o.window = try args.int(windowOption, in: 1...1_000_000)
         o.ackWaitMilliseconds = try duration(args.string(ackWait), flag: ackWait.name) / 1_000_000
         guard o.ackWaitMilliseconds >= 100 else { throw .init("--ack-wait must be at least 100ms") }
+        if o.maxAgeNanoseconds > 0 && o.duplicateWindowNanoseconds > o.maxAgeNanoseconds {
+            throw .init("--duplicate-window must be at most --max-age (JetStream refuses such a stream)")
+        }
         return o
     }
 

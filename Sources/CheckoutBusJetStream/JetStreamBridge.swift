@@ -91,6 +91,13 @@ package actor JetStreamBridge {
     }
 
     private func bridge(stop: StopSignal, onReady: @escaping @Sendable ([String: String]) -> Void) async throws {
+        if options.duplicateWindowNanoseconds <= options.ackWaitMilliseconds * 1_000_000 {
+            logger.warning("--duplicate-window is not longer than --ack-wait: a publish sent again after its wait is kept "
+                + "out of the stream by the bridge's reading of the stream's tail alone (docs/jetstream.md)", [
+                "duplicate_window_ms": String(options.duplicateWindowNanoseconds / 1_000_000),
+                "ack_wait_ms": String(options.ackWaitMilliseconds),
+            ])
+        }
         guard let connection = try connect(stop: stop) else { return }
         var jsOptions = JetStream.Options()
         jsOptions.maxPending = Int64(options.window)
@@ -113,12 +120,7 @@ package actor JetStreamBridge {
         // Several daemons, or --shard-ids: endpoint p is shard shardIDs[p] (the subscriber checks
         // it), and only those shards' ids in the stream are this bridge's. One daemon without
         // --shard-ids: whichever shard it is, read from its envelopes, owns the one cursor.
-        var positions: [Int?: Int64] = [:]
-        if options.shardIDs == nil && shardCount == 1 {
-            positions[nil] = committedSeqs[0]
-        } else {
-            for (shard, seq) in zip(shardIDs, committedSeqs) { positions[shard] = seq }
-        }
+        let positions = cursorPositions()
         while true {
             do {
                 try reconcile(js, shards: positions)
@@ -270,9 +272,18 @@ package actor JetStreamBridge {
             if !again.isEmpty {
                 logger.warning("publishing again what the stream did not acknowledge",
                                ["count": String(again.count), "first_reason": failures.first?.reason ?? "not acknowledged"])
+                // Stored, with the acknowledgement lost (NATS went away after storing it), perhaps
+                // longer ago than the duplicate window: the stream's tail says, as at start (rule 3
+                // of docs/jetstream.md), rather than the window alone.
+                readTailBeforeRepublishing(js, stop: stop)
             }
             for id in again {
                 guard let message = unacknowledged[id] else { continue }
+                if storedBeyondCursor.remove(id) != nil {
+                    statistics.alreadyStored += 1
+                    unacknowledged.removeValue(forKey: id)
+                    continue
+                }
                 try publishSynchronously(js, id: id, message: message, stop: stop)
                 unacknowledged.removeValue(forKey: id)
             }
@@ -282,6 +293,35 @@ package actor JetStreamBridge {
             guard let envelope = handled[position] else { continue }
             acknowledged.append(envelope)
             handled[position] = nil
+        }
+    }
+
+    /// Each bridged shard's committed `seq`, keyed as ``reconcile(_:shards:)`` takes them (nil: the
+    /// single daemon, whichever shard it is).
+    private func cursorPositions() -> [Int?: Int64] {
+        var positions: [Int?: Int64] = [:]
+        if options.shardIDs == nil && options.busShardCount == 1 {
+            positions[nil] = committedSeqs[0]
+        } else {
+            for (shard, seq) in zip(options.bridgedShards, committedSeqs) { positions[shard] = seq }
+        }
+        return positions
+    }
+
+    /// ``reconcile(_:shards:)`` from the committed cursors, tried until it succeeds (NATS may still
+    /// be coming back) or `stop` is raised; once when stopping (`stop` nil). On failure the ids
+    /// stay to be published again, under their ids, as before.
+    private func readTailBeforeRepublishing(_ js: JetStream, stop: StopSignal?) {
+        let positions = cursorPositions()
+        while true {
+            do {
+                try reconcile(js, shards: positions)
+                return
+            } catch {
+                logger.warning("cannot read the stream's tail before publishing again; retrying", ["error": "\(error)"])
+                guard let stop, !stop.isRaised else { return }
+                sleepUnlessStopped(stop, milliseconds: 1000)
+            }
         }
     }
 
@@ -297,6 +337,12 @@ package actor JetStreamBridge {
                 statistics.republished += 1
                 logger.debug("published again", ["id": id, "attempt": String(attempt), "duplicate": String(ack.duplicate)])
                 return
+            } catch where error.isOverMaxPayload {
+                // Refused every time: retrying would hold every later envelope behind it for ever.
+                throw BridgeError("envelope \(id) is \(message.payload.count) bytes, more than the NATS server's max_payload "
+                    + "(\(error.message)); the cursor stays before it. Raise max_payload in nats-server's configuration "
+                    + "(up to 64 MB; the daemon's envelopes can exceed --max-message-bytes: docs/jetstream.md) and start "
+                    + "the bridge again")
             } catch {
                 logger.warning("publish failed; retrying", ["id": id, "attempt": String(attempt), "error": "\(error)"])
                 if stop == nil || stop!.isRaised {
@@ -360,6 +406,11 @@ package actor JetStreamBridge {
                 return info
             } catch let error as NATSError {
                 // A stream that cannot be created as configured stays so: no retry will help.
+                if error.jetStreamCode == JetStreamBridge.invalidStreamConfiguration {
+                    throw BridgeError("cannot create stream \(options.stream): \(error.message) (jetstream error \(error.jetStreamCode)); "
+                                      + "the server refuses its configuration as given (--duplicate-window is at most --max-age; "
+                                      + "--replicas at most the cluster's size)")
+                }
                 if JetStreamBridge.permanentStreamErrors.contains(error.jetStreamCode) {
                     throw BridgeError("cannot create stream \(options.stream): \(error.message) (jetstream error \(error.jetStreamCode)); "
                                       + "another stream takes these subjects: use --subject-prefix, or bridge into that stream")
@@ -376,6 +427,9 @@ package actor JetStreamBridge {
     /// subjects that overlap another stream's (10065), a stream name already in use with another
     /// configuration (10058).
     static let permanentStreamErrors: Set<Int> = [10065, 10058]
+    /// JetStream's "stream configuration validation error": the flags ask for a stream the server
+    /// will never create (a duplicate window longer than the age limit, say).
+    static let invalidStreamConfiguration = 10052
 
     /// Finds the ids already stored beyond each cursor, reading the stream's tail backwards in
     /// growing steps until each cursor's own message is in view.

@@ -225,7 +225,16 @@ package final class FulfilmentWorker {
             }
             // With one daemon its cursor is row 0, whichever shard that daemon is.
             let position = shardCount == 1 ? 0 : envelope.shard
-            if try handle(envelope.raw, cursorName: names[position]) != nil {
+            let rejection: RejectionReason?
+            do {
+                rejection = try handle(envelope.raw, cursorName: names[position])
+            } catch let error as SQLiteError {
+                // Rolled back: neither the order nor the cursor moved; a restart applies it again.
+                let seq = envelope.seq, topic = envelope.topic, path = options.databasePath
+                let why = "cannot record seq \(seq) (\(topic)) in \(path): \(error.description); nothing of it was kept, "
+                throw FulfilmentError(why + "and the worker resumes at it when started again")
+            }
+            if rejection != nil {
                 parked[position] += 1
                 subscriber.reportRejected(parked[position], position: position)
             }

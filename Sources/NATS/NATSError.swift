@@ -30,6 +30,10 @@ package struct NATSError: Error, CustomStringConvertible, Sendable {
     /// The operation timed out (no answer from the server in time).
     package var isTimeout: Bool { status == NATS_TIMEOUT.rawValue }
 
+    /// The message is larger than the server's `max_payload`: it will be refused however often it
+    /// is sent.
+    package var isOverMaxPayload: Bool { status == NATS_MAX_PAYLOAD.rawValue }
+
     /// JetStream answered that the stream does not exist.
     package var isStreamNotFound: Bool { jetStreamCode == Int(JSStreamNotFoundErr.rawValue) }
 

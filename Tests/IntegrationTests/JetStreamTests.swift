@@ -28,14 +28,22 @@ final class NATSServerProcess {
 
     /// - Parameters:
     ///   - cluster: this node's route port and every node's, for a JetStream cluster; nil: a single server.
-    init(name: String, directory: URL, cluster: (port: Int, routes: [Int])? = nil) throws {
+    ///   - config: the text of a configuration file given with `-c` (`max_payload: 8KB`).
+    ///   - port: the client port (nil: the server's choice), for a server restarted where the bridge reconnects.
+    init(name: String, directory: URL, cluster: (port: Int, routes: [Int])? = nil, config: String? = nil,
+         port: Int? = nil) throws {
         self.name = name
         self.directory = directory
         let portsDirectory = directory.appendingPathComponent("ports")
         try FileManager.default.createDirectory(at: portsDirectory, withIntermediateDirectories: true)
         process.executableURL = URL(fileURLWithPath: natsServerPath!)
-        var arguments = ["-js", "-a", "127.0.0.1", "-p", "-1", "-n", name, "-sd", directory.appendingPathComponent("store").path,
+        var arguments = ["-js", "-a", "127.0.0.1", "-p", port.map(String.init) ?? "-1", "-n", name, "-sd", directory.appendingPathComponent("store").path,
                          "--ports_file_dir", portsDirectory.path]
+        if let config {
+            let file = directory.appendingPathComponent("nats.conf")
+            try config.write(to: file, atomically: true, encoding: .utf8)
+            arguments += ["-c", file.path]
+        }
         if let cluster {
             arguments += ["--cluster_name", "checkoutbus-test", "--cluster", "nats://127.0.0.1:\(cluster.port)",
                           "--routes", cluster.routes.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")]
@@ -517,6 +525,63 @@ struct JetStreamTests {
     /// Three JetStream nodes routed to each other on loopback. JetStream clustering needs the routes
     /// configured up front, so the route ports are picked free first; a node that loses the race
     /// for its port exits, and the cluster is started again on new ports.
+    /// NATS down longer than the duplicate window while the bridge runs: envelopes it had stored,
+    /// with their acknowledgements lost, were published again after the window had forgotten their
+    /// ids, and the stream held them twice (the tail was read only when the bridge started).
+    @Test("NATS killed mid-flood and back after the duplicate window, the bridge running: every envelope in the stream exactly once")
+    func natsOutageLongerThanTheWindow() throws {
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let natsDirectory = tmp.appendingPathComponent("nats")
+        let port = try freeLoopbackPort()
+        var nats = try NATSServerProcess(name: "outage", directory: natsDirectory, port: port)
+        let daemon = try DaemonProcess()
+        let cursor = tmp.appendingPathComponent("bridge.cursor")
+        let bridge = try BridgeProcess(daemon: daemon, nats: [nats.clientURL], cursor: cursor,
+                                       extra: ["--duplicate-window", "1s", "--ack-wait", "500ms", "--window", "4096"])
+        let (flood, _) = try startFlood(daemon, checkouts: 12000, seed: 77, rate: nil)
+        for round in 1...3 {
+            // Killed with publishes in flight: some stored, their acknowledgements lost with the server.
+            let target = Int64(round) * 6000
+            #expect(waitUntil(60) { committedSeq(cursor) >= target }, "round \(round): the cursor never reached \(target)")
+            #expect(bridgeIsBusy(flood: flood, controls: [daemon.control], cursors: [cursor]), "round \(round): idle at the kill")
+            nats.kill9()
+            usleep(1_500_000)  // past the duplicate window
+            try FileManager.default.removeItem(at: natsDirectory.appendingPathComponent("ports"))
+            nats = try NATSServerProcess(name: "outage", directory: natsDirectory, port: port)
+        }
+        let last = try waitForBridge(flood: flood, daemon: daemon, cursor: cursor) { bridge }
+        let report = try verifyStream(nats.clientURL)
+        #expect(report.int("repeated_ids") == 0, "\(report)")
+        #expect(report.int("unique_ids") == Int(last))
+        #expect(report.object("shards")?.object("0")?.int("missing") == 0)
+        print("natsOutageLongerThanTheWindow: stream tail reads before publishing again: \(bridge.stderrText.components(separatedBy: "stream tail read").count - 2)")
+    }
+
+    /// An envelope larger than the server's max_payload was retried for ever, holding every later
+    /// envelope behind it while the bridge's reports said it was not behind.
+    @Test("an envelope over the NATS server's max_payload stops the bridge with the reason; the cursor stays before it")
+    func envelopeOverMaxPayload() throws {
+        let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: tmp) }
+        let nats = try NATSServerProcess(name: "small", directory: tmp.appendingPathComponent("nats"),
+                                         config: "max_payload: 8192\n")
+        let daemon = try DaemonProcess()
+        let note = String(repeating: "n", count: 20_000)
+        let events = [#"{"checkout_id":"p-1","payload":{"event":"checkoutDidStart","checkout":{"id":"p-1"}}}"#,
+                      #"{"checkout_id":"p-2","payload":{"event":"checkoutDidStart","checkout":{"id":"p-2","note":"\#(note)"}}}"#,
+                      #"{"checkout_id":"p-3","payload":{"event":"checkoutDidStart","checkout":{"id":"p-3"}}}"#]
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let cursor = tmp.appendingPathComponent("bridge.cursor")
+        let bridge = try BridgeProcess(daemon: daemon, nats: [nats.clientURL], cursor: cursor)
+        #expect(waitForExit(bridge.process, timeout: 60) == 1)
+        #expect(bridge.stderrText.contains("envelope 0:2 is"), "\(bridge.stderrText.suffix(2000))")
+        #expect(bridge.stderrText.contains("max_payload"), "\(bridge.stderrText.suffix(2000))")
+        #expect(committedSeq(cursor) <= 1)
+    }
+
     @Test("stopped while NATS is down: the cursor never passes an envelope the stream does not hold")
     func stoppedDuringOutage() throws {
         let tmp = TestScratch.url("cb-js-\(UUID().uuidString)")
@@ -533,8 +598,12 @@ struct JetStreamTests {
 
         // NATS goes away with publishes in flight; the bridge keeps trying them.
         nats.kill9()
-        #expect(waitUntil(30) { bridge.stderrText.contains("publish failed; retrying") },
-                "the bridge never retried during the outage")
+        // Before publishing again it reads the stream's tail (what was stored, its acknowledgement
+        // lost), and keeps trying that while NATS is away.
+        #expect(waitUntil(30) {
+            bridge.stderrText.contains("publish failed; retrying")
+                || bridge.stderrText.contains("cannot read the stream's tail before publishing again; retrying")
+        }, "the bridge never retried during the outage")
         // Stopped in the middle of its retries: it may not commit what the stream never acknowledged.
         bridge.process.terminate()
         #expect(waitForExit(bridge.process, timeout: 30) != -9, "the bridge did not stop")
@@ -620,6 +689,11 @@ struct JetStreamBridgeUnitTests {
         #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--from", "tcp://a:1,tcp://b:1"]) }
         #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--max-age", "7 days"]) }
         #expect(throws: CommandLineArguments.UsageError.self) { try BridgeOptions.parse(["--duplicate-window", "0"]) }
+        // A window longer than the age limit: JetStream refuses such a stream, and the bridge retried for ever.
+        #expect(throws: CommandLineArguments.UsageError.self) {
+            try BridgeOptions.parse(["--duplicate-window", "10m", "--max-age", "1m"])
+        }
+        #expect(try BridgeOptions.parse(["--duplicate-window", "10m", "--max-age", "0"]).duplicateWindowNanoseconds > 0)
     }
 
     @Test("verify and dump try timed-out reads again for --wait, two minutes unless told")
