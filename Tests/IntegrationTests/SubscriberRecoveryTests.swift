@@ -298,6 +298,19 @@ struct SubscriberCursorTests {
         #expect(daemon.terminate() == 0)
     }
 
+    /// Both slots unreadable was read as 0: a subscriber started over from the oldest retained
+    /// envelope without a word (a bridge would publish everything again).
+    @Test("FileCursor: both slots damaged is refused; a first commit cut short is nothing committed")
+    func fileCursorDamaged() throws {
+        let path = try temporaryPath("cursor")
+        try Data(repeating: UInt8(ascii: "x"), count: 2 * FileCursor.slotSize).write(to: URL(fileURLWithPath: path))
+        #expect(throws: SubscriberError.self) { try FileCursor(path: path) }
+        #expect(throws: SubscriberError.self) { try FileCursor.committed(at: path) }
+        try Data(Array("cursor v1 seq=0000".utf8)).write(to: URL(fileURLWithPath: path))
+        #expect(try FileCursor.committed(at: path) == 0)
+        #expect(try FileCursor(path: path).load() == 0)
+    }
+
     @Test("FileCursor: commits survive reopening; a torn slot falls back to the previous commit")
     func fileCursor() throws {
         let path = try temporaryPath("cursor")

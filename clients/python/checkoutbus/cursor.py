@@ -55,6 +55,12 @@ def _read(fd: int):
         value = decode(data[start:start + SLOT_SIZE])
         if value is not None and value >= seq:
             seq, generation = value, slot + 1
+    # A commit cut short spoils one slot; the first commit writes slot 0 only. Bytes in both slots and
+    # neither readable is damage: reading it as 0 would start over from the oldest retained envelope.
+    if generation == 0 and len(data) > SLOT_SIZE:
+        raise SubscriberError("cursor_unusable", "cursor file holds %d bytes and no readable position (both slots "
+                              "damaged, which a commit cut short never does): move it aside and set the position "
+                              "with `checkoutbus cursor set PATH --to-seq SEQ`" % len(data))
     return seq, generation
 
 
@@ -94,6 +100,9 @@ class FileCursor:
         except OSError as e:
             self.close()
             raise SubscriberError("cursor_unusable", "cannot read cursor file %s: %s" % (path, e.strerror))
+        except SubscriberError as e:
+            self.close()
+            raise SubscriberError("cursor_unusable", "%s: %s" % (path, e))
 
     @staticmethod
     def committed(path: str) -> int:

@@ -40,6 +40,25 @@ def test_two_slots_written_alternately_and_a_torn_slot_leaves_the_previous_commi
     assert c.FileCursor.committed(path) == 43
 
 
+def test_both_slots_damaged_is_refused_a_first_commit_cut_short_is_nothing_committed(tmp_path):
+    # Both slots unreadable was read as 0: the subscriber started over without a word.
+    path = str(tmp_path / "cursor")
+    with open(path, "wb") as f:
+        f.write(b"x" * (2 * c.SLOT_SIZE))
+    with pytest.raises(c.SubscriberError) as e:
+        c.FileCursor(path)
+    assert e.value.kind == "cursor_unusable"
+    with pytest.raises(c.SubscriberError):
+        c.FileCursor.committed(path)
+    # The first commit writes slot 0 alone: cut short, nothing was committed.
+    with open(path, "wb") as f:
+        f.write(c.encode(7)[:30])
+    assert c.FileCursor.committed(path) == 0
+    cur = c.FileCursor(path)
+    assert cur.load() == 0
+    cur.close()
+
+
 def test_the_slot_format_matches_the_swift_file_cursor():
     slot = c.encode(5)
     assert slot.startswith(b"cursor v1 seq=00000000000000000005 check=") and slot.endswith(b"\n")
