@@ -126,7 +126,7 @@ struct SubscriptionSequencerTests {
     @Test func aKeptCursorAheadOfTheJournalIsRefusedAPassingOneGoesOn() throws {
         var kept = SubscriptionSequencer(options: Self.options())
         _ = kept.start(cursor: 9, kept: true, now: 0)
-        #expect(throws: SubscriberError.self) { try kept.receiveHeartbeat(Self.heartbeat(4, complete: 4)) }
+        #expect(Self.isCursorMismatch { _ = try kept.receiveHeartbeat(Self.heartbeat(4, complete: 4)) })
         var passing = SubscriptionSequencer(options: Self.options())
         _ = passing.start(cursor: 9, now: 0)
         #expect(try passing.receiveHeartbeat(Self.heartbeat(4, complete: 4)).contains {
@@ -138,50 +138,61 @@ struct SubscriptionSequencerTests {
         _ = try level.receiveHeartbeat(Self.heartbeat(9, complete: 9))
     }
 
-    /// A new run of the daemon whose journal ends below an envelope the old run published live
-    /// lost records; one whose heartbeat is only below an earlier heartbeat's (a seq assigned, not
-    /// yet written, when the old run was killed) did not.
-    @Test func aRestartWhoseJournalEndsBelowAPublishedEnvelopeIsRefused() throws {
-        func heartbeat(_ seq: Int64, run: String) -> SubscriptionSequencer.Heartbeat {
-            var h = Self.heartbeat(seq, complete: seq)
-            h.startedAt = run
-            return h
+    static func heartbeat(_ seq: Int64, run: String) -> SubscriptionSequencer.Heartbeat {
+        var h = heartbeat(seq, complete: seq)
+        h.startedAt = run
+        return h
+    }
+
+    static func isCursorMismatch(_ body: () throws -> Void) -> Bool {
+        do {
+            try body()
+            return false
+        } catch {
+            return (error as? SubscriberError)?.code == .cursorMismatch
         }
+    }
+
+    /// A new run of the daemon whose journal ends below a seq the old run showed live (an envelope
+    /// or a heartbeat: heartbeats go out once everything before them is published) lost records it
+    /// had published. A kept position stops there; a passing one goes on (with a warning).
+    @Test func aRestartWhoseJournalEndsBelowWhatTheOldRunPublishedIsRefused() throws {
         for kept in [true, false] {
             var s = SubscriptionSequencer(options: Self.options())
             _ = s.start(cursor: 0, kept: kept, now: 0)
             let request = try #require(Self.replays(s.tick(now: 0)).first)
             _ = try s.receiveReply(Self.page(request.id, next: 1, lastSeq: 0), page: [], now: 0)
-            _ = try s.receiveHeartbeat(heartbeat(0, run: "a"))
+            _ = try s.receiveHeartbeat(Self.heartbeat(0, run: "a"))
             for seq: Int64 in 1...5 { #expect(Self.delivered(try s.receiveLive(Self.envelope(seq))) == [seq]) }
-            _ = try s.receiveHeartbeat(heartbeat(9, run: "a"))
-            // Killed with seqs 6 to 9 assigned and never written: the new run goes on after 5.
-            _ = try s.receiveHeartbeat(heartbeat(5, run: "b"))
+            // Killed and restarted on the same journal: it goes on after 5.
+            _ = try s.receiveHeartbeat(Self.heartbeat(5, run: "b"))
             // Killed again; this time the journal lost 4 and 5, which were published.
-            if kept {
-                #expect(throws: SubscriberError.self) { try s.receiveHeartbeat(heartbeat(3, run: "c")) }
-            } else {
-                _ = try s.receiveHeartbeat(heartbeat(3, run: "c"))
-            }
+            let refused = Self.isCursorMismatch { _ = try s.receiveHeartbeat(Self.heartbeat(3, run: "c")) }
+            #expect(refused == kept)
         }
+    }
+
+    /// A worker of completes only sees the other kinds' seqs in heartbeats; those count too.
+    @Test func aHeartbeatAloneIsEvidenceOfWhatWasPublished() throws {
+        var s = SubscriptionSequencer(options: Self.options(["checkout.complete"]))
+        _ = s.start(cursor: 0, kept: true, now: 0)
+        let request = try #require(Self.replays(s.tick(now: 0)).first)
+        _ = try s.receiveReply(Self.page(request.id, next: 1, lastSeq: 0), page: [], now: 0)
+        _ = try s.receiveHeartbeat(Self.heartbeat(40, run: "a"))
+        #expect(Self.isCursorMismatch { _ = try s.receiveHeartbeat(Self.heartbeat(12, run: "b")) })
     }
 
     /// Envelopes delivered from the journal count once a heartbeat of the same run has passed them
     /// (a subscriber that caught up and saw nothing live since, when the daemon's journal was reset).
     @Test func aRestartBelowEnvelopesDeliveredFromTheJournalIsRefused() throws {
-        func heartbeat(_ seq: Int64, run: String) -> SubscriptionSequencer.Heartbeat {
-            var h = Self.heartbeat(seq, complete: seq)
-            h.startedAt = run
-            return h
-        }
         var s = SubscriptionSequencer(options: Self.options())
         _ = s.start(cursor: 0, kept: true, now: 0)
         let request = try #require(Self.replays(s.tick(now: 0)).first)
         let journal = (1...4).map { Self.envelope(Int64($0), origin: .journal) }
         #expect(Self.delivered(try s.receiveReply(Self.page(request.id, next: 5, lastSeq: 4), page: journal, now: 0))
             == [1, 2, 3, 4])
-        _ = try s.receiveHeartbeat(heartbeat(4, run: "a"))
-        #expect(throws: SubscriberError.self) { try s.receiveHeartbeat(heartbeat(0, run: "b")) }
+        _ = try s.receiveHeartbeat(Self.heartbeat(4, run: "a"))
+        #expect(Self.isCursorMismatch { _ = try s.receiveHeartbeat(Self.heartbeat(0, run: "b")) })
     }
 
     @Test func notRetainedSkipsToTheOldestRetained() throws {
@@ -304,6 +315,27 @@ struct SubscriptionSequencerTests {
         // The old request's answer, should it come after all, is not the one in flight.
         #expect(Self.delivered(try s.receiveReply(Self.page(request.id, next: 11, lastSeq: 10), page: page, now: 4)).isEmpty)
         #expect(Self.delivered(try s.receiveReply(Self.page(again.id, next: 11, lastSeq: 10), page: page, now: 5)) == Array(1...10))
+    }
+
+    /// `busy` is a good request the daemon cannot answer now: asked again a second later, not refused.
+    @Test func aBusyAnswerToWhichShardIsAskedAgain() throws {
+        let identity = ShardIdentity(position: 1, shard: 1, shards: 2, chosen: nil)
+        var s = SubscriptionSequencer(options: Self.options(), expectedShard: identity)
+        let t: UInt64 = 100_000_000_000  // a monotonic clock well past the request timeout
+        let start = s.start(cursor: 0, now: t)
+        let id = try #require(start.compactMap { if case .requestIdentity(let id) = $0 { id } else { nil } }.first)
+        let busy = SubscriptionSequencer.Reply(ok: false, req: id, error: "busy", detail: "the pipeline has not answered yet")
+        #expect(try s.receiveReply(busy, page: [], now: t + 2_000).isEmpty)
+        #expect(!s.tick(now: t + 500_000_000).contains { if case .requestIdentity = $0 { true } else { false } })
+        let again = s.tick(now: t + 1_100_000_000)
+        let second = try #require(again.compactMap { if case .requestIdentity(let id) = $0 { id } else { nil } }.first)
+        _ = try s.receiveReply(SubscriptionSequencer.Reply(op: "stats", ok: true, req: second, shard: 1, shards: 2), page: [],
+                               now: t + 1_200_000_000)
+        var h = Self.heartbeat(0, complete: 0)
+        h.shard = 1
+        h.shards = 2
+        _ = try s.receiveHeartbeat(h)
+        #expect(s.isIdentified)
     }
 
     @Test func aShardOtherThanExpectedIsRefusedBeforeAnythingIsDelivered() throws {

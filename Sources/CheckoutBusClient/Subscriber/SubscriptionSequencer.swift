@@ -100,15 +100,6 @@ package struct SubscriptionSequencer {
     private var liveFloor: Int64?
     /// The highest seq the live stream has shown (envelopes and heartbeats).
     private var liveHigh: Int64 = 0
-    /// The highest seq of an envelope received live: one the daemon wrote to its journal before it
-    /// published it (a heartbeat's seq may be assigned and not yet written).
-    private var liveEnvelopeHigh: Int64 = 0
-    /// The highest seq of an envelope delivered (live or from the journal, its position only or not).
-    private var deliveredHigh: Int64 = 0
-    /// Seqs this run of the daemon is known to have published: at each of its heartbeats, the
-    /// lesser of the heartbeat's seq and ``deliveredHigh`` (a journal page read before a new run's
-    /// first heartbeat may come from the new run; one read before the old run's heartbeat, from it).
-    private var runPublishedHigh: Int64 = 0
     private var lastHeartbeat: Heartbeat?
     /// Envelopes delivered from the journal before the live stream reached their seq: missed if the
     /// live stream passes them without bringing them. Ascending.
@@ -231,7 +222,6 @@ package struct SubscriptionSequencer {
         }
         confirm(through: envelope.seq, arrived: envelope.seq)
         liveHigh = max(liveHigh, envelope.seq)
-        liveEnvelopeHigh = max(liveEnvelopeHigh, envelope.seq)
         if liveFloor == nil { liveFloor = envelope.seq - 1 }
         if verified == nil { verified = envelope.seq - 1 }
         guard envelope.seq > verified! else {
@@ -255,12 +245,7 @@ package struct SubscriptionSequencer {
     /// A heartbeat from the publish socket.
     package mutating func receiveHeartbeat(_ heartbeat: Heartbeat) throws(SubscriberError) -> [Action] {
         try checkIdentity(heartbeat)
-        if noteRun(heartbeat.startedAt) {
-            try checkRestartedJournal(heartbeat)
-            runPublishedHigh = 0
-        } else {
-            runPublishedHigh = max(runPublishedHigh, min(heartbeat.seq, deliveredHigh))
-        }
+        if noteRun(heartbeat.startedAt) { try checkRestartedJournal(heartbeat) }
         guard released else { return [] }
         var actions: [Action] = []
         statistics.heartbeats += 1
@@ -315,16 +300,17 @@ package struct SubscriptionSequencer {
     }
 
     /// The first heartbeat of a new run of the daemon. A journal never numbers below a seq it may
-    /// have published, across any restart (docs/durability.md, "No seq is ever reused"), and every
-    /// envelope received live was written before it was published. A new run whose last seq is
-    /// below one of them lost records it had published (a disk that dropped written pages, a data
+    /// have published, across any restart (docs/durability.md, "No seq is ever reused"). Every
+    /// envelope was written before it was published, and every heartbeat is sent once everything
+    /// before it is published (`BusDaemon.settle`), so ``liveHigh`` — the highest seq the live
+    /// socket showed, envelope or heartbeat — is a seq the old run wrote. A new run whose last seq
+    /// is below it lost records it had published (a disk that dropped written pages, a data
     /// directory restored from a copy or replaced): it will give those seqs to new events, which
-    /// this subscriber would take for seen ones and skip. Envelopes received live arrive on the
-    /// heartbeat's socket, in order, so every one before this heartbeat is the old run's or at most
-    /// its seq; one delivered from the journal counts once a heartbeat of the same run has passed
-    /// its seq (``runPublishedHigh``).
+    /// this subscriber would take for seen ones and skip. The live socket delivers in order: what
+    /// it showed before this heartbeat is the old run's, or the new run's at most at this seq. (A
+    /// journal page may come from the new run before its first heartbeat is read: pages do not count.)
     private mutating func checkRestartedJournal(_ heartbeat: Heartbeat) throws(SubscriberError) {
-        let published = max(liveEnvelopeHigh, runPublishedHigh)
+        let published = liveHigh
         guard heartbeat.seq < published else { return }
         if startKept {
             throw SubscriberError(.cursorMismatch,
@@ -437,8 +423,18 @@ package struct SubscriptionSequencer {
         return .requestIdentity(id: id)
     }
 
-    private mutating func checkControlIdentity(_ reply: Reply) throws(SubscriberError) {
+    private mutating func checkControlIdentity(_ reply: Reply, now: UInt64) throws(SubscriberError) {
         guard let expected = expectedShard else { return }
+        if reply.error == "busy", let request = identityRequest {
+            // A good request the daemon cannot answer now (its pipeline held up): asked again in a
+            // second, not refused.
+            let timeout = UInt64(options.requestTimeoutMilliseconds) * 1_000_000
+            let wait = min(timeout, 1_000_000_000)
+            identityRequest = (request.id, now - min(now, timeout - wait))  // tick asks again after `wait`
+            logger.info("the control endpoint is busy; asking which shard it is again", ["endpoint": options.control,
+                                                                                        "detail": reply.detail ?? ""])
+            return
+        }
         identityRequest = nil
         guard reply.ok else {
             throw SubscriberError(.refused, "the control endpoint \(options.control) refused stats: \(reply.error ?? "?") \(reply.detail ?? "")")
@@ -474,7 +470,7 @@ package struct SubscriptionSequencer {
     /// after the first, parsed; empty for other replies).
     package mutating func receiveReply(_ reply: Reply, page: [BusEnvelope], now: UInt64) throws(SubscriberError) -> [Action] {
         if let request = identityRequest, reply.req == request.id {
-            try checkControlIdentity(reply)
+            try checkControlIdentity(reply, now: now)
             return []
         }
         // Report replies, and answers to requests given up on, are not waited for.
@@ -574,7 +570,6 @@ package struct SubscriptionSequencer {
     // MARK: Delivery
 
     private mutating func deliver(_ envelope: BusEnvelope, seenLive: Bool, into actions: inout [Action]) {
-        deliveredHigh = max(deliveredHigh, envelope.seq)
         if envelope.positionOnly {
             // Another topic on the wire (LiveSubscription.everything): it only moves the position.
             verified = max(verified ?? 0, envelope.seq)

@@ -119,14 +119,6 @@ class SubscriptionSequencer:
         self._evicted_through = 0
         self._live_floor: Optional[int] = None
         self._live_high = 0
-        # The highest seq of an envelope received live: written to the journal before it was published
-        # (a heartbeat's seq may be assigned and not yet written).
-        self._live_envelope_high = 0
-        # The highest seq of an envelope delivered (live or from the journal, its position only or not),
-        # and the seqs this run of the daemon is known to have published: at each of its heartbeats, the
-        # lesser of the heartbeat's seq and that.
-        self._delivered_high = 0
-        self._run_published_high = 0
         self._last_heartbeat: Optional[Heartbeat] = None
         self._unconfirmed: List[int] = []
         self._unconfirmed_head = 0
@@ -211,7 +203,6 @@ class SubscriptionSequencer:
             envelope.position_only = True
         self._confirm(envelope.seq, envelope.seq)
         self._live_high = max(self._live_high, envelope.seq)
-        self._live_envelope_high = max(self._live_envelope_high, envelope.seq)
         if self._live_floor is None:
             self._live_floor = envelope.seq - 1
         if self._verified is None:
@@ -235,9 +226,6 @@ class SubscriptionSequencer:
         self._check_identity(heartbeat)
         if self._note_run(heartbeat.started_at):
             self._check_restarted_journal(heartbeat)
-            self._run_published_high = 0
-        else:
-            self._run_published_high = max(self._run_published_high, min(heartbeat.seq, self._delivered_high))
         if not self.released:
             return []
         actions = []
@@ -259,8 +247,8 @@ class SubscriptionSequencer:
                     "cursor_mismatch",
                     "the cursor is at seq %d but the daemon's journal ends at seq %d (%s): the cursor belongs to "
                     "another journal (the daemon's data directory was reset or replaced); nothing was skipped. Move "
-                    "it to the journal's start with `checkoutbus cursor set PATH --to-seq 1`"
-                    % (self._started_at, heartbeat.seq, self.options.publish))
+                    "it to the journal's start with `checkoutbus cursor set PATH --to-seq 1` (docs/runbook.md, \"A "
+                    "daemon's journal was reset\")" % (self._started_at, heartbeat.seq, self.options.publish))
             self.log("warning", "the daemon's last seq %d is behind this subscriber's cursor %d (was its journal reset?)"
                      % (heartbeat.seq, self._started_at))
         self._last_heartbeat = heartbeat
@@ -353,9 +341,17 @@ class SubscriptionSequencer:
         self._identity_request = (rid, now)
         return ("identity", rid)
 
-    def _check_control_identity(self, reply: Reply) -> None:
+    def _check_control_identity(self, reply: Reply, now: int) -> None:
         expected = self.expected_shard
         if expected is None:
+            return
+        if reply.error == "busy" and self._identity_request is not None:
+            # A good request the daemon cannot answer now (its pipeline held up): asked again in a
+            # second, not refused.
+            timeout = self.options.request_timeout_ms * 1_000_000
+            wait = min(timeout, 1_000_000_000)
+            self._identity_request = (self._identity_request[0], now - min(now, timeout - wait))
+            self.log("info", "the control endpoint %s is busy; asking which shard it is again" % self.options.control)
             return
         self._identity_request = None
         if not reply.ok:
@@ -391,7 +387,7 @@ class SubscriptionSequencer:
 
     def receive_reply(self, reply: Reply, page: List[Envelope], now: int) -> list:
         if self._identity_request is not None and reply.req == self._identity_request[0]:
-            self._check_control_identity(reply)
+            self._check_control_identity(reply, now)
             return []
         request = self._in_flight
         if request is None or reply.req != request[0]:
@@ -463,10 +459,12 @@ class SubscriptionSequencer:
 
     def _check_restarted_journal(self, heartbeat: Heartbeat) -> None:
         """The first heartbeat of a new run: a journal never numbers below a seq it may have
-        published, and every envelope received live was written before it was published. A new run
-        whose last seq is below one lost records it had published, and will give those seqs to new
-        events, which this subscriber would skip as seen (SubscriptionSequencer.swift says more)."""
-        published = max(self._live_envelope_high, self._run_published_high)
+        published; every envelope is written before it is published, and every heartbeat sent once
+        everything before it is published, so the highest seq the live socket showed was written by
+        the old run. A new run whose last seq is below it lost records it had published, and will give
+        those seqs to new events, which this subscriber would skip as seen (SubscriptionSequencer.swift
+        says more; journal pages do not count: one may come from the new run first)."""
+        published = self._live_high
         if heartbeat.seq >= published:
             return
         if self._start_kept:
@@ -477,7 +475,8 @@ class SubscriptionSequencer:
                 "restored from a copy or replaced), and it will give those seqs to new events, which this subscriber "
                 "would skip as seen. Nothing was skipped. Check the daemon's disk, then resume after the journal's last "
                 "record, N in the daemon's `started ... last_seq=N` line (at most %d): `checkoutbus cursor set PATH "
-                "--to-seq N+1`" % (self.options.publish, heartbeat.seq, published, heartbeat.seq))
+                "--to-seq N+1` (docs/runbook.md, \"A daemon's journal lost records it had published\")"
+                % (self.options.publish, heartbeat.seq, published, heartbeat.seq))
         self.log("warning", "the daemon restarted with its journal at seq %d, behind seq %d it had published; new "
                  "events up to it will be taken for seen ones" % (heartbeat.seq, published))
 
@@ -523,7 +522,6 @@ class SubscriptionSequencer:
     # Delivery
 
     def _deliver(self, envelope: Envelope, seen_live: bool, actions: list) -> None:
-        self._delivered_high = max(self._delivered_high, envelope.seq)
         level = self._coverage.level(envelope.kind)
         if envelope.position_only:
             self._verified = max(self._verified or 0, envelope.seq)

@@ -127,45 +127,43 @@ def test_a_kept_cursor_ahead_of_the_journal_is_refused_a_passing_one_goes_on():
     assert ("subscribed",) in level.receive_heartbeat(heartbeat(9, 9))
 
 
-def test_a_restart_whose_journal_ends_below_a_published_envelope_is_refused():
-    # A heartbeat's seq may be assigned and not yet written when the daemon is killed: only live
-    # envelopes count as published.
-    def hb(seq, run):
-        h = heartbeat(seq, seq)
-        h.started_at = run
-        return h
+def hb(seq, run):
+    h = heartbeat(seq, seq)
+    h.started_at = run
+    return h
+
+
+def test_a_restart_whose_journal_ends_below_what_the_old_run_published_is_refused():
+    # What the live socket showed (envelopes and heartbeats, which go out once everything before them
+    # is published) was written by the old run.
     for kept in (True, False):
-        s = SubscriptionSequencer(options())
+        logs = []
+        s = SubscriptionSequencer(options(), log=lambda level, message: logs.append(message))
         s.start(0, 0, kept=kept)
         rid, _ = replays(s.tick(0))[0]
         s.receive_reply(page(rid, 1, 0), [], 0)
         s.receive_heartbeat(hb(0, "a"))
         for seq in range(1, 6):
             assert delivered(s.receive_live(envelope(seq))) == [seq]
-        s.receive_heartbeat(hb(9, "a"))
-        s.receive_heartbeat(hb(5, "b"))
+        s.receive_heartbeat(hb(5, "b"))  # the same journal, restarted
+        assert not [m for m in logs if "behind" in m]
         if kept:
             with pytest.raises(SubscriberError) as e:
                 s.receive_heartbeat(hb(3, "c"))
             assert e.value.kind == "cursor_mismatch"
         else:
             s.receive_heartbeat(hb(3, "c"))
+            assert [m for m in logs if "behind seq 5 it had published" in m], logs
 
 
-def test_a_restart_below_envelopes_delivered_from_the_journal_is_refused():
-    # They count once a heartbeat of the same run has passed them.
-    s = SubscriptionSequencer(options())
+def test_a_heartbeat_alone_is_evidence_of_what_was_published():
+    s = SubscriptionSequencer(options(["checkout.complete"]))
     s.start(0, 0, kept=True)
     rid, _ = replays(s.tick(0))[0]
-    assert delivered(s.receive_reply(page(rid, 5, 4), [envelope(i, origin="journal") for i in range(1, 5)], 0)) \
-        == [1, 2, 3, 4]
-    h = heartbeat(4, 4)
-    h.started_at = "a"
-    s.receive_heartbeat(h)
-    h = heartbeat(0, 0)
-    h.started_at = "b"
+    s.receive_reply(page(rid, 1, 0), [], 0)
+    s.receive_heartbeat(hb(40, "a"))
     with pytest.raises(SubscriberError):
-        s.receive_heartbeat(h)
+        s.receive_heartbeat(hb(12, "b"))
 
 
 def test_not_retained_skips_to_the_oldest_retained():
@@ -304,6 +302,21 @@ def test_a_shard_other_than_expected_is_refused_before_anything_is_delivered():
     wrong.shard, wrong.shards = 0, 2
     with pytest.raises(SubscriberError):
         s.receive_heartbeat(wrong)
+
+
+def test_a_busy_answer_to_which_shard_is_asked_again():
+    s = SubscriptionSequencer(options(), expected_shard=ShardIdentity(1, 2))
+    t = 100_000_000_000  # a monotonic clock well past the request timeout
+    rid = [a for a in s.start(0, t) if a[0] == "identity"][0][1]
+    assert s.receive_reply(Reply(ok=False, req=rid, error="busy", detail="held up"), [], t + 2_000) == []
+    assert not [a for a in s.tick(t + 500_000_000) if a[0] == "identity"]
+    again = [a for a in s.tick(t + 1_100_000_000) if a[0] == "identity"]
+    assert again
+    s.receive_reply(Reply(op="stats", ok=True, req=again[0][1], shard=1, shards=2), [], t + 1_200_000_000)
+    h = heartbeat(0, 0)
+    h.shard, h.shards = 1, 2
+    s.receive_heartbeat(h)
+    assert s.is_identified
 
 
 def test_the_expected_shard_is_released_after_both_endpoints_identify():
