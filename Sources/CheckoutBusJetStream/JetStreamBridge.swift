@@ -92,8 +92,8 @@ package actor JetStreamBridge {
 
     private func bridge(stop: StopSignal, onReady: @escaping @Sendable ([String: String]) -> Void) async throws {
         if options.duplicateWindowNanoseconds <= options.ackWaitMilliseconds * 1_000_000 {
-            logger.warning("--duplicate-window is not longer than --ack-wait: a publish sent again after its wait is kept "
-                + "out of the stream by the bridge's reading of the stream's tail alone (docs/jetstream.md)", [
+            logger.warning("--duplicate-window is not longer than --ack-wait: a publish sent again after its wait "
+                + "is kept out of the stream by the bridge's reading of the stream's tail alone (docs/jetstream.md)", [
                 "duplicate_window_ms": String(options.duplicateWindowNanoseconds / 1_000_000),
                 "ack_wait_ms": String(options.ackWaitMilliseconds),
             ])
@@ -275,7 +275,7 @@ package actor JetStreamBridge {
                 // Stored, with the acknowledgement lost (NATS went away after storing it), perhaps
                 // longer ago than the duplicate window: the stream's tail says, as at start (rule 3
                 // of docs/jetstream.md), rather than the window alone.
-                readTailBeforeRepublishing(js, stop: stop)
+                try readTailBeforeRepublishing(js, stop: stop)
             }
             for id in again {
                 guard let message = unacknowledged[id] else { continue }
@@ -309,15 +309,16 @@ package actor JetStreamBridge {
     }
 
     /// ``reconcile(_:shards:)`` from the committed cursors, tried until it succeeds (NATS may still
-    /// be coming back) or `stop` is raised; once when stopping (`stop` nil). On failure the ids
-    /// stay to be published again, under their ids, as before.
-    private func readTailBeforeRepublishing(_ js: JetStream, stop: StopSignal?) {
+    /// be coming back) or `stop` is raised; once when stopping (`stop` nil). When NATS does not
+    /// answer, the ids stay to be published again, under their ids, as before; any other error
+    /// ends the bridge, as at start.
+    private func readTailBeforeRepublishing(_ js: JetStream, stop: StopSignal?) throws {
         let positions = cursorPositions()
         while true {
             do {
                 try reconcile(js, shards: positions)
                 return
-            } catch {
+            } catch let error as NATSError {
                 logger.warning("cannot read the stream's tail before publishing again; retrying", ["error": "\(error)"])
                 guard let stop, !stop.isRaised else { return }
                 sleepUnlessStopped(stop, milliseconds: 1000)
@@ -339,10 +340,10 @@ package actor JetStreamBridge {
                 return
             } catch where error.isOverMaxPayload {
                 // Refused every time: retrying would hold every later envelope behind it for ever.
-                throw BridgeError("envelope \(id) is \(message.payload.count) bytes, more than the NATS server's max_payload "
-                    + "(\(error.message)); the cursor stays before it. Raise max_payload in nats-server's configuration "
-                    + "(up to 64 MB; the daemon's envelopes can exceed --max-message-bytes: docs/jetstream.md) and start "
-                    + "the bridge again")
+                throw BridgeError("envelope \(id) is \(message.payload.count) bytes, more than the NATS server's "
+                    + "max_payload (\(error.message)); the cursor stays before it. Raise max_payload in "
+                    + "nats-server's configuration (up to 64 MB; the daemon's envelopes can exceed "
+                    + "--max-message-bytes: docs/jetstream.md) and start the bridge again")
             } catch {
                 logger.warning("publish failed; retrying", ["id": id, "attempt": String(attempt), "error": "\(error)"])
                 if stop == nil || stop!.isRaised {
@@ -407,9 +408,9 @@ package actor JetStreamBridge {
             } catch let error as NATSError {
                 // A stream that cannot be created as configured stays so: no retry will help.
                 if error.jetStreamCode == JetStreamBridge.invalidStreamConfiguration {
-                    throw BridgeError("cannot create stream \(options.stream): \(error.message) (jetstream error \(error.jetStreamCode)); "
-                                      + "the server refuses its configuration as given (--duplicate-window is at most --max-age; "
-                                      + "--replicas at most the cluster's size)")
+                    throw BridgeError("cannot create stream \(options.stream): \(error.message) "
+                        + "(jetstream error \(error.jetStreamCode)); the server refuses its configuration as given "
+                        + "(--duplicate-window is at most --max-age; --replicas at most the cluster's size)")
                 }
                 if JetStreamBridge.permanentStreamErrors.contains(error.jetStreamCode) {
                     throw BridgeError("cannot create stream \(options.stream): \(error.message) (jetstream error \(error.jetStreamCode)); "
@@ -442,7 +443,10 @@ package actor JetStreamBridge {
         var depth = UInt64(max(2 * options.window, 1024))
         let limit: UInt64 = 4_000_000
         while true {
-            guard let info = try js.streamInfo(options.stream), info.messages > 0 else { return }
+            guard let info = try js.streamInfo(options.stream), info.messages > 0 else {
+                storedBeyondCursor = []  // an empty stream stores nothing beyond any cursor
+                return
+            }
             let from = info.lastSequence > depth ? max(info.firstSequence, info.lastSequence - depth + 1) : info.firstSequence
             let reader = try StreamReader(jetStream: js, stream: options.stream, from: from, headersOnly: true)
             var found: Set<Int?> = []

@@ -60,7 +60,9 @@ public final class PositionLock {
     /// at the path now. A holder checks this before it writes and stops when it is not so.
     public func pathStillNamesLockedFile() -> String? {
         var held = stat()
-        guard fstat(fd, &held) == 0 else { return "cannot fstat the lock of \(path): \(String(cString: strerror(errno)))" }
+        guard fstat(fd, &held) == 0 else {
+            return "cannot fstat the lock of \(path): \(String(cString: strerror(errno)))"
+        }
         var named = stat()
         guard stat(path, &named) == 0 else {
             let code = errno

@@ -129,8 +129,7 @@ package final class FulfilmentWorker {
             INSERT INTO orders (idempotency_key, checkout_id, order_id, currency, total_minor, source,
                                 first_seen_seq, last_seen_seq, placed_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (idempotency_key) DO UPDATE SET last_seen_seq = max(last_seen_seq, excluded.last_seen_seq)
-            RETURNING first_seen_seq
+            ON CONFLICT (idempotency_key) DO NOTHING
             """)
         updateSeen = try database.prepare(
             "UPDATE orders SET last_seen_seq = max(last_seen_seq, ?) WHERE idempotency_key = ?")
@@ -231,8 +230,8 @@ package final class FulfilmentWorker {
             } catch let error as SQLiteError {
                 // Rolled back: neither the order nor the cursor moved; a restart applies it again.
                 let seq = envelope.seq, topic = envelope.topic, path = options.databasePath
-                let why = "cannot record seq \(seq) (\(topic)) in \(path): \(error.description); nothing of it was kept, "
-                throw FulfilmentError(why + "and the worker resumes at it when started again")
+                let why = "cannot record seq \(seq) (\(topic)) in \(path): \(error.description); "
+                throw FulfilmentError(why + "nothing of it was kept, and the worker resumes at it when started again")
             }
             if rejection != nil {
                 parked[position] += 1
@@ -306,17 +305,20 @@ package final class FulfilmentWorker {
             let total = summary.flatMap { document.member($0, "total") }.flatMap { document.int64($0) }
             let source = document.member(root, "source")
             func sourceField(_ k: StaticString) -> String { source.flatMap { document.member($0, k) }.flatMap { document.string($0) } ?? "-" }
-            try insertOrder.bind([
+            let inserted = try insertOrder.run([
                 .text(key), .text(checkoutID), .optional(summaryString("order_id")), .optional(summaryString("currency")),
                 .optional(total), .text("\(sourceField("sdk"))/\(sourceField("platform"))/\(sourceField("format"))"),
                 .integer(envelope.seq), .integer(envelope.seq), .optional(string("received_at")),
             ])
-            // An upsert changes one row either way: the row's first seq says whether this made it. A
-            // complete the daemon did not flag (another checkout with the same order id, or one the
-            // store had from before a reset of the daemon's journal) counts as a repeat too.
-            let firstSeen = try insertOrder.step() ? insertOrder.int64(0) : nil
-            while try insertOrder.step() {}
-            if firstSeen == envelope.seq { counts.ordersInserted += 1 } else { counts.repeats += 1 }
+            // A key the store already holds is a repeat, flagged by the daemon or not (another
+            // checkout with the same order id, an envelope applied again after `cursor set`): it
+            // only raises last_seen_seq.
+            if inserted == 1 {
+                counts.ordersInserted += 1
+            } else {
+                try updateSeen.run([.integer(envelope.seq), .text(key)])
+                counts.repeats += 1
+            }
         case .fail:
             let afterComplete = document.member(root, "after_complete").map { document.kind($0) == .true } ?? false
             // A failure before any complete is no order: nothing to apply, with or without a key.

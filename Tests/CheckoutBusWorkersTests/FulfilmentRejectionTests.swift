@@ -132,8 +132,10 @@ struct FulfilmentRejectionTests {
             of: #""repeat":false"#, with: #""repeat":true"#)
         try worker.handle(Self.envelope(3, .complete, flagged), cursorName: "fulfil")
         try worker.handle(Self.envelope(4, .complete, Self.complete(4, key: "order-4", checkoutID: "ck-4")), cursorName: "fulfil")
+        // The same envelope applied again (its position moved back with `cursor set`): a repeat.
+        try worker.handle(Self.envelope(1, .complete, Self.complete(1, key: "order-1", checkoutID: "ck-1")), cursorName: "fulfil")
         #expect(worker.counts.ordersInserted == 2)
-        #expect(worker.counts.repeats == 2)
+        #expect(worker.counts.repeats == 3)
         #expect(try Self.orderKeys(database) == ["order-1", "order-4"])
     }
 

@@ -522,9 +522,6 @@ struct JetStreamTests {
         #expect(overlap == 1 && overlapText.contains("cannot create stream CHECKOUTS_OTHER"), "\(overlapText)")
     }
 
-    /// Three JetStream nodes routed to each other on loopback. JetStream clustering needs the routes
-    /// configured up front, so the route ports are picked free first; a node that loses the race
-    /// for its port exits, and the cluster is started again on new ports.
     /// NATS down longer than the duplicate window while the bridge runs: envelopes it had stored,
     /// with their acknowledgements lost, were published again after the window had forgotten their
     /// ids, and the stream held them twice (the tail was read only when the bridge started).
@@ -620,6 +617,9 @@ struct JetStreamTests {
         #expect(shard?.int("missing") == 0)
     }
 
+    /// Three JetStream nodes routed to each other on loopback. JetStream clustering needs the routes
+    /// configured up front, so the route ports are picked free first; a node that loses the race
+    /// for its port exits, and the cluster is started again on new ports.
     func startCluster(_ directory: URL) throws -> [NATSServerProcess] {
         var lastError: (any Error)?
         for attempt in 1...3 {

@@ -150,9 +150,10 @@ public final class FileCursor: SubscriberCursor {
         // slots and neither readable is damage, not a crash: reading it as 0 would start the
         // subscriber over from the oldest retained envelope without a word.
         if generation == 0 && n > FileCursor.slotSize {
-            throw SubscriberError(.cursorUnusable, "cursor file \(path) holds \(n) bytes and no readable position (both "
-                + "slots damaged, which a commit cut short never does): move it aside and set the position with "
-                + "`checkoutbus cursor set \(path) --to-seq SEQ`")
+            throw SubscriberError(.cursorUnusable,
+                "cursor file \(path) holds \(n) bytes and no readable position (both slots damaged, which a "
+                    + "commit cut short never does): move it aside and set the position with "
+                    + "`checkoutbus cursor set \(path) --to-seq SEQ`")
         }
         return (seq, generation)
     }

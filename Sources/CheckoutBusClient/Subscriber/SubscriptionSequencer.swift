@@ -270,7 +270,8 @@ package struct SubscriptionSequencer {
                     "the cursor is at seq \(start) but the daemon's journal ends at seq \(heartbeat.seq) "
                         + "(\(options.publish)): the cursor belongs to another journal (the daemon's data directory "
                         + "was reset or replaced); nothing was skipped. Move it to the journal's start with "
-                        + "`checkoutbus cursor set PATH --to-seq 1` (docs/runbook.md, \"A daemon's journal was reset\")")
+                        + "`checkoutbus cursor set PATH --to-seq 1` "
+                        + "(docs/runbook.md, \"A daemon's journal was reset\")")
             }
             logger.warning("the daemon's last seq is behind this subscriber's cursor (was its journal reset?)",
                            ["daemon_seq": String(heartbeat.seq), "cursor": String(start)])
@@ -314,12 +315,13 @@ package struct SubscriptionSequencer {
         guard heartbeat.seq < published else { return }
         if startKept {
             throw SubscriberError(.cursorMismatch,
-                "the daemon at \(options.publish) restarted with its journal ending at seq \(heartbeat.seq), but it had "
-                    + "published seq \(published) to this subscriber: records it published were lost from its journal "
-                    + "(a disk fault, or its data directory restored from a copy or replaced), and it will give those seqs "
-                    + "to new events, which this subscriber would skip as seen. Nothing was skipped. Check the daemon's "
-                    + "disk, then resume after the journal's last record, N in the daemon's `started … last_seq=N` line "
-                    + "(at most \(heartbeat.seq)): `checkoutbus cursor set PATH --to-seq N+1` (docs/runbook.md, "
+                "the daemon at \(options.publish) restarted with its journal ending at seq \(heartbeat.seq), "
+                    + "but it had published seq \(published) to this subscriber: records it published were lost "
+                    + "from its journal (a disk fault, or its data directory restored from a copy or replaced), "
+                    + "and it will give those seqs to new events, which this subscriber would skip as seen. "
+                    + "Nothing was skipped. Check the daemon's disk, then resume after the journal's last record, "
+                    + "N in the daemon's `started … last_seq=N` line (at most \(heartbeat.seq)): "
+                    + "`checkoutbus cursor set PATH --to-seq N+1` (docs/runbook.md, "
                     + "\"A daemon's journal lost records it had published\")")
         }
         logger.warning("the daemon restarted with its journal behind what it had published; new events up to the old "

@@ -99,7 +99,8 @@ package final class ControlService {
                 try send(reply, to: routing, on: socket)
             case .waitForSnapshot(let stats):
                 guard pendingStats.count < ControlService.maxPendingStats else {
-                    try send(Reply(ControlReplyWire.busy("\(ControlService.maxPendingStats) stats requests are waiting; retry", req: stats.req)),
+                    let detail = "\(ControlService.maxPendingStats) stats requests are waiting; retry"
+                    try send(Reply(ControlReplyWire.busy(detail, req: stats.req)),
                              to: routing, on: socket)
                     continue
                 }

@@ -175,9 +175,11 @@ def send_acked(events: Iterable[Union[bytes, str, dict]], endpoint: str, curve=N
                 last_progress = time.monotonic()
         return answers
     finally:
-        if monitor is not None:
-            sock.disable_monitor()
-            monitor.close()
-        sock.close()
-        if own_context:
-            ctx.term()
+        try:
+            if monitor is not None:
+                sock.disable_monitor()
+                monitor.close()
+        finally:
+            sock.close()
+            if own_context:
+                ctx.term()

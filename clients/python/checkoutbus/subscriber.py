@@ -124,8 +124,10 @@ class Subscriber:
         if isinstance(prefixes, (str, bytes)):
             # A single prefix given bare: one prefix, not one per character.
             prefixes = [prefixes.decode() if isinstance(prefixes, bytes) else prefixes]
+        elif prefixes is not None:
+            prefixes = list(prefixes)  # once: a generator read twice is empty the second time
         if prefixes is not None:
-            if not list(prefixes):
+            if not prefixes:
                 raise ValueError("no topic prefixes: give at least one (\"checkout.\" follows every lifecycle topic)")
             check_prefixes(list(prefixes))
         if not isinstance(max_pending_bytes, int) or max_pending_bytes < 0:
@@ -295,9 +297,11 @@ class Subscriber:
     def commit(self, envelope: Envelope) -> None:
         """Moves the cursor of the envelope's shard to its seq (a FileCursor write is in the kernel
         when this returns, so it survives kill -9). Raises SubscriberError once the subscriber is
-        closed: its cursor files are closed, and a commit that moved nothing must not look done."""
-        if self._closed:
-            raise SubscriberError("closed", "the subscriber is closed: the commit of seq %d moved nothing" % envelope.seq)
+        closed when it opened the cursor files itself (cursor=PATH): they are closed with it, and a
+        commit that moved nothing must not look done."""
+        if self._closed and self._owns_cursors:
+            raise SubscriberError("closed", "the subscriber is closed, and its cursor files with it: the commit of "
+                                  "seq %d moved nothing" % envelope.seq)
         cursor = self._shards[envelope.position].cursor
         if cursor is not None:  # None: no cursor was given (start from now, commit nowhere)
             cursor.commit(envelope.seq)

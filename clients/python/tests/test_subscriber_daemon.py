@@ -143,7 +143,7 @@ def test_api_edges_a_bare_prefix_no_prefixes_bad_counts_and_a_commit_after_close
                 {"checkout_id": "e-1", "event": "checkoutDidComplete", "checkout": {"id": "e-1", "order": {"id": "o-1"}}}],
                daemon.ingest_acked)
     # A bare string was split into one-character prefixes, and "c" followed every checkout topic.
-    with Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0),
+    with Subscriber(publish=daemon.publish, control=daemon.control, cursor=bus.path("edge.cursor"),
                     prefixes="checkout.complete", name="py-bare") as sub:
         first = sub.receive(timeout=20)
         assert first is not None and first.topic == b"checkout.complete"
@@ -152,8 +152,14 @@ def test_api_edges_a_bare_prefix_no_prefixes_bad_counts_and_a_commit_after_close
         with pytest.raises(ValueError):
             sub.report_rejected(1.5)
     with pytest.raises(SubscriberError) as e:
-        sub.commit(first)
+        sub.commit(first)  # its cursor file closed with it
     assert e.value.kind == "closed"
+    # A generator of prefixes is read once (a second read found it empty, and no prefix was used).
+    with Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0),
+                    prefixes=(p for p in ["checkout.complete"]), name="py-generator") as sub:
+        first = sub.receive(timeout=20)
+        assert first is not None and first.topic == b"checkout.complete"
+    sub.commit(first)  # a cursor of the caller's own outlives the subscriber
     with pytest.raises(ValueError, match="no topic prefixes"):
         Subscriber(publish=daemon.publish, control=daemon.control, prefixes=[])
     with pytest.raises(ValueError, match="max_pending_bytes"):
