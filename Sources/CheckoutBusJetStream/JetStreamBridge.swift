@@ -120,17 +120,8 @@ package actor JetStreamBridge {
         // Several daemons, or --shard-ids: endpoint p is shard shardIDs[p] (the subscriber checks
         // it), and only those shards' ids in the stream are this bridge's. One daemon without
         // --shard-ids: whichever shard it is, read from its envelopes, owns the one cursor.
-        let positions = cursorPositions()
-        while true {
-            do {
-                try reconcile(js, shards: positions)
-                break
-            } catch let error as NATSError {
-                logger.warning("cannot read the stream's tail; retrying", ["error": "\(error)"])
-                sleepUnlessStopped(stop, milliseconds: 1000)
-                if stop.isRaised { return }
-            }
-        }
+        try readStreamTail(js, stop: stop)
+        if stop.isRaised { return }
 
         let shardOptions = zip(options.publish, options.control).map { publish, control in
             var o = BusSubscriber.Options(publish: publish, control: control)
@@ -275,7 +266,7 @@ package actor JetStreamBridge {
                 // Stored, with the acknowledgement lost (NATS went away after storing it), perhaps
                 // longer ago than the duplicate window: the stream's tail says, as at start (rule 3
                 // of docs/jetstream.md), rather than the window alone.
-                try readTailBeforeRepublishing(js, stop: stop)
+                try readStreamTail(js, stop: stop)
             }
             for id in again {
                 guard let message = unacknowledged[id] else { continue }
@@ -308,18 +299,18 @@ package actor JetStreamBridge {
         return positions
     }
 
-    /// ``reconcile(_:shards:)`` from the committed cursors, tried until it succeeds (NATS may still
-    /// be coming back) or `stop` is raised; once when stopping (`stop` nil). When NATS does not
-    /// answer, the ids stay to be published again, under their ids, as before; any other error
-    /// ends the bridge, as at start.
-    private func readTailBeforeRepublishing(_ js: JetStream, stop: StopSignal?) throws {
+    /// ``reconcile(_:shards:)`` from the committed cursors, at start and before publishing again
+    /// what the stream did not acknowledge: tried until NATS answers or `stop` is raised; once when
+    /// stopping (`stop` nil). When NATS does not answer, the ids stay to be published again, under
+    /// their ids; any other error ends the bridge.
+    private func readStreamTail(_ js: JetStream, stop: StopSignal?) throws {
         let positions = cursorPositions()
         while true {
             do {
                 try reconcile(js, shards: positions)
                 return
             } catch let error as NATSError {
-                logger.warning("cannot read the stream's tail before publishing again; retrying", ["error": "\(error)"])
+                logger.warning("cannot read the stream's tail; retrying", ["error": "\(error)"])
                 guard let stop, !stop.isRaised else { return }
                 sleepUnlessStopped(stop, milliseconds: 1000)
             }

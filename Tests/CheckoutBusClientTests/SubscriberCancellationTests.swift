@@ -3,7 +3,7 @@ import Testing
 @testable import CheckoutBusClient
 
 /// The async subscriber's thread obeys task cancellation, with no daemon at the other end.
-@Suite("Subscriber: cancellation", .serialized, .timeLimit(.minutes(3)))
+@Suite("Subscriber: cancellation", .serialized, .timeLimit(.minutes(5)))
 struct SubscriberCancellationTests {
     @Test func cancellingTheIteratingTaskEndsTheLoop() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("cb-cancel-\(UUID().uuidString).cursor").path

@@ -9,7 +9,7 @@ import Glibc
 
 /// `AcknowledgedProducer` (CheckoutBusClient) over the wire against the real daemon: answers,
 /// rejections, retries, a daemon that is gone, and a `kill -9` in the middle of a batch.
-@Suite("acknowledged producer: the client's acked sending", .serialized, .timeLimit(.minutes(3)))
+@Suite("acknowledged producer: the client's acked sending", .serialized, .timeLimit(.minutes(5)))
 struct AcknowledgedProducerTests {
     static func bytes(_ events: [String]) -> [[UInt8]] { events.map { Array($0.utf8) } }
 

@@ -16,7 +16,7 @@ import Glibc
 /// `checkoutbus-analytics` against the real daemon and `checkoutbus flood`: its report must match
 /// what the flood generator is known to produce — every funnel count, failure code and currency
 /// total — exactly, across `kill -9` and restarts.
-@Suite("analytics worker", .serialized, .timeLimit(.minutes(3)))
+@Suite("analytics worker", .serialized, .timeLimit(.minutes(5)))
 struct AnalyticsWorkerTests {
     @Test("killed with SIGKILL twice mid-flood and restarted, the report still matches the generator's totals exactly")
     func reportExactAcrossKills() throws {

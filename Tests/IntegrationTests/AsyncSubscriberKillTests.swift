@@ -9,7 +9,7 @@ import Glibc
 /// The async ``Subscriber`` over the wire, killed with SIGKILL while a flood runs: the
 /// `async-seq-recorder` fixture appends and fsyncs each envelope's `seq` before committing it, so its
 /// file shows what was finished and where each restart resumed.
-@Suite("async subscriber: kill -9 mid-flood", .serialized, .timeLimit(.minutes(3)))
+@Suite("async subscriber: kill -9 mid-flood", .serialized, .timeLimit(.minutes(5)))
 struct AsyncSubscriberKillTests {
     @Test("killed with SIGKILL three times during a flood: every seq delivered, duplicates only right after a kill, the cursor never past unfinished work")
     func killedThreeTimes() throws {

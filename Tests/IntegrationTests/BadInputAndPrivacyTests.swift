@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("bad input, privacy and daemon flags", .serialized, .timeLimit(.minutes(2)))
+@Suite("bad input, privacy and daemon flags", .serialized, .timeLimit(.minutes(4)))
 struct BadInputAndPrivacyTests {
     @Test("every kind of bad input is dead-lettered with its reason and raw bytes; the daemon lives on")
     func deadLetters() throws {

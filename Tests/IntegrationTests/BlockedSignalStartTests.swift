@@ -8,7 +8,7 @@ import Testing
 /// blocks them (every dispatch worker thread does, and so may a supervisor) passes its mask on
 /// through `fork` and `exec`; a handler installed with `sigaction` then never ran, the signal stayed
 /// pending, and the daemon never stopped. The programs now unblock both as they install the handler.
-@Suite("programs started with SIGTERM blocked still stop on it", .serialized, .timeLimit(.minutes(3)))
+@Suite("programs started with SIGTERM blocked still stop on it", .serialized, .timeLimit(.minutes(5)))
 struct BlockedSignalStartTests {
     /// Runs `start` with SIGTERM and SIGINT blocked in this thread, so a process it starts inherits
     /// them blocked; the thread's mask is restored after.

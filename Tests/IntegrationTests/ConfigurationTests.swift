@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("configuration file and SIGHUP", .serialized, .timeLimit(.minutes(2)))
+@Suite("configuration file and SIGHUP", .serialized, .timeLimit(.minutes(4)))
 struct ConfigurationTests {
     static func writeConfig(_ text: String) throws -> URL {
         let url = TestScratch.url("cb-config-\(UUID().uuidString).conf")

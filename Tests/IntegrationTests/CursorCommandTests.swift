@@ -8,7 +8,7 @@ import Glibc
 
 /// `checkoutbus cursor show|set` on every place a position is kept, and docs/runbook.md's
 /// "Re-process from a time" and "Skip one envelope" played as written (paths and endpoints aside).
-@Suite("cursors you can inspect and move", .serialized, .timeLimit(.minutes(3)))
+@Suite("cursors you can inspect and move", .serialized, .timeLimit(.minutes(5)))
 struct CursorCommandTests {
     static func cursor(_ arguments: [String]) throws -> (status: Int32, output: String) {
         try runTool("checkoutbus", ["cursor"] + arguments)

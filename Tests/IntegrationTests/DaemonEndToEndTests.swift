@@ -3,7 +3,7 @@ import Testing
 
 /// The real daemon, spawned on ephemeral ports, fed by `checkoutbus send`, observed by separate
 /// `checkoutbus tail` subscriber processes.
-@Suite("checkoutbusd end to end", .serialized, .timeLimit(.minutes(2)))
+@Suite("checkoutbusd end to end", .serialized, .timeLimit(.minutes(4)))
 struct DaemonEndToEndTests {
     @Test("the ready line reports the endpoints as bound, on tcp ephemeral ports")
     func readyLineTCP() throws {

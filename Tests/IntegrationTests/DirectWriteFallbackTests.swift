@@ -6,7 +6,7 @@ import Testing
 /// the limit was lifted between it and its retry through the page cache, one refusal turned direct
 /// writes off for good (a CI run's full-disk test). Two refusals in a row now do (docs/durability.md,
 /// "Direct writes"; the failpoint `journal.direct-write`).
-@Suite("direct writes: off after two refusals in a row, not one", .serialized, .timeLimit(.minutes(2)))
+@Suite("direct writes: off after two refusals in a row, not one", .serialized, .timeLimit(.minutes(4)))
 struct DirectWriteFallbackTests {
     /// Sends `count` events over the acknowledged socket, 2,000 in flight (batches of 32 KiB and
     /// more, written directly); returns the daemon's `stats` → `journal.writes` and its log.

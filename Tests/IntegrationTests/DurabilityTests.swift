@@ -97,7 +97,7 @@ func distinctEvents(_ n: Int, run: String) -> [String] {
     }
 }
 
-@Suite("durability: journal, acknowledged ingest, control socket", .serialized, .timeLimit(.minutes(3)))
+@Suite("durability: journal, acknowledged ingest, control socket", .serialized, .timeLimit(.minutes(5)))
 struct DurabilityTests {
     @Test("kill -9 in the middle of an acknowledged flood: every acknowledged event survives, replayable, and seq continues")
     func killDuringAckedFlood() throws {

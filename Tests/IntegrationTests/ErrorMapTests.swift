@@ -10,7 +10,7 @@ import Glibc
 /// `--error-map`: an operator maps a raw code the built-in table does not know (or maps otherwise),
 /// at start and live with SIGHUP; a bad file never replaces a good map (docs/error-codes.md,
 /// "Mappings operators own").
-@Suite("operators' error maps", .serialized, .timeLimit(.minutes(3)))
+@Suite("operators' error maps", .serialized, .timeLimit(.minutes(5)))
 struct ErrorMapTests {
     @Test("a map file: exact lines, per family, patterns; a bad line is named")
     func parsing() throws {

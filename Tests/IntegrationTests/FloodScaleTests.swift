@@ -8,7 +8,7 @@ import Glibc
 /// flood as a load test at scale, against the real daemon: many connections, acknowledged
 /// producers, several subscribers, interrupted runs, and the run's timeline as JSON lines and as
 /// an HTML page that a real browser draws. No figure is asserted, only what must hold at any speed.
-@Suite("flood at scale", .serialized, .timeLimit(.minutes(3)))
+@Suite("flood at scale", .serialized, .timeLimit(.minutes(5)))
 struct FloodScaleTests {
     @Test("--producers 4 --subscribers 3: every subscriber receives exactly what the generator expects")
     func producersAndSubscribers() throws {
@@ -317,7 +317,7 @@ func drawnCharts(_ page: String, in dir: URL) throws -> [String: (paths: Int, dr
     return result
 }
 
-@Suite("replay at scale", .serialized, .timeLimit(.minutes(2)))
+@Suite("replay at scale", .serialized, .timeLimit(.minutes(4)))
 struct ReplayAtScaleTests {
     static let tour = Products.repositoryRoot.appendingPathComponent("samples/tour.jsonl")
 

@@ -10,7 +10,7 @@ import Testing
 /// The daemon always writes `idempotency_key` and `checkout_id`, so such envelopes are appended to
 /// a stopped daemon's journal with the journal's own writer, and the daemon is started again on it:
 /// the worker then receives them from the journal like any other.
-@Suite("fulfilment worker: rejected envelopes", .serialized, .timeLimit(.minutes(2)))
+@Suite("fulfilment worker: rejected envelopes", .serialized, .timeLimit(.minutes(4)))
 struct FulfilmentRejectedTests {
     static func complete(_ id: String) -> String {
         #"{"event_id":"\#(id)-e","checkout_id":"\#(id)","platform":"ios","sdk":"shopify","payload":{"event":"onComplete","checkout":{"id":"\#(id)","currency":"EUR","order":{"id":"gid://shopify/Order/\#(id)"},"line_items":[{"id":"l1","quantity":1}]}}}"#

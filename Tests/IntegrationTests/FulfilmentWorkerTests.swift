@@ -89,7 +89,7 @@ func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
-@Suite("fulfilment worker", .serialized, .timeLimit(.minutes(3)))
+@Suite("fulfilment worker", .serialized, .timeLimit(.minutes(5)))
 struct FulfilmentWorkerTests {
     @Test("kill -9 five times during a flood: exactly one order row per completed checkout, as generated")
     func killDuringFlood() throws {

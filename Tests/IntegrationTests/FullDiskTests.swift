@@ -5,7 +5,7 @@ import ZeroMQ
 /// A journal that cannot be written (a file size limit stands in for a full disk): the daemon
 /// pauses ingest, publishes nothing unjournaled, keeps answering control and health, and resumes by
 /// itself once writes succeed — every acknowledged event in the journal, none lost.
-@Suite("full disk", .serialized, .timeLimit(.minutes(2)))
+@Suite("full disk", .serialized, .timeLimit(.minutes(4)))
 struct FullDiskTests {
     /// With 20 events in flight the daemon's batches are small and written by the pipeline; with
     /// 2,000 they go to the journal's writer thread, whose failed write is requeued and retried.

@@ -5,7 +5,7 @@ import ZeroMQ
 
 /// What a user sees first: every `--help` is whole (no unexpanded `\(…)`), and a mistyped command or
 /// flag gets one line that says what is wrong, what was probably meant, and where the help is.
-@Suite("help texts and one-line errors", .timeLimit(.minutes(2)))
+@Suite("help texts and one-line errors", .timeLimit(.minutes(4)))
 struct HelpAndErrorsTests {
     static let commands = ["send", "tail", "route", "replay", "flood", "forwarder", "keygen", "trace", "stats", "cursor",
                            "subscribers", "top", "decode", "bench"]

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("hostile input over the wire", .serialized, .timeLimit(.minutes(2)))
+@Suite("hostile input over the wire", .serialized, .timeLimit(.minutes(4)))
 struct HostileInputTests {
     /// Every acknowledged event gets an answer, and the daemon's counters add up.
     static func sendAll(_ lines: [String], to daemon: DaemonProcess) throws -> (acked: Int, rejected: Int) {

@@ -11,7 +11,7 @@ import CheckoutBusRuntime
 
 /// The load tools against the real daemon: flood's generator knows what must be published, and
 /// the daemon must publish exactly that; bench runs end to end (its figures are never asserted).
-@Suite("flood and bench", .serialized, .timeLimit(.minutes(3)))
+@Suite("flood and bench", .serialized, .timeLimit(.minutes(5)))
 struct LoadToolTests {
     @Test("flood's order ids belong to their run: two runs (another seed, or the same seed again) never share one")
     func floodOrderIDsPerRun() {
@@ -135,7 +135,7 @@ struct LoadToolTests {
     }
 }
 
-@Suite("replay", .serialized, .timeLimit(.minutes(2)))
+@Suite("replay", .serialized, .timeLimit(.minutes(4)))
 struct ReplayTests {
     @Test("a tail --format json recording replays into another daemon as the same lifecycle")
     func replayRecordedEnvelopes() throws {

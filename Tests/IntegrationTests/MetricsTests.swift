@@ -49,7 +49,7 @@ func metric(_ text: String, _ sample: String) -> Double? {
     return nil
 }
 
-@Suite("metrics and health over HTTP", .serialized, .timeLimit(.minutes(2)))
+@Suite("metrics and health over HTTP", .serialized, .timeLimit(.minutes(4)))
 struct MetricsTests {
     @Test("/metrics shows every counter, and they move under traffic; /healthz; 404 and 405")
     func metricsMove() throws {

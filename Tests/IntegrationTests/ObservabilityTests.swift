@@ -10,7 +10,7 @@ import Glibc
 /// Prometheus scraping a real daemon raises CheckoutBusJournalNotWritable when its journal cannot
 /// be written. Prometheus and promtool come from Debian's `prometheus` package
 /// (scripts/install-deps); without them these tests fail.
-@Suite("alerts and dashboards", .serialized, .timeLimit(.minutes(3)))
+@Suite("alerts and dashboards", .serialized, .timeLimit(.minutes(5)))
 struct ObservabilityTests {
     static let directory = Products.repositoryRoot.appendingPathComponent("deploy/observability")
     static var rules: URL { directory.appendingPathComponent("checkoutbus-rules.yml") }

@@ -4,7 +4,7 @@ import ZeroMQ
 
 /// `--pipeline-threads`: messages are prepared (parsed, decoded, hashed) on several threads and
 /// committed in arrival order, so the journal holds exactly what one thread would have written.
-@Suite("parallel pipeline", .serialized, .timeLimit(.minutes(3)))
+@Suite("parallel pipeline", .serialized, .timeLimit(.minutes(5)))
 struct ParallelPipelineTests {
     /// The same stream for every daemon: the shipped samples many times over (repeats, retries by
     /// event id, suppressed updates, repeated completes), broken JSON, a byte order mark, an

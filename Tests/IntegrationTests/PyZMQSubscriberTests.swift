@@ -7,7 +7,7 @@ import Glibc
 
 /// The README's Python example, `examples/analytics_worker.py` on the `clients/python` package, run
 /// as its own process against the real daemon.
-@Suite("python analytics worker example", .serialized, .timeLimit(.minutes(2)))
+@Suite("python analytics worker example", .serialized, .timeLimit(.minutes(4)))
 struct PyZMQSubscriberTests {
     /// The first python3 that has pyzmq (the Debian one, from `python3-zmq`, before one on PATH).
     static let pythonWithZMQ: String? = python(importing: "zmq")

@@ -6,7 +6,7 @@ import Testing
 /// bridge tests; each cites its repo, path and tag), with what the daemon must make of it. Each is
 /// sent in the ingest wrapper an app's backend uses, to the real daemon's acknowledged socket, and
 /// its envelope read back from the journal as published.
-@Suite("the SDKs' own payloads, over the wire", .serialized, .timeLimit(.minutes(2)))
+@Suite("the SDKs' own payloads, over the wire", .serialized, .timeLimit(.minutes(4)))
 struct SDKCorpusTests {
     struct Entry {
         let line: Int

@@ -50,7 +50,7 @@ func curveSubscriberHears(_ keys: TestKeys, _ client: String, publish: String, s
     return try sub.receiveMultipart() != nil
 }
 
-@Suite("CURVE authentication and plain-text safety", .serialized, .timeLimit(.minutes(2)))
+@Suite("CURVE authentication and plain-text safety", .serialized, .timeLimit(.minutes(4)))
 struct SecurityTests {
     @Test("keygen writes a 0600 secret key and a public key, and refuses to overwrite")
     func keygen() throws {

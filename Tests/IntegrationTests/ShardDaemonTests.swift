@@ -2,7 +2,7 @@ import CheckoutBusCore
 import Foundation
 import Testing
 
-@Suite("one shard: --shard I/N, wrong_shard, the data directory's shard", .serialized, .timeLimit(.minutes(2)))
+@Suite("one shard: --shard I/N, wrong_shard, the data directory's shard", .serialized, .timeLimit(.minutes(4)))
 struct ShardDaemonTests {
     @Test("shard 1/3 publishes its own checkouts with shard 1 and dead-letters the others as wrong_shard")
     func wrongShard() throws {

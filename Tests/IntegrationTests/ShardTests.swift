@@ -164,7 +164,7 @@ func checkShardJournal(_ records: [(Int, String, [String: Any])], shard: Int, of
     return perCheckout
 }
 
-@Suite("shards behind route and the clients' routing", .serialized, .timeLimit(.minutes(2)))
+@Suite("shards behind route and the clients' routing", .serialized, .timeLimit(.minutes(4)))
 struct ShardTests {
     @Test("three shards behind route under a flood: each checkout on its owner only, in order, nothing lost, a subscriber sees all")
     func routedFlood() throws {
@@ -422,7 +422,7 @@ struct ShardTests {
     }
 }
 
-@Suite("a shard killed with -9 and restarted in the middle of an acknowledged flood", .serialized, .timeLimit(.minutes(2)))
+@Suite("a shard killed with -9 and restarted in the middle of an acknowledged flood", .serialized, .timeLimit(.minutes(4)))
 struct ShardRestartTests {
     @Test("kill -9 one of three shards mid-flood through send --acked --shards: every acknowledged event is in its shard's journal, its subscriber recovers by replay")
     func killOneShard() throws {

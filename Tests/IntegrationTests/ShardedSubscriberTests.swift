@@ -114,7 +114,7 @@ private func expectRecording(_ file: URL, matches journals: [[(seq: Int, topic: 
     }
 }
 
-@Suite("subscriber across shards", .serialized, .timeLimit(.minutes(3)))
+@Suite("subscriber across shards", .serialized, .timeLimit(.minutes(5)))
 struct ShardedSubscriberTests {
     static let topics = ["checkout.", "bus.deadletter"]
 
@@ -322,7 +322,7 @@ struct ShardedSubscriberTests {
     }
 }
 
-@Suite("workers across shards", .serialized, .timeLimit(.minutes(3)))
+@Suite("workers across shards", .serialized, .timeLimit(.minutes(5)))
 struct ShardedWorkerTests {
     @Test("the fulfilment worker on three shards, killed with SIGKILL three times mid-flood: one order row per completed checkout, one cursor row per shard")
     func fulfilmentAcrossShards() throws {

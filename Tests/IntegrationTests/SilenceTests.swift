@@ -10,7 +10,7 @@ import Glibc
 /// Silence is reported (docs/workers.md, "When the daemon goes quiet"): every subscriber says within
 /// five seconds (five heartbeats at the default interval) that no heartbeat arrives, names the
 /// endpoint, keeps waiting, and says so again when heartbeats are back.
-@Suite("silence is reported", .serialized, .timeLimit(.minutes(3)))
+@Suite("silence is reported", .serialized, .timeLimit(.minutes(5)))
 struct SilenceTests {
     /// A TCP endpoint on 127.0.0.1 that nothing listens on.
     static func unusedEndpoint() throws -> String { "tcp://127.0.0.1:\(try freeLoopbackPort())" }

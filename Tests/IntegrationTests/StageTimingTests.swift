@@ -3,7 +3,7 @@ import Testing
 
 /// The daemon times about one event in 64 stage by stage and reports the sums in `stats`
 /// (`stages`); `checkoutbus bench` splits the pipeline's CPU by them.
-@Suite("stage timing", .serialized, .timeLimit(.minutes(2)))
+@Suite("stage timing", .serialized, .timeLimit(.minutes(4)))
 struct StageTimingTests {
     @Test("after a flood, stats' stages hold a sample of about one event in 64, every stage timed")
     func statsStages() throws {

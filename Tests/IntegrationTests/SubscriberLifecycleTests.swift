@@ -8,7 +8,7 @@ import Glibc
 /// Subscribers live and gone (docs/observability.md, "Subscribers, live and gone"), over the wire:
 /// real `tail` processes report to a real daemon; `checkoutbus subscribers` and `/metrics` are read
 /// as an operator reads them.
-@Suite("subscribers, live and gone", .serialized, .timeLimit(.minutes(3)))
+@Suite("subscribers, live and gone", .serialized, .timeLimit(.minutes(5)))
 struct SubscriberLifecycleTests {
     /// `checkoutbus subscribers --all --format json` of `daemon`, by name.
     static func listed(_ daemon: DaemonProcess, all: Bool = true) throws -> [String: [String: Any]] {

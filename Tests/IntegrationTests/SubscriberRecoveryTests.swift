@@ -14,7 +14,7 @@ import Glibc
 /// `checkoutbus tail --record` (a ``BusSubscriber``) against the real daemon: drops at a high-water
 /// mark and `kill -9` restarts must leave the recording holding every journaled envelope exactly
 /// once, in `seq` order, byte for byte as published.
-@Suite("subscriber recovery: tail --record", .serialized, .timeLimit(.minutes(2)))
+@Suite("subscriber recovery: tail --record", .serialized, .timeLimit(.minutes(4)))
 struct SubscriberRecoveryTests {
     static let topics = ["checkout.", "bus.deadletter"]
 
@@ -113,7 +113,7 @@ struct SubscriberRecoveryTests {
 /// The library itself, in process: prefixes of one kind, several kinds, and narrower than a kind
 /// (whose `kind_seq` jumps naturally), caught up from the journal and then live through a receive
 /// HWM of 1; then a ``FileCursor`` resumes a new subscriber exactly after the last handled `seq`.
-@Suite("BusSubscriber: prefixes and cursor", .serialized, .timeLimit(.minutes(3)))
+@Suite("BusSubscriber: prefixes and cursor", .serialized, .timeLimit(.minutes(5)))
 struct BusSubscriberLibraryTests {
     @Test("each matching envelope once, in seq order, for any prefixes; a FileCursor resumes after the last",
           arguments: [

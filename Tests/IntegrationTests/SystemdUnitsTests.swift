@@ -4,7 +4,7 @@ import Testing
 /// The systemd units in deploy/: each passes `systemd-analyze verify` without a word, and
 /// `systemd-analyze security` rates it OK (2.0 or less), offline — nothing is started under
 /// systemd here (README, "Running it for real").
-@Suite("systemd units", .timeLimit(.minutes(2)))
+@Suite("systemd units", .timeLimit(.minutes(4)))
 struct SystemdUnitsTests {
     static let analyze = "/usr/bin/systemd-analyze"
 

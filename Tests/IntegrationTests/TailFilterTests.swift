@@ -40,7 +40,7 @@ struct TailRun {
     }
 }
 
-@Suite("checkoutbus tail filters", .serialized, .timeLimit(.minutes(3)))
+@Suite("checkoutbus tail filters", .serialized, .timeLimit(.minutes(5)))
 struct TailFilterTests {
     /// The shipped samples: four families, several platforms and codes, dead letters among them.
     static func sampleLines() throws -> [String] {

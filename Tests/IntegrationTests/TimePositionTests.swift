@@ -11,7 +11,7 @@ import Glibc
 
 /// Positions by time (docs/commands.md, "Positions"): `tail --since` a time or a duration, resolved
 /// by the daemon's `seek` to the first seq received at or after it.
-@Suite("positions by time", .serialized, .timeLimit(.minutes(3)))
+@Suite("positions by time", .serialized, .timeLimit(.minutes(5)))
 struct TimePositionTests {
     @Test("a seq, a duration and RFC 3339 times are read; anything else is refused with what is accepted")
     func parsing() throws {

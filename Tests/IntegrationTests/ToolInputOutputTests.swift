@@ -8,7 +8,7 @@ import Glibc
 /// What the tools do with inputs and outputs that fail or are odd, run as a user runs them: each
 /// was found crashing (a trap in Foundation's reads, a time before year 0) or exiting 0 with its
 /// output lost.
-@Suite("tools: odd inputs and failing outputs", .serialized, .timeLimit(.minutes(2)))
+@Suite("tools: odd inputs and failing outputs", .serialized, .timeLimit(.minutes(4)))
 struct ToolInputOutputTests {
     /// Runs `checkoutbus` with `stdin` and `stdout` as given (nil: a pipe), stderr captured.
     static func run(_ arguments: [String], stdin: FileHandle? = nil, stdout: FileHandle? = nil,

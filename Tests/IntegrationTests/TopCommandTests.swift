@@ -93,7 +93,7 @@ final class TmuxSession {
 }
 
 /// `checkoutbus top` against a daemon under a flood: in a real terminal (tmux) and through a pipe.
-@Suite("checkoutbus top", .serialized, .timeLimit(.minutes(3)))
+@Suite("checkoutbus top", .serialized, .timeLimit(.minutes(5)))
 struct TopCommandTests {
     /// The number after `label` on the line starting with it (`events in/s   1234.5 …`).
     static func value(_ lines: [String], _ label: String) -> Double? {

@@ -46,7 +46,7 @@ func runTrace(_ arguments: [String]) throws -> (status: Int32, output: String, e
     return (waitForExit(p, timeout: 30), output, errors)
 }
 
-@Suite("checkoutbus trace", .serialized, .timeLimit(.minutes(2)))
+@Suite("checkoutbus trace", .serialized, .timeLimit(.minutes(4)))
 struct TraceTests {
     @Test("a failure, a retry and a repeated complete: every envelope in order, suppressed counts, the verdict")
     func storyOfOneCheckout() throws {

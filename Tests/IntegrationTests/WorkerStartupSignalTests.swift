@@ -8,7 +8,7 @@ import Testing
 /// dispatch signal source, the disposition `SIG_IGN` until the source was armed: a SIGTERM in
 /// between was lost, and a worker then never stopped — once in a CI run, and 5 ms into a start
 /// here under load. `TerminationSignals` now installs a handler with `sigaction` first.)
-@Suite("workers stop on SIGTERM at any moment of start-up", .serialized, .timeLimit(.minutes(3)))
+@Suite("workers stop on SIGTERM at any moment of start-up", .serialized, .timeLimit(.minutes(5)))
 struct WorkerStartupSignalTests {
     @Test("checkoutbus-fulfil, SIGTERM 0–300 ms after it starts: it exits, never hangs")
     func fulfilStartup() throws {

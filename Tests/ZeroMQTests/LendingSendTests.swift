@@ -8,7 +8,7 @@ import Glibc
 
 /// `ZMQSocket.send(lending:giveBack:hint:)`: the bytes go out where they lie, and libzmq gives them
 /// back exactly once, whatever happens to the frame.
-@Suite("ZeroMQ binding: sending lent bytes", .serialized, .timeLimit(.minutes(2)))
+@Suite("ZeroMQ binding: sending lent bytes", .serialized, .timeLimit(.minutes(4)))
 struct LendingSendTests {
     /// A count of give-backs that a `@convention(c)` callback reaches through its hint.
     final class GiveBacks {
