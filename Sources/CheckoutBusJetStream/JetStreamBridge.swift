@@ -224,10 +224,7 @@ package actor JetStreamBridge {
     private func publish(_ envelope: BusEnvelope, shard: Int, stop: StopSignal) throws {
         statistics.handled += 1
         let id = "\(shard):\(envelope.seq)"
-        if !storedBeyondCursor.isEmpty, storedBeyondCursor.remove(id) != nil {
-            statistics.alreadyStored += 1
-            return
-        }
+        if takeAlreadyStored(id) { return }
         if unacknowledged.count >= options.window { try flush(stop: stop) }
         let subject = options.prefixed(BridgeSubject.subject(forTopic: envelope.topic))
         unacknowledged[id] = (subject, envelope.bytes)
@@ -270,8 +267,7 @@ package actor JetStreamBridge {
             }
             for id in again {
                 guard let message = unacknowledged[id] else { continue }
-                if storedBeyondCursor.remove(id) != nil {
-                    statistics.alreadyStored += 1
+                if takeAlreadyStored(id) {
                     unacknowledged.removeValue(forKey: id)
                     continue
                 }
@@ -285,6 +281,14 @@ package actor JetStreamBridge {
             acknowledged.append(envelope)
             handled[position] = nil
         }
+    }
+
+    /// Whether the stream's tail showed `id` stored beyond its cursor (``reconcile(_:shards:)``):
+    /// then it is not published (again), only counted `already_stored`.
+    private func takeAlreadyStored(_ id: String) -> Bool {
+        guard !storedBeyondCursor.isEmpty, storedBeyondCursor.remove(id) != nil else { return false }
+        statistics.alreadyStored += 1
+        return true
     }
 
     /// Each bridged shard's committed `seq`, keyed as ``reconcile(_:shards:)`` takes them (nil: the

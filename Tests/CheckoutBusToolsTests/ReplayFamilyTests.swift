@@ -27,23 +27,31 @@ struct ReplayFamilyTests {
         return text + "}"
     }
 
+    /// `envelope` replayed as `kind` (ReplayCommand.rawEvent) and that raw event decoded again,
+    /// handed to `check` with the raw text while both documents are alive.
+    func replay(_ envelope: String, as kind: LifecycleKind, check: (String, borrowing DecodedEvent) -> Void) throws {
+        let doc = JSONDocument()
+        try doc.parseOwned(Array(envelope.utf8))
+        var w = JSONWriter(capacity: 1024)
+        ReplayCommand.rawEvent(from: doc, kind: "\(kind.name)", into: &w)
+        let raw = String(decoding: w.bytes, as: UTF8.self)
+        let back = JSONDocument()
+        try back.parseOwned(Array(raw.utf8))
+        let event = try RawEventDecoder().decode(back)
+        check(raw, event)
+    }
+
     @Test("each family × kind decodes back to its family (or, where the family has no such form, a callback) and its kind",
           arguments: RawFormat.allCases)
     func roundTrip(_ family: RawFormat) throws {
         for kind in LifecycleKind.allCases {
-            let doc = JSONDocument()
-            try doc.parseOwned(Array(envelope(family, kind).utf8))
-            var w = JSONWriter(capacity: 1024)
-            ReplayCommand.rawEvent(from: doc, kind: "\(kind.name)", into: &w)
-            let raw = String(decoding: w.bytes, as: UTF8.self)
-            let back = JSONDocument()
-            try back.parseOwned(Array(raw.utf8))
-            let event = try RawEventDecoder().decode(back)
-            let expected: RawFormat = Self.noForm.contains("\(family.label)/\(kind.name)") ? .callback : family
-            #expect(event.kind == kind, "\(family.label)/\(kind.name): \(raw)")
-            #expect(event.format == expected, "\(family.label)/\(kind.name) came back as \(event.format.label): \(raw)")
-            if kind == .fail {
-                #expect(event.error?.code == .networkError, "\(raw)")
+            try replay(envelope(family, kind), as: kind) { raw, event in
+                let expected: RawFormat = Self.noForm.contains("\(family.label)/\(kind.name)") ? .callback : family
+                #expect(event.kind == kind, "\(family.label)/\(kind.name): \(raw)")
+                #expect(event.format == expected, "\(family.label)/\(kind.name) came back as \(event.format.label): \(raw)")
+                if kind == .fail {
+                    #expect(event.error?.code == .networkError, "\(raw)")
+                }
             }
         }
     }
@@ -53,17 +61,12 @@ struct ReplayFamilyTests {
     @Test("a bridge start or complete without a snapshot comes back without one, still a bridge event")
     func bridgeEventWithoutSnapshot() throws {
         for kind in [LifecycleKind.start, .complete] {
-            let doc = JSONDocument()
-            try doc.parseOwned(Array((#"{"seq":7,"kind":"\#(kind.name)","checkout_id":"c-1","event_id":"e-7","#
-                + #""source":{"format":"sheet_bridge","sdk":"shopify","platform":"android"},"checkout":null}"#).utf8))
-            var w = JSONWriter(capacity: 1024)
-            ReplayCommand.rawEvent(from: doc, kind: "\(kind.name)", into: &w)
-            let raw = String(decoding: w.bytes, as: UTF8.self)
-            let back = JSONDocument()
-            try back.parseOwned(Array(raw.utf8))
-            let event = try RawEventDecoder().decode(back)
-            #expect(event.kind == kind && event.format == .sheetBridge, "\(raw)")
-            #expect(event.snapshot == nil, "\(raw)")
+            let envelope = #"{"seq":7,"kind":"\#(kind.name)","checkout_id":"c-1","event_id":"e-7","#
+                + #""source":{"format":"sheet_bridge","sdk":"shopify","platform":"android"},"checkout":null}"#
+            try replay(envelope, as: kind) { raw, event in
+                #expect(event.kind == kind && event.format == .sheetBridge, "\(raw)")
+                #expect(event.snapshot == nil, "\(raw)")
+            }
         }
     }
 }

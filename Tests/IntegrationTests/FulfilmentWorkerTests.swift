@@ -89,6 +89,16 @@ func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
+/// A complete as an iOS callback under its wrapper: `id` names the checkout, the order and the event.
+private func callbackComplete(_ id: String) -> String {
+    #"{"event_id":"\#(id)-3","checkout_id":"\#(id)","platform":"ios","sdk":"shopify","payload":{"event":"onComplete","checkout":{"id":"\#(id)","currency":"EUR","order":{"id":"gid://shopify/Order/\#(id)"},"line_items":[{"id":"l1","quantity":1}]}}}"#
+}
+
+/// A complete as an ECP notification under its wrapper: `id` names the checkout and the order.
+private func ecpComplete(_ id: String) -> String {
+    #"{"checkout_id":"\#(id)","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":{"id":"\#(id)","status":"completed","order":{"id":"gid://shopify/Order/\#(id)"}}}}}"#
+}
+
 @Suite("fulfilment worker", .serialized, .timeLimit(.minutes(5)))
 struct FulfilmentWorkerTests {
     @Test("kill -9 five times during a flood: exactly one order row per completed checkout, as generated")
@@ -230,12 +240,9 @@ struct FulfilmentWorkerTests {
 
     @Test("a store used with one daemon, then pointed at three shards, starts shard 0's cursor fresh")
     func storeOfAnotherShardCount() throws {
-        func complete(_ id: String) -> String {
-            #"{"event_id":"\#(id)-3","checkout_id":"\#(id)","platform":"ios","sdk":"shopify","payload":{"event":"onComplete","checkout":{"id":"\#(id)","currency":"EUR","order":{"id":"gid://shopify/Order/\#(id)"},"line_items":[{"id":"l1","quantity":1}]}}}"#
-        }
         let daemon = try DaemonProcess()
         let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
-        let first = (0..<3).map { complete("one-\($0)") }
+        let first = (0..<3).map { callbackComplete("one-\($0)") }
         #expect(try send(first, to: daemon.ingest).status == 0)
         let worker = try FulfilProcess(daemon: daemon, database: database)
         #expect(waitUntil(20) { orderCount(database) == 3 })
@@ -246,7 +253,7 @@ struct FulfilmentWorkerTests {
         // daemon's position before the worker switches over.
         let shards = try ShardSet(count: 3)
         let ids = (0..<200).map { "three-\($0)" }.filter { ShardMap.owner(of: $0, count: 3) == 0 }.prefix(5)
-        let second = ids.map(complete)
+        let second = ids.map(callbackComplete)
         #expect(try runSend(["--shards", shards.ingest], lines: second).status == 0)
         #expect(try waitUntil(timeout: 20) { try shards.totalLastSeq() == second.count })
         let switched = try FulfilProcess(publish: shards.publish,
@@ -269,12 +276,9 @@ struct FulfilmentWorkerTests {
     /// skipped them, with one warning line: the orders among them were never created.
     @Test("a store whose cursor is ahead of a reset daemon's journal is refused, nothing skipped; moved to seq 1 it records them")
     func storeAheadOfAResetJournal() throws {
-        func complete(_ id: String) -> String {
-            #"{"event_id":"\#(id)-3","checkout_id":"\#(id)","platform":"ios","sdk":"shopify","payload":{"event":"onComplete","checkout":{"id":"\#(id)","currency":"EUR","order":{"id":"gid://shopify/Order/\#(id)"},"line_items":[{"id":"l1","quantity":1}]}}}"#
-        }
         let old = try DaemonProcess()
         let database = old.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
-        #expect(try send((0..<5).map { complete("old-\($0)") }, to: old.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send((0..<5).map { callbackComplete("old-\($0)") }, to: old.ingestAcked, arguments: ["--acked"]).status == 0)
         let worker = try FulfilProcess(daemon: old, database: database)
         #expect(waitUntil(20) { orderCount(database) == 5 })
         worker.process.terminate()
@@ -283,7 +287,7 @@ struct FulfilmentWorkerTests {
 
         // A new data directory: its journal ends at seq 2, the store's cursor is at 5.
         let reset = try DaemonProcess()
-        #expect(try send(["new-0", "new-1"].map(complete), to: reset.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(["new-0", "new-1"].map(callbackComplete), to: reset.ingestAcked, arguments: ["--acked"]).status == 0)
         let refused = try runTool("checkoutbus-fulfil", ["--db", database.path, "--from", reset.publish,
                                                          "--control", reset.control], timeout: 20)
         #expect(refused.status == 1, "\(refused.output)")
@@ -306,19 +310,16 @@ struct FulfilmentWorkerTests {
     /// took those for envelopes it had handled and skipped them.
     @Test("a running worker stops when its daemon comes back with a journal behind what it published; moved, it records the new orders")
     func daemonBackWithAnOlderJournal() throws {
-        func complete(_ id: String) -> String {
-            #"{"checkout_id":"\#(id)","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":{"id":"\#(id)","status":"completed","order":{"id":"gid://shopify/Order/\#(id)"}}}}}"#
-        }
         let endpoints = DaemonProcess.restartableEndpoints()
         let first = try DaemonProcess(endpoints)
         let data = first.dataDirectory
         let database = data.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
         let copy = data.deletingLastPathComponent().appendingPathComponent("data-copy")
-        #expect(try send((0..<3).map { complete("early-\($0)") }, to: first.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send((0..<3).map { ecpComplete("early-\($0)") }, to: first.ingestAcked, arguments: ["--acked"]).status == 0)
         let worker = try FulfilProcess(daemon: first, database: database)
         #expect(waitUntil(20) { orderCount(database) == 3 })
         try FileManager.default.copyItem(at: data, to: copy)  // a copy of the journal at seq 3
-        #expect(try send((0..<4).map { complete("late-\($0)") }, to: first.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send((0..<4).map { ecpComplete("late-\($0)") }, to: first.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect(waitUntil(20) { orderCount(database) == 7 })
         first.kill9()
         try FileManager.default.removeItem(at: data)
@@ -332,7 +333,7 @@ struct FulfilmentWorkerTests {
         #expect(orderCount(database) == 7)
 
         // New orders take seqs 4 and 5 again; resumed after seq 3, the worker records them.
-        #expect(try send(["new-0", "new-1"].map(complete), to: restored.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(["new-0", "new-1"].map(ecpComplete), to: restored.ingestAcked, arguments: ["--acked"]).status == 0)
         let moved = try runTool("checkoutbus", ["cursor", "set", database.path, "--to-seq", "4"])
         #expect(moved.status == 0, "\(moved.output)")
         let resumed = try FulfilProcess(daemon: restored, database: database)
@@ -347,15 +348,12 @@ struct FulfilmentWorkerTests {
     @Test("a store removed or replaced under the running worker stops it before its next order, saying so",
           arguments: ["removed", "replaced"])
     func storeRemovedUnderTheWorker(how: String) throws {
-        func complete(_ id: String) -> String {
-            #"{"checkout_id":"\#(id)","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":{"id":"\#(id)","status":"completed","order":{"id":"gid://shopify/Order/\#(id)"}}}}}"#
-        }
         let daemon = try DaemonProcess()
         let dir = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("store-\(how)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let database = dir.appendingPathComponent("orders.sqlite")
         let worker = try FulfilProcess(daemon: daemon, database: database)
-        #expect(try send([complete("before")], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send([ecpComplete("before")], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect(waitUntil(20) { orderCount(database) == 1 })
         if how == "removed" {
             try FileManager.default.removeItem(at: dir)
@@ -364,7 +362,7 @@ struct FulfilmentWorkerTests {
             try Data("not the worker's".utf8).write(to: other)
             #expect(rename(other.path, database.path) == 0)
         }
-        #expect(try send([complete("after")], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send([ecpComplete("after")], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
         #expect(waitForExit(worker.process, timeout: 20) == 1)
         let output = worker.stderr.readAll(timeout: 2).joined(separator: "\n")
         #expect(output.contains("the store is gone"), "\(output)")

@@ -84,7 +84,7 @@ package struct SubscriptionSequencer {
     private var startedAt: Int64?
     /// Whether the position outlives the process (``SubscriberCursor/keepsPosition``): a kept
     /// position ahead of the daemon's journal is refused, a passing one (`tail --since`) warned.
-    private var startKept = false
+    private var positionKept = false
     /// Per kind, its `kind_seq` at `verified` (fully covered kinds), when known.
     private var exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
     /// Per partly covered kind: matching envelopes up to this `kind_seq` were delivered.
@@ -161,7 +161,7 @@ package struct SubscriptionSequencer {
     package mutating func start(cursor: Int64?, kept: Bool = false, now: UInt64) -> [Action] {
         var actions: [Action] = []
         if expectedShard != nil { actions.append(identityRequestAction(now: now)) }
-        startKept = kept
+        positionKept = kept
         if let cursor {
             verified = cursor
             startedAt = cursor
@@ -265,7 +265,7 @@ package struct SubscriptionSequencer {
         // `complete` lost to the fulfilment worker). A kept cursor stops there; `tail --since`
         // only warns.
         if let start = startedAt, heartbeat.seq < start, statistics.heartbeats == 1 {
-            if startKept {
+            if positionKept {
                 throw SubscriberError(.cursorMismatch,
                     "the cursor is at seq \(start) but the daemon's journal ends at seq \(heartbeat.seq) "
                         + "(\(options.publish)): the cursor belongs to another journal (the daemon's data directory "
@@ -313,7 +313,7 @@ package struct SubscriptionSequencer {
     private mutating func checkRestartedJournal(_ heartbeat: Heartbeat) throws(SubscriberError) {
         let published = liveHigh
         guard heartbeat.seq < published else { return }
-        if startKept {
+        if positionKept {
             throw SubscriberError(.cursorMismatch,
                 "the daemon at \(options.publish) restarted with its journal ending at seq \(heartbeat.seq), "
                     + "but it had published seq \(published) to this subscriber: records it published were lost "

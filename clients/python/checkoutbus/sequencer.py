@@ -110,7 +110,7 @@ class SubscriptionSequencer:
         self._verified: Optional[int] = None
         self._started_at: Optional[int] = None
         # Whether that position outlives the process: ahead of the journal it is refused, not warned.
-        self._start_kept = False
+        self._position_kept = False
         self._exact_kind_seq: List[Optional[int]] = [None] * n
         self._checked_kind_seq: List[int] = [-1] * n
         self._pending: List[Envelope] = []
@@ -153,7 +153,7 @@ class SubscriptionSequencer:
         actions = []
         if self.expected_shard is not None:
             actions.append(self._identity_request_action(now))
-        self._start_kept = kept
+        self._position_kept = kept
         if cursor is not None:
             self._verified = cursor
             self._started_at = cursor
@@ -242,7 +242,7 @@ class SubscriptionSequencer:
         # A journal never numbers below a seq it may have published: a cursor ahead of it belongs to
         # another journal, and following it would skip the new journal's envelopes up to the cursor.
         if self._started_at is not None and heartbeat.seq < self._started_at and self.statistics.heartbeats == 1:
-            if self._start_kept:
+            if self._position_kept:
                 raise SubscriberError(
                     "cursor_mismatch",
                     "the cursor is at seq %d but the daemon's journal ends at seq %d (%s): the cursor belongs to "
@@ -467,7 +467,7 @@ class SubscriptionSequencer:
         published = self._live_high
         if heartbeat.seq >= published:
             return
-        if self._start_kept:
+        if self._position_kept:
             raise SubscriberError(
                 "cursor_mismatch",
                 "the daemon at %s restarted with its journal ending at seq %d, but it had published seq %d to this "

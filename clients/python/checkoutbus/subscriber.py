@@ -45,6 +45,12 @@ def _now() -> int:
     return time.monotonic_ns()
 
 
+def _keeps_position(cursor) -> bool:
+    """Whether `cursor` outlives the process (a file, a database: `keeps_position`, true unless it
+    says not): reported `durable`, and refused rather than warned when ahead of the journal."""
+    return cursor is not None and getattr(cursor, "keeps_position", True)
+
+
 def _endpoints(value: Union[str, Sequence[str]]) -> List[str]:
     if isinstance(value, str):
         return [e for e in value.split(",") if e]
@@ -229,8 +235,7 @@ class Subscriber:
         self._poller.register(control, zmq.POLLIN)
         shard.heard_at, shard.silent = time.monotonic(), False
         start = shard.cursor.load() if shard.cursor is not None else None
-        kept = shard.cursor is not None and getattr(shard.cursor, "keeps_position", True)
-        self._perform(shard, shard.sequencer.start(start, _now(), kept))
+        self._perform(shard, shard.sequencer.start(start, _now(), _keeps_position(shard.cursor)))
 
     def close(self) -> None:
         """Sends each shard's last report, closes the sockets and the cursor files it opened."""
@@ -460,7 +465,7 @@ class Subscriber:
                     pass  # asked again after the request timeout
             elif what == "report":
                 try:
-                    durable = shard.cursor is not None and getattr(shard.cursor, "keeps_position", True)
+                    durable = _keeps_position(shard.cursor)
                     shard.control.send(wire.report(action[1], self.name, shard.rejected, durable), zmq.NOBLOCK)
                 except zmq.Again:
                     pass  # the next heartbeat reports again
