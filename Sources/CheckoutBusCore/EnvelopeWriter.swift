@@ -158,15 +158,16 @@ package struct EnvelopeWriter: ~Copyable {
     ///   - kindSeqs: each kind's last `kind_seq`, dead letters last.
     package mutating func writeHeartbeat(
         at time: Timestamp, seq: UInt64, kindSeqs: [UInt64], trackedCheckouts: Int, counters: EventProcessor.Counters,
-        evictedCheckouts: UInt64, expiredCheckouts: UInt64, startedAt: Timestamp? = nil
+        evictedCheckouts: UInt64, expiredCheckouts: UInt64, startedAt: Timestamp? = nil, journal: String? = nil
     ) -> Frames {
         heartbeatTopic.reset()
         heartbeatTopic.append("bus.heartbeat")
         heartbeatEnvelope.reset()
-        let contents = HeartbeatWire.Contents(
+        var contents = HeartbeatWire.Contents(
             seq: seq, shard: shard.index, shards: shard.count, kindSeqs: kindSeqs, sentAt: time, startedAt: startedAt,
             trackedCheckouts: trackedCheckouts, received: counters.received, suppressed: counters.suppressed,
             deadLettered: counters.deadLettered, evictedCheckouts: evictedCheckouts, expiredCheckouts: expiredCheckouts)
+        contents.journal = journal
         HeartbeatWire.write(contents, to: &heartbeatEnvelope)
         return (heartbeatTopic.unsafeBytes, heartbeatEnvelope.unsafeBytes)
     }

@@ -694,13 +694,17 @@ package final class EventProcessor {
     package func writeHeartbeat(at time: Timestamp) -> (topic: UnsafeRawBufferPointer, envelope: UnsafeRawBufferPointer) {
         envelopes.writeHeartbeat(at: time, seq: lastSeq, kindSeqs: kindSeqs, trackedCheckouts: state.count,
                                  counters: counters, evictedCheckouts: state.evicted, expiredCheckouts: state.expired,
-                                 startedAt: startedAt)
+                                 startedAt: startedAt, journal: journalID)
     }
 
     /// When this run of the daemon started (set by the daemon; heartbeats carry it as `started_at`):
     /// a subscriber that sees it change knows the daemon restarted and that a request it had in
     /// flight is lost with the old run.
     package var startedAt: Timestamp?
+
+    /// The journal's identity (set by the daemon from `<data-dir>/journal-id`; heartbeats carry it as
+    /// `journal_id`): a subscriber checks that its publish and control endpoints are one journal.
+    package var journalID: String?
 
     /// Each kind's last `kind_seq`, dead letters last (as heartbeats and stats write them).
     package var kindSeqs: [UInt64] { kindSeq + [deadLetterSeq] }

@@ -78,6 +78,49 @@ final class DataDirectoryLock {
             throw JournalError(.notWritable, error.description)
         }
     }
+
+    /// The journal's identity: `<data-dir>/journal-id`, 32 hex digits drawn when the directory's
+    /// journal is first opened by a daemon that writes one, and kept for the directory's life.
+    /// Heartbeats and replay replies carry it (`journal_id`), so a subscriber can tell that its publish
+    /// and control endpoints are one journal: two daemons' would deliver one's journal as the
+    /// other's (docs/durability.md, "One journal behind both endpoints"). A file that is not such an
+    /// id (emptied, edited) is replaced with a new one, which only makes subscribers' checks start
+    /// over; one that cannot be read or written stops the start. Called with the journal's lock held.
+    /// - Throws: ``JournalError`` when the file cannot be read or written durably.
+    static func journalID(dataDirectory: String, logger: BusLogger) throws -> String {
+        let path = dataDirectory + "/journal-id"
+        do {
+            if let bytes = try AtomicFile.read(path) {
+                let text = bytes.filter { $0 > 0x20 }
+                if DataDirectoryLock.isJournalID(text) { return String(decoding: text, as: UTF8.self) }
+                logger.warning("the journal id file does not hold an id; writing a new one", ["path": path])
+            }
+        } catch {
+            throw JournalError(.notWritable, error.description)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        var id: [UInt8] = []
+        for _ in 0..<4 {
+            var word = generator.next() as UInt64
+            for _ in 0..<8 {
+                id.append(digits[Int(word & 0xF)])
+                word >>= 4
+            }
+        }
+        // Durably: an id that changed after a power loss would make subscribers' checks start over.
+        do {
+            try AtomicFile.write(id + [0x0A], to: path, durable: true)
+        } catch {
+            throw JournalError(.notWritable, error.description)
+        }
+        return String(decoding: id, as: UTF8.self)
+    }
+
+    /// 32 lower-case hex digits.
+    static func isJournalID(_ text: [UInt8]) -> Bool {
+        text.count == 32 && text.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
 }
 
 /// The data directory as a whole. `Sendable` (no state).

@@ -19,10 +19,12 @@ package enum ControlReplyWire {
         package var detail: String?
         package var shard: Int?
         package var shards: Int?
+        /// The answering daemon's journal identity (replay replies); nil from a daemon that does not say.
+        package var journal: String?
 
         package init(op: String? = nil, ok: Bool = false, req: Int64? = nil, next: Int64? = nil, lastSeq: Int64? = nil,
                      firstSeq: Int64? = nil, error: String? = nil, detail: String? = nil, shard: Int? = nil,
-                     shards: Int? = nil) {
+                     shards: Int? = nil, journal: String? = nil) {
             self.op = op
             self.ok = ok
             self.req = req
@@ -33,12 +35,18 @@ package enum ControlReplyWire {
             self.detail = detail
             self.shard = shard
             self.shards = shards
+            self.journal = journal
         }
     }
 
-    /// A reply's head, `{"op":"OP","ok":B,"shard":I,"shards":N[,"req":R]`, left open for the op's members.
-    /// - Parameter req: the request's `req`, as it was written (any JSON value).
-    package static func begin(_ op: StaticString, ok: Bool, shard: Int, shards: Int, req: [UInt8]?) -> JSONWriter {
+    /// A reply's head, `{"op":"OP","ok":B,"shard":I,"shards":N[,"journal_id":J][,"req":R]`, left open for
+    /// the op's members.
+    /// - Parameters:
+    ///   - journal: the answering daemon's journal identity (replay replies): a subscriber checks
+    ///     that its publish and control endpoints are one journal.
+    ///   - req: the request's `req`, as it was written (any JSON value).
+    package static func begin(_ op: StaticString, ok: Bool, shard: Int, shards: Int, journal: String? = nil,
+                              req: [UInt8]?) -> JSONWriter {
         var w = JSONWriter(capacity: 256)
         w.append("{\"op\":\"")
         w.append(op)
@@ -48,6 +56,10 @@ package enum ControlReplyWire {
         w.append(int: shard)
         w.append(",\"shards\":")
         w.append(int: shards)
+        if let journal {
+            w.append(",\"journal_id\":")
+            w.appendString(journal)
+        }
         if let req {
             w.append(",\"req\":")
             req.withUnsafeBytes { w.appendRaw($0) }
@@ -91,8 +103,8 @@ package enum ControlReplyWire {
     /// A replay page's status: `…,"from":F,"next":N,"count":C,"first_seq":…,"last_seq":…}`; its
     /// records follow as frames.
     package static func replayPage(from: Int64, next: UInt64, count: Int, first: UInt64, last: UInt64,
-                                   shard: Int, shards: Int, req: [UInt8]?) -> [UInt8] {
-        var w = begin("replay", ok: true, shard: shard, shards: shards, req: req)
+                                   shard: Int, shards: Int, journal: String? = nil, req: [UInt8]?) -> [UInt8] {
+        var w = begin("replay", ok: true, shard: shard, shards: shards, journal: journal, req: req)
         w.append(",\"from\":")
         w.append(int: from)
         w.append(",\"next\":")
@@ -105,8 +117,9 @@ package enum ControlReplyWire {
     }
 
     /// A replay from before what the journal retains: `…,"error":"not_retained","first_seq":F,"last_seq":L}`.
-    package static func notRetained(first: UInt64, last: UInt64, shard: Int, shards: Int, req: [UInt8]?) -> [UInt8] {
-        var w = begin("replay", ok: false, shard: shard, shards: shards, req: req)
+    package static func notRetained(first: UInt64, last: UInt64, shard: Int, shards: Int, journal: String? = nil,
+                                    req: [UInt8]?) -> [UInt8] {
+        var w = begin("replay", ok: false, shard: shard, shards: shards, journal: journal, req: req)
         w.append(",\"error\":\"not_retained\",\"first_seq\":")
         w.append(int: Int64(bitPattern: first))
         w.append(",\"last_seq\":")
@@ -118,8 +131,8 @@ package enum ControlReplyWire {
     /// A replay that reached a segment that cannot be read:
     /// `…,"error":"journal_unreadable","detail":D,"from":F,"first_seq":…,"last_seq":…}`.
     package static func journalUnreadable(detail: String, from: Int64, first: UInt64, last: UInt64,
-                                          shard: Int, shards: Int, req: [UInt8]?) -> [UInt8] {
-        var w = begin("replay", ok: false, shard: shard, shards: shards, req: req)
+                                          shard: Int, shards: Int, journal: String? = nil, req: [UInt8]?) -> [UInt8] {
+        var w = begin("replay", ok: false, shard: shard, shards: shards, journal: journal, req: req)
         w.append(",\"error\":\"journal_unreadable\",\"detail\":")
         w.appendString(detail)
         w.append(",\"from\":")
@@ -151,6 +164,7 @@ package enum ControlReplyWire {
         r.detail = d.member(root, "detail").flatMap { d.string($0) }
         r.shard = d.member(root, "shard").flatMap { d.int64($0) }.map { Int($0) }
         r.shards = d.member(root, "shards").flatMap { d.int64($0) }.map { Int($0) }
+        r.journal = d.member(root, "journal_id").flatMap { d.string($0) }
         return r
     }
 }

@@ -15,6 +15,8 @@ package enum HeartbeatWire {
         package var sentAt: Timestamp
         /// When the daemon's run started.
         package var startedAt: Timestamp?
+        /// The journal's identity (`<data-dir>/journal-id`).
+        package var journal: String?
         package var trackedCheckouts: Int
         package var received: UInt64
         package var suppressed: UInt64
@@ -52,6 +54,8 @@ package enum HeartbeatWire {
         package var shards = 1
         /// When the daemon's run started (`started_at`); nil from a daemon that does not say.
         package var startedAt: String?
+        /// The journal's identity (`journal_id`); nil from a daemon that does not say.
+        package var journal: String?
 
         package init(seq: Int64, kindSeqs: [Int64], shard: Int = 0, shards: Int = 1) {
             self.seq = seq
@@ -71,6 +75,10 @@ package enum HeartbeatWire {
         if let startedAt = h.startedAt {
             w.append(",\"started_at\":")
             startedAt.write(to: &w)
+        }
+        if let journal = h.journal {
+            w.append(",\"journal_id\":")
+            w.appendString(journal)
         }
         w.append(",\"tracked_checkouts\":")
         w.append(int: h.trackedCheckouts)
@@ -103,6 +111,7 @@ package enum HeartbeatWire {
         if let i = document.member(root, "shard").flatMap({ document.int64($0) }) { fields.shard = Int(i) }
         if let n = document.member(root, "shards").flatMap({ document.int64($0) }) { fields.shards = Int(n) }
         fields.startedAt = document.member(root, "started_at").flatMap { document.string($0) }
+        fields.journal = document.member(root, "journal_id").flatMap { document.string($0) }
         return fields
     }
 

@@ -41,10 +41,18 @@ struct SubscriptionSequencerTests {
         SubscriptionSequencer.Reply(op: "replay", ok: true, req: id, next: next, lastSeq: lastSeq)
     }
 
+    /// A sequencer for the gap logic alone: its replays do not wait for a first heartbeat (the
+    /// check that needs one, "One journal behind both endpoints", has tests of its own).
+    static func gapLogic(_ options: BusSubscriber.Options) -> SubscriptionSequencer {
+        var s = SubscriptionSequencer(options: options)
+        s.replayAwaitsHeartbeat = false
+        return s
+    }
+
     /// A sequencer started at `cursor` whose first replay found the journal ending there.
     static func caughtUp(at cursor: Int64 = 0, _ prefixes: [String] = everything,
                          maxPendingBytes: Int = 64 << 20) throws -> SubscriptionSequencer {
-        var s = SubscriptionSequencer(options: options(prefixes, maxPendingBytes: maxPendingBytes))
+        var s = Self.gapLogic(options(prefixes, maxPendingBytes: maxPendingBytes))
         #expect(s.start(cursor: cursor, now: 0).isEmpty)
         let request = try #require(replays(s.tick(now: 0)).first)
         #expect(request.from == cursor + 1)
@@ -107,7 +115,7 @@ struct SubscriptionSequencerTests {
     }
 
     @Test func duplicatesAreDroppedAndCounted() throws {
-        var s = SubscriptionSequencer(options: Self.options())
+        var s = Self.gapLogic(Self.options())
         _ = s.start(cursor: 0, now: 0)
         let request = try #require(Self.replays(s.tick(now: 0)).first)
         let journal = (1...3).map { Self.envelope(Int64($0), origin: .journal) }
@@ -124,16 +132,16 @@ struct SubscriptionSequencerTests {
     /// A journal never numbers below a seq it may have published, so a first heartbeat behind the
     /// cursor is another journal's: a kept cursor stops there, a passing one (`tail --since`) warns.
     @Test func aKeptCursorAheadOfTheJournalIsRefusedAPassingOneGoesOn() throws {
-        var kept = SubscriptionSequencer(options: Self.options())
+        var kept = Self.gapLogic(Self.options())
         _ = kept.start(cursor: 9, kept: true, now: 0)
         #expect(Self.isCursorMismatch { _ = try kept.receiveHeartbeat(Self.heartbeat(4, complete: 4)) })
-        var passing = SubscriptionSequencer(options: Self.options())
+        var passing = Self.gapLogic(Self.options())
         _ = passing.start(cursor: 9, now: 0)
         #expect(try passing.receiveHeartbeat(Self.heartbeat(4, complete: 4)).contains {
             if case .subscribed = $0 { true } else { false }
         })
         // At or past the cursor, a kept one goes on.
-        var level = SubscriptionSequencer(options: Self.options())
+        var level = Self.gapLogic(Self.options())
         _ = level.start(cursor: 9, kept: true, now: 0)
         _ = try level.receiveHeartbeat(Self.heartbeat(9, complete: 9))
     }
@@ -158,7 +166,7 @@ struct SubscriptionSequencerTests {
     /// had published. A kept position stops there; a passing one goes on (with a warning).
     @Test func aRestartWhoseJournalEndsBelowWhatTheOldRunPublishedIsRefused() throws {
         for kept in [true, false] {
-            var s = SubscriptionSequencer(options: Self.options())
+            var s = Self.gapLogic(Self.options())
             _ = s.start(cursor: 0, kept: kept, now: 0)
             let request = try #require(Self.replays(s.tick(now: 0)).first)
             _ = try s.receiveReply(Self.page(request.id, next: 1, lastSeq: 0), page: [], now: 0)
@@ -174,7 +182,7 @@ struct SubscriptionSequencerTests {
 
     /// A worker of completes only sees the other kinds' seqs in heartbeats; those count too.
     @Test func aHeartbeatAloneIsEvidenceOfWhatWasPublished() throws {
-        var s = SubscriptionSequencer(options: Self.options(["checkout.complete"]))
+        var s = Self.gapLogic(Self.options(["checkout.complete"]))
         _ = s.start(cursor: 0, kept: true, now: 0)
         let request = try #require(Self.replays(s.tick(now: 0)).first)
         _ = try s.receiveReply(Self.page(request.id, next: 1, lastSeq: 0), page: [], now: 0)
@@ -185,7 +193,7 @@ struct SubscriptionSequencerTests {
     /// Envelopes delivered from the journal count once a heartbeat of the same run has passed them
     /// (a subscriber that caught up and saw nothing live since, when the daemon's journal was reset).
     @Test func aRestartBelowEnvelopesDeliveredFromTheJournalIsRefused() throws {
-        var s = SubscriptionSequencer(options: Self.options())
+        var s = Self.gapLogic(Self.options())
         _ = s.start(cursor: 0, kept: true, now: 0)
         let request = try #require(Self.replays(s.tick(now: 0)).first)
         let journal = (1...4).map { Self.envelope(Int64($0), origin: .journal) }
@@ -196,7 +204,7 @@ struct SubscriptionSequencerTests {
     }
 
     @Test func notRetainedSkipsToTheOldestRetained() throws {
-        var s = SubscriptionSequencer(options: Self.options())
+        var s = Self.gapLogic(Self.options())
         _ = s.start(cursor: 10, now: 0)
         let request = try #require(Self.replays(s.tick(now: 0)).first)
         #expect(request.from == 11)
@@ -212,7 +220,7 @@ struct SubscriptionSequencerTests {
     }
 
     @Test func anotherRefusalThrows() throws {
-        var s = SubscriptionSequencer(options: Self.options())
+        var s = Self.gapLogic(Self.options())
         _ = s.start(cursor: 0, now: 0)
         let request = try #require(Self.replays(s.tick(now: 0)).first)
         let refused = SubscriptionSequencer.Reply(op: "error", ok: false, req: request.id, error: "bad_request")
@@ -239,7 +247,7 @@ struct SubscriptionSequencerTests {
 
     @Test func liveEnvelopesBeyondThePendingBoundAreLetGoAndReadFromTheJournal() throws {
         // Each test envelope is about 50 bytes with its topic: three exceed 120.
-        var s = SubscriptionSequencer(options: Self.options(maxPendingBytes: 120))
+        var s = Self.gapLogic(Self.options(maxPendingBytes: 120))
         _ = s.start(cursor: 0, now: 0)
         let request = try #require(Self.replays(s.tick(now: 0)).first)
         for seq: Int64 in 1...3 { #expect(Self.delivered(try s.receiveLive(Self.envelope(seq))).isEmpty) }
@@ -255,7 +263,7 @@ struct SubscriptionSequencerTests {
     }
 
     @Test func anUnansweredRequestIsSentAgain() throws {
-        var s = SubscriptionSequencer(options: Self.options())
+        var s = Self.gapLogic(Self.options())
         _ = s.start(cursor: 0, now: 0)
         #expect(Self.replays(s.tick(now: 0)).count == 1)
         #expect(Self.replays(s.tick(now: 1_000_000)).isEmpty)
@@ -267,7 +275,7 @@ struct SubscriptionSequencerTests {
     /// request for the next page never answers it, and the restarted daemon answers every `report`
     /// (one per heartbeat). Those replies must not keep the lost request looking fresh.
     @Test func aPrefetchLostWithTheDaemonIsSentAgainDespiteOtherReplies() throws {
-        var s = SubscriptionSequencer(options: Self.options())
+        var s = Self.gapLogic(Self.options())
         _ = s.start(cursor: 0, now: 0)
         let first = try #require(Self.replays(s.tick(now: 0)).first)
         let page = (1...3).map { Self.envelope(Int64($0), origin: .journal) }
@@ -297,7 +305,7 @@ struct SubscriptionSequencerTests {
     /// A heartbeat with another `started_at` is another run of the daemon: a request in flight was
     /// lost with the old one, and is asked again at once, not after the timeout.
     @Test func aRequestInFlightIsAskedAgainAtOnceWhenTheDaemonRestarted() throws {
-        var s = SubscriptionSequencer(options: Self.options())
+        var s = Self.gapLogic(Self.options())
         _ = s.start(cursor: 0, now: 0)
         var first = Self.heartbeat(10, complete: 10)
         first.startedAt = "2026-12-06T05:00:00.000Z"
@@ -350,5 +358,89 @@ struct SubscriptionSequencerTests {
         wrong.shard = 0
         wrong.shards = 2
         #expect(throws: SubscriberError.self) { try s.receiveHeartbeat(wrong) }
+    }
+
+    // MARK: One journal behind both endpoints
+
+    static let journalA = String(repeating: "a", count: 32)
+    static let journalB = String(repeating: "b", count: 32)
+
+    static func heartbeat(_ seq: Int64, journal: String?, run: String = "run-1") -> SubscriptionSequencer.Heartbeat {
+        var h = heartbeat(seq, run: run)
+        h.journal = journal
+        return h
+    }
+
+    static func page(_ id: Int64, next: Int64, lastSeq: Int64, journal: String) -> SubscriptionSequencer.Reply {
+        var reply = page(id, next: next, lastSeq: lastSeq)
+        reply.journal = journal
+        return reply
+    }
+
+    static func journalPage(_ seqs: ClosedRange<Int64>) -> [BusEnvelope] { seqs.map { envelope($0, origin: .journal) } }
+
+    @Test("replays wait for the first heartbeat; a page of the publish endpoint's journal is delivered")
+    func replaysWaitForTheFirstHeartbeat() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, kept: true, now: 0)
+        #expect(Self.replays(s.tick(now: 0)).isEmpty)
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        #expect(request.from == 1)
+        let actions = try s.receiveReply(Self.page(request.id, next: 3, lastSeq: 2, journal: Self.journalA),
+                                         page: Self.journalPage(1...2), now: 2)
+        #expect(Self.delivered(actions) == [1, 2])
+    }
+
+    @Test("a page from another journal than the heartbeats' is not delivered; two heartbeats later the subscriber stops")
+    func aPageFromAnotherJournalIsNotDelivered() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, kept: true, now: 0)
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        let actions = try s.receiveReply(Self.page(request.id, next: 6, lastSeq: 5, journal: Self.journalB),
+                                         page: Self.journalPage(1...5), now: 2)
+        #expect(Self.delivered(actions).isEmpty)
+        #expect(s.statistics.handled == 0 && s.statistics.lastSeq == 0)
+        // Nothing is asked while a heartbeat has not explained the reply.
+        #expect(Self.replays(s.tick(now: 3)).isEmpty)
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
+        #expect(Self.replays(s.tick(now: 4)).isEmpty)
+        do {
+            _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
+            Issue.record("a second heartbeat of the publish endpoint's journal did not stop the subscriber")
+        } catch {
+            #expect(error.code == .endpointMismatch)
+            #expect(error.description.contains("tcp://control answers from journal \(Self.journalB)"), "\(error)")
+        }
+        #expect(s.statistics.handled == 0)
+    }
+
+    @Test("a page from the journal a restarted daemon's heartbeats show next is asked again and delivered")
+    func aPageFromARestartedDaemonsNewJournal() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
+        let first = try #require(Self.replays(s.tick(now: 1)).first)
+        #expect(try s.receiveReply(Self.page(first.id, next: 3, lastSeq: 2, journal: Self.journalB),
+                                   page: Self.journalPage(1...2), now: 2).isEmpty)
+        // The daemon came back with another data directory: its heartbeats show journal B.
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalB, run: "run-2"))
+        let again = try #require(Self.replays(s.tick(now: 3)).first)
+        #expect(again.from == 1)
+        let actions = try s.receiveReply(Self.page(again.id, next: 3, lastSeq: 2, journal: Self.journalB),
+                                         page: Self.journalPage(1...2), now: 4)
+        #expect(Self.delivered(actions) == [1, 2])
+    }
+
+    @Test("a daemon whose heartbeats do not say their journal is not checked")
+    func aDaemonThatDoesNotSayItsJournal() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: nil))
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        let actions = try s.receiveReply(Self.page(request.id, next: 2, lastSeq: 1, journal: Self.journalB),
+                                         page: Self.journalPage(1...1), now: 2)
+        #expect(Self.delivered(actions) == [1])
     }
 }

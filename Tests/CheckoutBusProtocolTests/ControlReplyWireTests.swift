@@ -20,31 +20,40 @@ struct ControlReplyWireTests {
         return document
     }
 
+    /// A journal's identity, as `<data-dir>/journal-id` holds one.
+    static let journal = "5f0c2a9e41d7b3806e1f9a2c7d4b8e03"
+
     @Test("a heartbeat is written as the golden bytes and read back")
     func heartbeat() throws {
         var w = JSONWriter(capacity: 512)
-        HeartbeatWire.write(HeartbeatWire.Contents(
+        var contents = HeartbeatWire.Contents(
             seq: 12, shard: 1, shards: 3, kindSeqs: [3, 5, 2, 1, 1, 0], sentAt: Timestamp(milliseconds: 1_764_675_541_123),
             startedAt: Timestamp(milliseconds: 1_764_675_500_000), trackedCheckouts: 4, received: 20, suppressed: 7,
-            deadLettered: ["oversized": 2, "invalid_json": 1], evictedCheckouts: 0, expiredCheckouts: 2), to: &w)
+            deadLettered: ["oversized": 2, "invalid_json": 1], evictedCheckouts: 0, expiredCheckouts: 2)
+        contents.journal = Self.journal
+        HeartbeatWire.write(contents, to: &w)
         #expect(Self.text(w.bytes) == Self.golden["heartbeat"])
         let fields = try #require(HeartbeatWire.read(try Self.parsed("heartbeat")))
         var expected = HeartbeatWire.Fields(seq: 12, kindSeqs: [3, 5, 2, 1, 1, 0], shard: 1, shards: 3)
         expected.startedAt = "2025-12-02T11:38:20.000Z"
+        expected.journal = Self.journal
         #expect(fields == expected)
     }
 
     @Test("replay statuses and refusals are written as the golden bytes and read back")
     func replies() throws {
         #expect(Self.text(ControlReplyWire.replayPage(from: 5, next: 9, count: 4, first: 1, last: 12, shard: 1, shards: 3,
-                                                      req: Array("7".utf8))) == Self.golden["replay-page"])
+                                                      journal: Self.journal, req: Array("7".utf8))) == Self.golden["replay-page"])
         #expect(ControlReplyWire.read(try Self.parsed("replay-page"))
-                == .init(op: "replay", ok: true, req: 7, next: 9, lastSeq: 12, firstSeq: 1, shard: 1, shards: 3))
+                == .init(op: "replay", ok: true, req: 7, next: 9, lastSeq: 12, firstSeq: 1, shard: 1, shards: 3,
+                         journal: Self.journal))
 
-        #expect(Self.text(ControlReplyWire.notRetained(first: 100, last: 250, shard: 0, shards: 1, req: Array("8".utf8)))
+        #expect(Self.text(ControlReplyWire.notRetained(first: 100, last: 250, shard: 0, shards: 1, journal: Self.journal,
+                                                       req: Array("8".utf8)))
                 == Self.golden["not-retained"])
         #expect(ControlReplyWire.read(try Self.parsed("not-retained"))
-                == .init(op: "replay", ok: false, req: 8, lastSeq: 250, firstSeq: 100, error: "not_retained", shard: 0, shards: 1))
+                == .init(op: "replay", ok: false, req: 8, lastSeq: 250, firstSeq: 100, error: "not_retained", shard: 0, shards: 1,
+                         journal: Self.journal))
 
         let detail = "segment 00000000000000000001.seg cannot be read"
         #expect(Self.text(ControlReplyWire.journalUnreadable(detail: detail, from: 4, first: 1, last: 10, shard: 0, shards: 1,

@@ -305,6 +305,32 @@ struct FulfilmentWorkerTests {
                     == ["gid://shopify/Order/new-0", "gid://shopify/Order/new-1"])
     }
 
+    /// Two daemons both say shard 0 of 1: only their journal identities tell them apart. Before the
+    /// check, the worker recorded the other daemon's orders from its journal, then skipped this
+    /// daemon's envelopes up to the seqs those had moved its cursor to.
+    @Test("a worker given one daemon's publish endpoint and another's control endpoint stops; nothing recorded or skipped")
+    func publishAndControlOfTwoDaemons() throws {
+        let here = try DaemonProcess()
+        let other = try DaemonProcess()
+        let database = here.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let others = (0..<4).map { callbackComplete("other-\($0)") }
+        #expect(try send(others, to: other.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(try send(["here-0", "here-1"].map(callbackComplete), to: here.ingestAcked, arguments: ["--acked"]).status == 0)
+        let refused = try runTool("checkoutbus-fulfil", ["--db", database.path, "--from", here.publish,
+                                                         "--control", other.control], timeout: 30)
+        #expect(refused.status == 1, "\(refused.output)")
+        #expect(refused.output.contains("they are two daemons"), "\(refused.output)")
+        #expect(refused.output.contains(other.control) && refused.output.contains(here.publish), "\(refused.output)")
+        #expect(orderCount(database) == 0)
+
+        // Given one daemon's two endpoints, it records that daemon's orders, from seq 1.
+        let worker = try FulfilProcess(daemon: here, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 2 }, "orders: \(orderCount(database)) of 2")
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+        #expect(try readOrders(database).map(\.key) == ["gid://shopify/Order/here-0", "gid://shopify/Order/here-1"])
+    }
+
     /// A daemon whose journal lost records it had published (a disk that dropped written pages, its
     /// data directory restored from a copy) gives their seqs to new events, and a running worker
     /// took those for envelopes it had handled and skipped them.

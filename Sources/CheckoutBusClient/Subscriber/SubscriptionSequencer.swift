@@ -120,6 +120,20 @@ package struct SubscriptionSequencer {
     /// The `started_at` of the daemon's run, from its heartbeats: a new value is a restart.
     private var daemonRun: String?
 
+    // One journal behind both endpoints.
+    /// Whether a heartbeat has arrived. Replays wait for the first: each reply's `journal_id` is checked
+    /// against the heartbeats' before its page counts.
+    private var heartbeatSeen = false
+    /// Whether replays wait for the first heartbeat (always, but in unit tests of the gap logic alone,
+    /// which feed no heartbeat before their first page).
+    package var replayAwaitsHeartbeat = true
+    /// The publish endpoint's journal identity, from its last heartbeat (nil: it does not say).
+    private var publishJournal: String?
+    /// A replay reply came from another journal than the heartbeats': its page was set aside and no
+    /// replay is asked until a heartbeat shows that journal (the daemon came back with another data
+    /// directory) or a second heartbeat since shows the publish endpoint's still (two daemons).
+    private var foreignJournal: (journal: String, heartbeats: Int)?
+
     // Control requests.
     private var needReplay = false
     private var inFlight: (id: Int64, from: Int64, sentAt: UInt64)?
@@ -188,12 +202,16 @@ package struct SubscriptionSequencer {
             logger.warning("control endpoint has not said which shard it is; asking again", ["endpoint": options.control])
             actions.append(identityRequestAction(now: now))
         }
-        if released && needReplay && inFlight == nil { actions.append(replayAction(from: nil, now: now)) }
+        if mayAskJournal && needReplay && inFlight == nil { actions.append(replayAction(from: nil, now: now)) }
         return actions
     }
 
+    /// Whether a replay may be asked: the endpoints are released, a heartbeat showed the publish
+    /// endpoint's journal, and no reply from another journal waits to be explained.
+    private var mayAskJournal: Bool { released && (heartbeatSeen || !replayAwaitsHeartbeat) && foreignJournal == nil }
+
     /// How long the driver may wait for its sockets before the next ``tick(now:)``, in milliseconds.
-    package var pollTimeoutMilliseconds: Int { released && needReplay && inFlight == nil ? 10 : 200 }
+    package var pollTimeoutMilliseconds: Int { mayAskJournal && needReplay && inFlight == nil ? 10 : 200 }
 
     /// The driver could not send the replay request it was asked for (the socket would block): ask again.
     package mutating func replayNotSent() {
@@ -246,6 +264,7 @@ package struct SubscriptionSequencer {
     package mutating func receiveHeartbeat(_ heartbeat: Heartbeat) throws(SubscriberError) -> [Action] {
         try checkIdentity(heartbeat)
         if noteRun(heartbeat.startedAt) { try checkRestartedJournal(heartbeat) }
+        try notePublishJournal(heartbeat)
         guard released else { return [] }
         var actions: [Action] = []
         statistics.heartbeats += 1
@@ -327,6 +346,30 @@ package struct SubscriptionSequencer {
         logger.warning("the daemon restarted with its journal behind what it had published; new events up to the old "
                        + "seq will be taken for seen ones", ["daemon_seq": String(heartbeat.seq),
                                                             "published_seq": String(published)])
+    }
+
+    /// Notes the publish endpoint's journal from a heartbeat, and settles a reply that came from
+    /// another journal: the same journal now (the daemon came back with another data directory, and
+    /// the restart check has run) asks again; the publish endpoint's own journal twice since means
+    /// two daemons, and stops.
+    private mutating func notePublishJournal(_ heartbeat: Heartbeat) throws(SubscriberError) {
+        heartbeatSeen = true
+        publishJournal = heartbeat.journal
+        guard let foreign = foreignJournal else { return }
+        if heartbeat.journal == nil || heartbeat.journal == foreign.journal {
+            foreignJournal = nil
+            return
+        }
+        guard foreign.heartbeats >= 1 else {
+            foreignJournal = (foreign.journal, foreign.heartbeats + 1)
+            return
+        }
+        throw SubscriberError(.endpointMismatch,
+            "the control endpoint \(options.control) answers from journal \(foreign.journal), the publish endpoint "
+                + "\(options.publish) from journal \(heartbeat.journal ?? "?"): they are two daemons, and one's "
+                + "journal would be delivered as the other's. Nothing from the control endpoint was delivered. "
+                + "Give one daemon's --publish and --control endpoints "
+                + "(docs/durability.md, \"One journal behind both endpoints\")")
     }
 
     private mutating func hold(_ envelope: BusEnvelope) {
@@ -484,6 +527,16 @@ package struct SubscriptionSequencer {
         if let expected = expectedShard, reply.shard != expected.shard || reply.shards != expected.shards {
             throw expected.mismatch(endpoint: options.control,
                                     found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" } ?? "a daemon that does not say its shard")
+        }
+        if let theirs = reply.journal, let ours = publishJournal, theirs != ours {
+            // Not delivered, nor asked again until a heartbeat explains it (notePublishJournal).
+            if foreignJournal?.journal != theirs { foreignJournal = (theirs, 0) }
+            needReplay = true
+            prefetchAwaitsDelivery = false
+            logger.warning("the control endpoint answered from another journal than the publish endpoint's; "
+                           + "waiting for the next heartbeat", ["control": options.control, "publish": options.publish,
+                                                               "control_journal": theirs, "publish_journal": ours])
+            return []
         }
         guard reply.ok else {
             if reply.error == "not_retained", let first = reply.firstSeq {

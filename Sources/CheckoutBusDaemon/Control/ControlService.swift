@@ -59,6 +59,9 @@ package final class ControlService {
     package let exchange: SnapshotExchange
     package let reports: SubscriberReportBook
     package let counters: ServiceCounters
+    /// The journal's identity, in every replay reply (`journal_id`): a subscriber checks it against
+    /// its publish endpoint's heartbeats.
+    package var journalID: String?
     private let request = JSONDocument()
     private var pendingStats: [PendingStats] = []
     /// The last page sent, emptied: the next replay fills its buffers again (a page may be megabytes).
@@ -291,14 +294,15 @@ package final class ControlService {
         } catch Journal.ReplayError.notRetained(let first) {
             recycle(page)
             return Reply(ControlReplyWire.notRetained(first: first, last: reader.bounds.last, shard: shard.index,
-                                                      shards: shard.count, req: req))
+                                                      shards: shard.count, journal: journalID, req: req))
         } catch let error as JournalError where error.code == .notReadable {
             recycle(page)
             // A segment that cannot be opened or read: a refusal that says so, never an empty page
             // (which a client pages on for ever) nor damage (whose seqs it would count as lost).
             let bounds = reader.bounds
             return Reply(ControlReplyWire.journalUnreadable(detail: error.description, from: from, first: bounds.first,
-                                                            last: bounds.last, shard: shard.index, shards: shard.count, req: req))
+                                                            last: bounds.last, shard: shard.index, shards: shard.count,
+                                                            journal: journalID, req: req))
         } catch {
             recycle(page)
             return Reply(badRequest("replay failed: \(error)", req: req))
@@ -310,7 +314,8 @@ package final class ControlService {
         }
         let bounds = reader.bounds
         return Reply(ControlReplyWire.replayPage(from: from, next: result.next, count: page.count, first: bounds.first,
-                                                 last: bounds.last, shard: shard.index, shards: shard.count, req: req),
+                                                 last: bounds.last, shard: shard.index, shards: shard.count,
+                                                 journal: journalID, req: req),
                      page: page)
     }
 

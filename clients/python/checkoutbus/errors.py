@@ -1,6 +1,6 @@
 class SubscriberError(Exception):
-    """A subscriber cannot go on: `kind` is one of refused, bad_reply, wrong_shard, cursor_mismatch,
-    cursor_unusable, cursor_in_use (the Swift client's SubscriberError kinds), curve_key, or closed
+    """A subscriber cannot go on: `kind` is one of refused, bad_reply, wrong_shard, endpoint_mismatch,
+    cursor_mismatch, cursor_unusable, cursor_in_use (the Swift client's SubscriberError kinds), curve_key, or closed
     (used after close())."""
 
     def __init__(self, kind: str, message: str):

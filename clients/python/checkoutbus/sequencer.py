@@ -70,6 +70,7 @@ class Heartbeat:
     shard: int = 0
     shards: int = 1
     started_at: Optional[str] = None  # when the daemon's run started; None: it does not say
+    journal: Optional[str] = None  # the daemon's journal identity; None: it does not say
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Reply:
     detail: Optional[str] = None
     shard: Optional[int] = None
     shards: Optional[int] = None
+    journal: Optional[str] = None  # the answering daemon's journal identity (replay replies)
 
 
 class SubscriptionSequencer:
@@ -133,6 +135,16 @@ class SubscriptionSequencer:
         # restarts its clock, once. Other replies (a report's) leave it alone.
         self._prefetch_awaits_delivery = False
         self._daemon_run = None  # the started_at of the daemon's run: a new one is a restart
+        # One journal behind both endpoints: replays wait for the first heartbeat, and a reply's
+        # journal is checked against the heartbeats' before its page counts.
+        self._heartbeat_seen = False
+        # Always, but in unit tests of the gap logic alone (which feed no heartbeat before their first page).
+        self.replay_awaits_heartbeat = True
+        self._publish_journal = None
+        # A replay reply from another journal: [journal, heartbeats since]; no replay is asked until a
+        # heartbeat shows that journal (the daemon came back with another data directory) or a second
+        # one since shows the publish endpoint's still (two daemons).
+        self._foreign_journal = None
         self._next_request_id = 1
 
     @property
@@ -175,13 +187,18 @@ class SubscriptionSequencer:
                 and now - self._identity_request[1] > timeout:
             self.log("warning", "control endpoint has not said which shard it is; asking again")
             actions.append(self._identity_request_action(now))
-        if self.released and self._need_replay and self._in_flight is None:
+        if self._may_ask_journal and self._need_replay and self._in_flight is None:
             actions.append(self._replay_action(None, now))
         return actions
 
     @property
+    def _may_ask_journal(self) -> bool:
+        return self.released and (self._heartbeat_seen or not self.replay_awaits_heartbeat) \
+            and self._foreign_journal is None
+
+    @property
     def poll_timeout_ms(self) -> int:
-        return 10 if (self.released and self._need_replay and self._in_flight is None) else 200
+        return 10 if (self._may_ask_journal and self._need_replay and self._in_flight is None) else 200
 
     def replay_not_sent(self) -> None:
         self._in_flight = None
@@ -226,6 +243,7 @@ class SubscriptionSequencer:
         self._check_identity(heartbeat)
         if self._note_run(heartbeat.started_at):
             self._check_restarted_journal(heartbeat)
+        self._note_publish_journal(heartbeat)
         if not self.released:
             return []
         actions = []
@@ -385,6 +403,27 @@ class SubscriptionSequencer:
         self.statistics.replay_requests += 1
         return ("replay", rid, from_seq)
 
+    def _note_publish_journal(self, heartbeat: Heartbeat) -> None:
+        """Notes the publish endpoint's journal, and settles a reply from another journal: that journal
+        now asks again; the publish endpoint's own twice since means two daemons, and raises."""
+        self._heartbeat_seen = True
+        self._publish_journal = heartbeat.journal
+        foreign = self._foreign_journal
+        if foreign is None:
+            return
+        if heartbeat.journal is None or heartbeat.journal == foreign[0]:
+            self._foreign_journal = None
+            return
+        if foreign[1] < 1:
+            foreign[1] += 1
+            return
+        raise SubscriberError(
+            "endpoint_mismatch",
+            "the control endpoint %s answers from journal %s, the publish endpoint %s from journal %s: they are two "
+            "daemons, and one's journal would be delivered as the other's. Nothing from the control endpoint was "
+            "delivered. Give one daemon's publish and control endpoints (docs/durability.md, \"One journal behind "
+            "both endpoints\")" % (self.options.control, foreign[0], self.options.publish, heartbeat.journal))
+
     def receive_reply(self, reply: Reply, page: List[Envelope], now: int) -> list:
         if self._identity_request is not None and reply.req == self._identity_request[0]:
             self._check_control_identity(reply, now)
@@ -400,6 +439,16 @@ class SubscriptionSequencer:
         expected = self.expected_shard
         if expected is not None and (reply.shard != expected.shard or reply.shards != expected.shards):
             raise expected.mismatch(self.options.control, self._describe_shard(reply))
+        if reply.journal is not None and self._publish_journal is not None and reply.journal != self._publish_journal:
+            # Not delivered, nor asked again until a heartbeat explains it (_note_publish_journal).
+            if self._foreign_journal is None or self._foreign_journal[0] != reply.journal:
+                self._foreign_journal = [reply.journal, 0]
+            self._need_replay = True
+            self._prefetch_awaits_delivery = False
+            self.log("warning", "the control endpoint %s answered from journal %s, the publish endpoint %s's "
+                     "heartbeats show journal %s; waiting for the next heartbeat"
+                     % (self.options.control, reply.journal, self.options.publish, self._publish_journal))
+            return []
         if not reply.ok:
             if reply.error == "not_retained" and reply.first_seq is not None:
                 skipped = reply.first_seq - from_seq

@@ -62,6 +62,8 @@ def heartbeat(raw: bytes) -> Optional[Heartbeat]:
         hb.shards = data["shards"]
     if isinstance(data.get("started_at"), str):
         hb.started_at = data["started_at"]
+    if isinstance(data.get("journal_id"), str):
+        hb.journal = data["journal_id"]
     return hb
 
 
@@ -72,7 +74,7 @@ def reply(raw: bytes) -> Optional[Reply]:
     s = lambda k: d.get(k) if isinstance(d.get(k), str) else None  # noqa: E731
     return Reply(op=s("op"), ok=d.get("ok") is True, req=_int(d.get("req")), next=_int(d.get("next")),
                  last_seq=_int(d.get("last_seq")), first_seq=_int(d.get("first_seq")), error=s("error"),
-                 detail=s("detail"), shard=_int(d.get("shard")), shards=_int(d.get("shards")))
+                 detail=s("detail"), shard=_int(d.get("shard")), shards=_int(d.get("shards")), journal=s("journal_id"))
 
 
 def _dump(obj) -> bytes:

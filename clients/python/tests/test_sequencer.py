@@ -42,8 +42,16 @@ def page(rid, next, last_seq):
     return Reply(op="replay", ok=True, req=rid, next=next, last_seq=last_seq)
 
 
+def gap_logic(opts, log=None):
+    """A sequencer for the gap logic alone: its replays do not wait for a first heartbeat (the check
+    that needs one, "One journal behind both endpoints", has tests of its own)."""
+    s = SubscriptionSequencer(opts, log=log)
+    s.replay_awaits_heartbeat = False
+    return s
+
+
 def caught_up(cursor=0, prefixes=EVERYTHING, max_pending_bytes=64 << 20):
-    s = SubscriptionSequencer(options(prefixes, max_pending_bytes))
+    s = gap_logic(options(prefixes, max_pending_bytes))
     assert s.start(cursor, 0) == []
     rid, frm = replays(s.tick(0))[0]
     assert frm == cursor + 1
@@ -99,7 +107,7 @@ def test_a_heartbeat_sends_a_report_of_the_counts():
 
 
 def test_duplicates_are_dropped_and_counted():
-    s = SubscriptionSequencer(options())
+    s = gap_logic(options())
     s.start(0, 0)
     rid, _ = replays(s.tick(0))[0]
     journal = [envelope(i, origin="journal") for i in (1, 2, 3)]
@@ -114,15 +122,15 @@ def test_duplicates_are_dropped_and_counted():
 def test_a_kept_cursor_ahead_of_the_journal_is_refused_a_passing_one_goes_on():
     # A journal never numbers below a seq it may have published: a first heartbeat behind the
     # cursor is another journal's.
-    kept = SubscriptionSequencer(options())
+    kept = gap_logic(options())
     kept.start(9, 0, kept=True)
     with pytest.raises(SubscriberError) as e:
         kept.receive_heartbeat(heartbeat(4, 4))
     assert e.value.kind == "cursor_mismatch"
-    passing = SubscriptionSequencer(options())
+    passing = gap_logic(options())
     passing.start(9, 0)
     assert ("subscribed",) in passing.receive_heartbeat(heartbeat(4, 4))
-    level = SubscriptionSequencer(options())
+    level = gap_logic(options())
     level.start(9, 0, kept=True)
     assert ("subscribed",) in level.receive_heartbeat(heartbeat(9, 9))
 
@@ -138,7 +146,7 @@ def test_a_restart_whose_journal_ends_below_what_the_old_run_published_is_refuse
     # is published) was written by the old run.
     for kept in (True, False):
         logs = []
-        s = SubscriptionSequencer(options(), log=lambda level, message: logs.append(message))
+        s = gap_logic(options(), log=lambda level, message: logs.append(message))
         s.start(0, 0, kept=kept)
         rid, _ = replays(s.tick(0))[0]
         s.receive_reply(page(rid, 1, 0), [], 0)
@@ -157,7 +165,7 @@ def test_a_restart_whose_journal_ends_below_what_the_old_run_published_is_refuse
 
 
 def test_a_heartbeat_alone_is_evidence_of_what_was_published():
-    s = SubscriptionSequencer(options(["checkout.complete"]))
+    s = gap_logic(options(["checkout.complete"]))
     s.start(0, 0, kept=True)
     rid, _ = replays(s.tick(0))[0]
     s.receive_reply(page(rid, 1, 0), [], 0)
@@ -167,7 +175,7 @@ def test_a_heartbeat_alone_is_evidence_of_what_was_published():
 
 
 def test_not_retained_skips_to_the_oldest_retained():
-    s = SubscriptionSequencer(options())
+    s = gap_logic(options())
     s.start(10, 0)
     rid, frm = replays(s.tick(0))[0]
     assert frm == 11
@@ -180,7 +188,7 @@ def test_not_retained_skips_to_the_oldest_retained():
 
 
 def test_another_refusal_raises():
-    s = SubscriptionSequencer(options())
+    s = gap_logic(options())
     s.start(0, 0)
     rid, _ = replays(s.tick(0))[0]
     with pytest.raises(SubscriberError):
@@ -213,7 +221,7 @@ def test_a_single_full_kind_follows_kind_seq_live():
 
 
 def test_live_envelopes_beyond_the_pending_bound_are_let_go_and_read_from_the_journal():
-    s = SubscriptionSequencer(options(max_pending_bytes=120))
+    s = gap_logic(options(max_pending_bytes=120))
     s.start(0, 0)
     rid, _ = replays(s.tick(0))[0]
     for seq in (1, 2, 3):
@@ -227,7 +235,7 @@ def test_live_envelopes_beyond_the_pending_bound_are_let_go_and_read_from_the_jo
 
 
 def test_pages_are_prefetched_and_the_cursor_is_followed():
-    s = SubscriptionSequencer(options())
+    s = gap_logic(options())
     s.start(0, 0)
     rid, _ = replays(s.tick(0))[0]
     actions = s.receive_reply(page(rid, 3, 4), [envelope(1, origin="journal"), envelope(2, origin="journal")], 0)
@@ -239,7 +247,7 @@ def test_pages_are_prefetched_and_the_cursor_is_followed():
 
 
 def test_an_unanswered_request_is_sent_again():
-    s = SubscriptionSequencer(options())
+    s = gap_logic(options())
     s.start(0, 0)
     assert len(replays(s.tick(0))) == 1
     assert replays(s.tick(1_000_000)) == []
@@ -250,7 +258,7 @@ def test_an_unanswered_request_is_sent_again():
 def test_a_prefetch_lost_with_the_daemon_is_sent_again_despite_other_replies():
     # A daemon killed holding the prefetched request never answers it; its successor answers a
     # report every second. Those replies must not keep the lost request looking fresh.
-    s = SubscriptionSequencer(options())
+    s = gap_logic(options())
     s.start(0, 0)
     rid, _ = replays(s.tick(0))[0]
     actions = s.receive_reply(page(rid, 4, 10), [envelope(i, origin=Envelope.JOURNAL) for i in (1, 2, 3)], 1)
@@ -274,7 +282,7 @@ def test_a_prefetch_lost_with_the_daemon_is_sent_again_despite_other_replies():
 
 
 def test_a_request_in_flight_is_asked_again_at_once_when_the_daemon_restarted():
-    s = SubscriptionSequencer(options())
+    s = gap_logic(options())
     s.start(0, 0)
     first = heartbeat(10, 10)
     first.started_at = "2026-12-06T05:00:00.000Z"
@@ -342,3 +350,76 @@ def test_wire_round_trip():
     assert (r.op, r.ok, r.req, r.next, r.last_seq, r.shard, r.shards) == ("replay", True, 7, 3, 9, 0, 1)
     assert wire.replay_request(7, 1000, ["checkout.complete"], 1000) == \
         b'{"op":"replay","from":1000,"prefix":["checkout.complete"],"limit":1000,"req":7}'
+
+
+JOURNAL_A, JOURNAL_B = "a" * 32, "b" * 32
+
+
+def journal_heartbeat(seq, journal, started_at="2026-12-07T10:00:00.000Z"):
+    h = heartbeat(seq, seq)
+    h.journal = journal
+    h.started_at = started_at
+    return h
+
+
+def test_replays_wait_for_the_first_heartbeat_and_a_page_of_the_publish_endpoints_journal_is_delivered():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0, kept=True)
+    assert replays(s.tick(0)) == []
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
+    rid, frm = replays(s.tick(1))[0]
+    assert frm == 1
+    reply = page(rid, 3, 2)
+    reply.journal = JOURNAL_A
+    two = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
+    assert delivered(s.receive_reply(reply, two, 2)) == [1, 2]
+
+
+def test_a_page_from_another_journal_than_the_heartbeats_is_not_delivered_and_two_heartbeats_later_stops():
+    logs = []
+    s = SubscriptionSequencer(options(), log=lambda level, message: logs.append(message))
+    s.start(0, 0, kept=True)
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
+    rid, _ = replays(s.tick(1))[0]
+    reply = page(rid, 6, 5)
+    reply.journal = JOURNAL_B
+    assert s.receive_reply(reply, [envelope(n, origin=Envelope.JOURNAL) for n in range(1, 6)], 2) == []
+    assert s.statistics.handled == 0 and s.verified == 0
+    assert any("answered from journal " + JOURNAL_B in m for m in logs)
+    # Nothing is asked while it waits for a heartbeat to explain the reply.
+    assert replays(s.tick(3)) == []
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
+    assert replays(s.tick(4)) == []
+    with pytest.raises(SubscriberError) as raised:
+        s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
+    assert raised.value.kind == "endpoint_mismatch"
+    assert "tcp://control answers from journal " + JOURNAL_B in str(raised.value)
+    assert s.statistics.handled == 0
+
+
+def test_a_page_from_the_journal_a_restarted_daemon_shows_next_is_asked_again():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
+    rid, _ = replays(s.tick(1))[0]
+    reply = page(rid, 3, 2)
+    reply.journal = JOURNAL_B
+    assert s.receive_reply(reply, [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)], 2) == []
+    # The daemon came back with another data directory: its heartbeats show journal B.
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_B, started_at="2026-12-07T10:05:00.000Z"))
+    rid, frm = replays(s.tick(3))[0]
+    assert frm == 1
+    reply = page(rid, 3, 2)
+    reply.journal = JOURNAL_B
+    two = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
+    assert delivered(s.receive_reply(reply, two, 4)) == [1, 2]
+
+
+def test_a_daemon_that_does_not_say_its_journal_is_not_checked():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    s.receive_heartbeat(heartbeat(1, 1))
+    rid, _ = replays(s.tick(1))[0]
+    reply = page(rid, 2, 1)
+    reply.journal = JOURNAL_B
+    assert delivered(s.receive_reply(reply, [envelope(1, origin=Envelope.JOURNAL)], 2)) == [1]

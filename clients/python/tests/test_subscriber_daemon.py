@@ -196,3 +196,24 @@ def test_a_handler_slower_than_the_request_timeout_asks_for_each_page_once(bus):
             time.sleep(0.008)  # 100 envelopes: 0.8 s a page, past the 0.5 s timeout
         assert sub.statistics.replay_requests <= 5, (sub.statistics.replay_requests, logs)
     assert not [m for m in logs if "unanswered" in m], logs
+
+
+def test_one_daemons_publish_and_anothers_control_stop_with_endpoint_mismatch_before_anything(bus):
+    """Both daemons say shard 0 of 1: only their journal identities tell them apart. Before the
+    check, the other daemon's journal was delivered as this one's (docs/durability.md, "One journal
+    behind both endpoints")."""
+    here, other = bus.daemon(), bus.daemon()
+    bus.finish_flood(bus.flood("--to", other.ingest, "--from", other.publish, "--checkouts", "50"))
+    assert here.journal() == []
+    path = bus.path("cursor")
+    got = []
+    started = time.monotonic()
+    with pytest.raises(SubscriberError) as raised:
+        with Subscriber(publish=here.publish, control=other.control, cursor=path, name="py-two-daemons") as sub:
+            while time.monotonic() - started < 30:
+                envelope = sub.receive(1)
+                if envelope is not None:
+                    got.append(envelope)
+    assert raised.value.kind == "endpoint_mismatch", str(raised.value)
+    assert other.control in str(raised.value) and here.publish in str(raised.value)
+    assert got == [] and FileCursor.committed(path) == 0
