@@ -278,6 +278,9 @@ class SubscriptionSequencer:
     def _hold(self, envelope: Envelope) -> None:
         if self._pending_head < len(self._pending) and self._pending[-1].seq >= envelope.seq:
             return
+        # Held as its bytes: the parsed object (about ten times their size in Python objects) is
+        # dropped and read again if it is handed over, so the bound counts what is kept.
+        envelope._data = None
         self._pending.append(envelope)
         self._pending_bytes += len(envelope.raw) + len(envelope.topic)
         if self._pending_bytes > self.options.max_pending_bytes:

@@ -423,3 +423,42 @@ def test_a_daemon_that_does_not_say_its_journal_is_not_checked():
     reply = page(rid, 2, 1)
     reply.journal = JOURNAL_B
     assert delivered(s.receive_reply(reply, [envelope(1, origin=Envelope.JOURNAL)], 2)) == [1]
+
+
+def test_held_envelopes_keep_their_bytes_not_their_parsed_objects_so_the_bound_bounds_memory():
+    """`max_pending_bytes` counts envelope bytes; a parsed envelope is about ten times its bytes in
+    Python objects. Held envelopes keep only their bytes (parsed again when handed over)."""
+    import json
+    import tracemalloc
+
+    def published(seq):
+        snapshot = {"id": "c-%d" % seq, "status": "incomplete", "currency": "USD",
+                    "line_items": [{"id": "li_%d" % i, "quantity": i, "title": "Item %d" % i} for i in range(12)]}
+        raw = json.dumps({"v": 1, "seq": seq, "kind_seq": seq, "kind": "update", "checkout": snapshot}).encode()
+        return wire.envelope(b"checkout.update", raw, Envelope.LIVE)
+
+    bound = 4 << 20
+    s = caught_up(max_pending_bytes=bound)
+    assert delivered(s.receive_live(published(1))) == [1]
+    first = published(3)  # 2 was dropped: 3 and everything after it is held
+    held_bytes = 0
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    held = [first]
+    for seq in range(3, 3 + 20000):
+        e = first if seq == 3 else published(seq)
+        held_bytes += len(e.raw) + len(e.topic)
+        if held_bytes > bound:
+            break
+        assert s.receive_live(e) == []
+        held.append(e)
+    del held
+    kept = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert held_bytes > bound // 2
+    assert kept < 2 * bound, "held %d bytes of envelopes in %d bytes of memory" % (held_bytes, kept)
+    # Handed over, a held envelope reads as it was published.
+    request = replays(s.tick(1))[0]
+    actions = s.receive_reply(page(request[0], 3, 2), [published(2)], 2)
+    handed = [a[1] for a in actions if a[0] == "deliver"]
+    assert [e.seq for e in handed[:3]] == [2, 3, 4] and handed[1]["checkout"]["id"] == "c-3"
