@@ -367,6 +367,11 @@ package final class RawEventDecoder {
         }
         guard var name = nameRef.flatMap({ $0.doc.string($0.token) }) else {
             if let event = try decodeUnnamed(doc, r, wrapper: wrapper) { return event }
+            if let op = doc.member(r, "op").flatMap({ doc.string($0) }), ControlRequestWire.ops.contains(op) {
+                // A tool or subscriber given an ingest endpoint for the daemon's control endpoint.
+                throw DecodeRejection(.unknownShape, "a control request (`op`: \(op)) sent to an ingest socket: "
+                                      + "control requests go to the daemon's --control endpoint")
+            }
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
         var folded = ErrorCodeNormalizer.fold(name)

@@ -212,8 +212,10 @@ package final class BusDaemon {
                                          journalHasRecords: journal.lastSeq > 0)
         processor.restore(seq: journal.recovery.lastSeq, kindSeqs: journal.recovery.kindSeqs)
         processor.startedAt = Timestamp(milliseconds: BusClock.wallMilliseconds())
-        let journalID = try DataDirectoryLock.journalID(dataDirectory: configuration.dataDirectory, logger: logger)
-        processor.journalID = journalID
+        let run = DataDirectoryLock.journalID(dataDirectory: configuration.dataDirectory, logger: logger).map {
+            DaemonRun(journal: $0, startedAt: processor.startedAt?.rfc3339 ?? "")
+        }
+        processor.journalID = run?.journal
         if configuration.processor.dedupeWindow > 0 {
             suppressedLog = try SuppressedLog(directory: configuration.dataDirectory, journalSeq: journal.lastSeq,
                                               logger: logger)
@@ -271,7 +273,7 @@ package final class BusDaemon {
         let controlServer = try BusDaemon.naming("control", configuration.control) { () throws -> ControlServer in try ControlServer(ControlServer.Settings(
             endpoint: configuration.control, liveContext: context, controlContext: controlContext,
             allowlists: allowlists, curveSecretKey: curveKeys?.secretKey, shard: configuration.processor.shard,
-            journalID: journalID,
+            run: run,
             monitors: monitors,
             maxConnections: ServiceCounters.Socket.allCases.map { $0 == .publish ? min(configuration.maxSubscribers, maxConnections) : maxConnections },
             replyBudget: configuration.controlMemoryBytes, catalog: journal.catalog, exchange: exchange, reports: reports, counters: serviceCounters,

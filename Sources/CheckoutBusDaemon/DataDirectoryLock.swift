@@ -79,15 +79,16 @@ final class DataDirectoryLock {
         }
     }
 
-    /// The journal's identity: `<data-dir>/journal-id`, 32 hex digits drawn when the directory's
-    /// journal is first opened by a daemon that writes one, and kept for the directory's life.
-    /// Heartbeats and replay replies carry it (`journal_id`), so a subscriber can tell that its publish
-    /// and control endpoints are one journal: two daemons' would deliver one's journal as the
-    /// other's (docs/durability.md, "One journal behind both endpoints"). A file that is not such an
-    /// id (emptied, edited) is replaced with a new one, which only makes subscribers' checks start
-    /// over; one that cannot be read or written stops the start. Called with the journal's lock held.
-    /// - Throws: ``JournalError`` when the file cannot be read or written durably.
-    static func journalID(dataDirectory: String, logger: BusLogger) throws -> String {
+    /// The journal's identity: `<data-dir>/journal-id`, 32 hex digits drawn by the first start that
+    /// finds none, and kept for the directory's life. Heartbeats and replay replies carry it
+    /// (`journal_id`), so a subscriber can tell that its publish and control endpoints are one
+    /// journal: two daemons' would deliver one's journal as the other's (docs/durability.md, "One
+    /// journal behind both endpoints"). A file that is not such an id (emptied, edited) is replaced
+    /// with a new one, which subscribers take as another journal (as after a data directory
+    /// replaced). Called with the journal's lock held.
+    /// - Returns: nil when the file cannot be read or written (a full or failing disk): the daemon
+    ///   runs without one, as a daemon before journal ids did (nothing is checked), and says so.
+    static func journalID(dataDirectory: String, logger: BusLogger) -> String? {
         let path = dataDirectory + "/journal-id"
         do {
             if let bytes = try AtomicFile.read(path) {
@@ -96,7 +97,9 @@ final class DataDirectoryLock {
                 logger.warning("the journal id file does not hold an id; writing a new one", ["path": path])
             }
         } catch {
-            throw JournalError(.notWritable, error.description)
+            logger.error("the journal id cannot be read: subscribers cannot check that their endpoints are one daemon's "
+                         + "until it can", ["path": path, "error": error.description])
+            return nil
         }
         var generator = SystemRandomNumberGenerator()
         let digits = Array("0123456789abcdef".utf8)
@@ -108,11 +111,13 @@ final class DataDirectoryLock {
                 word >>= 4
             }
         }
-        // Durably: an id that changed after a power loss would make subscribers' checks start over.
+        // Durably: an id that changed after a power loss would read as another journal.
         do {
             try AtomicFile.write(id + [0x0A], to: path, durable: true)
         } catch {
-            throw JournalError(.notWritable, error.description)
+            logger.error("the journal id cannot be written: subscribers cannot check that their endpoints are one "
+                         + "daemon's until it can", ["path": path, "error": error.description])
+            return nil
         }
         return String(decoding: id, as: UTF8.self)
     }

@@ -6,6 +6,18 @@ import CheckoutBusJSON
 /// `Tests/Golden/control-replies.tsv` (docs/durability.md, "The control socket"). A reply names its
 /// request's `op`, whether it succeeded, the shard that answers and the request's `req`, then what
 /// the op returns.
+/// Which journal answers, and since when: the daemon's `<data-dir>/journal-id` and the start of its run
+/// (`started_at`, RFC 3339 in milliseconds, as heartbeats write it).
+package struct DaemonRun: Sendable, Equatable {
+    package var journal: String
+    package var startedAt: String
+
+    package init(journal: String, startedAt: String) {
+        self.journal = journal
+        self.startedAt = startedAt
+    }
+}
+
 package enum ControlReplyWire {
     /// What a subscriber reads of a reply.
     package struct Fields: Equatable {
@@ -21,6 +33,11 @@ package enum ControlReplyWire {
         package var shards: Int?
         /// The answering daemon's journal identity (replay replies); nil from a daemon that does not say.
         package var journal: String?
+        /// When the answering daemon's run started (replay replies, beside ``journal``).
+        package var startedAt: String?
+        /// An acknowledgement of an event (`ok` and `seq`, no `op` nor `error`): the endpoint is an
+        /// acknowledged ingest socket (`--ingest-acked`), which took the request for an event.
+        package var isIngestAck = false
 
         package init(op: String? = nil, ok: Bool = false, req: Int64? = nil, next: Int64? = nil, lastSeq: Int64? = nil,
                      firstSeq: Int64? = nil, error: String? = nil, detail: String? = nil, shard: Int? = nil,
@@ -39,13 +56,13 @@ package enum ControlReplyWire {
         }
     }
 
-    /// A reply's head, `{"op":"OP","ok":B,"shard":I,"shards":N[,"journal_id":J][,"req":R]`, left open for
-    /// the op's members.
+    /// A reply's head, `{"op":"OP","ok":B,"shard":I,"shards":N[,"journal_id":J,"started_at":T][,"req":R]`,
+    /// left open for the op's members.
     /// - Parameters:
-    ///   - journal: the answering daemon's journal identity (replay replies): a subscriber checks
-    ///     that its publish and control endpoints are one journal.
+    ///   - run: the answering daemon's journal identity and when its run started (replay replies):
+    ///     a subscriber checks that its publish and control endpoints are one journal.
     ///   - req: the request's `req`, as it was written (any JSON value).
-    package static func begin(_ op: StaticString, ok: Bool, shard: Int, shards: Int, journal: String? = nil,
+    package static func begin(_ op: StaticString, ok: Bool, shard: Int, shards: Int, run: DaemonRun? = nil,
                               req: [UInt8]?) -> JSONWriter {
         var w = JSONWriter(capacity: 256)
         w.append("{\"op\":\"")
@@ -56,9 +73,11 @@ package enum ControlReplyWire {
         w.append(int: shard)
         w.append(",\"shards\":")
         w.append(int: shards)
-        if let journal {
+        if let run {
             w.append(",\"journal_id\":")
-            w.appendString(journal)
+            w.appendString(run.journal)
+            w.append(",\"started_at\":")
+            w.appendString(run.startedAt)
         }
         if let req {
             w.append(",\"req\":")
@@ -103,8 +122,8 @@ package enum ControlReplyWire {
     /// A replay page's status: `…,"from":F,"next":N,"count":C,"first_seq":…,"last_seq":…}`; its
     /// records follow as frames.
     package static func replayPage(from: Int64, next: UInt64, count: Int, first: UInt64, last: UInt64,
-                                   shard: Int, shards: Int, journal: String? = nil, req: [UInt8]?) -> [UInt8] {
-        var w = begin("replay", ok: true, shard: shard, shards: shards, journal: journal, req: req)
+                                   shard: Int, shards: Int, run: DaemonRun? = nil, req: [UInt8]?) -> [UInt8] {
+        var w = begin("replay", ok: true, shard: shard, shards: shards, run: run, req: req)
         w.append(",\"from\":")
         w.append(int: from)
         w.append(",\"next\":")
@@ -117,9 +136,9 @@ package enum ControlReplyWire {
     }
 
     /// A replay from before what the journal retains: `…,"error":"not_retained","first_seq":F,"last_seq":L}`.
-    package static func notRetained(first: UInt64, last: UInt64, shard: Int, shards: Int, journal: String? = nil,
+    package static func notRetained(first: UInt64, last: UInt64, shard: Int, shards: Int, run: DaemonRun? = nil,
                                     req: [UInt8]?) -> [UInt8] {
-        var w = begin("replay", ok: false, shard: shard, shards: shards, journal: journal, req: req)
+        var w = begin("replay", ok: false, shard: shard, shards: shards, run: run, req: req)
         w.append(",\"error\":\"not_retained\",\"first_seq\":")
         w.append(int: Int64(bitPattern: first))
         w.append(",\"last_seq\":")
@@ -131,8 +150,8 @@ package enum ControlReplyWire {
     /// A replay that reached a segment that cannot be read:
     /// `…,"error":"journal_unreadable","detail":D,"from":F,"first_seq":…,"last_seq":…}`.
     package static func journalUnreadable(detail: String, from: Int64, first: UInt64, last: UInt64,
-                                          shard: Int, shards: Int, journal: String? = nil, req: [UInt8]?) -> [UInt8] {
-        var w = begin("replay", ok: false, shard: shard, shards: shards, journal: journal, req: req)
+                                          shard: Int, shards: Int, run: DaemonRun? = nil, req: [UInt8]?) -> [UInt8] {
+        var w = begin("replay", ok: false, shard: shard, shards: shards, run: run, req: req)
         w.append(",\"error\":\"journal_unreadable\",\"detail\":")
         w.appendString(detail)
         w.append(",\"from\":")
@@ -165,6 +184,8 @@ package enum ControlReplyWire {
         r.shard = d.member(root, "shard").flatMap { d.int64($0) }.map { Int($0) }
         r.shards = d.member(root, "shards").flatMap { d.int64($0) }.map { Int($0) }
         r.journal = d.member(root, "journal_id").flatMap { d.string($0) }
+        r.startedAt = d.member(root, "started_at").flatMap { d.string($0) }
+        r.isIngestAck = r.op == nil && r.error == nil && d.member(root, "ok") != nil && d.member(root, "seq") != nil
         return r
     }
 }

@@ -7,6 +7,10 @@ import CheckoutBusJSON
 /// (docs/envelope.md, "The control socket"). Fields are written in one fixed order; the daemon
 /// reads them by name.
 public enum ControlRequestWire {
+    /// Every request's `op`, as the daemon's control socket takes them (an ingest socket that
+    /// receives one names the mistake in its dead letter).
+    public static let ops: Set<String> = ["replay", "stats", "report", "forget", "seek"]
+
     /// `{"op":"replay","from":F,"prefix":[…],"limit":L,"checkout_id":C,"req":R}`: the envelopes from
     /// `from` on (of those topic prefixes; of that checkout), at most `limit` in a page. A nil
     /// field is left out (the daemon's defaults: every topic, its page limit, no checkout filter).

@@ -56,6 +56,8 @@ package enum HeartbeatWire {
         package var startedAt: String?
         /// The journal's identity (`journal_id`); nil from a daemon that does not say.
         package var journal: String?
+        /// When it was sent (`sent_at`).
+        package var sentAt: String?
 
         package init(seq: Int64, kindSeqs: [Int64], shard: Int = 0, shards: Int = 1) {
             self.seq = seq
@@ -112,6 +114,7 @@ package enum HeartbeatWire {
         if let n = document.member(root, "shards").flatMap({ document.int64($0) }) { fields.shards = Int(n) }
         fields.startedAt = document.member(root, "started_at").flatMap { document.string($0) }
         fields.journal = document.member(root, "journal_id").flatMap { document.string($0) }
+        fields.sentAt = document.member(root, "sent_at").flatMap { document.string($0) }
         return fields
     }
 

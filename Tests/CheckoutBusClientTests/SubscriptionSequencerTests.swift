@@ -1,5 +1,6 @@
 import Testing
 import CheckoutBusProtocol
+import CheckoutBusJSON
 @testable import CheckoutBusClient
 
 /// The gap logic fed by hand: no sockets, no daemon, no clock.
@@ -365,15 +366,23 @@ struct SubscriptionSequencerTests {
     static let journalA = String(repeating: "a", count: 32)
     static let journalB = String(repeating: "b", count: 32)
 
-    static func heartbeat(_ seq: Int64, journal: String?, run: String = "run-1") -> SubscriptionSequencer.Heartbeat {
+    /// A heartbeat of journal `journal`, sent at second `sent` of a day (RFC 3339, as daemons write it).
+    static func heartbeat(_ seq: Int64, journal: String?, run: String = "run-1", sent: Int = 100) -> SubscriptionSequencer.Heartbeat {
         var h = heartbeat(seq, run: run)
         h.journal = journal
+        h.sentAt = time(sent)
         return h
     }
 
-    static func page(_ id: Int64, next: Int64, lastSeq: Int64, journal: String) -> SubscriptionSequencer.Reply {
+    static func time(_ second: Int) -> String {
+        "2026-12-07T10:\(second / 60 < 10 ? "0" : "")\(second / 60):\(second % 60 < 10 ? "0" : "")\(second % 60).000Z"
+    }
+
+    /// A replay page of journal `journal`, answered by a daemon that started at second `started`.
+    static func page(_ id: Int64, next: Int64, lastSeq: Int64, journal: String?, started: Int = 0) -> SubscriptionSequencer.Reply {
         var reply = page(id, next: next, lastSeq: lastSeq)
         reply.journal = journal
+        reply.startedAt = time(started)
         return reply
     }
 
@@ -404,10 +413,10 @@ struct SubscriptionSequencerTests {
         #expect(s.statistics.handled == 0 && s.statistics.lastSeq == 0)
         // Nothing is asked while a heartbeat has not explained the reply.
         #expect(Self.replays(s.tick(now: 3)).isEmpty)
-        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA, sent: 101))
         #expect(Self.replays(s.tick(now: 4)).isEmpty)
         do {
-            _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
+            _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA, sent: 102))
             Issue.record("a second heartbeat of the publish endpoint's journal did not stop the subscriber")
         } catch {
             #expect(error.code == .endpointMismatch)
@@ -442,5 +451,87 @@ struct SubscriptionSequencerTests {
         let actions = try s.receiveReply(Self.page(request.id, next: 2, lastSeq: 1, journal: Self.journalB),
                                          page: Self.journalPage(1...1), now: 2)
         #expect(Self.delivered(actions) == [1])
+    }
+
+    @Test("an answer of an acknowledged ingest socket stops the subscriber; a control reply does not read as one")
+    func anAcknowledgedIngestForTheControlEndpoint() throws {
+        func read(_ text: String) throws -> SubscriptionSequencer.Reply {
+            let document = JSONDocument()
+            #expect(ControlReplyWire.parse(Array(text.utf8), into: document))
+            return ControlReplyWire.read(document)
+        }
+        // The acknowledgement a replay request got from --ingest-acked (Tests/Golden/ack-replies.tsv's shape).
+        let ack = try read(#"{"ok":false,"seq":7,"reason":"unknown_shape","event_id":null}"#)
+        #expect(ack.isIngestAck)
+        for reply in [#"{"op":"replay","ok":true,"shard":0,"shards":1,"req":1,"from":1,"next":2,"count":0,"first_seq":1,"last_seq":1}"#,
+                      #"{"ok":false,"error":"busy","detail":"later","req":2}"#] {
+            #expect(try !read(reply).isIngestAck)
+        }
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, kept: true, now: 0)
+        _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: Self.journalA))
+        #expect(Self.replays(s.tick(now: 1)).count == 1)
+        do {
+            _ = try s.receiveReply(ack, page: [], now: 2)
+            Issue.record("an acknowledgement was taken for a control reply")
+        } catch {
+            #expect(error.code == .endpointMismatch)
+            #expect(error.description.contains("tcp://control answered as an acknowledged ingest socket"), "\(error)")
+        }
+    }
+
+    /// A daemon killed and started again with another data directory while the subscriber was behind
+    /// on its live socket: the new run answers a replay at once, while the old run's heartbeats are
+    /// still queued. Those were sent before the new run started: they do not count as two daemons.
+    @Test("an old run's heartbeats queued behind a new run's reply do not count as two daemons; the new run's clear it")
+    func anOldRunsQueuedHeartbeatsAreNotTwoDaemons() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, kept: true, now: 0)
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA, sent: 100))
+        let first = try #require(Self.replays(s.tick(now: 1)).first)
+        // The new run (journal B) started at second 130 and answered.
+        #expect(try s.receiveReply(Self.page(first.id, next: 3, lastSeq: 2, journal: Self.journalB, started: 130),
+                                   page: Self.journalPage(1...2), now: 2).isEmpty)
+        for sent in 101...129 { _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA, sent: sent)) }
+        #expect(Self.replays(s.tick(now: 3)).isEmpty)
+        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalB, run: "run-2", sent: 131))
+        let again = try #require(Self.replays(s.tick(now: 4)).first)
+        let actions = try s.receiveReply(Self.page(again.id, next: 3, lastSeq: 2, journal: Self.journalB, started: 130),
+                                         page: Self.journalPage(1...2), now: 5)
+        #expect(Self.delivered(actions) == [1, 2])
+    }
+
+    @Test("a reply without journal_id while the heartbeats have one is another daemon's: not delivered, stopped later")
+    func aReplyWithoutAJournalIsAnotherDaemons() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: Self.journalA))
+        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        var old = Self.page(request.id, next: 2, lastSeq: 1)
+        old.journal = nil
+        #expect(try s.receiveReply(old, page: Self.journalPage(1...1), now: 2).isEmpty)
+        // Its start is unknown, so no heartbeat is known to be fresh: thirty of them stop it.
+        for sent in 101...129 { _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: Self.journalA, sent: sent)) }
+        #expect(throws: SubscriberError.self) { _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: Self.journalA, sent: 130)) }
+        #expect(s.statistics.handled == 0)
+    }
+
+    @Test("with no heartbeat in the silence time replays go unchecked; the first heartbeat of another journal stops")
+    func noHeartbeatInTimeReplaysUnchecked() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 0, now: 0)
+        let silence = UInt64(s.options.silenceMilliseconds) * 1_000_000
+        #expect(Self.replays(s.tick(now: silence)).isEmpty)
+        let request = try #require(Self.replays(s.tick(now: silence + 1)).first)
+        let actions = try s.receiveReply(Self.page(request.id, next: 2, lastSeq: 1, journal: Self.journalB),
+                                         page: Self.journalPage(1...1), now: silence + 2)
+        #expect(Self.delivered(actions) == [1])
+        do {
+            _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: Self.journalA))
+            Issue.record("the first heartbeat of another journal did not stop the subscriber")
+        } catch {
+            #expect(error.code == .endpointMismatch)
+            #expect(error.description.contains("handed over before this first heartbeat"), "\(error)")
+        }
     }
 }

@@ -22,6 +22,15 @@ struct ControlReplyWireTests {
 
     /// A journal's identity, as `<data-dir>/journal-id` holds one.
     static let journal = "5f0c2a9e41d7b3806e1f9a2c7d4b8e03"
+    /// The run a replay reply names: that journal, and the run's start (the golden heartbeat's).
+    static let run = DaemonRun(journal: journal, startedAt: "2025-12-02T11:38:20.000Z")
+
+    static func withRun(_ fields: ControlReplyWire.Fields) -> ControlReplyWire.Fields {
+        var f = fields
+        f.journal = run.journal
+        f.startedAt = run.startedAt
+        return f
+    }
 
     @Test("a heartbeat is written as the golden bytes and read back")
     func heartbeat() throws {
@@ -37,23 +46,23 @@ struct ControlReplyWireTests {
         var expected = HeartbeatWire.Fields(seq: 12, kindSeqs: [3, 5, 2, 1, 1, 0], shard: 1, shards: 3)
         expected.startedAt = "2025-12-02T11:38:20.000Z"
         expected.journal = Self.journal
+        expected.sentAt = "2025-12-02T11:39:01.123Z"
         #expect(fields == expected)
     }
 
     @Test("replay statuses and refusals are written as the golden bytes and read back")
     func replies() throws {
         #expect(Self.text(ControlReplyWire.replayPage(from: 5, next: 9, count: 4, first: 1, last: 12, shard: 1, shards: 3,
-                                                      journal: Self.journal, req: Array("7".utf8))) == Self.golden["replay-page"])
+                                                      run: Self.run, req: Array("7".utf8))) == Self.golden["replay-page"])
         #expect(ControlReplyWire.read(try Self.parsed("replay-page"))
-                == .init(op: "replay", ok: true, req: 7, next: 9, lastSeq: 12, firstSeq: 1, shard: 1, shards: 3,
-                         journal: Self.journal))
+                == Self.withRun(.init(op: "replay", ok: true, req: 7, next: 9, lastSeq: 12, firstSeq: 1, shard: 1, shards: 3)))
 
-        #expect(Self.text(ControlReplyWire.notRetained(first: 100, last: 250, shard: 0, shards: 1, journal: Self.journal,
+        #expect(Self.text(ControlReplyWire.notRetained(first: 100, last: 250, shard: 0, shards: 1, run: Self.run,
                                                        req: Array("8".utf8)))
                 == Self.golden["not-retained"])
         #expect(ControlReplyWire.read(try Self.parsed("not-retained"))
-                == .init(op: "replay", ok: false, req: 8, lastSeq: 250, firstSeq: 100, error: "not_retained", shard: 0, shards: 1,
-                         journal: Self.journal))
+                == Self.withRun(.init(op: "replay", ok: false, req: 8, lastSeq: 250, firstSeq: 100, error: "not_retained",
+                                      shard: 0, shards: 1)))
 
         let detail = "segment 00000000000000000001.seg cannot be read"
         #expect(Self.text(ControlReplyWire.journalUnreadable(detail: detail, from: 4, first: 1, last: 10, shard: 0, shards: 1,

@@ -331,6 +331,30 @@ struct FulfilmentWorkerTests {
         #expect(try readOrders(database).map(\.key) == ["gid://shopify/Order/here-0", "gid://shopify/Order/here-1"])
     }
 
+    /// A control endpoint that is the daemon's acknowledged ingest takes each request for an event and
+    /// dead-letters it; the worker asked again every 15 s, journaling a dead letter each time.
+    @Test("a worker whose --control is the daemon's acknowledged ingest stops at the first answer; its dead letters name it")
+    func controlGivenTheAcknowledgedIngest() throws {
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        #expect(try send(["kept-0"].map(callbackComplete), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let refused = try runTool("checkoutbus-fulfil", ["--db", database.path, "--from", daemon.publish,
+                                                         "--control", daemon.ingestAcked], timeout: 30)
+        #expect(refused.status == 1, "\(refused.output)")
+        #expect(refused.output.contains("answered as an acknowledged ingest socket"), "\(refused.output)")
+        #expect(orderCount(database) == 0)
+        // The requests of its first round (a report on the first heartbeat, the replay), and no more:
+        // not asked again, and no final report.
+        let journal = try TailFilterTests.journal(of: daemon)
+        let deadLetters = journal.filter { $0.string("kind") == "deadletter" }
+        #expect(journal.count == 1 + deadLetters.count && (1...2).contains(deadLetters.count), "\(journal)")
+        for letter in deadLetters {
+            #expect(letter.string("detail")?.contains("sent to an ingest socket: control requests go to the daemon's "
+                                                      + "--control endpoint") == true, "\(letter)")
+            #expect(letter.string("raw")?.contains("\"final\":true") == false, "\(letter)")
+        }
+    }
+
     /// A daemon whose journal lost records it had published (a disk that dropped written pages, its
     /// data directory restored from a copy) gives their seqs to new events, and a running worker
     /// took those for envelopes it had handled and skipped them.

@@ -290,7 +290,9 @@ public final class BusSubscriber {
 
     /// Sends the last report and closes both sockets.
     package func close() {
-        if control != nil { try? perform([sequencer.finalReport()], stop: nil, handler: { _ in }) }
+        if control != nil && !sequencer.controlIsIngest {
+            try? perform([sequencer.finalReport()], stop: nil, handler: { _ in })
+        }
         sub = nil
         control = nil
     }

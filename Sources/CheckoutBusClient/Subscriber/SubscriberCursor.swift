@@ -255,8 +255,9 @@ public struct SubscriberError: Error, CustomStringConvertible, Sendable {
         public static let badReply = Code("bad_reply")
         /// An endpoint answered as another shard than its position in the list says.
         public static let wrongShard = Code("wrong_shard")
-        /// The publish and control endpoints are two journals (two daemons): one's journal would be
-        /// delivered as the other's.
+        /// The endpoints are not one daemon's publish and control sockets: two journals (two
+        /// daemons), whose one would be delivered as the other's, or a control endpoint that is an
+        /// acknowledged ingest socket.
         public static let endpointMismatch = Code("endpoint_mismatch")
         /// A list of shard ids or a shard count that cannot be.
         public static let badShardList = Code("bad_shard_list")

@@ -120,19 +120,36 @@ package struct SubscriptionSequencer {
     /// The `started_at` of the daemon's run, from its heartbeats: a new value is a restart.
     private var daemonRun: String?
 
-    // One journal behind both endpoints.
-    /// Whether a heartbeat has arrived. Replays wait for the first: each reply's `journal_id` is checked
-    /// against the heartbeats' before its page counts.
+    // One journal behind both endpoints (docs/durability.md, step 9).
+    /// Whether a heartbeat has arrived. Replays wait for the first, for at most
+    /// ``BusSubscriber/Options/silenceMilliseconds`` (a daemon that cannot write its journal sends
+    /// none): each reply's `journal_id` is checked against the heartbeats' before its page counts.
     private var heartbeatSeen = false
     /// Whether replays wait for the first heartbeat (always, but in unit tests of the gap logic alone,
     /// which feed no heartbeat before their first page).
     package var replayAwaitsHeartbeat = true
+    /// When the sockets were connected (monotonic ns), for the wait above.
+    private var connectedAt: UInt64 = 0
+    /// Replays went out before any heartbeat (none came in time), with the journal of the first
+    /// reply: the first heartbeat checks it.
+    private var uncheckedJournal: (journal: String?, asked: Bool) = (nil, false)
     /// The publish endpoint's journal identity, from its last heartbeat (nil: it does not say).
     private var publishJournal: String?
-    /// A replay reply came from another journal than the heartbeats': its page was set aside and no
-    /// replay is asked until a heartbeat shows that journal (the daemon came back with another data
-    /// directory) or a second heartbeat since shows the publish endpoint's still (two daemons).
-    private var foreignJournal: (journal: String, heartbeats: Int)?
+    /// A replay reply from another journal than the heartbeats'. Its page was set aside, and no
+    /// replay is asked until a heartbeat explains it: one showing the reply's journal (the daemon
+    /// came back with another data directory) clears it. Heartbeats still showing the publish
+    /// endpoint's journal are evidence of two daemons once sent after the reply's daemon started
+    /// (earlier ones may be an old run's, still queued on the live socket behind the new run's
+    /// reply): two such stop the subscriber, or thirty heartbeats of any age.
+    private var foreignReply: ForeignReply?
+
+    private struct ForeignReply {
+        /// nil: a reply without `journal_id` (a daemon before journal ids) while the heartbeats have one.
+        var journal: String?
+        var startedAt: String?
+        var fresh = 0
+        var heartbeats = 0
+    }
 
     // Control requests.
     private var needReplay = false
@@ -175,6 +192,7 @@ package struct SubscriptionSequencer {
     package mutating func start(cursor: Int64?, kept: Bool = false, now: UInt64) -> [Action] {
         var actions: [Action] = []
         if expectedShard != nil { actions.append(identityRequestAction(now: now)) }
+        connectedAt = now
         positionKept = kept
         if let cursor {
             verified = cursor
@@ -202,13 +220,22 @@ package struct SubscriptionSequencer {
             logger.warning("control endpoint has not said which shard it is; asking again", ["endpoint": options.control])
             actions.append(identityRequestAction(now: now))
         }
+        if needReplay && inFlight == nil && !heartbeatSeen && !uncheckedJournal.asked && replayAwaitsHeartbeat
+            && now - connectedAt > UInt64(options.silenceMilliseconds) * 1_000_000 {
+            logger.warning("no heartbeat from the publish endpoint yet (a daemon that cannot write its journal sends "
+                           + "none): replaying without checking that the control endpoint is the same daemon; "
+                           + "the first heartbeat checks it", ["publish": options.publish, "control": options.control])
+            uncheckedJournal.asked = true
+        }
         if mayAskJournal && needReplay && inFlight == nil { actions.append(replayAction(from: nil, now: now)) }
         return actions
     }
 
     /// Whether a replay may be asked: the endpoints are released, a heartbeat showed the publish
-    /// endpoint's journal, and no reply from another journal waits to be explained.
-    private var mayAskJournal: Bool { released && (heartbeatSeen || !replayAwaitsHeartbeat) && foreignJournal == nil }
+    /// endpoint's journal (or none came in time), and no reply from another journal waits to be explained.
+    private var mayAskJournal: Bool {
+        released && (heartbeatSeen || !replayAwaitsHeartbeat || uncheckedJournal.asked) && foreignReply == nil
+    }
 
     /// How long the driver may wait for its sockets before the next ``tick(now:)``, in milliseconds.
     package var pollTimeoutMilliseconds: Int { mayAskJournal && needReplay && inFlight == nil ? 10 : 200 }
@@ -219,6 +246,10 @@ package struct SubscriptionSequencer {
         needReplay = true
         statistics.replayRequests -= 1
     }
+
+    /// The control endpoint answered as an acknowledged ingest socket: nothing more is sent to it
+    /// (each request would be journaled as a dead letter), the final report included.
+    package private(set) var controlIsIngest = false
 
     /// A report of the counts, for when the driver stops.
     package mutating func finalReport() -> Action {
@@ -353,22 +384,32 @@ package struct SubscriptionSequencer {
     /// the restart check has run) asks again; the publish endpoint's own journal twice since means
     /// two daemons, and stops.
     private mutating func notePublishJournal(_ heartbeat: Heartbeat) throws(SubscriberError) {
+        let first = !heartbeatSeen
         heartbeatSeen = true
         publishJournal = heartbeat.journal
-        guard let foreign = foreignJournal else { return }
+        if first, uncheckedJournal.asked, let theirs = uncheckedJournal.journal, let ours = heartbeat.journal,
+            theirs != ours {
+            throw twoDaemons(control: theirs, publish: ours,
+                             handedOver: "Pages from the control endpoint were handed over before this first heartbeat")
+        }
+        guard var foreign = foreignReply else { return }
         if heartbeat.journal == nil || heartbeat.journal == foreign.journal {
-            foreignJournal = nil
+            foreignReply = nil
             return
         }
-        guard foreign.heartbeats >= 1 else {
-            foreignJournal = (foreign.journal, foreign.heartbeats + 1)
-            return
-        }
-        throw SubscriberError(.endpointMismatch,
-            "the control endpoint \(options.control) answers from journal \(foreign.journal), the publish endpoint "
-                + "\(options.publish) from journal \(heartbeat.journal ?? "?"): they are two daemons, and one's "
-                + "journal would be delivered as the other's. Nothing from the control endpoint was delivered. "
-                + "Give one daemon's --publish and --control endpoints "
+        foreign.heartbeats += 1
+        if let started = foreign.startedAt, let sent = heartbeat.sentAt, sent >= started { foreign.fresh += 1 }
+        foreignReply = foreign
+        guard foreign.fresh >= 2 || foreign.heartbeats >= 30 else { return }
+        throw twoDaemons(control: foreign.journal ?? "(none: a daemon without journal ids)", publish: heartbeat.journal ?? "?",
+                         handedOver: "Nothing from the control endpoint was handed over")
+    }
+
+    private func twoDaemons(control: String, publish: String, handedOver: String) -> SubscriberError {
+        SubscriberError(.endpointMismatch,
+            "the control endpoint \(options.control) answers from journal \(control), the publish endpoint "
+                + "\(options.publish) from journal \(publish): they are two daemons, and one's journal would be "
+                + "delivered as the other's. \(handedOver). Give one daemon's --publish and --control endpoints "
                 + "(docs/durability.md, \"One journal behind both endpoints\")")
     }
 
@@ -514,6 +555,13 @@ package struct SubscriptionSequencer {
     /// A reply on the control socket, with the envelopes of its page (a `replay` reply's frames
     /// after the first, parsed; empty for other replies).
     package mutating func receiveReply(_ reply: Reply, page: [BusEnvelope], now: UInt64) throws(SubscriberError) -> [Action] {
+        if reply.isIngestAck {
+            // Asking again would only journal another dead letter each time.
+            controlIsIngest = true
+            throw SubscriberError(.endpointMismatch,
+                "the control endpoint \(options.control) answered as an acknowledged ingest socket (--ingest-acked): "
+                    + "it took the request for an event and dead-lettered it. Give the daemon's --control endpoint")
+        }
         if let request = identityRequest, reply.req == request.id {
             try checkControlIdentity(reply, now: now)
             return []
@@ -528,14 +576,18 @@ package struct SubscriptionSequencer {
             throw expected.mismatch(endpoint: options.control,
                                     found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" } ?? "a daemon that does not say its shard")
         }
-        if let theirs = reply.journal, let ours = publishJournal, theirs != ours {
+        if !heartbeatSeen && uncheckedJournal.journal == nil { uncheckedJournal.journal = reply.journal }
+        if let ours = publishJournal, reply.journal != ours {
             // Not delivered, nor asked again until a heartbeat explains it (notePublishJournal).
-            if foreignJournal?.journal != theirs { foreignJournal = (theirs, 0) }
+            if foreignReply == nil || foreignReply?.journal != reply.journal {
+                foreignReply = ForeignReply(journal: reply.journal, startedAt: reply.startedAt)
+            }
             needReplay = true
             prefetchAwaitsDelivery = false
             logger.warning("the control endpoint answered from another journal than the publish endpoint's; "
-                           + "waiting for the next heartbeat", ["control": options.control, "publish": options.publish,
-                                                               "control_journal": theirs, "publish_journal": ours])
+                           + "waiting for heartbeats to tell a restart from two daemons",
+                           ["control": options.control, "publish": options.publish,
+                            "control_journal": reply.journal ?? "none", "publish_journal": ours])
             return []
         }
         guard reply.ok else {

@@ -29,8 +29,8 @@ package final class ControlServer: Sendable {
         var allowlists: CurveAllowlists?
         var curveSecretKey: String?
         var shard: ShardMap
-        /// The journal's identity (`<data-dir>/journal-id`), which replay replies carry.
-        var journalID: String?
+        /// The journal's identity (`<data-dir>/journal-id`) and the run's start, which replay replies carry.
+        var run: DaemonRun?
         /// Monitors of the pipeline's sockets (`inproc://` endpoints their owner started), by socket.
         var monitors: [(socket: ServiceCounters.Socket, endpoint: String)]
         /// Connections each ZeroMQ socket keeps, by ``ServiceCounters/Socket``; more are cut as
@@ -126,7 +126,7 @@ extension ControlServer {
             }
             let service = ControlService(reader: JournalReader(catalog: s.catalog, logger: s.logger), shard: s.shard,
                                          exchange: s.exchange, reports: s.reports, counters: s.counters)
-            service.journalID = s.journalID
+            service.run = s.run
             service.replyBudget = s.replyBudget
             let poller = ZMQPoller()
             let controlIndex = poller.addReadable(sockets.control)

@@ -59,9 +59,9 @@ package final class ControlService {
     package let exchange: SnapshotExchange
     package let reports: SubscriberReportBook
     package let counters: ServiceCounters
-    /// The journal's identity, in every replay reply (`journal_id`): a subscriber checks it against
-    /// its publish endpoint's heartbeats.
-    package var journalID: String?
+    /// The journal's identity and the run's start, in every replay reply (`journal_id`,
+    /// `started_at`): a subscriber checks them against its publish endpoint's heartbeats.
+    package var run: DaemonRun?
     private let request = JSONDocument()
     private var pendingStats: [PendingStats] = []
     /// The last page sent, emptied: the next replay fills its buffers again (a page may be megabytes).
@@ -294,7 +294,7 @@ package final class ControlService {
         } catch Journal.ReplayError.notRetained(let first) {
             recycle(page)
             return Reply(ControlReplyWire.notRetained(first: first, last: reader.bounds.last, shard: shard.index,
-                                                      shards: shard.count, journal: journalID, req: req))
+                                                      shards: shard.count, run: run, req: req))
         } catch let error as JournalError where error.code == .notReadable {
             recycle(page)
             // A segment that cannot be opened or read: a refusal that says so, never an empty page
@@ -302,7 +302,7 @@ package final class ControlService {
             let bounds = reader.bounds
             return Reply(ControlReplyWire.journalUnreadable(detail: error.description, from: from, first: bounds.first,
                                                             last: bounds.last, shard: shard.index, shards: shard.count,
-                                                            journal: journalID, req: req))
+                                                            run: run, req: req))
         } catch {
             recycle(page)
             return Reply(badRequest("replay failed: \(error)", req: req))
@@ -315,7 +315,7 @@ package final class ControlService {
         let bounds = reader.bounds
         return Reply(ControlReplyWire.replayPage(from: from, next: result.next, count: page.count, first: bounds.first,
                                                  last: bounds.last, shard: shard.index, shards: shard.count,
-                                                 journal: journalID, req: req),
+                                                 run: run, req: req),
                      page: page)
     }
 

@@ -34,6 +34,8 @@ class Options:
     request_timeout_ms: int = 15_000
     live_subscription: str = LIVE_PREFIXES
     max_pending_bytes: int = 64 << 20
+    # Replays wait for the first heartbeat at most this long (a daemon that cannot write its journal sends none).
+    silence_ms: int = 5000
 
 
 @dataclass
@@ -71,6 +73,7 @@ class Heartbeat:
     shards: int = 1
     started_at: Optional[str] = None  # when the daemon's run started; None: it does not say
     journal: Optional[str] = None  # the daemon's journal identity; None: it does not say
+    sent_at: Optional[str] = None  # when it was sent
 
 
 @dataclass
@@ -86,6 +89,9 @@ class Reply:
     shard: Optional[int] = None
     shards: Optional[int] = None
     journal: Optional[str] = None  # the answering daemon's journal identity (replay replies)
+    started_at: Optional[str] = None  # when the answering daemon's run started (replay replies)
+    # An acknowledgement of an event: the endpoint is an acknowledged ingest socket, not --control.
+    is_ingest_ack: bool = False
 
 
 class SubscriptionSequencer:
@@ -135,16 +141,24 @@ class SubscriptionSequencer:
         # restarts its clock, once. Other replies (a report's) leave it alone.
         self._prefetch_awaits_delivery = False
         self._daemon_run = None  # the started_at of the daemon's run: a new one is a restart
-        # One journal behind both endpoints: replays wait for the first heartbeat, and a reply's
-        # journal is checked against the heartbeats' before its page counts.
+        # One journal behind both endpoints (docs/durability.md, step 9): replays wait for the first
+        # heartbeat, at most options.silence_ms (a daemon that cannot write its journal sends none), and
+        # a reply's journal is checked against the heartbeats' before its page counts.
         self._heartbeat_seen = False
         # Always, but in unit tests of the gap logic alone (which feed no heartbeat before their first page).
         self.replay_awaits_heartbeat = True
+        self._connected_at = 0
+        # Replays went out before any heartbeat (none came in time): [asked, the first reply's journal],
+        # which the first heartbeat checks.
+        self._unchecked = [False, None]
         self._publish_journal = None
-        # A replay reply from another journal: [journal, heartbeats since]; no replay is asked until a
-        # heartbeat shows that journal (the daemon came back with another data directory) or a second
-        # one since shows the publish endpoint's still (two daemons).
-        self._foreign_journal = None
+        # A replay reply from another journal than the heartbeats': {journal, started_at, fresh, heartbeats}.
+        # No replay is asked until a heartbeat explains it: one showing the reply's journal (the daemon
+        # came back with another data directory) clears it; heartbeats still showing the publish endpoint's
+        # journal are evidence of two daemons once sent after the reply's daemon started (earlier ones may
+        # be an old run's, still queued on the live socket): two such stop, or thirty of any age.
+        self._foreign_reply = None
+        self.control_is_ingest = False  # the control endpoint answered as an acknowledged ingest socket
         self._next_request_id = 1
 
     @property
@@ -165,6 +179,7 @@ class SubscriptionSequencer:
         actions = []
         if self.expected_shard is not None:
             actions.append(self._identity_request_action(now))
+        self._connected_at = now
         self._position_kept = kept
         if cursor is not None:
             self._verified = cursor
@@ -187,14 +202,20 @@ class SubscriptionSequencer:
                 and now - self._identity_request[1] > timeout:
             self.log("warning", "control endpoint has not said which shard it is; asking again")
             actions.append(self._identity_request_action(now))
+        if self._need_replay and self._in_flight is None and not self._heartbeat_seen and not self._unchecked[0] \
+                and self.replay_awaits_heartbeat and now - self._connected_at > self.options.silence_ms * 1_000_000:
+            self.log("warning", "no heartbeat from the publish endpoint %s yet (a daemon that cannot write its journal "
+                     "sends none): replaying without checking that the control endpoint %s is the same daemon; the "
+                     "first heartbeat checks it" % (self.options.publish, self.options.control))
+            self._unchecked[0] = True
         if self._may_ask_journal and self._need_replay and self._in_flight is None:
             actions.append(self._replay_action(None, now))
         return actions
 
     @property
     def _may_ask_journal(self) -> bool:
-        return self.released and (self._heartbeat_seen or not self.replay_awaits_heartbeat) \
-            and self._foreign_journal is None
+        return self.released and (self._heartbeat_seen or not self.replay_awaits_heartbeat or self._unchecked[0]) \
+            and self._foreign_reply is None
 
     @property
     def poll_timeout_ms(self) -> int:
@@ -407,27 +428,46 @@ class SubscriptionSequencer:
         return ("replay", rid, from_seq)
 
     def _note_publish_journal(self, heartbeat: Heartbeat) -> None:
-        """Notes the publish endpoint's journal, and settles a reply from another journal: that journal
-        now asks again; the publish endpoint's own twice since means two daemons, and raises."""
+        """Notes the publish endpoint's journal, and settles a reply from another journal (see
+        _foreign_reply)."""
+        first = not self._heartbeat_seen
         self._heartbeat_seen = True
         self._publish_journal = heartbeat.journal
-        foreign = self._foreign_journal
+        asked, theirs = self._unchecked
+        if first and asked and theirs is not None and heartbeat.journal is not None and theirs != heartbeat.journal:
+            raise self._two_daemons(theirs, heartbeat.journal,
+                                    "Pages from the control endpoint were handed over before this first heartbeat")
+        foreign = self._foreign_reply
         if foreign is None:
             return
-        if heartbeat.journal is None or heartbeat.journal == foreign[0]:
-            self._foreign_journal = None
+        if heartbeat.journal is None or heartbeat.journal == foreign["journal"]:
+            self._foreign_reply = None
             return
-        if foreign[1] < 1:
-            foreign[1] += 1
-            return
-        raise SubscriberError(
+        foreign["heartbeats"] += 1
+        if foreign["started_at"] is not None and heartbeat.sent_at is not None \
+                and heartbeat.sent_at >= foreign["started_at"]:
+            foreign["fresh"] += 1
+        if foreign["fresh"] >= 2 or foreign["heartbeats"] >= 30:
+            raise self._two_daemons(foreign["journal"] or "(none: a daemon without journal ids)", heartbeat.journal,
+                                    "Nothing from the control endpoint was handed over")
+
+    def _two_daemons(self, control: str, publish: str, handed_over: str) -> SubscriberError:
+        return SubscriberError(
             "endpoint_mismatch",
             "the control endpoint %s answers from journal %s, the publish endpoint %s from journal %s: they are two "
-            "daemons, and one's journal would be delivered as the other's. Nothing from the control endpoint was "
-            "delivered. Give one daemon's publish and control endpoints (docs/durability.md, \"One journal behind "
-            "both endpoints\")" % (self.options.control, foreign[0], self.options.publish, heartbeat.journal))
+            "daemons, and one's journal would be delivered as the other's. %s. Give one daemon's publish and control "
+            "endpoints (docs/durability.md, \"One journal behind both endpoints\")"
+            % (self.options.control, control, self.options.publish, publish, handed_over))
 
     def receive_reply(self, reply: Reply, page: List[Envelope], now: int) -> list:
+        if reply.is_ingest_ack:
+            # Asking again would only journal another dead letter each time: nothing more is sent to it,
+            # the final report included.
+            self.control_is_ingest = True
+            raise SubscriberError(
+                "endpoint_mismatch", "the control endpoint %s answered as an acknowledged ingest socket "
+                "(--ingest-acked): it took the request for an event and dead-lettered it. Give the daemon's "
+                "--control endpoint" % self.options.control)
         if self._identity_request is not None and reply.req == self._identity_request[0]:
             self._check_control_identity(reply, now)
             return []
@@ -442,14 +482,17 @@ class SubscriptionSequencer:
         expected = self.expected_shard
         if expected is not None and (reply.shard != expected.shard or reply.shards != expected.shards):
             raise expected.mismatch(self.options.control, self._describe_shard(reply))
-        if reply.journal is not None and self._publish_journal is not None and reply.journal != self._publish_journal:
+        if not self._heartbeat_seen and self._unchecked[1] is None:
+            self._unchecked[1] = reply.journal
+        if self._publish_journal is not None and reply.journal != self._publish_journal:
             # Not delivered, nor asked again until a heartbeat explains it (_note_publish_journal).
-            if self._foreign_journal is None or self._foreign_journal[0] != reply.journal:
-                self._foreign_journal = [reply.journal, 0]
+            if self._foreign_reply is None or self._foreign_reply["journal"] != reply.journal:
+                self._foreign_reply = {"journal": reply.journal, "started_at": reply.started_at, "fresh": 0,
+                                       "heartbeats": 0}
             self._need_replay = True
             self._prefetch_awaits_delivery = False
             self.log("warning", "the control endpoint %s answered from journal %s, the publish endpoint %s's "
-                     "heartbeats show journal %s; waiting for the next heartbeat"
+                     "heartbeats show journal %s; waiting for heartbeats to tell a restart from two daemons"
                      % (self.options.control, reply.journal, self.options.publish, self._publish_journal))
             return []
         if not reply.ok:

@@ -178,7 +178,8 @@ class Subscriber:
             options = Options(publish=publishes[i], control=controls[i],
                               prefixes=list(prefixes) if prefixes is not None else list(DEFAULT_PREFIXES),
                               name=self.name, page_size=page_size, request_timeout_ms=request_timeout_ms,
-                              live_subscription=live_subscription, max_pending_bytes=max_pending_bytes)
+                              live_subscription=live_subscription, max_pending_bytes=max_pending_bytes,
+                              silence_ms=silence_ms)
             if shard_ids is not None:  # chosen shards: every endpoint is checked, even a single one
                 expected = ShardIdentity(shard_ids[i], shard_count)
             else:
@@ -245,7 +246,8 @@ class Subscriber:
         for shard in self._shards:
             if shard.control is not None:
                 try:
-                    self._perform(shard, [shard.sequencer.final_report()])
+                    if not shard.sequencer.control_is_ingest:
+                        self._perform(shard, [shard.sequencer.final_report()])
                 except Exception:
                     pass
                 shard.control.close()

@@ -64,6 +64,8 @@ def heartbeat(raw: bytes) -> Optional[Heartbeat]:
         hb.started_at = data["started_at"]
     if isinstance(data.get("journal_id"), str):
         hb.journal = data["journal_id"]
+    if isinstance(data.get("sent_at"), str):
+        hb.sent_at = data["sent_at"]
     return hb
 
 
@@ -74,7 +76,9 @@ def reply(raw: bytes) -> Optional[Reply]:
     s = lambda k: d.get(k) if isinstance(d.get(k), str) else None  # noqa: E731
     return Reply(op=s("op"), ok=d.get("ok") is True, req=_int(d.get("req")), next=_int(d.get("next")),
                  last_seq=_int(d.get("last_seq")), first_seq=_int(d.get("first_seq")), error=s("error"),
-                 detail=s("detail"), shard=_int(d.get("shard")), shards=_int(d.get("shards")), journal=s("journal_id"))
+                 detail=s("detail"), shard=_int(d.get("shard")), shards=_int(d.get("shards")),
+                 journal=s("journal_id"), started_at=s("started_at"),
+                 is_ingest_ack="op" not in d and "error" not in d and "ok" in d and "seq" in d)
 
 
 def _dump(obj) -> bytes:

@@ -355,11 +355,24 @@ def test_wire_round_trip():
 JOURNAL_A, JOURNAL_B = "a" * 32, "b" * 32
 
 
-def journal_heartbeat(seq, journal, started_at="2026-12-07T10:00:00.000Z"):
+def at(second):
+    """Second `second` of a day, as daemons write times."""
+    return "2026-12-07T10:%02d:%02d.000Z" % (second // 60, second % 60)
+
+
+def journal_heartbeat(seq, journal, started_at="2026-12-07T10:00:00.000Z", sent=100):
     h = heartbeat(seq, seq)
     h.journal = journal
     h.started_at = started_at
+    h.sent_at = at(sent)
     return h
+
+
+def journal_page(rid, next, last_seq, journal, started=0):
+    reply = page(rid, next, last_seq)
+    reply.journal = journal
+    reply.started_at = at(started)
+    return reply
 
 
 def test_replays_wait_for_the_first_heartbeat_and_a_page_of_the_publish_endpoints_journal_is_delivered():
@@ -381,17 +394,16 @@ def test_a_page_from_another_journal_than_the_heartbeats_is_not_delivered_and_tw
     s.start(0, 0, kept=True)
     s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
     rid, _ = replays(s.tick(1))[0]
-    reply = page(rid, 6, 5)
-    reply.journal = JOURNAL_B
+    reply = journal_page(rid, 6, 5, JOURNAL_B)
     assert s.receive_reply(reply, [envelope(n, origin=Envelope.JOURNAL) for n in range(1, 6)], 2) == []
     assert s.statistics.handled == 0 and s.verified == 0
     assert any("answered from journal " + JOURNAL_B in m for m in logs)
     # Nothing is asked while it waits for a heartbeat to explain the reply.
     assert replays(s.tick(3)) == []
-    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A, sent=101))
     assert replays(s.tick(4)) == []
     with pytest.raises(SubscriberError) as raised:
-        s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
+        s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A, sent=102))
     assert raised.value.kind == "endpoint_mismatch"
     assert "tcp://control answers from journal " + JOURNAL_B in str(raised.value)
     assert s.statistics.handled == 0
@@ -462,3 +474,63 @@ def test_held_envelopes_keep_their_bytes_not_their_parsed_objects_so_the_bound_b
     actions = s.receive_reply(page(request[0], 3, 2), [published(2)], 2)
     handed = [a[1] for a in actions if a[0] == "deliver"]
     assert [e.seq for e in handed[:3]] == [2, 3, 4] and handed[1]["checkout"]["id"] == "c-3"
+
+
+def test_an_answer_of_an_acknowledged_ingest_socket_stops_the_subscriber():
+    ack = wire.reply(b'{"ok":false,"seq":7,"reason":"unknown_shape","event_id":null}')
+    assert ack.is_ingest_ack
+    assert not wire.reply(b'{"op":"replay","ok":true,"shard":0,"shards":1,"req":1,"from":1,"next":2,"count":0,'
+                          b'"first_seq":1,"last_seq":1}').is_ingest_ack
+    assert not wire.reply(b'{"ok":false,"error":"busy","detail":"later","req":2}').is_ingest_ack
+    s = SubscriptionSequencer(options())
+    s.start(0, 0, kept=True)
+    s.receive_heartbeat(journal_heartbeat(1, JOURNAL_A))
+    assert len(replays(s.tick(1))) == 1
+    with pytest.raises(SubscriberError) as raised:
+        s.receive_reply(ack, [], 2)
+    assert raised.value.kind == "endpoint_mismatch"
+    assert "tcp://control answered as an acknowledged ingest socket" in str(raised.value)
+
+
+def test_an_old_runs_heartbeats_queued_behind_a_new_runs_reply_are_not_two_daemons():
+    """A daemon killed and started again with another data directory while the subscriber was behind:
+    the old run's heartbeats, still queued, were sent before the new run started."""
+    s = SubscriptionSequencer(options())
+    s.start(0, 0, kept=True)
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A, sent=100))
+    rid, _ = replays(s.tick(1))[0]
+    two = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
+    assert s.receive_reply(journal_page(rid, 3, 2, JOURNAL_B, started=130), two, 2) == []
+    for sent in range(101, 130):
+        s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A, sent=sent))
+    assert replays(s.tick(3)) == []
+    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_B, started_at=at(130), sent=131))
+    rid, frm = replays(s.tick(4))[0]
+    assert frm == 1
+    assert delivered(s.receive_reply(journal_page(rid, 3, 2, JOURNAL_B, started=130), two, 5)) == [1, 2]
+
+
+def test_a_reply_without_a_journal_while_heartbeats_have_one_is_another_daemons():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    s.receive_heartbeat(journal_heartbeat(1, JOURNAL_A))
+    rid, _ = replays(s.tick(1))[0]
+    assert s.receive_reply(page(rid, 2, 1), [envelope(1, origin=Envelope.JOURNAL)], 2) == []
+    for sent in range(101, 130):
+        s.receive_heartbeat(journal_heartbeat(1, JOURNAL_A, sent=sent))
+    with pytest.raises(SubscriberError):
+        s.receive_heartbeat(journal_heartbeat(1, JOURNAL_A, sent=130))
+    assert s.statistics.handled == 0
+
+
+def test_with_no_heartbeat_in_the_silence_time_replays_go_unchecked_and_the_first_heartbeat_checks():
+    s = SubscriptionSequencer(options())
+    s.start(0, 0)
+    silence = s.options.silence_ms * 1_000_000
+    assert replays(s.tick(silence)) == []
+    rid, _ = replays(s.tick(silence + 1))[0]
+    assert delivered(s.receive_reply(journal_page(rid, 2, 1, JOURNAL_B), [envelope(1, origin=Envelope.JOURNAL)],
+                                     silence + 2)) == [1]
+    with pytest.raises(SubscriberError) as raised:
+        s.receive_heartbeat(journal_heartbeat(1, JOURNAL_A))
+    assert raised.value.kind == "endpoint_mismatch" and "handed over before this first heartbeat" in str(raised.value)

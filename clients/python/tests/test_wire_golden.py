@@ -30,18 +30,20 @@ def test_replay_identity_and_report_are_the_golden_bytes():
 
 # A journal's identity, as `<data-dir>/journal-id` holds one.
 JOURNAL = "5f0c2a9e41d7b3806e1f9a2c7d4b8e03"
+STARTED = "2025-12-02T11:38:20.000Z"  # the start of the run a replay reply names
 
 
 def test_heartbeat_and_replies_read_as_the_daemon_writes_them():
     g = golden(os.path.join(GOLDEN_DIR, "control-replies.tsv"))
     assert wire.heartbeat(g["heartbeat"].encode()) == Heartbeat(
         seq=12, kind_seqs=[3, 5, 2, 1, 1, 0], shard=1, shards=3, started_at="2025-12-02T11:38:20.000Z",
-        journal=JOURNAL)
+        journal=JOURNAL, sent_at="2025-12-02T11:39:01.123Z")
     assert wire.reply(g["replay-page"].encode()) == Reply(
-        op="replay", ok=True, req=7, next=9, last_seq=12, first_seq=1, shard=1, shards=3, journal=JOURNAL)
+        op="replay", ok=True, req=7, next=9, last_seq=12, first_seq=1, shard=1, shards=3, journal=JOURNAL,
+        started_at=STARTED)
     assert wire.reply(g["not-retained"].encode()) == Reply(
         op="replay", ok=False, req=8, last_seq=250, first_seq=100, error="not_retained", shard=0, shards=1,
-        journal=JOURNAL)
+        journal=JOURNAL, started_at=STARTED)
     assert wire.reply(g["journal-unreadable"].encode()) == Reply(
         op="replay", ok=False, req=9, last_seq=10, first_seq=1, error="journal_unreadable",
         detail="segment 00000000000000000001.seg cannot be read", shard=0, shards=1)
