@@ -97,8 +97,8 @@ final class DataDirectoryLock {
                 logger.warning("the journal id file does not hold an id; writing a new one", ["path": path])
             }
         } catch {
-            logger.error("the journal id cannot be read: subscribers cannot check that their endpoints are one daemon's "
-                         + "until it can", ["path": path, "error": error.description])
+            logger.error("the journal id cannot be read: subscribers cannot check that their endpoints are one "
+                         + "daemon's until it can", ["path": path, "error": error.description])
             return nil
         }
         var generator = SystemRandomNumberGenerator()
