@@ -402,7 +402,8 @@ package struct SubscriptionSequencer {
         foreignReply = foreign
         guard foreign.fresh >= 2 || foreign.heartbeats >= 30 else { return }
         throw twoDaemons(control: foreign.journal ?? "(none: a daemon without journal ids)",
-                         publish: heartbeat.journal ?? "?", handedOver: "Nothing from the control endpoint was handed over")
+                         publish: heartbeat.journal ?? "?",
+                         handedOver: "Nothing from the control endpoint was handed over")
     }
 
     private func twoDaemons(control: String, publish: String, handedOver: String) -> SubscriberError {
