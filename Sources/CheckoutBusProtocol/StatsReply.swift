@@ -13,6 +13,9 @@ package struct StatsReply: Equatable, Sendable {
         /// Nil from a daemon that did not say (before its endpoints were bound).
         package var curve: Bool?
         package var endpoints: Endpoints?
+        /// Its journal's identity (`<data-dir>/journal-id`, as heartbeats and replay replies carry it);
+        /// nil from a daemon without one.
+        package var journalID: String?
 
         package init(version: String, revision: String, curve: Bool? = nil, endpoints: Endpoints? = nil) {
             self.version = version
@@ -217,6 +220,10 @@ extension StatsReply {
         w.appendString(daemon.version)
         w.append(",\"revision\":")
         w.appendString(daemon.revision)
+        if let journalID = daemon.journalID {
+            w.append(",\"journal_id\":")
+            w.appendString(journalID)
+        }
         if let curve = daemon.curve {
             w.append(",\"curve\":")
             w.append(bool: curve)
@@ -384,6 +391,7 @@ extension StatsReply {
         let daemon = d.object(root, "daemon")
         r.daemon = Daemon(version: string(daemon, "version") ?? "", revision: string(daemon, "revision") ?? "",
                           curve: daemon.flatMap { d.member($0, "curve") }.flatMap { d.bool($0) })
+        r.daemon.journalID = string(daemon, "journal_id")
         if let e = daemon.flatMap({ d.object($0, "endpoints") }) {
             r.daemon.endpoints = Endpoints(ingest: string(e, "ingest") ?? "", ingestAcked: string(e, "ingest_acked") ?? "",
                                            publish: string(e, "publish") ?? "", control: string(e, "control") ?? "",

@@ -20,6 +20,7 @@ struct StatsReplyTests {
         s.daemon = .init(version: "1.2.3", revision: "abc1234", curve: false, endpoints: .init(
             ingest: "tcp://127.0.0.1:7700", ingestAcked: "tcp://127.0.0.1:7701", publish: "tcp://127.0.0.1:7702",
             control: "tcp://127.0.0.1:7703", metrics: "127.0.0.1:7780"))
+        s.daemon.journalID = ControlReplyWireTests.journal
         s.kindSeqs = [10, 60, 20, 15, 5, 2]
         s.counters.received = 200
         s.counters.publishedByKind = [10, 60, 20, 15, 5]

@@ -135,6 +135,14 @@ struct HelpAndErrorsTests {
             #expect(mine.allSatisfy { $0["ok"] as? Bool == true && $0["ms"] != nil }, "\(mine)")
         }
         #expect(probes.contains { ($0["detail"] as? String)?.contains("shard 1/2") == true })
+        // Each control endpoint names its journal, as its data directory holds it.
+        for d in shards {
+            let id = try String(contentsOf: d.dataDirectory.appendingPathComponent("journal-id"), encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(id.count == 32)
+            #expect(probes.contains { $0["endpoint"] as? String == d.control
+                        && ($0["detail"] as? String)?.contains("journal \(id)") == true }, "\(probes)")
+        }
         let nobody = "tcp://127.0.0.1:\(try freeLoopbackPort())"
         let fail = try runTool("checkoutbus", ["ping", "--control", nobody, "--timeout", "1"])
         #expect(fail.status == 1 && fail.output.contains("FAIL") && fail.output.contains("no answer within 1 s"), "\(fail.output)")

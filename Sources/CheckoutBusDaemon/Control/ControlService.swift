@@ -429,8 +429,10 @@ package final class ControlService {
     // MARK: stats
 
     private func stats(_ snap: DaemonSnapshot, req: [UInt8]?, now: UInt64) -> [UInt8] {
-        ControlService.statsReply(snap, connections: counters.figures, subscribers: reports.entries(), now: now,
-                                  shard: shard.index, shards: shard.count).write(req: req)
+        var reply = ControlService.statsReply(snap, connections: counters.figures, subscribers: reports.entries(), now: now,
+                                              shard: shard.index, shards: shard.count)
+        reply.daemon.journalID = run?.journal
+        return reply.write(req: req)
     }
 
     /// The `stats` reply (``StatsReply``) for a snapshot of the pipeline's figures, the sockets'

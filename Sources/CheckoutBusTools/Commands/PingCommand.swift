@@ -113,6 +113,7 @@ package struct PingCommand {
         var detail = "shard \(s.shard)/\(s.shards), last seq \(s.lastSeq)"
         if !daemon.version.isEmpty { detail += ", checkoutbusd \(daemon.version) (\(daemon.revision.isEmpty ? "?" : daemon.revision))" }
         if let curveOn = daemon.curve { detail += curveOn ? ", CURVE on" : ", CURVE off" }
+        if let journal = daemon.journalID { detail += ", journal \(journal)" }
         var probes = [Probe(role: "control", endpoint: control, ok: true, milliseconds: ms, detail: detail)]
         guard let endpoints = daemon.endpoints else {
             probes[0].detail += " (an older daemon: it does not say where its other endpoints are)"
@@ -122,7 +123,7 @@ package struct PingCommand {
         func reachable(_ endpoint: String) -> String { PingCommand.reachable(endpoint, controlHost: host) }
         probes.append(handshake("ingest", reachable(endpoints.ingest), type: .push))
         probes.append(handshake("ingest-acked", reachable(endpoints.ingestAcked), type: .dealer))
-        probes.append(heartbeat(reachable(endpoints.publish)))
+        probes.append(heartbeat(reachable(endpoints.publish), journal: daemon.journalID))
         if let m = endpoints.metrics {
             let address = PingCommand.reachable("tcp://" + m, controlHost: host).dropFirst("tcp://".count)
             probes.append(health(String(address)))
@@ -150,8 +151,10 @@ package struct PingCommand {
         return Probe(role: role, endpoint: endpoint, ok: r.ok, milliseconds: r.milliseconds, detail: r.detail)
     }
 
-    /// The time to a heartbeat on the publish endpoint.
-    private func heartbeat(_ endpoint: String) -> Probe {
+    /// The time to a heartbeat on the publish endpoint, and whether it names the control endpoint's
+    /// journal (`journal`: nil when the daemon has none): another is another daemon, whose journal a
+    /// subscriber of these endpoints would take for this one's.
+    private func heartbeat(_ endpoint: String, journal: String?) -> Probe {
         do {
             let context = try ZMQContext()
             let sub = try ZMQSocket(context: context, type: .sub)
@@ -167,9 +170,14 @@ package struct PingCommand {
             }
             let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
             let document = JSONDocument()
-            let seq = ControlReplyWire.parse(frames[1], into: document) ? HeartbeatWire.read(document)?.seq : nil
+            let fields = ControlReplyWire.parse(frames[1], into: document) ? HeartbeatWire.read(document) : nil
+            if let journal, let theirs = fields?.journal, theirs != journal {
+                return Probe(role: "publish", endpoint: endpoint, ok: false, milliseconds: ms,
+                             detail: "a heartbeat of journal \(theirs), not the control endpoint's \(journal): another "
+                                 + "daemon answers there (docs/durability.md, \"One journal behind both endpoints\")")
+            }
             return Probe(role: "publish", endpoint: endpoint, ok: true, milliseconds: ms,
-                         detail: "heartbeat" + (seq.map { " at seq \($0)" } ?? ""))
+                         detail: "heartbeat" + (fields.map { " at seq \($0.seq)" } ?? ""))
         } catch {
             return Probe(role: "publish", endpoint: endpoint, ok: false, milliseconds: nil, detail: "\(error)")
         }
