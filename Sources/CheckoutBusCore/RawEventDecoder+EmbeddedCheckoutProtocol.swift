@@ -58,6 +58,34 @@ extension RawEventDecoder {
         return event
     }
 
+    /// A notification as the React Native kit relays it to JavaScript (`ProtocolRelay.forwardEnvelope`
+    /// in Shopify/checkout-kit's `checkout-kit-react-native/android`): `{"type":METHOD,"payload":P}`,
+    /// where `P` is the notification's checkout itself (`ec.start`, `ec.complete`, `ec.*.change`) or,
+    /// for `ec.error`, its error response (`{ucp, messages}`). `r` is `P`; a `P` that is the params
+    /// (`{checkout}`) is read as such too.
+    func decodeECPRelay(_ doc: JSONDocument, _ r: Int, method: String) throws(DecodeRejection) -> DecodedEvent {
+        let kind: LifecycleKind
+        if let known = RawEventDecoder.methods[method] {
+            guard let known else { throw DecodeRejection(.notLifecycle, "`\(method)` is not a lifecycle event") }
+            kind = known
+        } else if method.hasSuffix("_request") {
+            throw DecodeRejection(.notLifecycle, "`\(method)` is a request, not a lifecycle event")
+        } else if method.hasSuffix(".change") {
+            kind = .update
+        } else {
+            throw DecodeRejection(.unknownEvent, "unknown method `\(method)`")
+        }
+        var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
+        if kind == .fail {
+            event.error = ecpError(doc, r, snapshot: nil)
+            return event
+        }
+        let snapshot = doc.object(r, "checkout").flatMap { doc.member(r, "id") == nil ? $0 : nil } ?? r
+        event.snapshot = JSONRef(doc, snapshot)
+        readSnapshotIDs(doc, snapshot, into: &event)
+        return event
+    }
+
     /// The kind of an ECP notification from its method. A plain ASCII method (the usual case) is
     /// matched on its bytes, without building a `String`; anything else takes ``ecpKind(method:_:_:)``.
     private func ecpKind(_ doc: JSONDocument, _ r: Int, method m: Int) throws(DecodeRejection) -> LifecycleKind {

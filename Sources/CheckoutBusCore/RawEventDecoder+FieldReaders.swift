@@ -101,7 +101,7 @@ extension RawEventDecoder {
     /// before, and a bare-string `error` beside them is only the message.
     func hasErrorFields(_ doc: JSONDocument, _ o: Int) -> Bool {
         doc.member(o, anyOf: "code", "errorId", "error_id", "errorCode", "error_code") != nil
-            || doc.member(o, anyOf: "statusCode", "http_status", "httpStatus", "status_code") != nil
+            || doc.member(o, anyOf: "statusCode", "http_status", "httpStatus", "status_code", "httpStatusCode") != nil
             || doc.member(o, anyOf: "group", "__typename") != nil
     }
 
@@ -135,7 +135,7 @@ extension RawEventDecoder {
         "content", "reason", "errorDescription", "errorMessage", "error_message", "domain", "recoverable")
     private static let errorMoreNames = MemberNames(
         "statusCode", "http_status", "httpStatus", "status_code", "status", "isRecoverable", "continue_url",
-        "continueUrl")
+        "continueUrl", "httpStatusCode")
 
     /// Builds a normalised error from any SDK's error object.
     func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {
@@ -171,7 +171,9 @@ extension RawEventDecoder {
             message = text
         }
         var status: Int?
-        if let v = more.at(0) ?? more.at(1) ?? more.at(2) ?? more.at(3) ?? more.at(4) {
+        // `httpStatusCode`: the kits' own property (CheckoutError.swift, CheckoutException.kt), as an
+        // app that encodes the error object itself sends it; their bridges write `statusCode`.
+        if let v = more.at(0) ?? more.at(8) ?? more.at(1) ?? more.at(2) ?? more.at(3) ?? more.at(4) {
             status = doc.int64(v).flatMap { (100...599).contains($0) ? Int($0) : nil }
         }
         var isTerminal = terminal

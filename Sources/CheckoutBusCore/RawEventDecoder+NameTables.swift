@@ -90,6 +90,17 @@ extension RawEventDecoder {
         "submitStart", "standard", "custom",
         // Primer: a payment left pending (it settles later, or fails on resume).
         "onResumePending", "onCheckoutPending", "primerDidEnterResumePendingWithPaymentAdditionalInfo",
+        // Checkout Kit React Native: a background preload's state (`onPreloadStateChange`, whose
+        // `failed` is no checkout's failure: the buyer saw none) and the accelerated checkout
+        // buttons' render state (`onRenderStateChange`, whose `error` is buttons that did not render).
+        "onPreloadStateChange", "preloadStateChange", "onRenderStateChange", "renderStateChange",
+        // Primer's callbacks along a payment that are no outcome (primer-sdk-react-native's
+        // PrimerSettings / headless handlers, primer-sdk-ios's delegates): tokenization, additional
+        // info to show (a voucher, a QR code), a resume, a payment method's own screen.
+        "onTokenizationStart", "onTokenizationSuccess", "onPreparationStart", "onPaymentMethodShow",
+        "onAvailablePaymentMethodsLoad", "onCheckoutReceivedAdditionalInfo", "onCheckoutAdditionalInfo",
+        "onCheckoutResume", "onResumeSuccess", "primerDidReceiveAdditionalInfo",
+        "primerHeadlessUniversalCheckoutUIDidDismissPaymentMethod",
     ].map(ErrorCodeNormalizer.fold))
 
     /// A wrapper's `platform` already in the published spelling (the usual case), as a literal:

@@ -22,8 +22,17 @@ extension RawEventDecoder {
         if doc.member(r, anyOf: "errorId", "error_id") != nil
             || doc.object(r, "error").flatMap({ doc.member($0, anyOf: "errorId", "diagnosticsId", "error_id") }) != nil
         {
-            return decodePrimer(doc, r, holder: nil, kind: .fail,
+            // Its checkout data beside it (React Native v3's `PaymentOutcome` error: `data`) names the order.
+            return decodePrimer(doc, r, holder: doc.object(r, "data"), kind: .fail,
                                 platform: RawEventDecoder.platform(forPrimer: "failure"))
+        }
+        // Primer React Native v3's `PaymentOutcome` success (`PrimerCheckoutProviderTypes.ts` in
+        // primer-io/primer-sdk-react-native): `{"status":"success","data":{"payment":{"id","orderId"}}}`.
+        if let s = doc.member(r, "status"), doc.stringEquals(s, "success"), let data = doc.object(r, "data"),
+            let payment = doc.object(data, "payment"), saysPrimer || doc.member(payment, "id") != nil
+        {
+            return decodePrimer(doc, r, holder: data, kind: .complete,
+                                platform: RawEventDecoder.platform(forPrimer: "success"))
         }
         if doc.object(r, "paymentResult") != nil || doc.object(r, "payment_result") != nil || doc.object(r, "checkoutData") != nil
             || (saysPrimer && doc.object(r, "payment") != nil)

@@ -108,6 +108,12 @@ package final class RawEventDecoder {
             }
         }
         wrapperNamesCheckout = wrapper.checkoutID.isPresent
+        // An event with no wrapper around it says its platform itself, as a wrapper would: the
+        // producer's word, over what an event name's spelling suggests.
+        if depth == 0, let v = doc.member(root, "platform") {
+            wrapper.platform = RawEventDecoder.usualPlatform(doc, v)
+                ?? doc.string(v).map(RawEventDecoder.platformSpelling)
+        }
         // Decoded on the guaranteed reference (no retain and release of the document); the
         // closure can neither return the event (not copyable) nor throw it typed, so both land here.
         var decoded: DecodedEvent?
@@ -302,9 +308,16 @@ package final class RawEventDecoder {
     /// A raw event's possible name fields and holders, read in one pass by ``decodeRaw(_:_:wrapper:)``.
     private static let rawEventNames = MemberNames(
         "event", "type", "state", "name", "callback", "method", "body", "data", "detail", "payload", "arguments",
-        "args", "params", "nativeEvent")
+        "args", "params", "nativeEvent", "requestId", "reason")
 
     func decodeRaw(_ doc: JSONDocument, _ r: Int, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
+        // The React Native kit's protocol relay, `{"type":"ec.complete","payload":<checkout>}`: the
+        // wrapper loop took it for a wrapper named by its `type` around the payload, `r`.
+        if let w = wrapper.name, RawEventDecoder.hasPrefix(w.doc, w.token, "ec."), doc.member(r, "method") == nil,
+            let method = w.doc.string(w.token)
+        {
+            return try decodeECPRelay(doc, r, method: method)
+        }
         if let m = doc.member(r, "method"),
             doc.member(r, "jsonrpc") != nil || RawEventDecoder.hasPrefix(doc, m, "ec.") || RawEventDecoder.hasPrefix(doc, m, "checkout.")
         {
@@ -324,6 +337,10 @@ package final class RawEventDecoder {
         }
         // A callback's name and the member a bridge may have put its fields in, found in one pass.
         let m = doc.members(r, RawEventDecoder.rawEventNames)
+        if let rejection = RawEventDecoder.stateOfNoCheckout(doc, r, type: m.at(1), state: m.at(2),
+                                                             requestID: m.at(14), reason: m.at(15)) {
+            throw rejection
+        }
         // The strings among these, in this order, may name the event (an `event` object
         // beside a `type` name is the event's data); -1 pads.
         var nameTokens = (-1, -1, -1, -1, -1, -1)
@@ -374,6 +391,8 @@ package final class RawEventDecoder {
             }
             throw DecodeRejection(.unknownShape, "no event name (`method`, `name`, `event`, `type` or `state`)")
         }
+        // The text a name was cut from when it is a Swift value printed whole (`success(…)`).
+        var printed = name
         var folded = ErrorCodeNormalizer.fold(name)
         var info = NameInfo(folded, name: name)
         if info.isKnown, let ref = nameRef { rememberName(ref.doc, ref.token, name, info) }
@@ -391,9 +410,17 @@ package final class RawEventDecoder {
             {
                 others.append(String(name[name.index(after: cut)...]))
             }
+            // Texts a name was cut from (`success` from `success(PrimerSDK.PaymentResult(…))`), by
+            // index in `others`.
+            var cutFrom: [Int: String] = [:]
             withUnsafeBytes(of: nameTokens) { raw in
                 for v in raw.bindMemory(to: Int.self).dropFirst() where v >= 0 {
-                    if let text = doc.string(v) { others.append(text) }
+                    guard let text = doc.string(v) else { continue }
+                    others.append(text)
+                    if let paren = text.firstIndex(of: "(") {
+                        cutFrom[others.count] = text
+                        others.append(String(text[..<paren]))
+                    }
                 }
             }
             // The holder's own state (`{"event":"onCompletion","data":{"state":"failure",…}}`).
@@ -403,16 +430,79 @@ package final class RawEventDecoder {
                 others.append(text)
             }
             if nameToken != nil, let w = wrapper.name, let text = w.doc.string(w.token) { others.append(text) }
-            for other in others {
+            for (index, other) in others.enumerated() {
                 let f = ErrorCodeNormalizer.fold(other)
                 let i = NameInfo(f, name: other)
                 if i.isKnown {
                     (name, folded, info) = (other, f, i)
+                    if let text = cutFrom[index] { printed = text }
                     break
                 }
             }
         }
-        return try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: name, info: info)
+        // Primer React Native v3's `paymentOutcome` (its provider's state, a `PaymentOutcome`): what
+        // it holds says which outcome.
+        if !info.isKnown, folded == ErrorCodeNormalizer.fold("paymentOutcome"),
+            let event = try decodeUnnamed(doc, r, wrapper: wrapper)
+        {
+            return event
+        }
+        var event = try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: name, info: info)
+        // Primer iOS's state printed with its values (`success(PrimerSDK.PaymentResult(paymentId: …,
+        // status: PrimerSDK.PaymentStatus.failed, …))`): iOS reports success when the checkout
+        // completed whatever the payment's status (as decodePrimer reads from a structured result).
+        if event.kind == .complete, event.format == .primer, name != printed,
+            let status = RawEventDecoder.printedPaymentStatus(printed)
+        {
+            event.kind = .fail
+            event.error = DecodedError(
+                code: status.hasPrefix("cancel") ? .paymentCancelled : .paymentFailed, rawCode: status,
+                message: "payment \(status) in the checkout's success state", httpStatus: nil, terminal: false)
+        }
+        return event
+    }
+
+    /// The payment status a printed Swift value names (`… status: PrimerSDK.PaymentStatus.failed, …`),
+    /// folded, when it is one that did not go through: `failed`, `declined`, `cancelled`, `canceled`.
+    static func printedPaymentStatus(_ text: String) -> String? {
+        let bytes = Array(text.utf8)
+        let key = Array("status: ".utf8)
+        guard bytes.count <= 4096, bytes.count > key.count,
+            let at = (0...(bytes.count - key.count)).first(where: { bytes[$0..<($0 + key.count)].elementsEqual(key) })
+        else { return nil }
+        let value = bytes[(at + key.count)...].prefix {
+            $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: ")") && $0 != 0x20
+        }
+        let last = value.split(separator: UInt8(ascii: ".")).last.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let folded = ErrorCodeNormalizer.fold(last)
+        return ["failed", "declined", "cancelled", "canceled"].contains(folded) ? folded : nil
+    }
+
+    /// Checkout Kit React Native's states that spell a lifecycle word but are no checkout's lifecycle,
+    /// as its module hands them to JavaScript — the preload state (`emitPreloadStateChange` in
+    /// Shopify/checkout-kit `checkout-kit-react-native/android/…/ShopifyCheckoutKitModule.kt`:
+    /// `{"requestId","type":"idle|loading|ready|expired|failed","reason"?,"statusCode"?}`; a
+    /// background preload's failure reaches no buyer, the kits deliver no lifecycle event for it) and
+    /// the accelerated checkout buttons' render state (`serialize(renderState:)` in
+    /// `checkout-kit-react-native/ios/ShopifyCheckoutKit+EventSerialization.swift`:
+    /// `{"state":"loading|rendered|error","reason"?}`, buttons that did or did not render).
+    /// - Returns: the `not_lifecycle` rejection, or nil for anything else.
+    static func stateOfNoCheckout(_ doc: JSONDocument, _ r: Int, type: Int?, state: Int?, requestID: Int?,
+                                  reason: Int?) -> DecodeRejection? {
+        if requestID != nil, let t = type, let text = doc.string(t),
+            ["idle", "loading", "ready", "expired", "failed"].contains(text)
+        {
+            return DecodeRejection(.notLifecycle, "a checkout preload's state (`\(text)`, onPreloadStateChange): "
+                                   + "no buyer saw a checkout")
+        }
+        if let s = state, type == nil, doc.count(r) == (reason == nil ? 1 : 2),
+            reason.map({ doc.kind($0) == .string }) ?? true, let text = doc.string(s),
+            ["loading", "rendered", "error"].contains(text)
+        {
+            return DecodeRejection(.notLifecycle, "the accelerated checkout buttons' render state (`\(text)`, "
+                                   + "onRenderStateChange): no checkout yet")
+        }
+        return nil
     }
 
     struct NameInfo {

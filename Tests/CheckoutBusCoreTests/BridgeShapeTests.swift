@@ -247,4 +247,111 @@ struct BridgeShapeTests {
         #expect(nested.outcome == .published(.fail))
         #expect(nested["source.sdk"] == "primer")
     }
+
+    // MARK: Shapes found in the SDKs' sources (each beside the corpus lines that copy them)
+
+    /// Checkout Kit React Native's protocol relay (`ProtocolRelay.forwardEnvelope`,
+    /// Shopify/checkout-kit `checkout-kit-react-native/android/…/ProtocolRelay.kt`):
+    /// `{"type":METHOD,"payload":CHECKOUT}` — bare, and in an app's ingest wrapper. A complete was
+    /// dead-lettered `missing_checkout_id` (bare) or published without its snapshot (wrapped).
+    @Test("the React Native protocol relay's envelopes: the payload is the checkout, or ec.error's response")
+    func protocolRelay() {
+        let p = EventProcessor()
+        let checkout = #"{"id":"ck-r","status":"completed","currency":"USD","totals":[{"type":"total","amount":2500}],"order":{"id":"O-r"}}"#
+        let bare = p.feed(#"{"type":"ec.complete","payload":\#(checkout)}"#)
+        #expect(bare.outcome == .published(.complete), "\(bare.text)")
+        #expect(bare["checkout_id"] == "ck-r" && bare["idempotency_key"] == "O-r" && bare["summary.total"] == 2500)
+        #expect(bare["source.format"] == "ecp")
+        let wrapped = p.feed(#"{"checkout_id":"ck-w","platform":"react_native","payload":{"type":"ec.complete","payload":\#(checkout)}}"#)
+        #expect(wrapped.outcome == .published(.complete) && wrapped["checkout.id"] == "ck-r", "\(wrapped.text)")
+        #expect(wrapped["checkout_id"] == "ck-w" && wrapped["summary.order_id"] == "O-r")
+        let change = p.feed(#"{"checkout_id":"ck-u","payload":{"type":"ec.totals.change","payload":{"id":"ck-u","totals":[{"type":"total","amount":7}]}}}"#)
+        #expect(change.outcome == .published(.update) && change["summary.total"] == 7, "\(change.text)")
+        let error = p.feed(#"{"checkout_id":"ck-e","payload":{"type":"ec.error","payload":{"ucp":{"version":"2026-04-08","status":"error"},"messages":[{"type":"error","code":"cart_expired","content":"Expired","severity":"unrecoverable"}]}}}"#)
+        #expect(error.outcome == .published(.fail) && error["error.code"] == "cart_expired", "\(error.text)")
+        #expect(p.feed(#"{"checkout_id":"ck-x","payload":{"type":"ec.ready","payload":{}}}"#).outcome
+                == .deadLettered(.notLifecycle))
+    }
+
+    /// Primer iOS's state printed whole (`String(describing:)` of a `.success(PaymentResult)`, whose
+    /// fields are primer-sdk-ios `CheckoutComponents/…/PaymentResult.swift`'s): iOS reports success
+    /// when the checkout completed whatever the payment's status, so a failed status is a failure —
+    /// as the structured `paymentResult.status` already was. It was published as a complete.
+    @Test("a printed Primer success whose payment failed is a payment failure, also under an onCompletion name")
+    func printedPrimerSuccessWithAFailedPayment() {
+        let p = EventProcessor()
+        let failed = #"success(PrimerSDK.PaymentResult(paymentId: \"pay_30\", status: PrimerSDK.PaymentStatus.failed, token: nil, redirectUrl: nil, errorMessage: nil, amount: Optional(1999), currencyCode: Optional(\"EUR\"), paymentMethodType: Optional(\"PROMPTPAY\")))"#
+        for raw in [#"{"checkout_id":"p-30","sdk":"primer","state":"\#(failed)"}"#,
+                    #"{"checkout_id":"p-30","sdk":"primer","event":"onCompletion","state":"\#(failed)"}"#] {
+            let out = p.feed(raw)
+            #expect(out.outcome == .published(.fail), "\(out.text)")
+            #expect(out["error.code"] == "payment_failed" && out["error.raw_code"] == "failed", "\(out.text)")
+        }
+        let succeeded = p.feed(#"{"checkout_id":"p-31","sdk":"primer","event":"onCompletion","state":"success(PrimerSDK.PaymentResult(paymentId: \"pay_31\", status: PrimerSDK.PaymentStatus.success))"}"#)
+        #expect(succeeded.outcome == .published(.complete), "\(succeeded.text)")
+    }
+
+    /// Checkout Kit React Native's preload and render states (ShopifyCheckoutKitModule.kt
+    /// `emitPreloadStateChange`; ios/ShopifyCheckoutKit+EventSerialization.swift
+    /// `serialize(renderState:)`) spell `failed` and `error` but no buyer saw a checkout: they were
+    /// published as terminal failures.
+    @Test("preload and render states are no lifecycle: a failed preload or buttons that did not render are no failure")
+    func preloadAndRenderStates() {
+        let p = EventProcessor()
+        for payload in [#"{"requestId":"r-1","type":"failed","reason":"httpError","statusCode":503}"#,
+                        #"{"requestId":"r-1","type":"failed","reason":"navigationFailed"}"#,
+                        #"{"requestId":"r-1","type":"loading"}"#, #"{"state":"error","reason":"Invalid configuration"}"#,
+                        #"{"state":"rendered"}"#, #"{"type":"onRenderStateChange","nativeEvent":{"state":"error","reason":"x"}}"#] {
+            let out = p.feed(#"{"checkout_id":"c-1","platform":"react_native","payload":\#(payload)}"#)
+            #expect(out.outcome == .deadLettered(.notLifecycle), "\(payload): \(out.text)")
+        }
+        // Other `state` and `type` shapes keep their meaning: a Primer failure, a callback's error.
+        #expect(p.feed(#"{"checkout_id":"c-2","sdk":"primer","payload":{"state":"failure","error":{"errorId":"x"}}}"#).outcome
+                == .published(.fail))
+        #expect(p.feed(#"{"checkout_id":"c-3","payload":{"state":"error","error":{"code":"cart_expired"}}}"#).outcome
+                == .published(.fail))
+    }
+
+    @Test("a Primer React Native paymentOutcome: success is a complete with its order, error a failure with its order")
+    func primerPaymentOutcome() {
+        let p = EventProcessor()
+        let success = #"{"status":"success","data":{"payment":{"id":"pay_24","orderId":"ord_24","status":"SUCCESS"}}}"#
+        for raw in [#"{"checkout_id":"p-24","sdk":"primer","payload":\#(success)}"#,
+                    #"{"checkout_id":"p-24","sdk":"primer","event":"paymentOutcome","payload":\#(success)}"#] {
+            let out = p.feed(raw)
+            #expect(out.outcome == .published(.complete) && out["summary.order_id"] == "ord_24", "\(out.text)")
+        }
+        let declined = p.feed(#"{"checkout_id":"p-25","sdk":"primer","payload":{"status":"success","data":{"payment":{"id":"pay_25","orderId":"ord_25","status":"FAILED"}}}}"#)
+        #expect(declined.outcome == .published(.fail) && declined["error.code"] == "payment_failed", "\(declined.text)")
+        let error = p.feed(#"{"checkout_id":"p-23","sdk":"primer","payload":{"status":"error","error":{"errorId":"payment-failed","diagnosticsId":"d"},"data":{"payment":{"id":"pay_23","orderId":"ord_23"}}}}"#)
+        #expect(error.outcome == .published(.fail) && error["summary.order_id"] == "ord_23", "\(error.text)")
+    }
+
+    @Test("an event with no wrapper says its own platform, over what its name's spelling suggests")
+    func flatEventPlatform() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"checkout_id":"c-pl","platform":"android","sdk":"shopify","event":"checkoutDidFail","error":{"code":"cart_expired"}}"#)
+        #expect(out.outcome == .published(.fail) && out["source.platform"] == "android", "\(out.text)")
+        #expect(p.feed(#"{"checkout_id":"c-pl2","event":"checkoutDidFail","error":{"code":"cart_expired"}}"#)["source.platform"]
+                == "ios")
+    }
+
+    /// The kits' own error property (CheckoutError.swift `httpStatusCode`, CheckoutException.kt),
+    /// as an app that encodes the error object itself sends it.
+    @Test("httpStatusCode is read as the error's HTTP status")
+    func httpStatusCodeIsRead() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"checkout_id":"c-h","type":"fail","payload":{"error":{"code":"http_error","httpStatusCode":503}}}"#)
+        #expect(out.outcome == .published(.fail) && out["error.http_status"] == 503, "\(out.text)")
+    }
+
+    @Test("Primer's callbacks along a payment that are no outcome are not_lifecycle, not unknown")
+    func primerNonOutcomeCallbacks() {
+        let p = EventProcessor()
+        for name in ["onTokenizationSuccess", "onCheckoutReceivedAdditionalInfo", "onResumeSuccess", "primerDidReceiveAdditionalInfo"] {
+            #expect(p.feed(#"{"checkout_id":"p-n","sdk":"primer","event":"\#(name)","payload":{"x":1}}"#).outcome
+                    == .deadLettered(.notLifecycle), "\(name)")
+        }
+    }
 }
+
