@@ -66,10 +66,11 @@ struct ControlReplyWireTests {
 
         let detail = "segment 00000000000000000001.seg cannot be read"
         #expect(Self.text(ControlReplyWire.journalUnreadable(detail: detail, from: 4, first: 1, last: 10, shard: 0, shards: 1,
-                                                             req: Array("9".utf8))) == Self.golden["journal-unreadable"])
+                                                             run: Self.run, req: Array("9".utf8)))
+                == Self.golden["journal-unreadable"])
         #expect(ControlReplyWire.read(try Self.parsed("journal-unreadable"))
-                == .init(op: "replay", ok: false, req: 9, lastSeq: 10, firstSeq: 1, error: "journal_unreadable", detail: detail,
-                         shard: 0, shards: 1))
+                == Self.withRun(.init(op: "replay", ok: false, req: 9, lastSeq: 10, firstSeq: 1, error: "journal_unreadable",
+                                      detail: detail, shard: 0, shards: 1)))
 
         #expect(Self.text(ControlReplyWire.badRequest("missing op", req: Array("10".utf8))) == Self.golden["bad-request"])
         #expect(ControlReplyWire.read(try Self.parsed("bad-request"))

@@ -140,7 +140,9 @@ package struct SubscriptionSequencer {
     /// came back with another data directory) clears it. Heartbeats still showing the publish
     /// endpoint's journal are evidence of two daemons once sent after the reply's daemon started
     /// (earlier ones may be an old run's, still queued on the live socket behind the new run's
-    /// reply): two such stop the subscriber, or thirty heartbeats of any age.
+    /// reply, however many): two such stop the subscriber. A reply that does not say when its run
+    /// started (a daemon before journal ids) gives no such evidence: the subscriber keeps waiting, and
+    /// says so every ten heartbeats.
     private var foreignReply: ForeignReply?
 
     private struct ForeignReply {
@@ -220,8 +222,8 @@ package struct SubscriptionSequencer {
             logger.warning("control endpoint has not said which shard it is; asking again", ["endpoint": options.control])
             actions.append(identityRequestAction(now: now))
         }
-        if needReplay && inFlight == nil && !heartbeatSeen && !uncheckedJournal.asked && replayAwaitsHeartbeat
-            && now - connectedAt > UInt64(options.silenceMilliseconds) * 1_000_000 {
+        if released && needReplay && inFlight == nil && !heartbeatSeen && !uncheckedJournal.asked
+            && replayAwaitsHeartbeat && now - connectedAt > UInt64(options.silenceMilliseconds) * 1_000_000 {
             logger.warning("no heartbeat from the publish endpoint yet (a daemon that cannot write its journal sends "
                            + "none): replaying without checking that the control endpoint is the same daemon; "
                            + "the first heartbeat checks it", ["publish": options.publish, "control": options.control])
@@ -400,7 +402,13 @@ package struct SubscriptionSequencer {
         foreign.heartbeats += 1
         if let started = foreign.startedAt, let sent = heartbeat.sentAt, sent >= started { foreign.fresh += 1 }
         foreignReply = foreign
-        guard foreign.fresh >= 2 || foreign.heartbeats >= 30 else { return }
+        if foreign.startedAt == nil && foreign.heartbeats % 10 == 1 {
+            logger.warning("the control endpoint answered from a daemon without a journal id, the publish endpoint's "
+                           + "heartbeats have one: nothing is replayed until they agree (two daemons, or one that "
+                           + "was replaced by an older build)",
+                           ["control": options.control, "publish": options.publish])
+        }
+        guard foreign.fresh >= 2 else { return }
         throw twoDaemons(control: foreign.journal ?? "(none: a daemon without journal ids)",
                          publish: heartbeat.journal ?? "?",
                          handedOver: "Nothing from the control endpoint was handed over")

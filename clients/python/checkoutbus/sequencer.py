@@ -156,7 +156,9 @@ class SubscriptionSequencer:
         # No replay is asked until a heartbeat explains it: one showing the reply's journal (the daemon
         # came back with another data directory) clears it; heartbeats still showing the publish endpoint's
         # journal are evidence of two daemons once sent after the reply's daemon started (earlier ones may
-        # be an old run's, still queued on the live socket): two such stop, or thirty of any age.
+        # be an old run's, still queued on the live socket, however many): two such stop. A reply that does
+        # not say when its run started (a daemon before journal ids) gives no such evidence: the subscriber
+        # keeps waiting, and says so every ten heartbeats.
         self._foreign_reply = None
         self.control_is_ingest = False  # the control endpoint answered as an acknowledged ingest socket
         self._next_request_id = 1
@@ -202,7 +204,8 @@ class SubscriptionSequencer:
                 and now - self._identity_request[1] > timeout:
             self.log("warning", "control endpoint has not said which shard it is; asking again")
             actions.append(self._identity_request_action(now))
-        if self._need_replay and self._in_flight is None and not self._heartbeat_seen and not self._unchecked[0] \
+        if self.released and self._need_replay and self._in_flight is None and not self._heartbeat_seen \
+                and not self._unchecked[0] \
                 and self.replay_awaits_heartbeat and now - self._connected_at > self.options.silence_ms * 1_000_000:
             self.log("warning", "no heartbeat from the publish endpoint %s yet (a daemon that cannot write its journal "
                      "sends none): replaying without checking that the control endpoint %s is the same daemon; the "
@@ -447,7 +450,11 @@ class SubscriptionSequencer:
         if foreign["started_at"] is not None and heartbeat.sent_at is not None \
                 and heartbeat.sent_at >= foreign["started_at"]:
             foreign["fresh"] += 1
-        if foreign["fresh"] >= 2 or foreign["heartbeats"] >= 30:
+        if foreign["started_at"] is None and foreign["heartbeats"] % 10 == 1:
+            self.log("warning", "the control endpoint %s answered from a daemon without a journal id, the publish "
+                     "endpoint %s's heartbeats have one: nothing is replayed until they agree (two daemons, or one "
+                     "that was replaced by an older build)" % (self.options.control, self.options.publish))
+        if foreign["fresh"] >= 2:
             raise self._two_daemons(foreign["journal"] or "(none: a daemon without journal ids)", heartbeat.journal,
                                     "Nothing from the control endpoint was handed over")
 

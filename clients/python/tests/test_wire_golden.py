@@ -46,7 +46,7 @@ def test_heartbeat_and_replies_read_as_the_daemon_writes_them():
         journal=JOURNAL, started_at=STARTED)
     assert wire.reply(g["journal-unreadable"].encode()) == Reply(
         op="replay", ok=False, req=9, last_seq=10, first_seq=1, error="journal_unreadable",
-        detail="segment 00000000000000000001.seg cannot be read", shard=0, shards=1)
+        detail="segment 00000000000000000001.seg cannot be read", shard=0, shards=1, journal=JOURNAL, started_at=STARTED)
     assert wire.reply(g["bad-request"].encode()) == Reply(ok=False, req=10, error="bad_request", detail="missing op")
     assert wire.reply(g["busy"].encode()) == Reply(
         ok=False, req=15, error="busy", detail="the pipeline has not answered yet; retry")
