@@ -36,6 +36,9 @@ package enum BuyerDataRedactor {
         // Payment instruments.
         "instrument", "instruments", "credential", "credentials", "card", "carddetails", "paymentmethoddata",
         "cardholder", "cardholdername", "nameoncard", "cardnumber", "cvc", "cvv", "securitycode", "iban",
+        // Primer's tokenized instrument (`PrimerPaymentMethodTokenData.paymentInstrumentData`: network,
+        // cardholder, digits, a Klarna customer token) and that recurring token by itself.
+        "paymentinstrumentdata", "klarnacustomertoken",
         // The cart token (a bearer credential for the cart).
         "carttoken",
     ]
@@ -203,6 +206,8 @@ package enum BuyerDataRedactor {
         case 14: return eq("cardholdername")
         case 15: return eq("addresslocality")
         case 17: return eq("paymentmethoddata")
+        case 19: return eq("klarnacustomertoken")
+        case 21: return eq("paymentinstrumentdata")
         case 18: return eq("nationaldocumentid")
         default: return false
         }
@@ -332,7 +337,9 @@ package enum BuyerDataRedactor {
                 return foldedEquals(parent, "paymentmethods") || foldedEquals(parent, "deliveries")
             }
             if n == 5 && memcmp(end - 5, ("token" as StaticString).utf8Start, 5) == 0 {
-                return foldedEquals(parent, "cart")
+                // The cart's, and a tokenized payment method's (Primer's `PrimerPaymentMethodTokenData`,
+                // which `onTokenizeSuccess` hands over: a bearer credential for the payment).
+                return foldedEquals(parent, "cart") || foldedEquals(parent, "paymentmethodtokendata")
             }
             if n == 4 && memcmp(end - 4, ("name" as StaticString).utf8Start, 4) == 0 {
                 return personParents.contains { foldedEquals(parent, $0) }

@@ -21,6 +21,10 @@ extension RawEventDecoder {
             event.snapshot = c
         } else if kind == .complete || kind == .start || kind == .update,
             hd.object(h.token, "orderDetails") != nil || hd.object(h.token, "order_details") != nil
+                // Checkout Sheet Kit 4's bodies under a callback's name (React Native's
+                // `sendEventWithStringData("complete", …)`): `{orderConfirmation, cart}`, `{cart, locale}`.
+                || hd.object(h.token, "orderConfirmation") != nil
+                || (hd.object(h.token, "cart") != nil && hd.member(h.token, "id") == nil)
         {
             event.snapshot = h
             readSnapshotIDs(hd, h.token, into: &event)

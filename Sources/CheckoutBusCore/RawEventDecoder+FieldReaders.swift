@@ -173,8 +173,15 @@ extension RawEventDecoder {
         var status: Int?
         // `httpStatusCode`: the kits' own property (CheckoutError.swift, CheckoutException.kt), as an
         // app that encodes the error object itself sends it; their bridges write `statusCode`.
+        // Android's WebView reports a load that reached no server with its own codes
+        // (`WebViewClient.ERROR_HOST_LOOKUP` -2, `ERROR_TIMEOUT` -8, …, -1 to -16), which Checkout
+        // Sheet Kit passes on as an `HttpException`'s status (`BaseWebView.onReceivedError`): no
+        // HTTP status, a network failure.
+        var webViewFailure = false
         if let v = more.at(0) ?? more.at(8) ?? more.at(1) ?? more.at(2) ?? more.at(3) ?? more.at(4) {
-            status = doc.int64(v).flatMap { (100...599).contains($0) ? Int($0) : nil }
+            let n = doc.int64(v)
+            status = n.flatMap { (100...599).contains($0) ? Int($0) : nil }
+            webViewFailure = n.map { (-16 ... -1).contains($0) } ?? false
         }
         var isTerminal = terminal
         if let v = m.at(15) ?? more.at(5), doc.bool(v) == true { isTerminal = false }
@@ -183,6 +190,7 @@ extension RawEventDecoder {
             rawCode = doc.string(key)
         }
         var code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
+        if webViewFailure && (code == .httpError || code == .unknown) { code = .networkError }
         // An `NSError` from Foundation's URL loading (`NSURLErrorDomain`, `-1009` offline, `-1001`
         // timed out): every code of that domain is the network's.
         if code == .unknown, let v = m.at(14), doc.stringEquals(v, "NSURLErrorDomain") {

@@ -101,6 +101,18 @@ extension RawEventDecoder {
         "onAvailablePaymentMethodsLoad", "onCheckoutReceivedAdditionalInfo", "onCheckoutAdditionalInfo",
         "onCheckoutResume", "onResumeSuccess", "primerDidReceiveAdditionalInfo",
         "primerHeadlessUniversalCheckoutUIDidDismissPaymentMethod",
+        // … and their spellings in primer-sdk-android's `PrimerCheckoutListener` /
+        // `PrimerHeadlessUniversalCheckoutListener` and primer-sdk-ios's delegates.
+        "onClientSessionUpdated", "onAvailablePaymentMethodsLoaded", "onPaymentMethodShowed", "onPreparationStarted",
+        "onTokenizationStarted", "onAdditionalInfoReceived", "primerDidResumeWith",
+        "primerHeadlessUniversalCheckoutDidResumeWith", "primerHeadlessUniversalCheckoutDidTokenizePaymentMethod",
+        "primerHeadlessUniversalCheckoutWillCreatePaymentWithData",
+        "primerHeadlessUniversalCheckoutDidUpdateClientSession",
+        "primerHeadlessUniversalCheckoutDidLoadAvailablePaymentMethods",
+        "primerHeadlessUniversalCheckoutDidStartTokenization",
+        "primerHeadlessUniversalCheckoutUIDidShowPaymentMethod",
+        // (the SDK's own spelling)
+        "primerHeadlessUniveraslCheckoutUIDidDismissPaymentMethod",
     ].map(ErrorCodeNormalizer.fold))
 
     /// A wrapper's `platform` already in the published spelling (the usual case), as a literal:

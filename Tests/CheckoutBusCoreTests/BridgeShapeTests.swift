@@ -353,5 +353,59 @@ struct BridgeShapeTests {
                     == .deadLettered(.notLifecycle), "\(name)")
         }
     }
+
+    /// Checkout Sheet Kit React Native 4 on Android sends its bodies under the bare names
+    /// (`sendEventWithStringData("complete" | "start", …)` in checkout-sheet-kit-react-native's
+    /// `CustomCheckoutEventProcessor.java`, a Jackson-serialised `CheckoutCompleteEvent`
+    /// `{orderConfirmation, cart, method}` from checkout-sheet-kit-android's
+    /// `lifecycleevents/CheckoutCompleteEvent.kt`). Under those names a complete lost its order id
+    /// (and, with no wrapper, was dead-lettered `missing_checkout_id`).
+    @Test("Sheet Kit 4 bodies under the bare complete and start names keep their order, cart and totals")
+    func sheetKit4BodiesUnderBareNames() {
+        let p = EventProcessor()
+        let body = #"{"orderConfirmation":{"url":"https://shop.example/orders/1","order":{"id":"gid://shopify/Order/4001"},"number":"1001","isFirstOrder":true},"cart":{"id":"gid://shopify/Cart/c1","lines":[],"cost":{"subtotalAmount":{"amount":"25.00","currencyCode":"USD"},"totalAmount":{"amount":"27.50","currencyCode":"USD"}}}}"#
+        let bare = p.feed(#"{"name":"complete","body":\#(jsonStringLiteral(body))}"#)
+        #expect(bare.outcome == .published(.complete), "\(bare.text)")
+        #expect(bare["summary.order_id"] == "gid://shopify/Order/4001" && bare["idempotency_key"] == "gid://shopify/Order/4001")
+        #expect(bare["checkout_id"] == "gid://shopify/Cart/c1" && bare["summary.total"] == 2750, "\(bare.text)")
+        let named = p.feed(#"{"checkout_id":"rn4-3","event":"complete","payload":\#(body)}"#)
+        #expect(named.outcome == .published(.complete) && named["summary.order_id"] == "gid://shopify/Order/4001",
+                "\(named.text)")
+        let start = p.feed(#"{"checkout_id":"rn4-2","payload":{"name":"start","body":\#(jsonStringLiteral(#"{"cart":{"id":"gid://shopify/Cart/c2","cost":{"totalAmount":{"amount":"27.50","currencyCode":"USD"}}},"locale":"en-US"}"#))}}"#)
+        #expect(start.outcome == .published(.start) && start["summary.total"] == 2750, "\(start.text)")
+    }
+
+    /// Checkout Sheet Kit Android passes a WebView load failure's own code (`WebResourceError`'s
+    /// `ERROR_HOST_LOOKUP` -2, `ERROR_TIMEOUT` -8) as an `HttpException`'s status
+    /// (checkout-sheet-kit-android `BaseWebView.kt` `handleError`); the React Native bridge
+    /// forwards it as `CheckoutHTTPError` with `statusCode`. It reached no server: a network error.
+    @Test("an Android WebView load failure's negative status is a network error, not an HTTP one")
+    func webViewLoadFailureIsANetworkError() {
+        let p = EventProcessor()
+        for (status, message) in [(-2, "net::ERR_INTERNET_DISCONNECTED"), (-8, "net::ERR_TIMED_OUT")] {
+            let out = p.feed(#"{"checkout_id":"x-\#(-status)","platform":"android","payload":{"event":"error","payload":{"__typename":"CheckoutHTTPError","message":"\#(message)","recoverable":false,"code":"http_error","statusCode":\#(status)}}}"#)
+            #expect(out.outcome == .published(.fail) && out["error.code"] == "network_error", "\(out.text)")
+            #expect(out["error.http_status"] == .null && out["error.raw_code"] == "http_error", "\(out.text)")
+        }
+        // A real HTTP status keeps its meaning.
+        #expect(p.feed(#"{"checkout_id":"x-5","payload":{"event":"error","payload":{"__typename":"CheckoutHTTPError","code":"http_error","statusCode":503}}}"#)["error.code"]
+                == "http_error")
+    }
+
+    /// Primer Android's `onTokenizeSuccess(PrimerPaymentMethodTokenData)` (sdk-android
+    /// `PrimerPaymentMethodTokenData.kt`, `PaymentInstrumentData.kt`) is no lifecycle: dead-lettered
+    /// with its raw bytes, whose payment token and instrument data are bearer credentials.
+    @Test("a tokenized payment method's token and instrument data are redacted in its dead letter")
+    func tokenizedPaymentMethodRedacted() {
+        let p = EventProcessor()
+        let out = p.feed(#"{"checkout_id":"x-45","sdk":"primer","payload":{"event":"onTokenizeSuccess","paymentMethodTokenData":{"token":"tok_3f9a1c","tokenType":"MULTI_USE","paymentInstrumentType":"KLARNA_CUSTOMER_TOKEN","paymentInstrumentData":{"klarnaCustomerToken":"kct_0a9b8c"},"isVaulted":true}}}"#)
+        #expect(out.outcome == .deadLettered(.notLifecycle), "\(out.text)")
+        guard case .string(let raw) = out["raw"] else {
+            Issue.record("no raw: \(out.text)")
+            return
+        }
+        #expect(!raw.contains("tok_3f9a1c") && !raw.contains("kct_0a9b8c"), "\(raw)")
+        #expect(raw.contains(#""tokenType":"MULTI_USE""#), "\(raw)")
+    }
 }
 
