@@ -122,9 +122,59 @@ extension RawEventDecoder {
         // A Swift case printed with its values (`cartExpired(message: "…")`) has spaces, yet names a code.
         if !codeLike, text.utf8.count <= 1024, let c = ErrorCodeNormalizer.enumCase(text) { code = c }
         var status: Int?
+        var isTerminal = terminal
+        var rawCode = codeLike ? text : nil
+        if !codeLike, text.utf8.count <= 1024, text.last == ")" {
+            // Its values may say more (Checkout Sheet Kit iOS's `checkoutUnavailable(message: …, code:
+            // …CheckoutUnavailable.clientError(code: …CheckoutErrorCode.storefrontPasswordRequired),
+            // recoverable: false)`, `…httpError(statusCode: 404)`): the innermost `code:` a table
+            // knows, the HTTP status, and whether it is recoverable.
+            let printed = RawEventDecoder.printedValues(text)
+            if let inner = printed.code, inner != .unknown { code = inner }
+            if let s = printed.status {
+                status = s
+                if code == .unknown || code == .sdkError { code = ErrorCodeNormalizer.fromHTTP(s) }
+            }
+            if printed.recoverable == true { isTerminal = false }
+        }
+        // Primer's `errorDescription`, `[<errorId>] <text> (diagnosticsId: …)`, given alone.
+        if code == .unknown, let id = RawEventDecoder.bracketedID(text) {
+            let named = ErrorCodeNormalizer.normalize(rawCode: id)
+            if named != .unknown { (code, rawCode) = (named, id) }
+        }
         // A sentence that names its cause (`HTTP 404 Error`, the SDKs' own messages).
         if code == .unknown, let named = ErrorCodeNormalizer.fromMessage(text) { (code, status) = named }
-        return DecodedError(code: code, rawCode: codeLike ? text : nil, message: text, httpStatus: status, terminal: terminal)
+        return DecodedError(code: code, rawCode: rawCode, message: text, httpStatus: status, terminal: isTerminal)
+    }
+
+    /// What a Swift error printed with its values says inside them: the code of the last `code: `
+    /// value a table knows (`…CheckoutErrorCode.storefrontPasswordRequired`), the first
+    /// `statusCode: N` that is an HTTP status, and `recoverable: true` / `false`.
+    static func printedValues(_ text: String) -> (code: StableErrorCode?, status: Int?, recoverable: Bool?) {
+        let bytes = Array(text.utf8)
+        func occurrences(of key: String) -> [Int] {
+            let k = Array(key.utf8)
+            guard bytes.count >= k.count else { return [] }
+            return (0...(bytes.count - k.count)).filter { bytes[$0..<($0 + k.count)].elementsEqual(k) }
+                .map { $0 + k.count }
+        }
+        func value(at i: Int) -> String {
+            String(decoding: bytes[i...].prefix {
+                $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: ")") && $0 != UInt8(ascii: "(") && $0 != 0x20
+            }, as: UTF8.self)
+        }
+        var code: StableErrorCode?
+        for i in occurrences(of: "code: ").reversed() where code == nil {
+            let v = value(at: i)
+            code = ErrorCodeNormalizer.enumCase(v) ?? {
+                let n = ErrorCodeNormalizer.normalize(rawCode: v.split(separator: ".").last.map(String.init))
+                return n == .unknown ? nil : n
+            }()
+        }
+        let status = occurrences(of: "statusCode: ").lazy.compactMap { Int(value(at: $0)) }
+            .first { (100...599).contains($0) }
+        let recoverable = occurrences(of: "recoverable: ").first.map { value(at: $0) == "true" }
+        return (code, status, recoverable)
     }
 
     /// The members of an error object ``makeError(_:_:terminal:)`` reads, indexed once (two lists: a
@@ -135,7 +185,7 @@ extension RawEventDecoder {
         "content", "reason", "errorDescription", "errorMessage", "error_message", "domain", "recoverable")
     private static let errorMoreNames = MemberNames(
         "statusCode", "http_status", "httpStatus", "status_code", "status", "isRecoverable", "continue_url",
-        "continueUrl", "httpStatusCode")
+        "continueUrl", "httpStatusCode", "localizedDescription")
 
     /// Builds a normalised error from any SDK's error object.
     func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {
@@ -169,6 +219,9 @@ extension RawEventDecoder {
             message = doc.string(v)
         } else if let text = errorString(doc, e) {
             message = text
+        } else if let v = more.at(9) {
+            // An `NSError` relayed as its `localizedDescription` alone.
+            message = doc.string(v)
         }
         var status: Int?
         // `httpStatusCode`: the kits' own property (CheckoutError.swift, CheckoutException.kt), as an
@@ -186,8 +239,20 @@ extension RawEventDecoder {
         var isTerminal = terminal
         if let v = m.at(15) ?? more.at(5), doc.bool(v) == true { isTerminal = false }
         // A code that is itself an enum case encoded by `Codable` (`"code":{"cartExpired":{}}`).
-        if rawCode == nil, let v = m.at(0), let (key, _) = RawEventDecoder.codableEnumCase(doc, v) {
+        if rawCode == nil, let v = m.at(0), let (key, values) = RawEventDecoder.codableEnumCase(doc, v) {
             rawCode = doc.string(key)
+            // Its values may name the cause: Checkout Sheet Kit iOS's `CheckoutUnavailable`
+            // (`{"clientError":{"code":"storefront_password_required"}}`, `{"httpError":{"statusCode":404}}`).
+            if let c = doc.member(values, "code"), let inner = doc.identifier(c),
+                ErrorCodeNormalizer.normalize(rawCode: inner) != .unknown
+            {
+                rawCode = inner
+            }
+            if status == nil, let sc = doc.member(values, "statusCode").flatMap({ doc.int64($0) }),
+                (100...599).contains(sc)
+            {
+                status = Int(sc)
+            }
         }
         var code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
         if webViewFailure && (code == .httpError || code == .unknown) { code = .networkError }
@@ -199,8 +264,9 @@ extension RawEventDecoder {
         // Primer's iOS SDK before 2.17 kept `PrimerError` internal: React Native's bridge sent such
         // an error's `NSError` domain as its `errorId` (`PrimerSDK.PrimerError`), and the id only
         // in its description, `[<errorId>] <text> (diagnosticsId: …)`. For such a domain, an id in
-        // brackets at the start of the message that names a cause is read, and kept as the raw code.
-        if code == .unknown, rawCode?.hasPrefix("PrimerSDK.") == true, let message,
+        // brackets at the start of the message that names a cause is read, and kept as the raw code —
+        // also with no code at all (an `NSError` relayed as its `localizedDescription` alone).
+        if code == .unknown, rawCode == nil || rawCode?.hasPrefix("PrimerSDK.") == true, let message,
             let id = RawEventDecoder.bracketedID(message)
         {
             let named = ErrorCodeNormalizer.normalize(rawCode: id, httpStatus: status)

@@ -35,6 +35,14 @@ extension RawEventDecoder {
             }
         }
         if kind == .fail {
+            // iOS's `PrimerError.paymentFailed(paymentMethodType:paymentId:orderId:status:…)` encoded by
+            // `Codable`: `{"error":{"paymentFailed":{"paymentId","orderId",…}}}` names its order.
+            if !event.hasOrderID, let e = doc.object(holder, "error"),
+                let (_, values) = RawEventDecoder.codableEnumCase(doc, e),
+                let v = doc.member(values, anyOf: "orderId", "order_id")
+            {
+                event.setOrderID(doc, v)
+            }
             var terminal = false
             if let p = doc.member(holder, "phase"), doc.stringEquals(p, "initializing") { terminal = true }
             if let t = doc.member(holder, "terminal"), doc.bool(t) == true { terminal = true }

@@ -407,5 +407,40 @@ struct BridgeShapeTests {
         #expect(!raw.contains("tok_3f9a1c") && !raw.contains("kct_0a9b8c"), "\(raw)")
         #expect(raw.contains(#""tokenType":"MULTI_USE""#), "\(raw)")
     }
+
+    /// Checkout Sheet Kit iOS reports configuration and HTTP failures as
+    /// `.checkoutUnavailable(message:code:recoverable:)`, its `code` a `CheckoutUnavailable`
+    /// (`.clientError(code: CheckoutErrorCode)`, `.httpError(statusCode:)`) (checkout-sheet-kit-swift
+    /// `Sources/ShopifyCheckoutSheetKit/CheckoutError.swift`). An app relays it printed
+    /// (`String(describing:)`) or its `CheckoutUnavailable` encoded by `Codable`: the outer case alone
+    /// said `sdk_error`; the inner code says which.
+    @Test("checkoutUnavailable, printed or encoded: the inner code, the HTTP status and whether it is recoverable")
+    func checkoutUnavailableInnerCode() {
+        let p = EventProcessor()
+        let printed = #"checkoutUnavailable(message: \"Storefront password required\", code: ShopifyCheckoutSheetKit.CheckoutUnavailable.clientError(code: ShopifyCheckoutSheetKit.CheckoutErrorCode.storefrontPasswordRequired), recoverable: false)"#
+        let out = p.feed(#"{"checkout_id":"pr-1","event":"checkoutDidFail","error":"\#(printed)"}"#)
+        #expect(out["error.code"] == "storefront_password_required" && out["error.terminal"] == true, "\(out.text)")
+        let http = p.feed(#"{"checkout_id":"pr-2","event":"checkoutDidFail","error":"checkoutUnavailable(message: \"Not Found\", code: ShopifyCheckoutSheetKit.CheckoutUnavailable.httpError(statusCode: 404), recoverable: true)"}"#)
+        #expect(http["error.code"] == "http_error" && http["error.http_status"] == 404, "\(http.text)")
+        #expect(http["error.terminal"] == false, "\(http.text)")
+        let encoded = p.feed(#"{"checkout_id":"x-4","event":"checkoutDidFail","error":{"checkoutUnavailable":{"message":"Storefront password required","code":{"clientError":{"code":"storefront_password_required"}},"recoverable":false}}}"#)
+        #expect(encoded["error.code"] == "storefront_password_required", "\(encoded.text)")
+        let encodedHTTP = p.feed(#"{"checkout_id":"x-6","event":"checkoutDidFail","error":{"checkoutUnavailable":{"message":"Not Found","code":{"httpError":{"statusCode":404}},"recoverable":false}}}"#)
+        #expect(encodedHTTP["error.code"] == "http_error" && encodedHTTP["error.http_status"] == 404, "\(encodedHTTP.text)")
+    }
+
+    /// Primer iOS's `PrimerError.paymentFailed(…, paymentId:, orderId:, status:, …)` (primer-sdk-ios
+    /// `PrimerError.swift`) encoded by `Codable`, and its `errorDescription`
+    /// (`[payment-failed] … (diagnosticsId: …)`) relayed as an `NSError`'s `localizedDescription`.
+    @Test("Primer's encoded paymentFailed names its order; its description alone names its id")
+    func primerPaymentFailedDetails() {
+        let p = EventProcessor()
+        let encoded = p.feed(#"{"checkout_id":"x-65","sdk":"primer","callback":"primerDidFailWithError","error":{"paymentFailed":{"paymentMethodType":"PAYMENT_CARD","paymentId":"pay_1","orderId":"ord_1","status":"FAILED","diagnosticsId":"d-1"}}}"#)
+        #expect(encoded["error.code"] == "payment_failed" && encoded["summary.order_id"] == "ord_1", "\(encoded.text)")
+        let described = p.feed(#"{"checkout_id":"x-67","sdk":"primer","callback":"primerDidFailWithError","error":{"localizedDescription":"[payment-failed] The payment with id pay_1 was created or resumed but ended up in a FAILED status. (diagnosticsId: d-1)"}}"#)
+        #expect(described["error.code"] == "payment_failed" && described["error.raw_code"] == "payment-failed",
+                "\(described.text)")
+        #expect(described["error.message"] != .null, "\(described.text)")
+    }
 }
 
