@@ -388,6 +388,18 @@ struct SubscriptionSequencerTests {
 
     static func journalPage(_ seqs: ClosedRange<Int64>) -> [BusEnvelope] { seqs.map { envelope($0, origin: .journal) } }
 
+    /// A sequencer started from seq 0 whose first heartbeat (seq `seq`, journal `journal`) has let
+    /// its first replay go: the sequencer and that request.
+    static func askingAfterHeartbeat(_ seq: Int64, journal: String?, kept: Bool = false)
+        throws -> (SubscriptionSequencer, (id: Int64, from: Int64))
+    {
+        var s = SubscriptionSequencer(options: options())
+        _ = s.start(cursor: 0, kept: kept, now: 0)
+        _ = try s.receiveHeartbeat(heartbeat(seq, journal: journal))
+        let request = try #require(replays(s.tick(now: 1)).first)
+        return (s, request)
+    }
+
     @Test("replays wait for the first heartbeat; a page of the publish endpoint's journal is delivered")
     func replaysWaitForTheFirstHeartbeat() throws {
         var s = SubscriptionSequencer(options: Self.options())
@@ -403,10 +415,7 @@ struct SubscriptionSequencerTests {
 
     @Test("a page from another journal than the heartbeats' is not delivered; two heartbeats later the subscriber stops")
     func aPageFromAnotherJournalIsNotDelivered() throws {
-        var s = SubscriptionSequencer(options: Self.options())
-        _ = s.start(cursor: 0, kept: true, now: 0)
-        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
-        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        var (s, request) = try Self.askingAfterHeartbeat(2, journal: Self.journalA, kept: true)
         let actions = try s.receiveReply(Self.page(request.id, next: 6, lastSeq: 5, journal: Self.journalB),
                                          page: Self.journalPage(1...5), now: 2)
         #expect(Self.delivered(actions).isEmpty)
@@ -427,10 +436,7 @@ struct SubscriptionSequencerTests {
 
     @Test("a page from the journal a restarted daemon's heartbeats show next is asked again and delivered")
     func aPageFromARestartedDaemonsNewJournal() throws {
-        var s = SubscriptionSequencer(options: Self.options())
-        _ = s.start(cursor: 0, now: 0)
-        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA))
-        let first = try #require(Self.replays(s.tick(now: 1)).first)
+        var (s, first) = try Self.askingAfterHeartbeat(2, journal: Self.journalA)
         #expect(try s.receiveReply(Self.page(first.id, next: 3, lastSeq: 2, journal: Self.journalB),
                                    page: Self.journalPage(1...2), now: 2).isEmpty)
         // The daemon came back with another data directory: its heartbeats show journal B.
@@ -444,10 +450,7 @@ struct SubscriptionSequencerTests {
 
     @Test("a daemon whose heartbeats do not say their journal is not checked")
     func aDaemonThatDoesNotSayItsJournal() throws {
-        var s = SubscriptionSequencer(options: Self.options())
-        _ = s.start(cursor: 0, now: 0)
-        _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: nil))
-        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        var (s, request) = try Self.askingAfterHeartbeat(1, journal: nil)
         let actions = try s.receiveReply(Self.page(request.id, next: 2, lastSeq: 1, journal: Self.journalB),
                                          page: Self.journalPage(1...1), now: 2)
         #expect(Self.delivered(actions) == [1])
@@ -485,10 +488,7 @@ struct SubscriptionSequencerTests {
     /// still queued. Those were sent before the new run started: they do not count as two daemons.
     @Test("an old run's heartbeats queued behind a new run's reply do not count as two daemons; the new run's clear it")
     func anOldRunsQueuedHeartbeatsAreNotTwoDaemons() throws {
-        var s = SubscriptionSequencer(options: Self.options())
-        _ = s.start(cursor: 0, kept: true, now: 0)
-        _ = try s.receiveHeartbeat(Self.heartbeat(2, journal: Self.journalA, sent: 100))
-        let first = try #require(Self.replays(s.tick(now: 1)).first)
+        var (s, first) = try Self.askingAfterHeartbeat(2, journal: Self.journalA, kept: true)
         // The new run (journal B) started at second 130 and answered.
         #expect(try s.receiveReply(Self.page(first.id, next: 3, lastSeq: 2, journal: Self.journalB, started: 130),
                                    page: Self.journalPage(1...2), now: 2).isEmpty)
@@ -506,10 +506,7 @@ struct SubscriptionSequencerTests {
 
     @Test("a reply without journal_id while the heartbeats have one is held until the heartbeats agree, never delivered before")
     func aReplyWithoutAJournalIsHeld() throws {
-        var s = SubscriptionSequencer(options: Self.options())
-        _ = s.start(cursor: 0, now: 0)
-        _ = try s.receiveHeartbeat(Self.heartbeat(1, journal: Self.journalA))
-        let request = try #require(Self.replays(s.tick(now: 1)).first)
+        var (s, request) = try Self.askingAfterHeartbeat(1, journal: Self.journalA)
         var old = Self.page(request.id, next: 2, lastSeq: 1)
         old.journal = nil
         #expect(try s.receiveReply(old, page: Self.journalPage(1...1), now: 2).isEmpty)

@@ -375,6 +375,16 @@ def journal_page(rid, next, last_seq, journal, started=0):
     return reply
 
 
+def asking_after_heartbeat(seq, journal, kept=False):
+    """A sequencer started from seq 0 whose first heartbeat (seq `seq`, journal `journal`) has let its
+    first replay go: the sequencer and that request's id."""
+    s = SubscriptionSequencer(options())
+    s.start(0, 0, kept=kept)
+    s.receive_heartbeat(journal_heartbeat(seq, journal))
+    rid, _ = replays(s.tick(1))[0]
+    return s, rid
+
+
 def test_replays_wait_for_the_first_heartbeat_and_a_page_of_the_publish_endpoints_journal_is_delivered():
     s = SubscriptionSequencer(options())
     s.start(0, 0, kept=True)
@@ -410,10 +420,7 @@ def test_a_page_from_another_journal_than_the_heartbeats_is_not_delivered_and_tw
 
 
 def test_a_page_from_the_journal_a_restarted_daemon_shows_next_is_asked_again():
-    s = SubscriptionSequencer(options())
-    s.start(0, 0)
-    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
-    rid, _ = replays(s.tick(1))[0]
+    s, rid = asking_after_heartbeat(2, JOURNAL_A)
     reply = page(rid, 3, 2)
     reply.journal = JOURNAL_B
     assert s.receive_reply(reply, [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)], 2) == []
@@ -495,10 +502,7 @@ def test_an_answer_of_an_acknowledged_ingest_socket_stops_the_subscriber():
 def test_an_old_runs_heartbeats_queued_behind_a_new_runs_reply_are_not_two_daemons():
     """A daemon killed and started again with another data directory while the subscriber was behind:
     the old run's heartbeats, still queued, were sent before the new run started."""
-    s = SubscriptionSequencer(options())
-    s.start(0, 0, kept=True)
-    s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A, sent=100))
-    rid, _ = replays(s.tick(1))[0]
+    s, rid = asking_after_heartbeat(2, JOURNAL_A, kept=True)
     two = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
     assert s.receive_reply(journal_page(rid, 3, 2, JOURNAL_B, started=130), two, 2) == []
     # However many are queued: sent before the new run started, none is evidence of two daemons.
@@ -513,10 +517,7 @@ def test_an_old_runs_heartbeats_queued_behind_a_new_runs_reply_are_not_two_daemo
 
 
 def test_a_reply_without_a_journal_while_heartbeats_have_one_is_held_until_the_heartbeats_agree():
-    s = SubscriptionSequencer(options())
-    s.start(0, 0)
-    s.receive_heartbeat(journal_heartbeat(1, JOURNAL_A))
-    rid, _ = replays(s.tick(1))[0]
+    s, rid = asking_after_heartbeat(1, JOURNAL_A)
     assert s.receive_reply(page(rid, 2, 1), [envelope(1, origin=Envelope.JOURNAL)], 2) == []
     # Its start is unknown, so no heartbeat is evidence of two daemons (they may be queued ones of a run
     # replaced by an older build): nothing is replayed or handed over, and nothing stops.
