@@ -22,9 +22,12 @@ extension RawEventDecoder {
         } else if kind == .complete || kind == .start || kind == .update,
             hd.object(h.token, "orderDetails") != nil || hd.object(h.token, "order_details") != nil
                 // Checkout Sheet Kit 4's bodies under a callback's name (React Native's
-                // `sendEventWithStringData("complete", …)`): `{orderConfirmation, cart}`, `{cart, locale}`.
-                || hd.object(h.token, "orderConfirmation") != nil
-                || (hd.object(h.token, "cart") != nil && hd.member(h.token, "id") == nil)
+                // `sendEventWithStringData("complete", …)`), the web component's `checkout:complete`:
+                // `{orderConfirmation, cart}`, `{cart, locale}`, nothing else beside them but a name.
+                || (kind != .update
+                    && (hd.object(h.token, "orderConfirmation") != nil || hd.object(h.token, "cart") != nil)
+                    && RawEventDecoder.membersAreAmong(hd, h.token, ["orderConfirmation", "cart", "locale", "method",
+                                                                     "type", "event", "name"]))
         {
             event.snapshot = h
             readSnapshotIDs(hd, h.token, into: &event)

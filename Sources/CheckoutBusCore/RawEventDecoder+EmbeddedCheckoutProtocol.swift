@@ -76,11 +76,12 @@ extension RawEventDecoder {
             throw DecodeRejection(.unknownEvent, "unknown method `\(method)`")
         }
         var event = DecodedEvent(kind: kind, format: .ecp, sdk: "shopify")
+        let params = doc.object(r, "checkout").flatMap { doc.member(r, "id") == nil ? $0 : nil }
         if kind == .fail {
-            event.error = ecpError(doc, r, snapshot: nil)
+            event.error = ecpError(doc, r, snapshot: params.map { JSONRef(doc, $0) })
             return event
         }
-        let snapshot = doc.object(r, "checkout").flatMap { doc.member(r, "id") == nil ? $0 : nil } ?? r
+        let snapshot = params ?? r
         event.snapshot = JSONRef(doc, snapshot)
         readSnapshotIDs(doc, snapshot, into: &event)
         return event

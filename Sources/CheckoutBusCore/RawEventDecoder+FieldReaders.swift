@@ -133,12 +133,14 @@ extension RawEventDecoder {
             if let inner = printed.code, inner != .unknown { code = inner }
             if let s = printed.status {
                 status = s
-                if code == .unknown || code == .sdkError { code = ErrorCodeNormalizer.fromHTTP(s) }
+                if code == .unknown || code == .sdkError || code == .httpError {
+                    code = ErrorCodeNormalizer.fromHTTP(s)
+                }
             }
             if printed.recoverable == true { isTerminal = false }
         }
         // Primer's `errorDescription`, `[<errorId>] <text> (diagnosticsId: …)`, given alone.
-        if code == .unknown, let id = RawEventDecoder.bracketedID(text) {
+        if code == .unknown, text.contains("(diagnosticsId:"), let id = RawEventDecoder.bracketedID(text) {
             let named = ErrorCodeNormalizer.normalize(rawCode: id)
             if named != .unknown { (code, rawCode) = (named, id) }
         }
@@ -151,30 +153,49 @@ extension RawEventDecoder {
     /// value a table knows (`…CheckoutErrorCode.storefrontPasswordRequired`), the first
     /// `statusCode: N` that is an HTTP status, and `recoverable: true` / `false`.
     static func printedValues(_ text: String) -> (code: StableErrorCode?, status: Int?, recoverable: Bool?) {
-        let bytes = Array(text.utf8)
-        func occurrences(of key: String) -> [Int] {
-            let k = Array(key.utf8)
-            guard bytes.count >= k.count else { return [] }
-            return (0...(bytes.count - k.count)).filter { bytes[$0..<($0 + k.count)].elementsEqual(k) }
-                .map { $0 + k.count }
-        }
-        func value(at i: Int) -> String {
-            String(decoding: bytes[i...].prefix {
-                $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: ")") && $0 != UInt8(ascii: "(") && $0 != 0x20
-            }, as: UTF8.self)
-        }
         var code: StableErrorCode?
-        for i in occurrences(of: "code: ").reversed() where code == nil {
-            let v = value(at: i)
+        for v in printedFieldValues(text, after: "code: ").suffix(4).reversed() where code == nil {
             code = ErrorCodeNormalizer.enumCase(v) ?? {
                 let n = ErrorCodeNormalizer.normalize(rawCode: v.split(separator: ".").last.map(String.init))
                 return n == .unknown ? nil : n
             }()
         }
-        let status = occurrences(of: "statusCode: ").lazy.compactMap { Int(value(at: $0)) }
-            .first { (100...599).contains($0) }
-        let recoverable = occurrences(of: "recoverable: ").first.map { value(at: $0) == "true" }
+        let status = printedFieldValues(text, after: "statusCode: ").lazy.compactMap { Int($0) }
+            .first { (400...599).contains($0) }
+        // The last: the outermost value's own (Swift prints a case's values in order, nested ones first).
+        let recoverable = printedFieldValues(text, after: "recoverable: ").last.map { $0 == "true" }
         return (code, status, recoverable)
+    }
+
+    /// The values a Swift value printed with its fields gives `key` (`"status: "` in
+    /// `PaymentResult(paymentId: …, status: PrimerSDK.PaymentStatus.failed, …)`), in order, each up
+    /// to the next `,`, `(`, `)` or space. Text between double quotes (a message's own words, where
+    /// `code: ` may appear) is skipped. For texts of at most 4 KiB (none otherwise).
+    static func printedFieldValues(_ text: String, after key: StaticString) -> [String] {
+        let bytes = Array(text.utf8)
+        let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+        guard bytes.count <= 4096, bytes.count >= k.count, let first = k.first else { return [] }
+        var values: [String] = []
+        var i = 0
+        var quoted = false
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\\") && quoted {
+                i += 2
+                continue
+            }
+            if b == UInt8(ascii: "\"") { quoted.toggle() }
+            if !quoted && b == first && i + k.count <= bytes.count && bytes[i..<(i + k.count)].elementsEqual(k) {
+                let value = bytes[(i + k.count)...].prefix {
+                    $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: ")") && $0 != UInt8(ascii: "(") && $0 != 0x20
+                }
+                values.append(String(decoding: value, as: UTF8.self))
+                i += k.count + value.count
+                continue
+            }
+            i += 1
+        }
+        return values
     }
 
     /// The members of an error object ``makeError(_:_:terminal:)`` reads, indexed once (two lists: a
@@ -234,7 +255,7 @@ extension RawEventDecoder {
         if let v = more.at(0) ?? more.at(8) ?? more.at(1) ?? more.at(2) ?? more.at(3) ?? more.at(4) {
             let n = doc.int64(v)
             status = n.flatMap { (100...599).contains($0) ? Int($0) : nil }
-            webViewFailure = n.map { (-16 ... -1).contains($0) } ?? false
+            webViewFailure = n.map { (-16 ... -2).contains($0) } ?? false
         }
         var isTerminal = terminal
         if let v = m.at(15) ?? more.at(5), doc.bool(v) == true { isTerminal = false }
@@ -255,7 +276,7 @@ extension RawEventDecoder {
             }
         }
         var code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
-        if webViewFailure && (code == .httpError || code == .unknown) { code = .networkError }
+        if webViewFailure && code == .httpError { code = .networkError }
         // An `NSError` from Foundation's URL loading (`NSURLErrorDomain`, `-1009` offline, `-1001`
         // timed out): every code of that domain is the network's.
         if code == .unknown, let v = m.at(14), doc.stringEquals(v, "NSURLErrorDomain") {
@@ -266,7 +287,8 @@ extension RawEventDecoder {
         // in its description, `[<errorId>] <text> (diagnosticsId: …)`. For such a domain, an id in
         // brackets at the start of the message that names a cause is read, and kept as the raw code —
         // also with no code at all (an `NSError` relayed as its `localizedDescription` alone).
-        if code == .unknown, rawCode == nil || rawCode?.hasPrefix("PrimerSDK.") == true, let message,
+        if code == .unknown, rawCode?.hasPrefix("PrimerSDK.") == true
+            || (rawCode == nil && message?.contains("(diagnosticsId:") == true), let message,
             let id = RawEventDecoder.bracketedID(message)
         {
             let named = ErrorCodeNormalizer.normalize(rawCode: id, httpStatus: status)

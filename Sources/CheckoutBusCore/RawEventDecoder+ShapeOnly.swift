@@ -29,7 +29,7 @@ extension RawEventDecoder {
         // Primer React Native v3's `PaymentOutcome` success (`PrimerCheckoutProviderTypes.ts` in
         // primer-io/primer-sdk-react-native): `{"status":"success","data":{"payment":{"id","orderId"}}}`.
         if let s = doc.member(r, "status"), doc.stringEquals(s, "success"), let data = doc.object(r, "data"),
-            let payment = doc.object(data, "payment"), saysPrimer || doc.member(payment, "id") != nil
+            doc.object(data, "payment") != nil, saysPrimer
         {
             return decodePrimer(doc, r, holder: data, kind: .complete,
                                 platform: RawEventDecoder.platform(forPrimer: "success"))

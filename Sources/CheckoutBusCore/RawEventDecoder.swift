@@ -110,9 +110,13 @@ package final class RawEventDecoder {
         wrapperNamesCheckout = wrapper.checkoutID.isPresent
         // An event with no wrapper around it says its platform itself, as a wrapper would: the
         // producer's word, over what an event name's spelling suggests.
-        if depth == 0, let v = doc.member(root, "platform") {
-            wrapper.platform = RawEventDecoder.usualPlatform(doc, v)
-                ?? doc.string(v).map(RawEventDecoder.platformSpelling)
+        if depth == 0, let v = doc.member(root, "platform"),
+            let platform = RawEventDecoder.usualPlatform(doc, v)
+                ?? doc.string(v).map(RawEventDecoder.platformSpelling).flatMap({
+                    RawEventDecoder.knownPlatforms.contains($0) ? $0 : nil
+                })
+        {
+            wrapper.platform = platform
         }
         // Decoded on the guaranteed reference (no retain and release of the document); the
         // closure can neither return the event (not copyable) nor throw it typed, so both land here.
@@ -313,8 +317,8 @@ package final class RawEventDecoder {
     func decodeRaw(_ doc: JSONDocument, _ r: Int, wrapper: Wrapper) throws(DecodeRejection) -> DecodedEvent {
         // The React Native kit's protocol relay, `{"type":"ec.complete","payload":<checkout>}`: the
         // wrapper loop took it for a wrapper named by its `type` around the payload, `r`.
-        if let w = wrapper.name, RawEventDecoder.hasPrefix(w.doc, w.token, "ec."), doc.member(r, "method") == nil,
-            let method = w.doc.string(w.token)
+        if let w = wrapper.name, RawEventDecoder.hasPrefix(w.doc, w.token, "ec."),
+            RawEventDecoder.isRelayPayload(doc, r), let method = w.doc.string(w.token)
         {
             return try decodeECPRelay(doc, r, method: method)
         }
@@ -337,8 +341,10 @@ package final class RawEventDecoder {
         }
         // A callback's name and the member a bridge may have put its fields in, found in one pass.
         let m = doc.members(r, RawEventDecoder.rawEventNames)
-        if let rejection = RawEventDecoder.stateOfNoCheckout(doc, r, type: m.at(1), state: m.at(2),
-                                                             requestID: m.at(14), reason: m.at(15)) {
+        if wrapper.name == nil, !wrapper.saysPrimer,
+            let rejection = RawEventDecoder.stateOfNoCheckout(doc, r, type: m.at(1), state: m.at(2),
+                                                              requestID: m.at(14), reason: m.at(15))
+        {
             throw rejection
         }
         // The strings among these, in this order, may name the event (an `event` object
@@ -417,7 +423,11 @@ package final class RawEventDecoder {
                 for v in raw.bindMemory(to: Int.self).dropFirst() where v >= 0 {
                     guard let text = doc.string(v) else { continue }
                     others.append(text)
-                    if let paren = text.firstIndex(of: "(") {
+                    // Only a Primer state is read so (`success(…)`): any other text cut at a
+                    // parenthesis (`error("boom")` in a log line) names nothing.
+                    if let paren = text.firstIndex(of: "("),
+                        NameInfo(ErrorCodeNormalizer.fold(String(text[..<paren])), name: "").primer != nil
+                    {
                         cutFrom[others.count] = text
                         others.append(String(text[..<paren]))
                     }
@@ -465,16 +475,9 @@ package final class RawEventDecoder {
     /// The payment status a printed Swift value names (`… status: PrimerSDK.PaymentStatus.failed, …`),
     /// folded, when it is one that did not go through: `failed`, `declined`, `cancelled`, `canceled`.
     static func printedPaymentStatus(_ text: String) -> String? {
-        let bytes = Array(text.utf8)
-        let key = Array("status: ".utf8)
-        guard bytes.count <= 4096, bytes.count > key.count,
-            let at = (0...(bytes.count - key.count)).first(where: { bytes[$0..<($0 + key.count)].elementsEqual(key) })
+        guard let value = printedFieldValues(text, after: "status: ").first(where: { $0.contains("PaymentStatus.") })
         else { return nil }
-        let value = bytes[(at + key.count)...].prefix {
-            $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: ")") && $0 != 0x20
-        }
-        let last = value.split(separator: UInt8(ascii: ".")).last.map { String(decoding: $0, as: UTF8.self) } ?? ""
-        let folded = ErrorCodeNormalizer.fold(last)
+        let folded = ErrorCodeNormalizer.fold(value.split(separator: ".").last.map(String.init) ?? "")
         return ["failed", "declined", "cancelled", "canceled"].contains(folded) ? folded : nil
     }
 
@@ -490,7 +493,8 @@ package final class RawEventDecoder {
     static func stateOfNoCheckout(_ doc: JSONDocument, _ r: Int, type: Int?, state: Int?, requestID: Int?,
                                   reason: Int?) -> DecodeRejection? {
         if requestID != nil, let t = type, let text = doc.string(t),
-            ["idle", "loading", "ready", "expired", "failed"].contains(text)
+            ["idle", "loading", "ready", "expired", "failed"].contains(text),
+            RawEventDecoder.membersAreAmong(doc, r, ["requestId", "type", "reason", "statusCode"])
         {
             return DecodeRejection(.notLifecycle, "a checkout preload's state (`\(text)`, onPreloadStateChange): "
                                    + "no buyer saw a checkout")
@@ -503,6 +507,29 @@ package final class RawEventDecoder {
                                    + "onRenderStateChange): no checkout yet")
         }
         return nil
+    }
+
+    /// The platforms a flat event's own `platform` may name (as the envelope spells them).
+    static let knownPlatforms: Set<String> = ["ios", "android", "react_native", "flutter", "web"]
+
+    /// Whether object `o`'s members are all among `names` (spelled as given).
+    static func membersAreAmong(_ doc: JSONDocument, _ o: Int, _ names: [StaticString]) -> Bool {
+        var all = true
+        doc.forEachMember(o) { k, _ in
+            if all && !names.contains(where: { doc.stringEquals(k, $0) }) { all = false }
+        }
+        return all
+    }
+
+    /// Whether `r` is what the React Native protocol relay puts in `payload`: a checkout (an `id`, no
+    /// member of a message or an event of its own), the params (`{checkout}`), or an `ErrorResponse`
+    /// (`ucp` or `messages`).
+    static func isRelayPayload(_ doc: JSONDocument, _ r: Int) -> Bool {
+        if doc.member(r, anyOf: "method", "jsonrpc", "result", "payload", "event", "name", "body") != nil {
+            return false
+        }
+        return doc.member(r, "id") != nil || doc.object(r, "checkout") != nil || doc.object(r, "ucp") != nil
+            || doc.member(r, "messages") != nil
     }
 
     struct NameInfo {

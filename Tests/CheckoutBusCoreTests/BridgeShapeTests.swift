@@ -442,5 +442,43 @@ struct BridgeShapeTests {
                 "\(described.text)")
         #expect(described["error.message"] != .null, "\(described.text)")
     }
+
+    /// What the shapes above must not take: each decoded as it did before they were read.
+    @Test("the new shapes take nothing that was another event: failures stay failures, snapshots and codes as before")
+    func newShapesTakeNothingElse() {
+        let p = EventProcessor()
+        // A failure that carries a request id or a bare state beside its error, under a lifecycle name.
+        let failed = p.feed(#"{"checkout_id":"b4","event":"checkoutDidFail","payload":{"type":"failed","requestId":"r1","error":{"code":"cartExpired"}}}"#)
+        #expect(failed.outcome == .published(.fail) && failed["error.code"] == "cart_expired", "\(failed.text)")
+        let state = p.feed(#"{"checkout_id":"b1","event":"checkoutDidFail","payload":{"state":"error","reason":"Network down"}}"#)
+        #expect(state.outcome == .published(.fail), "\(state.text)")
+        // -1 is no status, not a WebView code; a status in the message still counts.
+        let minusOne = p.feed(#"{"checkout_id":"h1","event":"checkoutDidFail","error":{"code":"unknown","message":"HTTP 503 Error","statusCode":-1}}"#)
+        #expect(minusOne["error.code"] == "http_error" && minusOne["error.http_status"] == 503, "\(minusOne.text)")
+        // An `ec.` name over what is no checkout: a null payload, a bridge message, a JSON-RPC response.
+        let nullPayload = p.feed(#"{"checkout_id":"a6","event":"ec.complete","payload":null}"#)
+        #expect(nullPayload["checkout"] == .null, "\(nullPayload.text)")
+        let bridge = p.feed(#"{"checkout_id":"a7","type":"ec.complete","payload":{"name":"completed","body":"{\"orderDetails\":{\"id\":\"o13\"}}"}}"#)
+        #expect(bridge.outcome == .published(.complete) && bridge["summary.order_id"] == "o13", "\(bridge.text)")
+        // A printed error's message is its own words: a `code: ` inside it names nothing.
+        let quoted = p.feed(#"{"checkout_id":"j1","event":"checkoutDidFail","error":"cartExpired(message: \"The cart expired (code: invalid)\")"}"#)
+        #expect(quoted["error.code"] == "cart_expired", "\(quoted.text)")
+        let redirect = p.feed(#"{"checkout_id":"j2","event":"checkoutDidFail","error":"redirected(statusCode: 302)"}"#)
+        #expect(redirect["error.http_status"] == .null, "\(redirect.text)")
+        // A bracketed word that is not Primer's description names no code.
+        let bracket = p.feed(#"{"checkout_id":"k1","event":"checkoutDidFail","error":{"message":"[Checkout] The checkout failed to load"}}"#)
+        #expect(bracket["error.code"] == "unknown", "\(bracket.text)")
+        // A text cut at a parenthesis that is no Primer state names nothing.
+        #expect(p.feed(#"{"checkout_id":"d14","event":"log","type":"error(\"boom\")"}"#).outcome == .deadLettered(.unknownEvent))
+        // A flat event with a cart among other fields is not a Sheet Kit 4 body.
+        let flat = p.feed(#"{"event":"checkoutDidComplete","checkout_id":"g10","cart":{"id":"c"},"orderId":"o10","customer":{"id":"u"}}"#)
+        #expect(flat.outcome == .published(.complete) && flat["checkout"] == .null, "\(flat.text)")
+        // A flat event's `platform` that names no platform is not taken.
+        let applePay = p.feed(#"{"checkout_id":"e1","event":"checkoutDidComplete","platform":"APPLE_PAY"}"#)
+        #expect(applePay["source.platform"] == "ios", "\(applePay.text)")
+        // `{status: success, data: {payment}}` is Primer's only when the wrapper says so.
+        #expect(p.feed(#"{"checkout_id":"c1","payload":{"status":"success","data":{"payment":{"id":"x"}}}}"#).outcome
+                != .published(.complete))
+    }
 }
 
