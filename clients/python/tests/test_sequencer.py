@@ -392,8 +392,7 @@ def test_replays_wait_for_the_first_heartbeat_and_a_page_of_the_publish_endpoint
     s.receive_heartbeat(journal_heartbeat(2, JOURNAL_A))
     rid, frm = replays(s.tick(1))[0]
     assert frm == 1
-    reply = page(rid, 3, 2)
-    reply.journal = JOURNAL_A
+    reply = journal_page(rid, 3, 2, JOURNAL_A)
     two = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
     assert delivered(s.receive_reply(reply, two, 2)) == [1, 2]
 
@@ -421,15 +420,13 @@ def test_a_page_from_another_journal_than_the_heartbeats_is_not_delivered_and_tw
 
 def test_a_page_from_the_journal_a_restarted_daemon_shows_next_is_asked_again():
     s, rid = asking_after_heartbeat(2, JOURNAL_A)
-    reply = page(rid, 3, 2)
-    reply.journal = JOURNAL_B
+    reply = journal_page(rid, 3, 2, JOURNAL_B)
     assert s.receive_reply(reply, [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)], 2) == []
     # The daemon came back with another data directory: its heartbeats show journal B.
     s.receive_heartbeat(journal_heartbeat(2, JOURNAL_B, started_at="2026-12-07T10:05:00.000Z"))
     rid, frm = replays(s.tick(3))[0]
     assert frm == 1
-    reply = page(rid, 3, 2)
-    reply.journal = JOURNAL_B
+    reply = journal_page(rid, 3, 2, JOURNAL_B)
     two = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
     assert delivered(s.receive_reply(reply, two, 4)) == [1, 2]
 
@@ -439,8 +436,7 @@ def test_a_daemon_that_does_not_say_its_journal_is_not_checked():
     s.start(0, 0)
     s.receive_heartbeat(heartbeat(1, 1))
     rid, _ = replays(s.tick(1))[0]
-    reply = page(rid, 2, 1)
-    reply.journal = JOURNAL_B
+    reply = journal_page(rid, 2, 1, JOURNAL_B)
     assert delivered(s.receive_reply(reply, [envelope(1, origin=Envelope.JOURNAL)], 2)) == [1]
 
 
