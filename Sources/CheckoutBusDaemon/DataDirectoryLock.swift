@@ -15,10 +15,11 @@ final class DataDirectoryLock {
 
     /// Takes `directory`'s `LOCK` file (flock, held until ``release()`` or the process exits) and
     /// writes our pid in it. One daemon per journal: a second one on the same directory would
-    /// interleave seqs.
+    /// interleave seqs. The `flock` is the claim; the pid only names the holder to a daemon refused,
+    /// so a pid that cannot be written (a full disk) is logged and the start goes on.
     /// - Throws: ``JournalError`` when the file cannot be opened or another process holds it (its
     ///   pid in the message).
-    init(directory: String) throws {
+    init(directory: String, logger: BusLogger) throws {
         let lockFD = open(directory + "/LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
         guard lockFD >= 0 else { throw JournalError(.notReadable, "cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
         if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
@@ -29,8 +30,19 @@ final class DataDirectoryLock {
             throw JournalError(.locked, "data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
         }
         let pidText = Array("\(getpid())\n".utf8)
-        _ = ftruncate(lockFD, 0)
-        _ = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
+        var failure: Int32?
+        if let injected = Failpoints.hit("lock.pid") {
+            failure = injected
+        } else if ftruncate(lockFD, 0) != 0 {
+            failure = errno
+        } else {
+            let n = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
+            if n != pidText.count { failure = n < 0 ? errno : ENOSPC }
+        }
+        if let failure {
+            logger.warning("cannot write this daemon's pid in the LOCK file; a daemon refused the directory will not "
+                           + "name it", ["path": directory + "/LOCK", "error": String(cString: strerror(failure))])
+        }
         fd = lockFD
     }
 
@@ -39,7 +51,8 @@ final class DataDirectoryLock {
     /// Lets another daemon take the directory.
     func release() {
         guard fd >= 0 else { return }
-        Glibc.close(fd)
+        // Closing drops the flock whatever close reports; there is nothing written to lose.
+        if Glibc.close(fd) != 0 { _ = errno }
         fd = -1
     }
 

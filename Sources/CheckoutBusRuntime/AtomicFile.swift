@@ -47,7 +47,11 @@ public enum AtomicFile {
         if failure == nil && durable && fsync(fd) != 0 {
             failure = "cannot sync \(temporary): \(String(cString: strerror(errno)))"
         }
-        close(fd)
+        // A write's error may be reported only by close (NFS, quotas): the file is not known written.
+        let closed = close(fd) == 0 ? Failpoints.hit("file.close") : errno
+        if let closed, failure == nil {
+            failure = "cannot close \(temporary): \(String(cString: strerror(closed)))"
+        }
         if let failure {
             unlink(temporary)
             throw AtomicFileError(.unwritable, failure)

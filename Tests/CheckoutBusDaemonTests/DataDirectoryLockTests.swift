@@ -1,4 +1,5 @@
 import CheckoutBusCore
+import CheckoutBusRuntime
 import Foundation
 import Testing
 
@@ -11,6 +12,8 @@ import Glibc
 /// Claiming a data directory (``DataDirectoryLock``) on real files in a temporary directory.
 @Suite("data directory lock: one daemon per directory, one shard per journal")
 struct DataDirectoryLockTests {
+    static let logger = BusLogger(label: "test", level: .error)
+
     static func directory() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("cb-lock-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -21,17 +24,17 @@ struct DataDirectoryLockTests {
     func exclusive() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let first = try DataDirectoryLock(directory: dir)
+        let first = try DataDirectoryLock(directory: dir, logger: Self.logger)
         let pid = try String(contentsOfFile: dir + "/LOCK", encoding: .utf8)
         #expect(pid == "\(getpid())\n")
         #expect {
-            try DataDirectoryLock(directory: dir)
+            try DataDirectoryLock(directory: dir, logger: Self.logger)
         } throws: { error in
             guard let e = error as? JournalError else { return false }
             return e.code == .locked && e.description.contains("in use by another checkoutbusd (pid \(getpid()))")
         }
         first.release()
-        _ = try DataDirectoryLock(directory: dir)
+        _ = try DataDirectoryLock(directory: dir, logger: Self.logger)
     }
 
     @Test("the shard is recorded on first claim; another shard is refused; a journal without the file is 0/1")

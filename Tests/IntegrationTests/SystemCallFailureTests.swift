@@ -78,6 +78,35 @@ struct SystemCallFailureTests {
         #expect(restarted.stderrText.contains("segment retired"))
     }
 
+    @Test("a LOCK file the pid cannot be written into is logged, and the daemon starts, acknowledges and publishes")
+    func lockPidUnwritten() throws {
+        let daemon = try DaemonProcess(failpoints: "lock.pid=enospc")
+        #expect(try send(distinctEvents(5, run: "lockpid"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let control = try ControlClient(daemon.control)
+        #expect(try control.replayAll(from: 1).map(\.0) == Array(1...5))
+        #expect(daemon.terminate() == 0)
+        let enospc = String(cString: strerror(ENOSPC))
+        #expect(daemon.stderrText.contains("cannot write this daemon's pid in the LOCK file")
+                    && daemon.stderrText.contains(enospc), "\(daemon.stderrText)")
+    }
+
+    @Test("a state file whose close fails is not taken as written: its start stops, named; the next writes it")
+    func atomicFileCloseFails() throws {
+        let data = TestScratch.url("cb-close-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        // The first durable state file a new data directory gets is its shard.
+        let failed = try Self.start(on: data, failpoints: "file.close=eio@1x1")
+        #expect(failed.status == 1, "\(failed.output)")
+        let eio = String(cString: strerror(EIO))
+        #expect(failed.output.contains("cannot close") && failed.output.contains(eio), "\(failed.output)")
+        #expect(!failed.output.contains("\"ingest\""), "a ready line was printed: \(failed.output)")
+        #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("shard").path))
+
+        let again = try DaemonProcess(dataDirectory: data)
+        #expect(again.terminate() == 0)
+        #expect(try String(contentsOf: data.appendingPathComponent("shard"), encoding: .utf8) == "0/1\n")
+    }
+
     @Test("a suppressed-id log that cannot be read at start stops the start; it is not taken for empty and cut to nothing")
     func suppressedLogReadFails() throws {
         let daemon = try DaemonProcess()

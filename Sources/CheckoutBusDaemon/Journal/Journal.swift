@@ -93,7 +93,7 @@ package final class Journal {
         reader = JournalReader(catalog: catalog, logger: logger)
         kindSeqs = [UInt64](repeating: 0, count: JournalFormat.kindCount)
         try JournalFiles.makeDirectory(directory)
-        lock = try DataDirectoryLock(directory: directory)
+        lock = try DataDirectoryLock(directory: directory, logger: logger)
         do {
             segments = try JournalFiles.names(in: directory).compactMap { name in
                 JournalFormat.firstSeq(fromName: name).map {
