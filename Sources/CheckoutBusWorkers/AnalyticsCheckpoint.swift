@@ -139,29 +139,42 @@ package enum AnalyticsCheckpoint {
                     if AnalyticsFunnel.Counters.addedLater.contains("\(field.name)") { continue }
                     return .failure(bad("no counter \(field.name)"))
                 }
+                guard n >= 0 else { return .failure(bad("a negative counter \(field.name)")) }
                 f.counters[keyPath: field.path] = n
             }
-            f.failedByCode = counts(doc, root, "failed_by_code")
-            f.failedAfterCompleteByCode = counts(doc, root, "failed_after_complete_by_code")
-            f.deadLettersByReason = counts(doc, root, "dead_letters_by_reason")
+            // Every count is of things seen, so never negative: a negative one was written by hand, and
+            // counting on from it would report nonsense. A revenue's total is the sum of the totals
+            // the envelopes carried, taken as they came.
+            var negative: String?
+            f.failedByCode = counts(doc, root, "failed_by_code", negative: &negative)
+            f.failedAfterCompleteByCode = counts(doc, root, "failed_after_complete_by_code", negative: &negative)
+            f.deadLettersByReason = counts(doc, root, "dead_letters_by_reason", negative: &negative)
             if let revenue = doc.object(root, "revenue") {
                 doc.forEachMember(revenue) { k, v in
                     let numbers = integers(doc, v)
                     guard let currency = doc.string(k), numbers.count == 3 else { return }
+                    if numbers[0] < 0 || numbers[2] < 0 { negative = "revenue" }
                     f.revenue[currency] = AnalyticsFunnel.Revenue(orders: numbers[0], total: numbers[1], ordersWithoutTotal: numbers[2])
                 }
             }
             if let durations = doc.object(root, "durations") {
-                if let t = doc.member(durations, "max"), let m = doc.int64(t) { f.durations.restore(maximum: m) }
+                if let t = doc.member(durations, "max"), let m = doc.int64(t) {
+                    if m < 0 { negative = "durations" }
+                    f.durations.restore(maximum: m)
+                }
                 if let buckets = doc.member(durations, "buckets") {
                     doc.forEachElement(buckets) { pair in
                         let numbers = integers(doc, pair)
-                        if numbers.count == 2 { f.durations.restore(bucket: numbers[0], count: numbers[1]) }
+                        guard numbers.count == 2 else { return }
+                        if numbers[0] < 0 || numbers[1] < 0 { negative = "durations" }
+                        f.durations.restore(bucket: numbers[0], count: numbers[1])
                     }
                 }
             }
             var evicted: Int64 = 0
             if let t = doc.member(root, "evicted_checkouts") { evicted = doc.int64(t) ?? 0 }
+            if evicted < 0 { negative = "evicted_checkouts" }
+            if let negative { return .failure(bad("a negative count in \(negative)")) }
             if let list = doc.member(root, "checkouts") {
                 var malformed = false
                 doc.forEachElement(list) { entry in
@@ -191,12 +204,17 @@ package enum AnalyticsCheckpoint {
         return out
     }
 
-    private static func counts(_ doc: JSONDocument, _ root: Int, _ key: StaticString) -> [String: Int64] {
+    private static func counts(_ doc: JSONDocument, _ root: Int, _ key: StaticString,
+                               negative: inout String?) -> [String: Int64] {
         var out: [String: Int64] = [:]
         guard let object = doc.object(root, key) else { return out }
+        var below = false
         doc.forEachMember(object) { k, v in
-            if let name = doc.string(k), let n = doc.int64(v) { out[name] = n }
+            guard let name = doc.string(k), let n = doc.int64(v) else { return }
+            if n < 0 { below = true }
+            out[name] = n
         }
+        if below { negative = "\(key)" }
         return out
     }
 }
