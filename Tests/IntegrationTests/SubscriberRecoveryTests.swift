@@ -370,6 +370,30 @@ struct SubscriberCursorTests {
         #expect(recording.wasEmpty && recording.load() == 0 && recording.truncatedBytes == 10)
     }
 
+    @Test("tail --count stops midway through a replayed page: its summary counts what it recorded, not the page")
+    func countedSummary() throws {
+        let daemon = try DaemonProcess()
+        defer { _ = daemon.terminate() }
+        #expect(try send(distinctEvents(50, run: "count"), to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let file = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("record.jsonl")
+        func record(_ count: Int) throws -> (lines: Int, summary: String) {
+            let run = try runTool("checkoutbus", ["tail", "--from", daemon.publish, "--control", daemon.control,
+                                                  "--since", "1", "--record", file.path, "--count", String(count)])
+            #expect(run.status == 0, "\(run.output)")
+            let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").count
+            let summary = run.output.split(separator: "\n").last { $0.hasPrefix("tail: summary") }
+            return (lines, summary.map(String.init) ?? run.output)
+        }
+        // One replay page holds all 50; before, the summary counted the whole page (handled=50 last_seq=50).
+        let first = try record(7)
+        #expect(first.lines == 7)
+        #expect(first.summary.contains(" handled=7 ") && first.summary.contains(" from_journal=7 ")
+                    && first.summary.hasSuffix(" last_seq=7"), "\(first.summary)")
+        let second = try record(3)
+        #expect(second.lines == 10)
+        #expect(second.summary.contains(" handled=3 ") && second.summary.hasSuffix(" last_seq=10"), "\(second.summary)")
+    }
+
     @Test("tail --help documents the recovering flags")
     func tailHelp() throws {
         let help = try runTool("checkoutbus", ["tail", "--help"])

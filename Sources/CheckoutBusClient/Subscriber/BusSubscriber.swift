@@ -174,6 +174,9 @@ public final class BusSubscriber {
     private let cursor: any SubscriberCursor
     /// The gap logic; a new one for every run.
     private var sequencer: SubscriptionSequencer
+    /// The last `seq` the handler returned from and the cursor committed (or the position the run
+    /// began at, or a heartbeat moved): what ``statistics`` say when a run ends midway through a batch.
+    private var handedOver: Int64 = 0
     private let wire: SubscriptionWire
     /// The shard these endpoints must be (given by ShardedSubscriber). The publish endpoint shows
     /// it in its first heartbeat, the control endpoint in its answer to a `stats` request. Until the
@@ -376,15 +379,27 @@ public final class BusSubscriber {
     }
 
     /// Does what the sequencer asks: hands envelopes to the handler and commits each after it
-    /// returns, sends requests and reports. Stops handing over once `stop` is raised.
+    /// returns, sends requests and reports. Stops handing over once `stop` is raised. Actions left
+    /// undone (a stop, or a handler, commit or send that threw) are taken back out of
+    /// ``statistics``, which then count what the handler returned from and the cursor holds.
     private func perform(_ actions: [SubscriptionSequencer.Action], stop: StopSignal?,
                          handler: (BusEnvelope) throws -> Void) throws {
-        for action in actions {
+        var done = 0
+        defer {
+            if done < actions.count {
+                sequencer.notDelivered(actions[done...], lastSeq: handedOver)
+            } else {
+                handedOver = sequencer.statistics.lastSeq
+            }
+        }
+        for (index, action) in actions.enumerated() {
+            done = index
             switch action {
             case .deliver(let envelope):
                 if stop?.isRaised == true { return }
                 try handler(envelope)
                 try cursor.commit(envelope.seq)
+                handedOver = envelope.seq
             case .requestReplay(let id, let from):
                 guard let control else { continue }
                 let request = SubscriptionWire.replayRequest(id: id, from: from, prefixes: options.prefixes,
@@ -400,5 +415,6 @@ public final class BusSubscriber {
                 hooks.onSubscribed?()
             }
         }
+        done = actions.count
     }
 }
