@@ -10,9 +10,9 @@ import Darwin
 ///
 /// Redacted by default (`--buyer-data redacted`): any member named for buyer identity or contact
 /// (email, phone, names, `buyer`, IP addresses), addresses and their parts, payment instrument
-/// details (`instruments`, `credential`, `card`, `cardholderName`, `paymentMethodData`, …), the
-/// cart token, and in the older `orderDetails`, `details` under `paymentMethods`/`deliveries` and
-/// `token` under `cart`. The key stays so consumers see the field existed; its value, whatever its
+/// details (`instruments`, `credential`, `card`, `cardholderName`, `paymentMethodData`, …), every
+/// token (`token`, `cartToken`, `resumeToken`, `clientToken`: bearer credentials), and in the
+/// older `orderDetails`, `details` under `paymentMethods`/`deliveries`. The key stays so consumers see the field existed; its value, whatever its
 /// type, becomes the string `"[redacted]"`.
 ///
 /// Names are compared *folded*: ASCII letters lower-cased, `_` and `-` removed, so `email`,
@@ -37,23 +37,25 @@ package enum BuyerDataRedactor {
         "instrument", "instruments", "credential", "credentials", "card", "carddetails", "paymentmethoddata",
         "cardholder", "cardholdername", "nameoncard", "cardnumber", "cvc", "cvv", "securitycode", "iban",
         // Primer's tokenized instrument (`PrimerPaymentMethodTokenData.paymentInstrumentData`: network,
-        // cardholder, digits, a Klarna customer token) and that recurring token by itself.
-        "paymentinstrumentdata", "klarnacustomertoken",
-        // The cart token (a bearer credential for the cart).
-        "carttoken",
+        // cardholder, digits, a Klarna customer token).
+        "paymentinstrumentdata",
     ]
 
     /// Folded endings: a name that is, or ends in, one of these is redacted (`customerEmail`,
     /// `billing_phone`, `shippingAddress`, `telephoneNumber`, `cardholderFirstName`). Only words
     /// that name contact data and little else; `emailVerified` or `email_marketing_consent` do not
     /// end in one and are kept, while a flag that does (`isEmail`) loses its value too.
+    ///
+    /// `token`: every token the SDKs hand over is a bearer credential for something — the cart's,
+    /// Primer's tokenized payment method (`onTokenizeSuccess`'s body, its `token` at the top in the
+    /// drop-in SDKs), its `resumeToken`, the `clientToken` of a session, a Klarna customer token.
     static let listedEndings: [String] = [
-        "email", "address", "phone", "phonenumber", "mobilenumber", "firstname", "lastname", "fullname",
+        "email", "address", "phone", "phonenumber", "mobilenumber", "firstname", "lastname", "fullname", "token",
     ]
 
     /// Folded names redacted only under a given parent (the older kit's `orderDetails`; a person's
     /// `name` in a fulfilment destination or a recipient).
-    static let contextualNames: [String] = ["details", "token", "name"]
+    static let contextualNames: [String] = ["details", "name"]
 
     /// Folded parents under which `name` is a person's (a shipping destination's addressee, a
     /// gift's recipient, the customer): a product's or a shipping method's `name` is kept.
@@ -195,7 +197,6 @@ package enum BuyerDataRedactor {
                 || eq("deviceip")
         case 9:
             return eq("givenname") || eq("birthdate") || eq("browserip") || eq("shopperip") || eq("addresses")
-                || eq("carttoken")
         case 10:
             return eq("middlename") || eq("familyname") || eq("customerip") || eq("postalcode") || eq("instrument")
                 || eq("credential") || eq("cardholder") || eq("nameoncard") || eq("cardnumber")
@@ -206,7 +207,6 @@ package enum BuyerDataRedactor {
         case 14: return eq("cardholdername")
         case 15: return eq("addresslocality")
         case 17: return eq("paymentmethoddata")
-        case 19: return eq("klarnacustomertoken")
         case 21: return eq("paymentinstrumentdata")
         case 18: return eq("nationaldocumentid")
         default: return false
@@ -225,6 +225,7 @@ package enum BuyerDataRedactor {
         case UInt8(ascii: "s"): return ends("address")
         case UInt8(ascii: "e"): return ends("phone") || ends("firstname") || ends("lastname") || ends("fullname")
         case UInt8(ascii: "r"): return ends("phonenumber") || ends("mobilenumber")
+        case UInt8(ascii: "n"): return ends("token")
         default: return false
         }
     }
@@ -315,7 +316,7 @@ package enum BuyerDataRedactor {
 
     /// Whether member `key` (raw, unquoted bytes) under `parent` (the enclosing member's name) is
     /// redacted: its folded name is listed or ends in a listed ending, or it is `details` under
-    /// `paymentMethods`/`deliveries` or `token` under `cart` (each folded too).
+    /// `paymentMethods`/`deliveries` or a person's `name` (each folded too).
     static func isRedacted(_ key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?) -> Bool {
         // Most listed names arrive spelled as listed (`buyer`, `instruments`, `billing_address`):
         // as written, such a name already is, or ends in, its folded form.
@@ -335,11 +336,6 @@ package enum BuyerDataRedactor {
             guard let parent else { return false }
             if n == 7 && memcmp(end - 7, ("details" as StaticString).utf8Start, 7) == 0 {
                 return foldedEquals(parent, "paymentmethods") || foldedEquals(parent, "deliveries")
-            }
-            if n == 5 && memcmp(end - 5, ("token" as StaticString).utf8Start, 5) == 0 {
-                // The cart's, and a tokenized payment method's (Primer's `PrimerPaymentMethodTokenData`,
-                // which `onTokenizeSuccess` hands over: a bearer credential for the payment).
-                return foldedEquals(parent, "cart") || foldedEquals(parent, "paymentmethodtokendata")
             }
             if n == 4 && memcmp(end - 4, ("name" as StaticString).utf8Start, 4) == 0 {
                 return personParents.contains { foldedEquals(parent, $0) }

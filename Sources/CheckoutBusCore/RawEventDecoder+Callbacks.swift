@@ -44,8 +44,56 @@ extension RawEventDecoder {
                 event.error = failureError(doc, object: doc.object(r, "error"), fields: r, orStringIn: r, terminal: true)
             }
         }
+        // Checkout Sheet Kit Android's completed event printed by Kotlin (its data class's
+        // `toString()`, as the kit's sample app logs the event): the order's id in `OrderDetails(…)`.
+        if kind == .complete, !event.hasOrderID, snapshot == nil, let v = doc.member(r, anyOf: "data", "event", "body"),
+            let text = doc.string(v), let id = RawEventDecoder.printedKotlinOrderID(text)
+        {
+            event.orderIdentifier = IdentifierText(string: id)
+        }
         readEventIDs(doc, r, into: &event)
         if !atTop { readEventIDs(hd, h.token, into: &event) }
         return event
+    }
+
+    /// The `id` of the `OrderDetails(…)` in a Kotlin data class printed whole
+    /// (`CheckoutCompletedEvent(orderDetails=OrderDetails(billingAddress=null, cart=CartInfo(…), …,
+    /// id=gid://shopify/OrderIdentity/8, …))`, `CompletedEvent.kt` in Shopify/checkout-sheet-kit-android):
+    /// only a member of `OrderDetails` itself, not of a value nested in it. Nil for anything else.
+    package static func printedKotlinOrderID(_ text: String) -> String? {
+        let u = Array(text.utf8.prefix(65_536))
+        guard u.starts(with: "CheckoutCompletedEvent(".utf8) else { return nil }
+        let opening = Array("OrderDetails(".utf8)
+        guard var i = (0...(u.count - opening.count)).first(where: { u[$0..<($0 + opening.count)].elementsEqual(opening) })
+        else { return nil }
+        i += opening.count
+        var depth = 0
+        var memberStart = true
+        while i < u.count {
+            let b = u[i]
+            if depth == 0 && memberStart && u[i...].starts(with: "id=".utf8) {
+                let start = i + 3
+                var end = start
+                while end < u.count, u[end] != UInt8(ascii: ","), u[end] != UInt8(ascii: ")") { end += 1 }
+                guard end > start, end - start <= 256, end < u.count else { return nil }
+                let id = String(decoding: u[start..<end], as: UTF8.self)
+                return id == "null" ? nil : id
+            }
+            memberStart = false
+            switch b {
+            case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1
+            case UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
+                if depth == 0 { return nil }
+                depth -= 1
+            case UInt8(ascii: ","):
+                if depth == 0, i + 1 < u.count, u[i + 1] == UInt8(ascii: " ") {
+                    i += 1
+                    memberStart = true
+                }
+            default: break
+            }
+            i += 1
+        }
+        return nil
     }
 }

@@ -144,9 +144,45 @@ extension RawEventDecoder {
             let named = ErrorCodeNormalizer.normalize(rawCode: id)
             if named != .unknown { (code, rawCode) = (named, id) }
         }
+        // A JVM `Throwable` printed (`toString()`): its class's name, then its message
+        // (`com.shopify.checkoutsheetkit.CheckoutExpiredException: Checkout is no longer …`).
+        // The class names the cause if a table knows it (and is kept as the raw code), else the message.
+        if code == .unknown, rawCode == nil, let (name, rest) = RawEventDecoder.printedThrowable(text) {
+            let named = ErrorCodeNormalizer.normalize(rawCode: name)
+            if named != .unknown {
+                (code, rawCode) = (named, name)
+            } else if let rest, let fromRest = ErrorCodeNormalizer.fromMessage(rest) {
+                (code, status) = fromRest
+            }
+        }
         // A sentence that names its cause (`HTTP 404 Error`, the SDKs' own messages).
         if code == .unknown, let named = ErrorCodeNormalizer.fromMessage(text) { (code, status) = named }
         return DecodedError(code: code, rawCode: rawCode, message: text, httpStatus: status, terminal: isTerminal)
+    }
+
+    /// A JVM `Throwable`'s `toString()`: the simple name of its class, a qualified name (at least
+    /// one `.`, no spaces, the last part capitalised, ending in `Exception` or `Error`), and its
+    /// message after `": "` if it has one. Nil for anything else.
+    package static func printedThrowable(_ text: String) -> (name: String, message: String?)? {
+        let u = text.utf8
+        let colon = u.prefix(256).firstIndex(of: UInt8(ascii: ":"))
+        let qualified = u[..<(colon ?? u.endIndex)]
+        guard qualified.count <= 200, !qualified.contains(where: { $0 <= 0x20 }),
+            let dot = qualified.lastIndex(of: UInt8(ascii: ".")), dot != qualified.startIndex
+        else { return nil }
+        let simple = qualified[qualified.index(after: dot)...]
+        guard let first = simple.first, first &- UInt8(ascii: "A") < 26,
+            simple.allSatisfy({ $0 &- UInt8(ascii: "a") < 26 || $0 &- UInt8(ascii: "A") < 26
+                                || $0 &- UInt8(ascii: "0") < 10 || $0 == UInt8(ascii: "$") }),
+            Substring(simple).hasSuffix("Exception") || Substring(simple).hasSuffix("Error")
+        else { return nil }
+        var message: String?
+        if let colon {
+            let after = u[u.index(after: colon)...]
+            guard after.first == UInt8(ascii: " ") else { return nil }
+            message = String(Substring(after.dropFirst()))
+        }
+        return (String(Substring(simple)), message)
     }
 
     /// What a Swift error printed with its values says inside them: the code of the last `code: `
@@ -278,8 +314,11 @@ extension RawEventDecoder {
         var code = ErrorCodeNormalizer.normalize(rawCode: rawCode ?? group, group: group, httpStatus: status)
         if webViewFailure && code == .httpError { code = .networkError }
         // An `NSError` from Foundation's URL loading (`NSURLErrorDomain`, `-1009` offline, `-1001`
-        // timed out): every code of that domain is the network's.
-        if code == .unknown, let v = m.at(14), doc.stringEquals(v, "NSURLErrorDomain") {
+        // timed out): every code of that domain is the network's. Primer React Native's iOS bridge
+        // sends a foreign error's domain as its `errorId` (`Error+Extensions.swift`).
+        if code == .unknown,
+            m.at(14).map({ doc.stringEquals($0, "NSURLErrorDomain") }) ?? (rawCode == "NSURLErrorDomain")
+        {
             code = .networkError
         }
         // Primer's iOS SDK before 2.17 kept `PrimerError` internal: React Native's bridge sent such

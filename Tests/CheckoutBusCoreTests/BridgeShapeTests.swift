@@ -480,5 +480,84 @@ struct BridgeShapeTests {
         #expect(p.feed(#"{"checkout_id":"c1","payload":{"status":"success","data":{"payment":{"id":"x"}}}}"#).outcome
                 != .published(.complete))
     }
-}
 
+    /// Primer's client session (`PrimerClientSession`, primer-io/primer-sdk-ios), relayed bare by its
+    /// React Native bridge's `onClientSessionUpdate` (`RNTPrimer.swift`), has an `orderDetails`
+    /// (`{countryCode, shipping}`) and an `orderId` before any payment: it was published as a
+    /// completed order. The kit's `OrderDetails` always has its `id`.
+    @Test("a Primer client session's orderDetails is no Checkout Sheet Kit completion, with or without the wrapper's sdk")
+    func primerClientSessionIsNoCompletion() {
+        let p = EventProcessor()
+        let session = #"{"customerId":"cust_1","orderId":"ord_cs_1","currencyCode":"EUR","totalAmount":1000,"orderDetails":{"countryCode":"PT","shipping":null}}"#
+        for wrapper in [#""checkout_id":"s1""#, #""checkout_id":"s2","sdk":"primer","platform":"ios""#] {
+            let out = p.feed("{\(wrapper),\"payload\":\(session)}")
+            #expect(out.outcome == .deadLettered(.unknownShape), "\(out.text)")
+        }
+        // The kit's own body still completes, by its id or its cart.
+        let kit = p.feed(#"{"checkout_id":"s3","payload":{"orderDetails":{"id":"o-77","cart":{"lines":[]}}}}"#)
+        #expect(kit.outcome == .published(.complete) && kit["summary.order_id"] == "o-77", "\(kit.text)")
+        let cartOnly = p.feed(#"{"checkout_id":"s4","payload":{"orderDetails":{"cart":{"lines":[]}}}}"#)
+        #expect(cartOnly.outcome == .published(.complete), "\(cartOnly.text)")
+    }
+
+    /// The drop-in SDKs hand `onTokenizeSuccess` the `PrimerPaymentMethodTokenData` itself, its
+    /// `token` at the top (`RNTPrimer.swift`, `PrimerRNEventListener.kt` in
+    /// primer-io/primer-sdk-react-native), and `onResumeSuccess` a `resumeToken`: kept verbatim
+    /// in the dead letter before, where only a `token` under `paymentMethodTokenData` was redacted.
+    @Test("every token in a dead letter is redacted: a drop-in tokenization's at the top, a resume token")
+    func topLevelTokensRedacted() {
+        let p = EventProcessor()
+        let lines = [
+            #"{"checkout_id":"t1","sdk":"primer","payload":{"event":"onTokenizeSuccess","token":"tok_9d8s7f","analyticsId":"an_55","tokenType":"SINGLE_USE"}}"#,
+            #"{"checkout_id":"t2","sdk":"primer","event":"onResumeSuccess","payload":{"resumeToken":"rt_7f3a9c2e"}}"#,
+            #"{"checkout_id":"t3","sdk":"primer","event":"onBeforePaymentCreate","payload":{"clientToken":"ct_55aa"}}"#,
+        ]
+        for line in lines {
+            let out = p.feed(line)
+            #expect(out.outcome == .deadLettered(.notLifecycle), "\(out.text)")
+            guard case .string(let raw) = out["raw"] else {
+                Issue.record("no raw: \(out.text)")
+                continue
+            }
+            #expect(!raw.contains("tok_9d8s7f") && !raw.contains("rt_7f3a9c2e") && !raw.contains("ct_55aa"), "\(raw)")
+            #expect(raw.contains("[redacted]"), "\(raw)")
+        }
+    }
+
+    /// A JVM `Throwable` forwarded as its `toString()` (`<qualified class>: <message>`): the class
+    /// names the cause when a table knows it, else the message after it does.
+    @Test("a printed Throwable: its class, else its message; a sentence with a colon is no class")
+    func printedThrowable() {
+        let p = EventProcessor()
+        let expired = p.feed(#"{"checkout_id":"u1","event":"onCheckoutFailed","error":"com.shopify.checkoutsheetkit.CheckoutExpiredException: Checkout is no longer available with the provided token. Please generate a new checkout URL"}"#)
+        #expect(expired["error.code"] == "cart_expired" && expired["error.raw_code"] == "CheckoutExpiredException"
+                    && expired["error.terminal"] == true, "\(expired.text)")
+        let generic = p.feed(#"{"checkout_id":"u2","event":"onCheckoutFailed","error":"java.lang.RuntimeException: Checkout is no longer available with the provided token. Please generate a new checkout URL"}"#)
+        #expect(generic["error.code"] == "cart_expired" && generic["error.raw_code"] == .null, "\(generic.text)")
+        let sentence = p.feed(#"{"checkout_id":"u3","event":"onCheckoutFailed","error":"Error: Checkout is no longer available"}"#)
+        #expect(sentence["error.code"] == "unknown", "\(sentence.text)")
+        #expect(RawEventDecoder.printedThrowable("com.example.BoomException")?.name == "BoomException")
+        #expect(RawEventDecoder.printedThrowable("com.example.BoomException")?.message == nil)
+        #expect(RawEventDecoder.printedThrowable("see docs.example.com: it failed") == nil)
+        #expect(RawEventDecoder.printedThrowable("a.b.lowercaseException: x") == nil)
+    }
+
+    /// Checkout Sheet Kit Android's `CheckoutCompletedEvent` printed by Kotlin (`CompletedEvent.kt`, a
+    /// data class; the kit's sample app logs the event so): the order's id is `OrderDetails`' own.
+    @Test("a Kotlin-printed completed event names its order; ids nested deeper are not the order's")
+    func printedKotlinCompletedEvent() {
+        let text = "CheckoutCompletedEvent(orderDetails=OrderDetails(billingAddress=null, cart=CartInfo(lines=[CartLine(id=line-1, "
+            + "merchandiseId=gid://shopify/ProductVariant/1, quantity=1)], price=Price(total=MoneyV2(amount=1.0, currencyCode=CAD))), "
+            + "deliveries=[], email=null, id=gid://shopify/OrderIdentity/8, paymentMethods=[], phone=null))"
+        #expect(RawEventDecoder.printedKotlinOrderID(text) == "gid://shopify/OrderIdentity/8")
+        let withoutID = "CheckoutCompletedEvent(orderDetails=OrderDetails(cart=CartInfo(lines=[CartLine(id=line-1)]), "
+            + "deliveries=[DeliveryInfo(details=DeliveryDetails(location=null), id=d-1)], phone=null))"
+        #expect(RawEventDecoder.printedKotlinOrderID(withoutID) == nil)
+        #expect(RawEventDecoder.printedKotlinOrderID("OrderDetails(id=x)") == nil)
+        #expect(RawEventDecoder.printedKotlinOrderID("CheckoutCompletedEvent(orderDetails=OrderDetails(id=null))") == nil)
+        let p = EventProcessor()
+        let out = p.feed(#"{"checkout_id":"v1","platform":"android","event":"onCheckoutCompleted","data":"\#(text)"}"#)
+        #expect(out.outcome == .published(.complete) && out["summary.order_id"] == "gid://shopify/OrderIdentity/8"
+                    && out["idempotency_key"] == "gid://shopify/OrderIdentity/8", "\(out.text)")
+    }
+}

@@ -268,7 +268,7 @@ struct RedactionPathTests {
     @Test("kept: names about contact data rather than the data, and ordinary keys",
           arguments: ["id", "title", "status", "name", "emailVerified", "email_verified", "emailMarketingConsent",
                       "email_marketing_consent", "phoneVerified", "acceptsMarketing", "customer", "customerId",
-                      "customer_id", "shipping", "cart", "token", "details", "ipCountry", "addressType",
+                      "customer_id", "shipping", "cart", "tokenType", "tokens", "details", "ipCountry", "addressType",
                       "emailAddressVerified", "cardBrand", "last_digits", "Zone", "currency", "e", "", "__", "_-_"])
     func kept(key: String) {
         #expect(!Self.isRedacted(Array(key.utf8)))
@@ -290,20 +290,24 @@ struct RedactionPathTests {
         #expect(!Self.mayBeRedacted(Array(key.utf8)))
     }
 
-    @Test("details and token are redacted only under their parents, folded too")
+    @Test("details are redacted only under their parents, folded too; every token under any parent or none")
     func contextual() {
         for parent in ["paymentMethods", "payment_methods", "PaymentMethods", "deliveries", "Deliveries"] {
             #expect(Self.isRedacted(Array("details".utf8), parent: parent), "\(parent)")
             #expect(Self.isRedacted(Array("Details".utf8), parent: parent), "\(parent)")
         }
-        #expect(Self.isRedacted(Array("token".utf8), parent: "cart"))
-        #expect(Self.isRedacted(Array("Token".utf8), parent: "CART"))
         for parent in ["lineItems", "links", "paymentMethod", "deliveriesX", "carts"] {
             #expect(!Self.isRedacted(Array("details".utf8), parent: parent), "\(parent)")
-            #expect(!Self.isRedacted(Array("token".utf8), parent: parent), "\(parent)")
+        }
+        // Primer's drop-in `onTokenizeSuccess` body has its payment-method token at the top.
+        for key in ["token", "Token", "cartToken", "cart_token", "resumeToken", "clientToken", "klarnaCustomerToken"] {
+            #expect(Self.isRedacted(Array(key.utf8)), "\(key)")
+            for parent in ["cart", "CART", "paymentMethodTokenData", "links", "payload"] {
+                #expect(Self.isRedacted(Array(key.utf8), parent: parent), "\(key) under \(parent)")
+            }
+            #expect(Self.mayBeRedacted(Array(key.utf8)), "\(key)")
         }
         #expect(Self.mayBeRedacted(Array("details".utf8)))
-        #expect(Self.mayBeRedacted(Array("Token".utf8)))
     }
 
     @Test("a person's `name` is redacted under a destination, recipient or customer; a product's is kept")
