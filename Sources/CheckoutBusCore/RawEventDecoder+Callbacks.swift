@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CheckoutBusJSON
 import CheckoutBusProtocol
 
@@ -56,44 +59,50 @@ extension RawEventDecoder {
         return event
     }
 
-    /// The `id` of the `OrderDetails(…)` in a Kotlin data class printed whole
-    /// (`CheckoutCompletedEvent(orderDetails=OrderDetails(billingAddress=null, cart=CartInfo(…), …,
-    /// id=gid://shopify/OrderIdentity/8, …))`, `CompletedEvent.kt` in Shopify/checkout-sheet-kit-android):
-    /// only a member of `OrderDetails` itself, not of a value nested in it. Nil for anything else.
+    /// The order's id in Checkout Sheet Kit Android's completed event printed whole by Kotlin
+    /// (`CheckoutCompletedEvent(orderDetails=OrderDetails(billingAddress=…, cart=CartInfo(…), …,
+    /// id=gid://shopify/OrderIdentity/8, …))`, the data class's `toString()`, `CompletedEvent.kt` in
+    /// Shopify/checkout-sheet-kit-android). Kotlin quotes no string, so a buyer's address or a
+    /// product's title could print `…), id=…` of its own: only an id of the kit's shape
+    /// (`gid://shopify/OrderIdentity/` and digits) that the text names once, as a member of
+    /// `OrderDetails` itself, is taken. Nil for anything else, and for a text over 64 KiB.
     package static func printedKotlinOrderID(_ text: String) -> String? {
-        let u = Array(text.utf8.prefix(65_536))
-        guard u.starts(with: "CheckoutCompletedEvent(".utf8) else { return nil }
-        let opening = Array("OrderDetails(".utf8)
-        guard var i = (0...(u.count - opening.count)).first(where: { u[$0..<($0 + opening.count)].elementsEqual(opening) })
-        else { return nil }
-        i += opening.count
-        var depth = 0
-        var memberStart = true
-        while i < u.count {
-            let b = u[i]
-            if depth == 0 && memberStart && u[i...].starts(with: "id=".utf8) {
-                let start = i + 3
-                var end = start
-                while end < u.count, u[end] != UInt8(ascii: ","), u[end] != UInt8(ascii: ")") { end += 1 }
-                guard end > start, end - start <= 256, end < u.count else { return nil }
-                let id = String(decoding: u[start..<end], as: UTF8.self)
-                return id == "null" ? nil : id
+        let opening = "CheckoutCompletedEvent(orderDetails=OrderDetails(".utf8
+        let marker = Array("id=gid://shopify/OrderIdentity/".utf8)
+        guard text.utf8.count <= 65_536, text.utf8.starts(with: opening) else { return nil }
+        var text = text
+        return text.withUTF8 { u -> String? in
+            func hasMarker(at i: Int) -> Bool {
+                i + marker.count <= u.count && memcmp(u.baseAddress! + i, marker, marker.count) == 0
             }
-            memberStart = false
-            switch b {
-            case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1
-            case UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
-                if depth == 0 { return nil }
-                depth -= 1
-            case UInt8(ascii: ","):
-                if depth == 0, i + 1 < u.count, u[i + 1] == UInt8(ascii: " ") {
-                    i += 1
-                    memberStart = true
+            var found: Int?
+            var depth = 0
+            var i = opening.count
+            while i < u.count {
+                if hasMarker(at: i) {
+                    // Named twice (a buyer's text among them): neither is taken.
+                    guard found == nil else { return nil }
+                    let memberStart = u[i - 1] == UInt8(ascii: "(") || (u[i - 1] == UInt8(ascii: " ")
+                                                                        && u[i - 2] == UInt8(ascii: ","))
+                    guard depth == 0, memberStart else { return nil }
+                    found = i
+                    i += marker.count
+                    continue
                 }
-            default: break
+                switch u[i] {
+                case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1
+                case UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+                default: break
+                }
+                i += 1
             }
-            i += 1
+            guard let at = found else { return nil }
+            var end = at + marker.count
+            while end < u.count, u[end] &- UInt8(ascii: "0") < 10 { end += 1 }
+            guard end > at + marker.count, end - at <= 64, end < u.count,
+                u[end] == UInt8(ascii: ",") || u[end] == UInt8(ascii: ")")
+            else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: u[(at + 3)..<end]), as: UTF8.self)
         }
-        return nil
     }
 }

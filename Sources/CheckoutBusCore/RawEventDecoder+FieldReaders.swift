@@ -145,15 +145,13 @@ extension RawEventDecoder {
             if named != .unknown { (code, rawCode) = (named, id) }
         }
         // A JVM `Throwable` printed (`toString()`): its class's name, then its message
-        // (`com.shopify.checkoutsheetkit.CheckoutExpiredException: Checkout is no longer …`).
-        // The class names the cause if a table knows it (and is kept as the raw code), else the message.
-        if code == .unknown, rawCode == nil, let (name, rest) = RawEventDecoder.printedThrowable(text) {
-            let named = ErrorCodeNormalizer.normalize(rawCode: name)
-            if named != .unknown {
-                (code, rawCode) = (named, name)
-            } else if let rest, let fromRest = ErrorCodeNormalizer.fromMessage(rest) {
-                (code, status) = fromRest
-            }
+        // (`com.shopify.checkoutsheetkit.CheckoutExpiredException: Checkout is no longer …`). The
+        // message is read as any other; the class says too little (the kit's `CheckoutExpiredException`
+        // is also a completed or invalid cart, its `HttpException` also a load that reached no server).
+        if code == .unknown, rawCode == nil, let rest = RawEventDecoder.printedThrowable(text)?.message,
+            let fromRest = ErrorCodeNormalizer.fromMessage(rest)
+        {
+            (code, status) = fromRest
         }
         // A sentence that names its cause (`HTTP 404 Error`, the SDKs' own messages).
         if code == .unknown, let named = ErrorCodeNormalizer.fromMessage(text) { (code, status) = named }

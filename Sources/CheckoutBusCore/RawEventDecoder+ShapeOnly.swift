@@ -7,7 +7,7 @@ extension RawEventDecoder {
     /// Objects that name no event but are one by their shape, as an app's bridge forwards what its
     /// SDK handed it: a React Native Checkout Sheet Kit error (`__typename` `CheckoutExpiredError`,
     /// …, with its `code`) is a fail; its `completed` event's data (`orderDetails` with its `id` or
-    /// `cart`, under no wrapper that says Primer) a complete; an
+    /// `cart`) a complete; an
     /// Embedded Checkout Protocol `ErrorResponse` (`ucp` and `messages`, what Checkout Kit's React
     /// Native relay hands JavaScript for `ec.error`) a fail. A JSON-RPC response (`result` or
     /// `error` beside `id`, no `method`) is no lifecycle event.
@@ -52,10 +52,11 @@ extension RawEventDecoder {
             return try decodeCallback(doc, r, holder: nil, kind: .fail,
                                       platform: RawEventDecoder.platform(forCallback: "error"))
         }
-        // The kit's `OrderDetails` always has its `id` (and its cart). Primer's client session
+        // The kit's `OrderDetails` always has its `id` and its cart. Primer's client session
         // (`PrimerClientSession`, which its React Native bridge relays bare on an update) has an
-        // `orderDetails` too — `{countryCode, shipping}`, before any payment — and is no completion.
-        if !saysPrimer, let details = doc.object(r, "orderDetails") ?? doc.object(r, "order_details"),
+        // `orderDetails` too — a `PrimerOrder`, `{countryCode, shipping}`, before any payment — and
+        // is no completion.
+        if let details = doc.object(r, "orderDetails") ?? doc.object(r, "order_details"),
             doc.member(details, anyOf: "id", "cart") != nil
         {
             return try decodeCallback(doc, r, holder: nil, kind: .complete,

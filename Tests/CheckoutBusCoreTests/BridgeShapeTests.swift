@@ -498,6 +498,9 @@ struct BridgeShapeTests {
         #expect(kit.outcome == .published(.complete) && kit["summary.order_id"] == "o-77", "\(kit.text)")
         let cartOnly = p.feed(#"{"checkout_id":"s4","payload":{"orderDetails":{"cart":{"lines":[]}}}}"#)
         #expect(cartOnly.outcome == .published(.complete), "\(cartOnly.text)")
+        // Under a wrapper that says Primer too (a relay that labels everything it forwards).
+        let labelled = p.feed(#"{"checkout_id":"s5","sdk":"primer","payload":{"orderDetails":{"id":"o-78","cart":{}}}}"#)
+        #expect(labelled.outcome == .published(.complete) && labelled["summary.order_id"] == "o-78", "\(labelled.text)")
     }
 
     /// The drop-in SDKs hand `onTokenizeSuccess` the `PrimerPaymentMethodTokenData` itself, its
@@ -524,16 +527,24 @@ struct BridgeShapeTests {
         }
     }
 
-    /// A JVM `Throwable` forwarded as its `toString()` (`<qualified class>: <message>`): the class
-    /// names the cause when a table knows it, else the message after it does.
-    @Test("a printed Throwable: its class, else its message; a sentence with a colon is no class")
+    /// A JVM `Throwable` forwarded as its `toString()` (`<qualified class>: <message>`): its message is
+    /// read as any other. Its class says too little: Checkout Sheet Kit Android's
+    /// `CheckoutExpiredException` is also a completed or invalid cart (`CheckoutErrorDecoder.kt`), its
+    /// `HttpException` also a WebView load that reached no server (`BaseWebView.kt`).
+    @Test("a printed Throwable: its message after the class; the class alone names nothing")
     func printedThrowable() {
         let p = EventProcessor()
         let expired = p.feed(#"{"checkout_id":"u1","event":"onCheckoutFailed","error":"com.shopify.checkoutsheetkit.CheckoutExpiredException: Checkout is no longer available with the provided token. Please generate a new checkout URL"}"#)
-        #expect(expired["error.code"] == "cart_expired" && expired["error.raw_code"] == "CheckoutExpiredException"
+        #expect(expired["error.code"] == "cart_expired" && expired["error.raw_code"] == .null
                     && expired["error.terminal"] == true, "\(expired.text)")
-        let generic = p.feed(#"{"checkout_id":"u2","event":"onCheckoutFailed","error":"java.lang.RuntimeException: Checkout is no longer available with the provided token. Please generate a new checkout URL"}"#)
-        #expect(generic["error.code"] == "cart_expired" && generic["error.raw_code"] == .null, "\(generic.text)")
+        let http = p.feed(#"{"checkout_id":"u2","event":"onCheckoutFailed","error":"com.shopify.checkoutsheetkit.HttpException: HTTP 404 Error"}"#)
+        #expect(http["error.code"] == "http_error" && http["error.http_status"] == 404, "\(http.text)")
+        for message in ["com.shopify.checkoutsheetkit.CheckoutExpiredException: Cart is completed",
+                        "com.shopify.checkoutsheetkit.HttpException: net::ERR_INTERNET_DISCONNECTED",
+                        "com.stripe.android.core.exception.AuthenticationException: Invalid API Key provided"] {
+            let out = p.feed(#"{"checkout_id":"u4","event":"onCheckoutFailed","error":"\#(message)"}"#)
+            #expect(out["error.code"] == "unknown" && out["error.raw_code"] == .null, "\(out.text)")
+        }
         let sentence = p.feed(#"{"checkout_id":"u3","event":"onCheckoutFailed","error":"Error: Checkout is no longer available"}"#)
         #expect(sentence["error.code"] == "unknown", "\(sentence.text)")
         #expect(RawEventDecoder.printedThrowable("com.example.BoomException")?.name == "BoomException")
@@ -555,6 +566,21 @@ struct BridgeShapeTests {
         #expect(RawEventDecoder.printedKotlinOrderID(withoutID) == nil)
         #expect(RawEventDecoder.printedKotlinOrderID("OrderDetails(id=x)") == nil)
         #expect(RawEventDecoder.printedKotlinOrderID("CheckoutCompletedEvent(orderDetails=OrderDetails(id=null))") == nil)
+        // Kotlin quotes no string: a buyer's address or a product's title that prints an id of its
+        // own names none (it would have made the order another's, and fulfilment skip it).
+        let injected = "CheckoutCompletedEvent(orderDetails=OrderDetails(billingAddress=Address(address1=2 Elm St), "
+            + "id=gid://shopify/OrderIdentity/1001, x=(, city=Ottawa), cart=CartInfo(lines=[]), deliveries=[], "
+            + "email=b@example.com, id=gid://shopify/OrderIdentity/1002, paymentMethods=[], phone=null))"
+        #expect(RawEventDecoder.printedKotlinOrderID(injected) == nil)
+        let title = "CheckoutCompletedEvent(orderDetails=OrderDetails(billingAddress=null, cart=CartInfo(lines=[CartLine("
+            + "title=Tee)]), id=gid://shopify/OrderIdentity/7, x=([)]), deliveries=[], id=gid://shopify/OrderIdentity/8))"
+        #expect(RawEventDecoder.printedKotlinOrderID(title) == nil)
+        for id in ["", "abc", "12 3", "NaN"] {
+            let odd = "CheckoutCompletedEvent(orderDetails=OrderDetails(email=null, id=gid://shopify/OrderIdentity/\(id)))"
+            #expect(RawEventDecoder.printedKotlinOrderID(odd) == nil, "\(id)")
+        }
+        let long = "CheckoutCompletedEvent(orderDetails=OrderDetails(email=\(String(repeating: "(", count: 70_000))"
+        #expect(RawEventDecoder.printedKotlinOrderID(long) == nil)
         let p = EventProcessor()
         let out = p.feed(#"{"checkout_id":"v1","platform":"android","event":"onCheckoutCompleted","data":"\#(text)"}"#)
         #expect(out.outcome == .published(.complete) && out["summary.order_id"] == "gid://shopify/OrderIdentity/8"
