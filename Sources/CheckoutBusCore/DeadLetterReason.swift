@@ -41,10 +41,20 @@ package struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible {
     /// sent as a message of its own.
     package static let batch = DeadLetterReason("batch")
 
-    /// Every reason, for metrics and documentation.
+    /// A checkout, order or event id longer than ``maxIDBytes``: no SDK's id is, and each is kept or
+    /// repeated (the state table keeps a completed checkout's order id, every envelope names its
+    /// checkout and its idempotency key, the acknowledgement and the dead letter the event id), so
+    /// one that long makes each of them as large as the producer pleases.
+    package static let idTooLong = DeadLetterReason("id_too_long")
+
+    /// The longest checkout, order or event id accepted, in UTF-8 bytes.
+    package static let maxIDBytes = 1024
+
+    /// Every reason, for metrics and documentation. New reasons go at the end: a dead letter's
+    /// place in this list is its tag in the event-id window.
     package static let all: [DeadLetterReason] = [
         .invalidJSON, .invalidUTF8, .tooDeep, .oversized, .unknownShape, .unknownEvent, .notLifecycle,
-        .missingCheckoutID, .invalidEmbeddedJSON, .wrongType, .wrongShard, .multipart, .batch,
+        .missingCheckoutID, .invalidEmbeddedJSON, .wrongType, .wrongShard, .multipart, .batch, .idTooLong,
     ]
 
     /// The dead-letter reason for a parse failure.

@@ -145,6 +145,15 @@ struct IdentifierText {
         return true
     }
 
+    /// Its length in UTF-8 bytes (0 when absent).
+    var utf8Count: Int {
+        switch storage {
+        case .absent: return 0
+        case .bytes(let b): return b.count
+        case .string(let s): return s.utf8.count
+        }
+    }
+
     /// Its `String`, built from the bytes when it was read in place; nil when absent.
     var value: String? {
         switch storage {

@@ -250,11 +250,14 @@ package final class EventProcessor {
         do {
             decoded = try context.decoder.decode(document)
         } catch {
-            // The reply to an acknowledged producer names the event its wrapper gave, if any.
-            let eventID = context.decoder.wrapperEventID
-                ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) }
+            // The reply to an acknowledged producer names the event its wrapper gave, if any — not
+            // one over the ids' limit, which would make the reply and the dead letter that long.
+            let fits = { (id: String) in id.utf8.count <= DeadLetterReason.maxIDBytes ? id : nil }
+            let eventID = (context.decoder.wrapperEventID
+                ?? document.member(document.root, anyOf: "event_id", "eventId").flatMap { document.identifier($0) })
+                .flatMap(fits)
             let checkoutID = document.member(document.root, anyOf: "checkout_id", "checkoutId")
-                .flatMap { document.identifier($0) }
+                .flatMap { document.identifier($0) }.flatMap(fits)
             return otherwise(PreparedEvent(rejected: .decodeFailed(error, eventID: eventID, checkoutID: checkoutID)), nil)
         }
         let decodedAt = timed ? StageTimes.now() : 0

@@ -142,6 +142,14 @@ package final class RawEventDecoder {
         guard event.hasCheckoutID else {
             throw DecodeRejection(.missingCheckoutID, "no checkout id in the snapshot, the event or the wrapper")
         }
+        let longest = max(event.checkoutIdentifier.utf8Count, event.orderIdentifier.utf8Count,
+                          event.eventIdentifier.utf8Count)
+        if longest > DeadLetterReason.maxIDBytes {
+            let which = event.orderIdentifier.utf8Count == longest ? "an order id"
+                : event.eventIdentifier.utf8Count == longest ? "an event id" : "a checkout id"
+            throw DecodeRejection(.idTooLong, "\(which) of \(longest) bytes: ids are at most "
+                                  + "\(DeadLetterReason.maxIDBytes) bytes")
+        }
         return event
     }
 

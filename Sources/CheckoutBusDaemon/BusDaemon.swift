@@ -82,6 +82,12 @@ package final class BusDaemon {
     /// Subscription messages the pipeline reads per turn at most, between ingest batches.
     package static let subscriptionsPerTurn = 1024
 
+    /// Acknowledgements queued per producer connection at most (the acknowledged socket's
+    /// `ZMQ_SNDHWM`): a producer that sends and never reads its acknowledgements holds at most this
+    /// many (each at most ~1.2 KiB: ids are at most 1 KiB); further ones to it are dropped, counted,
+    /// and it resends what it was not answered (a duplicate then). `checkoutbus send --window` and
+    /// the Python producer's `window` are at most this, so a producer that reads loses none.
+    package static let ackQueue: Int32 = 10_000
     /// A peer that has not finished its ZeroMQ handshake this long after connecting is cut off
     /// (`ZMQ_HANDSHAKE_IVL`): junk and idle connections on the ZeroMQ ports do not accumulate.
     package static let handshakeTimeoutMilliseconds: Int32 = 10_000
@@ -103,6 +109,8 @@ package final class BusDaemon {
     /// Event ids of suppressed updates, for retries across a restart (nil with `--dedupe-window 0`).
     private var suppressedLog: SuppressedLog?
     private var acks = RingBuffer<PendingAck>(initialCapacity: 1024)
+    /// Acknowledgements dropped: their producer's queue was full (it does not read them) or it had gone.
+    private var ackRepliesDropped: UInt64 = 0
     /// Where the threads that serve clients get the pipeline's figures (set while running).
     private var snapshots: SnapshotExchange?
     /// A reader asked for a snapshot that is not yet published.
@@ -245,7 +253,10 @@ package final class BusDaemon {
             try socket.setMaxMessageSize(wireLimit)
         }
         try ingest.setLinger(milliseconds: 0)
-        try acked.setOption(.sendHighWaterMark, 1_000_000)
+        try acked.setOption(.sendHighWaterMark, BusDaemon.ackQueue)
+        // A full queue refuses the send (EAGAIN with ZMQ_DONTWAIT) rather than dropping unseen, so
+        // the drop is counted; a producer gone is EHOSTUNREACH.
+        try acked.setOption(.routerMandatory, 1)
         try acked.setLinger(milliseconds: 2000)
         publishHighWaterMark = BusDaemon.sharedPublishHighWaterMark(
             budget: configuration.subscriberMemoryBytes, subscribers: min(configuration.maxSubscribers, maxConnections),
@@ -755,8 +766,8 @@ package final class BusDaemon {
             evictedCheckouts: processor.state.evicted, expiredCheckouts: processor.state.expired,
             stateBytes: processor.state.approximateBytes,
             pipelineLatency: batches.latency, stages: pipelineStages, recoveredFence: journal.recovery.fence,
-            suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0, publishHighWaterMark: publishHighWaterMark,
-            endpoints: boundEndpoints)
+            suppressedLogSyncFailures: suppressedLog?.syncFailures ?? 0, ackRepliesDropped: ackRepliesDropped,
+            publishHighWaterMark: publishHighWaterMark, endpoints: boundEndpoints)
     }
 
     /// Answers acknowledged producers whose events are durable, in arrival order.
@@ -766,10 +777,20 @@ package final class BusDaemon {
         // batch is published.
         let durable = min(journal.durableSeq, batches.publishedSeq)
         while let a = acks.first, a.durableAt <= durable {
-            _ = try acked.send(a.identity, more: true)
+            _ = acks.popFirst()
+            // Never waits: a producer whose queue is full, or that has gone, loses this one.
+            var sent = false
+            do {
+                sent = try acked.send(a.identity, more: true, dontWait: true)
+            } catch let e as ZMQError where e.code == EHOSTUNREACH {
+                sent = false
+            }
+            guard sent else {
+                ackRepliesDropped &+= 1
+                continue
+            }
             if a.delimiter { _ = try acked.send([UInt8](), more: true) }
             _ = try acked.send(a.reply)
-            _ = acks.popFirst()
         }
     }
 

@@ -39,7 +39,8 @@ package struct FloodCommand {
             + "use one connection)", default: "1")
     static let acked = CommandOption(
         "acked", help: "send on the acknowledged ingest (DEALER) and report acknowledgement latency")
-    static let window = CommandOption("window", "N", help: "events in flight per acknowledged producer", default: "1000")
+    static let window = CommandOption("window", "N", help: "events in flight per acknowledged producer (1 to 10000)",
+                                      default: "1000")
     static let subscribers = CommandOption(
         "subscribers", "N", help: "subscribers, each receiving everything; every one must receive what the generator expects",
         default: "1")
@@ -143,7 +144,7 @@ package struct FloodCommand {
         configuration.count = try args.optionalInt(Self.count, in: 1...Int.max)
         configuration.producers = try args.int(Self.producers, in: 1...256)
         configuration.subscribers = try args.int(Self.subscribers, in: 1...64)
-        configuration.window = try args.int(Self.window, in: 1...1_000_000)
+        configuration.window = try args.int(Self.window, in: 1...10_000)
         metrics = args.value(Self.metrics)
         memory = args.has(Self.memory)
         if memory && metrics == nil { throw .init("--memory reads the daemon's /metrics: give its address with --metrics") }

@@ -155,7 +155,7 @@ struct DeadLetterTests {
         #expect(DeadLetterReason.all.map(\.code) == [
             "invalid_json", "invalid_utf8", "too_deep", "oversized", "unknown_shape", "unknown_event",
             "not_lifecycle", "missing_checkout_id", "invalid_embedded_json", "wrong_type", "wrong_shard", "multipart",
-            "batch",
+            "batch", "id_too_long",
         ])
     }
 
@@ -203,5 +203,43 @@ struct DeadLetterTests {
         let p = EventProcessor()
         let out = p.feed(wrap(#"{"name":"close","body":""}"#))
         #expect(out.outcome == .published(.dismiss))
+    }
+}
+
+/// Ids past ``DeadLetterReason/maxIDBytes``: each is kept or repeated (the state table, every
+/// envelope, the acknowledgement), so one as long as the producer likes would be held that long.
+@Suite("Dead letters: ids over 1 KiB")
+struct LongIDTests {
+    static func complete(order: String, event: String = "e-1", checkout: String = "ck-long") -> String {
+        #"{"checkout_id":"\#(checkout)","event_id":"\#(event)","payload":{"jsonrpc":"2.0","method":"ec.complete","params":{"checkout":{"id":"\#(checkout)","status":"completed","order":{"id":"\#(order)"}}}}}"#
+    }
+
+    @Test("an order, event or checkout id of 1,024 bytes is taken; of 1,025, dead-lettered id_too_long, named")
+    func limit() {
+        let p = EventProcessor()
+        let fits = String(repeating: "o", count: DeadLetterReason.maxIDBytes)
+        let taken = p.feed(Self.complete(order: fits))
+        #expect(taken.outcome == .published(.complete) && taken["idempotency_key"] == .string(fits))
+        for (line, which) in [(Self.complete(order: fits + "o", event: "e-2", checkout: "ck-2"), "an order id of 1025"),
+                              (Self.complete(order: "o-3", event: fits + "e", checkout: "ck-3"), "an event id of 1025"),
+                              (Self.complete(order: "o-4", event: "e-4", checkout: fits + "c"), "a checkout id of 1025")] {
+            let out = p.feed(line)
+            DeadLetterTests.expectDeadLetter(out, .idTooLong, size: line.utf8.count)
+            #expect(out["detail"]?.stringValue?.hasPrefix(which) == true, "\(out.text)")
+        }
+        #expect(p.state.count == 1)
+        #expect(p.counters.deadLettered["id_too_long"] == 3)
+    }
+
+    @Test("a dead letter names no event or checkout id over the limit (it would be as long), whatever its reason")
+    func notEchoed() {
+        let p = EventProcessor()
+        let long = String(repeating: "x", count: 300_000)
+        let tooLong = p.feed(Self.complete(order: "o-5", event: long))
+        #expect(tooLong.outcome == .deadLettered(.idTooLong))
+        #expect(tooLong["event_id"] == .null && tooLong["checkout_id"] == "ck-long", "\(tooLong.text.prefix(300))")
+        let unknown = p.feed(#"{"checkout_id":"\#(long)","event_id":"\#(long)","payload":{"event":"checkoutDidExplode"}}"#)
+        #expect(unknown.outcome == .deadLettered(.unknownEvent))
+        #expect(unknown["event_id"] == .null && unknown["checkout_id"] == .null)
     }
 }

@@ -376,6 +376,46 @@ struct NoClientStallsTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("an acknowledged producer that never reads: past 10,000 unread acknowledgements dropped, counted; serving on")
+    func ackedProducerNotReading() throws {
+        let daemon = try DaemonProcess()
+        let address = try #require(daemon.ready["metrics"] as? String)
+        let context = try ZMQContext()
+        let greedy = try ZMQSocket(context: context, type: .dealer)
+        try greedy.setLinger(milliseconds: 0)
+        try greedy.setOption(.receiveHighWaterMark, 1)
+        try greedy.setOption(.receiveBuffer, 4096)
+        try greedy.connect(daemon.ingestAcked)
+        let before = rssKilobytes(daemon.process.processIdentifier)
+        // Event ids at the limit, so each acknowledgement is ~1.1 KiB: before, a million of them
+        // could queue for this one connection.
+        let pad = String(repeating: "p", count: 1000)
+        for i in 0..<30_000 {
+            let event = #"{"event_id":"\#(pad)-\#(i)","checkout_id":"greedy-\#(i % 500)","payload":{"event":"onCheckoutUpdated","checkout":{"id":"greedy-\#(i % 500)","n":\#(i)}}}"#
+            _ = try greedy.send(event)
+        }
+        var dropped = 0.0
+        for _ in 0..<300 {
+            dropped = metric(try httpGet(address, "/metrics").body, "checkoutbus_ack_replies_dropped_total") ?? 0
+            if dropped > 0 { break }
+            usleep(100_000)
+        }
+        let grown = rssKilobytes(daemon.process.processIdentifier) - before
+        print("acked: \(Int(dropped)) acknowledgements to the producer that does not read dropped; daemon grew \(grown) KiB")
+        #expect(dropped > 0)
+        // Every event was taken (the acknowledgements only were dropped), and published before the
+        // check below listens for its own.
+        var lastSeq = 0
+        for _ in 0..<300 {
+            lastSeq = try ControlClient(daemon.control).stats()["last_seq"] as? Int ?? 0
+            if lastSeq >= 30_000 { break }
+            usleep(100_000)
+        }
+        #expect(lastSeq == 30_000)
+        try expectServing(daemon, "greedy-acked")
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("replay and metrics storms: live p99 no worse than the same storm on a twin daemon with a copy of the journal")
     func stormsAgainstTwin() throws {
         let first = try DaemonProcess()

@@ -40,6 +40,8 @@ package struct DaemonSnapshot: Sendable {
     package var recoveredFence: JournalFence.Marker? = nil
     /// Failed `fdatasync`s of the suppressed-id log (logged; they fence nothing).
     package var suppressedLogSyncFailures = 0
+    /// Acknowledgements dropped for producers that did not read them (or had gone).
+    package var ackRepliesDropped: UInt64 = 0
     /// The publish high-water mark per subscriber in force: `--publish-hwm`, or the subscribers'
     /// share of `--subscriber-memory` when that is lower.
     package var publishHighWaterMark: Int32 = 0

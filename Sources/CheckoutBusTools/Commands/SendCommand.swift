@@ -28,7 +28,9 @@ package struct SendCommand {
         "ack-log", "PATH",
         help: "with --acked: one line `<seq> <event_id>` per acknowledged event (`-` for a suppressed duplicate's seq "
             + "or a missing event_id); with --shards `<shard>:<seq> <event_id>`, seq being per shard")
-    static let window = CommandOption("window", "N", help: "with --acked: events in flight at most", default: "1000")
+    static let window = CommandOption(
+        "window", "N", help: "with --acked: events in flight at most (1 to 10000, the acknowledgements the daemon "
+            + "queues for one producer)", default: "1000")
 
     package static let spec = CommandSpec(
         "checkoutbus send", summary: "send raw events (JSON Lines) to a daemon's ingest socket.",
@@ -71,7 +73,7 @@ package struct SendCommand {
             shards = try BusOptions.endpoints(list, flag: "shards")
         }
         timeoutSeconds = try args.int(Self.timeout, in: 1...86_400)
-        window = try args.int(Self.window, in: 1...1_000_000)
+        window = try args.int(Self.window, in: 1...10_000)
         ackLog = args.value(Self.ackLog)
         if ackLog != nil && !acked { throw .init("--ack-log needs --acked") }
         files = args.positionals

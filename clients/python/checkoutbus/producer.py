@@ -77,18 +77,25 @@ def _wrapper_event_id(raw: bytes) -> Optional[str]:
     return None
 
 
+# The acknowledgements the daemon queues for one producer that has not read them.
+MAX_WINDOW = 10_000
+
+
 def send_acked(events: Iterable[Union[bytes, str, dict]], endpoint: str, curve=None, timeout: float = 10.0,
                window: int = 1000, context: Optional["zmq.Context"] = None) -> List[Acknowledgement]:
     """Sends `events` to the daemon's --ingest-acked `endpoint` and returns one Acknowledgement per
     event, in order: its seq, or its rejection reason.
 
     Events are raw events as bytes, str, or dicts (sent as JSON), exactly as on the plain ingest.
-    At most `window` are in flight. Nothing is resent by itself (an event without an event_id would
+    At most `window` (1 to 10,000: the acknowledgements the daemon queues for one producer) are
+    in flight. Nothing is resent by itself (an event without an event_id would
     be published twice): on AcknowledgedSendError resend what is not in its `acknowledged`.
     curve: (client secret key file, daemon public key file), or a CurveKeys; the key must be in
     the daemon's --curve-producers directory.
     Raises AcknowledgedSendError (timed_out, disconnected, unexpected_reply).
     """
+    if not 1 <= window <= MAX_WINDOW:
+        raise ValueError(f"window must be 1 to {MAX_WINDOW}, got {window}")
     keys = curve_keys(curve)
     payloads = [_encode(e) for e in events]
     own_context = context is None

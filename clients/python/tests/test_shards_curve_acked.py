@@ -168,3 +168,11 @@ def test_send_acked_a_dropped_connection_fails_the_unanswered_never_answers_them
         assert answer.event_id == event["event_id"] and answer.accepted
         assert event["event_id"] in journaled
     assert "d-huge" not in journaled
+
+
+def test_send_acked_refuses_a_window_past_the_acknowledgements_the_daemon_queues():
+    # The daemon queues at most 10,000 unread acknowledgements for one producer; a larger window
+    # could have more in flight than it keeps answers for.
+    for window in (0, 10_001):
+        with pytest.raises(ValueError, match="window must be 1 to 10000"):
+            send_acked([b"{}"], "tcp://127.0.0.1:1", window=window)
