@@ -282,7 +282,10 @@ package enum ErrorCodeNormalizer {
             let status = Int(u[5] - 0x30) * 100 + Int(u[6] - 0x30) * 10 + Int(u[7] - 0x30)
             return (400...599).contains(status) ? (fromHTTP(status), status) : nil
         }
-        guard text.utf8.count <= 256, let code = sentences[fold(text)] else { return nil }
-        return (code, nil)
+        if text.utf8.count <= 256, let code = sentences[fold(text)] { return (code, nil) }
+        // A JVM `Throwable` printed (`toString()`): its message after its class's name
+        // (`com.shopify.checkoutsheetkit.CheckoutExpiredException: Checkout is no longer …`).
+        if let rest = RawEventDecoder.printedThrowable(text)?.message, !rest.isEmpty { return fromMessage(rest) }
+        return nil
     }
 }

@@ -144,21 +144,15 @@ extension RawEventDecoder {
             let named = ErrorCodeNormalizer.normalize(rawCode: id)
             if named != .unknown { (code, rawCode) = (named, id) }
         }
-        // A JVM `Throwable` printed (`toString()`): its class's name, then its message
-        // (`com.shopify.checkoutsheetkit.CheckoutExpiredException: Checkout is no longer …`). The
-        // message is read as any other; the class says too little (the kit's `CheckoutExpiredException`
-        // is also a completed or invalid cart, its `HttpException` also a load that reached no server).
-        if code == .unknown, rawCode == nil, let rest = RawEventDecoder.printedThrowable(text)?.message,
-            let fromRest = ErrorCodeNormalizer.fromMessage(rest)
-        {
-            (code, status) = fromRest
-        }
         // A sentence that names its cause (`HTTP 404 Error`, the SDKs' own messages).
         if code == .unknown, let named = ErrorCodeNormalizer.fromMessage(text) { (code, status) = named }
         return DecodedError(code: code, rawCode: rawCode, message: text, httpStatus: status, terminal: isTerminal)
     }
 
-    /// A JVM `Throwable`'s `toString()`: the simple name of its class, a qualified name (at least
+    /// A JVM `Throwable`'s `toString()`: read by its message alone (``ErrorCodeNormalizer/fromMessage(_:)``);
+    /// the class says too little (Checkout Sheet Kit Android's `CheckoutExpiredException` is also a
+    /// completed or invalid cart, its `HttpException` also a load that reached no server).
+    /// The simple name of its class, a qualified name (at least
     /// one `.`, no spaces, the last part capitalised, ending in `Exception` or `Error`), and its
     /// message after `": "` if it has one. Nil for anything else.
     package static func printedThrowable(_ text: String) -> (name: String, message: String?)? {

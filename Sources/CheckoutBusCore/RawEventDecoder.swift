@@ -136,12 +136,7 @@ package final class RawEventDecoder {
         if let at = wrapper.occurredAt { event.occurredAt = at }
         if wrapper.platform != nil { swap(&event.platform, &wrapper.platform) }
         if wrapper.sdk != nil { swap(&event.sdk, &wrapper.sdk!) }
-        if !event.hasCheckoutID {
-            event.checkoutID = event.orderID.map { "order:" + $0 }
-        }
-        guard event.hasCheckoutID else {
-            throw DecodeRejection(.missingCheckoutID, "no checkout id in the snapshot, the event or the wrapper")
-        }
+        // Checked as given (a checkout id made of an order id below is 6 bytes longer).
         let longest = max(event.checkoutIdentifier.utf8Count, event.orderIdentifier.utf8Count,
                           event.eventIdentifier.utf8Count)
         if longest > DeadLetterReason.maxIDBytes {
@@ -149,6 +144,12 @@ package final class RawEventDecoder {
                 : event.eventIdentifier.utf8Count == longest ? "an event id" : "a checkout id"
             throw DecodeRejection(.idTooLong, "\(which) of \(longest) bytes: ids are at most "
                                   + "\(DeadLetterReason.maxIDBytes) bytes")
+        }
+        if !event.hasCheckoutID {
+            event.checkoutID = event.orderID.map { "order:" + $0 }
+        }
+        guard event.hasCheckoutID else {
+            throw DecodeRejection(.missingCheckoutID, "no checkout id in the snapshot, the event or the wrapper")
         }
         return event
     }

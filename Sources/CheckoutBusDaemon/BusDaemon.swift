@@ -84,10 +84,12 @@ package final class BusDaemon {
 
     /// Acknowledgements queued per producer connection at most (the acknowledged socket's
     /// `ZMQ_SNDHWM`): a producer that sends and never reads its acknowledgements holds at most this
-    /// many (each at most ~1.2 KiB: ids are at most 1 KiB); further ones to it are dropped, counted,
-    /// and it resends what it was not answered (a duplicate then). `checkoutbus send --window` and
-    /// the Python producer's `window` are at most this, so a producer that reads loses none.
-    package static let ackQueue: Int32 = 10_000
+    /// many; further ones to it are dropped, counted. libzmq learns what its peer has read only
+    /// every half mark, so a queue may look full at half of it: the windows of `checkoutbus send`,
+    /// `flood`, ``AcknowledgedProducer`` and the Python producer (at most 10,000) stay well below
+    /// 50,000, and `route`'s links read theirs into a queue of 100,000 on their side. A producer
+    /// that reads its acknowledgements loses none.
+    package static let ackQueue: Int32 = 100_000
     /// A peer that has not finished its ZeroMQ handshake this long after connecting is cut off
     /// (`ZMQ_HANDSHAKE_IVL`): junk and idle connections on the ZeroMQ ports do not accumulate.
     package static let handshakeTimeoutMilliseconds: Int32 = 10_000

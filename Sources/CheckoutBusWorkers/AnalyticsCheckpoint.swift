@@ -163,10 +163,17 @@ package enum AnalyticsCheckpoint {
                     f.durations.restore(maximum: m)
                 }
                 if let buckets = doc.member(durations, "buckets") {
+                    // Their sum is the samples' count, which percentiles multiply by up to 100.
+                    var total: Int64 = 0
                     doc.forEachElement(buckets) { pair in
                         let numbers = integers(doc, pair)
                         guard numbers.count == 2 else { return }
-                        if numbers[0] < 0 || numbers[1] < 0 { negative = "durations" }
+                        let (sum, overflow) = total.addingReportingOverflow(numbers[1])
+                        if numbers[0] < 0 || numbers[1] < 0 || overflow || sum > Int64.max / 128 {
+                            negative = "durations"
+                            return
+                        }
+                        total = sum
                         f.durations.restore(bucket: numbers[0], count: numbers[1])
                     }
                 }
@@ -174,7 +181,7 @@ package enum AnalyticsCheckpoint {
             var evicted: Int64 = 0
             if let t = doc.member(root, "evicted_checkouts") { evicted = doc.int64(t) ?? 0 }
             if evicted < 0 { negative = "evicted_checkouts" }
-            if let negative { return .failure(bad("a negative count in \(negative)")) }
+            if let negative { return .failure(bad("a negative count in \(negative), or one too large")) }
             if let list = doc.member(root, "checkouts") {
                 var malformed = false
                 doc.forEachElement(list) { entry in

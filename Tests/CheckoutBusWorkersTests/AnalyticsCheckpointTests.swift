@@ -26,6 +26,7 @@ struct AnalyticsCheckpointTests {
             (#""dead_letters_by_reason":{}"#, #""dead_letters_by_reason":{"bad_json":-2}"#, "dead_letters_by_reason"),
             (#""revenue":{}"#, #""revenue":{"USD":[-1,100,0]}"#, "revenue"),
             (#""buckets":[]"#, #""buckets":[[12,-4]]"#, "durations"),
+            (#""buckets":[]"#, #""buckets":[[12,9223372036854775000],[13,9223372036854775000]]"#, "durations"),
             (#""evicted_checkouts":0"#, #""evicted_checkouts":-3"#, "evicted_checkouts"),
           ])
     func negative(field: String, edited: String, named: String) throws {

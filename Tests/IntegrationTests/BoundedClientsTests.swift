@@ -199,9 +199,11 @@ extension NoClientStallsTests {
         #expect(tooLong["error"] as? String == "bad_request", "\(tooLong)")
         let fine = (0..<TopicLimits.maxReplayPrefixes).map { "\"checkout.\($0)\"" }.joined(separator: ",")
         #expect(try control.request(#"{"op":"replay","from":1,"prefix":[\#(fine)]}"#).status["ok"] as? Bool == true)
-        // Three checkouts with a 1 MB id: each envelope carries it twice, about 2 MB a record.
-        let id = String(repeating: "i", count: 1_000_000)
-        let events = (0..<3).map { #"{"event_id":"big-\#($0)","checkout_id":"\#(id)\#($0)","payload":{"event":"onCheckoutStarted"}}"# }
+        // Three checkouts with a snapshot of 2 MB: about 2 MB a record (ids are at most 1 KiB).
+        let note = String(repeating: "i", count: 2_000_000)
+        let events = (0..<3).map {
+            #"{"event_id":"big-\#($0)","checkout_id":"big-\#($0)","payload":{"event":"onCheckoutStarted","checkout":{"id":"big-\#($0)","note":"\#(note)"}}}"#
+        }
         for event in events {
             let acked = try send([event], to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "20"])
             #expect(acked.status == 0, "\(acked.stderr)")
@@ -446,20 +448,15 @@ extension NoClientStallsTests {
         let daemon = try DaemonProcess(["--control-memory", String(budget)])
         let pid = daemon.process.processIdentifier
         // 3,000 records of about 4 KB: a page of the whole journal would be 4 MiB.
-        let pad = String(repeating: "x", count: 2_000)
-        let events = (0..<3_000).map { #"{"event_id":"big-\#($0)","checkout_id":"big-\#($0)-\#(pad)","payload":{"event":"onCheckoutStarted"}}"# }
+        let pad = String(repeating: "x", count: 4_000)
+        let events = (0..<3_000).map {
+            #"{"event_id":"big-\#($0)","checkout_id":"big-\#($0)","payload":{"event":"onCheckoutStarted","checkout":{"id":"big-\#($0)","note":"\#(pad)"}}}"#
+        }
         #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "60"]).status == 0)
         let before = rssKilobytes(pid)
         let context = try ZMQContext()
         var clients: [ZMQSocket] = []
-        for _ in 0..<64 {
-            let c = try ZMQSocket(context: context, type: .dealer)
-            try c.setLinger(milliseconds: 0)
-            try c.setOption(.receiveHighWaterMark, 1)
-            try c.setOption(.receiveBuffer, 4096)
-            try c.connect(daemon.control)
-            clients.append(c)
-        }
+        for _ in 0..<64 { clients.append(try nonReadingDealer(context, daemon.control)) }
         // Connected before they ask: the pages are sized for all 64.
         let control = try ControlClient(daemon.control)
         for _ in 0..<100 {

@@ -91,6 +91,17 @@ func openDescriptors(_ pid: Int32) -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
 }
 
+/// A DEALER connected to `endpoint` that never reads: one message in its receive queue and a small
+/// kernel buffer, so what the daemon sends it piles up on the daemon's side.
+func nonReadingDealer(_ context: ZMQContext, _ endpoint: String, receiveBuffer: Int32 = 4096) throws -> ZMQSocket {
+    let socket = try ZMQSocket(context: context, type: .dealer)
+    try socket.setLinger(milliseconds: 0)
+    try socket.setOption(.receiveHighWaterMark, 1)
+    try socket.setOption(.receiveBuffer, receiveBuffer)
+    try socket.connect(endpoint)
+    return socket
+}
+
 func rssKilobytes(_ pid: Int32) -> Int {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
     for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
@@ -357,11 +368,7 @@ struct NoClientStallsTests {
         let fill = try floodReport(["--to", daemon.ingest, "--from", daemon.publish, "--checkouts", "3000", "--count", "15000"])
         #expect(fill["sent"] as? Int == 15_000)
         let context = try ZMQContext()
-        let greedy = try ZMQSocket(context: context, type: .dealer)
-        try greedy.setLinger(milliseconds: 0)
-        try greedy.setOption(.receiveHighWaterMark, 1)
-        try greedy.setOption(.receiveBuffer, 65536)
-        try greedy.connect(daemon.control)
+        let greedy = try nonReadingDealer(context, daemon.control, receiveBuffer: 65536)
         for _ in 0..<300 { _ = try greedy.send(#"{"op":"replay","from":1,"limit":10000}"#) }
         var dropped = 0
         for _ in 0..<200 {
@@ -376,22 +383,17 @@ struct NoClientStallsTests {
         #expect(daemon.terminate() == 0)
     }
 
-    @Test("an acknowledged producer that never reads: past 10,000 unread acknowledgements dropped, counted; serving on")
+    @Test("an acknowledged producer that never reads: past 100,000 unread acknowledgements dropped, counted; serving on")
     func ackedProducerNotReading() throws {
         let daemon = try DaemonProcess()
         let address = try #require(daemon.ready["metrics"] as? String)
         let context = try ZMQContext()
-        let greedy = try ZMQSocket(context: context, type: .dealer)
-        try greedy.setLinger(milliseconds: 0)
-        try greedy.setOption(.receiveHighWaterMark, 1)
-        try greedy.setOption(.receiveBuffer, 4096)
-        try greedy.connect(daemon.ingestAcked)
+        let greedy = try nonReadingDealer(context, daemon.ingestAcked)
         let before = rssKilobytes(daemon.process.processIdentifier)
-        // Event ids at the limit, so each acknowledgement is ~1.1 KiB: before, a million of them
-        // could queue for this one connection.
-        let pad = String(repeating: "p", count: 1000)
-        for i in 0..<30_000 {
-            let event = #"{"event_id":"\#(pad)-\#(i)","checkout_id":"greedy-\#(i % 500)","payload":{"event":"onCheckoutUpdated","checkout":{"id":"greedy-\#(i % 500)","n":\#(i)}}}"#
+        // More than the 100,000 the daemon queues for one producer (before, a million could queue).
+        let events = 120_000
+        for i in 0..<events {
+            let event = #"{"event_id":"greedy-\#(i)","checkout_id":"greedy-\#(i % 500)","payload":{"event":"onCheckoutUpdated","checkout":{"id":"greedy-\#(i % 500)","n":\#(i)}}}"#
             _ = try greedy.send(event)
         }
         var dropped = 0.0
@@ -406,12 +408,12 @@ struct NoClientStallsTests {
         // Every event was taken (the acknowledgements only were dropped), and published before the
         // check below listens for its own.
         var lastSeq = 0
-        for _ in 0..<300 {
+        for _ in 0..<600 {
             lastSeq = try ControlClient(daemon.control).stats()["last_seq"] as? Int ?? 0
-            if lastSeq >= 30_000 { break }
+            if lastSeq >= events { break }
             usleep(100_000)
         }
-        #expect(lastSeq == 30_000)
+        #expect(lastSeq == events)
         try expectServing(daemon, "greedy-acked")
         #expect(daemon.terminate() == 0)
     }

@@ -41,11 +41,16 @@ public final class AcknowledgedProducer: Sendable {
         /// How long waiting events may go without any reply before their sends throw
         /// ``AcknowledgedProducerError/Code/timedOut``.
         public var timeout: Duration
-        /// Events sent and not yet answered, at most (across every send of this producer).
+        /// Events sent and not yet answered, at most (across every send of this producer): 1 to
+        /// ``maxWindow``.
         public var window: Int
 
+        /// The largest window: the daemon keeps every acknowledgement for a producer with at most
+        /// this many in flight, however slowly it reads them.
+        public static let maxWindow = 10_000
+
         public init(endpoint: String, curve: CurveClientKeys? = nil, timeout: Duration = .seconds(10), window: Int = 1000) {
-            precondition(window >= 1, "the window holds at least one event")
+            precondition((1...Options.maxWindow).contains(window), "the window holds 1 to \(Options.maxWindow) events")
             self.endpoint = endpoint
             self.curve = curve
             self.timeout = timeout

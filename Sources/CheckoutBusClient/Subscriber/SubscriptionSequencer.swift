@@ -681,13 +681,15 @@ package struct SubscriptionSequencer {
     /// Takes the deliveries among `actions`, which were handed out and not done (the run stopped,
     /// or the handler or its commit threw), back out of ``statistics``; `lastSeq` is the last
     /// `seq` the handler returned from and the cursor committed. The run is ending: only the
-    /// statistics, which its summary reports, are put right.
+    /// statistics and the position its final report gives are put right.
     package mutating func notDelivered(_ actions: ArraySlice<Action>, lastSeq: Int64) {
         for case .deliver(let envelope) in actions {
             statistics.handled -= 1
             if envelope.origin == .journal { statistics.fromJournal -= 1 }
         }
         statistics.lastSeq = lastSeq
+        // The final report's position (`through_seq`) too.
+        if let v = verified, v > lastSeq { verified = lastSeq }
     }
 
     private mutating func dropPendingHead() {
