@@ -12,7 +12,8 @@ import Darwin
 /// (email, phone, names, `buyer`, IP addresses), addresses and their parts, payment instrument
 /// details (`instruments`, `credential`, `card`, `cardholderName`, `paymentMethodData`, …), every
 /// token (`token`, `cartToken`, `resumeToken`, `clientToken`: bearer credentials), and in the
-/// older `orderDetails`, `details` under `paymentMethods`/`deliveries`. The key stays so consumers see the field existed; its value, whatever its
+/// older `orderDetails`, `details` under `paymentMethods`/`deliveries`. The key stays so consumers
+/// see the field existed; its value, whatever its
 /// type, becomes the string `"[redacted]"`.
 ///
 /// Names are compared *folded*: ASCII letters lower-cased, `_` and `-` removed, so `email`,

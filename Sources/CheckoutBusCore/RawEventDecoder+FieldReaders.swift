@@ -149,12 +149,13 @@ extension RawEventDecoder {
         return DecodedError(code: code, rawCode: rawCode, message: text, httpStatus: status, terminal: isTerminal)
     }
 
-    /// A JVM `Throwable`'s `toString()`: read by its message alone (``ErrorCodeNormalizer/fromMessage(_:)``);
-    /// the class says too little (Checkout Sheet Kit Android's `CheckoutExpiredException` is also a
-    /// completed or invalid cart, its `HttpException` also a load that reached no server).
-    /// The simple name of its class, a qualified name (at least
-    /// one `.`, no spaces, the last part capitalised, ending in `Exception` or `Error`), and its
-    /// message after `": "` if it has one. Nil for anything else.
+    /// A JVM `Throwable`'s `toString()` taken apart: the simple name of its class (a qualified name:
+    /// at least one `.`, no spaces, the last part capitalised, ending in `Exception` or `Error`) and
+    /// its message after `": "`, if it has one. Nil for anything else.
+    ///
+    /// ``ErrorCodeNormalizer/fromMessage(_:)`` reads such an error by its message alone: the class
+    /// says too little (Checkout Sheet Kit Android's `CheckoutExpiredException` is also a completed
+    /// or invalid cart, its `HttpException` also a load that reached no server).
     package static func printedThrowable(_ text: String) -> (name: String, message: String?)? {
         let u = text.utf8
         let colon = u.prefix(256).firstIndex(of: UInt8(ascii: ":"))

@@ -144,7 +144,7 @@ package struct FloodCommand {
         configuration.count = try args.optionalInt(Self.count, in: 1...Int.max)
         configuration.producers = try args.int(Self.producers, in: 1...256)
         configuration.subscribers = try args.int(Self.subscribers, in: 1...64)
-        configuration.window = try args.int(Self.window, in: 1...10_000)
+        configuration.window = try args.int(Self.window, in: 1...AcknowledgedProducer.Options.maxWindow)
         metrics = args.value(Self.metrics)
         memory = args.has(Self.memory)
         if memory && metrics == nil { throw .init("--memory reads the daemon's /metrics: give its address with --metrics") }

@@ -142,24 +142,24 @@ package enum AnalyticsCheckpoint {
                 guard n >= 0 else { return .failure(bad("a negative counter \(field.name)")) }
                 f.counters[keyPath: field.path] = n
             }
-            // Every count is of things seen, so never negative: a negative one was written by hand, and
-            // counting on from it would report nonsense. A revenue's total is the sum of the totals
-            // the envelopes carried, taken as they came.
-            var negative: String?
-            f.failedByCode = counts(doc, root, "failed_by_code", negative: &negative)
-            f.failedAfterCompleteByCode = counts(doc, root, "failed_after_complete_by_code", negative: &negative)
-            f.deadLettersByReason = counts(doc, root, "dead_letters_by_reason", negative: &negative)
+            // Every count is of things seen, so never negative (nor past what a sum of them can hold):
+            // such a count was written by hand, and counting on from it would report nonsense. A
+            // revenue's total is the sum of the totals the envelopes carried, taken as they came.
+            var outOfRange: String?
+            f.failedByCode = counts(doc, root, "failed_by_code", outOfRange: &outOfRange)
+            f.failedAfterCompleteByCode = counts(doc, root, "failed_after_complete_by_code", outOfRange: &outOfRange)
+            f.deadLettersByReason = counts(doc, root, "dead_letters_by_reason", outOfRange: &outOfRange)
             if let revenue = doc.object(root, "revenue") {
                 doc.forEachMember(revenue) { k, v in
                     let numbers = integers(doc, v)
                     guard let currency = doc.string(k), numbers.count == 3 else { return }
-                    if numbers[0] < 0 || numbers[2] < 0 { negative = "revenue" }
+                    if numbers[0] < 0 || numbers[2] < 0 { outOfRange = "revenue" }
                     f.revenue[currency] = AnalyticsFunnel.Revenue(orders: numbers[0], total: numbers[1], ordersWithoutTotal: numbers[2])
                 }
             }
             if let durations = doc.object(root, "durations") {
                 if let t = doc.member(durations, "max"), let m = doc.int64(t) {
-                    if m < 0 { negative = "durations" }
+                    if m < 0 { outOfRange = "durations" }
                     f.durations.restore(maximum: m)
                 }
                 if let buckets = doc.member(durations, "buckets") {
@@ -170,7 +170,7 @@ package enum AnalyticsCheckpoint {
                         guard numbers.count == 2 else { return }
                         let (sum, overflow) = total.addingReportingOverflow(numbers[1])
                         if numbers[0] < 0 || numbers[1] < 0 || overflow || sum > Int64.max / 128 {
-                            negative = "durations"
+                            outOfRange = "durations"
                             return
                         }
                         total = sum
@@ -180,8 +180,8 @@ package enum AnalyticsCheckpoint {
             }
             var evicted: Int64 = 0
             if let t = doc.member(root, "evicted_checkouts") { evicted = doc.int64(t) ?? 0 }
-            if evicted < 0 { negative = "evicted_checkouts" }
-            if let negative { return .failure(bad("a negative count in \(negative), or one too large")) }
+            if evicted < 0 { outOfRange = "evicted_checkouts" }
+            if let outOfRange { return .failure(bad("a negative count in \(outOfRange), or one too large")) }
             if let list = doc.member(root, "checkouts") {
                 var malformed = false
                 doc.forEachElement(list) { entry in
@@ -212,7 +212,7 @@ package enum AnalyticsCheckpoint {
     }
 
     private static func counts(_ doc: JSONDocument, _ root: Int, _ key: StaticString,
-                               negative: inout String?) -> [String: Int64] {
+                               outOfRange: inout String?) -> [String: Int64] {
         var out: [String: Int64] = [:]
         guard let object = doc.object(root, key) else { return out }
         var below = false
@@ -221,7 +221,7 @@ package enum AnalyticsCheckpoint {
             if n < 0 { below = true }
             out[name] = n
         }
-        if below { negative = "\(key)" }
+        if below { outOfRange = "\(key)" }
         return out
     }
 }

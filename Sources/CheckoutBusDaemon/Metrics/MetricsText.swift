@@ -91,7 +91,8 @@ package enum MetricsText {
                 "Failed fdatasyncs of the suppressed-id log (retries of those suppressed updates may be compared by snapshot after a crash).",
                 [("", UInt64(snap.suppressedLogSyncFailures))])
         counter("checkoutbus_ack_replies_dropped_total",
-                "Acknowledgements dropped: their producer had 100,000 unread (it sends without reading them) or had gone.",
+                "Acknowledgements dropped: their producer had 100,000 unread (it sends without reading them) "
+                    + "or had gone.",
                 [("", snap.ackRepliesDropped)])
         snap.fsyncHistogram.write(name: "checkoutbus_journal_fsync_seconds", help: "Duration of each fdatasync.", to: &out)
         gauge("checkoutbus_tracked_checkouts", "Checkouts in the state table.", [("", Int64(snap.trackedCheckouts))])

@@ -73,7 +73,7 @@ package struct SendCommand {
             shards = try BusOptions.endpoints(list, flag: "shards")
         }
         timeoutSeconds = try args.int(Self.timeout, in: 1...86_400)
-        window = try args.int(Self.window, in: 1...10_000)
+        window = try args.int(Self.window, in: 1...AcknowledgedProducer.Options.maxWindow)
         ackLog = args.value(Self.ackLog)
         if ackLog != nil && !acked { throw .init("--ack-log needs --acked") }
         files = args.positionals
