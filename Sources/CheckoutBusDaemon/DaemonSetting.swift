@@ -226,8 +226,9 @@ struct DaemonSetting: Sendable {
               read: { String($0.subscriberMemoryBytes) },
               apply: { c, v throws(UsageError) in c.subscriberMemoryBytes = try int("subscriber-memory", v, in: (1 << 20)...(1 << 44)) }),
         .init("control-memory", "N", .publishing,
-              help: "bytes all control clients' queued replies may hold together: replay pages are sized so that "
-                  + "each connected client's 8 replies fit (4 MiB at most, 4 KiB at least, always one record)",
+              help: "bytes the replay pages queued for control clients may hold together (and one record more): "
+                  + "a client has at most 2 queued, each at most its share of half this (4 MiB at most, 4 KiB at "
+                  + "least, always one record); past that, replays are answered busy",
               read: { String($0.controlMemoryBytes) },
               apply: { c, v throws(UsageError) in c.controlMemoryBytes = try int("control-memory", v, in: (1 << 20)...(1 << 44)) }),
         .init("max-subscribers", "N", .publishing,

@@ -72,6 +72,37 @@ struct SubscriptionSequencerTests {
         #expect(s.statistics.replayRequests == 1)
     }
 
+    @Test("a replay answered busy is asked again after a pause that doubles, from the same seq; a page resets the pause")
+    func aBusyReplayIsAskedAgainAfterAPause() throws {
+        var s = Self.gapLogic(Self.options())
+        #expect(s.start(cursor: 0, now: 0).isEmpty)
+        var request = try #require(Self.replays(s.tick(now: 0)).first)
+        let busy = SubscriptionSequencer.Reply(ok: false, req: request.id, error: "busy", detail: "pages queued")
+        #expect(try s.receiveReply(busy, page: [], now: 1_000).isEmpty)
+        // 20 ms later, not before.
+        #expect(Self.replays(s.tick(now: 20_000_000)).isEmpty)
+        request = try #require(Self.replays(s.tick(now: 20_001_000)).first)
+        #expect(request.from == 1)
+        let again = SubscriptionSequencer.Reply(ok: false, req: request.id, error: "busy", detail: "pages queued")
+        #expect(try s.receiveReply(again, page: [], now: 20_001_000).isEmpty)
+        // Then 40 ms.
+        #expect(Self.replays(s.tick(now: 60_000_000)).isEmpty)
+        request = try #require(Self.replays(s.tick(now: 60_001_000)).first)
+        let actions = try s.receiveReply(Self.page(request.id, next: 3, lastSeq: 2),
+                                         page: [Self.envelope(1, origin: .journal), Self.envelope(2, origin: .journal)],
+                                         now: 60_002_000)
+        #expect(Self.delivered(actions) == [1, 2])
+        #expect(s.statistics.replayBusy == 2 && s.statistics.replayRequests == 3)
+        // The next busy waits 20 ms again.
+        _ = try s.receiveHeartbeat(Self.heartbeat(4, complete: 4))
+        request = try #require(Self.replays(s.tick(now: 70_000_000)).first)
+        #expect(request.from == 3)
+        let third = SubscriptionSequencer.Reply(ok: false, req: request.id, error: "busy", detail: "pages queued")
+        #expect(try s.receiveReply(third, page: [], now: 70_000_000).isEmpty)
+        #expect(Self.replays(s.tick(now: 89_000_000)).isEmpty)
+        #expect(Self.replays(s.tick(now: 90_000_001)).first?.from == 3)
+    }
+
     @Test func aGapIsFilledFromTheJournalBeforeAnythingAfterIt() throws {
         var s = try Self.caughtUp()
         #expect(Self.delivered(try s.receiveLive(Self.envelope(1))) == [1])

@@ -470,7 +470,7 @@ extension NoClientStallsTests {
         usleep(2_000_000)
         let grown = rssKilobytes(pid) - before
         let page = ControlService.pageBytes(budget: budget, clients: 65)
-        print("control clients that never read: RSS +\(grown) KiB for 64 × 8 pages of at most \(page) bytes")
+        print("control clients that never read: RSS +\(grown) KiB for 64 × 2 pages of at most \(page) bytes")
         #expect(grown < budget / 1024 + 8 * 1024, "RSS grew \(grown) KiB; the replies' budget is \(budget >> 20) MiB")
         // A client that reads gets its pages, smaller while the others are connected.
         let reply = try control.request(#"{"op":"replay","from":1,"limit":10000}"#)
@@ -480,6 +480,80 @@ extension NoClientStallsTests {
         try expectServing(daemon, "control-never-read")
         #expect(daemon.terminate() == 0)
     }
+
+    @Test("control clients replaying records larger than their share and never reading: the daemon holds --control-memory and one record, answers busy; a reader gets every record once they leave")
+    func controlClientsThatNeverReadLargeRecords() throws {
+        let budget = 1 << 20
+        let daemon = try DaemonProcess(["--control-memory", String(budget)])
+        let pid = daemon.process.processIdentifier
+        let address = try #require(daemon.ready["metrics"] as? String)
+        // Records of ~900 KB: each one larger than any client's share of the budget.
+        let pad = String(repeating: "y", count: 900_000)
+        let events = (0..<10).map {
+            #"{"event_id":"huge-\#($0)","checkout_id":"huge-\#($0)","payload":{"event":"onCheckoutStarted","checkout":{"id":"huge-\#($0)","note":"\#(pad)"}}}"#
+        }
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "60"]).status == 0)
+        let before = anonymousKilobytes(pid)
+        let context = try ZMQContext()
+        var clients: [ZMQSocket] = []
+        for _ in 0..<20 { clients.append(try nonReadingDealer(context, daemon.control)) }
+        // Before the bound, each queued 8 pages of one record (what the kernel's buffers for the
+        // connection did not take, a few MB): 20 × 8 × ~1 MB.
+        for c in clients {
+            for _ in 0..<8 { _ = try c.send(#"{"op":"replay","from":1,"limit":10000}"#, dontWait: true) }
+        }
+        var requests = 0.0, busy = 0.0, queued = 0.0
+        for _ in 0..<300 {
+            let text = try httpGet(address, "/metrics").body
+            requests = metric(text, "checkoutbus_control_requests_total") ?? 0
+            busy = metric(text, "checkoutbus_replay_busy_total") ?? 0
+            queued = metric(text, "checkoutbus_replay_bytes_queued") ?? 0
+            if requests >= 160 { break }
+            usleep(50_000)
+        }
+        let grown = anonymousKilobytes(pid) - before
+        print("20 clients replaying 900 KB records, never reading: \(Int(busy)) of \(Int(requests)) answered busy, "
+              + "\(Int(queued)) bytes queued, anonymous memory +\(grown) KiB")
+        #expect(requests >= 160)
+        #expect(busy > 0)
+        // The budget, and one record (~900 KB plus its envelope's other members) past it.
+        #expect(queued > 0 && queued <= Double(budget + 1_200_000), "\(Int(queued)) bytes queued")
+        #expect(grown < 16 * 1024, "anonymous memory grew \(grown) KiB")
+        // A subscriber asking now is answered busy, and asks again until the pages are given back.
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("large-records-\(pid).jsonl")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let recorder = try RecorderProcess(publish: daemon.publish, control: daemon.control, file: file, name: "large")
+        usleep(500_000)
+        clients = []
+        var lines = 0
+        for _ in 0..<200 {
+            lines = ((try? Data(contentsOf: file)) ?? Data()).reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+            if lines >= events.count { break }
+            usleep(100_000)
+        }
+        let summary = try recorder.stop()
+        print("the reader: \(lines) records, \(summary)")
+        #expect(lines == events.count)
+        #expect((summary["replay_busy"] ?? 0) > 0, "\(summary)")
+        var drained = -1.0
+        for _ in 0..<100 {
+            drained = metric(try httpGet(address, "/metrics").body, "checkoutbus_replay_bytes_queued") ?? -1
+            if drained == 0 { break }
+            usleep(50_000)
+        }
+        #expect(drained == 0, "pages still counted after every client left or read them")
+        try expectServing(daemon, "control-never-read-large")
+        #expect(daemon.terminate() == 0)
+    }
+}
+
+/// The process's anonymous memory (`RssAnon`): what it allocated, without the journal's pages it maps.
+func anonymousKilobytes(_ pid: Int32) -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+    for line in text.split(separator: "\n") where line.hasPrefix("RssAnon:") {
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+    return 0
 }
 
 /// Live latency (µs) of `count` start events pushed one at a time to `daemon.ingest`, each timed

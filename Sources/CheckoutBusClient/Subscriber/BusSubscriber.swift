@@ -122,6 +122,9 @@ public final class BusSubscriber {
         public var duplicates = 0
         /// `replay` requests sent.
         public var replayRequests = 0
+        /// Of those, how many the daemon answered `busy` (its control replies at their memory
+        /// bound): each was asked again after a pause.
+        public var replayBusy = 0
         public var heartbeats = 0
         /// The last `seq` handled (the cursor).
         public var lastSeq: Int64 = 0

@@ -169,6 +169,7 @@ public final class ShardedSubscriber {
             total.notRetained += s.notRetained
             total.duplicates += s.duplicates
             total.replayRequests += s.replayRequests
+            total.replayBusy += s.replayBusy
             total.heartbeats += s.heartbeats
         }
         return total

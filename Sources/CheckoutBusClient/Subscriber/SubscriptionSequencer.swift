@@ -160,6 +160,10 @@ package struct SubscriptionSequencer {
     /// ``pageDelivered(now:)`` restarts its clock, once. Any other reply leaves the clock alone.
     private var prefetchAwaitsDelivery = false
     private var nextRequestID: Int64 = 1
+    /// Replays answered `busy` in a row (the daemon's control replies at their memory bound), and
+    /// when the next may be asked: 20 ms after the first, doubling to a second.
+    private var busyReplays = 0
+    private var replayNotBefore: UInt64 = 0
 
     /// - Parameters:
     ///   - options: prefixes, live subscription, page size, timeouts, the pending-bytes bound, the name.
@@ -229,7 +233,9 @@ package struct SubscriptionSequencer {
                            + "the first heartbeat checks it", ["publish": options.publish, "control": options.control])
             uncheckedJournal.asked = true
         }
-        if mayAskJournal && needReplay && inFlight == nil { actions.append(replayAction(from: nil, now: now)) }
+        if mayAskJournal && needReplay && inFlight == nil && now >= replayNotBefore {
+            actions.append(replayAction(from: nil, now: now))
+        }
         return actions
     }
 
@@ -578,6 +584,22 @@ package struct SubscriptionSequencer {
         // Report replies, and answers to requests given up on, are not waited for.
         guard let request = inFlight, reply.req == request.id else { return [] }
         inFlight = nil
+        if reply.error == "busy" {
+            // The daemon holds as many unread replay pages as its --control-memory allows (clients
+            // that do not read), or this one's own: asked again after a pause.
+            busyReplays += 1
+            replayNotBefore = now + min(1_000_000_000, 20_000_000 << UInt64(min(busyReplays - 1, 6)))
+            needReplay = true
+            prefetchAwaitsDelivery = false
+            statistics.replayBusy += 1
+            if busyReplays == 1 || busyReplays % 20 == 0 {
+                logger.info("the control endpoint is busy; asking for the page again shortly",
+                            ["endpoint": options.control, "from": String(request.from), "times": String(busyReplays),
+                             "detail": reply.detail ?? ""])
+            }
+            return []
+        }
+        busyReplays = 0
         if reply.op != "replay" {
             throw SubscriberError(.refused, "the daemon refused replay from \(request.from): \(reply.error ?? "?") \(reply.detail ?? "")")
         }

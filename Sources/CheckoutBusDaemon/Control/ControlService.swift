@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CheckoutBusCore
+import Synchronization
 import ZeroMQ
 import CheckoutBusProtocol
 import CheckoutBusJSON
@@ -31,11 +32,18 @@ package final class ControlService {
     /// A page ends before its topics and envelopes pass this many bytes (it holds at least one record).
     package static let maxPageBytes = 4 << 20
 
-    /// The bytes a page may hold with `clients` control clients connected, so that each client's
-    /// queue of ``ControlServer/sendHighWaterMark`` replies, all full, fits `budget`
-    /// (`--control-memory`): at most ``maxPageBytes``, at least 4 KiB (and always one record).
+    /// Replay pages queued in libzmq for one client (sent, not yet written to its connection)
+    /// before its next replay request is answered `busy`: the page it reads and the one it asked
+    /// for ahead.
+    package static let maxQueuedPages = 2
+
+    /// A client's share of the pages, with `clients` control clients connected: the half of
+    /// `budget` (`--control-memory`) that holds pages within their share, divided so that each
+    /// client's ``maxQueuedPages`` fit; at most ``maxPageBytes``, at least 4 KiB. A page holds
+    /// one record at least: a record larger than the share is a page of its own, counted against
+    /// the other half (``QueuedReplies``).
     package static func pageBytes(budget: Int, clients: Int) -> Int {
-        max(4096, min(maxPageBytes, budget / (max(1, clients) * Int(ControlServer.sendHighWaterMark))))
+        max(4096, min(maxPageBytes, budget / 2 / (max(1, clients) * maxQueuedPages)))
     }
 
     /// `--control-memory`: what all control clients' queued replies may hold together.
@@ -66,6 +74,10 @@ package final class ControlService {
     private var pendingStats: [PendingStats] = []
     /// The last page sent, emptied: the next replay fills its buffers again (a page may be megabytes).
     private var sentPage = ReplayPage()
+    /// The pages queued for each client that was sent one, by its routing id; those with none
+    /// queued are forgotten as the table grows (``queue(for:)``).
+    private var clientQueues: [[UInt8]: ClientQueue] = [:]
+    private var clientQueuesPruned = 0
 
     package init(reader: JournalReader, shard: ShardMap, exchange: SnapshotExchange, reports: SubscriberReportBook,
          counters: ServiceCounters) {
@@ -97,7 +109,7 @@ package final class ControlService {
             let delimiter = frames.count >= 3 && frames[1].isEmpty
             let body = frames[delimiter ? 2 : 1]
             let routing = Array(frames.prefix(delimiter ? 2 : 1))
-            switch handle(body) {
+            switch handle(body, client: routing[0]) {
             case .reply(let reply):
                 try send(reply, to: routing, on: socket)
             case .waitForSnapshot(let stats):
@@ -136,12 +148,18 @@ package final class ControlService {
 
     /// Sends one reply without waiting: a client whose queue is full (it sends and does not read)
     /// or that has gone loses the reply, counted, and never holds up the others. A replay page's
-    /// records follow the status frame, sent from the page's buffer, which the next page reuses.
+    /// records follow the status frame, copied once from the page's buffer (which the next page
+    /// reuses) into a ``LentPage`` that libzmq gives back when it is done with them.
     private func send(_ reply: consuming Reply, to routing: [[UInt8]], on socket: ZMQSocket) throws {
         // Moved out, not copied: emptying a page still shared would allocate its buffers anew.
         var page = ReplayPage()
         swap(&page, &reply.page)
         defer { recycle(page) }
+        // Counted from here: a page not sent is given back (and uncounted) as this call ends.
+        let lent = page.count > 0
+            ? LentPage(byteCount: page.byteCount, oversize: reply.oversize, client: queue(for: routing[0]),
+                       counter: counters.queuedReplies)
+            : nil
         var sent = false
         do {
             sent = try socket.send(routing[0], more: true, dontWait: true)
@@ -154,10 +172,25 @@ package final class ControlService {
         }
         for frame in routing.dropFirst() { _ = try socket.send(frame, more: true) }
         _ = try socket.send(reply.status, more: page.count > 0)
-        try page.forEachRecord { n, topic, envelope in
-            _ = try socket.send(topic, more: true)
-            _ = try socket.send(envelope, more: n < page.count - 1)
+        guard let lent else { return }
+        try page.forEachRecord(copiedTo: lent.memory) { n, topic, envelope in
+            _ = try lent.send(topic, on: socket, more: true)
+            _ = try lent.send(envelope, on: socket, more: n < page.count - 1)
         }
+    }
+
+    /// The count of pages queued for the client `routing` names, made when first needed. The table
+    /// keeps only clients with pages queued once it has grown past twice what it held after the
+    /// last pruning (and 64): a client that left is forgotten once libzmq has dropped its pages.
+    private func queue(for routing: [UInt8]) -> ClientQueue {
+        if let queue = clientQueues[routing] { return queue }
+        if clientQueues.count >= max(64, 2 * clientQueuesPruned) {
+            clientQueues = clientQueues.filter { $0.value.pages.load(ordering: .relaxed) > 0 }
+            clientQueuesPruned = clientQueues.count
+        }
+        let queue = ClientQueue()
+        clientQueues[routing] = queue
+        return queue
     }
 
     /// Keeps a replay page's buffers, emptied, for the next page (a reply without records has none
@@ -173,10 +206,13 @@ package final class ControlService {
     package struct Reply {
         package var status: [UInt8]
         package var page: ReplayPage
+        /// The page is one record larger than its client's share (``QueuedReplies``).
+        var oversize: Bool
 
-        init(_ status: [UInt8], page: ReplayPage = ReplayPage()) {
+        init(_ status: [UInt8], page: ReplayPage = ReplayPage(), oversize: Bool = false) {
             self.status = status
             self.page = page
+            self.oversize = oversize
         }
     }
 
@@ -192,7 +228,8 @@ package final class ControlService {
     }
 
     /// The reply to one request, or the `stats` request that must wait for a snapshot.
-    package func handle(_ body: [UInt8]) -> Answer {
+    /// - Parameter client: the routing id of the client that asked (its queued pages bound its replays).
+    package func handle(_ body: [UInt8], client: [UInt8] = []) -> Answer {
         let parseError = body.withUnsafeBytes { b -> JSONParseError? in
             do throws(JSONParseError) {
                 try request.parse(b)
@@ -210,7 +247,7 @@ package final class ControlService {
         }
         let req = request.member(root, "req").map { Array(request.raw($0)) }
         switch request.member(root, "op").flatMap({ request.string($0) }) {
-        case "replay": return .reply(replay(req: req))
+        case "replay": return .reply(replay(req: req, client: client))
         case "stats": return .waitForSnapshot(StatsRequest(req: req))
         case "report": return .reply(Reply(report(req: req)))
         case "forget": return .reply(Reply(forget(req: req)))
@@ -228,8 +265,9 @@ package final class ControlService {
 
     // MARK: replay
 
-    /// The reply to a `replay`: its status and, when it succeeded, its page.
-    private func replay(req: [UInt8]?) -> Reply {
+    /// The reply to a `replay`: its status and, when it succeeded, its page; `busy` when the client
+    /// has ``maxQueuedPages`` queued or the page would pass the replies' budget (``QueuedReplies``).
+    private func replay(req: [UInt8]?, client: [UInt8]) -> Reply {
         // A test seam (docs/durability.md, "Failpoints"): kill -9 with this request read and unanswered.
         _ = Failpoints.hit("control.replay")
         let root = request.root
@@ -279,13 +317,24 @@ package final class ControlService {
             request.unescapedBytes(t).withUnsafeBytes { w.appendString(utf8: $0) }
             checkoutNeedle = w.bytes
         }
+        let queued = counters.queuedReplies
+        let half = replyBudget / 2
+        if let pages = clientQueues[client]?.pages.load(ordering: .relaxed), pages >= ControlService.maxQueuedPages {
+            return busy("this client has \(pages) replay pages queued that it has not read; retry once it reads them",
+                        req: req)
+        }
+        let share = pageBytes()
+        // Both halves full: nothing could be sent, not worth reading.
+        if queued.shareBytes.load(ordering: .relaxed) + 4096 > half && queued.oversizeBytes.load(ordering: .relaxed) >= half {
+            return busy(queuedDetail(queued), req: req)
+        }
         // The buffers of the page sent last, emptied.
         var page = ReplayPage()
         swap(&page, &sentPage)
         let result: (next: UInt64, count: Int)
         do {
             result = try reader.read(from: UInt64(from), prefixes: prefixes, limit: limit,
-                                     maxExamined: ControlService.maxExamined, maxBytes: pageBytes(),
+                                     maxExamined: ControlService.maxExamined, maxBytes: share,
                                      deadline: BusClock.monotonicNanoseconds() + ControlService.pageTimeBudget) {
                 _, topic, envelope in
                 if let checkoutNeedle, !ControlService.names(envelope, checkout: checkoutNeedle) { return }
@@ -307,6 +356,17 @@ package final class ControlService {
             recycle(page)
             return Reply(badRequest("replay failed: \(error)", req: req))
         }
+        // A page within the share fits its half; one record larger than the share fits the other
+        // half, or is the only such page queued.
+        let oversize = page.byteCount > share
+        let fits = oversize
+            ? queued.oversizeBytes.load(ordering: .relaxed) == 0
+                || queued.oversizeBytes.load(ordering: .relaxed) + page.byteCount <= half
+            : queued.shareBytes.load(ordering: .relaxed) + page.byteCount <= half
+        guard fits else {
+            recycle(page)
+            return busy(queuedDetail(queued), req: req)
+        }
         counters.update { c in
             c.replayPages += 1
             c.replayRecords += UInt64(page.count)
@@ -316,7 +376,18 @@ package final class ControlService {
         return Reply(ControlReplyWire.replayPage(from: from, next: result.next, count: page.count, first: bounds.first,
                                                  last: bounds.last, shard: shard.index, shards: shard.count,
                                                  run: run, req: req),
-                     page: page)
+                     page: page, oversize: oversize)
+    }
+
+    /// A replay answered `busy` by the replies' bounds, counted.
+    private func busy(_ detail: String, req: [UInt8]?) -> Reply {
+        counters.queuedReplies.busy.wrappingAdd(1, ordering: .relaxed)
+        return Reply(ControlReplyWire.busy(detail, req: req))
+    }
+
+    private func queuedDetail(_ queued: QueuedReplies) -> String {
+        "replay pages for clients that have not read them hold the control replies' memory (\(queued.bytes) bytes "
+            + "queued, --control-memory \(replyBudget)); retry"
     }
 
     // MARK: seek

@@ -30,13 +30,16 @@ package struct ReplayPage {
         records.removeAll(keepingCapacity: true)
     }
 
-    /// Calls `body` with each record's index, topic and envelope, in order.
-    func forEachRecord(_ body: (Int, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
-        try bytes.withUnsafeBytes { all in
-            for (n, r) in records.enumerated() {
-                try body(n, UnsafeRawBufferPointer(rebasing: all[r.start..<(r.start + r.topic)]),
-                         UnsafeRawBufferPointer(rebasing: all[(r.start + r.topic)..<(r.start + r.topic + r.envelope)]))
-            }
+    /// Copies the page into `memory` (at least ``byteCount`` bytes), then calls `body` with each
+    /// record's index, topic and envelope there.
+    func forEachRecord(copiedTo memory: UnsafeMutableRawBufferPointer,
+                       _ body: (Int, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        precondition(memory.count >= bytes.count, "a replay page copied into less memory than it holds")
+        bytes.withUnsafeBytes { memory.copyMemory(from: $0) }
+        let all = UnsafeRawBufferPointer(memory)
+        for (n, r) in records.enumerated() {
+            try body(n, UnsafeRawBufferPointer(rebasing: all[r.start..<(r.start + r.topic)]),
+                     UnsafeRawBufferPointer(rebasing: all[(r.start + r.topic)..<(r.start + r.topic + r.envelope)]))
         }
     }
 }

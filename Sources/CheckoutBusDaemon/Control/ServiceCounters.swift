@@ -54,11 +54,24 @@ package final class ServiceCounters: Sendable {
         var replayPages: UInt64 = 0
         var replayRecords: UInt64 = 0
         var replayBytes: UInt64 = 0
+        /// Bytes of replay pages queued in libzmq for the control clients (``QueuedReplies``).
+        var replayBytesQueued = 0
+        /// Replay requests answered `busy`: their client had its pages queued unread, or the
+        /// pages queued held the replies' budget.
+        var replayBusy: UInt64 = 0
     }
 
     private let state = Mutex(Figures())
 
+    /// The replay pages queued for control clients, counted as libzmq gives them back.
+    package let queuedReplies = QueuedReplies()
+
     package func update(_ body: (inout Figures) -> Void) { state.withLock { body(&$0) } }
 
-    package var figures: Figures { state.withLock { $0 } }
+    package var figures: Figures {
+        var f = state.withLock { $0 }
+        f.replayBytesQueued = queuedReplies.bytes
+        f.replayBusy = queuedReplies.busy.load(ordering: .relaxed)
+        return f
+    }
 }

@@ -133,6 +133,12 @@ package enum MetricsText {
                 [("", f.controlRepliesDropped)])
         counter("checkoutbus_replay_pages_total", "Replay pages served from the journal.", [("", f.replayPages)])
         counter("checkoutbus_replay_records_total", "Records served in replay pages.", [("", f.replayRecords)])
+        gauge("checkoutbus_replay_bytes_queued",
+              "Bytes of replay pages queued for control clients, not yet written to their connections (--control-memory).",
+              [("", Int64(f.replayBytesQueued))])
+        counter("checkoutbus_replay_busy_total",
+                "Replay requests answered busy: the client had pages queued unread, or the queued pages held --control-memory.",
+                [("", f.replayBusy)])
         out += "# HELP checkoutbus_snapshot_age_seconds Age of the pipeline's figures this page shows.\n"
         out += "# TYPE checkoutbus_snapshot_age_seconds gauge\ncheckoutbus_snapshot_age_seconds \(Histogram.seconds(snapshotAge))\n"
         gauge("checkoutbus_up_seconds", "Seconds since the daemon started.", [("", Int64(upNanoseconds / 1_000_000_000))])

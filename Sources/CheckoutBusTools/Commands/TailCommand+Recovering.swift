@@ -157,7 +157,7 @@ extension TailCommand {
         FileHandleWriter.standardError(
             "tail: summary handled=\(s.handled) from_journal=\(s.fromJournal) missed=\(s.missed) recovered=\(s.recovered) "
                 + "gaps=\(s.gaps) duplicates=\(s.duplicates) not_retained=\(s.notRetained) "
-                + "replay_requests=\(s.replayRequests) \(position)\n")
+                + "replay_requests=\(s.replayRequests) replay_busy=\(s.replayBusy) \(position)\n")
         return status
     }
 }

@@ -71,7 +71,7 @@ package struct TailCommand {
             Once its subscriptions are live (on every shard) it writes `tail: subscribed …` to stderr. When
             recovering, it ends with a summary on stderr:
               tail: summary handled=N from_journal=J missed=M recovered=R gaps=G duplicates=D
-                            not_retained=X replay_requests=Q last_seq=S
+                            not_retained=X replay_requests=Q replay_busy=B last_seq=S
             (with several shards the counts are totals, and last_seqs=0:S0,1:S1,… replaces last_seq)
             """)
     package static var help: String { spec.help }

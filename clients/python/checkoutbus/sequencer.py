@@ -48,6 +48,8 @@ class Statistics:
     not_retained: int = 0
     duplicates: int = 0
     replay_requests: int = 0
+    # Of those, answered busy by the daemon (its control replies at their memory bound): asked again after a pause.
+    replay_busy: int = 0
     heartbeats: int = 0
     last_seq: int = 0
 
@@ -162,6 +164,9 @@ class SubscriptionSequencer:
         self._foreign_reply = None
         self.control_is_ingest = False  # the control endpoint answered as an acknowledged ingest socket
         self._next_request_id = 1
+        # Replays answered busy in a row, and when the next may be asked: 20 ms after the first, doubling to 1 s.
+        self._busy_replays = 0
+        self._replay_not_before = 0
 
     @property
     def is_identified(self) -> bool:
@@ -211,7 +216,7 @@ class SubscriptionSequencer:
                      "sends none): replaying without checking that the control endpoint %s is the same daemon; the "
                      "first heartbeat checks it" % (self.options.publish, self.options.control))
             self._unchecked[0] = True
-        if self._may_ask_journal and self._need_replay and self._in_flight is None:
+        if self._may_ask_journal and self._need_replay and self._in_flight is None and now >= self._replay_not_before:
             actions.append(self._replay_action(None, now))
         return actions
 
@@ -483,6 +488,19 @@ class SubscriptionSequencer:
             return []
         self._in_flight = None
         from_seq = request[1]
+        if reply.error == "busy":
+            # The daemon holds as many unread replay pages as its --control-memory allows (clients that
+            # do not read), or this client's own: asked again after a pause.
+            self._busy_replays += 1
+            self._replay_not_before = now + min(1_000_000_000, 20_000_000 << min(self._busy_replays - 1, 6))
+            self._need_replay = True
+            self._prefetch_awaits_delivery = False
+            self.statistics.replay_busy += 1
+            if self._busy_replays == 1 or self._busy_replays % 20 == 0:
+                self.log("info", "the control endpoint %s is busy; asking for the page from %d again shortly (%d "
+                         "times): %s" % (self.options.control, from_seq, self._busy_replays, reply.detail or ""))
+            return []
+        self._busy_replays = 0
         if reply.op != "replay":
             raise SubscriberError("refused", "the daemon refused replay from %d: %s %s"
                                   % (from_seq, reply.error or "?", reply.detail or ""))

@@ -343,7 +343,7 @@ class Subscriber:
         total = Statistics()
         for s in self.shard_statistics:
             for field in ("handled", "from_journal", "missed", "recovered", "gaps", "not_retained",
-                          "duplicates", "replay_requests", "heartbeats"):
+                          "duplicates", "replay_requests", "replay_busy", "heartbeats"):
                 setattr(total, field, getattr(total, field) + getattr(s, field))
         return total
 

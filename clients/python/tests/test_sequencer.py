@@ -69,6 +69,29 @@ def test_contiguous_live_envelopes_are_delivered_without_asking_the_journal():
     assert (st.handled, st.last_seq, st.missed, st.replay_requests) == (5, 5, 0, 1)
 
 
+def test_a_busy_replay_is_asked_again_after_a_pause_that_doubles():
+    s = gap_logic(options())
+    assert s.start(0, 0) == []
+    rid, frm = replays(s.tick(0))[0]
+    assert s.receive_reply(Reply(ok=False, req=rid, error="busy", detail="pages queued"), [], 1_000) == []
+    assert replays(s.tick(20_000_000)) == []  # 20 ms later, not before
+    rid, frm = replays(s.tick(20_001_000))[0]
+    assert frm == 1
+    assert s.receive_reply(Reply(ok=False, req=rid, error="busy", detail="pages queued"), [], 20_001_000) == []
+    assert replays(s.tick(60_000_000)) == []  # then 40 ms
+    rid, frm = replays(s.tick(60_001_000))[0]
+    journal = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
+    assert delivered(s.receive_reply(page(rid, 3, 2), journal, 60_002_000)) == [1, 2]
+    assert (s.statistics.replay_busy, s.statistics.replay_requests) == (2, 3)
+    # A page resets the pause: the next busy waits 20 ms again.
+    s.receive_heartbeat(heartbeat(4, 4))
+    rid, frm = replays(s.tick(70_000_000))[0]
+    assert frm == 3
+    assert s.receive_reply(Reply(ok=False, req=rid, error="busy", detail="pages queued"), [], 70_000_000) == []
+    assert replays(s.tick(89_000_000)) == []
+    assert [f for _, f in replays(s.tick(90_000_001))] == [3]
+
+
 def test_a_gap_is_filled_from_the_journal_before_anything_after_it():
     s = caught_up()
     assert delivered(s.receive_live(envelope(1))) == [1]

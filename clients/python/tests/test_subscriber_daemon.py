@@ -5,7 +5,7 @@ import pytest
 
 from checkoutbus import FileCursor, MemoryCursor, Subscriber, SubscriberError, send_acked
 
-from bus import needs_daemon
+from bus import needs_daemon, wait_for
 
 pytestmark = needs_daemon
 
@@ -217,3 +217,52 @@ def test_one_daemons_publish_and_anothers_control_stop_with_endpoint_mismatch_be
     assert raised.value.kind == "endpoint_mismatch", str(raised.value)
     assert other.control in str(raised.value) and here.publish in str(raised.value)
     assert got == [] and FileCursor.committed(path) == 0
+
+
+def test_replay_answered_busy_while_clients_that_never_read_hold_the_control_memory(bus):
+    # Records larger than any client's share of --control-memory (1 MiB), and 10 control clients that
+    # ask for them and never read: the daemon answers busy past its bound, and the subscriber asks
+    # again after a pause until the others leave, then reads every record once.
+    import urllib.request
+    import zmq
+    daemon = bus.daemon("--control-memory", str(1 << 20))
+    pad = "z" * 900_000
+    events = [{"event_id": "py-huge-%d" % i, "checkout_id": "py-huge-%d" % i,
+               "payload": {"event": "onCheckoutStarted", "checkout": {"id": "py-huge-%d" % i, "note": pad}}}
+              for i in range(6)]
+    assert [a.seq for a in send_acked(events, daemon.ingest_acked, timeout=60)] == list(range(1, 7))
+    context = zmq.Context()
+    greedy = []
+    for _ in range(10):
+        s = context.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.RCVHWM, 1)
+        s.setsockopt(zmq.RCVBUF, 4096)
+        s.connect(daemon.control)
+        greedy.append(s)
+    for s in greedy:
+        for _ in range(8):
+            s.send(b'{"op":"replay","from":1,"limit":10000}', zmq.NOBLOCK)
+
+    def metric(name):
+        with urllib.request.urlopen("http://%s/metrics" % daemon.ready["metrics"], timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return 0.0
+
+    wait_for(lambda: metric("checkoutbus_control_requests_total") >= 80, what="the 80 requests served")
+    assert metric("checkoutbus_replay_bytes_queued") > 0
+    sub = Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0), name="py-busy")
+    with sub:
+        assert sub.wait_subscribed(60)
+        deadline = time.monotonic() + 20
+        while sub.statistics.replay_busy == 0 and time.monotonic() < deadline:
+            assert sub.receive(0.05) is None  # nothing gets through while the others hold the memory
+        assert sub.statistics.replay_busy > 0
+        for s in greedy:
+            s.close()
+        context.term()
+        seen = consume_through(sub, 6)
+        assert [e.seq for e in seen] == list(range(1, 7))
+        assert seen[-1]["checkout_id"] == "py-huge-5"
