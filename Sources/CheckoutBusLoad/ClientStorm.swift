@@ -93,6 +93,8 @@ package final class ClientStorm: Sendable {
             guard (try? socket.send(request)) != nil else { return }
             // A reply that times out (the daemon busy, or it dropped it) is simply asked again.
             guard let frames = try? socket.receiveMultipart() else { continue }
+            // Answered `busy` (the daemon's replies at their memory bound): not a page.
+            if frames.count == 1, frames[0].starts(with: Array(#"{"ok":false,"error":"busy""#.utf8)) { continue }
             tally.withLock {
                 $0.pages += 1
                 $0.records += (frames.count - 1) / 2

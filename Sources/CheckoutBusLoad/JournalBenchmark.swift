@@ -105,9 +105,17 @@ package struct JournalBenchmark {
                 _ = try dealer.send(ControlRequestWire.replay(from: Int64(next), limit: 10000))
                 _ = try dealer.receive(into: message)
                 let status = message.bytes
-                guard ControlReplyWire.parse(status, into: document),
-                    let n = ControlReplyWire.read(document).next.map({ Int($0) })
-                else { throw ToolError("bad replay reply: \(String(decoding: status, as: UTF8.self))") }
+                guard ControlReplyWire.parse(status, into: document) else {
+                    throw ToolError("bad replay reply: \(String(decoding: status, as: UTF8.self))")
+                }
+                // The daemon's control replies at their bound (docs/durability.md): asked again shortly.
+                if ControlReplyWire.read(document).error == "busy" {
+                    usleep(20_000)
+                    continue
+                }
+                guard let n = ControlReplyWire.read(document).next.map({ Int($0) }) else {
+                    throw ToolError("bad replay reply: \(String(decoding: status, as: UTF8.self))")
+                }
                 guard n > next else { throw ToolError("replay from \(next) made no progress (next \(n))") }
                 while message.hasMore {
                     _ = try dealer.receive(into: message)

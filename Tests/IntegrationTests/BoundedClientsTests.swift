@@ -481,6 +481,45 @@ extension NoClientStallsTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("control clients that hold the half of --control-memory for ordinary pages and never read: a client that connects later is still sent its page")
+    func controlClientsThatNeverReadDoNotHoldUpALaterReader() throws {
+        let budget = 1 << 20
+        let daemon = try DaemonProcess(["--control-memory", String(budget)])
+        let address = try #require(daemon.ready["metrics"] as? String)
+        let pad = String(repeating: "w", count: 4_000)
+        let events = (0..<2_000).map {
+            #"{"event_id":"w-\#($0)","checkout_id":"w-\#($0)","payload":{"event":"onCheckoutStarted","checkout":{"id":"w-\#($0)","note":"\#(pad)"}}}"#
+        }
+        #expect(try send(events, to: daemon.ingestAcked, arguments: ["--acked", "--timeout", "60"]).status == 0)
+        let context = try ZMQContext()
+        var clients: [ZMQSocket] = []
+        for _ in 0..<8 { clients.append(try nonReadingDealer(context, daemon.control)) }
+        // Pages of ~32 KB (half the budget, 8 clients, 2 pages each): enough of them that the
+        // kernel's buffers for each connection fill and 2 stay queued in the daemon.
+        for c in clients {
+            for _ in 0..<300 { _ = try c.send(#"{"op":"replay","from":1,"limit":10000}"#, dontWait: true) }
+        }
+        var requests = 0.0, queued = 0.0, busy = 0.0
+        for _ in 0..<600 {
+            let text = try httpGet(address, "/metrics").body
+            requests = metric(text, "checkoutbus_control_requests_total") ?? 0
+            queued = metric(text, "checkoutbus_replay_bytes_queued") ?? 0
+            busy = metric(text, "checkoutbus_replay_busy_total") ?? 0
+            if requests >= 2_400 { break }
+            usleep(50_000)
+        }
+        print("8 clients never reading: \(Int(busy)) of \(Int(requests)) replays answered busy, \(Int(queued)) bytes queued")
+        #expect(requests >= 2_400 && busy > 0)
+        // The half for pages within a share is (nearly) full.
+        #expect(queued > Double(budget / 2) * 0.75 && queued <= Double(budget / 2), "\(Int(queued)) bytes queued")
+        // A client that connects now has a share of its own: its page is sent, not answered busy.
+        let reply = try ControlClient(daemon.control).request(#"{"op":"replay","from":1,"limit":10000}"#)
+        #expect(reply.status["ok"] as? Bool == true && reply.frames.count > 2, "\(reply.status)")
+        clients = []
+        try expectServing(daemon, "control-never-read-half")
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("control clients replaying records larger than their share and never reading: the daemon holds --control-memory and one record, answers busy; a reader gets every record once they leave")
     func controlClientsThatNeverReadLargeRecords() throws {
         let budget = 1 << 20

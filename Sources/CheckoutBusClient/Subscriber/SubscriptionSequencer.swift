@@ -246,7 +246,10 @@ package struct SubscriptionSequencer {
     }
 
     /// How long the driver may wait for its sockets before the next ``tick(now:)``, in milliseconds.
-    package var pollTimeoutMilliseconds: Int { mayAskJournal && needReplay && inFlight == nil ? 10 : 200 }
+    /// (20 ms while replays are answered `busy`, whose pauses are 20 ms and longer.)
+    package var pollTimeoutMilliseconds: Int {
+        mayAskJournal && needReplay && inFlight == nil ? (busyReplays > 0 ? 20 : 10) : 200
+    }
 
     /// The driver could not send the replay request it was asked for (the socket would block): ask again.
     package mutating func replayNotSent() {
@@ -355,6 +358,9 @@ package struct SubscriptionSequencer {
             prefetchAwaitsDelivery = false
         }
         if let request = identityRequest { identityRequest = (request.id, 0) }
+        // The new run has no unread pages of anyone's: a pause after `busy` ends.
+        busyReplays = 0
+        replayNotBefore = 0
         return true
     }
 

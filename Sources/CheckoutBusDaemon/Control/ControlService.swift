@@ -319,13 +319,14 @@ package final class ControlService {
         }
         let queued = counters.queuedReplies
         let half = replyBudget / 2
-        if let pages = clientQueues[client]?.pages.load(ordering: .relaxed), pages >= ControlService.maxQueuedPages {
+        let pages = clientQueues[client]?.pages.load(ordering: .relaxed) ?? 0
+        if pages >= ControlService.maxQueuedPages {
             return busy("this client has \(pages) replay pages queued that it has not read; retry once it reads them",
                         req: req)
         }
         let share = pageBytes()
-        // Both halves full: nothing could be sent, not worth reading.
-        if queued.shareBytes.load(ordering: .relaxed) + 4096 > half && queued.oversizeBytes.load(ordering: .relaxed) >= half {
+        // With a page of its own queued, the client's next needs room in a half: both full, not worth reading.
+        if pages > 0 && queued.shareBytes.load(ordering: .relaxed) >= half && queued.oversizeBytes.load(ordering: .relaxed) >= half {
             return busy(queuedDetail(queued), req: req)
         }
         // The buffers of the page sent last, emptied.
@@ -356,13 +357,14 @@ package final class ControlService {
             recycle(page)
             return Reply(badRequest("replay failed: \(error)", req: req))
         }
-        // A page within the share fits its half; one record larger than the share fits the other
-        // half, or is the only such page queued.
+        // A page within the share goes to a client with none queued, whatever the others hold (so
+        // their unread pages never hold up a reader), else it fits its half; one record larger than
+        // the share fits the other half, or is the only such page queued.
         let oversize = page.byteCount > share
         let fits = oversize
             ? queued.oversizeBytes.load(ordering: .relaxed) == 0
                 || queued.oversizeBytes.load(ordering: .relaxed) + page.byteCount <= half
-            : queued.shareBytes.load(ordering: .relaxed) + page.byteCount <= half
+            : pages == 0 || queued.shareBytes.load(ordering: .relaxed) + page.byteCount <= half
         guard fits else {
             recycle(page)
             return busy(queuedDetail(queued), req: req)

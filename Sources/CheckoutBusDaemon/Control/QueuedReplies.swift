@@ -10,10 +10,13 @@ import ZeroMQ
 /// that never reads keeps its pages counted for as long as it stays connected.
 ///
 /// The budget is split in two halves. Pages within a client's share (``ControlService/pageBytes(budget:clients:)``)
-/// count against one; pages of a single record larger than the share against the other, which
-/// takes one such page whatever its size when none is queued. So the queued pages hold at most the
-/// budget plus one record, and clients that never read their large records cannot keep the
-/// others' ordinary pages from being answered.
+/// count against one: a client with no page queued is always sent its page (so clients that never
+/// read cannot keep a reader waiting), a client with one queued only while the half has room. So
+/// that half is passed by at most one page per client, sized for the clients connected when it
+/// was read (a quarter of the budget in all when they were connected together). Pages of a single
+/// record larger than the share count against the other half, which takes one such page whatever
+/// its size when none is queued, and no more than the half otherwise: while clients that never
+/// read hold it, other clients' replays of such records are answered `busy`.
 ///
 /// `Sendable`: atomics, updated on the control thread and on libzmq's I/O thread.
 package final class QueuedReplies: Sendable {

@@ -115,6 +115,10 @@ package struct TraceCommand {
         let doc = JSONDocument(maxDepth: EnvelopeLimits.maxDepth)
         let needle = TraceCommand.literal(checkoutID)
         var from: Int64 = 1
+        // Pages answered `busy` in a row (docs/durability.md: the daemon's control replies at their
+        // bound), and since when: asked again after 20 ms, doubling to 1 s, for up to --timeout.
+        var busy = 0
+        var busySince: UInt64 = 0
         while true {
             _ = try dealer.send(TraceCommand.replayRequest(from: from, checkoutID: checkoutID))
             guard let frames = try dealer.receiveMultipart(), let head = frames.first else {
@@ -127,8 +131,18 @@ package struct TraceCommand {
                     from = first
                     continue
                 }
+                if error == "busy" {
+                    let now = BusClock.monotonicNanoseconds()
+                    if busy == 0 { busySince = now }
+                    if now - busySince < UInt64(timeoutSeconds * 1_000_000_000) {
+                        usleep(UInt32(min(1_000_000, 20_000 << min(busy, 6))))
+                        busy += 1
+                        continue
+                    }
+                }
                 throw TraceError(description: "\(controls[shard]) answered \(String(decoding: head, as: UTF8.self))")
             }
+            busy = 0
             guard page.shard == shard, page.shards == controls.count else {
                 throw TraceError(description: "\(controls[shard]) is shard \(page.shard)/\(page.shards), "
                                  + "not \(shard)/\(controls.count): "

@@ -227,7 +227,10 @@ class SubscriptionSequencer:
 
     @property
     def poll_timeout_ms(self) -> int:
-        return 10 if (self._may_ask_journal and self._need_replay and self._in_flight is None) else 200
+        # (20 ms while replays are answered busy, whose pauses are 20 ms and longer.)
+        if self._may_ask_journal and self._need_replay and self._in_flight is None:
+            return 20 if self._busy_replays > 0 else 10
+        return 200
 
     def replay_not_sent(self) -> None:
         self._in_flight = None
@@ -575,6 +578,9 @@ class SubscriptionSequencer:
             self._prefetch_awaits_delivery = False
         if self._identity_request is not None:
             self._identity_request = (self._identity_request[0], 0)
+        # The new run has no unread pages of anyone's: a pause after busy ends.
+        self._busy_replays = 0
+        self._replay_not_before = 0
         return True
 
     def _check_restarted_journal(self, heartbeat: Heartbeat) -> None:
