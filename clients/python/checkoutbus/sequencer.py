@@ -237,6 +237,18 @@ class SubscriptionSequencer:
         self._need_replay = True
         self.statistics.replay_requests -= 1
 
+    def not_delivered(self, envelopes, last_seq: int) -> None:
+        """Envelopes delivered to the driver that the application never took (it closed with them
+        queued): uncounted, and the position (last_seq, the final report's through_seq) set back to
+        last_seq, the last one it took (SubscriptionSequencer.notDelivered in the Swift client)."""
+        for envelope in envelopes:
+            self.statistics.handled -= 1
+            if envelope.origin == Envelope.JOURNAL:
+                self.statistics.from_journal -= 1
+        self.statistics.last_seq = last_seq
+        if self._verified is not None and self._verified > last_seq:
+            self._verified = last_seq
+
     def final_report(self) -> tuple:
         what, report = self._report_action()
         report.final = True

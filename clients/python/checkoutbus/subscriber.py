@@ -77,6 +77,8 @@ class _Shard:
         # A reply's page was queued for the application: once it has taken all of it, a request
         # prefetched behind the page is timed from then (SubscriptionSequencer.page_delivered).
         self.page_queued = False
+        # The seq of the last envelope the application took from this shard (its cursor's at first).
+        self.taken_seq = 0
 
 
 class Subscriber:
@@ -236,6 +238,7 @@ class Subscriber:
         self._poller.register(control, zmq.POLLIN)
         shard.heard_at, shard.silent = time.monotonic(), False
         start = shard.cursor.load() if shard.cursor is not None else None
+        shard.taken_seq = start or 0
         self._perform(shard, shard.sequencer.start(start, _now(), _keeps_position(shard.cursor)))
 
     def close(self) -> None:
@@ -243,6 +246,13 @@ class Subscriber:
         if self._closed:
             return
         self._closed = True
+        # What was queued and never taken was not handled: the statistics and the final reports
+        # count what the application took.
+        for shard in self._shards:
+            untaken = [e for e in self._ready if e.position == shard.position]
+            if untaken:
+                shard.sequencer.not_delivered(untaken, shard.taken_seq)
+        self._ready.clear()
         for shard in self._shards:
             if shard.control is not None:
                 try:
@@ -290,7 +300,9 @@ class Subscriber:
             self._round(wait)
             if not self._ready and deadline is not None and time.monotonic() >= deadline:
                 return None
-        return self._ready.popleft()
+        envelope = self._ready.popleft()
+        self._shards[envelope.position].taken_seq = envelope.seq
+        return envelope
 
     def report_rejected(self, count: int, position: int = 0) -> None:
         """Says how many envelopes of the shard at `position` the application holds parked because

@@ -266,3 +266,20 @@ def test_replay_answered_busy_while_clients_that_never_read_hold_the_control_mem
         seen = consume_through(sub, 6)
         assert [e.seq for e in seen] == list(range(1, 7))
         assert seen[-1]["checkout_id"] == "py-huge-5"
+
+
+def test_close_with_envelopes_queued_counts_only_what_was_taken(bus):
+    # A page of 50 is queued for the application, which takes 7 and closes: the statistics and the
+    # final report say 7, not 50.
+    daemon = bus.daemon()
+    events = [{"event_id": "py-taken-%d" % i, "checkout_id": "py-taken-%d" % i,
+               "payload": {"event": "onCheckoutStarted", "checkout": {"id": "py-taken-%d" % i}}} for i in range(50)]
+    assert [a.seq for a in send_acked(events, daemon.ingest_acked)] == list(range(1, 51))
+    sub = Subscriber(publish=daemon.publish, control=daemon.control, cursor=MemoryCursor(0), name="py-taken")
+    taken = [sub.receive(30) for _ in range(7)]
+    assert [e.seq for e in taken] == list(range(1, 8))
+    assert sub.statistics.handled > 7  # the rest of the page is queued
+    sub.close()
+    assert (sub.statistics.handled, sub.statistics.last_seq, sub.statistics.from_journal) == (7, 7, 7)
+    reported = daemon.report_of("py-taken", until=lambda r: r["last_seq"] == 7)
+    assert reported["last_seq"] == 7
