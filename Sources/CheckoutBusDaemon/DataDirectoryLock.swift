@@ -10,6 +10,10 @@ import CheckoutBusRuntime
 ///
 /// Not `Sendable`: taken and released by the thread that opens the ``Journal``.
 final class DataDirectoryLock {
+    /// The bytes of the `LOCK` file a refused daemon reads for the holder's pid (the daemons write
+    /// a pid and a newline, far shorter).
+    static let pidBytes = 32
+
     /// The `LOCK` file's descriptor, -1 once released.
     private var fd: Int32
 
@@ -23,19 +27,28 @@ final class DataDirectoryLock {
         let lockFD = open(directory + "/LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
         guard lockFD >= 0 else { throw JournalError(.notReadable, "cannot open \(directory)/LOCK: \(String(cString: strerror(errno)))") }
         if flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
-            var holder = [UInt8](repeating: 0, count: 32)
-            let n = holder.withUnsafeMutableBytes { pread(lockFD, $0.baseAddress, 32, 0) }
-            let pid = String(decoding: holder.prefix(max(0, n)).filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)
+            var holder = [UInt8](repeating: 0, count: DataDirectoryLock.pidBytes)
+            let n = holder.withUnsafeMutableBytes { pread(lockFD, $0.baseAddress, $0.count, 0) }
+            // The digits the file begins with (after any blanks): what a holder wrote over an older,
+            // longer pid it could not cut off is followed by blanks, never by the old digits.
+            let text = holder.prefix(max(0, n)).drop { $0 == 0x20 || $0 == 0x0A }
+            let pid = String(decoding: text.prefix { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)
             Glibc.close(lockFD)
             throw JournalError(.locked, "data directory \(directory) is in use by another checkoutbusd (pid \(pid.isEmpty ? "?" : pid))")
         }
-        let pidText = Array("\(getpid())\n".utf8)
+        var pidText = Array("\(getpid())\n".utf8)
         var failure: Int32?
         if let injected = Failpoints.hit("lock.pid") {
             failure = injected
-        } else if ftruncate(lockFD, 0) != 0 {
-            failure = errno
         } else {
+            let truncate = Failpoints.hit("lock.truncate") ?? (ftruncate(lockFD, 0) == 0 ? nil : errno)
+            if let truncate {
+                // The last holder's pid stays in the file: written over, then blanks to the length
+                // the reader reads, so a daemon refused names this one, not the last.
+                logger.warning("cannot cut the LOCK file short; this daemon's pid is written over the last one's",
+                               ["path": directory + "/LOCK", "error": String(cString: strerror(truncate))])
+                pidText += [UInt8](repeating: 0x20, count: max(0, DataDirectoryLock.pidBytes - pidText.count))
+            }
             let n = pidText.withUnsafeBytes { pwrite(lockFD, $0.baseAddress, $0.count, 0) }
             if n != pidText.count { failure = n < 0 ? errno : ENOSPC }
         }

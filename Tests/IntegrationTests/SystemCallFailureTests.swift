@@ -90,6 +90,22 @@ struct SystemCallFailureTests {
                     && daemon.stderrText.contains(enospc), "\(daemon.stderrText)")
     }
 
+    @Test("a LOCK file that cannot be cut short gets this daemon's pid written over the last one's: a daemon refused names this one")
+    func lockTruncateFails() throws {
+        let data = TestScratch.url("cb-lock-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        // The last holder's pid, longer than any this host hands out now.
+        try FileManager.default.createDirectory(at: data.appendingPathComponent("journal"), withIntermediateDirectories: true)
+        try Data("99999999\n".utf8).write(to: data.appendingPathComponent("journal/LOCK"))
+        let daemon = try DaemonProcess(dataDirectory: data, failpoints: "lock.truncate=eio")
+        let second = try Self.start(on: data, failpoints: "")
+        #expect(second.status != 0)
+        let pid = daemon.process.processIdentifier
+        #expect(second.output.contains("in use by another checkoutbusd (pid \(pid))"), "\(second.output)")
+        #expect(daemon.terminate() == 0)
+        #expect(daemon.stderrText.contains("cannot cut the LOCK file short"), "\(daemon.stderrText)")
+    }
+
     @Test("a state file whose close fails is not taken as written: its start stops, named; the next writes it")
     func atomicFileCloseFails() throws {
         let data = TestScratch.url("cb-close-\(UUID().uuidString)")
