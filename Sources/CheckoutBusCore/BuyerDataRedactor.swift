@@ -40,6 +40,10 @@ package enum BuyerDataRedactor {
         // Primer's tokenized instrument (`PrimerPaymentMethodTokenData.paymentInstrumentData`: network,
         // cardholder, digits, a Klarna customer token).
         "paymentinstrumentdata",
+        // UCP's `signals` (source/schemas/common/types/signals.json): what the platform observed of
+        // the buyer for abuse checks, under reverse-domain keys (`dev.ucp.buyer_ip`,
+        // `dev.ucp.user_agent`, `com.example.device_id`) that no name above matches.
+        "signals",
     ]
 
     /// Folded endings: a name that is, or ends in, one of these is redacted (`customerEmail`,
@@ -50,8 +54,12 @@ package enum BuyerDataRedactor {
     /// `token`: every token the SDKs hand over is a bearer credential for something — the cart's,
     /// Primer's tokenized payment method (`onTokenizeSuccess`'s body, its `token` at the top in the
     /// drop-in SDKs), its `resumeToken`, the `clientToken` of a session, a Klarna customer token.
+    ///
+    /// `mandate`: UCP's AP2 `checkout_mandate` (source/schemas/shopping/ap2_mandate.json) is the
+    /// buyer's signed authorisation, a bearer SD-JWT that may disclose their email.
     static let listedEndings: [String] = [
         "email", "address", "phone", "phonenumber", "mobilenumber", "firstname", "lastname", "fullname", "token",
+        "mandate",
     ]
 
     /// Folded names redacted only under a given parent (the older kit's `orderDetails`; a person's
@@ -192,7 +200,9 @@ package enum BuyerDataRedactor {
         case 4: return eq("card") || eq("iban")
         case 5: return eq("buyer")
         case 6: return eq("emails") || eq("phones") || eq("mobile") || eq("userip") || eq("street")
-        case 7: return eq("surname") || eq("zipcode") || eq("billing") || eq("buyerip") || eq("street1") || eq("street2")
+        case 7:
+            return eq("surname") || eq("zipcode") || eq("billing") || eq("buyerip") || eq("street1") || eq("street2")
+                || eq("signals")
         case 8:
             return eq("clientip") || eq("remoteip") || eq("address1") || eq("address2") || eq("postcode")
                 || eq("deviceip")
@@ -224,7 +234,8 @@ package enum BuyerDataRedactor {
         switch end.load(fromByteOffset: -1, as: UInt8.self) {
         case UInt8(ascii: "l"): return ends("email")
         case UInt8(ascii: "s"): return ends("address")
-        case UInt8(ascii: "e"): return ends("phone") || ends("firstname") || ends("lastname") || ends("fullname")
+        case UInt8(ascii: "e"):
+            return ends("phone") || ends("firstname") || ends("lastname") || ends("fullname") || ends("mandate")
         case UInt8(ascii: "r"): return ends("phonenumber") || ends("mobilenumber")
         case UInt8(ascii: "n"): return ends("token")
         default: return false
@@ -380,6 +391,63 @@ package enum BuyerDataRedactor {
         write(doc, t, parent: nil, to: &out)
     }
 
+    /// A dead letter's raw input, redacted: as ``write(_:_:to:)``, and a string that holds a JSON
+    /// object or array (a bridge's `body`, which Checkout Sheet Kit always sends as a string) is
+    /// parsed and written redacted too, still a string, down to ``maxEmbeddedDepth`` such strings
+    /// within each other; one that is not JSON is kept as it is.
+    package static func writeDescendingIntoStrings(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
+        write(doc, t, parent: nil, embedded: maxEmbeddedDepth, to: &out)
+    }
+
+    /// Strings holding JSON within strings holding JSON that a dead letter's rewrite descends into.
+    static let maxEmbeddedDepth = 3
+
+    /// Appends string `t` of `doc` redacted when it holds a JSON object or array
+    /// (``writeDescendingIntoStrings(_:_:to:)``); false when it does not, and nothing was appended.
+    private static func writeEmbedded(_ doc: JSONDocument, _ t: Int, parent: UnsafeRawBufferPointer?, embedded: Int,
+                                      to out: inout JSONWriter) -> Bool {
+        guard embedded > 0, doc.kind(t) == .string else { return false }
+        let text = doc.unescapedBytes(t)
+        guard let first = text.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }),
+            first == UInt8(ascii: "{") || first == UInt8(ascii: "[")
+        else { return false }
+        let nested = JSONDocument()
+        let parsed = text.withUnsafeBytes { b -> Bool in
+            do throws(JSONParseError) {
+                try nested.parse(b)
+                return true
+            } catch {
+                return false
+            }
+        }
+        guard parsed else { return false }
+        var inner = JSONWriter(capacity: text.count + 16)
+        write(nested, nested.root, parent: parent, embedded: embedded - 1, to: &inner)
+        // Nothing in it redacted: the string as it came, spacing and escapes kept.
+        let marker = Array("\"[redacted]\"".utf8)
+        if inner.withUnsafeBytes({ occurrences(of: marker, in: $0) }) == text.withUnsafeBytes({ occurrences(of: marker, in: $0) }) {
+            return false
+        }
+        inner.withUnsafeBytes { out.appendString(utf8: $0) }
+        return true
+    }
+
+    /// How many times `needle` occurs in `bytes`, not overlapping.
+    private static func occurrences(of needle: [UInt8], in bytes: UnsafeRawBufferPointer) -> Int {
+        guard let first = needle.first, bytes.count >= needle.count else { return 0 }
+        var n = 0
+        var i = 0
+        while i + needle.count <= bytes.count {
+            if bytes[i] == first && needle.indices.allSatisfy({ bytes[i + $0] == needle[$0] }) {
+                n += 1
+                i += needle.count
+            } else {
+                i += 1
+            }
+        }
+        return n
+    }
+
     /// The span writer; `doc` must be compact.
     static func writeSpans(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
         var copier = SpanCopier(doc: doc, from: Int(doc.tokens[t].start))
@@ -461,7 +529,9 @@ package enum BuyerDataRedactor {
         return nil
     }
 
-    private static func write(_ doc: JSONDocument, _ t: Int, parent: UnsafeRawBufferPointer?, to out: inout JSONWriter) {
+    /// - Parameter embedded: how many strings holding JSON within each other to descend into (0: none).
+    private static func write(_ doc: JSONDocument, _ t: Int, parent: UnsafeRawBufferPointer?, embedded: Int = 0,
+                              to out: inout JSONWriter) {
         switch doc.kind(t) {
         case .object:
             out.append(byte: UInt8(ascii: "{"))
@@ -473,9 +543,9 @@ package enum BuyerDataRedactor {
                 out.append(byte: UInt8(ascii: ":"))
                 var scratch: [UInt8] = []
                 if let key = keyBytes(doc, k, scratch: &scratch) {
-                    writeMember(doc, v, key: key, parent: parent, to: &out)
+                    writeMember(doc, v, key: key, parent: parent, embedded: embedded, to: &out)
                 } else {
-                    scratch.withUnsafeBytes { writeMember(doc, v, key: $0, parent: parent, to: &out) }
+                    scratch.withUnsafeBytes { writeMember(doc, v, key: $0, parent: parent, embedded: embedded, to: &out) }
                 }
             }
             out.append(byte: UInt8(ascii: "}"))
@@ -485,24 +555,25 @@ package enum BuyerDataRedactor {
             doc.forEachElement(t) { e in
                 if !first { out.append(byte: UInt8(ascii: ",")) }
                 first = false
-                write(doc, e, parent: parent, to: &out)
+                write(doc, e, parent: parent, embedded: embedded, to: &out)
             }
             out.append(byte: UInt8(ascii: "]"))
         default:
-            out.appendRaw(doc.raw(t))
+            if !writeEmbedded(doc, t, parent: parent, embedded: embedded, to: &out) { out.appendRaw(doc.raw(t)) }
         }
     }
 
     private static func writeMember(
-        _ doc: JSONDocument, _ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?,
+        _ doc: JSONDocument, _ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?, embedded: Int,
         to out: inout JSONWriter
     ) {
         if isRedacted(key, parent: parent) {
             out.append("\"[redacted]\"")
         } else {
             switch doc.kind(v) {
-            case .object, .array: write(doc, v, parent: key, to: &out)
-            default: out.appendRaw(doc.raw(v))
+            case .object, .array: write(doc, v, parent: key, embedded: embedded, to: &out)
+            default:
+                if !writeEmbedded(doc, v, parent: key, embedded: embedded, to: &out) { out.appendRaw(doc.raw(v)) }
             }
         }
     }

@@ -63,8 +63,9 @@ package enum ErrorCodeNormalizer {
             "error_sending_message", "error_receiving_message", "client_error", "checkout_client_error",
             "underlying_errors", "generic_error", "checkout", "checkout_unavailable",
             "checkout_unavailable_exception", "client_exception", "checkout_sheet_kit_exception",
-            // Embedded Checkout Protocol session and delegation errors (UCP's embedded protocol).
-            "abort_error", "security_error", "invalid_state_error", "not_supported_error", "timeout_error",
+            // Embedded Checkout Protocol session and delegation errors (UCP's embedded protocol;
+            // its `abort_error`, the buyer closing the sheet, is a cancellation below).
+            "security_error", "invalid_state_error", "not_supported_error", "timeout_error",
             "not_allowed_error", "window_open_rejected_error",
             // Primer: its SDKs' and bridges' internal failures (React Native's `native-*`, wrapper
             // SDKs, 3DS set-up, encoding, assets), none the buyer or the merchant's data caused.
@@ -74,6 +75,8 @@ package enum ErrorCodeNormalizer {
             "failed_to_find_module", "failed_to_load_design_tokens", "missing_asset", "mismatch_asset", "mismatch",
             "klarna_sdk_error", "klarna_wrapper_sdk_error", "klarna_unknown_error_id", "stripe_sdk_error",
             "unknown_stp_payment_intent_status_error", "nol_pay_sdk_error", "nol_pay_sdk_init_error",
+            // … and the `PrimerError` cases whose errorIds those are (primer-sdk-ios PrimerError.swift).
+            "nol_error", "nol_sdk_init_error", "klarna_error",
             "huc_initialization_failed", "3ds_init_error", "3ds_sdk_init_failed", "missing_ds_rid",
             "3ds_missing_directory_server_id", "unsupported_protocol_version", "no_need_to_perform_3ds",
             "vaulted_manager_delete_failed", "payment_already_finalized",
@@ -99,6 +102,9 @@ package enum ErrorCodeNormalizer {
             // Primer: the buyer cancelled the payment, its 3DS challenge, or dismissed the SDK.
             "cancelled_by_customer", "3ds_challenge_cancelled_by_the_user", "3ds_challenge_cancelled_by_user",
             "sdk_dismissed",
+            // UCP's embedded protocol: the user cancelled the interaction, closed the sheet, say
+            // (docs/specification/embedded-protocol.md, its table of error codes).
+            "abort_error",
         ])
         add(.sessionInvalid, [
             "session_invalid", "invalid_client_token", "expired_client_token", "client_token_expired",

@@ -671,7 +671,7 @@ package final class EventProcessor {
         var redacted = false
         if parsed && !options.keepBuyerData {
             scratch.reset()
-            BuyerDataRedactor.write(document, document.root, to: &scratch)
+            BuyerDataRedactor.writeDescendingIntoStrings(document, document.root, to: &scratch)
             redacted = scratch.withUnsafeBytes { !$0.elementsEqual(document.bytes) }
         }
         otherCounters.deadLettered[reason.code, default: 0] &+= 1

@@ -351,7 +351,7 @@ package final class RawEventDecoder {
         // A callback's name and the member a bridge may have put its fields in, found in one pass.
         let m = doc.members(r, RawEventDecoder.rawEventNames)
         if wrapper.name == nil, !wrapper.saysPrimer,
-            let rejection = RawEventDecoder.stateOfNoCheckout(doc, r, type: m.at(1), state: m.at(2),
+            let rejection = RawEventDecoder.stateOfNoCheckout(doc, r, type: m.at(1), state: m.at(2), name: m.at(3),
                                                               requestID: m.at(14), reason: m.at(15))
         {
             throw rejection
@@ -478,7 +478,53 @@ package final class RawEventDecoder {
                 code: status.hasPrefix("cancel") ? .paymentCancelled : .paymentFailed, rawCode: status,
                 message: "payment \(status) in the checkout's success state", httpStatus: nil, terminal: false)
         }
+        // Its failure state printed with its error (`failure(PrimerSDK.PrimerError.cancelled(
+        // paymentMethodType: "APPLE_PAY", …))`, PrimerCheckoutState in CheckoutComponents'
+        // PrimerCheckoutScope.swift): the printed error inside is read as an `error` string is, and
+        // the order id it names (`orderId: Optional("ord_2")`) kept.
+        if event.kind == .fail, event.format == .primer, name != printed, (event.error?.code ?? .unknown) == .unknown,
+            let open = printed.firstIndex(of: "("), printed.last == ")"
+        {
+            let inner = String(printed[printed.index(after: open)..<printed.index(before: printed.endIndex)])
+            let error = makeError(text: inner, terminal: event.error?.terminal ?? true)
+            if error.code != .unknown { event.error = error }
+            if event.orderID == nil, let order = RawEventDecoder.printedString(inner, after: "orderId: ") {
+                event.orderID = order
+            }
+        }
         return event
+    }
+
+    /// The string a printed Swift value gives `key` (`orderId: Optional("ord_2")` or
+    /// `orderId: "ord_2"`): its first such value, unescaped of `\"` and `\\`; nil for `nil` or anything else.
+    static func printedString(_ text: String, after key: StaticString) -> String? {
+        let bytes = Array(text.utf8)
+        let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+        guard bytes.count <= 4096, bytes.count >= k.count else { return nil }
+        guard let at = (0...(bytes.count - k.count)).first(where: { bytes[$0..<($0 + k.count)].elementsEqual(k) })
+        else { return nil }
+        var i = at + k.count
+        let optional = Array("Optional(".utf8)
+        if bytes.count >= i + optional.count && bytes[i..<(i + optional.count)].elementsEqual(optional) {
+            i += optional.count
+        }
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return nil }
+        var value: [UInt8] = []
+        i += 1
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\\"), i + 1 < bytes.count {
+                value.append(bytes[i + 1])
+                i += 2
+                continue
+            }
+            if b == UInt8(ascii: "\"") {
+                return value.isEmpty || value.count > DeadLetterReason.maxIDBytes ? nil : String(decoding: value, as: UTF8.self)
+            }
+            value.append(b)
+            i += 1
+        }
+        return nil
     }
 
     /// The payment status a printed Swift value names (`… status: PrimerSDK.PaymentStatus.failed, …`),
@@ -499,8 +545,18 @@ package final class RawEventDecoder {
     /// `checkout-kit-react-native/ios/ShopifyCheckoutKit+EventSerialization.swift`:
     /// `{"state":"loading|rendered|error","reason"?}`, buttons that did or did not render).
     /// - Returns: the `not_lifecycle` rejection, or nil for anything else.
-    static func stateOfNoCheckout(_ doc: JSONDocument, _ r: Int, type: Int?, state: Int?, requestID: Int?,
+    static func stateOfNoCheckout(_ doc: JSONDocument, _ r: Int, type: Int?, state: Int?, name: Int?, requestID: Int?,
                                   reason: Int?) -> DecodeRejection? {
+        // A web pixel event as Checkout Sheet Kit for iOS encodes it (`StandardEvent`, `CustomEvent`
+        // in PixelEvents.swift: Codable with `context, data|customData, id, name, timestamp`, no
+        // `type`): `name` is the pixel's (`checkout_completed`, `checkout_started`), never a
+        // lifecycle event; its `data.checkout.order.id` is no order the buyer was told of.
+        if type == nil, let n = name, let text = doc.string(n), doc.member(r, anyOf: "context", "timestamp") != nil,
+            RawEventDecoder.membersAreAmong(doc, r, ["context", "data", "customData", "id", "name", "timestamp"])
+        {
+            return DecodeRejection(.notLifecycle, "a web pixel event (`\(text)`, checkoutDidEmitWebPixelEvent): "
+                                   + "analytics, not a lifecycle event")
+        }
         if requestID != nil, let t = type, let text = doc.string(t),
             ["idle", "loading", "ready", "expired", "failed"].contains(text),
             RawEventDecoder.membersAreAmong(doc, r, ["requestId", "type", "reason", "statusCode"])

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 import CheckoutBusCore
@@ -192,6 +193,37 @@ struct BridgeShapeTests {
         let out = EventProcessor().feed(#"{"event":"onUpdate","checkout":{"id":"q","line_items":[{"id":"a","quantity":9223372036854775807},{"id":"b","quantity":1}]}}"#)
         #expect(out["summary.item_quantity"] == .null)
         #expect(out["summary.line_count"] == 2)
+    }
+
+    @Test("a web pixel as Checkout Sheet Kit iOS encodes it (no `type`) is no completion; the real one after it keeps its order")
+    func bareSwiftPixel() {
+        let p = EventProcessor()
+        // PixelEvents.swift's StandardEvent: context, data, id, name, timestamp (corpus line 163).
+        let pixel = p.feed(#"{"checkout_id":"px","sdk":"shopify","platform":"ios","payload":{"context":{},"data":{"checkout":{"order":{"id":"123"},"email":"jane@example.com"}},"id":"sh-1","name":"checkout_completed","timestamp":"2023-12-20T16:39:23+0000"}}"#)
+        #expect(pixel.topic == "bus.deadletter" && pixel["reason"] == "not_lifecycle")
+        #expect(!pixel.text.contains("jane@example.com"))
+        let complete = p.feed(#"{"checkout_id":"px","sdk":"shopify","platform":"ios","payload":{"event":"checkoutDidComplete","orderDetails":{"id":"gid://shopify/OrderIdentity/8"}}}"#)
+        #expect(complete.topic == "checkout.complete")
+        #expect(complete["idempotency_key"] == "gid://shopify/OrderIdentity/8" && complete["repeat"] == false)
+        // Named with a `name` but none of a pixel's members: still read by its name.
+        let named = p.feed(#"{"checkout_id":"px2","payload":{"name":"checkout_completed","checkout":{"id":"px2"}}}"#)
+        #expect(named.topic == "checkout.complete")
+    }
+
+    @Test("a dead letter's string body holding JSON is redacted inside, still a string; one with nothing to redact is kept as sent")
+    func deadLetterStringBody() {
+        let p = EventProcessor()
+        let body = #"{\"name\": \"checkout_completed\", \"event\": {\"type\": \"standard\", \"data\": {\"checkout\": {\"email\": \"jane@example.com\", \"order\": {\"id\": \"123\"}}}}}"#
+        let out = p.feed(#"{"checkout_id":"wp","sdk":"shopify","payload":{"name":"webPixels","body":"\#(body)"}}"#)
+        #expect(out.topic == "bus.deadletter" && out["reason"] == "not_lifecycle")
+        #expect(!out.text.contains("jane@example.com"), "\(out.text)")
+        #expect(out["raw_redacted"] == true)
+        let raw = try? JSONSerialization.jsonObject(with: Data((out["raw"]?.stringValue ?? "").utf8)) as? [String: Any]
+        let kept = (raw?["payload"] as? [String: Any])?["body"] as? String ?? ""
+        #expect(kept.contains(#""email":"[redacted]""#) && kept.contains(#""order":{"id":"123"}"#), "\(kept)")
+        let plain = #"{\"name\": \"page_viewed\", \"event\": {\"type\": \"standard\", \"data\": {}}}"#
+        let viewed = p.feed(#"{"checkout_id":"wp2","sdk":"shopify","payload":{"name":"webPixels","body":"\#(plain)"}}"#)
+        #expect(viewed["raw_redacted"] == false, "\(viewed.text)")
     }
 
     @Test("network identifiers and street lines of other spellings are redacted")
