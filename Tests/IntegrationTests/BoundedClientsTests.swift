@@ -520,6 +520,53 @@ extension NoClientStallsTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("large stats replies to clients that never read count in --control-memory; a long req is refused, not echoed")
+    func largeStatsRepliesCounted() throws {
+        let budget = 4 << 20
+        let daemon = try DaemonProcess(["--control-memory", String(budget)])
+        let pid = daemon.process.processIdentifier
+        let address = try #require(daemon.ready["metrics"] as? String)
+        let control = try ControlClient(daemon.control)
+        // A long `req` would be repeated by every reply, busy ones included.
+        let long = try control.request(#"{"op":"stats","req":"\#(String(repeating: "r", count: 100))"}"#)
+        #expect(long.status["ok"] as? Bool == false && long.status["error"] as? String == "bad_request")
+        #expect(long.status["req"] == nil, "\(long.status)")
+        // 1,024 reported subscribers with long names: each stats reply lists them all (~400 KB).
+        let name = String(repeating: "n", count: 180)
+        for i in 0..<1_024 {
+            _ = try control.request(#"{"op":"report","subscriber":"\#(name)-\#(i)","last_seq":0,"missed":0,"recovered":0,"gaps":0}"#)
+        }
+        let size = try JSONSerialization.data(withJSONObject: try control.stats()).count
+        #expect(size > 200_000, "a stats reply of \(size) bytes")
+        let before = anonymousKilobytes(pid)
+        let context = try ZMQContext()
+        var clients: [ZMQSocket] = []
+        for _ in 0..<20 { clients.append(try nonReadingDealer(context, daemon.control)) }
+        // Before, each queued 8 such replies beyond what its connection's kernel buffers took (a few
+        // MB): 20 × 8 × ~400 KB.
+        for c in clients {
+            for _ in 0..<40 { _ = try c.send(#"{"op":"stats"}"#, dontWait: true) }
+        }
+        var requests = 0.0, busy = 0.0, queued = 0.0
+        for _ in 0..<240 {
+            let text = try httpGet(address, "/metrics").body
+            requests = metric(text, "checkoutbus_control_requests_total") ?? 0
+            busy = metric(text, "checkoutbus_replay_busy_total") ?? 0
+            queued = metric(text, "checkoutbus_replay_bytes_queued") ?? 0
+            if requests >= 1_024 + 2 + 800 { break }
+            usleep(250_000)
+        }
+        let grown = anonymousKilobytes(pid) - before
+        print("20 clients asking stats of \(size) bytes, never reading: \(Int(busy)) answered busy, \(Int(queued)) bytes "
+              + "queued, anonymous memory +\(grown) KiB")
+        #expect(requests >= 1_024 + 2 + 800 && busy > 0)
+        #expect(queued <= Double(budget + size), "\(Int(queued)) bytes queued")
+        #expect(grown < 24 * 1024, "anonymous memory grew \(grown) KiB")
+        clients = []
+        try expectServing(daemon, "control-never-read-stats")
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("control clients replaying records larger than their share and never reading: the daemon holds --control-memory and one record, answers busy; a reader gets every record once they leave")
     func controlClientsThatNeverReadLargeRecords() throws {
         let budget = 1 << 20

@@ -46,6 +46,13 @@ package final class ControlService {
         max(4096, min(maxPageBytes, budget / 2 / (max(1, clients) * maxQueuedPages)))
     }
 
+    /// A request's `req`, as written, at most this long: every reply repeats it.
+    package static let maxRequestIDBytes = 64
+
+    /// A status frame longer than this (a `stats` reply lists every reported subscriber: ~400 KB
+    /// with 1,024 of them) is counted in the replies' budget as a page is.
+    package static let countedReplyBytes = 4096
+
     /// `--control-memory`: what all control clients' queued replies may hold together.
     package var replyBudget = 256 << 20
     /// `stats` requests waiting for a snapshot at once; more are answered `busy`.
@@ -136,9 +143,23 @@ package final class ControlService {
         var waiting: [PendingStats] = []
         for p in pendingStats {
             if generation > p.generation || now - p.arrivedAt > ControlService.statsWaitNanoseconds {
-                let status = snapshot.map { stats($0, req: p.req, now: now) }
-                    ?? ControlReplyWire.busy("the pipeline has not answered yet; retry", req: p.req)
-                try send(Reply(status), to: p.envelope, on: socket)
+                var reply = Reply(snapshot.map { stats($0, req: p.req, now: now) }
+                    ?? ControlReplyWire.busy("the pipeline has not answered yet; retry", req: p.req))
+                if reply.status.count > ControlService.countedReplyBytes {
+                    // Admitted as a page is, or answered busy.
+                    let pages = clientQueues[p.envelope[0]]?.pages.load(ordering: .relaxed) ?? 0
+                    let queued = counters.queuedReplies
+                    if pages >= ControlService.maxQueuedPages {
+                        reply = busy("this client has \(pages) replies of its own queued that it has not read; retry "
+                                     + "once it reads them", req: p.req)
+                    } else if let oversize = admission(reply.status.count, pages: pages, share: pageBytes()) {
+                        reply.countStatus = true
+                        reply.oversize = oversize
+                    } else {
+                        reply = busy(queuedDetail(queued), req: p.req)
+                    }
+                }
+                try send(reply, to: p.envelope, on: socket)
             } else {
                 waiting.append(p)
             }
@@ -160,6 +181,10 @@ package final class ControlService {
             ? LentPage(byteCount: page.byteCount, oversize: reply.oversize, client: queue(for: routing[0]),
                        counter: counters.queuedReplies)
             : nil
+        let lentStatus = reply.countStatus
+            ? LentPage(byteCount: reply.status.count, oversize: reply.oversize, client: queue(for: routing[0]),
+                       counter: counters.queuedReplies)
+            : nil
         var sent = false
         do {
             sent = try socket.send(routing[0], more: true, dontWait: true)
@@ -171,7 +196,12 @@ package final class ControlService {
             return
         }
         for frame in routing.dropFirst() { _ = try socket.send(frame, more: true) }
-        _ = try socket.send(reply.status, more: page.count > 0)
+        if let lentStatus {
+            reply.status.withUnsafeBytes { lentStatus.memory.copyMemory(from: $0) }
+            _ = try lentStatus.send(UnsafeRawBufferPointer(lentStatus.memory), on: socket, more: page.count > 0)
+        } else {
+            _ = try socket.send(reply.status, more: page.count > 0)
+        }
         guard let lent else { return }
         try page.forEachRecord(copiedTo: lent.memory) { n, topic, envelope in
             _ = try lent.send(topic, on: socket, more: true)
@@ -208,6 +238,8 @@ package final class ControlService {
         package var page: ReplayPage
         /// The page is one record larger than its client's share (``QueuedReplies``).
         var oversize: Bool
+        /// The status frame is counted in the replies' budget as a page is (a large `stats` reply).
+        var countStatus = false
 
         init(_ status: [UInt8], page: ReplayPage = ReplayPage(), oversize: Bool = false) {
             self.status = status
@@ -246,6 +278,11 @@ package final class ControlService {
             return .reply(Reply(badRequest("request must be a JSON object", req: nil)))
         }
         let req = request.member(root, "req").map { Array(request.raw($0)) }
+        // Every reply repeats `req`: a long one would make each reply, `busy` included, as long.
+        if let req, req.count > ControlService.maxRequestIDBytes {
+            return .reply(Reply(badRequest("\"req\" must be at most \(ControlService.maxRequestIDBytes) bytes as written "
+                                           + "(a number or a short string)", req: nil)))
+        }
         switch request.member(root, "op").flatMap({ request.string($0) }) {
         case "replay": return .reply(replay(req: req, client: client))
         case "stats": return .waitForSnapshot(StatsRequest(req: req))
@@ -360,12 +397,7 @@ package final class ControlService {
         // A page within the share goes to a client with none queued, whatever the others hold (so
         // their unread pages never hold up a reader), else it fits its half; one record larger than
         // the share fits the other half, or is the only such page queued.
-        let oversize = page.byteCount > share
-        let fits = oversize
-            ? queued.oversizeBytes.load(ordering: .relaxed) == 0
-                || queued.oversizeBytes.load(ordering: .relaxed) + page.byteCount <= half
-            : pages == 0 || queued.shareBytes.load(ordering: .relaxed) + page.byteCount <= half
-        guard fits else {
+        guard let oversize = admission(page.byteCount, pages: pages, share: share) else {
             recycle(page)
             return busy(queuedDetail(queued), req: req)
         }
@@ -379,6 +411,19 @@ package final class ControlService {
                                                  last: bounds.last, shard: shard.index, shards: shard.count,
                                                  run: run, req: req),
                      page: page, oversize: oversize)
+    }
+
+    /// Whether a reply of `bytes` may be queued now for a client with `pages` of its own queued,
+    /// and if so whether it counts against the half for pages larger than `share` (``QueuedReplies``):
+    /// nil when it may not.
+    private func admission(_ bytes: Int, pages: Int, share: Int) -> Bool? {
+        let half = replyBudget / 2
+        let queued = counters.queuedReplies
+        if bytes > share {
+            let held = queued.oversizeBytes.load(ordering: .relaxed)
+            return held == 0 || held + bytes <= half ? true : nil
+        }
+        return pages == 0 || queued.shareBytes.load(ordering: .relaxed) + bytes <= half ? false : nil
     }
 
     /// A replay answered `busy` by the replies' bounds, counted.

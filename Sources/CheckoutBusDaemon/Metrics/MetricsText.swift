@@ -137,7 +137,7 @@ package enum MetricsText {
               "Bytes of replay pages queued for control clients, not yet written to their connections (--control-memory).",
               [("", Int64(f.replayBytesQueued))])
         counter("checkoutbus_replay_busy_total",
-                "Replay requests answered busy: the client had pages queued unread, or the queued pages held --control-memory.",
+                "Replay and stats requests answered busy: the client had replies queued unread, or the queued replies held --control-memory.",
                 [("", f.replayBusy)])
         out += "# HELP checkoutbus_snapshot_age_seconds Age of the pipeline's figures this page shows.\n"
         out += "# TYPE checkoutbus_snapshot_age_seconds gauge\ncheckoutbus_snapshot_age_seconds \(Histogram.seconds(snapshotAge))\n"
