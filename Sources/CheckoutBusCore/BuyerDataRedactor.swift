@@ -44,6 +44,10 @@ package enum BuyerDataRedactor {
         // the buyer for abuse checks, under reverse-domain keys (`dev.ucp.buyer_ip`,
         // `dev.ucp.user_agent`, `com.example.device_id`) that no name above matches.
         "signals",
+        // AP2's mandates (UCP source/schemas/shopping/ap2_mandate.json): the buyer's signed
+        // authorisations, bearer SD-JWTs that may disclose their email. A payment's own `mandate`
+        // (a SEPA or card mandate's reference) is kept.
+        "checkoutmandate", "cartmandate", "intentmandate", "paymentmandate",
     ]
 
     /// Folded endings: a name that is, or ends in, one of these is redacted (`customerEmail`,
@@ -54,12 +58,8 @@ package enum BuyerDataRedactor {
     /// `token`: every token the SDKs hand over is a bearer credential for something — the cart's,
     /// Primer's tokenized payment method (`onTokenizeSuccess`'s body, its `token` at the top in the
     /// drop-in SDKs), its `resumeToken`, the `clientToken` of a session, a Klarna customer token.
-    ///
-    /// `mandate`: UCP's AP2 `checkout_mandate` (source/schemas/shopping/ap2_mandate.json) is the
-    /// buyer's signed authorisation, a bearer SD-JWT that may disclose their email.
     static let listedEndings: [String] = [
         "email", "address", "phone", "phonenumber", "mobilenumber", "firstname", "lastname", "fullname", "token",
-        "mandate",
     ]
 
     /// Folded names redacted only under a given parent (the older kit's `orderDetails`; a person's
@@ -211,12 +211,13 @@ package enum BuyerDataRedactor {
         case 10:
             return eq("middlename") || eq("familyname") || eq("customerip") || eq("postalcode") || eq("instrument")
                 || eq("credential") || eq("cardholder") || eq("nameoncard") || eq("cardnumber")
-        case 11: return eq("dateofbirth") || eq("instruments") || eq("credentials") || eq("carddetails")
+        case 11:
+            return eq("dateofbirth") || eq("instruments") || eq("credentials") || eq("carddetails") || eq("cartmandate")
         case 12:
             return eq("phonenumbers") || eq("addressline1") || eq("addressline2") || eq("securitycode")
-        case 13: return eq("addressregion")
-        case 14: return eq("cardholdername")
-        case 15: return eq("addresslocality")
+        case 13: return eq("addressregion") || eq("intentmandate")
+        case 14: return eq("cardholdername") || eq("paymentmandate")
+        case 15: return eq("addresslocality") || eq("checkoutmandate")
         case 17: return eq("paymentmethoddata")
         case 21: return eq("paymentinstrumentdata")
         case 18: return eq("nationaldocumentid")
@@ -234,8 +235,7 @@ package enum BuyerDataRedactor {
         switch end.load(fromByteOffset: -1, as: UInt8.self) {
         case UInt8(ascii: "l"): return ends("email")
         case UInt8(ascii: "s"): return ends("address")
-        case UInt8(ascii: "e"):
-            return ends("phone") || ends("firstname") || ends("lastname") || ends("fullname") || ends("mandate")
+        case UInt8(ascii: "e"): return ends("phone") || ends("firstname") || ends("lastname") || ends("fullname")
         case UInt8(ascii: "r"): return ends("phonenumber") || ends("mobilenumber")
         case UInt8(ascii: "n"): return ends("token")
         default: return false
@@ -366,7 +366,8 @@ package enum BuyerDataRedactor {
         if doc.isCompact {
             writeSpans(doc, t, to: &out)
         } else {
-            write(doc, t, parent: nil, to: &out)
+            var changed = false
+            write(doc, t, parent: nil, changed: &changed, to: &out)
         }
     }
 
@@ -388,7 +389,8 @@ package enum BuyerDataRedactor {
 
     /// The token-by-token writer, for any input (also used by tests as the reference).
     static func writeTokens(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
-        write(doc, t, parent: nil, to: &out)
+        var changed = false
+        write(doc, t, parent: nil, changed: &changed, to: &out)
     }
 
     /// A dead letter's raw input, redacted: as ``write(_:_:to:)``, and a string that holds a JSON
@@ -396,56 +398,37 @@ package enum BuyerDataRedactor {
     /// parsed and written redacted too, still a string, down to ``maxEmbeddedDepth`` such strings
     /// within each other; one that is not JSON is kept as it is.
     package static func writeDescendingIntoStrings(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {
-        write(doc, t, parent: nil, embedded: maxEmbeddedDepth, to: &out)
+        var changed = false
+        write(doc, t, parent: nil, embedded: maxEmbeddedDepth, changed: &changed, to: &out)
     }
 
     /// Strings holding JSON within strings holding JSON that a dead letter's rewrite descends into.
     static let maxEmbeddedDepth = 3
 
-    /// Appends string `t` of `doc` redacted when it holds a JSON object or array
-    /// (``writeDescendingIntoStrings(_:_:to:)``); false when it does not, and nothing was appended.
+    /// Appends string `t` of `doc` redacted when it holds a JSON object or array in which anything
+    /// is redacted (``writeDescendingIntoStrings(_:_:to:)``), and sets `changed`; false when it
+    /// holds none, or nothing in it is redacted, and nothing was appended (the string is kept as sent).
     private static func writeEmbedded(_ doc: JSONDocument, _ t: Int, parent: UnsafeRawBufferPointer?, embedded: Int,
-                                      to out: inout JSONWriter) -> Bool {
+                                      changed: inout Bool, to out: inout JSONWriter) -> Bool {
         guard embedded > 0, doc.kind(t) == .string else { return false }
         let text = doc.unescapedBytes(t)
         guard let first = text.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }),
             first == UInt8(ascii: "{") || first == UInt8(ascii: "[")
         else { return false }
         let nested = JSONDocument()
-        let parsed = text.withUnsafeBytes { b -> Bool in
-            do throws(JSONParseError) {
-                try nested.parse(b)
-                return true
-            } catch {
-                return false
-            }
-        }
-        guard parsed else { return false }
-        var inner = JSONWriter(capacity: text.count + 16)
-        write(nested, nested.root, parent: parent, embedded: embedded - 1, to: &inner)
-        // Nothing in it redacted: the string as it came, spacing and escapes kept.
-        let marker = Array("\"[redacted]\"".utf8)
-        if inner.withUnsafeBytes({ occurrences(of: marker, in: $0) }) == text.withUnsafeBytes({ occurrences(of: marker, in: $0) }) {
+        do throws(JSONParseError) {
+            try nested.parseOwned(text)
+        } catch {
             return false
         }
+        var inner = JSONWriter(capacity: text.count + 16)
+        var innerChanged = false
+        write(nested, nested.root, parent: parent, embedded: embedded - 1, changed: &innerChanged, to: &inner)
+        // Nothing in it redacted: the string as it came, spacing and escapes kept.
+        guard innerChanged else { return false }
         inner.withUnsafeBytes { out.appendString(utf8: $0) }
+        changed = true
         return true
-    }
-
-    /// How many times `needle` occurs in `bytes`, not overlapping.
-    private static func occurrences(of needle: [UInt8], in bytes: UnsafeRawBufferPointer) -> Int {
-        guard let first = needle.first, bytes.count >= needle.count else { return 0 }
-        var n = 0
-        var i = 0
-        while i + needle.count <= bytes.count {
-            if bytes[i] == first && needle.indices.allSatisfy({ bytes[i + $0] == needle[$0] }) {
-                n += 1
-                i += needle.count
-            } else {
-                i += 1
-            }
-        }
-        return n
     }
 
     /// The span writer; `doc` must be compact.
@@ -529,9 +512,11 @@ package enum BuyerDataRedactor {
         return nil
     }
 
-    /// - Parameter embedded: how many strings holding JSON within each other to descend into (0: none).
+    /// - Parameters:
+    ///   - embedded: how many strings holding JSON within each other to descend into (0: none).
+    ///   - changed: set when anything is redacted.
     private static func write(_ doc: JSONDocument, _ t: Int, parent: UnsafeRawBufferPointer?, embedded: Int = 0,
-                              to out: inout JSONWriter) {
+                              changed: inout Bool, to out: inout JSONWriter) {
         switch doc.kind(t) {
         case .object:
             out.append(byte: UInt8(ascii: "{"))
@@ -543,9 +528,11 @@ package enum BuyerDataRedactor {
                 out.append(byte: UInt8(ascii: ":"))
                 var scratch: [UInt8] = []
                 if let key = keyBytes(doc, k, scratch: &scratch) {
-                    writeMember(doc, v, key: key, parent: parent, embedded: embedded, to: &out)
+                    writeMember(doc, v, key: key, parent: parent, embedded: embedded, changed: &changed, to: &out)
                 } else {
-                    scratch.withUnsafeBytes { writeMember(doc, v, key: $0, parent: parent, embedded: embedded, to: &out) }
+                    scratch.withUnsafeBytes {
+                        writeMember(doc, v, key: $0, parent: parent, embedded: embedded, changed: &changed, to: &out)
+                    }
                 }
             }
             out.append(byte: UInt8(ascii: "}"))
@@ -555,25 +542,30 @@ package enum BuyerDataRedactor {
             doc.forEachElement(t) { e in
                 if !first { out.append(byte: UInt8(ascii: ",")) }
                 first = false
-                write(doc, e, parent: parent, embedded: embedded, to: &out)
+                write(doc, e, parent: parent, embedded: embedded, changed: &changed, to: &out)
             }
             out.append(byte: UInt8(ascii: "]"))
         default:
-            if !writeEmbedded(doc, t, parent: parent, embedded: embedded, to: &out) { out.appendRaw(doc.raw(t)) }
+            if !writeEmbedded(doc, t, parent: parent, embedded: embedded, changed: &changed, to: &out) {
+                out.appendRaw(doc.raw(t))
+            }
         }
     }
 
     private static func writeMember(
         _ doc: JSONDocument, _ v: Int, key: UnsafeRawBufferPointer, parent: UnsafeRawBufferPointer?, embedded: Int,
-        to out: inout JSONWriter
+        changed: inout Bool, to out: inout JSONWriter
     ) {
         if isRedacted(key, parent: parent) {
             out.append("\"[redacted]\"")
+            changed = true
         } else {
             switch doc.kind(v) {
-            case .object, .array: write(doc, v, parent: key, embedded: embedded, to: &out)
+            case .object, .array: write(doc, v, parent: key, embedded: embedded, changed: &changed, to: &out)
             default:
-                if !writeEmbedded(doc, v, parent: key, embedded: embedded, to: &out) { out.appendRaw(doc.raw(v)) }
+                if !writeEmbedded(doc, v, parent: key, embedded: embedded, changed: &changed, to: &out) {
+                    out.appendRaw(doc.raw(v))
+                }
             }
         }
     }

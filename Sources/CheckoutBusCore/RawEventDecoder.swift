@@ -483,45 +483,97 @@ package final class RawEventDecoder {
         // PrimerCheckoutScope.swift): the printed error inside is read as an `error` string is, and
         // the order id it names (`orderId: Optional("ord_2")`) kept.
         if event.kind == .fail, event.format == .primer, name != printed, (event.error?.code ?? .unknown) == .unknown,
-            let open = printed.firstIndex(of: "("), printed.last == ")"
+            let open = printed.firstIndex(of: "("), let inner = RawEventDecoder.firstPrintedValue(printed[open...])
         {
-            let inner = String(printed[printed.index(after: open)..<printed.index(before: printed.endIndex)])
             let error = makeError(text: inner, terminal: event.error?.terminal ?? true)
             if error.code != .unknown { event.error = error }
-            if event.orderID == nil, let order = RawEventDecoder.printedString(inner, after: "orderId: ") {
-                event.orderID = order
-            }
+            if event.orderID == nil, let order = RawEventDecoder.printedPaymentFailedOrderID(inner) { event.orderID = order }
         }
         return event
     }
 
-    /// The string a printed Swift value gives `key` (`orderId: Optional("ord_2")` or
-    /// `orderId: "ord_2"`): its first such value, unescaped of `\"` and `\\`; nil for `nil` or anything else.
-    static func printedString(_ text: String, after key: StaticString) -> String? {
-        let bytes = Array(text.utf8)
-        let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
-        guard bytes.count <= 4096, bytes.count >= k.count else { return nil }
-        guard let at = (0...(bytes.count - k.count)).first(where: { bytes[$0..<($0 + k.count)].elementsEqual(k) })
-        else { return nil }
-        var i = at + k.count
-        let optional = Array("Optional(".utf8)
-        if bytes.count >= i + optional.count && bytes[i..<(i + optional.count)].elementsEqual(optional) {
-            i += optional.count
+    /// The first value in a printed Swift argument list (`(PrimerSDK.PrimerError.cancelled(…), checkoutData: nil)`,
+    /// from its opening parenthesis): up to the first `,` outside parentheses, brackets and quotes,
+    /// or its closing parenthesis; nil when it does not close (or is over 4 KiB).
+    static func firstPrintedValue(_ text: Substring) -> String? {
+        let u = Array(text.utf8)
+        guard u.count <= 4096, u.first == UInt8(ascii: "(") else { return nil }
+        var depth = 0
+        var quoted = false
+        var i = 1
+        while i < u.count {
+            let b = u[i]
+            if quoted {
+                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { quoted = false }
+            } else {
+                switch b {
+                case UInt8(ascii: "\""): quoted = true
+                case UInt8(ascii: "("), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: ")"), UInt8(ascii: "]"):
+                    if depth == 0 { return String(decoding: u[1..<i], as: UTF8.self) }
+                    depth -= 1
+                case UInt8(ascii: ","):
+                    if depth == 0 { return String(decoding: u[1..<i], as: UTF8.self) }
+                default: break
+                }
+            }
+            i += 1
         }
-        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return nil }
-        var value: [UInt8] = []
-        i += 1
-        while i < bytes.count {
-            let b = bytes[i]
-            if b == UInt8(ascii: "\\"), i + 1 < bytes.count {
-                value.append(bytes[i + 1])
-                i += 2
+        return nil
+    }
+
+    /// The order id of a printed `PrimerError.paymentFailed(…, orderId: Optional("ord_2"), …)`: its
+    /// own `orderId` argument, at the top of its argument list (never one inside a message or a
+    /// nested value); nil for any other case, `nil`, or an id over the limit.
+    static func printedPaymentFailedOrderID(_ text: String) -> String? {
+        let u = Array(text.utf8)
+        let opening = Array("PrimerError.paymentFailed(".utf8)
+        let key = Array("orderId: ".utf8)
+        guard u.count <= 4096,
+            let at = (0...max(0, u.count - opening.count)).first(where: { u.count >= $0 + opening.count
+                && u[$0..<($0 + opening.count)].elementsEqual(opening) })
+        else { return nil }
+        var depth = 0
+        var quoted = false
+        var i = at + opening.count
+        var argumentStart = true
+        while i < u.count {
+            let b = u[i]
+            if quoted {
+                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { quoted = false }
+                i += 1
                 continue
             }
-            if b == UInt8(ascii: "\"") {
-                return value.isEmpty || value.count > DeadLetterReason.maxIDBytes ? nil : String(decoding: value, as: UTF8.self)
+            if depth == 0 && argumentStart && u.count >= i + key.count && u[i..<(i + key.count)].elementsEqual(key) {
+                var j = i + key.count
+                let optional = Array("Optional(".utf8)
+                if u.count >= j + optional.count && u[j..<(j + optional.count)].elementsEqual(optional) { j += optional.count }
+                guard j < u.count, u[j] == UInt8(ascii: "\"") else { return nil }
+                var value: [UInt8] = []
+                j += 1
+                while j < u.count, u[j] != UInt8(ascii: "\"") {
+                    if u[j] == UInt8(ascii: "\\") { j += 1 }
+                    if j < u.count { value.append(u[j]) }
+                    j += 1
+                }
+                guard j < u.count, !value.isEmpty, value.count <= DeadLetterReason.maxIDBytes else { return nil }
+                return String(decoding: value, as: UTF8.self)
             }
-            value.append(b)
+            argumentStart = false
+            switch b {
+            case UInt8(ascii: "\""): quoted = true
+            case UInt8(ascii: "("), UInt8(ascii: "["): depth += 1
+            case UInt8(ascii: ")"), UInt8(ascii: "]"):
+                if depth == 0 { return nil }
+                depth -= 1
+            case UInt8(ascii: ","):
+                if depth == 0 {
+                    // The next argument starts after ", ".
+                    if i + 1 < u.count, u[i + 1] == 0x20 { i += 1 }
+                    argumentStart = true
+                }
+            default: break
+            }
             i += 1
         }
         return nil
@@ -545,13 +597,25 @@ package final class RawEventDecoder {
     /// `checkout-kit-react-native/ios/ShopifyCheckoutKit+EventSerialization.swift`:
     /// `{"state":"loading|rendered|error","reason"?}`, buttons that did or did not render).
     /// - Returns: the `not_lifecycle` rejection, or nil for anything else.
+    /// The standard web pixel events' names (Shopify's Web Pixels API, as Checkout Sheet Kit relays
+    /// them: PixelEvents.swift, PixelEvent.kt): a bare pixel is told from a lifecycle callback that
+    /// also has a `name`, a `data` and a `timestamp` by its name (or, a custom pixel, by `customData`).
+    static let pixelNames: Set<String> = [
+        "checkout_started", "checkout_completed", "checkout_address_info_submitted",
+        "checkout_contact_info_submitted", "checkout_shipping_info_submitted", "payment_info_submitted",
+        "page_viewed", "product_viewed", "collection_viewed", "search_submitted", "cart_viewed",
+        "product_added_to_cart", "product_removed_from_cart", "alert_displayed", "ui_extension_errored",
+    ]
+
     static func stateOfNoCheckout(_ doc: JSONDocument, _ r: Int, type: Int?, state: Int?, name: Int?, requestID: Int?,
                                   reason: Int?) -> DecodeRejection? {
         // A web pixel event as Checkout Sheet Kit for iOS encodes it (`StandardEvent`, `CustomEvent`
         // in PixelEvents.swift: Codable with `context, data|customData, id, name, timestamp`, no
         // `type`): `name` is the pixel's (`checkout_completed`, `checkout_started`), never a
         // lifecycle event; its `data.checkout.order.id` is no order the buyer was told of.
-        if type == nil, let n = name, let text = doc.string(n), doc.member(r, anyOf: "context", "timestamp") != nil,
+        if type == nil, let n = name, let text = doc.string(n),
+            RawEventDecoder.pixelNames.contains(text) || doc.member(r, "customData") != nil,
+            doc.object(r, "context") != nil || doc.member(r, "timestamp") != nil,
             RawEventDecoder.membersAreAmong(doc, r, ["context", "data", "customData", "id", "name", "timestamp"])
         {
             return DecodeRejection(.notLifecycle, "a web pixel event (`\(text)`, checkoutDidEmitWebPixelEvent): "

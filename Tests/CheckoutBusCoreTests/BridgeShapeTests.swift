@@ -208,6 +208,24 @@ struct BridgeShapeTests {
         // Named with a `name` but none of a pixel's members: still read by its name.
         let named = p.feed(#"{"checkout_id":"px2","payload":{"name":"checkout_completed","checkout":{"id":"px2"}}}"#)
         #expect(named.topic == "checkout.complete")
+        // A callback forwarded with a `name`, its `data` and a `timestamp` is no pixel.
+        for (i, callback) in ["checkoutCompleted", "completed", "onCheckoutCompleted", "checkoutDidComplete"].enumerated() {
+            let forwarded = p.feed(#"{"checkout_id":"cb-\#(i)","sdk":"shopify","payload":{"name":"\#(callback)","data":{"orderDetails":{"id":"gid://shopify/OrderIdentity/1\#(i)"}},"timestamp":1733000000}}"#)
+            #expect(forwarded.topic == "checkout.complete", "\(callback): \(forwarded.text)")
+        }
+    }
+
+    @Test("Primer's printed failure state: its error read, a paymentFailed's own orderId kept, an orderId in a message never")
+    func printedFailureState() {
+        let p = EventProcessor()
+        let cancel = p.feed(#"{"checkout_id":"pf1","sdk":"primer","payload":{"event":"onCompletion","state":"failure(PrimerFoundation.PrimerError.cancelled(paymentMethodType: \"APPLE_PAY\", diagnosticsId: \"6F1B\"))"}}"#)
+        #expect(cancel.topic == "checkout.fail.payment_cancelled")
+        let declined = p.feed(#"{"checkout_id":"pf2","sdk":"primer","payload":{"event":"onCompletion","state":"failure(PrimerSDK.PrimerError.paymentFailed(paymentMethodType: Optional(\"PAYMENT_CARD\"), paymentId: \"pay_2\", orderId: Optional(\"ord_2\"), status: \"DECLINED\", diagnosticsId: \"D1\"), checkoutData: nil)"}}"#)
+        #expect(declined.topic == "checkout.fail.payment_failed" && declined["summary.order_id"] == "ord_2", "\(declined.text)")
+        // A server's message quoting another order's id: not this failure's order.
+        let quoted = p.feed(#"{"checkout_id":"pf3","sdk":"primer","payload":{"event":"onCompletion","state":"failure(PrimerSDK.PrimerError.underlyingErrors(errors: [Error Domain=PrimerServer Code=400 \"bad orderId: \"gid://shopify/OrderIdentity/77\"\" UserInfo={}], diagnosticsId: \"D\"))"}}"#)
+        #expect(quoted.topic.hasPrefix("checkout.fail") && quoted["summary.order_id"] == .null, "\(quoted.text)")
+        #expect(quoted["idempotency_key"] == "pf3")
     }
 
     @Test("a dead letter's string body holding JSON is redacted inside, still a string; one with nothing to redact is kept as sent")
@@ -221,6 +239,13 @@ struct BridgeShapeTests {
         let raw = try? JSONSerialization.jsonObject(with: Data((out["raw"]?.stringValue ?? "").utf8)) as? [String: Any]
         let kept = (raw?["payload"] as? [String: Any])?["body"] as? String ?? ""
         #expect(kept.contains(#""email":"[redacted]""#) && kept.contains(#""order":{"id":"123"}"#), "\(kept)")
+        // Redacted only in a string within the string; and beside a value the app had masked already.
+        let deeper = #"{\"event\": \"{\\\"checkout\\\": {\\\"email\\\": \\\"jane@example.com\\\"}}\"}"#
+        let twice = p.feed(#"{"checkout_id":"wp3","sdk":"shopify","payload":{"name":"webPixels","body":"\#(deeper)"}}"#)
+        #expect(twice["reason"] == "not_lifecycle" && !twice.text.contains("jane@example.com"), "\(twice.text)")
+        let masked = #"{\"buyer\": {\"email\": \"[redacted]\", \"phone\": \"+15551234567\"}}"#
+        let partly = p.feed(#"{"checkout_id":"wp4","sdk":"shopify","payload":{"name":"webPixels","body":"\#(masked)"}}"#)
+        #expect(partly["reason"] == "not_lifecycle" && !partly.text.contains("5551234567"), "\(partly.text)")
         let plain = #"{\"name\": \"page_viewed\", \"event\": {\"type\": \"standard\", \"data\": {}}}"#
         let viewed = p.feed(#"{"checkout_id":"wp2","sdk":"shopify","payload":{"name":"webPixels","body":"\#(plain)"}}"#)
         #expect(viewed["raw_redacted"] == false, "\(viewed.text)")

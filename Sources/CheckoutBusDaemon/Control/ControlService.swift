@@ -289,7 +289,10 @@ package final class ControlService {
         case "report": return .reply(Reply(report(req: req)))
         case "forget": return .reply(Reply(forget(req: req)))
         case "seek": return .reply(Reply(seek(req: req)))
-        case let op?: return .reply(Reply(badRequest("unknown op \(op); use replay, stats, report, forget or seek", req: req)))
+        case let op?:
+            // Named back cut short: a request may be 64 KiB, and the reply would be as long.
+            let named = op.utf8.count <= 32 ? op : String(decoding: op.utf8.prefix(32), as: UTF8.self) + "…"
+            return .reply(Reply(badRequest("unknown op \(named); use replay, stats, report, forget or seek", req: req)))
         case nil: return .reply(Reply(badRequest("missing op", req: req)))
         }
     }

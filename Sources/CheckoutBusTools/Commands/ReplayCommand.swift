@@ -351,16 +351,27 @@ package struct ReplayCommand {
             w.append(",\"paymentResult\":")
             w.appendRaw(doc.raw(p))
         }
-        // An order id the original carried beside its snapshot (a wrapper's `orderId`, `data.orderId`).
-        if kind == "complete", checkout == nil, let summary = doc.object(r, "summary"),
+        // An order id the original carried beside its snapshot (a wrapper's `orderId`, `data.orderId`,
+        // a printed Primer failure's `orderId:`).
+        if kind == "complete" || kind == "fail", checkout == nil, let summary = doc.object(r, "summary"),
             let order = doc.member(summary, "order_id"), doc.kind(order) == .string
         {
             w.append(",\"orderId\":")
             w.appendRaw(doc.raw(order))
         }
-        if error != nil {
+        if let e = error {
             w.append(",\"error\":")
-            if isPrimer { writeError(codeKey: "errorId", messageKey: "description") } else { writeError(codeKey: "code", messageKey: "message") }
+            let rawCode = doc.member(e, "raw_code").flatMap { doc.kind($0) == .string ? doc.string($0) : nil }
+            let message = doc.member(e, "message").flatMap { doc.kind($0) == .string ? $0 : nil }
+            if isPrimer, rawCode == nil, let message {
+                // A Primer error read from its text alone (a printed `PrimerError` case): the text
+                // again, as the bare string it is read from.
+                w.appendRaw(doc.raw(message))
+            } else if isPrimer {
+                writeError(codeKey: "errorId", messageKey: "description")
+            } else {
+                writeError(codeKey: "code", messageKey: "message")
+            }
             // Primer says a failure ends the payment on the event, not in its error.
             if isPrimer && terminal { w.append(",\"terminal\":true") }
         }
