@@ -499,15 +499,8 @@ extension NoClientStallsTests {
         for c in clients {
             for _ in 0..<300 { _ = try c.send(#"{"op":"replay","from":1,"limit":10000}"#, dontWait: true) }
         }
-        var requests = 0.0, queued = 0.0, busy = 0.0
-        for _ in 0..<600 {
-            let text = try httpGet(address, "/metrics").body
-            requests = metric(text, "checkoutbus_control_requests_total") ?? 0
-            queued = metric(text, "checkoutbus_replay_bytes_queued") ?? 0
-            busy = metric(text, "checkoutbus_replay_busy_total") ?? 0
-            if requests >= 2_400 { break }
-            usleep(50_000)
-        }
+        let (requests, busy, queued) = try controlFigures(address, untilRequests: 2_400, tries: 600,
+                                                          pauseMilliseconds: 50)
         print("8 clients never reading: \(Int(busy)) of \(Int(requests)) replays answered busy, \(Int(queued)) bytes queued")
         #expect(requests >= 2_400 && busy > 0)
         // The half for pages within a share is (nearly) full.
@@ -547,15 +540,8 @@ extension NoClientStallsTests {
         for c in clients {
             for _ in 0..<40 { _ = try c.send(#"{"op":"stats"}"#, dontWait: true) }
         }
-        var requests = 0.0, busy = 0.0, queued = 0.0
-        for _ in 0..<240 {
-            let text = try httpGet(address, "/metrics").body
-            requests = metric(text, "checkoutbus_control_requests_total") ?? 0
-            busy = metric(text, "checkoutbus_replay_busy_total") ?? 0
-            queued = metric(text, "checkoutbus_replay_bytes_queued") ?? 0
-            if requests >= 1_024 + 2 + 800 { break }
-            usleep(250_000)
-        }
+        let (requests, busy, queued) = try controlFigures(address, untilRequests: 1_024 + 2 + 800, tries: 240,
+                                                          pauseMilliseconds: 250)
         let grown = anonymousKilobytes(pid) - before
         print("20 clients asking stats of \(size) bytes, never reading: \(Int(busy)) answered busy, \(Int(queued)) bytes "
               + "queued, anonymous memory +\(grown) KiB")
@@ -588,15 +574,8 @@ extension NoClientStallsTests {
         for c in clients {
             for _ in 0..<8 { _ = try c.send(#"{"op":"replay","from":1,"limit":10000}"#, dontWait: true) }
         }
-        var requests = 0.0, busy = 0.0, queued = 0.0
-        for _ in 0..<300 {
-            let text = try httpGet(address, "/metrics").body
-            requests = metric(text, "checkoutbus_control_requests_total") ?? 0
-            busy = metric(text, "checkoutbus_replay_busy_total") ?? 0
-            queued = metric(text, "checkoutbus_replay_bytes_queued") ?? 0
-            if requests >= 160 { break }
-            usleep(50_000)
-        }
+        let (requests, busy, queued) = try controlFigures(address, untilRequests: 160, tries: 300,
+                                                          pauseMilliseconds: 50)
         let grown = anonymousKilobytes(pid) - before
         print("20 clients replaying 900 KB records, never reading: \(Int(busy)) of \(Int(requests)) answered busy, "
               + "\(Int(queued)) bytes queued, anonymous memory +\(grown) KiB")
@@ -633,13 +612,20 @@ extension NoClientStallsTests {
     }
 }
 
-/// The process's anonymous memory (`RssAnon`): what it allocated, without the journal's pages it maps.
-func anonymousKilobytes(_ pid: Int32) -> Int {
-    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
-    for line in text.split(separator: "\n") where line.hasPrefix("RssAnon:") {
-        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+/// Polls the daemon's `/metrics` until it has served `n` control requests (or `tries` polls pass):
+/// the requests, the replays and stats answered busy, and the bytes of replies queued.
+func controlFigures(_ address: String, untilRequests n: Int, tries: Int, pauseMilliseconds: UInt32) throws
+    -> (requests: Double, busy: Double, queued: Double)
+{
+    var figures = (requests: 0.0, busy: 0.0, queued: 0.0)
+    for _ in 0..<tries {
+        let text = try httpGet(address, "/metrics").body
+        figures = (metric(text, "checkoutbus_control_requests_total") ?? 0, metric(text, "checkoutbus_replay_busy_total") ?? 0,
+                   metric(text, "checkoutbus_replay_bytes_queued") ?? 0)
+        if figures.requests >= Double(n) { break }
+        usleep(pauseMilliseconds * 1000)
     }
-    return 0
+    return figures
 }
 
 /// Live latency (µs) of `count` start events pushed one at a time to `daemon.ingest`, each timed

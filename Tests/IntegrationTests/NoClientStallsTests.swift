@@ -102,9 +102,15 @@ func nonReadingDealer(_ context: ZMQContext, _ endpoint: String, receiveBuffer: 
     return socket
 }
 
-func rssKilobytes(_ pid: Int32) -> Int {
+func rssKilobytes(_ pid: Int32) -> Int { statusKilobytes(pid, "VmRSS:") }
+
+/// The process's anonymous memory (`RssAnon`): what it allocated, without the journal's pages it maps.
+func anonymousKilobytes(_ pid: Int32) -> Int { statusKilobytes(pid, "RssAnon:") }
+
+/// A figure in KiB from `/proc/<pid>/status` (`field` with its colon), 0 when it cannot be read.
+func statusKilobytes(_ pid: Int32, _ field: String) -> Int {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
-    for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+    for line in text.split(separator: "\n") where line.hasPrefix(field) {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
     return 0
