@@ -487,7 +487,9 @@ package final class RawEventDecoder {
         {
             let error = makeError(text: inner, terminal: event.error?.terminal ?? true)
             if error.code != .unknown { event.error = error }
-            if event.orderID == nil, let order = RawEventDecoder.printedPaymentFailedOrderID(inner) { event.orderID = order }
+            if event.orderID == nil, let order = RawEventDecoder.printedPaymentFailedOrderID(inner) {
+                event.orderID = order
+            }
         }
         return event
     }
@@ -547,7 +549,9 @@ package final class RawEventDecoder {
             if depth == 0 && argumentStart && u.count >= i + key.count && u[i..<(i + key.count)].elementsEqual(key) {
                 var j = i + key.count
                 let optional = Array("Optional(".utf8)
-                if u.count >= j + optional.count && u[j..<(j + optional.count)].elementsEqual(optional) { j += optional.count }
+                if u.count >= j + optional.count && u[j..<(j + optional.count)].elementsEqual(optional) {
+                    j += optional.count
+                }
                 guard j < u.count, u[j] == UInt8(ascii: "\"") else { return nil }
                 var value: [UInt8] = []
                 j += 1

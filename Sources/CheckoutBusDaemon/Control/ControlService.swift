@@ -150,8 +150,7 @@ package final class ControlService {
                     let pages = clientQueues[p.envelope[0]]?.pages.load(ordering: .relaxed) ?? 0
                     let queued = counters.queuedReplies
                     if pages >= ControlService.maxQueuedPages {
-                        reply = busy("this client has \(pages) replies of its own queued that it has not read; retry "
-                                     + "once it reads them", req: p.req)
+                        reply = ownRepliesQueued(pages, req: p.req)
                     } else if let oversize = admission(reply.status.count, pages: pages, share: pageBytes()) {
                         reply.countStatus = true
                         reply.oversize = oversize
@@ -280,8 +279,9 @@ package final class ControlService {
         let req = request.member(root, "req").map { Array(request.raw($0)) }
         // Every reply repeats `req`: a long one would make each reply, `busy` included, as long.
         if let req, req.count > ControlService.maxRequestIDBytes {
-            return .reply(Reply(badRequest("\"req\" must be at most \(ControlService.maxRequestIDBytes) bytes as written "
-                                           + "(a number or a short string)", req: nil)))
+            let limit = ControlService.maxRequestIDBytes
+            let detail = "\"req\" must be at most \(limit) bytes as written (a number or a short string)"
+            return .reply(Reply(badRequest(detail, req: nil)))
         }
         switch request.member(root, "op").flatMap({ request.string($0) }) {
         case "replay": return .reply(replay(req: req, client: client))
@@ -360,13 +360,12 @@ package final class ControlService {
         let queued = counters.queuedReplies
         let half = replyBudget / 2
         let pages = clientQueues[client]?.pages.load(ordering: .relaxed) ?? 0
-        if pages >= ControlService.maxQueuedPages {
-            return busy("this client has \(pages) replay pages queued that it has not read; retry once it reads them",
-                        req: req)
-        }
+        if pages >= ControlService.maxQueuedPages { return ownRepliesQueued(pages, req: req) }
         let share = pageBytes()
         // With a page of its own queued, the client's next needs room in a half: both full, not worth reading.
-        if pages > 0 && queued.shareBytes.load(ordering: .relaxed) >= half && queued.oversizeBytes.load(ordering: .relaxed) >= half {
+        if pages > 0 && queued.shareBytes.load(ordering: .relaxed) >= half
+            && queued.oversizeBytes.load(ordering: .relaxed) >= half
+        {
             return busy(queuedDetail(queued), req: req)
         }
         // The buffers of the page sent last, emptied.
@@ -429,10 +428,15 @@ package final class ControlService {
         return pages == 0 || queued.shareBytes.load(ordering: .relaxed) + bytes <= half ? false : nil
     }
 
-    /// A replay answered `busy` by the replies' bounds, counted.
+    /// A replay or `stats` request answered `busy` by the replies' bounds, counted.
     private func busy(_ detail: String, req: [UInt8]?) -> Reply {
         counters.queuedReplies.busy.wrappingAdd(1, ordering: .relaxed)
         return Reply(ControlReplyWire.busy(detail, req: req))
+    }
+
+    /// `busy` for a client with ``maxQueuedPages`` of its own replies queued unread.
+    private func ownRepliesQueued(_ pages: Int, req: [UInt8]?) -> Reply {
+        busy("this client has \(pages) replies queued that it has not read; retry once it reads them", req: req)
     }
 
     private func queuedDetail(_ queued: QueuedReplies) -> String {

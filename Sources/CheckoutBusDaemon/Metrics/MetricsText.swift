@@ -134,10 +134,12 @@ package enum MetricsText {
         counter("checkoutbus_replay_pages_total", "Replay pages served from the journal.", [("", f.replayPages)])
         counter("checkoutbus_replay_records_total", "Records served in replay pages.", [("", f.replayRecords)])
         gauge("checkoutbus_replay_bytes_queued",
-              "Bytes of replay pages queued for control clients, not yet written to their connections (--control-memory).",
+              "Bytes of replay pages (and large stats replies) queued for control clients, not yet written to their "
+                  + "connections (--control-memory).",
               [("", Int64(f.replayBytesQueued))])
         counter("checkoutbus_replay_busy_total",
-                "Replay and stats requests answered busy: the client had replies queued unread, or the queued replies held --control-memory.",
+                "Replay and stats requests answered busy: the client had replies queued unread, or the queued replies "
+                    + "held --control-memory.",
                 [("", f.replayBusy)])
         out += "# HELP checkoutbus_snapshot_age_seconds Age of the pipeline's figures this page shows.\n"
         out += "# TYPE checkoutbus_snapshot_age_seconds gauge\ncheckoutbus_snapshot_age_seconds \(Histogram.seconds(snapshotAge))\n"
