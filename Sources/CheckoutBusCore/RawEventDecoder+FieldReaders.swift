@@ -183,48 +183,17 @@ extension RawEventDecoder {
     /// `statusCode: N` that is an HTTP status, and `recoverable: true` / `false`.
     static func printedValues(_ text: String) -> (code: StableErrorCode?, status: Int?, recoverable: Bool?) {
         var code: StableErrorCode?
-        for v in printedFieldValues(text, after: "code: ").suffix(4).reversed() where code == nil {
+        for v in PrintedSwift.fieldValues(text, after: "code: ").suffix(4).reversed() where code == nil {
             code = ErrorCodeNormalizer.enumCase(v) ?? {
                 let n = ErrorCodeNormalizer.normalize(rawCode: v.split(separator: ".").last.map(String.init))
                 return n == .unknown ? nil : n
             }()
         }
-        let status = printedFieldValues(text, after: "statusCode: ").lazy.compactMap { Int($0) }
+        let status = PrintedSwift.fieldValues(text, after: "statusCode: ").lazy.compactMap { Int($0) }
             .first { (400...599).contains($0) }
         // The last: the outermost value's own (Swift prints a case's values in order, nested ones first).
-        let recoverable = printedFieldValues(text, after: "recoverable: ").last.map { $0 == "true" }
+        let recoverable = PrintedSwift.fieldValues(text, after: "recoverable: ").last.map { $0 == "true" }
         return (code, status, recoverable)
-    }
-
-    /// The values a Swift value printed with its fields gives `key` (`"status: "` in
-    /// `PaymentResult(paymentId: …, status: PrimerSDK.PaymentStatus.failed, …)`), in order, each up
-    /// to the next `,`, `(`, `)` or space. Text between double quotes (a message's own words, where
-    /// `code: ` may appear) is skipped. For texts of at most 4 KiB (none otherwise).
-    static func printedFieldValues(_ text: String, after key: StaticString) -> [String] {
-        let bytes = Array(text.utf8)
-        let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
-        guard bytes.count <= 4096, bytes.count >= k.count, let first = k.first else { return [] }
-        var values: [String] = []
-        var i = 0
-        var quoted = false
-        while i < bytes.count {
-            let b = bytes[i]
-            if b == UInt8(ascii: "\\") && quoted {
-                i += 2
-                continue
-            }
-            if b == UInt8(ascii: "\"") { quoted.toggle() }
-            if !quoted && b == first && i + k.count <= bytes.count && bytes[i..<(i + k.count)].elementsEqual(k) {
-                let value = bytes[(i + k.count)...].prefix {
-                    $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: ")") && $0 != UInt8(ascii: "(") && $0 != 0x20
-                }
-                values.append(String(decoding: value, as: UTF8.self))
-                i += k.count + value.count
-                continue
-            }
-            i += 1
-        }
-        return values
     }
 
     /// The members of an error object ``makeError(_:_:terminal:)`` reads, indexed once (two lists: a

@@ -495,33 +495,11 @@ package final class RawEventDecoder {
     }
 
     /// The first value in a printed Swift argument list (`(PrimerSDK.PrimerError.cancelled(…), checkoutData: nil)`,
-    /// from its opening parenthesis): up to the first `,` outside parentheses, brackets and quotes,
-    /// or its closing parenthesis; nil when it does not close (or is over 4 KiB).
+    /// from its opening parenthesis); nil when the list does not close (or is over 4 KiB).
     static func firstPrintedValue(_ text: Substring) -> String? {
         let u = Array(text.utf8)
-        guard u.count <= 4096, u.first == UInt8(ascii: "(") else { return nil }
-        var depth = 0
-        var quoted = false
-        var i = 1
-        while i < u.count {
-            let b = u[i]
-            if quoted {
-                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { quoted = false }
-            } else {
-                switch b {
-                case UInt8(ascii: "\""): quoted = true
-                case UInt8(ascii: "("), UInt8(ascii: "["): depth += 1
-                case UInt8(ascii: ")"), UInt8(ascii: "]"):
-                    if depth == 0 { return String(decoding: u[1..<i], as: UTF8.self) }
-                    depth -= 1
-                case UInt8(ascii: ","):
-                    if depth == 0 { return String(decoding: u[1..<i], as: UTF8.self) }
-                default: break
-                }
-            }
-            i += 1
-        }
-        return nil
+        guard let first = PrintedSwift.arguments(u, open: 0)?.first else { return nil }
+        return String(decoding: u[first], as: UTF8.self)
     }
 
     /// The order id of a printed `PrimerError.paymentFailed(…, orderId: Optional("ord_2"), …)`: its
@@ -530,63 +508,21 @@ package final class RawEventDecoder {
     static func printedPaymentFailedOrderID(_ text: String) -> String? {
         let u = Array(text.utf8)
         let opening = Array("PrimerError.paymentFailed(".utf8)
-        let key = Array("orderId: ".utf8)
-        guard u.count <= 4096,
-            let at = (0...max(0, u.count - opening.count)).first(where: { u.count >= $0 + opening.count
-                && u[$0..<($0 + opening.count)].elementsEqual(opening) })
+        let key = "orderId: ".utf8
+        guard u.count <= PrintedSwift.maxBytes, u.count >= opening.count,
+            let at = (0...(u.count - opening.count)).first(where: { u[$0..<($0 + opening.count)].elementsEqual(opening) }),
+            let arguments = PrintedSwift.arguments(u, open: at + opening.count - 1),
+            let argument = arguments.first(where: { u[$0].starts(with: key) }),
+            let value = PrintedSwift.quotedValue(u[(argument.lowerBound + key.count)..<argument.upperBound]),
+            !value.isEmpty, value.count <= DeadLetterReason.maxIDBytes
         else { return nil }
-        var depth = 0
-        var quoted = false
-        var i = at + opening.count
-        var argumentStart = true
-        while i < u.count {
-            let b = u[i]
-            if quoted {
-                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { quoted = false }
-                i += 1
-                continue
-            }
-            if depth == 0 && argumentStart && u.count >= i + key.count && u[i..<(i + key.count)].elementsEqual(key) {
-                var j = i + key.count
-                let optional = Array("Optional(".utf8)
-                if u.count >= j + optional.count && u[j..<(j + optional.count)].elementsEqual(optional) {
-                    j += optional.count
-                }
-                guard j < u.count, u[j] == UInt8(ascii: "\"") else { return nil }
-                var value: [UInt8] = []
-                j += 1
-                while j < u.count, u[j] != UInt8(ascii: "\"") {
-                    if u[j] == UInt8(ascii: "\\") { j += 1 }
-                    if j < u.count { value.append(u[j]) }
-                    j += 1
-                }
-                guard j < u.count, !value.isEmpty, value.count <= DeadLetterReason.maxIDBytes else { return nil }
-                return String(decoding: value, as: UTF8.self)
-            }
-            argumentStart = false
-            switch b {
-            case UInt8(ascii: "\""): quoted = true
-            case UInt8(ascii: "("), UInt8(ascii: "["): depth += 1
-            case UInt8(ascii: ")"), UInt8(ascii: "]"):
-                if depth == 0 { return nil }
-                depth -= 1
-            case UInt8(ascii: ","):
-                if depth == 0 {
-                    // The next argument starts after ", ".
-                    if i + 1 < u.count, u[i + 1] == 0x20 { i += 1 }
-                    argumentStart = true
-                }
-            default: break
-            }
-            i += 1
-        }
-        return nil
+        return String(decoding: value, as: UTF8.self)
     }
 
     /// The payment status a printed Swift value names (`… status: PrimerSDK.PaymentStatus.failed, …`),
     /// folded, when it is one that did not go through: `failed`, `declined`, `cancelled`, `canceled`.
     static func printedPaymentStatus(_ text: String) -> String? {
-        guard let value = printedFieldValues(text, after: "status: ").first(where: { $0.contains("PaymentStatus.") })
+        guard let value = PrintedSwift.fieldValues(text, after: "status: ").first(where: { $0.contains("PaymentStatus.") })
         else { return nil }
         let folded = ErrorCodeNormalizer.fold(value.split(separator: ".").last.map(String.init) ?? "")
         return ["failed", "declined", "cancelled", "canceled"].contains(folded) ? folded : nil

@@ -42,6 +42,11 @@ struct SubscriptionSequencerTests {
         SubscriptionSequencer.Reply(op: "replay", ok: true, req: id, next: next, lastSeq: lastSeq)
     }
 
+    /// The daemon's `busy` answer to request `id`.
+    static func busy(_ id: Int64, detail: String = "pages queued") -> SubscriptionSequencer.Reply {
+        SubscriptionSequencer.Reply(ok: false, req: id, error: "busy", detail: detail)
+    }
+
     /// A sequencer for the gap logic alone: its replays do not wait for a first heartbeat (the
     /// check that needs one, "One journal behind both endpoints", has tests of its own).
     static func gapLogic(_ options: BusSubscriber.Options) -> SubscriptionSequencer {
@@ -77,13 +82,13 @@ struct SubscriptionSequencerTests {
         var s = Self.gapLogic(Self.options())
         #expect(s.start(cursor: 0, now: 0).isEmpty)
         var request = try #require(Self.replays(s.tick(now: 0)).first)
-        let busy = SubscriptionSequencer.Reply(ok: false, req: request.id, error: "busy", detail: "pages queued")
+        let busy = Self.busy(request.id)
         #expect(try s.receiveReply(busy, page: [], now: 1_000).isEmpty)
         // 20 ms later, not before.
         #expect(Self.replays(s.tick(now: 20_000_000)).isEmpty)
         request = try #require(Self.replays(s.tick(now: 20_001_000)).first)
         #expect(request.from == 1)
-        let again = SubscriptionSequencer.Reply(ok: false, req: request.id, error: "busy", detail: "pages queued")
+        let again = Self.busy(request.id)
         #expect(try s.receiveReply(again, page: [], now: 20_001_000).isEmpty)
         // Then 40 ms.
         #expect(Self.replays(s.tick(now: 60_000_000)).isEmpty)
@@ -97,7 +102,7 @@ struct SubscriptionSequencerTests {
         _ = try s.receiveHeartbeat(Self.heartbeat(4, complete: 4))
         request = try #require(Self.replays(s.tick(now: 70_000_000)).first)
         #expect(request.from == 3)
-        let third = SubscriptionSequencer.Reply(ok: false, req: request.id, error: "busy", detail: "pages queued")
+        let third = Self.busy(request.id)
         #expect(try s.receiveReply(third, page: [], now: 70_000_000).isEmpty)
         #expect(Self.replays(s.tick(now: 89_000_000)).isEmpty)
         #expect(Self.replays(s.tick(now: 90_000_001)).first?.from == 3)
@@ -364,7 +369,7 @@ struct SubscriptionSequencerTests {
         let t: UInt64 = 100_000_000_000  // a monotonic clock well past the request timeout
         let start = s.start(cursor: 0, now: t)
         let id = try #require(start.compactMap { if case .requestIdentity(let id) = $0 { id } else { nil } }.first)
-        let busy = SubscriptionSequencer.Reply(ok: false, req: id, error: "busy", detail: "the pipeline has not answered yet")
+        let busy = Self.busy(id, detail: "the pipeline has not answered yet")
         #expect(try s.receiveReply(busy, page: [], now: t + 2_000).isEmpty)
         #expect(!s.tick(now: t + 500_000_000).contains { if case .requestIdentity = $0 { true } else { false } })
         let again = s.tick(now: t + 1_100_000_000)

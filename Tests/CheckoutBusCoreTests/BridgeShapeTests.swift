@@ -226,6 +226,9 @@ struct BridgeShapeTests {
         let quoted = p.feed(#"{"checkout_id":"pf3","sdk":"primer","payload":{"event":"onCompletion","state":"failure(PrimerSDK.PrimerError.underlyingErrors(errors: [Error Domain=PrimerServer Code=400 \"bad orderId: \"gid://shopify/OrderIdentity/77\"\" UserInfo={}], diagnosticsId: \"D\"))"}}"#)
         #expect(quoted.topic.hasPrefix("checkout.fail") && quoted["summary.order_id"] == .null, "\(quoted.text)")
         #expect(quoted["idempotency_key"] == "pf3")
+        // Commas, brackets and escaped quotes inside an earlier argument's string do not split the list.
+        let commas = p.feed(#"{"checkout_id":"pf4","sdk":"primer","payload":{"event":"onCompletion","state":"failure(PrimerSDK.PrimerError.paymentFailed(paymentMethodType: Optional(\"PAYMENT_CARD\"), paymentId: \"pay, (4]\\\"x\", orderId: Optional(\"ord_4\"), status: \"DECLINED\", diagnosticsId: \"D4\"), checkoutData: nil)"}}"#)
+        #expect(commas.topic == "checkout.fail.payment_failed" && commas["summary.order_id"] == "ord_4", "\(commas.text)")
     }
 
     @Test("a dead letter's string body holding JSON is redacted inside, still a string; one with nothing to redact is kept as sent")

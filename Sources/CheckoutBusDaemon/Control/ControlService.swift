@@ -358,13 +358,12 @@ package final class ControlService {
             checkoutNeedle = w.bytes
         }
         let queued = counters.queuedReplies
-        let half = replyBudget / 2
         let pages = clientQueues[client]?.pages.load(ordering: .relaxed) ?? 0
         if pages >= ControlService.maxQueuedPages { return ownRepliesQueued(pages, req: req) }
         let share = pageBytes()
         // With a page of its own queued, the client's next needs room in a half: both full, not worth reading.
-        if pages > 0 && queued.shareBytes.load(ordering: .relaxed) >= half
-            && queued.oversizeBytes.load(ordering: .relaxed) >= half
+        if pages > 0 && queued.shareBytes.load(ordering: .relaxed) >= replyHalf
+            && queued.oversizeBytes.load(ordering: .relaxed) >= replyHalf
         {
             return busy(queuedDetail(queued), req: req)
         }
@@ -419,14 +418,16 @@ package final class ControlService {
     /// and if so whether it counts against the half for pages larger than `share` (``QueuedReplies``):
     /// nil when it may not.
     private func admission(_ bytes: Int, pages: Int, share: Int) -> Bool? {
-        let half = replyBudget / 2
         let queued = counters.queuedReplies
         if bytes > share {
             let held = queued.oversizeBytes.load(ordering: .relaxed)
-            return held == 0 || held + bytes <= half ? true : nil
+            return held == 0 || held + bytes <= replyHalf ? true : nil
         }
-        return pages == 0 || queued.shareBytes.load(ordering: .relaxed) + bytes <= half ? false : nil
+        return pages == 0 || queued.shareBytes.load(ordering: .relaxed) + bytes <= replyHalf ? false : nil
     }
+
+    /// Each half of `--control-memory`: one for pages within a client's share, one for larger pages.
+    private var replyHalf: Int { replyBudget / 2 }
 
     /// A replay or `stats` request answered `busy` by the replies' bounds, counted.
     private func busy(_ detail: String, req: [UInt8]?) -> Reply {
