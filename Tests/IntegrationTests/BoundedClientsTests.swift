@@ -548,7 +548,28 @@ extension NoClientStallsTests {
         #expect(requests >= 1_024 + 2 + 800 && busy > 0)
         #expect(queued <= Double(budget + size), "\(Int(queued)) bytes queued")
         #expect(grown < 24 * 1024, "anonymous memory grew \(grown) KiB")
+        // `checkoutbus stats` asked now is answered busy, asks again, and prints the stats once the
+        // non-readers leave (it exited 1 at the first busy before).
+        let tool = Process()
+        tool.executableURL = Products.url("checkoutbus")
+        tool.arguments = ["stats", "--control", daemon.control, "--json", "--timeout", "60"]
+        let out = Pipe()
+        tool.standardOutput = out
+        tool.standardError = out
+        try tool.start()
+        let reader = PipeLineReader(out.fileHandleForReading)
+        var busyNow = busy
+        for _ in 0..<200 where busyNow < busy + 2 {
+            busyNow = metric(try httpGet(address, "/metrics").body, "checkoutbus_replay_busy_total") ?? 0
+            usleep(50_000)
+        }
+        #expect(busyNow >= busy + 2 && tool.isRunning, "busy \(Int(busy)) → \(Int(busyNow)), stats still asking: \(tool.isRunning)")
         clients = []
+        let printed = reader.readAll(timeout: 60).joined(separator: "\n")
+        #expect(waitForExit(tool, timeout: 30) == 0, "\(printed.prefix(300))")
+        let stats = try JSONSerialization.jsonObject(with: Data((printed.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
+        #expect(stats?["ok"] as? Bool == true && (stats?["subscribers"] as? [String: Any])?.count == 1_024,
+                "\(printed.prefix(300))")
         try expectServing(daemon, "control-never-read-stats")
         #expect(daemon.terminate() == 0)
     }

@@ -93,7 +93,8 @@ package struct PingCommand {
     /// Every endpoint of the daemon at `control`.
     package func ping(_ control: String) -> [Probe] {
         let started = BusClock.monotonicNanoseconds()
-        let reply = try? ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve)
+        let reply = try? ControlRequest.send(ControlRequestWire.stats(), to: control, timeoutSeconds: timeoutSeconds, curve: curve,
+                                            retryBusy: false)
         let ms = Double(BusClock.monotonicNanoseconds() - started) / 1e6
         guard let reply else {
             let why = curve == nil ? " (a daemon with CURVE answers only clients with its keys: --curve-key, --curve-server)"

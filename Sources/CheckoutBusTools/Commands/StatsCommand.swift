@@ -17,7 +17,8 @@ package struct StatsCommand {
         options: [BusOptions.control, timeout, json] + CurveClientKeys.options,
         notes: """
             The same figures, for machines, are at the daemon's --metrics endpoint (/metrics).
-            Exits 1 when the daemon does not answer.
+            Asks again after a busy answer until --timeout runs out; exits 1 when the daemon does not
+            answer, or is still busy.
             """)
     package static var help: String { spec.help }
 
