@@ -204,7 +204,7 @@ extension RawEventDecoder {
         "content", "reason", "errorDescription", "errorMessage", "error_message", "domain", "recoverable")
     private static let errorMoreNames = MemberNames(
         "statusCode", "http_status", "httpStatus", "status_code", "status", "isRecoverable", "continue_url",
-        "continueUrl", "httpStatusCode", "localizedDescription")
+        "continueUrl", "httpStatusCode", "localizedDescription", "name")
 
     /// Builds a normalised error from any SDK's error object.
     func makeError(_ doc: JSONDocument, _ e: Int, terminal: Bool) -> DecodedError {
@@ -230,6 +230,11 @@ extension RawEventDecoder {
         }
         var group: String?
         if let v = m.at(5) ?? m.at(6) { group = doc.string(v) }
+        // A React Native kit error instance's class (`ConfigurationError`), where a bridge's body has
+        // its `__typename`.
+        if group == nil, let v = more.at(10), let n = doc.string(v), RawEventDecoder.kitErrorClasses.contains(n) {
+            group = n
+        }
         var message: String?
         if let v = m.at(7) ?? m.at(8) ?? m.at(9) ?? m.at(10) ?? m.at(11) {
             message = doc.string(v)

@@ -52,6 +52,14 @@ extension RawEventDecoder {
             return try decodeCallback(doc, r, holder: nil, kind: .fail,
                                       platform: RawEventDecoder.platform(forCallback: "error"))
         }
+        // Checkout Sheet Kit React Native's `InternalError` instance, the one error class without a
+        // `name` (`errors.d.ts`): `{"code","message","recoverable"}`, every kit error's three fields.
+        if !saysPrimer, let c = doc.member(r, "code"), doc.kind(c) == .string, doc.member(r, "message") != nil,
+            let v = doc.member(r, "recoverable"), doc.bool(v) != nil
+        {
+            return try decodeCallback(doc, r, holder: nil, kind: .fail,
+                                      platform: RawEventDecoder.platform(forCallback: "error"))
+        }
         // The kit's `OrderDetails` always has its `id` and its cart. Primer's client session
         // (`PrimerClientSession`, which its React Native bridge relays bare on an update) has an
         // `orderDetails` too — a `PrimerOrder`, `{countryCode, shipping}`, before any payment — and

@@ -118,6 +118,9 @@ package final class RawEventDecoder {
         {
             wrapper.platform = platform
         }
+        // And its SDK (`{"checkout_id","sdk":"primer","event":"onCheckoutCompleted","data":…}`): a
+        // Primer callback sharing a Shopify kit's name is Primer's, its order id read from its data.
+        if depth == 0, let v = doc.member(root, "sdk") { wrapper.sdk = RawEventDecoder.sdkFamily(doc, v) }
         // Decoded on the guaranteed reference (no retain and release of the document); the
         // closure can neither return the event (not copyable) nor throw it typed, so both land here.
         var decoded: DecodedEvent?
@@ -224,7 +227,7 @@ package final class RawEventDecoder {
         let ownFields = (m.at(6) ?? m.at(8) ?? m.at(9) ?? m.at(10)) != nil
         guard ownFields || !named else { return nil }
         let anyName = named || (m.at(14) ?? m.at(15)) != nil
-        guard let payload = m.at(0) ?? (ownFields && !anyName ? doc.member(root, anyOf: "data", "body") : nil)
+        guard let payload = m.at(0) ?? (ownFields && !anyName ? RawEventDecoder.heldEvent(doc, root) : nil)
         else { return nil }
         if !w.checkoutID.isPresent, let v = m.at(6) ?? m.at(7) { w.checkoutID = RawEventDecoder.identifierText(doc, v) }
         if !w.eventID.isPresent, let v = m.at(10) ?? m.at(11) { w.eventID = RawEventDecoder.identifierText(doc, v) }
@@ -235,14 +238,7 @@ package final class RawEventDecoder {
             w.platform = RawEventDecoder.usualPlatform(doc, v)
                 ?? doc.string(v).map(RawEventDecoder.platformSpelling)
         }
-        if w.sdk == nil, let v = m.at(8), let usual = RawEventDecoder.usualSDK(doc, v) {
-            w.sdk = usual
-        } else if w.sdk == nil, let v = m.at(8), let sdk = doc.string(v) {
-            // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
-            let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
-            // `shopify-checkout-kit`, `Primer iOS`: the SDK family, as envelopes name it.
-            w.sdk = lower.hasPrefix("shopify") ? "shopify" : lower.hasPrefix("primer") ? "primer" : lower
-        }
+        if w.sdk == nil, let v = m.at(8) { w.sdk = RawEventDecoder.sdkFamily(doc, v) }
         if w.name == nil, anyName {
             for i in [4, 14, 5, 3, 15, 2] {
                 if let v = m.at(i), doc.kind(v) == .string {
@@ -252,6 +248,36 @@ package final class RawEventDecoder {
             }
         }
         return payload
+    }
+
+    /// Checkout Sheet Kit React Native's error classes (`CheckoutNativeErrorType` and `GenericError`
+    /// in `modules/@shopify/checkout-sheet-kit/src/errors.d.ts`), as their instances' `name` says.
+    static let kitErrorClasses: Set<String> = [
+        "CheckoutExpiredError", "CheckoutHTTPError", "ConfigurationError", "CheckoutClientError", "GenericError",
+        "InternalError", "UnknownError",
+    ]
+
+    /// The event a wrapper without `payload` holds: its `data` or `body` — unless it is itself the
+    /// event, its data beside it: Primer React Native v3's `PaymentOutcome` spread among the
+    /// wrapper's fields (`{"checkout_id","sdk":"primer","status":"error","error":{"errorId",…},
+    /// "data":{"payment":{"id","orderId"}}}`, `PrimerCheckoutProvider.tsx`), whose data names the
+    /// order of a payment that failed. Then `root`: the wrapper's fields are read, and it is decoded.
+    static func heldEvent(_ doc: JSONDocument, _ root: Int) -> Int? {
+        guard let held = doc.member(root, anyOf: "data", "body") else { return nil }
+        if let e = doc.object(root, "error"), doc.member(e, anyOf: "errorId", "diagnosticsId", "error_id") != nil {
+            return root
+        }
+        return held
+    }
+
+    /// A wrapper's `sdk` (string `v`) as envelopes name its family: every `shopify…` is `shopify`
+    /// (`shopify-checkout-kit`), every `primer…` `primer` (`Primer iOS`), any other name lower-cased.
+    static func sdkFamily(_ doc: JSONDocument, _ v: Int) -> String? {
+        if let usual = usualSDK(doc, v) { return usual }
+        guard let sdk = doc.string(v) else { return nil }
+        // Usually lower-case already: only a name with an upper-case or non-ASCII byte is folded.
+        let lower = sdk.utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? sdk.lowercased() : sdk
+        return lower.hasPrefix("shopify") ? "shopify" : lower.hasPrefix("primer") ? "primer" : lower
     }
 
     /// The object or array JSON-encoded in string `t` — twice at most, as bridges that serialise an
@@ -336,8 +362,9 @@ package final class RawEventDecoder {
         {
             return try decodeECP(doc, r, method: m, wrapper: wrapper)
         }
+        // (Primer React Native v3's `paymentOutcome` in the bridge's `{name, body}` is read below.)
         if let name = doc.member(r, "name"), doc.kind(name) == .string, let body = doc.member(r, "body"),
-            let event = try decodeSheetBridge(doc, r, name: name, body: body)
+            !doc.stringEquals(name, "paymentOutcome"), let event = try decodeSheetBridge(doc, r, name: name, body: body)
         {
             return event
         }
@@ -459,12 +486,20 @@ package final class RawEventDecoder {
                 }
             }
         }
+        // Checkout Sheet Kit React Native's errors as its `error` listener hands them to JavaScript:
+        // class instances whose `name` is their class (`errors.d.ts`: `this.name =
+        // this.constructor.name`), serialised — `{"code","message","recoverable","name":"CheckoutExpiredError"}`.
+        if !info.isKnown, RawEventDecoder.kitErrorClasses.contains(name), doc.member(r, anyOf: "code", "message") != nil {
+            return try decodeCallback(doc, r, holder: nil, kind: .fail, platform: RawEventDecoder.platform(forCallback: "error"))
+        }
         // Primer React Native v3's `paymentOutcome` (its provider's state, a `PaymentOutcome`): what
-        // it holds says which outcome.
-        if !info.isKnown, folded == ErrorCodeNormalizer.fold("paymentOutcome"),
-            let event = try decodeUnnamed(doc, r, wrapper: wrapper)
-        {
-            return event
+        // it holds says which outcome — beside the name, or in its holder (`{"name":"paymentOutcome",
+        // "body":<outcome>}`, `{"event":"paymentOutcome","data":<outcome>}`).
+        if !info.isKnown, folded == ErrorCodeNormalizer.fold("paymentOutcome") {
+            if let event = try decodeUnnamed(doc, r, wrapper: wrapper) { return event }
+            if let h = objectValue(doc, holderToken), let event = try decodeUnnamed(h.doc, h.token, wrapper: wrapper) {
+                return event
+            }
         }
         var event = try decodeNamed(doc, r, holder: holderToken, wrapper: wrapper, name: name, info: info)
         // Primer iOS's state printed with its values (`success(PrimerSDK.PaymentResult(paymentId: …,

@@ -646,4 +646,38 @@ struct BridgeShapeTests {
         #expect(out.outcome == .published(.complete) && out["summary.order_id"] == "gid://shopify/OrderIdentity/8"
                     && out["idempotency_key"] == "gid://shopify/OrderIdentity/8", "\(out.text)")
     }
+
+    @Test("an unwrapped event's own sdk is honoured as its platform is: a Primer callback sharing a Shopify name reads its order")
+    func unwrappedEventSaysItsSDK() {
+        let p = EventProcessor()
+        let done = p.feed(#"{"checkout_id":"us1","sdk":"primer","platform":"android","event":"onCheckoutCompleted","data":{"payment":{"id":"pay_1","orderId":"ord_1"}}}"#)
+        #expect(done.outcome == .published(.complete) && done["summary.order_id"] == "ord_1"
+                    && done["source.sdk"] == "primer" && done["source.format"] == "primer", "\(done.text)")
+        // Without `sdk`, the same name is the Shopify kits' (as before).
+        let shopify = p.feed(#"{"checkout_id":"us2","platform":"android","event":"onCheckoutCompleted","data":{"payment":{"id":"pay_2","orderId":"ord_2"}}}"#)
+        #expect(shopify.outcome == .published(.complete) && shopify["source.sdk"] == "shopify", "\(shopify.text)")
+    }
+
+    @Test("Primer React Native's PaymentOutcome of a failed payment spread among the wrapper's fields is a failure, never a completion")
+    func paymentOutcomeSpreadInTheWrapper() {
+        let p = EventProcessor()
+        let failed = p.feed(#"{"checkout_id":"po1","sdk":"primer","platform":"react_native","status":"error","error":{"errorId":"payment-failed","errorCode":"payment-failed","description":"Payment pay_3 failed"},"data":{"payment":{"id":"pay_3","orderId":"ord_3"}}}"#)
+        #expect(failed.topic == "checkout.fail.payment_failed" && failed["summary.order_id"] == "ord_3"
+                    && failed["error.terminal"] == false, "\(failed.text)")
+        // A success outcome so spread, and a wrapper holding its event in `data`, are as before.
+        let done = p.feed(#"{"checkout_id":"po2","sdk":"primer","status":"success","data":{"payment":{"id":"pay_4","orderId":"ord_4"}}}"#)
+        #expect(done.outcome == .published(.complete) && done["summary.order_id"] == "ord_4", "\(done.text)")
+        let held = p.feed(#"{"checkout_id":"po3","data":{"event":"onCheckoutCompleted","orderDetails":{"id":"O-9","cart":{}}}}"#)
+        #expect(held.outcome == .published(.complete), "\(held.text)")
+    }
+
+    @Test("a React Native kit error instance with no checkout id is missing one, not an unknown event")
+    func kitErrorInstanceWithoutCheckout() {
+        let p = EventProcessor()
+        let bare = p.feed(#"{"code":"cart_expired","message":"Checkout is no longer available","recoverable":false,"name":"CheckoutExpiredError"}"#)
+        #expect(bare.topic == "bus.deadletter" && bare["reason"] == "missing_checkout_id", "\(bare.text)")
+        // A JavaScript error of another class is no kit error.
+        let other = p.feed(#"{"checkout_id":"ke1","payload":{"message":"x is undefined","name":"TypeError"}}"#)
+        #expect(other.topic == "bus.deadletter", "\(other.text)")
+    }
 }
