@@ -113,6 +113,15 @@ extension RawEventDecoder {
         "primerHeadlessUniversalCheckoutUIDidShowPaymentMethod",
         // (the SDK's own spelling)
         "primerHeadlessUniveraslCheckoutUIDidDismissPaymentMethod",
+        // More of them: primer-io/sdk-android's `PrimerCheckoutListener` (`onBeforePaymentCreated`,
+        // `onBeforeClientSessionUpdated`), its headless listener (`onCheckoutAdditionalInfoReceived`)
+        // and raw data manager listener (`onValidationChanged`, `onMetadataChanged`: a card form's
+        // input), and primer-sdk-ios's headless delegates.
+        "onBeforePaymentCreated", "onBeforeClientSessionUpdated", "onCheckoutAdditionalInfoReceived",
+        "onValidationChanged", "onMetadataChanged", "primerHeadlessUniversalCheckoutWillUpdateClientSession",
+        "primerHeadlessUniversalCheckoutUIDidStartPreparation",
+        "primerHeadlessUniversalCheckoutDidReceiveAdditionalInfo",
+        "primerHeadlessUniversalCheckoutDidEnterResumePendingWithPaymentAdditionalInfo",
     ].map(ErrorCodeNormalizer.fold))
 
     /// A wrapper's `platform` already in the published spelling (the usual case), as a literal:
