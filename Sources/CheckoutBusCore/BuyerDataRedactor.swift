@@ -412,9 +412,17 @@ package enum BuyerDataRedactor {
                                       changed: inout Bool, to out: inout JSONWriter) -> Bool {
         guard embedded > 0, doc.kind(t) == .string else { return false }
         let text = doc.unescapedBytes(t)
-        guard let first = text.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }),
-            first == UInt8(ascii: "{") || first == UInt8(ascii: "[")
-        else { return false }
+        guard let first = text.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else {
+            return false
+        }
+        guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else {
+            // A value printed by Kotlin or Swift (`CheckoutCompletedEvent(orderDetails=OrderDetails(
+            // billingAddress=Address(…), email=…))`, which bridges forward as text).
+            guard let redacted = redactPrinted(text, parent: parent) else { return false }
+            redacted.withUnsafeBytes { out.appendString(utf8: $0) }
+            changed = true
+            return true
+        }
         let nested = JSONDocument()
         do throws(JSONParseError) {
             try nested.parseOwned(text)
@@ -429,6 +437,120 @@ package enum BuyerDataRedactor {
         inner.withUnsafeBytes { out.appendString(utf8: $0) }
         changed = true
         return true
+    }
+
+    /// `text`, a value as Kotlin's data classes (`Address(address1=1 Main St, city=Ottawa)`) or Swift
+    /// (`Address(address1: Optional("1 Main St"))`) print it, with the value of every labelled field
+    /// redacted by name (as a member is: `email=…`, `billingAddress=Address(…)` whole, `details`
+    /// under `paymentMethods`) replaced by `[redacted]`; nil when nothing is, or the text is over
+    /// 64 KiB or names no field. A value runs to the next `,` or closing bracket outside brackets and
+    /// double quotes (Kotlin quotes no string: the rest of an address line with a comma in it stays).
+    static func redactPrinted(_ text: [UInt8], parent: UnsafeRawBufferPointer?) -> [UInt8]? {
+        guard text.count <= 64 << 10, text.contains(UInt8(ascii: "(")),
+            text.contains(UInt8(ascii: "=")) || text.contains(UInt8(ascii: ":"))
+        else { return nil }
+        func isWord(_ b: UInt8) -> Bool {
+            (b | 0x20) &- UInt8(ascii: "a") < 26 || b &- UInt8(ascii: "0") < 10 || b == UInt8(ascii: "_")
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count)
+        var changed = false
+        // The parent of each open bracket's fields: the field whose value it opened, else its own parent.
+        var parents: [Range<Int>?] = []
+        var lastKey: Range<Int>?
+        var i = 0
+        var atArgument = true
+        while i < text.count {
+            let b = text[i]
+            if atArgument, (b | 0x20) &- UInt8(ascii: "a") < 26 || b == UInt8(ascii: "_") {
+                var j = i
+                while j < text.count, isWord(text[j]) { j += 1 }
+                let kotlin = j < text.count && text[j] == UInt8(ascii: "=")
+                    && !(j + 1 < text.count && text[j + 1] == UInt8(ascii: "="))
+                let swift = j + 1 < text.count && text[j] == UInt8(ascii: ":") && text[j + 1] == 0x20
+                if kotlin || swift {
+                    let key = i..<j
+                    let valueStart = j + (kotlin ? 1 : 2)
+                    out.append(contentsOf: text[i..<valueStart])
+                    let redacted = text.withUnsafeBytes { raw -> Bool in
+                        let k = UnsafeRawBufferPointer(rebasing: raw[key])
+                        guard let p = parents.last ?? nil else { return isRedacted(k, parent: parent) }
+                        return isRedacted(k, parent: UnsafeRawBufferPointer(rebasing: raw[p]))
+                    }
+                    if redacted {
+                        out.append(contentsOf: Array("[redacted]".utf8))
+                        changed = true
+                        i = printedValueEnd(text, from: valueStart)
+                        atArgument = false
+                        continue
+                    }
+                    lastKey = key
+                    i = valueStart
+                    atArgument = false
+                    continue
+                }
+            }
+            out.append(b)
+            switch b {
+            case UInt8(ascii: "\""):
+                // A Swift string: copied to its closing quote.
+                var j = i + 1
+                while j < text.count, text[j] != UInt8(ascii: "\"") {
+                    if text[j] == UInt8(ascii: "\\") { j += 1 }
+                    j += 1
+                }
+                let end = min(j + 1, text.count)
+                out.append(contentsOf: text[(i + 1)..<end])
+                i = end
+                atArgument = false
+                continue
+            case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"):
+                parents.append(lastKey ?? (parents.last ?? nil))
+                lastKey = nil
+                atArgument = true
+            case UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
+                _ = parents.popLast()
+                lastKey = nil
+                atArgument = false
+            case UInt8(ascii: ","):
+                lastKey = nil
+                atArgument = true
+            case 0x20:
+                break
+            default:
+                // A type's name before its `(` keeps the field it is the value of as the parent.
+                if !isWord(b) && b != UInt8(ascii: ".") { lastKey = nil }
+                atArgument = false
+            }
+            i += 1
+        }
+        return changed ? out : nil
+    }
+
+    /// Where a printed field's value starting at `start` ends: the next `,` or closing bracket
+    /// outside the brackets and double-quoted strings it opens.
+    private static func printedValueEnd(_ text: [UInt8], from start: Int) -> Int {
+        var depth = 0
+        var i = start
+        while i < text.count {
+            switch text[i] {
+            case UInt8(ascii: "\""):
+                i += 1
+                while i < text.count, text[i] != UInt8(ascii: "\"") {
+                    if text[i] == UInt8(ascii: "\\") { i += 1 }
+                    i += 1
+                }
+            case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1
+            case UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
+                if depth == 0 { return i }
+                depth -= 1
+            case UInt8(ascii: ","):
+                if depth == 0 { return i }
+            default: break
+            }
+            i += 1
+        }
+        return text.count
     }
 
     /// The span writer; `doc` must be compact.

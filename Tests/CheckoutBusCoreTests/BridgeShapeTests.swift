@@ -680,4 +680,35 @@ struct BridgeShapeTests {
         let other = p.feed(#"{"checkout_id":"ke1","payload":{"message":"x is undefined","name":"TypeError"}}"#)
         #expect(other.topic == "bus.deadletter", "\(other.text)")
     }
+
+    @Test("a dead letter's printed Kotlin or Swift value has its buyer fields redacted; a printed value with none is kept as sent")
+    func deadLetterPrintedValuesRedacted() throws {
+        let p = EventProcessor()
+        // Checkout Sheet Kit Android's CheckoutCompletedEvent as Kotlin prints it, no checkout id to file it under.
+        let kotlin = "CheckoutCompletedEvent(orderDetails=OrderDetails(billingAddress=Address(address1=100 Street Avenue, "
+            + "address2=null, city=Swansea, countryCode=GB, firstName=Andrew, lastName=Person, name=null, phone=+447915123456, "
+            + "postalCode=SA1 1AB, referenceId=null, zoneCode=WLS), cart=CartInfo(lines=[], price=Price(discounts=[], "
+            + "shipping=null, subtotal=null, taxes=null, total=null), token=ctok), deliveries=[DeliveryInfo(details="
+            + "DeliveryDetails(location=Address(address1=9 Elm), name=Home), method=SHIPPING)], email=a.user@shopify.com, "
+            + "id=123, paymentMethods=[PaymentMethod(details=CardDetails(last4=4242), type=CREDIT_CARD)], phone=+447915123456))"
+        let out = p.feed(#"{"event":"onCheckoutCompleted","data":"\#(kotlin)"}"#)
+        #expect(out.topic == "bus.deadletter" && out["reason"] == "missing_checkout_id", "\(out.text)")
+        let raw = out["raw"]?.stringValue ?? ""
+        for secret in ["a.user@shopify.com", "+447915123456", "100 Street Avenue", "SA1 1AB", "Andrew", "9 Elm", "4242", "ctok"] {
+            #expect(!raw.contains(secret), "\(secret) in \(raw)")
+        }
+        #expect(raw.contains("email=[redacted]") && raw.contains("id=123") && raw.contains("method=SHIPPING")
+                    && raw.contains("type=CREDIT_CARD"), "\(raw)")
+        #expect(out["raw_redacted"] == true)
+        // As Swift prints it: labels with `: `, strings quoted (a comma inside one does not end the value).
+        let swift = #"CheckoutCompletedEvent(orderDetails: Kit.OrderDetails(billingAddress: Optional(Kit.Address(address1: Optional(\"1 Main, Apt 2\"))), email: Optional(\"jane@example.com\"), id: \"gid://shopify/OrderIdentity/9\"))"#
+        let printed = p.feed(#"{"event":"onCheckoutCompleted","data":"\#(swift)"}"#)
+        let swiftRaw = printed["raw"]?.stringValue ?? ""
+        #expect(printed.topic == "bus.deadletter" && !swiftRaw.contains("jane@example.com") && !swiftRaw.contains("1 Main")
+                    && !swiftRaw.contains("Apt 2") && swiftRaw.contains("OrderIdentity/9"), "\(printed.text)")
+        // Printed text that names no buyer field is kept byte for byte.
+        let plain = #"{"event":"somethingElse","data":"Failure(reason=timeout (after 30 s), retry=true)"}"#
+        let kept = p.feed(plain)
+        #expect(kept.topic == "bus.deadletter" && kept["raw"]?.stringValue == plain, "\(kept.text)")
+    }
 }
