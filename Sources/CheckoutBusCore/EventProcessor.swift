@@ -303,14 +303,14 @@ package final class EventProcessor {
                 return deadLetter(DeadLetterReason(parseError: error), "\(error.reason.name) at byte \(error.offset)",
                                   bytes, receivedAt, eventID: nil, context: context)
             case .decodeFailed(let error, let eventID, let checkoutID):
-                if let retry = deadLetterRetry(eventID) { return retry }
+                if let retry = deadLetterRetry(eventID, checkoutID: checkoutID, reason: error.reason) { return retry }
                 return deadLetter(error.reason, error.detail, bytes, receivedAt, eventID: eventID, parsed: true,
                                   checkoutID: checkoutID, context: context)
             }
         case .wrongShard(let owner):
             guard let event = consume decoded else { preconditionFailure("a wrong-shard outcome without its event") }
             perEventCounts[EventProcessor.receivedByFormatAt + Int(event.format.rawValue)] &+= 1
-            if let retry = deadLetterRetry(event.eventID) { return retry }
+            if let retry = deadLetterRetry(event.eventID, checkoutID: event.checkoutID, reason: .wrongShard) { return retry }
             return deadLetter(.wrongShard, "checkout \(event.checkoutID!) belongs to shard \(owner)/\(options.shard.count), not \(options.shard)",
                               bytes, receivedAt, eventID: event.eventID, parsed: true, checkoutID: event.checkoutID,
                               context: context)
@@ -365,18 +365,24 @@ package final class EventProcessor {
         }
     }
 
-    /// Dead letters' event ids are kept under this checkout key, apart from every checkout's own
-    /// events: a retry that fails again is found whatever checkout it names, and a corrected
-    /// event under the same id (which decodes) is published as the event it always meant to be.
-    private static let deadLetterIDs = CheckoutStateTable.key("")
+    /// The key dead letters' event ids are kept under: their checkout's (when the input named one),
+    /// apart from every checkout's own events, so a corrected event under the same id (which
+    /// decodes) is published as the event it always meant to be; and apart from other checkouts'
+    /// dead letters, so producers that number each checkout's events from 1 lose none of them.
+    private static func deadLetterIDs(_ checkoutID: String?) -> CheckoutStateTable.Key {
+        CheckoutStateTable.key("\u{1}deadletter\u{1}" + (checkoutID ?? ""))
+    }
     /// The window's value for a dead letter: its seq, and its reason's index + 1 in the top byte.
     private static let deadLetterTagShift: UInt64 = 56
 
-    /// A retry of a dead-lettered event: the input's event id, `id`, was dead-lettered before.
-    private func deadLetterRetry(_ id: String?) -> ProcessingResult? {
+    /// A retry of a dead-lettered event: the input's event id, `id`, was dead-lettered before for
+    /// the same checkout (or none) and the same reason. Failing another way, it is another dead
+    /// letter (the producer changed something, and the new reason is what it needs to see).
+    private func deadLetterRetry(_ id: String?, checkoutID: String?, reason: DeadLetterReason) -> ProcessingResult? {
         guard eventIDs != nil, let id,
-            let value = eventIDs!.lookup(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs)),
-            case let tag = Int(value >> EventProcessor.deadLetterTagShift), tag > 0, tag <= DeadLetterReason.all.count
+            let value = eventIDs!.lookup(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs(checkoutID))),
+            case let tag = Int(value >> EventProcessor.deadLetterTagShift), tag > 0, tag <= DeadLetterReason.all.count,
+            DeadLetterReason.all[tag - 1] == reason
         else { return nil }
         otherCounters.duplicates &+= 1
         let original = value & ((1 << EventProcessor.deadLetterTagShift) - 1)
@@ -385,10 +391,11 @@ package final class EventProcessor {
                                 publication: nil)
     }
 
-    /// Remembers that event `id` was dead-lettered under `seq` for `reason`.
-    package func rememberDeadLetter(_ id: String, seq: UInt64, reason: DeadLetterReason) {
+    /// Remembers that event `id` of `checkoutID` (nil: the input named none) was dead-lettered
+    /// under `seq` for `reason`.
+    package func rememberDeadLetter(_ id: String, checkoutID: String?, seq: UInt64, reason: DeadLetterReason) {
         guard let index = DeadLetterReason.all.firstIndex(of: reason) else { return }
-        eventIDs?.insert(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs),
+        eventIDs?.insert(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs(checkoutID)),
                          seq: seq | UInt64(index + 1) << EventProcessor.deadLetterTagShift)
     }
 
@@ -463,7 +470,8 @@ package final class EventProcessor {
             guard remember, let t = f.eventID, let id = doc.string(t),
                 let reason = doc.member(doc.root, "reason").flatMap({ doc.string($0) })
             else { return false }
-            rememberDeadLetter(id, seq: seq, reason: DeadLetterReason(reason))
+            rememberDeadLetter(id, checkoutID: f.checkoutID.flatMap { doc.string($0) }, seq: seq,
+                               reason: DeadLetterReason(reason))
             return true
         }
         guard let c = f.checkoutID, let checkoutID = doc.string(c), let k = f.kind,
@@ -682,7 +690,7 @@ package final class EventProcessor {
             seq: lastSeq, kindSeq: deadLetterSeq, reason: reason, detail: detail, eventID: eventID, checkoutID: checkoutID,
             receivedAt: receivedAt, size: bytes.count, raw: redacted ? scratch.unsafeBytes : bytes,
             rawLimit: options.deadLetterRawLimit, redacted: redacted)
-        if let id = eventID { rememberDeadLetter(id, seq: lastSeq, reason: reason) }
+        if let id = eventID { rememberDeadLetter(id, checkoutID: checkoutID, seq: lastSeq, reason: reason) }
         let publication = ProcessingResult.Publication(seq: lastSeq, kind: .deadletter, kindSeq: deadLetterSeq,
                                                        topic: frames.topic, envelope: frames.envelope)
         return ProcessingResult(outcome: .deadLettered(reason), seq: lastSeq, eventID: IdentifierText(string: eventID),

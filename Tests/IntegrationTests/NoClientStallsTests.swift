@@ -471,7 +471,7 @@ struct NoClientStallsTests {
         #expect(twin.terminate() == 0)
     }
 
-    @Test("a retry of a dead-lettered event id is a duplicate of that dead letter, also after kill -9; a corrected event under the id is published")
+    @Test("a retry of a dead-lettered event id is a duplicate of that dead letter, also after kill -9; a corrected event under the id is published; the id on another checkout or failing another way is a dead letter of its own")
     func deadLetteredRetry() throws {
         let daemon = try DaemonProcess()
         let context = try ZMQContext()
@@ -504,14 +504,27 @@ struct NoClientStallsTests {
         let published = try ask(restarted.ingestAcked, fixed)
         #expect(published["ok"] as? Bool == true)
         #expect(published["duplicate"] == nil)
+        // The same id on another checkout (producers that number each checkout's events from 1), and
+        // on the first checkout failing another way: each a dead letter of its own, none a duplicate.
+        let other = try ask(restarted.ingestAcked, #"{"event_id":"dl-1","checkout_id":"dl-d","payload":{"event":"onCheckoutExploded"}}"#)
+        #expect(other["ok"] as? Bool == false && other["reason"] as? String == "unknown_event" && other["duplicate"] == nil,
+                "\(other)")
+        let otherWay = try ask(restarted.ingestAcked, #"{"event_id":"dl-1","checkout_id":"dl-d","payload":"{not json"}"#)
+        #expect(otherWay["reason"] as? String == "invalid_embedded_json" && otherWay["duplicate"] == nil, "\(otherWay)")
         let control = try ControlClient(restarted.control)
         let deadLetters = try control.replayAll(prefixes: ["bus.deadletter"])
-        #expect(deadLetters.count == 1, "one dead letter for three sends of the bad event")
-        let letter = try #require(try JSONSerialization.jsonObject(with: Data(deadLetters[0].bytes)) as? [String: Any])
-        #expect(letter["event_id"] as? String == "dl-1")
-        #expect(letter["checkout_id"] as? String == "dl-c")
+        #expect(deadLetters.count == 3, "one dead letter for three sends of the bad event, one each for the others")
+        let letters = try deadLetters.map { try #require(try JSONSerialization.jsonObject(with: Data($0.bytes)) as? [String: Any]) }
+        #expect(letters.map { $0["event_id"] as? String } == ["dl-1", "dl-1", "dl-1"])
+        #expect(letters.map { $0["checkout_id"] as? String } == ["dl-c", "dl-d", "dl-d"])
+        #expect(letters.map { $0["reason"] as? String } == ["unknown_event", "unknown_event", "invalid_embedded_json"])
         let counters = try control.stats()["counters"] as? [String: Any]
         #expect(counters?["duplicates"] as? Int == 1, "the retry after the restart")
         #expect(restarted.terminate() == 0)
+        // After another restart, the other checkout's retry is a duplicate of its own dead letter.
+        let again = try DaemonProcess(dataDirectory: daemon.dataDirectory)
+        let retried = try ask(again.ingestAcked, #"{"event_id":"dl-1","checkout_id":"dl-d","payload":{"event":"onCheckoutExploded"}}"#)
+        #expect(retried["duplicate"] as? Bool == true && retried["seq"] as? Int == other["seq"] as? Int, "\(retried)")
+        #expect(again.terminate() == 0)
     }
 }
