@@ -574,6 +574,56 @@ extension NoClientStallsTests {
         #expect(daemon.terminate() == 0)
     }
 
+    @Test("clients that ask for a large /metrics page and never read share one rendered page: memory does not grow per client")
+    func largeMetricsPagesShared() throws {
+        let daemon = try DaemonProcess()
+        let pid = daemon.process.processIdentifier
+        let address = try #require(daemon.ready["metrics"] as? String)
+        let port = try #require(UInt16(address.split(separator: ":").last ?? ""))
+        let control = try ControlClient(daemon.control)
+        // 1,024 reported subscribers with names of 200 bytes: every page lists them all (~1.8 MB).
+        let name = String(repeating: "m", count: 190)
+        for i in 0..<1_024 {
+            _ = try control.request(#"{"op":"report","subscriber":"\#(name)-\#(i)","last_seq":1,"missed":5,"recovered":5,"gaps":1}"#)
+        }
+        let page = try httpGet(address, "/metrics").body
+        #expect(page.utf8.count > 1_000_000, "a page of \(page.utf8.count) bytes")
+        let before = anonymousKilobytes(pid)
+        let requestsBefore = metric(try httpGet(address, "/metrics").body, "checkoutbus_http_requests_total") ?? 0
+        // 100 clients with small receive buffers ask for the page and never read it.
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        for _ in 0..<100 {
+            let c = try tcpConnect(port: port)
+            var small: Int32 = 1024
+            setsockopt(c, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            #expect(tcpWrite(c, Array("GET /metrics HTTP/1.1\r\n\r\n".utf8)))
+            fds.append(c)
+        }
+        // Every request counted (each poll counts itself too), then answered within the second a
+        // request waits for the pipeline's figures at most.
+        var theirs = 0.0
+        var polls = 0.0
+        for _ in 0..<200 where theirs < 100 {
+            polls += 1
+            let requests = metric(try httpGet(address, "/metrics").body, "checkoutbus_http_requests_total") ?? 0
+            theirs = requests - requestsBefore - polls
+            usleep(50_000)
+        }
+        usleep(1_500_000)
+        let grown = anonymousKilobytes(pid) - before
+        print("100 clients holding /metrics pages of \(page.utf8.count) bytes unread: anonymous memory +\(grown) KiB")
+        #expect(theirs >= 100, "\(Int(theirs)) of their requests counted")
+        // Before, each held a copy of its own: 100 × 1.8 MB.
+        #expect(grown < 32 * 1024, "anonymous memory grew \(grown) KiB")
+        let health = try httpGet(address, "/healthz")
+        #expect(health.status == 200, "\(health)")
+        for fd in fds { close(fd) }
+        fds = []
+        try expectServing(daemon, "metrics-never-read")
+        #expect(daemon.terminate() == 0)
+    }
+
     @Test("control clients replaying records larger than their share and never reading: the daemon holds --control-memory and one record, answers busy; a reader gets every record once they leave")
     func controlClientsThatNeverReadLargeRecords() throws {
         let budget = 1 << 20

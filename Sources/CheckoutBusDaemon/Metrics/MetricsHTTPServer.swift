@@ -175,6 +175,7 @@ package final class MetricsHTTPServer: Sendable {
         }
         var connections: [Connection] = []
         defer { for c in connections { Glibc.close(c.fd) } }
+        var page: RenderedPage?
         var fds: [pollfd] = []
         var acceptPausedUntil: UInt64 = 0
         while !stopping.load(ordering: .acquiring) {
@@ -206,7 +207,7 @@ package final class MetricsHTTPServer: Sendable {
             // Each connection's turn, then the closed ones go.
             for i in connections.indices {
                 let revents = fds[3 + i].revents
-                step(&connections[i], revents: revents, now: now2, s)
+                step(&connections[i], revents: revents, now: now2, page: &page, s)
             }
             let closed = connections.filter { $0.fd < 0 }.count
             if closed > 0 {
@@ -331,7 +332,17 @@ package final class MetricsHTTPServer: Sendable {
                                        body: "too many connections\n", head: false)
 
     /// Moves one connection on after a poll; sets its `fd` to -1 once it is closed.
-    private func step(_ c: inout Connection, revents: Int16, now: UInt64, _ s: Settings) {
+    /// The last `/metrics` answer rendered and the snapshot it shows (its `takenAt`): every request
+    /// answered from that snapshot is sent the same bytes — one render, and one buffer however many
+    /// connections take it (an array shared, never copied: a page lists every reported subscriber,
+    /// up to a few MB, and 128 clients that never read held a copy each before).
+    struct RenderedPage {
+        var takenAt: UInt64
+        var get: [UInt8]
+        var head: [UInt8]
+    }
+
+    private func step(_ c: inout Connection, revents: Int16, now: UInt64, page: inout RenderedPage?, _ s: Settings) {
         switch c.phase {
         case .reading:
             if revents != 0 { read(&c, now: now, s) }
@@ -340,7 +351,7 @@ package final class MetricsHTTPServer: Sendable {
             let timedOut = now - since >= MetricsHTTPServer.snapshotWaitNanoseconds
             if current > generation || timedOut {
                 answer(&c, path: path, head: head, snapshot: current > generation ? snapshot : nil,
-                       stale: snapshot, now: now, s)
+                       stale: snapshot, now: now, page: &page, s)
             }
         case .writing:
             if revents != 0 { write(&c, now: now, s) }
@@ -408,8 +419,9 @@ package final class MetricsHTTPServer: Sendable {
     /// - Parameters:
     ///   - snapshot: one the pipeline took after the request, or nil if it did not answer in time.
     ///   - stale: the latest snapshot whatever its age (what `/metrics` shows when `snapshot` is nil).
+    ///   - page: the last `/metrics` page rendered, used again for the same snapshot.
     private func answer(_ c: inout Connection, path: String, head: Bool, snapshot: DaemonSnapshot?,
-                        stale: DaemonSnapshot?, now: UInt64, _ s: Settings) {
+                        stale: DaemonSnapshot?, now: UInt64, page: inout RenderedPage?, _ s: Settings) {
         if path == "/healthz" {
             let status: String
             let code: String
@@ -435,14 +447,25 @@ package final class MetricsHTTPServer: Sendable {
                     head: head, now: now, s)
             return
         }
-        let text = MetricsText.render(shown, subscribers: s.reports.entries(), figures: s.counters.figures,
-                                      snapshotAge: now - min(now, shown.takenAt), upNanoseconds: now - s.startedAt)
-        respond(&c, status: "200 OK", type: "text/plain; version=0.0.4; charset=utf-8", body: text, head: head, now: now, s)
+        if page?.takenAt != shown.takenAt {
+            let text = MetricsText.render(shown, subscribers: s.reports.entries(), figures: s.counters.figures,
+                                          snapshotAge: now - min(now, shown.takenAt), upNanoseconds: now - s.startedAt)
+            let type = "text/plain; version=0.0.4; charset=utf-8"
+            page = RenderedPage(takenAt: shown.takenAt,
+                                get: MetricsHTTPServer.response(status: "200 OK", type: type, body: text, head: false),
+                                head: MetricsHTTPServer.response(status: "200 OK", type: type, body: text, head: true))
+        }
+        start(&c, answer: head ? page!.head : page!.get, now: now, s)
     }
 
     private func respond(_ c: inout Connection, status: String, type: String, body: String, head: Bool, now: UInt64,
                          _ s: Settings) {
-        c.response = MetricsHTTPServer.response(status: status, type: type, body: body, head: head)
+        start(&c, answer: MetricsHTTPServer.response(status: status, type: type, body: body, head: head), now: now, s)
+    }
+
+    /// Starts writing `response` to `c`.
+    private func start(_ c: inout Connection, answer response: [UInt8], now: UInt64, _ s: Settings) {
+        c.response = response
         c.request = []
         c.phase = .writing(sent: 0)
         c.deadline = now + MetricsHTTPServer.responseTimeoutNanoseconds
