@@ -85,6 +85,10 @@ package final class FulfilmentWorker {
             name TEXT PRIMARY KEY,
             seq  INTEGER NOT NULL
         );
+        CREATE TABLE IF NOT EXISTS subscriber_journal (
+            name    TEXT PRIMARY KEY,
+            journal TEXT NOT NULL
+        );
         CREATE TABLE IF NOT EXISTS rejected (
             cursor_name TEXT NOT NULL,
             seq         INTEGER NOT NULL,
@@ -150,6 +154,29 @@ package final class FulfilmentWorker {
             """)
     }
 
+    /// The journal the position in row `name` of `subscriber_cursor` is in (`subscriber_journal`),
+    /// nil when none is kept yet (a new store, one from before, or a position moved by
+    /// `checkoutbus cursor set`): the daemon's is then kept at the first heartbeat.
+    func storedJournal(name: String) throws -> String? {
+        let q = try database.prepare("SELECT journal FROM subscriber_journal WHERE name = ?")
+        try q.bind([.text(name)])
+        defer { q.reset() }
+        return try q.step() ? q.text(0) : nil
+    }
+
+    /// Keeps `journal` as the one row `name`'s position is in, on a connection of its own (the
+    /// subscriber's thread calls it, at its first heartbeat, before anything is delivered), synced.
+    static func storeJournal(databasePath path: String, name: String, journal: String) throws {
+        let database = try SQLiteDatabase(path: path)
+        try database.execute("PRAGMA synchronous=FULL")
+        try database.transaction {
+            _ = try database.prepare("""
+                INSERT INTO subscriber_journal (name, journal) VALUES (?, ?)
+                ON CONFLICT (name) DO UPDATE SET journal = excluded.journal
+                """).run([.text(name), .text(journal)])
+        }
+    }
+
     /// The position kept in row `name` of `subscriber_cursor` (0 when there is none yet).
     func storedCursor(name: String) throws -> Int64 {
         let q = try database.prepare("SELECT seq FROM subscriber_cursor WHERE name = ?")
@@ -201,6 +228,15 @@ package final class FulfilmentWorker {
         let names = (0..<shardCount).map { FulfilmentWorker.cursorName(shard: $0, of: shardCount) }
         // The rows are the cursors; the subscriber starts from them and keeps its own in memory.
         var positions = try names.map { try storedCursor(name: $0) }
+        // Each kept with the journal it is in: a daemon with another is refused (the runbook's "A
+        // daemon's journal was reset"); none kept yet, the first heartbeat's is stored.
+        let path = options.databasePath
+        var cursors: [any SubscriberCursor] = []
+        for (name, seq) in zip(names, positions) {
+            cursors.append(MemoryCursor(seq: seq, keepsPosition: true, journal: try storedJournal(name: name)) { journal in
+                try FulfilmentWorker.storeJournal(databasePath: path, name: name, journal: journal)
+            })
+        }
         // Each shard's parked envelopes, reported to its daemon (stats, checkoutbus_subscriber_rejected).
         var parked = try names.map { try rejectedCount(cursorName: $0) }
         if parked.reduce(0, +) > 0 {
@@ -210,7 +246,7 @@ package final class FulfilmentWorker {
         }
         let subscriber = Subscriber(
             shards: options.worker.shardSubscriberOptions(prefixes: ["checkout.complete", "checkout.fail"]),
-            cursors: positions.map { MemoryCursor(seq: $0, keepsPosition: true) as any SubscriberCursor }, logger: logger,
+            cursors: cursors, logger: logger,
             onSubscribed: onSubscribed)
         for (position, count) in parked.enumerated() { subscriber.reportRejected(count, position: position) }
         for try await envelope in subscriber.envelopes {

@@ -17,7 +17,8 @@ package enum WorkerPositions {
     }
 
     /// Sets row `name` of the store's `subscriber_cursor` to `seq` (created if missing), in one
-    /// transaction, synced (`synchronous=FULL`).
+    /// transaction, synced (`synchronous=FULL`), and forgets the journal it was in (the worker keeps
+    /// the daemon's at its first heartbeat: a position is moved after a journal was reset).
     package static func setFulfilment(databasePath path: String, name: String, seq: Int64) throws {
         let database = try SQLiteDatabase(path: path)
         try database.execute("PRAGMA synchronous=FULL")
@@ -26,6 +27,8 @@ package enum WorkerPositions {
                 INSERT INTO subscriber_cursor (name, seq) VALUES (?, ?)
                 ON CONFLICT (name) DO UPDATE SET seq = excluded.seq
                 """).run([.text(name), .integer(seq)])
+            try database.execute("CREATE TABLE IF NOT EXISTS subscriber_journal (name TEXT PRIMARY KEY, journal TEXT NOT NULL)")
+            _ = try database.prepare("DELETE FROM subscriber_journal WHERE name = ?").run([.text(name)])
         }
     }
 

@@ -217,6 +217,52 @@ struct SubscriptionSequencerTests {
         }
     }
 
+    static func heartbeat(_ seq: Int64, run: String, journal: String) -> SubscriptionSequencer.Heartbeat {
+        var h = heartbeat(seq, run: run)
+        h.journal = journal
+        return h
+    }
+
+    /// A kept position names the journal it is in: a daemon whose first heartbeat names another is
+    /// refused, even with its seqs past the position (a worker restarted after the new journal had
+    /// passed it); a position that names none adopts the first heartbeat's, before any delivery.
+    @Test func aKeptPositionInAnotherJournalIsRefusedAndOneWithoutAdoptsTheDaemons() throws {
+        var refused = Self.gapLogic(Self.options())
+        _ = refused.start(cursor: 100, kept: true, journal: "journal-a", now: 0)
+        #expect(Self.isCursorMismatch { _ = try refused.receiveHeartbeat(Self.heartbeat(5_000, run: "r", journal: "journal-b")) })
+        var same = Self.gapLogic(Self.options())
+        _ = same.start(cursor: 100, kept: true, journal: "journal-a", now: 0)
+        let sameActions = try same.receiveHeartbeat(Self.heartbeat(5_000, run: "r", journal: "journal-a"))
+        #expect(!sameActions.contains { if case .adoptJournal = $0 { true } else { false } })
+        var adopting = Self.gapLogic(Self.options())
+        _ = adopting.start(cursor: 100, kept: true, journal: nil, now: 0)
+        let adopted = try adopting.receiveHeartbeat(Self.heartbeat(5_000, run: "r", journal: "journal-b"))
+        #expect(adopted.compactMap { if case .adoptJournal(let id) = $0 { id } else { nil } } == ["journal-b"])
+        // A position the process does not keep (`tail --since`) only follows.
+        var passing = Self.gapLogic(Self.options())
+        _ = passing.start(cursor: 100, kept: false, journal: nil, now: 0)
+        #expect(!Self.isCursorMismatch { _ = try passing.receiveHeartbeat(Self.heartbeat(5_000, run: "r", journal: "journal-b")) })
+    }
+
+    /// A daemon that comes back with another journal (its data directory replaced while the
+    /// subscriber waited or was frozen) is refused by a kept position whatever its seqs: they are
+    /// not the ones handled. A passing one goes on.
+    @Test func aRestartWithAnotherJournalIsRefusedWhateverItsSeqs() throws {
+        for kept in [true, false] {
+            var s = Self.gapLogic(Self.options())
+            _ = s.start(cursor: 0, kept: kept, journal: "journal-a", now: 0)
+            let request = try #require(Self.replays(s.tick(now: 0)).first)
+            _ = try s.receiveReply(Self.page(request.id, next: 1, lastSeq: 0), page: [], now: 0)
+            _ = try s.receiveHeartbeat(Self.heartbeat(0, run: "a", journal: "journal-a"))
+            for seq: Int64 in 1...5 { #expect(Self.delivered(try s.receiveLive(Self.envelope(seq))) == [seq]) }
+            // Restarted on the same journal: it goes on.
+            _ = try s.receiveHeartbeat(Self.heartbeat(5, run: "b", journal: "journal-a"))
+            // Restarted with a new journal already past what was published.
+            let refused = Self.isCursorMismatch { _ = try s.receiveHeartbeat(Self.heartbeat(900, run: "c", journal: "journal-c")) }
+            #expect(refused == kept)
+        }
+    }
+
     /// A worker of completes only sees the other kinds' seqs in heartbeats; those count too.
     @Test func aHeartbeatAloneIsEvidenceOfWhatWasPublished() throws {
         var s = Self.gapLogic(Self.options(["checkout.complete"]))
@@ -522,9 +568,12 @@ struct SubscriptionSequencerTests {
     /// A daemon killed and started again with another data directory while the subscriber was behind
     /// on its live socket: the new run answers a replay at once, while the old run's heartbeats are
     /// still queued. Those were sent before the new run started: they do not count as two daemons.
+    /// (A subscriber that keeps its position stops at the new run's first heartbeat instead: its seqs
+    /// are not the position's, aRestartWithAnotherJournalIsRefusedWhateverItsSeqs; one that does not
+    /// goes on, as here.)
     @Test("an old run's heartbeats queued behind a new run's reply do not count as two daemons; the new run's clear it")
     func anOldRunsQueuedHeartbeatsAreNotTwoDaemons() throws {
-        var (s, first) = try Self.askingAfterHeartbeat(2, journal: Self.journalA, kept: true)
+        var (s, first) = try Self.askingAfterHeartbeat(2, journal: Self.journalA, kept: false)
         // The new run (journal B) started at second 130 and answered.
         #expect(try s.receiveReply(Self.page(first.id, next: 3, lastSeq: 2, journal: Self.journalB, started: 130),
                                    page: Self.journalPage(1...2), now: 2).isEmpty)

@@ -305,6 +305,46 @@ struct FulfilmentWorkerTests {
                     == ["gid://shopify/Order/new-0", "gid://shopify/Order/new-1"])
     }
 
+    /// The same with the new journal already past the store's cursor (the worker started again a
+    /// second after it was refused, under `Restart=always`, or producers sent before it came back):
+    /// the seqs alone look like the old journal's, and the worker skipped the new journal's
+    /// envelopes up to its cursor. The store keeps the journal its cursor is in.
+    @Test("a store kept in one journal is refused by a daemon with another whose seqs passed its cursor; moved, it records them all")
+    func storePassedByAResetJournal() throws {
+        let old = try DaemonProcess()
+        let database = old.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        #expect(try send((0..<3).map { callbackComplete("before-\($0)") }, to: old.ingestAcked, arguments: ["--acked"]).status == 0)
+        let worker = try FulfilProcess(daemon: old, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 3 })
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+        #expect(old.terminate() == 0)
+
+        // A new data directory whose journal is at seq 8, past the store's cursor at 3.
+        let reset = try DaemonProcess()
+        #expect(try send((0..<8).map { callbackComplete("after-\($0)") }, to: reset.ingestAcked, arguments: ["--acked"]).status == 0)
+        let refused = try runTool("checkoutbus-fulfil", ["--db", database.path, "--from", reset.publish,
+                                                         "--control", reset.control], timeout: 20)
+        #expect(refused.status == 1, "\(refused.output)")
+        #expect(refused.output.contains("the cursor is at seq 3 of journal") && refused.output.contains("--to-seq 1"),
+                "\(refused.output)")
+        #expect(orderCount(database) == 3)
+
+        let moved = try runTool("checkoutbus", ["cursor", "set", database.path, "--to-seq", "1"])
+        #expect(moved.status == 0, "\(moved.output)")
+        let resumed = try FulfilProcess(daemon: reset, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 11 }, "the new journal's orders: \(orderCount(database)) of 11")
+        resumed.process.terminate()
+        #expect(waitForExit(resumed.process, timeout: 20) == 0)
+        #expect(try readOrders(database).map(\.key).filter { $0.contains("after-") }.count == 8)
+        // Kept again, in the new journal: a restart against it resumes.
+        let again = try FulfilProcess(daemon: reset, database: database)
+        #expect(try send([callbackComplete("later")], to: reset.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(waitUntil(20) { orderCount(database) == 12 }, "orders: \(orderCount(database)) of 12")
+        again.process.terminate()
+        #expect(waitForExit(again.process, timeout: 20) == 0)
+    }
+
     /// Two daemons both say shard 0 of 1: only their journal identities tell them apart. Before the
     /// check, the worker recorded the other daemon's orders from its journal, then skipped this
     /// daemon's envelopes up to the seqs those had moved its cursor to.

@@ -200,4 +200,10 @@ final class DeliveryCursor: SubscriberCursor {
     func commit(_ seq: Int64) {}
 
     var keepsPosition: Bool { handOver.cursors.withLock { $0[position].keepsPosition } }
+
+    var journal: String? { handOver.cursors.withLock { $0[position].journal } }
+
+    func adoptJournal(_ id: String) throws {
+        try handOver.cursors.withLock { cursors throws in try cursors[position].adoptJournal(id) }
+    }
 }

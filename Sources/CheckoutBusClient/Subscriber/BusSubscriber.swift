@@ -281,7 +281,8 @@ public final class BusSubscriber {
         lastHeardAt = BusClock.monotonicNanoseconds()
         isSilent = false
         let from: Int64? = options.start == .cursor ? try cursor.load() : nil
-        try perform(sequencer.start(cursor: from, kept: cursor.keepsPosition, now: BusClock.monotonicNanoseconds()),
+        try perform(sequencer.start(cursor: from, kept: cursor.keepsPosition, journal: cursor.journal,
+                                    now: BusClock.monotonicNanoseconds()),
                     stop: nil, handler: { _ in })
     }
 
@@ -416,6 +417,8 @@ public final class BusSubscriber {
                 _ = try? control?.send(SubscriptionWire.report(report, name: options.name), dontWait: true)
             case .subscribed:
                 hooks.onSubscribed?()
+            case .adoptJournal(let id):
+                try cursor.adoptJournal(id)
             }
         }
         done = actions.count

@@ -31,11 +31,24 @@ public protocol SubscriberCursor: AnyObject {
     /// Whether ``commit(_:)`` may block the calling thread (a file write, a flush): the async
     /// ``Subscriber`` then commits on a queue of its own, off the cooperative pool. Default: true.
     var commitMayBlock: Bool { get }
+
+    /// The journal the kept position is in (the daemon's `journal-id`, which its heartbeats name),
+    /// when the cursor keeps it: a daemon whose first heartbeat names another journal is refused
+    /// (`cursor_mismatch`), since its seqs are not the position's. Nil: not known (a position kept
+    /// before, or moved by `checkoutbus cursor set`): the first heartbeat's is adopted. Default: nil.
+    var journal: String? { get }
+
+    /// Records that the kept position is in journal `id`: called at the first heartbeat when
+    /// ``journal`` is nil, before anything is delivered. Default: nothing kept.
+    /// - Throws: when it cannot be stored; the subscriber stops with that error.
+    func adoptJournal(_ id: String) throws
 }
 
 extension SubscriberCursor {
     public var keepsPosition: Bool { true }
     public var commitMayBlock: Bool { true }
+    public var journal: String? { nil }
+    public func adoptJournal(_ id: String) throws {}
 }
 
 /// A cursor in memory: starts at a given `seq`, forgets everything when the process ends.
@@ -48,9 +61,23 @@ public final class MemoryCursor: SubscriberCursor {
     ///   - seq: the last `seq` already handled (0: start at the beginning of the journal).
     ///   - keepsPosition: the application keeps the position elsewhere (a database, a checkpoint)
     ///     and resumes from it: reported `durable` (``SubscriberCursor/keepsPosition``).
-    public init(seq: Int64 = 0, keepsPosition: Bool = false) {
+    ///   - journal: the journal the kept position is in, if known (``SubscriberCursor/journal``).
+    ///   - onAdoptJournal: stores the journal adopted at the first heartbeat when `journal` is nil
+    ///     (a worker's database keeps it beside the position).
+    public init(seq: Int64 = 0, keepsPosition: Bool = false, journal: String? = nil,
+                onAdoptJournal: ((String) throws -> Void)? = nil) {
         self.seq = seq
         self.keepsPosition = keepsPosition
+        self.journal = journal
+        self.onAdoptJournal = onAdoptJournal
+    }
+
+    public private(set) var journal: String?
+    private let onAdoptJournal: ((String) throws -> Void)?
+
+    public func adoptJournal(_ id: String) throws {
+        try onAdoptJournal?(id)
+        journal = id
     }
 
     public func load() -> Int64 { seq }

@@ -40,6 +40,9 @@ package struct SubscriptionSequencer {
         case report(Report)
         /// The first heartbeat: the subscriptions are live.
         case subscribed
+        /// Record that the kept position is in this journal (``SubscriberCursor/adoptJournal(_:)``):
+        /// the first heartbeat's, for a position that named none.
+        case adoptJournal(String)
     }
 
     /// The counts a `report` carries to the daemon (`stats` → `subscribers`).
@@ -85,6 +88,8 @@ package struct SubscriptionSequencer {
     /// Whether the position outlives the process (``SubscriberCursor/keepsPosition``): a kept
     /// position ahead of the daemon's journal is refused, a passing one (`tail --since`) warned.
     private var positionKept = false
+    /// The journal a kept position is in, as its cursor keeps it (nil: not known).
+    private var cursorJournal: String?
     /// Per kind, its `kind_seq` at `verified` (fully covered kinds), when known.
     private var exactKindSeq = [Int64?](repeating: nil, count: JournaledKind.allCases.count)
     /// Per partly covered kind: matching envelopes up to this `kind_seq` were delivered.
@@ -195,11 +200,14 @@ package struct SubscriptionSequencer {
     /// The sockets are connected: begin after `cursor` (nil: with what is published from now on).
     /// - Parameter kept: the cursor outlives the process (a file, a worker's database); when it is
     ///   ahead of the daemon's journal the first heartbeat throws rather than warns.
-    package mutating func start(cursor: Int64?, kept: Bool = false, now: UInt64) -> [Action] {
+    /// - Parameter journal: the journal a kept cursor is in (``SubscriberCursor/journal``): a daemon
+    ///   whose first heartbeat names another journal is refused, its seqs not the cursor's.
+    package mutating func start(cursor: Int64?, kept: Bool = false, journal: String? = nil, now: UInt64) -> [Action] {
         var actions: [Action] = []
         if expectedShard != nil { actions.append(identityRequestAction(now: now)) }
         connectedAt = now
         positionKept = kept
+        cursorJournal = journal
         if let cursor {
             verified = cursor
             startedAt = cursor
@@ -314,10 +322,6 @@ package struct SubscriptionSequencer {
         liveHigh = max(liveHigh, heartbeat.seq)
         if liveFloor == nil { liveFloor = heartbeat.seq }
         if statistics.heartbeats == 1 { actions.append(.subscribed) }
-        if verified == nil {
-            verified = heartbeat.seq
-            statistics.lastSeq = heartbeat.seq
-        }
         // Against the cursor the subscriber started from, not what it has delivered since: a replay
         // can deliver envelopes published after this heartbeat was sent, before it is read. A
         // journal never numbers below a seq it may have published (docs/durability.md, "No seq is
@@ -336,6 +340,27 @@ package struct SubscriptionSequencer {
             }
             logger.warning("the daemon's last seq is behind this subscriber's cursor (was its journal reset?)",
                            ["daemon_seq": String(heartbeat.seq), "cursor": String(start)])
+        }
+        // A kept position in another journal than the daemon's: the daemon's data directory was reset
+        // or replaced, and its seqs — even those past the position — are not the ones handled. The
+        // seq check above cannot see a new journal that has already passed the position (a worker
+        // restarted a second after it was refused, or frozen while the daemon was replaced).
+        if positionKept, statistics.heartbeats == 1, let theirs = heartbeat.journal {
+            if let kept = cursorJournal, kept != theirs {
+                throw SubscriberError(.cursorMismatch,
+                    "the cursor is at seq \(startedAt ?? 0) of journal \(kept), but the daemon's journal is \(theirs) "
+                        + "(\(options.publish)): the daemon's data directory was reset or replaced, and its seqs are not "
+                        + "the cursor's; nothing was skipped. Move the cursor to the journal's start with "
+                        + "`checkoutbus cursor set PATH --to-seq 1` (docs/runbook.md, \"A daemon's journal was reset\")")
+            }
+            if cursorJournal == nil {
+                cursorJournal = theirs
+                actions.append(.adoptJournal(theirs))
+            }
+        }
+        if verified == nil {
+            verified = heartbeat.seq
+            statistics.lastSeq = heartbeat.seq
         }
         lastHeartbeat = heartbeat
         if inFlight == nil && !needReplay && pending.isEmpty { evaluateHeartbeat() }
@@ -375,6 +400,20 @@ package struct SubscriptionSequencer {
     /// it showed before this heartbeat is the old run's, or the new run's at most at this seq. (A
     /// journal page may come from the new run before its first heartbeat is read: pages do not count.)
     private mutating func checkRestartedJournal(_ heartbeat: Heartbeat) throws(SubscriberError) {
+        // Another journal than the old run's (its data directory replaced while this subscriber
+        // waited, or was frozen): whatever its seqs, they are not the ones handled.
+        if let old = publishJournal, let new = heartbeat.journal, old != new {
+            if positionKept {
+                throw SubscriberError(.cursorMismatch,
+                    "the daemon at \(options.publish) restarted with another journal (\(new), was \(old)): its data "
+                        + "directory was reset or replaced, and its seqs are not the ones this subscriber handled. "
+                        + "Nothing was skipped. Move the position to the journal's start with "
+                        + "`checkoutbus cursor set PATH --to-seq 1` (docs/runbook.md, \"A daemon's journal was reset\")")
+            }
+            logger.warning("the daemon restarted with another journal; its seqs are not the ones handled before",
+                           ["journal": new, "was": old])
+            return
+        }
         let published = liveHigh
         guard heartbeat.seq < published else { return }
         if positionKept {

@@ -602,6 +602,20 @@ class SubscriptionSequencer:
         the old run. A new run whose last seq is below it lost records it had published, and will give
         those seqs to new events, which this subscriber would skip as seen (SubscriptionSequencer.swift
         says more; journal pages do not count: one may come from the new run first)."""
+        # Another journal than the old run's (its data directory replaced while this subscriber
+        # waited, or was frozen): whatever its seqs, they are not the ones handled.
+        old, new = self._publish_journal, heartbeat.journal
+        if old is not None and new is not None and old != new:
+            if self._position_kept:
+                raise SubscriberError(
+                    "cursor_mismatch",
+                    "the daemon at %s restarted with another journal (%s, was %s): its data directory was reset or "
+                    "replaced, and its seqs are not the ones this subscriber handled. Nothing was skipped. Move the "
+                    "position to the journal's start with `checkoutbus cursor set PATH --to-seq 1` (docs/runbook.md, "
+                    "\"A daemon's journal was reset\")" % (self.options.publish, new, old))
+            self.log("warning", "the daemon restarted with another journal (%s, was %s); its seqs are not the ones "
+                     "handled before" % (new, old))
+            return
         published = self._live_high
         if heartbeat.seq >= published:
             return

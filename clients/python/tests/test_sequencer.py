@@ -187,6 +187,31 @@ def test_a_restart_whose_journal_ends_below_what_the_old_run_published_is_refuse
             assert [m for m in logs if "behind seq 5 it had published" in m], logs
 
 
+def test_a_restart_with_another_journal_is_refused_whatever_its_seqs():
+    # The daemon's data directory replaced while the subscriber waited: the new journal's seqs may
+    # already be past what was published, and are not the ones handled.
+    for kept in (True, False):
+        logs = []
+        s = gap_logic(options(), log=lambda level, message: logs.append(message))
+        s.start(0, 0, kept=kept)
+        rid, _ = replays(s.tick(0))[0]
+        s.receive_reply(page(rid, 1, 0), [], 0)
+        first = hb(0, "a")
+        first.journal = "journal-a"
+        s.receive_heartbeat(first)
+        for seq in range(1, 6):
+            assert delivered(s.receive_live(envelope(seq))) == [seq]
+        later = hb(900, "c")
+        later.journal = "journal-c"
+        if kept:
+            with pytest.raises(SubscriberError) as e:
+                s.receive_heartbeat(later)
+            assert e.value.kind == "cursor_mismatch"
+        else:
+            s.receive_heartbeat(later)
+            assert [m for m in logs if "another journal" in m], logs
+
+
 def test_a_heartbeat_alone_is_evidence_of_what_was_published():
     s = gap_logic(options(["checkout.complete"]))
     s.start(0, 0, kept=True)
@@ -520,8 +545,10 @@ def test_an_answer_of_an_acknowledged_ingest_socket_stops_the_subscriber():
 
 def test_an_old_runs_heartbeats_queued_behind_a_new_runs_reply_are_not_two_daemons():
     """A daemon killed and started again with another data directory while the subscriber was behind:
-    the old run's heartbeats, still queued, were sent before the new run started."""
-    s, rid = asking_after_heartbeat(2, JOURNAL_A, kept=True)
+    the old run's heartbeats, still queued, were sent before the new run started. (A subscriber that
+    keeps its position stops at the new run's first heartbeat instead: its seqs are not the
+    position's; one that does not goes on, as here.)"""
+    s, rid = asking_after_heartbeat(2, JOURNAL_A, kept=False)
     two = [envelope(1, origin=Envelope.JOURNAL), envelope(2, origin=Envelope.JOURNAL)]
     assert s.receive_reply(journal_page(rid, 3, 2, JOURNAL_B, started=130), two, 2) == []
     # However many are queued: sent before the new run started, none is evidence of two daemons.
