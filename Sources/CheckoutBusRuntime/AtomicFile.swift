@@ -4,6 +4,24 @@ import Glibc
 
 /// Whole-file reads, and replacement by write-to-temporary + rename. `Sendable` (no state).
 public enum AtomicFile {
+    /// `path` with its symbolic links resolved (`realpath`): the file a link names, or, for a file
+    /// not there yet, its directory resolved with its name. As given when neither resolves. A file
+    /// kept by replacement (``write(_:to:durable:)``) and locked beside itself (`PATH.lock`) is used
+    /// by this name, so a link to it is the same file and the same lock, and stays a link.
+    public static func resolved(_ path: String) -> String {
+        if let real = realpath(path, nil) {
+            defer { free(real) }
+            return String(cString: real)
+        }
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { path[..<$0].isEmpty ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        guard let real = realpath(directory, nil) else { return path }
+        defer { free(real) }
+        let base = String(cString: real)
+        return base == "/" ? "/" + name : base + "/" + name
+    }
+
     /// The file's bytes, or nil when it does not exist.
     public static func read(_ path: String) throws(AtomicFileError) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)

@@ -56,7 +56,9 @@ package struct AnalyticsOptions: Sendable {
         try WorkerOptions.parse(args, into: &o.worker)
         if let v = args.value(cursor) {
             guard !v.isEmpty else { throw .init("--cursor needs a path") }
-            o.cursorPath = v
+            // Its links resolved: a link to a checkpoint is that checkpoint, under one lock (two
+            // workers on the two names both ran), and stays a link when the checkpoint is rewritten.
+            o.cursorPath = AtomicFile.resolved(v)
         }
         if let v = args.value(report) {
             guard !v.isEmpty else { throw .init("--report needs a path") }

@@ -69,6 +69,30 @@ struct AnalyticsWorkerTests {
         #expect(idle.object("revenue") as NSDictionary? == final.object("revenue") as NSDictionary?)
     }
 
+    @Test("a link to a checkpoint is that checkpoint: a second worker on the link waits for the first's lock and refuses; the link stays a link")
+    func checkpointThroughALink() throws {
+        let daemon = try DaemonProcess()
+        let dir = daemon.dataDirectory.deletingLastPathComponent()
+        let state = dir.appendingPathComponent("analytics.state")
+        let link = dir.appendingPathComponent("analytics-link.state")
+        #expect(try send((0..<20).map { #"{"event_id":"lk-\#($0)","checkout_id":"lk-\#($0)","payload":{"event":"onCheckoutStarted"}}"# },
+                         to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        // The first worker writes the checkpoint; then the link is made to it.
+        let first = try AnalyticsProcess(daemon, cursor: state, report: dir.appendingPathComponent("first.json"))
+        #expect(waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: state.path) })
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: state.path)
+        // Before, the lock was named from the path as given: both ran on one checkpoint.
+        let second = try runTool("checkoutbus-analytics", ["--cursor", link.path, "--from", daemon.publish, "--control", daemon.control,
+                                                           "--report", dir.appendingPathComponent("second.json").path], timeout: 40)
+        #expect(second.status != 0 && second.output.contains("in use by a running process"), "\(second.output)")
+        #expect(first.stop() == 0)
+        // Started on the link, it resumes the checkpoint, and its rewrites keep the link a link.
+        let third = try AnalyticsProcess(daemon, cursor: link, report: dir.appendingPathComponent("third.json"))
+        #expect(third.stop() == 0)
+        let kind = try FileManager.default.attributesOfItem(atPath: link.path)[.type] as? FileAttributeType
+        #expect(kind == .typeSymbolicLink)
+    }
+
     @Test("a worker started after a flood catches up from the journal; stopped, it resumes after the next flood exactly")
     func catchUpAndResume() throws {
         let daemon = try DaemonProcess(["--heartbeat-ms", "200"])

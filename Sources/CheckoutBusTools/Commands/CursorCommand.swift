@@ -225,7 +225,7 @@ package struct CursorCommand {
         let what: String
         switch store {
         case .fulfilment: (lockPath, what) = (path, "the fulfilment store")
-        case .analytics: (lockPath, what) = (AnalyticsCheckpoint.lockPath(path), "the analytics checkpoint")
+        case .analytics: (lockPath, what) = (AnalyticsCheckpoint.lockPath(AtomicFile.resolved(path)), "the analytics checkpoint")
         case .cursorFiles(let n):
             for (i, file) in cursorFiles(n).enumerated() where shard == nil || shard == i {
                 let result = Result { () throws(SubscriberError) -> FileCursor in try FileCursor(path: file, durable: true) }
@@ -299,7 +299,7 @@ package struct CursorCommand {
         case .analytics:
             var seqs = try read(store).map(\.seq)
             for (p, target) in zip(positions, targets) where p.shard < seqs.count { seqs[p.shard] = target }
-            try WorkerPositions.setAnalytics(checkpointPath: path, shardSeqs: seqs)
+            try WorkerPositions.setAnalytics(checkpointPath: AtomicFile.resolved(path), shardSeqs: seqs)
         }
         FileHandleWriter.standardOutput("written\n")
         return 0
