@@ -9,6 +9,10 @@ import CheckoutBusRuntime
 let arguments = Array(CommandLine.arguments.dropFirst())
 // SIGTERM/SIGINT caught from here on, unblocked in the main thread before any other starts.
 TerminationSignals.install()
+// A log reader gone (SIGPIPE: the next line would end the worker, its last words lost) and the
+// signals a daemon's operator sends to reload or poke (SIGHUP, SIGUSR1, SIGUSR2: each ended it
+// without a word) do not stop it; SIGTERM and SIGINT do, cleanly.
+TerminationSignals.ignore(SIGPIPE, SIGHUP, SIGUSR1, SIGUSR2)
 if arguments.contains("--help") || arguments.contains("-h") {
     print(AnalyticsOptions.help)
     exit(0)

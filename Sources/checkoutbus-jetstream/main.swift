@@ -35,6 +35,10 @@ do {
 }
 // SIGTERM/SIGINT caught from here on, unblocked in the main thread (no `await` has run yet).
 TerminationSignals.install()
+// A log reader gone (SIGPIPE: the next line would end the worker, its last words lost) and the
+// signals a daemon's operator sends to reload or poke (SIGHUP, SIGUSR1, SIGUSR2: each ended it
+// without a word) do not stop it; SIGTERM and SIGINT do, cleanly.
+TerminationSignals.ignore(SIGPIPE, SIGHUP, SIGUSR1, SIGUSR2)
 let logger = BusLogger(label: "checkoutbus-jetstream", level: options.logLevel)
 do {
     // SIGTERM/SIGINT cancel the bridge's task: it flushes, commits what was acknowledged, and returns.

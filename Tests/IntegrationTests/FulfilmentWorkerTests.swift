@@ -345,6 +345,19 @@ struct FulfilmentWorkerTests {
         #expect(waitForExit(again.process, timeout: 20) == 0)
     }
 
+    @Test("SIGHUP, SIGUSR1 and SIGUSR2 do not end the worker (each ended it without a word); it records on, and SIGTERM stops it cleanly")
+    func otherSignalsDoNotEndTheWorker() throws {
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let worker = try FulfilProcess(daemon: daemon, database: database)
+        for sig in [SIGHUP, SIGUSR1, SIGUSR2] { kill(worker.process.processIdentifier, sig) }
+        #expect(try send([callbackComplete("after-signals")], to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(waitUntil(20) { orderCount(database) == 1 }, "orders: \(orderCount(database))")
+        #expect(worker.process.isRunning)
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+    }
+
     /// Two daemons both say shard 0 of 1: only their journal identities tell them apart. Before the
     /// check, the worker recorded the other daemon's orders from its journal, then skipped this
     /// daemon's envelopes up to the seqs those had moved its cursor to.
