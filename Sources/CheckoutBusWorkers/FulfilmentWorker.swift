@@ -281,6 +281,8 @@ package final class FulfilmentWorker {
             "handled": String(counts.handled), "orders_inserted": String(counts.ordersInserted),
             "repeats": String(counts.repeats), "fails_after_complete": String(counts.failsAfterComplete),
             "rejected": String(counts.rejected), "missed": String(s.missed), "recovered": String(s.recovered),
+            // Envelopes the journal no longer held when asked (their orders were never seen).
+            "not_retained": String(s.notRetained),
             "last_seq": positions.map(String.init).joined(separator: ","),
         ])
     }

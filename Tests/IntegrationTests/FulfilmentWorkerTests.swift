@@ -358,6 +358,21 @@ struct FulfilmentWorkerTests {
         #expect(waitForExit(worker.process, timeout: 20) == 0)
     }
 
+    @Test("orders the journal no longer retained when the worker asked are counted in its stopped line (not_retained), not only warned")
+    func notRetainedInTheStoppedLine() throws {
+        let daemon = try DaemonProcess(["--segment-bytes", "8192", "--retain-bytes", "32768"])
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        #expect(try send((0..<300).map { callbackComplete("ret-\($0)") }, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        let firstSeq = try #require(try ControlClient(daemon.control).stats()["first_seq"] as? Int)
+        #expect(firstSeq > 1)
+        let worker = try FulfilProcess(daemon: daemon, database: database)
+        #expect(waitUntil(20) { orderCount(database) == 300 - (firstSeq - 1) }, "orders: \(orderCount(database))")
+        worker.process.terminate()
+        #expect(waitForExit(worker.process, timeout: 20) == 0)
+        let fields = stoppedFields(worker.stderr.readAll(timeout: 2).joined(separator: "\n"))
+        #expect(fields["not_retained"] == String(firstSeq - 1), "\(fields)")
+    }
+
     /// Two daemons both say shard 0 of 1: only their journal identities tell them apart. Before the
     /// check, the worker recorded the other daemon's orders from its journal, then skipped this
     /// daemon's envelopes up to the seqs those had moved its cursor to.
