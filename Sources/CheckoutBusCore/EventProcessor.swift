@@ -244,7 +244,7 @@ package final class EventProcessor {
         do {
             try document.parse(json)
         } catch {
-            return otherwise(PreparedEvent(rejected: .parseFailed(error)), nil)
+            return otherwise(PreparedEvent(rejected: .parseFailed(EventProcessor.utf8First(error, json))), nil)
         }
         let decoded: DecodedEvent
         do {
@@ -363,6 +363,17 @@ package final class EventProcessor {
         return Unmanaged.passUnretained(snapshot.doc)._withUnsafeGuaranteedRef {
             CanonicalHash.hashNotingRedactions($0, token, into: &context.redactions)
         }
+    }
+
+    /// A byte that is not UTF-8 where JSON allows no such byte (`\xff\xfe` at the start, outside
+    /// any string): the input is not UTF-8 (`invalid_utf8`) before it is not JSON. A valid UTF-8
+    /// character there (`é`) is still `invalid_json`.
+    static func utf8First(_ error: JSONParseError, _ json: UnsafeRawBufferPointer) -> JSONParseError {
+        guard error.reason == .unexpectedCharacter, error.offset < json.count, json[error.offset] >= 0x80,
+            let base = json.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            let bad = UTF8Validation.check(base, at: error.offset, count: json.count).invalidAt
+        else { return error }
+        return JSONParseError(.invalidUTF8, at: bad)
     }
 
     /// The key dead letters' event ids are kept under: their checkout's (when the input named one),

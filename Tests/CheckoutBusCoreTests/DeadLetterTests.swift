@@ -22,6 +22,7 @@ struct DeadLetterTests {
         ("{\"event\":\"start\",", DeadLetterReason.invalidJSON),
         ("", .invalidJSON),
         ("{\"a\":1} trailing", .invalidJSON),
+        ("é", .invalidJSON),  // UTF-8, but not JSON
         ("{\"event\":\"start\"\n\"x\":1}", .invalidJSON),
         ("[1,2,3]", .unknownShape),
         ("\"just a string\"", .unknownShape),
@@ -50,6 +51,8 @@ struct DeadLetterTests {
         ([0x22, 0xC0, 0xAF, 0x22], #""\"\u00c0\u00af\"""#),  // overlong "/"
         ([0x22, 0xED, 0xA0, 0x80, 0x22], #""\"\u00ed\u00a0\u0080\"""#),  // UTF-8-encoded surrogate
         ([0x22, 0xC3, 0xA9, 0xFE, 0x22], "\"\\\"é\\u00fe\\\"\""),  // valid é kept as is, then a bad byte
+        ([0xFF, 0xFE] as [UInt8], #""\u00ff\u00fe""#),  // outside any string (was invalid_json)
+        ([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x80, 0x7D] as [UInt8], #""{\"a\":\u0080}""#),  // where a value starts
     ])
     func invalidUTF8(bytes: [UInt8], rawLiteral: String) {
         let p = EventProcessor()
