@@ -415,19 +415,21 @@ package enum BuyerDataRedactor {
         guard let first = text.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else {
             return false
         }
-        guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else {
-            // A value printed by Kotlin or Swift (`CheckoutCompletedEvent(orderDetails=OrderDetails(
-            // billingAddress=Address(…), email=…))`, which bridges forward as text).
+        // A value printed by Kotlin or Swift (`CheckoutCompletedEvent(orderDetails=OrderDetails(
+        // billingAddress=Address(…), email=…))`, a Kotlin list or map, a Swift dictionary: which
+        // bridges forward as text), when it is not JSON.
+        func printed() -> Bool {
             guard let redacted = redactPrinted(text, parent: parent) else { return false }
             redacted.withUnsafeBytes { out.appendString(utf8: $0) }
             changed = true
             return true
         }
+        guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else { return printed() }
         let nested = JSONDocument()
         do throws(JSONParseError) {
             try nested.parseOwned(text)
         } catch {
-            return false
+            return printed()
         }
         var inner = JSONWriter(capacity: text.count + 16)
         var innerChanged = false
@@ -439,15 +441,16 @@ package enum BuyerDataRedactor {
         return true
     }
 
-    /// `text`, a value as Kotlin's data classes (`Address(address1=1 Main St, city=Ottawa)`) or Swift
-    /// (`Address(address1: Optional("1 Main St"))`) print it, with the value of every labelled field
-    /// redacted by name (as a member is: `email=…`, `billingAddress=Address(…)` whole, `details`
-    /// under `paymentMethods`) replaced by `[redacted]`; nil when nothing is, or the text is over
-    /// 64 KiB or names no field. A value runs to the next `,` or closing bracket outside brackets and
-    /// double quotes (Kotlin quotes no string: the rest of an address line with a comma in it stays).
+    /// `text`, a value as Kotlin's data classes (`Address(address1=1 Main St, city=Ottawa)`, lists,
+    /// maps `{email=…}`) or Swift (`Address(address1: Optional("1 Main St"))`, dictionaries
+    /// `["email": "…"]`) print it, with the value of every labelled field redacted by name (as a
+    /// member is: `email=…`, `billingAddress=Address(…)` whole, `details` under `paymentMethods`)
+    /// replaced by `[redacted]`; nil when nothing is. A value runs to the next `,` or closing
+    /// bracket outside brackets (and, in Swift's form, double-quoted strings): Kotlin quotes no
+    /// string, so the rest of an address line after a comma in it stays. The form is the first
+    /// label's: `key=` is Kotlin's, where a `"` is only a character.
     static func redactPrinted(_ text: [UInt8], parent: UnsafeRawBufferPointer?) -> [UInt8]? {
-        guard text.count <= 64 << 10, text.contains(UInt8(ascii: "(")),
-            text.contains(UInt8(ascii: "=")) || text.contains(UInt8(ascii: ":"))
+        guard text.count <= maxPrintedBytes, text.contains(UInt8(ascii: "=")) || text.contains(UInt8(ascii: ":"))
         else { return nil }
         func isWord(_ b: UInt8) -> Bool {
             (b | 0x20) &- UInt8(ascii: "a") < 26 || b &- UInt8(ascii: "0") < 10 || b == UInt8(ascii: "_")
@@ -458,41 +461,33 @@ package enum BuyerDataRedactor {
         // The parent of each open bracket's fields: the field whose value it opened, else its own parent.
         var parents: [Range<Int>?] = []
         var lastKey: Range<Int>?
+        var kotlin: Bool?
         var i = 0
         var atArgument = true
         while i < text.count {
             let b = text[i]
-            if atArgument, (b | 0x20) &- UInt8(ascii: "a") < 26 || b == UInt8(ascii: "_") {
-                var j = i
-                while j < text.count, isWord(text[j]) { j += 1 }
-                let kotlin = j < text.count && text[j] == UInt8(ascii: "=")
-                    && !(j + 1 < text.count && text[j + 1] == UInt8(ascii: "="))
-                let swift = j + 1 < text.count && text[j] == UInt8(ascii: ":") && text[j + 1] == 0x20
-                if kotlin || swift {
-                    let key = i..<j
-                    let valueStart = j + (kotlin ? 1 : 2)
-                    out.append(contentsOf: text[i..<valueStart])
-                    let redacted = text.withUnsafeBytes { raw -> Bool in
-                        let k = UnsafeRawBufferPointer(rebasing: raw[key])
-                        guard let p = parents.last ?? nil else { return isRedacted(k, parent: parent) }
-                        return isRedacted(k, parent: UnsafeRawBufferPointer(rebasing: raw[p]))
-                    }
-                    if redacted {
-                        out.append(contentsOf: Array("[redacted]".utf8))
-                        changed = true
-                        i = printedValueEnd(text, from: valueStart)
-                        atArgument = false
-                        continue
-                    }
-                    lastKey = key
-                    i = valueStart
-                    atArgument = false
+            if atArgument, let (key, valueStart, isKotlin) = printedLabel(text, at: i, kotlin: kotlin) {
+                if kotlin == nil { kotlin = isKotlin }
+                out.append(contentsOf: text[i..<valueStart])
+                let redacted = text.withUnsafeBytes { raw -> Bool in
+                    let k = UnsafeRawBufferPointer(rebasing: raw[key])
+                    guard let p = parents.last ?? nil else { return isRedacted(k, parent: parent) }
+                    return isRedacted(k, parent: UnsafeRawBufferPointer(rebasing: raw[p]))
+                }
+                atArgument = false
+                if redacted {
+                    out.append(contentsOf: Array("[redacted]".utf8))
+                    changed = true
+                    i = printedValueEnd(text, from: valueStart, quotes: kotlin != true)
                     continue
                 }
+                lastKey = key
+                i = valueStart
+                continue
             }
             out.append(b)
             switch b {
-            case UInt8(ascii: "\""):
+            case UInt8(ascii: "\"") where kotlin != true:
                 // A Swift string: copied to its closing quote.
                 var j = i + 1
                 while j < text.count, text[j] != UInt8(ascii: "\"") {
@@ -527,14 +522,55 @@ package enum BuyerDataRedactor {
         return changed ? out : nil
     }
 
+    /// The label of a printed field at `i`: `key=` (Kotlin's form), `key: ` (Swift's), a Swift
+    /// dictionary's `"key": ` or `AnyHashable("key"): `; its key's range, where its value starts,
+    /// and whether it is Kotlin's form. Nil for anything else, or a form other than `kotlin` (the
+    /// text's, once known).
+    private static func printedLabel(_ text: [UInt8], at i: Int, kotlin: Bool?) -> (Range<Int>, Int, Bool)? {
+        func isWord(_ b: UInt8) -> Bool {
+            (b | 0x20) &- UInt8(ascii: "a") < 26 || b &- UInt8(ascii: "0") < 10 || b == UInt8(ascii: "_")
+        }
+        func swiftSeparator(_ j: Int) -> Bool {
+            kotlin != true && j + 1 < text.count && text[j] == UInt8(ascii: ":") && text[j + 1] == 0x20
+        }
+        let b = text[i]
+        if kotlin != true {
+            // `"key": ` and `AnyHashable("key"): `: a quoted key, then `": ` or `"): `.
+            let wrapped = text[i...].starts(with: "AnyHashable(\"".utf8)
+            if b == UInt8(ascii: "\"") || wrapped {
+                let keyStart = i + (wrapped ? 13 : 1)
+                guard let close = text[keyStart...].firstIndex(of: UInt8(ascii: "\"")), close > keyStart else { return nil }
+                var j = close + 1
+                if wrapped {
+                    guard j < text.count, text[j] == UInt8(ascii: ")") else { return nil }
+                    j += 1
+                }
+                return swiftSeparator(j) ? (keyStart..<close, j + 2, false) : nil
+            }
+        }
+        guard (b | 0x20) &- UInt8(ascii: "a") < 26 || b == UInt8(ascii: "_") else { return nil }
+        var j = i
+        while j < text.count, isWord(text[j]) { j += 1 }
+        if kotlin != false, j < text.count, text[j] == UInt8(ascii: "="),
+            !(j + 1 < text.count && text[j + 1] == UInt8(ascii: "="))
+        {
+            return (i..<j, j + 1, true)
+        }
+        return swiftSeparator(j) ? (i..<j, j + 2, false) : nil
+    }
+
+    /// Printed text longer than this is kept as sent (a message is at most `--max-message-bytes`,
+    /// 1 MiB by default: every such string is read).
+    static let maxPrintedBytes = 16 << 20
+
     /// Where a printed field's value starting at `start` ends: the next `,` or closing bracket
-    /// outside the brackets and double-quoted strings it opens.
-    private static func printedValueEnd(_ text: [UInt8], from start: Int) -> Int {
+    /// outside the brackets (and, with `quotes`, the double-quoted strings) it opens.
+    private static func printedValueEnd(_ text: [UInt8], from start: Int, quotes: Bool) -> Int {
         var depth = 0
         var i = start
         while i < text.count {
             switch text[i] {
-            case UInt8(ascii: "\""):
+            case UInt8(ascii: "\"") where quotes:
                 i += 1
                 while i < text.count, text[i] != UInt8(ascii: "\"") {
                     if text[i] == UInt8(ascii: "\\") { i += 1 }

@@ -376,22 +376,29 @@ package final class EventProcessor {
         return JSONParseError(.invalidUTF8, at: bad)
     }
 
-    /// The key dead letters' event ids are kept under: their checkout's (when the input named one),
-    /// apart from every checkout's own events, so a corrected event under the same id (which
-    /// decodes) is published as the event it always meant to be; and apart from other checkouts'
-    /// dead letters, so producers that number each checkout's events from 1 lose none of them.
-    private static func deadLetterIDs(_ checkoutID: String?) -> CheckoutStateTable.Key {
-        CheckoutStateTable.key("\u{1}deadletter\u{1}" + (checkoutID ?? ""))
+    /// The key dead letters' event ids are kept under: their checkout's (when the input named one)
+    /// and their reason's, apart from every checkout's own events — the checkout's key with
+    /// constants folded into both words, not a string any checkout id could spell — so a corrected
+    /// event under the same id (which decodes) is published as the event it always meant to be;
+    /// apart from other checkouts' dead letters, so producers that number each checkout's events
+    /// from 1 lose none of them; and one per reason, so a retry that fails each way it failed before
+    /// is a duplicate of that dead letter, also after a restart.
+    private static func deadLetterIDs(_ checkoutID: String?, _ reason: DeadLetterReason) -> CheckoutStateTable.Key {
+        let key = CheckoutStateTable.key(checkoutID ?? "")
+        let index = UInt64((DeadLetterReason.all.firstIndex(of: reason) ?? DeadLetterReason.all.count) + 1)
+        return CheckoutStateTable.Key(lo: key.lo ^ 0xD1E5_7E77_3C0D_E5A1 ^ (index &* 0x9E37_79B9_7F4A_7C15),
+                                      hi: key.hi ^ 0x5DEA_DBEE_F0DD_BA11)
     }
     /// The window's value for a dead letter: its seq, and its reason's index + 1 in the top byte.
     private static let deadLetterTagShift: UInt64 = 56
 
     /// A retry of a dead-lettered event: the input's event id, `id`, was dead-lettered before for
-    /// the same checkout (or none) and the same reason. Failing another way, it is another dead
-    /// letter (the producer changed something, and the new reason is what it needs to see).
+    /// the same checkout (or none) and the same reason. Failing a way it had not failed before, it
+    /// is another dead letter (the producer changed something, and the new reason is what it needs
+    /// to see).
     private func deadLetterRetry(_ id: String?, checkoutID: String?, reason: DeadLetterReason) -> ProcessingResult? {
         guard eventIDs != nil, let id,
-            let value = eventIDs!.lookup(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs(checkoutID))),
+            let value = eventIDs!.lookup(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs(checkoutID, reason))),
             case let tag = Int(value >> EventProcessor.deadLetterTagShift), tag > 0, tag <= DeadLetterReason.all.count,
             DeadLetterReason.all[tag - 1] == reason
         else { return nil }
@@ -406,7 +413,7 @@ package final class EventProcessor {
     /// under `seq` for `reason`.
     package func rememberDeadLetter(_ id: String, checkoutID: String?, seq: UInt64, reason: DeadLetterReason) {
         guard let index = DeadLetterReason.all.firstIndex(of: reason) else { return }
-        eventIDs?.insert(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs(checkoutID)),
+        eventIDs?.insert(EventIDWindow.key(id, checkout: EventProcessor.deadLetterIDs(checkoutID, reason)),
                          seq: seq | UInt64(index + 1) << EventProcessor.deadLetterTagShift)
     }
 

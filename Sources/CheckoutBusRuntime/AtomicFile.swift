@@ -8,10 +8,22 @@ public enum AtomicFile {
     /// not there yet, its directory resolved with its name. As given when neither resolves. A file
     /// kept by replacement (``write(_:to:durable:)``) and locked beside itself (`PATH.lock`) is used
     /// by this name, so a link to it is the same file and the same lock, and stays a link.
-    public static func resolved(_ path: String) -> String {
+    public static func resolved(_ path: String) -> String { resolved(path, links: 8) }
+
+    private static func resolved(_ path: String, links: Int) -> String {
         if let real = realpath(path, nil) {
             defer { free(real) }
             return String(cString: real)
+        }
+        // A link to a file not there yet: the file it names (so the first write makes it there,
+        // leaving the link a link).
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink(path, &buffer, buffer.count - 1)
+        if n > 0, links > 0 {
+            let target = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let linkDirectory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+            let named = target.hasPrefix("/") ? target : (linkDirectory.isEmpty ? "" : linkDirectory) + "/" + target
+            if named != path { return resolved(named, links: links - 1) }
         }
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { path[..<$0].isEmpty ? "/" : String(path[..<$0]) } ?? "."

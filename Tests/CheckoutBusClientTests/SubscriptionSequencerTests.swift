@@ -626,4 +626,24 @@ struct SubscriptionSequencerTests {
             #expect(error.description.contains("handed over before this first heartbeat"), "\(error)")
         }
     }
+
+    @Test("with no heartbeat in the silence time, a kept position in another journal than the reply's is refused before any delivery")
+    func noHeartbeatInTimeAKeptPositionChecksTheReplysJournal() throws {
+        var s = SubscriptionSequencer(options: Self.options())
+        _ = s.start(cursor: 5, kept: true, journal: Self.journalA, now: 0)
+        let silence = UInt64(s.options.silenceMilliseconds) * 1_000_000
+        let request = try #require(Self.replays(s.tick(now: silence + 1)).first)
+        #expect(Self.isCursorMismatch {
+            _ = try s.receiveReply(Self.page(request.id, next: 12, lastSeq: 11, journal: Self.journalB),
+                                   page: Self.journalPage(6...11), now: silence + 2)
+        })
+        #expect(s.statistics.handled == 0)
+        // The same journal: delivered.
+        var same = SubscriptionSequencer(options: Self.options())
+        _ = same.start(cursor: 5, kept: true, journal: Self.journalA, now: 0)
+        let asked = try #require(Self.replays(same.tick(now: silence + 1)).first)
+        let actions = try same.receiveReply(Self.page(asked.id, next: 12, lastSeq: 11, journal: Self.journalA),
+                                            page: Self.journalPage(6...11), now: silence + 2)
+        #expect(Self.delivered(actions) == Array(6...11))
+    }
 }

@@ -706,6 +706,17 @@ struct BridgeShapeTests {
         let swiftRaw = printed["raw"]?.stringValue ?? ""
         #expect(printed.topic == "bus.deadletter" && !swiftRaw.contains("jane@example.com") && !swiftRaw.contains("1 Main")
                     && !swiftRaw.contains("Apt 2") && swiftRaw.contains("OrderIdentity/9"), "\(printed.text)")
+        // Kotlin's lists and maps, Swift's dictionaries (quoted keys, AnyHashable ones), and a Kotlin
+        // value with a quote in it (Kotlin quotes no string): none leaves the address behind.
+        for data in [#"[OrderDetails(email=jane@example.com)]"#, #"{orderDetails=OrderDetails(email=jane@example.com)}"#,
+                     #"[\"email\": \"jane@example.com\"]"#, #"Optional([\"email\": \"jane@example.com\"])"#,
+                     #"Event(userInfo: [AnyHashable(\"email\"): \"jane@example.com\"])"#,
+                     #"Event(note=12\" pizza, email=jane@example.com)"#] {
+            let letter = p.feed(#"{"event":"onCheckoutCompleted","data":"\#(data)"}"#)
+            let text = letter["raw"]?.stringValue ?? ""
+            #expect(letter.topic == "bus.deadletter" && !text.contains("jane@example.com") && text.contains("[redacted]"),
+                    "\(data): \(letter.text)")
+        }
         // Printed text that names no buyer field is kept byte for byte.
         let plain = #"{"event":"somethingElse","data":"Failure(reason=timeout (after 30 s), retry=true)"}"#
         let kept = p.feed(plain)

@@ -36,4 +36,26 @@ struct AtomicFileTests {
             #expect(error.description.contains(path))
         }
     }
+
+    @Test("resolved: a link is the file it names, there or not yet (a relative link from its own directory); a loop or a plain path as given")
+    func resolvedPaths() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let real = AtomicFile.resolved(dir)
+        try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: true)
+        try AtomicFile.write(Array("x".utf8), to: dir + "/sub/state", durable: false)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: "sub/state")
+        #expect(AtomicFile.resolved(dir + "/link") == real + "/sub/state")
+        // Not there yet: the link still names it, and a write through the resolved path keeps the link.
+        try FileManager.default.createSymbolicLink(atPath: dir + "/later", withDestinationPath: dir + "/sub/later-state")
+        let later = AtomicFile.resolved(dir + "/later")
+        #expect(later == real + "/sub/later-state")
+        try AtomicFile.write(Array("y".utf8), to: later, durable: false)
+        #expect((try FileManager.default.attributesOfItem(atPath: dir + "/later")[.type] as? FileAttributeType) == .typeSymbolicLink)
+        // A file not there in a real directory; a loop of links ends.
+        #expect(AtomicFile.resolved(dir + "/sub/none") == real + "/sub/none")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/a", withDestinationPath: dir + "/b")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/b", withDestinationPath: dir + "/a")
+        _ = AtomicFile.resolved(dir + "/a")
+    }
 }

@@ -183,6 +183,51 @@ struct HelpAndErrorsTests {
         #expect(text.contains("FAIL") && text.contains(said), "\(text)")
     }
 
+    @Test("stats answered busy asks again after a pause that doubles, and prints the answer that follows; still busy at --timeout, exit 1")
+    func statsAsksAgainAfterBusy() throws {
+        let context = try ZMQContext()
+        let router = try ZMQSocket(context: context, type: .router)
+        try router.setLinger(milliseconds: 0)
+        try router.setOption(.receiveTimeout, 20_000)
+        try router.bind("tcp://127.0.0.1:*")
+        let endpoint = try router.lastEndpoint
+        func start(_ timeout: String) throws -> (Process, PipeLineReader) {
+            let tool = Process()
+            tool.executableURL = Products.url("checkoutbus")
+            tool.arguments = ["stats", "--control", endpoint, "--json", "--timeout", timeout]
+            let out = Pipe()
+            tool.standardOutput = out
+            tool.standardError = out
+            try tool.start()
+            return (tool, PipeLineReader(out.fileHandleForReading))
+        }
+        let busy = Array(#"{"ok":false,"error":"busy","detail":"replies queued","req":null}"#.utf8)
+        let (tool, output) = try start("10")
+        var arrivals: [UInt64] = []
+        for answer in [busy, busy, Array(#"{"ok":true,"op":"stats","last_seq":7}"#.utf8)] {
+            let request = try #require(try router.receiveMultipart())
+            arrivals.append(DispatchTime.now().uptimeNanoseconds)
+            #expect(String(decoding: request.last ?? [], as: UTF8.self).contains("stats"))
+            _ = try router.sendMultipart([request[0], answer])
+        }
+        let text = output.readAll(timeout: 30).joined(separator: "\n")
+        #expect(waitForExit(tool, timeout: 30) == 0, "\(text)")
+        #expect(text.contains(#""last_seq":7"#), "\(text)")
+        // 20 ms, then 40 ms.
+        #expect(arrivals[1] - arrivals[0] >= 20_000_000 && arrivals[2] - arrivals[1] >= 40_000_000, "\(arrivals)")
+        // Busy until its timeout: said, exit 1.
+        let (stuck, stuckOutput) = try start("1")
+        try router.setOption(.receiveTimeout, 3_000)
+        var asked = 0
+        while let request = try router.receiveMultipart() {
+            asked += 1
+            _ = try router.sendMultipart([request[0], busy])
+        }
+        let said = stuckOutput.readAll(timeout: 30).joined(separator: "\n")
+        #expect(waitForExit(stuck, timeout: 30) == 1, "\(said)")
+        #expect(said.contains("answered busy") && asked >= 2, "asked \(asked) times: \(said)")
+    }
+
     @Test("a failed start never removes a data directory a running daemon holds, nor one its own mkdir did not make")
     func removalRespectsTheLock() throws {
         let running = try DaemonProcess()

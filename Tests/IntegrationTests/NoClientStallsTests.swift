@@ -509,8 +509,16 @@ struct NoClientStallsTests {
         let other = try ask(restarted.ingestAcked, #"{"event_id":"dl-1","checkout_id":"dl-d","payload":{"event":"onCheckoutExploded"}}"#)
         #expect(other["ok"] as? Bool == false && other["reason"] as? String == "unknown_event" && other["duplicate"] == nil,
                 "\(other)")
-        let otherWay = try ask(restarted.ingestAcked, #"{"event_id":"dl-1","checkout_id":"dl-d","payload":"{not json"}"#)
+        let otherWayEvent = #"{"event_id":"dl-1","checkout_id":"dl-d","payload":"{not json"}"#
+        let otherWay = try ask(restarted.ingestAcked, otherWayEvent)
         #expect(otherWay["reason"] as? String == "invalid_embedded_json" && otherWay["duplicate"] == nil, "\(otherWay)")
+        // Each way it failed is remembered: retried, either is a duplicate of its own dead letter.
+        let otherWayAgain = try ask(restarted.ingestAcked, otherWayEvent)
+        #expect(otherWayAgain["duplicate"] as? Bool == true && otherWayAgain["seq"] as? Int == otherWay["seq"] as? Int,
+                "\(otherWayAgain)")
+        // A checkout whose id spells what once named dead letters' keys is a checkout like any other.
+        let crafted = try ask(restarted.ingestAcked, #"{"event_id":"dl-1","checkout_id":"\u0001deadletter\u0001dl-d","payload":{"event":"checkoutDidComplete","orderDetails":{"id":"crafted-order"}}}"#)
+        #expect(crafted["ok"] as? Bool == true && crafted["duplicate"] == nil, "\(crafted)")
         let control = try ControlClient(restarted.control)
         let deadLetters = try control.replayAll(prefixes: ["bus.deadletter"])
         #expect(deadLetters.count == 3, "one dead letter for three sends of the bad event, one each for the others")
@@ -519,12 +527,15 @@ struct NoClientStallsTests {
         #expect(letters.map { $0["checkout_id"] as? String } == ["dl-c", "dl-d", "dl-d"])
         #expect(letters.map { $0["reason"] as? String } == ["unknown_event", "unknown_event", "invalid_embedded_json"])
         let counters = try control.stats()["counters"] as? [String: Any]
-        #expect(counters?["duplicates"] as? Int == 1, "the retry after the restart")
+        #expect(counters?["duplicates"] as? Int == 2, "the retry after the restart, and the other way's retry")
         #expect(restarted.terminate() == 0)
         // After another restart, the other checkout's retry is a duplicate of its own dead letter.
         let again = try DaemonProcess(dataDirectory: daemon.dataDirectory)
         let retried = try ask(again.ingestAcked, #"{"event_id":"dl-1","checkout_id":"dl-d","payload":{"event":"onCheckoutExploded"}}"#)
         #expect(retried["duplicate"] as? Bool == true && retried["seq"] as? Int == other["seq"] as? Int, "\(retried)")
+        let retriedOtherWay = try ask(again.ingestAcked, otherWayEvent)
+        #expect(retriedOtherWay["duplicate"] as? Bool == true && retriedOtherWay["seq"] as? Int == otherWay["seq"] as? Int,
+                "\(retriedOtherWay)")
         #expect(again.terminate() == 0)
     }
 }

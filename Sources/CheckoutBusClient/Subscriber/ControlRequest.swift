@@ -25,12 +25,15 @@ public enum ControlRequest {
         let deadline = BusClock.monotonicNanoseconds() &+ UInt64(max(0, timeoutSeconds)) &* 1_000_000_000
         let document = JSONDocument()
         var pause: UInt64 = 20_000_000
+        // The last `busy`, answered when the next ask goes unanswered before the deadline.
+        var busy: [UInt8]?
         while true {
             let now = BusClock.monotonicNanoseconds()
             let left = deadline > now ? (deadline - now) / 1_000_000 : 0
             try dealer.setOption(.receiveTimeout, Int32(clamping: max(1, left)))
             _ = try dealer.send(body)
-            guard let reply = try dealer.receiveMultipart()?.first else { return nil }
+            guard let reply = try dealer.receiveMultipart()?.first else { return busy }
+            busy = reply
             guard retryBusy, isBusy(reply, document),
                 BusClock.monotonicNanoseconds() &+ pause < deadline
             else { return reply }

@@ -653,6 +653,15 @@ package struct SubscriptionSequencer {
                                     found: reply.shard.map { "shard \($0)/\(reply.shards ?? 1)" } ?? "a daemon that does not say its shard")
         }
         if !heartbeatSeen && uncheckedJournal.journal == nil { uncheckedJournal.journal = reply.journal }
+        // A kept position in another journal, before any heartbeat said so (none came in time: the
+        // replay went ahead unchecked): nothing of that journal is delivered.
+        if positionKept, !heartbeatSeen, let kept = cursorJournal, let theirs = reply.journal, kept != theirs {
+            throw SubscriberError(.cursorMismatch,
+                "the cursor is at seq \(startedAt ?? 0) of journal \(kept), but the daemon's journal is \(theirs) "
+                    + "(\(options.control)): the daemon's data directory was reset or replaced, and its seqs are not "
+                    + "the cursor's; nothing was skipped. Move the cursor to the journal's start with "
+                    + "`checkoutbus cursor set PATH --to-seq 1` (docs/runbook.md, \"A daemon's journal was reset\")")
+        }
         if let ours = publishJournal, reply.journal != ours {
             // Not delivered, nor asked again until a heartbeat explains it (notePublishJournal).
             if foreignReply == nil || foreignReply?.journal != reply.journal {

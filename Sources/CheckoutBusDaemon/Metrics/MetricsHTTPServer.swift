@@ -336,10 +336,24 @@ package final class MetricsHTTPServer: Sendable {
     /// answered from that snapshot is sent the same bytes — one render, and one buffer however many
     /// connections take it (an array shared, never copied: a page lists every reported subscriber,
     /// up to a few MB, and 128 clients that never read held a copy each before).
-    struct RenderedPage {
+    package struct RenderedPage {
         var takenAt: UInt64
+        /// Rendered from the last snapshot because the pipeline did not answer in time.
+        var stale: Bool
+        var renderedAt: UInt64
         var get: [UInt8]
         var head: [UInt8]
+
+        package init(takenAt: UInt64, stale: Bool, renderedAt: UInt64, get: [UInt8], head: [UInt8]) {
+            (self.takenAt, self.stale, self.renderedAt, self.get, self.head) = (takenAt, stale, renderedAt, get, head)
+        }
+
+        /// Whether this page answers a request answered from the snapshot taken at `takenAt`:
+        /// always when the pipeline answered (the same figures), for a second when it did not
+        /// (`unanswered`: the last snapshot again, whose age moves on).
+        package func serves(takenAt: UInt64, unanswered: Bool, now: UInt64) -> Bool {
+            self.takenAt == takenAt && stale == unanswered && (!unanswered || now - min(now, renderedAt) < 1_000_000_000)
+        }
     }
 
     private func step(_ c: inout Connection, revents: Int16, now: UInt64, page: inout RenderedPage?, _ s: Settings) {
@@ -447,11 +461,15 @@ package final class MetricsHTTPServer: Sendable {
                     head: head, now: now, s)
             return
         }
-        if page?.takenAt != shown.takenAt {
+        // Shared among the requests the pipeline answered with this snapshot (taken after they
+        // arrived, so as fresh for each). A stale one — the pipeline did not answer — is shared for
+        // a second at most, so its age, the uptime and the other threads' figures move on.
+        let unanswered = snapshot == nil
+        if page?.serves(takenAt: shown.takenAt, unanswered: unanswered, now: now) != true {
             let text = MetricsText.render(shown, subscribers: s.reports.entries(), figures: s.counters.figures,
                                           snapshotAge: now - min(now, shown.takenAt), upNanoseconds: now - s.startedAt)
             let type = "text/plain; version=0.0.4; charset=utf-8"
-            page = RenderedPage(takenAt: shown.takenAt,
+            page = RenderedPage(takenAt: shown.takenAt, stale: unanswered, renderedAt: now,
                                 get: MetricsHTTPServer.response(status: "200 OK", type: type, body: text, head: false),
                                 head: MetricsHTTPServer.response(status: "200 OK", type: type, body: text, head: true))
         }
