@@ -496,8 +496,11 @@ package final class RawEventDecoder {
         // it holds says which outcome — beside the name, or in its holder (`{"name":"paymentOutcome",
         // "body":<outcome>}`, `{"event":"paymentOutcome","data":<outcome>}`).
         if !info.isKnown, folded == ErrorCodeNormalizer.fold("paymentOutcome") {
-            if let event = try decodeUnnamed(doc, r, wrapper: wrapper) { return event }
-            if let h = objectValue(doc, holderToken), let event = try decodeUnnamed(h.doc, h.token, wrapper: wrapper) {
+            // The name is Primer's own: its checkout data is read as a wrapper saying `primer` would.
+            var primer = wrapper
+            if primer.sdk == nil { primer.sdk = "primer" }
+            if let event = try decodeUnnamed(doc, r, wrapper: primer) { return event }
+            if let h = objectValue(doc, holderToken), let event = try decodeUnnamed(h.doc, h.token, wrapper: primer) {
                 return event
             }
         }

@@ -669,6 +669,10 @@ struct BridgeShapeTests {
         #expect(done.outcome == .published(.complete) && done["summary.order_id"] == "ord_4", "\(done.text)")
         let held = p.feed(#"{"checkout_id":"po3","data":{"event":"onCheckoutCompleted","orderDetails":{"id":"O-9","cart":{}}}}"#)
         #expect(held.outcome == .published(.complete), "\(held.text)")
+        // Named paymentOutcome (Primer's own name), its success is read without a wrapper's sdk.
+        let named = p.feed(#"{"checkout_id":"po4","event":"paymentOutcome","data":{"status":"success","data":{"payment":{"id":"pay_6","orderId":"ord_6"}}}}"#)
+        #expect(named.outcome == .published(.complete) && named["summary.order_id"] == "ord_6"
+                    && named["source.sdk"] == "primer", "\(named.text)")
     }
 
     @Test("a React Native kit error instance with no checkout id is missing one, not an unknown event")
