@@ -478,7 +478,7 @@ package enum BuyerDataRedactor {
                 if redacted {
                     out.append(contentsOf: Array("[redacted]".utf8))
                     changed = true
-                    i = printedValueEnd(text, from: valueStart, quotes: kotlin != true)
+                    i = PrintedSwift.valueEnd(text, from: valueStart, quotes: kotlin != true)
                     continue
                 }
                 lastKey = key
@@ -562,32 +562,6 @@ package enum BuyerDataRedactor {
     /// Printed text longer than this is kept as sent (a message is at most `--max-message-bytes`,
     /// 1 MiB by default: every such string is read).
     static let maxPrintedBytes = 16 << 20
-
-    /// Where a printed field's value starting at `start` ends: the next `,` or closing bracket
-    /// outside the brackets (and, with `quotes`, the double-quoted strings) it opens.
-    private static func printedValueEnd(_ text: [UInt8], from start: Int, quotes: Bool) -> Int {
-        var depth = 0
-        var i = start
-        while i < text.count {
-            switch text[i] {
-            case UInt8(ascii: "\"") where quotes:
-                i += 1
-                while i < text.count, text[i] != UInt8(ascii: "\"") {
-                    if text[i] == UInt8(ascii: "\\") { i += 1 }
-                    i += 1
-                }
-            case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1
-            case UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
-                if depth == 0 { return i }
-                depth -= 1
-            case UInt8(ascii: ","):
-                if depth == 0 { return i }
-            default: break
-            }
-            i += 1
-        }
-        return text.count
-    }
 
     /// The span writer; `doc` must be compact.
     static func writeSpans(_ doc: JSONDocument, _ t: Int, to out: inout JSONWriter) {

@@ -6,10 +6,11 @@ enum PrintedSwift {
     static let maxBytes = 4096
 
     /// Calls `body(i, depth)` for each byte of `u` from `start` that is outside double quotes,
-    /// `depth` being the parentheses and brackets opened and not closed since `start` before it
-    /// (a closing one at the level of `start` is seen at depth 0, and the depth goes negative
-    /// after it); stops when `body` returns false.
-    static func walk(_ u: [UInt8], from start: Int, _ body: (_ i: Int, _ depth: Int) -> Bool) {
+    /// `depth` being the parentheses, brackets and braces opened and not closed since `start`
+    /// before it (a closing one at the level of `start` is seen at depth 0, and the depth goes
+    /// negative after it); stops when `body` returns false. With `quotes` false (Kotlin's form,
+    /// which quotes no string) a `"` is a character like any other.
+    static func walk(_ u: [UInt8], from start: Int, quotes: Bool = true, _ body: (_ i: Int, _ depth: Int) -> Bool) {
         var depth = 0
         var quoted = false
         var i = start
@@ -20,14 +21,30 @@ enum PrintedSwift {
             } else {
                 guard body(i, depth) else { return }
                 switch b {
-                case UInt8(ascii: "\""): quoted = true
-                case UInt8(ascii: "("), UInt8(ascii: "["): depth += 1
-                case UInt8(ascii: ")"), UInt8(ascii: "]"): depth -= 1
+                case UInt8(ascii: "\""): quoted = quotes
+                case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1
+                case UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
                 default: break
                 }
             }
             i += 1
         }
+    }
+
+    /// Where a value starting at `start` ends: the first `,` or closing bracket outside what it
+    /// opens (`u.count` when none does).
+    static func valueEnd(_ u: [UInt8], from start: Int, quotes: Bool) -> Int {
+        var end = u.count
+        walk(u, from: start, quotes: quotes) { i, depth in
+            guard depth == 0 else { return true }
+            switch u[i] {
+            case UInt8(ascii: ","), UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
+                end = i
+                return false
+            default: return true
+            }
+        }
+        return end
     }
 
     /// The top-level arguments of the argument list whose `(` is at `open`, each without the
