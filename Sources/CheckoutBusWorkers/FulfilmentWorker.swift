@@ -167,9 +167,7 @@ package final class FulfilmentWorker {
     /// Keeps `journal` as the one row `name`'s position is in, on a connection of its own (the
     /// subscriber's thread calls it, at its first heartbeat, before anything is delivered), synced.
     static func storeJournal(databasePath path: String, name: String, journal: String) throws {
-        let database = try SQLiteDatabase(path: path)
-        try database.execute("PRAGMA synchronous=FULL")
-        try database.transaction {
+        try WorkerPositions.inSyncedTransaction(databasePath: path) { database in
             _ = try database.prepare("""
                 INSERT INTO subscriber_journal (name, journal) VALUES (?, ?)
                 ON CONFLICT (name) DO UPDATE SET journal = excluded.journal

@@ -20,16 +20,23 @@ package enum WorkerPositions {
     /// transaction, synced (`synchronous=FULL`), and forgets the journal it was in (the worker keeps
     /// the daemon's at its first heartbeat: a position is moved after a journal was reset).
     package static func setFulfilment(databasePath path: String, name: String, seq: Int64) throws {
-        let database = try SQLiteDatabase(path: path)
-        try database.execute("PRAGMA synchronous=FULL")
-        try database.transaction {
+        try inSyncedTransaction(databasePath: path) { database in
             _ = try database.prepare("""
                 INSERT INTO subscriber_cursor (name, seq) VALUES (?, ?)
                 ON CONFLICT (name) DO UPDATE SET seq = excluded.seq
                 """).run([.text(name), .integer(seq)])
-            try database.execute("CREATE TABLE IF NOT EXISTS subscriber_journal (name TEXT PRIMARY KEY, journal TEXT NOT NULL)")
+            // (A store from before `subscriber_journal` gets it, as the worker's start would make it.)
+            try database.execute(FulfilmentWorker.schema)
             _ = try database.prepare("DELETE FROM subscriber_journal WHERE name = ?").run([.text(name)])
         }
+    }
+
+    /// Runs `body` in one transaction on a connection of its own to the fulfilment store at `path`,
+    /// synced (`synchronous=FULL`): what moves a position moves it durably.
+    static func inSyncedTransaction(databasePath path: String, _ body: (SQLiteDatabase) throws -> Void) throws {
+        let database = try SQLiteDatabase(path: path)
+        try database.execute("PRAGMA synchronous=FULL")
+        try database.transaction { try body(database) }
     }
 
     /// The per-shard positions of the analytics checkpoint at `path`, or nil when there is none.

@@ -156,17 +156,22 @@ struct HelpAndErrorsTests {
         #expect(both.status == 2 && both.output.contains("give one"), "\(both.output)")
     }
 
+    /// A ROUTER on an ephemeral port standing in for a daemon's control socket, and its endpoint.
+    static func fakeControl(_ context: ZMQContext) throws -> (ZMQSocket, String) {
+        let router = try ZMQSocket(context: context, type: .router)
+        try router.setLinger(milliseconds: 0)
+        try router.setOption(.receiveTimeout, 20_000)
+        try router.bind("tcp://127.0.0.1:*")
+        return (router, try router.lastEndpoint)
+    }
+
     @Test("ping against a control port that answers, but not with stats: FAIL with the answer's detail, exit 1",
           arguments: [(#"{"ok":false,"error":"busy","detail":"restoring state from the journal"}"#,
                        "answered without stats: restoring state from the journal"),
                       ("not json at all", "answered without stats: not json at all")])
     func pingAnsweredWithoutStats(reply: String, said: String) throws {
         let context = try ZMQContext()
-        let router = try ZMQSocket(context: context, type: .router)
-        try router.setLinger(milliseconds: 0)
-        try router.setOption(.receiveTimeout, 20_000)
-        try router.bind("tcp://127.0.0.1:*")
-        let endpoint = try router.lastEndpoint
+        let (router, endpoint) = try Self.fakeControl(context)
         let ping = Process()
         ping.executableURL = Products.url("checkoutbus")
         ping.arguments = ["ping", "--control", endpoint, "--timeout", "10"]
@@ -186,11 +191,7 @@ struct HelpAndErrorsTests {
     @Test("stats answered busy asks again after a pause that doubles, and prints the answer that follows; still busy at --timeout, exit 1")
     func statsAsksAgainAfterBusy() throws {
         let context = try ZMQContext()
-        let router = try ZMQSocket(context: context, type: .router)
-        try router.setLinger(milliseconds: 0)
-        try router.setOption(.receiveTimeout, 20_000)
-        try router.bind("tcp://127.0.0.1:*")
-        let endpoint = try router.lastEndpoint
+        let (router, endpoint) = try Self.fakeControl(context)
         func start(_ timeout: String) throws -> (Process, PipeLineReader) {
             let tool = Process()
             tool.executableURL = Products.url("checkoutbus")
