@@ -121,7 +121,7 @@ package final class FulfilmentWorker {
         self.options = options
         self.logger = logger
         do {
-            storeLock = try PositionLock(path: options.databasePath, what: "the fulfilment store", waitMilliseconds: 10_000)
+                storeLock = try PositionLock(path: options.databasePath, what: "the fulfilment store", waitMilliseconds: 10_000)
         } catch {
             throw FulfilmentError(error.description + (error.held ? ": another checkoutbus-fulfil, or checkoutbus cursor set" : ""))
         }
@@ -247,6 +247,9 @@ package final class FulfilmentWorker {
             cursors: cursors, logger: logger,
             onSubscribed: onSubscribed)
         for (position, count) in parked.enumerated() { subscriber.reportRejected(count, position: position) }
+        // Stopped by an error (the store, a refusal): the daemon is told no clean stop — it shows the
+        // worker gone and silent, as after a crash, at the last seq the store committed.
+        do {
         for try await envelope in subscriber.envelopes {
             // A store removed or replaced under the worker would take its orders into a file nobody
             // opens again (and a second worker could start on the path): stop before writing. Two
@@ -273,6 +276,10 @@ package final class FulfilmentWorker {
             }
             try await subscriber.commit(envelope)
             positions[position] = envelope.seq
+        }
+        } catch {
+            subscriber.abandon()
+            throw error
         }
         let s = subscriber.statistics
         logger.info("stopped", [

@@ -373,6 +373,32 @@ struct FulfilmentWorkerTests {
         #expect(fields["not_retained"] == String(firstSeq - 1), "\(fields)")
     }
 
+    /// A worker that stopped on a store error used to send its final report: the daemon showed it
+    /// `gone (stopped)`, a clean stop, at the seq handed to its queue — hundreds past what its
+    /// store held, which sends an operator after the wrong cause ("Buyer paid, no order").
+    @Test("a worker stopped by a store error is not reported stopped, and its last report is the seq its store committed")
+    func storeErrorIsNotACleanStop() throws {
+        let daemon = try DaemonProcess()
+        let database = daemon.dataDirectory.deletingLastPathComponent().appendingPathComponent("orders.sqlite")
+        let worker = try FulfilProcess(daemon: daemon, database: database)
+        #expect(try send((0..<20).map { callbackComplete("lk-\($0)") }, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(waitUntil(20) { orderCount(database) == 20 })
+        // Another connection holds the store's write lock past the worker's 5 s busy timeout.
+        let holder = try SQLiteDatabase(path: database.path)
+        try holder.execute("BEGIN EXCLUSIVE")
+        #expect(try send((20..<400).map { callbackComplete("lk-\($0)") }, to: daemon.ingestAcked, arguments: ["--acked"]).status == 0)
+        #expect(waitForExit(worker.process, timeout: 40) == 1)
+        try holder.execute("ROLLBACK")
+        let q = try holder.prepare("SELECT seq FROM subscriber_cursor WHERE name = 'fulfil'")
+        try q.bind([])
+        let stored = try q.step() ? (q.int64(0) ?? -1) : -1
+        q.reset()
+        let subscribers = try #require(try ControlClient(daemon.control).stats()["subscribers"] as? [String: [String: Any]])
+        let row = try #require(subscribers["fulfil-test"], "\(subscribers)")
+        #expect(row["gone_reason"] as? String != "stopped", "\(row)")
+        #expect((row["last_seq"] as? NSNumber)?.int64Value == stored, "store at \(stored): \(row)")
+    }
+
     /// Two daemons both say shard 0 of 1: only their journal identities tell them apart. Before the
     /// check, the worker recorded the other daemon's orders from its journal, then skipped this
     /// daemon's envelopes up to the seqs those had moved its cursor to.

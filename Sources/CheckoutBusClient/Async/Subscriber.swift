@@ -94,6 +94,7 @@ public final class Subscriber: Sendable {
         let handOver = handOver
         let (position, seq) = (envelope.position, envelope.seq)
         // Known without the cursors' lock, which the commit queue holds through a file write.
+        defer { handOver.committed.withLock { $0[position] = max($0[position] ?? 0, seq) } }
         guard handOver.commitMayBlock[position] else {
             return try handOver.cursors.withLock { cursors throws in try cursors[position].commit(seq) }
         }
@@ -104,6 +105,14 @@ public final class Subscriber: Sendable {
                 continuation.resume(with: Result { try handOver.cursors.withLock { cursors throws in try cursors[position].commit(seq) } })
             }
         }
+    }
+
+    /// Says that the application stopped on an error, before it leaves the loop over
+    /// ``envelopes``: the daemons are sent no final report, so they show this subscriber gone and
+    /// silent, as after a crash, rather than stopped (a clean stop). Its last report names the
+    /// last position committed.
+    public func abandon() {
+        handOver.abandoned.store(true, ordering: .releasing)
     }
 
     /// Says how many envelopes of the shard at `position` the application holds parked because it
@@ -163,7 +172,9 @@ public final class Subscriber: Sendable {
                 onSilence: { position, silent in
                     handOver.silent.withLock { if silent { $0.insert(position) } else { $0.remove(position) } }
                 },
-                rejectedCount: { position in handOver.rejected.withLock { $0[position] } ?? 0 })
+                rejectedCount: { position in handOver.rejected.withLock { $0[position] } ?? 0 },
+                committedSeq: { position in handOver.committed.withLock { $0[position] } },
+                sendsFinalReport: { !handOver.abandoned.load(ordering: .acquiring) })
             let loop = shardIDs.map {
                 ShardedSubscriber(shards: shards, cursors: cursors, shardIDs: $0, of: shardCount, hooks: hooks, logger: logger)
             } ?? ShardedSubscriber(shards: shards, cursors: cursors, hooks: hooks, logger: logger)
@@ -195,7 +206,11 @@ final class DeliveryCursor: SubscriberCursor {
         self.position = position
     }
 
-    func load() throws -> Int64 { try handOver.cursors.withLock { cursors throws in try cursors[position].load() } }
+    func load() throws -> Int64 {
+        let seq = try handOver.cursors.withLock { cursors throws in try cursors[position].load() }
+        handOver.committed.withLock { $0[position] = seq }
+        return seq
+    }
 
     func commit(_ seq: Int64) {}
 

@@ -54,6 +54,11 @@ package final class SubscriberHandOver: Sendable {
     package let rejected = Mutex([Int: Int]())
     /// The positions of the shards whose heartbeats have stopped (``BusSubscriber/isSilent``).
     package let silent = Mutex(Set<Int>())
+    /// Each shard's position as the consumer last committed it (loaded from its cursor at the
+    /// start): what reports say, rather than what was queued ahead of the consumer.
+    package let committed = Mutex([Int: Int64]())
+    /// The consumer stopped on an error (``Subscriber/abandon()``): no final report is sent.
+    package let abandoned = Atomic<Bool>(false)
 
     package init(capacity: Int, cursors: sending [any SubscriberCursor]) {
         commitMayBlock = cursors.map(\.commitMayBlock)

@@ -154,16 +154,28 @@ public final class BusSubscriber {
         /// table of rejects, say): sent with every report as `rejected`, shown by the daemon's
         /// `stats` and `checkoutbus_subscriber_rejected`. nil: not reported.
         public var rejectedCount: (() -> Int)?
+        /// The position the application has committed, when it commits after the handler returns
+        /// (the async ``Subscriber``, whose handler only queues): reports say it rather than what
+        /// was handed over, so the daemon's `last_seq` and lag are the application's. nil: what
+        /// the handler was given.
+        public var committedSeq: (() -> Int64?)?
+        /// Whether the report sent when the subscriber closes is final (a clean stop): false for an
+        /// application that stopped on an error, which the daemon then shows gone and silent, as
+        /// after a crash. nil: always final.
+        public var sendsFinalReport: (() -> Bool)?
 
         public init(onSubscribed: (() -> Void)? = nil,
                     onHeartbeat: ((_ subscriber: BusSubscriber, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)? = nil,
                     onBatchEnd: ((_ subscriber: BusSubscriber) -> Void)? = nil, onSilence: ((_ silent: Bool) -> Void)? = nil,
-                    rejectedCount: (() -> Int)? = nil) {
+                    rejectedCount: (() -> Int)? = nil, committedSeq: (() -> Int64?)? = nil,
+                    sendsFinalReport: (() -> Bool)? = nil) {
             self.onSubscribed = onSubscribed
             self.onHeartbeat = onHeartbeat
             self.onBatchEnd = onBatchEnd
             self.onSilence = onSilence
             self.rejectedCount = rejectedCount
+            self.committedSeq = committedSeq
+            self.sendsFinalReport = sendsFinalReport
         }
     }
 
@@ -227,15 +239,21 @@ public final class BusSubscriber {
         let poller = ZMQPoller()
         addSockets(to: poller)
         defer { close() }
-        while true {
-            if stop.isRaised { return .stopped }
-            let now = BusClock.monotonicNanoseconds()
-            if let deadline, now >= deadline { return .deadlineReached }
-            var wait = try prepareRound(now: now)
-            if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
-            try poller.poll(timeoutMilliseconds: wait)
-            if try serviceSockets(stop: stop, handler: handler) { return .stopped }
-            hooks.onBatchEnd?(self)
+        do {
+            while true {
+                if stop.isRaised { return .stopped }
+                let now = BusClock.monotonicNanoseconds()
+                if let deadline, now >= deadline { return .deadlineReached }
+                var wait = try prepareRound(now: now)
+                if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
+                try poller.poll(timeoutMilliseconds: wait)
+                if try serviceSockets(stop: stop, handler: handler) { return .stopped }
+                hooks.onBatchEnd?(self)
+            }
+        } catch {
+            // Stopped by an error: the last report is not final (the daemon shows a crash, not a stop).
+            close(final: false)
+            throw error
         }
     }
 
@@ -295,10 +313,17 @@ public final class BusSubscriber {
     /// Lets live envelopes and replays count (ShardedSubscriber: once every shard is identified).
     package func release() { sequencer.release() }
 
-    /// Sends the last report and closes both sockets.
-    package func close() {
+    /// Sends the last report and closes both sockets (again: nothing).
+    /// - Parameter final: whether the last report is final (a clean stop); false when the loop
+    ///   stopped on an error, which the daemon then shows as it shows a crash.
+    package func close(final: Bool = true) {
         if control != nil && !sequencer.controlIsIngest {
-            try? perform([sequencer.finalReport()], stop: nil, handler: { _ in })
+            var last = sequencer.finalReport()
+            if !final || hooks.sendsFinalReport?() == false, case .report(var report) = last {
+                report.final = false
+                last = .report(report)
+            }
+            try? perform([last], stop: nil, handler: { _ in })
         }
         sub = nil
         control = nil
@@ -413,6 +438,10 @@ public final class BusSubscriber {
                 _ = try control?.send(SubscriptionWire.identityRequest(id: id), dontWait: true)
             case .report(var report):
                 report.rejected = hooks.rejectedCount?()
+                if let committed = hooks.committedSeq?() {
+                    report.lastSeq = min(report.lastSeq, committed)
+                    report.throughSeq = min(report.throughSeq, committed)
+                }
                 report.durable = cursor.keepsPosition
                 _ = try? control?.send(SubscriptionWire.report(report, name: options.name), dontWait: true)
             case .subscribed:

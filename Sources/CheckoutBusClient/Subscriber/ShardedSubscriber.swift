@@ -56,17 +56,24 @@ public final class ShardedSubscriber {
         /// Each shard's parked envelopes (``BusSubscriber/Hooks/rejectedCount``), by the shard's
         /// position in the list; nil: not reported.
         public var rejectedCount: ((_ position: Int) -> Int)?
+        /// Each shard's position as the application committed it (``BusSubscriber/Hooks/committedSeq``).
+        public var committedSeq: ((_ position: Int) -> Int64?)?
+        /// Whether the last report is final (``BusSubscriber/Hooks/sendsFinalReport``).
+        public var sendsFinalReport: (() -> Bool)?
 
         public init(onSubscribed: (() -> Void)? = nil,
                     onHeartbeat: ((_ shard: Int, _ topic: [UInt8], _ envelope: [UInt8]) -> Void)? = nil,
                     onBatchEnd: ((_ subscriber: ShardedSubscriber) -> Void)? = nil,
                     onSilence: ((_ shard: Int, _ silent: Bool) -> Void)? = nil,
-                    rejectedCount: ((_ position: Int) -> Int)? = nil) {
+                    rejectedCount: ((_ position: Int) -> Int)? = nil, committedSeq: ((_ position: Int) -> Int64?)? = nil,
+                    sendsFinalReport: (() -> Bool)? = nil) {
             self.onSubscribed = onSubscribed
             self.onHeartbeat = onHeartbeat
             self.onBatchEnd = onBatchEnd
             self.onSilence = onSilence
             self.rejectedCount = rejectedCount
+            self.committedSeq = committedSeq
+            self.sendsFinalReport = sendsFinalReport
         }
     }
 
@@ -135,7 +142,9 @@ public final class ShardedSubscriber {
                 onSubscribed: hooks.onSubscribed.map { all in { if live.subscribed() == count { all() } } },
                 onHeartbeat: hooks.onHeartbeat.map { forward in { _, topic, envelope in forward(index, topic, envelope) } },
                 onSilence: hooks.onSilence.map { forward in { silent in forward(index, silent) } },
-                rejectedCount: hooks.rejectedCount.map { count in { count(index) } })
+                rejectedCount: hooks.rejectedCount.map { count in { count(index) } },
+                committedSeq: hooks.committedSeq.map { committed in { committed(index) } },
+                sendsFinalReport: hooks.sendsFinalReport)
             return BusSubscriber(options: pair.0, cursor: pair.1, hooks: shardHooks, logger: shardLogger, expectedShard: expected)
         }
     }
@@ -190,25 +199,31 @@ public final class ShardedSubscriber {
         let context = try ZMQContext()
         let poller = ZMQPoller()
         defer { for subscriber in shards { subscriber.close() } }
-        for subscriber in shards {
-            try subscriber.open(context)
-            subscriber.addSockets(to: poller)
-        }
-        while true {
-            if stop.isRaised { return .stopped }
-            let now = BusClock.monotonicNanoseconds()
-            if let deadline, now >= deadline { return .deadlineReached }
-            var wait = 200
-            for subscriber in shards { wait = min(wait, try subscriber.prepareRound(now: now)) }
-            if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
-            try poller.poll(timeoutMilliseconds: wait)
+        do {
             for subscriber in shards {
-                if try subscriber.serviceSockets(stop: stop, handler: handler) { return .stopped }
+                try subscriber.open(context)
+                subscriber.addSockets(to: poller)
             }
-            if !shards[0].released && shards.allSatisfy(\.isIdentified) {
-                for subscriber in shards { subscriber.release() }
+            while true {
+                if stop.isRaised { return .stopped }
+                let now = BusClock.monotonicNanoseconds()
+                if let deadline, now >= deadline { return .deadlineReached }
+                var wait = 200
+                for subscriber in shards { wait = min(wait, try subscriber.prepareRound(now: now)) }
+                if let deadline { wait = min(wait, Int((deadline - now) / 1_000_000) + 1) }
+                try poller.poll(timeoutMilliseconds: wait)
+                for subscriber in shards {
+                    if try subscriber.serviceSockets(stop: stop, handler: handler) { return .stopped }
+                }
+                if !shards[0].released && shards.allSatisfy(\.isIdentified) {
+                    for subscriber in shards { subscriber.release() }
+                }
+                hooks.onBatchEnd?(self)
             }
-            hooks.onBatchEnd?(self)
+        } catch {
+            // Stopped by an error: the last reports are not final (the daemons show a crash, not a stop).
+            for subscriber in shards { subscriber.close(final: false) }
+            throw error
         }
     }
 }
