@@ -173,6 +173,16 @@ package actor JetStreamBridge {
 
     /// Publishes each envelope the subscriber delivers until the task is cancelled or `stop` raised.
     private func forward(_ subscriber: Subscriber, stop: StopSignal) async throws {
+        do {
+            try await forwardEach(subscriber, stop: stop)
+        } catch {
+            // Not a clean stop: the daemon shows it as a crash (docs/observability.md).
+            subscriber.abandon()
+            throw error
+        }
+    }
+
+    private func forwardEach(_ subscriber: Subscriber, stop: StopSignal) async throws {
         for try await envelope in subscriber.envelopes {
             if stop.isRaised { break }
             try publish(envelope.raw, shard: envelope.shard, stop: stop)

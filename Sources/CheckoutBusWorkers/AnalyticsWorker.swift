@@ -155,6 +155,8 @@ package actor AnalyticsWorker {
             }
         } catch {
             failure = error
+            // Not a clean stop: the daemon shows it as a crash (docs/observability.md).
+            subscriber.abandon()
         }
         ticker.cancel()
         await ticker.value
