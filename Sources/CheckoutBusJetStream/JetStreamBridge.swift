@@ -173,21 +173,18 @@ package actor JetStreamBridge {
 
     /// Publishes each envelope the subscriber delivers until the task is cancelled or `stop` raised.
     private func forward(_ subscriber: Subscriber, stop: StopSignal) async throws {
-        do {
-            try await forwardEach(subscriber, stop: stop)
-        } catch {
-            // Not a clean stop: the daemon shows it as a crash (docs/observability.md).
-            subscriber.abandon()
-            throw error
-        }
-    }
-
-    private func forwardEach(_ subscriber: Subscriber, stop: StopSignal) async throws {
         for try await envelope in subscriber.envelopes {
             if stop.isRaised { break }
-            try publish(envelope.raw, shard: envelope.shard, stop: stop)
-            handled[positionOfShard[envelope.shard] ?? 0] = envelope
-            try await commitAcknowledged(subscriber)
+            do {
+                try publish(envelope.raw, shard: envelope.shard, stop: stop)
+                handled[positionOfShard[envelope.shard] ?? 0] = envelope
+                try await commitAcknowledged(subscriber)
+            } catch {
+                // Not a clean stop: the daemon shows it as a crash (docs/observability.md). Said
+                // before the loop is left, whose end stops the subscriber's thread.
+                subscriber.abandon()
+                throw error
+            }
         }
     }
 

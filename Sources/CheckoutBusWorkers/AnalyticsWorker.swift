@@ -151,12 +151,17 @@ package actor AnalyticsWorker {
                 // With one daemon every envelope advances position 0, whichever shard that daemon is.
                 funnel.apply(envelope.raw, shard: shardCount == 1 ? 0 : envelope.shard)
                 counted()
-                try await subscriber.commit(envelope)
+                do {
+                    try await subscriber.commit(envelope)
+                } catch {
+                    // Not a clean stop: the daemon shows it as a crash (docs/observability.md). Said
+                    // before the loop is left, whose end stops the subscriber's thread.
+                    subscriber.abandon()
+                    throw error
+                }
             }
         } catch {
             failure = error
-            // Not a clean stop: the daemon shows it as a crash (docs/observability.md).
-            subscriber.abandon()
         }
         ticker.cancel()
         await ticker.value

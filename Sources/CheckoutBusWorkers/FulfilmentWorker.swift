@@ -121,7 +121,7 @@ package final class FulfilmentWorker {
         self.options = options
         self.logger = logger
         do {
-                storeLock = try PositionLock(path: options.databasePath, what: "the fulfilment store", waitMilliseconds: 10_000)
+            storeLock = try PositionLock(path: options.databasePath, what: "the fulfilment store", waitMilliseconds: 10_000)
         } catch {
             throw FulfilmentError(error.description + (error.held ? ": another checkoutbus-fulfil, or checkoutbus cursor set" : ""))
         }
@@ -247,39 +247,17 @@ package final class FulfilmentWorker {
             cursors: cursors, logger: logger,
             onSubscribed: onSubscribed)
         for (position, count) in parked.enumerated() { subscriber.reportRejected(count, position: position) }
-        // Stopped by an error (the store, a refusal): the daemon is told no clean stop — it shows the
-        // worker gone and silent, as after a crash, at the last seq the store committed.
-        do {
         for try await envelope in subscriber.envelopes {
-            // A store removed or replaced under the worker would take its orders into a file nobody
-            // opens again (and a second worker could start on the path): stop before writing. Two
-            // system calls per envelope, beside a transaction's dozens of microseconds.
-            if let problem = storeLock.pathStillNamesLockedFile() {
-                throw FulfilmentError("the store is gone: \(problem); stopping before another order goes to a file "
-                    + "nobody can open (started again, it makes a new store and fills it from the journal's oldest "
-                    + "retained envelope)")
-            }
-            // With one daemon its cursor is row 0, whichever shard that daemon is.
-            let position = shardCount == 1 ? 0 : envelope.shard
-            let rejection: RejectionReason?
             do {
-                rejection = try handle(envelope.raw, cursorName: names[position])
-            } catch let error as SQLiteError {
-                // Rolled back: neither the order nor the cursor moved; a restart applies it again.
-                let seq = envelope.seq, topic = envelope.topic, path = options.databasePath
-                let why = "cannot record seq \(seq) (\(topic)) in \(path): \(error.description); "
-                throw FulfilmentError(why + "nothing of it was kept, and the worker resumes at it when started again")
+                try await record(envelope, subscriber: subscriber, names: names, shardCount: shardCount, parked: &parked)
+            } catch {
+                // Stopped by an error (the store): the daemon is told no clean stop — it shows the
+                // worker gone and silent, as after a crash, at the last seq the store committed. Said
+                // before the loop is left, whose end stops the subscriber's thread.
+                subscriber.abandon()
+                throw error
             }
-            if rejection != nil {
-                parked[position] += 1
-                subscriber.reportRejected(parked[position], position: position)
-            }
-            try await subscriber.commit(envelope)
-            positions[position] = envelope.seq
-        }
-        } catch {
-            subscriber.abandon()
-            throw error
+            positions[shardCount == 1 ? 0 : envelope.shard] = envelope.seq
         }
         let s = subscriber.statistics
         logger.info("stopped", [
@@ -290,6 +268,36 @@ package final class FulfilmentWorker {
             "not_retained": String(s.notRetained),
             "last_seq": positions.map(String.init).joined(separator: ","),
         ])
+    }
+
+    /// One envelope of ``run(onSubscribed:)``'s loop: the store checked, the envelope applied or
+    /// parked with its cursor row moved, then committed to the subscriber.
+    private func record(_ envelope: ReceivedEnvelope, subscriber: Subscriber, names: [String], shardCount: Int,
+                        parked: inout [Int]) async throws {
+        // A store removed or replaced under the worker would take its orders into a file nobody
+        // opens again (and a second worker could start on the path): stop before writing. Two
+        // system calls per envelope, beside a transaction's dozens of microseconds.
+        if let problem = storeLock.pathStillNamesLockedFile() {
+            throw FulfilmentError("the store is gone: \(problem); stopping before another order goes to a file "
+                + "nobody can open (started again, it makes a new store and fills it from the journal's oldest "
+                + "retained envelope)")
+        }
+        // With one daemon its cursor is row 0, whichever shard that daemon is.
+        let position = shardCount == 1 ? 0 : envelope.shard
+        let rejection: RejectionReason?
+        do {
+            rejection = try handle(envelope.raw, cursorName: names[position])
+        } catch let error as SQLiteError {
+            // Rolled back: neither the order nor the cursor moved; a restart applies it again.
+            let seq = envelope.seq, topic = envelope.topic, path = options.databasePath
+            let why = "cannot record seq \(seq) (\(topic)) in \(path): \(error.description); "
+            throw FulfilmentError(why + "nothing of it was kept, and the worker resumes at it when started again")
+        }
+        if rejection != nil {
+            parked[position] += 1
+            subscriber.reportRejected(parked[position], position: position)
+        }
+        try await subscriber.commit(envelope)
     }
 
     /// Handles one envelope: applies it, or parks it in `rejected`, in one transaction with the
