@@ -108,9 +108,9 @@ public final class Subscriber: Sendable {
     }
 
     /// Says that the application stopped on an error, before it leaves the loop over
-    /// ``envelopes``: the daemons are sent no final report, so they show this subscriber gone and
-    /// silent, as after a crash, rather than stopped (a clean stop). Its last report names the
-    /// last position committed.
+    /// ``envelopes``: the last report the daemons are sent is not final, so they show this
+    /// subscriber gone and silent, as after a crash, rather than stopped (a clean stop). That
+    /// report names the last position committed.
     public func abandon() {
         handOver.abandoned.store(true, ordering: .releasing)
     }

@@ -57,7 +57,7 @@ package final class SubscriberHandOver: Sendable {
     /// Each shard's position as the consumer last committed it (loaded from its cursor at the
     /// start): what reports say, rather than what was queued ahead of the consumer.
     package let committed = Mutex([Int: Int64]())
-    /// The consumer stopped on an error (``Subscriber/abandon()``): no final report is sent.
+    /// The consumer stopped on an error (``Subscriber/abandon()``): the last report is not final.
     package let abandoned = Atomic<Bool>(false)
 
     package init(capacity: Int, cursors: sending [any SubscriberCursor]) {
